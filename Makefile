@@ -1,0 +1,29 @@
+# The pinned MinIO the tests run against (started by internal/miniotest).
+MINIO_PKG := github.com/minio/minio@v0.0.0-20260212201848-7aac2a2c5b7c
+GOBIN_DIR := $(or $(shell go env GOBIN),$(shell go env GOPATH)/bin)
+
+.PHONY: all build test minio bench fuzz vet
+
+all: build
+
+build:
+	go build -o bin/ ./cmd/...
+
+# test installs MinIO when it is missing; the test binaries start it.
+test: minio
+	go vet ./...
+	go test -race -timeout 45m ./...
+
+minio:
+	@if command -v minio >/dev/null 2>&1 || [ -x "$(GOBIN_DIR)/minio" ] || [ -n "$$PANTO_MINIO" ]; then :; else \
+		echo "MinIO not found: installing $(MINIO_PKG) (a few minutes, once)"; \
+		go install $(MINIO_PKG); \
+	fi
+
+bench: minio
+	go test -run '^$$' -bench . -benchtime 1x ./...
+
+# fuzz runs each fuzz target for FUZZTIME (default 30s).
+FUZZTIME ?= 30s
+fuzz:
+	go test -run '^$$' -fuzz FuzzParse -fuzztime $(FUZZTIME) ./internal/sessionlog

@@ -1,0 +1,284 @@
+// Package agent is panto's core: the conversation model, the Agent that
+// drives a provider and its tools, and the SessionStore contract that
+// persists a session.
+//
+// The Agent owns its Conversation and a Session on a pluggable
+// SessionStore, and persists every message as it enters the conversation:
+// an embedder gets durable sessions without calling a persist function.
+//
+//   - A user prompt is persisted on submission, before any provider call,
+//     so nothing typed is lost when the provider fails.
+//   - An assistant message that calls tools is persisted together with the
+//     tool results that answer it, as one atomic batch; one whose calls
+//     never got results (the step was cancelled or failed) is dropped from
+//     the conversation and never persisted, so a stored session can always
+//     be replayed to a provider.
+//   - Messages committed before an error in a step stay persisted.
+//   - Every persisted message carries the wire identity of the endpoint;
+//     API keys never reach the Agent, so they cannot reach a store.
+//
+// This package imports no store: stores import it (cmd -> store -> agent).
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+)
+
+// Request is what the Agent sends a provider for one assistant turn.
+type Request struct {
+	// System is the system prompt in force (Conversation.SystemPrompt).
+	System string
+	// Messages is the context (Conversation.Context): no system messages.
+	Messages []Message
+	Tools    []ToolDecl
+}
+
+// Provider produces assistant messages. Implementations speak one wire
+// protocol (see APIStyle).
+type Provider interface {
+	// Identity is stamped on every persisted message of a turn this
+	// provider served. It must not carry key material.
+	Identity() WireIdentity
+	// Complete streams one assistant message for req, reporting deltas to
+	// recv as they arrive, and returns the whole message with its Usage.
+	Complete(ctx context.Context, req Request, recv Receiver) (Message, error)
+}
+
+// Receiver observes a step as it happens (for display). Its methods are
+// called from the goroutine that runs the step.
+type Receiver interface {
+	// TextDelta is streamed assistant text.
+	TextDelta(text string)
+	// ThinkingDelta is streamed reasoning text.
+	ThinkingDelta(text string)
+	// MessageAdded is called after a message enters the conversation.
+	MessageAdded(m Message)
+}
+
+// NopReceiver ignores everything.
+type NopReceiver struct{}
+
+func (NopReceiver) TextDelta(string)     {}
+func (NopReceiver) ThinkingDelta(string) {}
+func (NopReceiver) MessageAdded(Message) {}
+
+// ToolSource offers tools and runs them.
+type ToolSource interface {
+	Tools() []ToolDecl
+	// Call runs tool name with JSON input. An error is reported to the
+	// model as a failed tool result, not to the caller of RunStep.
+	Call(ctx context.Context, name string, input json.RawMessage) (string, error)
+}
+
+// Options configure an Agent.
+type Options struct {
+	Provider Provider
+	// Tools may be nil: no tools.
+	Tools ToolSource
+	// MaxToolRounds bounds the provider calls of one step (default 32), so
+	// a model that keeps calling tools cannot run forever.
+	MaxToolRounds int
+}
+
+// ErrTooManyToolRounds: a step called tools more than MaxToolRounds times.
+var ErrTooManyToolRounds = errors.New("too many tool rounds in one step")
+
+// Agent drives one session: it owns the conversation and persists to the
+// session every message added to it. An Agent is not safe for concurrent
+// use.
+type Agent struct {
+	session *Session
+	conv    *Conversation
+	opts    Options
+}
+
+// New returns an Agent on session that adopts conv (nil: a fresh, empty
+// conversation). The caller must not use conv afterwards.
+func New(session *Session, conv *Conversation, opts Options) *Agent {
+	if conv == nil {
+		conv = &Conversation{}
+	}
+	if opts.MaxToolRounds <= 0 {
+		opts.MaxToolRounds = 32
+	}
+	return &Agent{session: session, conv: conv, opts: opts}
+}
+
+// Session returns the session the agent persists to.
+func (a *Agent) Session() *Session { return a.session }
+
+// Conversation returns the live conversation. Callers must not modify it.
+func (a *Agent) Conversation() *Conversation { return a.conv }
+
+// SetProvider switches the provider for later turns (the new identity is
+// stamped on what they persist).
+func (a *Agent) SetProvider(p Provider) { a.opts.Provider = p }
+
+// SubmitUserMessage adds a user message and persists it before returning,
+// so the prompt is durable before any provider call.
+func (a *Agent) SubmitUserMessage(ctx context.Context, text string) error {
+	return a.add(ctx, UserText(text))
+}
+
+// AddSystemMessage adds and persists a system message.
+func (a *Agent) AddSystemMessage(ctx context.Context, text string, mode SystemMode) error {
+	return a.add(ctx, SystemText(text, mode))
+}
+
+// add appends msgs to the conversation and persists them as one batch. On
+// a persist failure the messages are taken back out, so the conversation
+// never holds what the store does not.
+func (a *Agent) add(ctx context.Context, msgs ...Message) error {
+	n := len(a.conv.Messages)
+	a.conv.Messages = append(a.conv.Messages, msgs...)
+	if err := a.persist(ctx, n); err != nil {
+		a.conv.Messages = a.conv.Messages[:n]
+		return err
+	}
+	return nil
+}
+
+// persist appends conv.Messages[from:] to the session as one batch.
+func (a *Agent) persist(ctx context.Context, from int) error {
+	if a.session == nil || from >= len(a.conv.Messages) {
+		return nil
+	}
+	var identity WireIdentity
+	if a.opts.Provider != nil {
+		identity = a.opts.Provider.Identity()
+	}
+	tools := a.tools()
+	batch := make([]PersistentMessage, 0, len(a.conv.Messages)-from)
+	for _, m := range a.conv.Messages[from:] {
+		batch = append(batch, PersistentMessage{
+			Message:        m,
+			Usage:          m.Usage,
+			Identity:       identity,
+			Conversation:   a.conv.Messages,
+			ToolsAvailable: tools,
+		})
+	}
+	if err := a.session.Append(ctx, batch); err != nil {
+		return fmt.Errorf("persist to session %s: %w", a.session.Info.ID, err)
+	}
+	return nil
+}
+
+func (a *Agent) tools() []ToolDecl {
+	if a.opts.Tools == nil {
+		return nil
+	}
+	return a.opts.Tools.Tools()
+}
+
+// RunStep asks the provider for the next assistant message and, while it
+// calls tools, runs them and asks again. Each assistant message is
+// persisted with the tool results that answer it; whatever was persisted
+// before an error stays persisted. On error (including a cancelled ctx)
+// an assistant message whose tool calls have no results is removed from
+// the conversation and not persisted.
+func (a *Agent) RunStep(ctx context.Context, recv Receiver) error {
+	if a.opts.Provider == nil {
+		return errors.New("run step: no provider configured")
+	}
+	if recv == nil {
+		recv = NopReceiver{}
+	}
+	for round := 0; round < a.opts.MaxToolRounds; round++ {
+		req := Request{System: a.conv.SystemPrompt(), Messages: a.conv.Context(), Tools: a.tools()}
+		reply, err := a.opts.Provider.Complete(ctx, req, recv)
+		if err != nil {
+			return fmt.Errorf("provider: %w", err)
+		}
+		reply.Role = RoleAssistant
+		uses := reply.ToolUses()
+		if len(uses) == 0 {
+			if err := a.add(ctx, reply); err != nil {
+				return err
+			}
+			recv.MessageAdded(reply)
+			return nil
+		}
+		results, err := a.runTools(ctx, uses)
+		if err != nil {
+			// The assistant's tool calls have no results: drop them.
+			return err
+		}
+		if err := a.add(ctx, reply, results); err != nil {
+			return err
+		}
+		recv.MessageAdded(reply)
+		recv.MessageAdded(results)
+	}
+	return fmt.Errorf("run step: %w (limit %d)", ErrTooManyToolRounds, a.opts.MaxToolRounds)
+}
+
+// runTools runs each tool call in order and returns the user message that
+// carries their results. Only cancellation is an error; a failing tool is
+// a failed result the model gets to see.
+func (a *Agent) runTools(ctx context.Context, uses []Block) (Message, error) {
+	results := Message{Role: RoleUser}
+	for _, u := range uses {
+		if err := ctx.Err(); err != nil {
+			return Message{}, fmt.Errorf("run tool %s: %w", u.ToolName, err)
+		}
+		var out string
+		var err error
+		if a.opts.Tools == nil {
+			err = fmt.Errorf("no tool named %q", u.ToolName)
+		} else {
+			out, err = a.opts.Tools.Call(ctx, u.ToolName, u.Input)
+		}
+		if err != nil {
+			if ctxErr := ctx.Err(); ctxErr != nil {
+				return Message{}, fmt.Errorf("run tool %s: %w", u.ToolName, ctxErr)
+			}
+			results.Content = append(results.Content, ToolResultBlock(u.ToolUseID, err.Error(), true))
+			continue
+		}
+		results.Content = append(results.Content, ToolResultBlock(u.ToolUseID, out, false))
+	}
+	return results, nil
+}
+
+// DefaultCompactPrompt asks the provider for a summary that can stand in
+// for the conversation so far.
+const DefaultCompactPrompt = "Summarise the conversation so far so that it can replace it as context: " +
+	"the user's goals, decisions made, facts learned, files and commands involved, and open tasks. " +
+	"Answer with the summary only."
+
+// Compact asks the provider to summarise the context and adds the summary
+// as a compaction entry, which resets the context later turns send. The
+// summary is persisted like any message; earlier entries stay in the log
+// (Load returns them; Context starts at the latest summary). instructions
+// may be empty (DefaultCompactPrompt).
+func (a *Agent) Compact(ctx context.Context, instructions string, recv Receiver) error {
+	if a.opts.Provider == nil {
+		return errors.New("compact: no provider configured")
+	}
+	if recv == nil {
+		recv = NopReceiver{}
+	}
+	if instructions == "" {
+		instructions = DefaultCompactPrompt
+	}
+	msgs := append(a.conv.Context(), UserText(instructions))
+	reply, err := a.opts.Provider.Complete(ctx, Request{System: a.conv.SystemPrompt(), Messages: msgs}, recv)
+	if err != nil {
+		return fmt.Errorf("compact: provider: %w", err)
+	}
+	summary := Message{
+		Role:     RoleUser,
+		Content:  []Block{TextBlock("Summary of the conversation so far:\n\n" + reply.Text())},
+		Usage:    reply.Usage,
+		Metadata: map[string]any{MetadataCompaction: true},
+	}
+	if err := a.add(ctx, summary); err != nil {
+		return fmt.Errorf("compact: %w", err)
+	}
+	recv.MessageAdded(summary)
+	return nil
+}

@@ -1,0 +1,225 @@
+package agent
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// APIStyle names a provider wire protocol.
+type APIStyle string
+
+const (
+	APIStyleOpenAIChat        APIStyle = "openai-chat"
+	APIStyleAnthropicMessages APIStyle = "anthropic-messages"
+)
+
+// ReasoningEffort is the reasoning level requested of a provider; empty
+// means the provider's default.
+type ReasoningEffort string
+
+const (
+	ReasoningDefault ReasoningEffort = ""
+	ReasoningLow     ReasoningEffort = "low"
+	ReasoningMedium  ReasoningEffort = "medium"
+	ReasoningHigh    ReasoningEffort = "high"
+)
+
+// WireIdentity is the ground truth of which endpoint a turn went to: the
+// protocol, the base URL and model as sent on the wire, and the reasoning
+// level that disambiguates otherwise identical endpoints. It never holds
+// key material.
+type WireIdentity struct {
+	APIStyle  APIStyle
+	BaseURL   string
+	Model     string
+	Reasoning ReasoningEffort
+}
+
+// ToolDecl describes a tool offered to the provider.
+type ToolDecl struct {
+	Name        string
+	Description string
+	// InputSchema is the JSON Schema of the tool's arguments.
+	InputSchema map[string]any
+}
+
+// PersistentMessage is the write record: everything the agent knows about
+// a message as it enters the conversation. The write side is rich so that
+// a store may keep what it wants (an audit store may keep the provenance);
+// the read side (Load) is a plain Conversation.
+type PersistentMessage struct {
+	Message Message
+	Usage   *Usage
+	// Identity is the endpoint of the turn this message belongs to.
+	Identity WireIdentity
+	// Conversation is provenance: the whole conversation at write time.
+	Conversation []Message
+	// ToolsAvailable is provenance: the tools offered for this turn.
+	ToolsAvailable []ToolDecl
+}
+
+// SessionInfo is what list and selection show about a session.
+type SessionInfo struct {
+	ID                string
+	Created, Modified time.Time
+	MessageCount      int
+	// LastUserMessage is the text of the latest message a person typed;
+	// stores may truncate it (see MaxLastUserMessage).
+	LastUserMessage string
+	// The wire identity of the latest non-system entry.
+	APIStyle  APIStyle
+	BaseURL   string
+	Model     string
+	Reasoning ReasoningEffort
+}
+
+// MaxLastUserMessage is the number of runes of SessionInfo.LastUserMessage
+// a store keeps.
+const MaxLastUserMessage = 200
+
+// SessionStore persists sessions. Implementations must be safe for
+// concurrent use by multiple goroutines.
+type SessionStore interface {
+	// Create mints a handle on a new session with a fresh random id. It does
+	// no I/O: the session comes into existence with its first append.
+	Create() *Session
+	// List returns every session, newest first by Modified.
+	List(ctx context.Context) ([]SessionInfo, error)
+	// Resolve returns the session whose id is idOrPrefix, or the only one
+	// whose id starts with it. It fails with ErrSessionNotFound when none
+	// matches, ErrAmbiguousSessionID (naming the candidates) when several
+	// do, and ErrInvalidSessionID when idOrPrefix is not a possible id.
+	Resolve(ctx context.Context, idOrPrefix string) (*Session, error)
+	// Latest returns the most recently modified session, or
+	// ErrSessionNotFound when there is none.
+	Latest(ctx context.Context) (*Session, error)
+	// Load returns the session's messages in order, or ErrSessionNotFound.
+	Load(ctx context.Context, id string) (*Conversation, error)
+	// AppendMessages appends msgs to the session, creating it if needed.
+	// The batch is atomic: a reader sees all of it or none of it, even
+	// after a crash. Appending an empty batch does nothing.
+	AppendMessages(ctx context.Context, sessionID string, msgs []PersistentMessage) error
+}
+
+// Session is a handle on one session of a store.
+type Session struct {
+	Info  SessionInfo
+	Store SessionStore
+}
+
+// Load returns the session's conversation.
+func (s *Session) Load(ctx context.Context) (*Conversation, error) {
+	return s.Store.Load(ctx, s.Info.ID)
+}
+
+// Append appends a batch of messages to the session and keeps Info up to
+// date with what was appended.
+func (s *Session) Append(ctx context.Context, msgs []PersistentMessage) error {
+	if len(msgs) == 0 {
+		return nil
+	}
+	if err := s.Store.AppendMessages(ctx, s.Info.ID, msgs); err != nil {
+		return err
+	}
+	now := time.Now().UTC()
+	if s.Info.Created.IsZero() {
+		s.Info.Created = now
+	}
+	s.Info.Modified = now
+	for _, pm := range msgs {
+		s.Info.Update(pm)
+	}
+	return nil
+}
+
+// Update folds one appended entry into the info: the count, the last
+// user message and the last wire identity. Stores use it to keep their
+// summaries the same way.
+func (info *SessionInfo) Update(pm PersistentMessage) {
+	info.MessageCount++
+	m := pm.Message
+	if m.Role == RoleUser && !m.IsToolResult() && !m.IsCompactionSummary() {
+		info.LastUserMessage = Truncate(m.Text(), MaxLastUserMessage)
+	}
+	if m.Role != RoleSystem && pm.Identity != (WireIdentity{}) {
+		info.APIStyle = pm.Identity.APIStyle
+		info.BaseURL = pm.Identity.BaseURL
+		info.Model = pm.Identity.Model
+		info.Reasoning = pm.Identity.Reasoning
+	}
+}
+
+// Truncate shortens s to at most n runes, marking a cut with an ellipsis.
+func Truncate(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n-1]) + "…"
+}
+
+var (
+	// ErrSessionNotFound: no session has the id or prefix asked for.
+	ErrSessionNotFound = errors.New("session not found")
+	// ErrAmbiguousSessionID: a prefix matches more than one session.
+	ErrAmbiguousSessionID = errors.New("ambiguous session id")
+	// ErrInvalidSessionID: the id has characters outside the id alphabet
+	// (letters, digits, '-' and '_'), is empty, or is too long.
+	ErrInvalidSessionID = errors.New("invalid session id")
+)
+
+// MaxSessionIDLen bounds an id so that it fits in a file name and an
+// object key with room to spare.
+const MaxSessionIDLen = 128
+
+// ValidateSessionID checks that id (or an id prefix) can be used as a file
+// name and an object key component: no separators, no dots (so no ".."),
+// nothing outside [A-Za-z0-9_-].
+func ValidateSessionID(id string) error {
+	if id == "" {
+		return fmt.Errorf("%w: empty", ErrInvalidSessionID)
+	}
+	if len(id) > MaxSessionIDLen {
+		return fmt.Errorf("%w: longer than %d characters", ErrInvalidSessionID, MaxSessionIDLen)
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_'
+		if !ok {
+			return fmt.Errorf("%w: %q (use letters, digits, '-' and '_')", ErrInvalidSessionID, id)
+		}
+	}
+	return nil
+}
+
+// NewSessionID returns a fresh random id: 32 lowercase hex digits. Ids are
+// random rather than time-ordered so that prefixes spread evenly (over
+// index shards) and short prefixes resolve uniquely.
+func NewSessionID() string {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic("crypto/rand failed: " + err.Error()) // crypto/rand does not fail on supported platforms
+	}
+	return hex.EncodeToString(b[:])
+}
+
+// AmbiguousError builds the error for a prefix that matches several ids.
+func AmbiguousError(prefix string, candidates []string) error {
+	const shown = 10
+	list := candidates
+	more := ""
+	if len(list) > shown {
+		list = list[:shown]
+		more = fmt.Sprintf(" and %d more", len(candidates)-shown)
+	}
+	return fmt.Errorf("%w: %q matches %d sessions (%v%s); give more characters", ErrAmbiguousSessionID, prefix, len(candidates), list, more)
+}
+
+// NotFoundError builds the error for an id or prefix that matches nothing.
+func NotFoundError(idOrPrefix string) error {
+	return fmt.Errorf("%w: %q", ErrSessionNotFound, idOrPrefix)
+}

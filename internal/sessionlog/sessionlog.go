@@ -1,0 +1,271 @@
+// Package sessionlog is the one line format of a session log, used by
+// every store and by sync, so that a session's bytes are the same wherever
+// they live.
+//
+// A log is a header line followed by one JSON line per message:
+//
+//	{"type":"session","version":1,"id":"…","created":"…","more":1}
+//	{"type":"message","ts":"…","role":"user","content":[…],…}
+//
+// Every line ends in '\n'. A batch (one atomic append) is written in one
+// go, and each of its lines says in "more" how many lines of the same
+// batch follow it; the first batch of a log includes the header. The
+// committed part of a log is therefore everything up to the last complete
+// line whose "more" is 0. What follows it is a write in progress or a
+// torn write: a last line without its newline, or complete lines of a
+// batch whose end never made it. It is not part of the session and is cut
+// off by the next append. A complete line that does not decode, inside
+// the committed part, is corruption and is reported with its line number.
+//
+// The encoding is deterministic (struct field order, sorted map keys), so
+// the same messages at the same time encode to the same bytes.
+package sessionlog
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/panto-dev/panto/agent"
+)
+
+// Version is the format version this package writes and the newest it
+// reads.
+const Version = 1
+
+// Line types.
+const (
+	TypeSession = "session"
+	TypeMessage = "message"
+)
+
+var (
+	// ErrMalformed: a complete line is not a valid line of the format.
+	ErrMalformed = errors.New("malformed session log")
+	// ErrNewerVersion: the log was written by a newer format version.
+	ErrNewerVersion = errors.New("session log written by a newer panto")
+)
+
+// Header is the first line of a log.
+type Header struct {
+	Type    string    `json:"type"`
+	Version int       `json:"version"`
+	ID      string    `json:"id"`
+	Created time.Time `json:"created"`
+	More    int       `json:"more,omitempty"`
+}
+
+// entry is a message line. Provenance is not kept, and system entries
+// carry no wire identity (it says nothing about them).
+type entry struct {
+	Type      string                `json:"type"`
+	TS        time.Time             `json:"ts"`
+	Role      agent.Role            `json:"role"`
+	Content   []agent.Block         `json:"content"`
+	Usage     *agent.Usage          `json:"usage,omitempty"`
+	Metadata  map[string]any        `json:"metadata,omitempty"`
+	APIStyle  agent.APIStyle        `json:"api_style,omitempty"`
+	BaseURL   string                `json:"base_url,omitempty"`
+	Model     string                `json:"model,omitempty"`
+	Reasoning agent.ReasoningEffort `json:"reasoning,omitempty"`
+	More      int                   `json:"more,omitempty"`
+}
+
+// EncodeBatch encodes msgs as one batch written at time at. When header is
+// true the batch starts a new log for session id and begins with the
+// header line.
+func EncodeBatch(id string, header bool, msgs []agent.PersistentMessage, at time.Time) ([]byte, error) {
+	at = at.UTC()
+	var buf bytes.Buffer
+	remaining := len(msgs)
+	if header {
+		h := Header{Type: TypeSession, Version: Version, ID: id, Created: at, More: remaining}
+		if err := writeLine(&buf, h); err != nil {
+			return nil, fmt.Errorf("encode header of session %s: %w", id, err)
+		}
+	}
+	for i, pm := range msgs {
+		remaining--
+		e := entry{
+			Type:     TypeMessage,
+			TS:       at,
+			Role:     pm.Message.Role,
+			Content:  pm.Message.Content,
+			Usage:    pm.Usage,
+			Metadata: pm.Message.Metadata,
+			More:     remaining,
+		}
+		if e.Usage == nil {
+			e.Usage = pm.Message.Usage
+		}
+		if e.Content == nil {
+			e.Content = []agent.Block{}
+		}
+		if pm.Message.Role != agent.RoleSystem {
+			e.APIStyle = pm.Identity.APIStyle
+			e.BaseURL = pm.Identity.BaseURL
+			e.Model = pm.Identity.Model
+			e.Reasoning = pm.Identity.Reasoning
+		}
+		if err := writeLine(&buf, e); err != nil {
+			return nil, fmt.Errorf("encode message %d of session %s: %w", i, id, err)
+		}
+	}
+	return buf.Bytes(), nil
+}
+
+func writeLine(buf *bytes.Buffer, v any) error {
+	enc := json.NewEncoder(buf)
+	enc.SetEscapeHTML(false)
+	return enc.Encode(v) // Encode ends the line with '\n' and never emits one inside
+}
+
+// lineInfo is what CommittedLength needs of a line.
+type lineInfo struct {
+	Type string `json:"type"`
+	More int    `json:"more"`
+}
+
+// CommittedLength returns the length of the committed prefix of data:
+// through the last complete line that ends a batch. name is used in
+// errors. A complete line that cannot be read as a line of the format is
+// ErrMalformed, naming its line number.
+func CommittedLength(name string, data []byte) (int, error) {
+	end := bytes.LastIndexByte(data, '\n') + 1 // end of the complete lines
+	for end > 0 {
+		start := bytes.LastIndexByte(data[:end-1], '\n') + 1
+		var li lineInfo
+		if err := json.Unmarshal(data[start:end-1], &li); err != nil || (li.Type != TypeSession && li.Type != TypeMessage) || li.More < 0 {
+			line := bytes.Count(data[:start], []byte{'\n'}) + 1
+			return 0, fmt.Errorf("%s:%d: %w: not a session log line", name, line, ErrMalformed)
+		}
+		if li.More == 0 {
+			return end, nil
+		}
+		end = start
+	}
+	return 0, nil
+}
+
+// Decoder decodes the lines of one log in order and folds them into a
+// SessionInfo. Its fields are exported so that a caller can save the
+// state and resume decoding where it stopped (after more bytes were
+// appended).
+type Decoder struct {
+	// Name is the file or object named in errors.
+	Name string `json:"-"`
+	// Line is the number of lines decoded so far.
+	Line int `json:"line"`
+	// Header is the log's header, once decoded.
+	Header *Header `json:"header,omitempty"`
+	// Info summarises the lines decoded so far.
+	Info agent.SessionInfo `json:"info"`
+}
+
+// DecodeLine decodes the next line (without its '\n'). It returns the
+// message and true for a message line, false for the header.
+func (d *Decoder) DecodeLine(line []byte) (agent.Message, bool, error) {
+	d.Line++
+	fail := func(format string, args ...any) (agent.Message, bool, error) {
+		return agent.Message{}, false, fmt.Errorf("%s:%d: %w: %s", d.Name, d.Line, ErrMalformed, fmt.Sprintf(format, args...))
+	}
+	var li lineInfo
+	if err := json.Unmarshal(line, &li); err != nil {
+		return fail("%v", err)
+	}
+	if d.Header == nil {
+		if li.Type != TypeSession {
+			return fail("the first line is not a session header")
+		}
+		var h Header
+		if err := json.Unmarshal(line, &h); err != nil {
+			return fail("header: %v", err)
+		}
+		if h.Version > Version {
+			return agent.Message{}, false, fmt.Errorf("%s:%d: %w (format version %d, this panto reads up to %d): upgrade panto", d.Name, d.Line, ErrNewerVersion, h.Version, Version)
+		}
+		if h.Version < 1 {
+			return fail("header has no format version")
+		}
+		if err := agent.ValidateSessionID(h.ID); err != nil {
+			return fail("header: %v", err)
+		}
+		d.Header = &h
+		d.Info.ID = h.ID
+		d.Info.Created = h.Created
+		d.Info.Modified = h.Created
+		return agent.Message{}, false, nil
+	}
+	if li.Type != TypeMessage {
+		return fail("unexpected line type %q", li.Type)
+	}
+	var e entry
+	dec := json.NewDecoder(bytes.NewReader(line))
+	if err := dec.Decode(&e); err != nil {
+		return fail("%v", err)
+	}
+	switch e.Role {
+	case agent.RoleSystem, agent.RoleUser, agent.RoleAssistant:
+	default:
+		return fail("unknown role %q", e.Role)
+	}
+	m := agent.Message{Role: e.Role, Content: e.Content, Usage: e.Usage, Metadata: e.Metadata}
+	d.Info.Update(agent.PersistentMessage{Message: m, Identity: agent.WireIdentity{
+		APIStyle: e.APIStyle, BaseURL: e.BaseURL, Model: e.Model, Reasoning: e.Reasoning,
+	}})
+	if e.TS.After(d.Info.Modified) {
+		d.Info.Modified = e.TS
+	}
+	return m, true, nil
+}
+
+// Log is a decoded log.
+type Log struct {
+	Header   Header
+	Messages []agent.Message
+	Info     agent.SessionInfo
+	// Committed is the length of the committed prefix that was decoded.
+	Committed int
+}
+
+// Parse decodes the committed part of data (see CommittedLength); name is
+// used in errors. A log with no committed line returns a nil Log.
+func Parse(name string, data []byte) (*Log, error) {
+	n, err := CommittedLength(name, data)
+	if err != nil {
+		return nil, err
+	}
+	if n == 0 {
+		return nil, nil
+	}
+	d := Decoder{Name: name}
+	var msgs []agent.Message
+	err = Lines(data[:n], func(line []byte) error {
+		m, ok, err := d.DecodeLine(line)
+		if ok {
+			msgs = append(msgs, m)
+		}
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &Log{Header: *d.Header, Messages: msgs, Info: d.Info, Committed: n}, nil
+}
+
+// Lines calls fn for each complete line of data, without its '\n'.
+func Lines(data []byte, fn func(line []byte) error) error {
+	for len(data) > 0 {
+		i := bytes.IndexByte(data, '\n')
+		if i < 0 {
+			return nil
+		}
+		if err := fn(data[:i]); err != nil {
+			return err
+		}
+		data = data[i+1:]
+	}
+	return nil
+}
