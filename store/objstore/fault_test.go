@@ -30,7 +30,9 @@ func TestCrashPoints(t *testing.T) {
 	}{
 		{"after segment PUT", func(r *http.Request, segDone, _ bool) bool { return segDone }},
 		{"after manifest PUT", func(r *http.Request, _, manifestDone bool) bool { return manifestDone }},
-		{"before index PUT", func(r *http.Request, _, _ bool) bool { return isPut(r, ".json.zst") && strings.Contains(r.URL.Path, "/index/") }},
+		{"before index PUT", func(r *http.Request, _, _ bool) bool {
+			return isPut(r, ".json.zst") && strings.Contains(r.URL.Path, "/index/")
+		}},
 	}
 	for _, c := range cases {
 		for _, newSession := range []bool{false, true} {
