@@ -422,7 +422,7 @@ func (s *syncer) push(ctx context.Context, j *job) Event {
 		}
 		// Someone else appended (or the index was behind): re-plan.
 		cps, err := s.remote.Checkpoints(ctx, j.id)
-		if err != nil {
+		if err != nil && !errors.Is(err, agent.ErrSessionNotFound) {
 			return s.failed(j, "failed", fmt.Errorf("push: the remote changed; re-read it: %w", err))
 		}
 		j.remote = Side{}

@@ -92,7 +92,7 @@ func TestPullRemoteAppends(t *testing.T) {
 	}
 	// The first catalog is behind: push says so and does nothing.
 	r = e.must(t, 0, "push", "--dir", dir, "--json", e.url)
-	if _, sum := events(t, r.stdout); sum.Counts["skipped"] != 2 || sum.Bytes != 0 {
+	if _, sum := events(t, r.stdout); sum.Counts["skipped"] != 3 || sum.Bytes != 0 {
 		t.Errorf("push of a catalog the remote is ahead of: %+v", sum)
 	}
 	e.must(t, 0, "pull", "--dir", dir, e.url)
@@ -158,8 +158,14 @@ func TestDivergence(t *testing.T) {
 	}
 	// Again: already kept, no second copy.
 	r = e.must(t, 0, "push", "--dir", dir, "--on-diverge=keep-both", "--json", e.url)
-	if evs, _ := events(t, r.stdout); byEvent(evs)["kept-both"] != 1 || strings.Count(r.stdout, pushedAs) != 1 {
-		t.Errorf("second keep-both push:\n%s", r.stdout)
+	evs, _ = events(t, r.stdout)
+	for _, ev := range evs {
+		if ev.ID == id && (ev.Event != "kept-both" || ev.NewID != pushedAs) {
+			t.Errorf("second keep-both push: %+v, want kept-both as %s", ev, pushedAs)
+		}
+	}
+	if all, err := e.objstore(t).Sessions(context.Background()); err != nil || len(all) != len(ids)+1 {
+		t.Errorf("the bucket holds %d sessions after two keep-both pushes, want %d (%v)", len(all), len(ids)+1, err)
 	}
 
 	// keep-both on pull: the remote copy becomes a new local session.

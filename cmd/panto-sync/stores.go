@@ -1,5 +1,3 @@
-//go:build !nostores
-
 package main
 
 import (
@@ -15,12 +13,10 @@ import (
 // openStores opens the local catalog at --dir (creating the directory
 // when create) and the bucket.
 func openStores(ctx context.Context, o *options, create bool) (LocalCatalog, RemoteCatalog, error) {
-	if create {
-		if err := os.MkdirAll(o.Dir, 0o755); err != nil {
-			return nil, nil, fmt.Errorf("create the session directory: %w", err)
+	if !create { // fsjsonl.Open creates a missing directory (mode 0700)
+		if fi, err := os.Stat(o.Dir); err != nil || !fi.IsDir() {
+			return nil, nil, fmt.Errorf("no session catalog at %s: pass --dir DIR (a directory of <id>.jsonl files)", o.Dir)
 		}
-	} else if fi, err := os.Stat(o.Dir); err != nil || !fi.IsDir() {
-		return nil, nil, fmt.Errorf("no session catalog at %s: pass --dir DIR (a directory of <id>.jsonl files)", o.Dir)
 	}
 	local, err := fsjsonl.Open(o.Dir)
 	if err != nil {
@@ -81,7 +77,9 @@ func (r remoteStore) AppendRaw(ctx context.Context, id string, expectLength int6
 	return r.s.AppendRaw(ctx, id, expectLength, expectSHA256, data)
 }
 
-func (r remoteStore) IsRemoteChanged(err error) bool { return errors.Is(err, objstore.ErrRemoteChanged) }
+func (r remoteStore) IsRemoteChanged(err error) bool {
+	return errors.Is(err, objstore.ErrRemoteChanged)
+}
 
 func (r remoteStore) Verify(ctx context.Context, id string) error { return r.s.Verify(ctx, id) }
 
