@@ -315,7 +315,10 @@ func (s *syncer) isPrefix(ctx context.Context, j *job) (bool, error) {
 	return true, nil
 }
 
-// readRemote reads remote[from:to] of session id.
+// readRemote reads session id from offset from to its end, which is at
+// least to: the index may lag behind the session (a writer that crashed
+// before updating it), and ReadRaw reads the session itself, verified
+// against its manifest.
 func (s *syncer) readRemote(ctx context.Context, id string, from, to int64) ([]byte, error) {
 	data, err := s.remote.ReadRaw(ctx, id, from)
 	if err != nil {
@@ -324,10 +327,13 @@ func (s *syncer) readRemote(ctx context.Context, id string, from, to int64) ([]b
 	if int64(len(data)) < to-from {
 		return nil, fmt.Errorf("read session %s: the remote holds %d bytes, its index says %d: run `panto-sync verify`", id, from+int64(len(data)), to)
 	}
-	return data[:to-from], nil
+	return data, nil
 }
 
-// execute carries out j for the command and says what happened.
+// execute carries out j for the command and says what happened. An
+// interrupt (ctx done) stops new work, but a write that has started runs
+// to its end with the index and manifest updates that follow it, so that
+// Ctrl-C leaves nothing for the next run to repair.
 func (s *syncer) execute(ctx context.Context, j *job) Event {
 	if j.err != nil {
 		ev := "failed"
@@ -413,7 +419,7 @@ func (s *syncer) push(ctx context.Context, j *job) Event {
 		if err != nil {
 			return s.failed(j, "failed", err)
 		}
-		err = s.remote.AppendRaw(ctx, j.id, j.remote.Length, j.remote.SHA256, data)
+		err = s.remote.AppendRaw(context.WithoutCancel(ctx), j.id, j.remote.Length, j.remote.SHA256, data)
 		if err == nil {
 			break
 		}
@@ -473,10 +479,14 @@ func (s *syncer) pull(ctx context.Context, j *job) Event {
 	if err != nil {
 		return s.failed(j, "failed", err)
 	}
-	h.Write(tail)
+	// The bytes up to R must hash to what the index says; bytes past R
+	// (the index lagged) are checked by the object store's manifest.
+	h.Write(tail[:R-L])
 	if got := fmt.Sprintf("%x", h.Sum(nil)); got != j.remote.SHA256 {
 		return s.failed(j, "failed", fmt.Errorf("the bytes read from %s do not match its index (sha256 %s, want %s): run `panto-sync verify %s`", s.o.Remote, got[:12], short(j.remote.SHA256), s.o.Remote))
 	}
+	h.Write(tail[R-L:])
+	newLen := L + int64(len(tail))
 	d := sessionlog.Decoder{Name: s.o.Remote + "/" + j.id, Line: j.st.Lines}
 	if j.local.Exists {
 		d.Header = &sessionlog.Header{ID: j.id}
@@ -486,18 +496,20 @@ func (s *syncer) pull(ctx context.Context, j *job) Event {
 	if err := validateLines(&d, j.id, tail); err != nil {
 		return s.failed(j, "refused", err)
 	}
-	if err := s.local.AppendRaw(ctx, j.id, L, tail); err != nil {
+	if err := s.local.AppendRaw(context.WithoutCancel(ctx), j.id, L, tail); err != nil {
 		return s.failed(j, "failed", fmt.Errorf("pull into %s: %w", j.path, err))
 	}
-	st := &SessionState{Committed: R, SHA256: j.remote.SHA256, Lines: d.Line, SyncedLength: R, SyncedSHA256: j.remote.SHA256, Forks: j.st.Forks, Size: -1}
+	sha := fmt.Sprintf("%x", h.Sum(nil))
+	st := &SessionState{Committed: newLen, SHA256: sha, Lines: d.Line, SyncedLength: newLen, SyncedSHA256: sha, Forks: j.st.Forks, Size: -1}
 	if st.Hasher, err = marshalHasher(h); err != nil {
 		return s.failed(j, "failed", err)
 	}
-	if fi, err := os.Stat(j.path); err == nil && fi.Size() == R {
+	if fi, err := os.Stat(j.path); err == nil && fi.Size() == newLen {
 		st.Size, st.MtimeNS = fi.Size(), fi.ModTime().UnixNano()
 	}
 	s.setState(j.id, st)
-	return s.ev(j, "pulled", j.bytes, fmt.Sprintf("pulled    %s  +%s (local %d → %d B)", j.id, humanBytes(j.bytes), L, R))
+	j.bytes = int64(len(tail))
+	return s.ev(j, "pulled", j.bytes, fmt.Sprintf("pulled    %s  +%s (local %d → %d B)", j.id, humanBytes(j.bytes), L, newLen))
 }
 
 // validateLines decodes every line of data (whole committed batches of
@@ -567,7 +579,7 @@ func (s *syncer) diverged(ctx context.Context, j *job) Event {
 		if err != nil {
 			return s.failed(j, "failed", err)
 		}
-		if err := s.remote.AppendRaw(ctx, newID, 0, "", forked); err != nil {
+		if err := s.remote.AppendRaw(context.WithoutCancel(ctx), newID, 0, "", forked); err != nil {
 			return s.failed(j, "failed", fmt.Errorf("keep both: push the local copy as %s: %w", newID, err))
 		}
 		text = fmt.Sprintf("kept both %s: diverged (local %d B, remote %d B); pushed the local copy as new session %s (forked_from %s); %s on the remote is untouched", j.id, j.local.Length, j.remote.Length, newID, j.id, j.id)
@@ -576,14 +588,14 @@ func (s *syncer) diverged(ctx context.Context, j *job) Event {
 		if err != nil {
 			return s.failed(j, "failed", err)
 		}
-		if got := sha256Hex(data); got != j.remote.SHA256 {
+		if got := sha256Hex(data[:j.remote.Length]); got != j.remote.SHA256 {
 			return s.failed(j, "failed", fmt.Errorf("the bytes read from %s do not match its index: run `panto-sync verify %s`", s.o.Remote, s.o.Remote))
 		}
 		forked, err := forkLog(data, newID, j.id)
 		if err != nil {
 			return s.failed(j, "failed", err)
 		}
-		if err := s.local.AppendRaw(ctx, newID, 0, forked); err != nil {
+		if err := s.local.AppendRaw(context.WithoutCancel(ctx), newID, 0, forked); err != nil {
 			return s.failed(j, "failed", fmt.Errorf("keep both: write the remote copy as %s: %w", newID, err))
 		}
 		text = fmt.Sprintf("kept both %s: diverged (local %d B, remote %d B); pulled the remote copy as new local session %s (forked_from %s); the local %s is untouched", j.id, j.local.Length, j.remote.Length, newID, j.id, j.id)

@@ -42,6 +42,10 @@ const (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	go func() { // the first signal stops new work; a second one kills
+		<-ctx.Done()
+		stop()
+	}()
 	code := run(ctx, os.Args, os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
