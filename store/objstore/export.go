@@ -95,6 +95,10 @@ func (s *Store) ReadRaw(ctx context.Context, id string, offset int64) ([]byte, e
 // whose prefix hash is expectSHA256 ("" when expectLength is 0). Otherwise
 // ErrRemoteChanged (wrapped, with what the remote holds). Updates manifest
 // and index like AppendMessages.
+//
+// AppendRaw is idempotent: when the segment at expectLength already holds
+// exactly data (an earlier attempt whose response was lost, or another
+// push of the same bytes), it succeeds without writing.
 func (s *Store) AppendRaw(ctx context.Context, id string, expectLength int64, expectSHA256 string, data []byte) error {
 	if err := agent.ValidateSessionID(id); err != nil {
 		return err

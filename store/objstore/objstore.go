@@ -295,7 +295,7 @@ func (s *Store) Create() *agent.Session {
 	s.mu.Lock()
 	if _, ok := s.sessions[id]; !ok {
 		// A fresh random id: the first append need not read a manifest.
-		s.sessions[id] = &sessionState{m: manifest.New(id), fresh: s.now()}
+		s.sessions[id] = &sessionState{mu: make(chanMutex, 1), loaded: true, m: manifest.New(id), fresh: s.now()}
 	}
 	s.mu.Unlock()
 	return &agent.Session{Info: agent.SessionInfo{ID: id}, Store: s}
