@@ -1,0 +1,179 @@
+package manifest
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+
+	"github.com/klauspost/compress/zstd"
+
+	"github.com/panto-dev/panto/agent"
+)
+
+// Shards is the number of index shards.
+const Shards = 16
+
+const hexDigits = "0123456789abcdef"
+
+// ShardOf returns the shard of a session id (or of an id prefix: every id
+// with the prefix falls in the same shard). Random hex ids spread evenly
+// over the 16 shards named by their first digit; any other valid first
+// character maps deterministically onto one of them.
+func ShardOf(id string) string {
+	if id == "" {
+		return "0"
+	}
+	c := id[0]
+	switch {
+	case c >= '0' && c <= '9', c >= 'a' && c <= 'f':
+		return string(c)
+	default:
+		return string(hexDigits[int(c)%Shards])
+	}
+}
+
+// ShardNames returns the names of all shards.
+func ShardNames() []string {
+	names := make([]string, Shards)
+	for i := range names {
+		names[i] = hexDigits[i : i+1]
+	}
+	return names
+}
+
+// IndexEntry is what the index knows of one session.
+type IndexEntry struct {
+	Info agent.SessionInfo `json:"info"`
+	// Length is the committed raw length; SHA256 the hex sha256 of it.
+	Length int64  `json:"length"`
+	SHA256 string `json:"sha256"`
+}
+
+// IndexShard is one shard of the catalog index.
+type IndexShard struct {
+	Version  int                   `json:"version"`
+	Shard    string                `json:"shard"`
+	Sessions map[string]IndexEntry `json:"sessions"`
+}
+
+// NewIndexShard returns an empty shard.
+func NewIndexShard(shard string) *IndexShard {
+	return &IndexShard{Version: Version, Shard: shard, Sessions: map[string]IndexEntry{}}
+}
+
+// Put records e, unless the shard already knows a longer log of the
+// session (a checkpoint may lag, never go back). It reports whether the
+// shard changed.
+func (s *IndexShard) Put(e IndexEntry) bool {
+	old, ok := s.Sessions[e.Info.ID]
+	if ok && (old.Length > e.Length || old == e) {
+		return false
+	}
+	s.Sessions[e.Info.ID] = e
+	return true
+}
+
+// Clone returns a copy whose session map can be changed independently.
+func (s *IndexShard) Clone() *IndexShard {
+	c := *s
+	c.Sessions = make(map[string]IndexEntry, len(s.Sessions))
+	for k, v := range s.Sessions {
+		c.Sessions[k] = v
+	}
+	return &c
+}
+
+// Codec compresses and decompresses the stored documents and segments
+// (zstd). It is safe for concurrent use.
+type Codec struct {
+	enc *zstd.Encoder
+	dec *zstd.Decoder
+}
+
+// MaxDecoded bounds what a Codec decompresses, against zstd bombs.
+const MaxDecoded = 1 << 30
+
+// NewCodec returns a Codec.
+func NewCodec() (*Codec, error) {
+	enc, err := zstd.NewWriter(nil, zstd.WithEncoderConcurrency(1), zstd.WithEncoderLevel(zstd.SpeedDefault))
+	if err != nil {
+		return nil, fmt.Errorf("zstd encoder: %w", err)
+	}
+	dec, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(0), zstd.WithDecoderMaxMemory(MaxDecoded))
+	if err != nil {
+		return nil, fmt.Errorf("zstd decoder: %w", err)
+	}
+	return &Codec{enc: enc, dec: dec}, nil
+}
+
+// Compress returns raw as one zstd frame.
+func (c *Codec) Compress(raw []byte) []byte { return c.enc.EncodeAll(raw, nil) }
+
+// Decompress returns the bytes of a zstd frame.
+func (c *Codec) Decompress(data []byte) ([]byte, error) { return c.dec.DecodeAll(data, nil) }
+
+// EncodeIndexShard returns the stored (compressed) form of s.
+func (c *Codec) EncodeIndexShard(s *IndexShard) ([]byte, error) {
+	if err := s.validate(); err != nil {
+		return nil, err
+	}
+	data, err := json.Marshal(s) // map keys are sorted: deterministic
+	if err != nil {
+		return nil, fmt.Errorf("encode index shard %s: %w", s.Shard, err)
+	}
+	return c.Compress(data), nil
+}
+
+// DecodeIndexShard parses the stored form of a shard and checks it.
+func (c *Codec) DecodeIndexShard(data []byte) (*IndexShard, error) {
+	raw, err := c.Decompress(data)
+	if err != nil {
+		return nil, fmt.Errorf("%w: index shard: %v", ErrInvalid, err)
+	}
+	var v struct {
+		Version int `json:"version"`
+	}
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return nil, fmt.Errorf("%w: index shard: %v", ErrInvalid, err)
+	}
+	if v.Version > Version {
+		return nil, fmt.Errorf("index shard version %d: %w (this panto reads up to %d): upgrade panto", v.Version, ErrNewerVersion, Version)
+	}
+	var s IndexShard
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&s); err != nil {
+		return nil, fmt.Errorf("%w: index shard: %v", ErrInvalid, err)
+	}
+	if dec.More() {
+		return nil, fmt.Errorf("%w: index shard: trailing data", ErrInvalid)
+	}
+	if s.Sessions == nil {
+		s.Sessions = map[string]IndexEntry{}
+	}
+	if err := s.validate(); err != nil {
+		return nil, err
+	}
+	return &s, nil
+}
+
+func (s *IndexShard) validate() error {
+	if s.Version < 1 || s.Version > Version {
+		return fmt.Errorf("%w: index shard %q: version %d", ErrInvalid, s.Shard, s.Version)
+	}
+	if len(s.Shard) != 1 || !bytes.Contains([]byte(hexDigits), []byte(s.Shard)) {
+		return fmt.Errorf("%w: index shard name %q", ErrInvalid, s.Shard)
+	}
+	for id, e := range s.Sessions {
+		if err := agent.ValidateSessionID(id); err != nil {
+			return fmt.Errorf("%w: index shard %s: %v", ErrInvalid, s.Shard, err)
+		}
+		if ShardOf(id) != s.Shard || e.Info.ID != id {
+			return fmt.Errorf("%w: index shard %s: misfiled session %q", ErrInvalid, s.Shard, id)
+		}
+		if e.Length <= 0 || !isSHA256(e.SHA256) {
+			return fmt.Errorf("%w: index shard %s: session %s has length %d sha256 %q", ErrInvalid, s.Shard, id, e.Length, e.SHA256)
+		}
+	}
+	return nil
+}

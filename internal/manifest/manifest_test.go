@@ -1,0 +1,179 @@
+package manifest
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/panto-dev/panto/agent"
+	"github.com/panto-dev/panto/internal/sessionlog"
+)
+
+var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+
+func batch(t testing.TB, id string, header bool, texts ...string) []byte {
+	t.Helper()
+	var msgs []agent.PersistentMessage
+	for _, s := range texts {
+		msgs = append(msgs, agent.PersistentMessage{Message: agent.UserText(s),
+			Identity: agent.WireIdentity{APIStyle: agent.APIStyleOpenAIChat, Model: "m"}})
+	}
+	b, err := sessionlog.EncodeBatch(id, header, msgs, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func sample(t testing.TB) (*Manifest, []byte) {
+	id := "0123abcd"
+	m := New(id)
+	var raw []byte
+	for i, b := range [][]byte{batch(t, id, true, "a"), batch(t, id, false, "b", "c"), batch(t, id, false, "d")} {
+		if _, err := m.Append(SegmentName(m.Length), b, int64(len(b)/2+1)); err != nil {
+			t.Fatalf("append %d: %v", i, err)
+		}
+		raw = append(raw, b...)
+	}
+	return m, raw
+}
+
+func TestManifestAppendAndRoundTrip(t *testing.T) {
+	m, raw := sample(t)
+	sum := sha256.Sum256(raw)
+	if m.Length != int64(len(raw)) || m.SHA256 != hex.EncodeToString(sum[:]) {
+		t.Fatalf("length %d sha %s, want %d %x", m.Length, m.SHA256, len(raw), sum)
+	}
+	log, err := sessionlog.Parse("x", raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(m.Info(), log.Info) {
+		t.Fatalf("info %+v, want %+v", m.Info(), log.Info)
+	}
+	if got := m.Segments[1].Lines; got != 2 {
+		t.Fatalf("lines %d", got)
+	}
+	first := sha256.Sum256(raw[:m.Segments[0].Length])
+	if m.Segments[0].PrefixSHA256 != hex.EncodeToString(first[:]) {
+		t.Fatal("prefix hash of the first segment")
+	}
+	data, err := Encode(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := Decode(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(back, m) {
+		t.Fatalf("round trip:\n%+v\n%+v", back, m)
+	}
+}
+
+func TestManifestAppendRejects(t *testing.T) {
+	id := "0123abcd"
+	cases := []struct {
+		name string
+		m    func() *Manifest
+		raw  []byte
+	}{
+		{"no header", func() *Manifest { return New(id) }, batch(t, id, false, "x")},
+		{"other session", func() *Manifest { return New(id) }, batch(t, "ffff", true, "x")},
+		{"second header", func() *Manifest { m, _ := sample(t); return m }, batch(t, id, true, "x")},
+		{"torn", func() *Manifest { m, _ := sample(t); return m }, batch(t, id, false, "x", "y")[:10]},
+		{"unfinished batch", func() *Manifest { m, _ := sample(t); return m }, bytes.SplitAfter(batch(t, id, false, "x", "y"), []byte("\n"))[0]},
+		{"empty", func() *Manifest { return New(id) }, nil},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			m := c.m()
+			before, _ := Encode(m)
+			if _, err := m.Append("seg", c.raw, 1); err == nil {
+				t.Fatal("no error")
+			}
+			after, _ := Encode(m)
+			if !bytes.Equal(before, after) {
+				t.Fatal("manifest changed by a failed append")
+			}
+		})
+	}
+}
+
+func TestDecodeRejects(t *testing.T) {
+	m, _ := sample(t)
+	good, _ := Encode(m)
+	cases := map[string]string{
+		"newer":    strings.Replace(string(good), `"version":1`, `"version":2`, 1),
+		"gap":      strings.Replace(string(good), `"start":0`, `"start":1`, 1),
+		"length":   strings.Replace(string(good), `"length":`, `"length":1`, 1),
+		"unknown":  strings.Replace(string(good), `{"version":1`, `{"version":1,"x":1`, 1),
+		"bad id":   strings.Replace(string(good), `"id":"0123abcd"`, `"id":"../x"`, 1),
+		"not json": "{",
+		"trailing": string(good) + "{}",
+	}
+	for name, data := range cases {
+		_, err := Decode([]byte(data))
+		if err == nil {
+			t.Errorf("%s: no error", name)
+		}
+		if name == "newer" && !errors.Is(err, ErrNewerVersion) {
+			t.Errorf("newer: %v", err)
+		}
+	}
+}
+
+func TestIndexShard(t *testing.T) {
+	c, err := NewCodec()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, _ := sample(t)
+	s := NewIndexShard(ShardOf(m.ID))
+	if !s.Put(IndexEntry{Info: m.Info(), Length: m.Length, SHA256: m.SHA256}) {
+		t.Fatal("put")
+	}
+	if s.Put(IndexEntry{Info: m.Info(), Length: m.Length - 1, SHA256: m.SHA256}) {
+		t.Fatal("a shorter log replaced a longer one")
+	}
+	data, err := c.EncodeIndexShard(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := c.DecodeIndexShard(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(back, s) {
+		t.Fatalf("round trip %+v", back)
+	}
+	wrong := NewIndexShard("f")
+	wrong.Sessions[m.ID] = s.Sessions[m.ID]
+	if _, err := c.EncodeIndexShard(wrong); err == nil {
+		t.Fatal("misfiled session accepted")
+	}
+}
+
+func TestShardOf(t *testing.T) {
+	seen := map[string]bool{}
+	for _, id := range []string{"0a", "9", "abc", "f0", "A", "Z", "_", "-", "zz", "g"} {
+		sh := ShardOf(id)
+		if len(sh) != 1 || !strings.Contains(hexDigits, sh) {
+			t.Fatalf("ShardOf(%q) = %q", id, sh)
+		}
+		if ShardOf(id+"xyz") != sh {
+			t.Fatalf("prefix %q and its extension fall in different shards", id)
+		}
+		seen[sh] = true
+	}
+	for _, d := range hexDigits {
+		if ShardOf(string(d)+"123") != string(d) {
+			t.Fatalf("hex id %c", d)
+		}
+	}
+}

@@ -1,0 +1,539 @@
+// Package fsjsonl is panto's default session store: a directory (a
+// "catalog") holding one <id>.jsonl file per session, in the line format
+// of internal/sessionlog, byte for byte what the object store keeps and
+// what panto-sync pushes and pulls.
+//
+// # Appends
+//
+// An append opens the session's file, takes an exclusive flock (so two
+// processes, or two goroutines, never interleave), finds the committed
+// length (sessionlog.CommittedLength, reading only the file's tail), cuts
+// off any torn tail a crash left behind (this is the repair), writes the
+// whole batch with one write at the committed end and fsyncs before it
+// returns; creating the file also fsyncs the directory. A crash at any
+// point leaves either the old committed bytes or the new ones: a batch
+// cut short is a torn tail that readers ignore and the next append cuts.
+// The batch is encoded before any file is touched, so a message that
+// cannot be encoded fails the append with nothing written.
+//
+// Readers (Load, List, ReadCommitted) take a shared flock while they
+// read, so they never see an append half-way, nor a repair racing with
+// their read.
+//
+// Ids are validated (agent.ValidateSessionID) before any path is built:
+// nothing outside [A-Za-z0-9_-] reaches the file system, so no id can
+// escape the directory.
+//
+// A malformed complete line in the committed part is corruption: Load
+// fails with an error naming file:line (wrapping sessionlog.ErrMalformed),
+// and never drops it silently. List still lists such a session with what
+// could be read before the bad line, so that the other sessions and the
+// broken one stay visible; loading it reports where it is broken.
+//
+// # The list cache
+//
+// List, Resolve and Latest need each session's summary (count, last user
+// message, identity, times). Reading 10,000 whole files for every List
+// would be slow, so the directory holds a summary cache, .panto-index.json
+// (not a *.jsonl, so never taken for a session), mapping each id to the
+// identity of the file version it summarises (inode, size, mtime in ns),
+// its committed length, the last bytes before that length (an anchor),
+// and the resumable sessionlog.Decoder state at that length. Then:
+//
+//   - a file whose identity matches and that had no torn tail costs only
+//     the stat that ReadDir gives;
+//   - a file that grew on the same inode, with its anchor bytes unchanged,
+//     is decoded only from the cached committed length;
+//   - anything else (new, replaced by rename, shrunk, torn tail, anchor
+//     mismatch) is decoded in full;
+//   - a file that is gone drops out of the cache.
+//
+// Why this can never go stale in a way a user sees: every writer of
+// session files (this package's appends, panto-sync through AppendRaw)
+// only ever grows a file that has no torn tail, so a changed file has a
+// changed size; the only in-place shrink is the repair of a torn tail,
+// and entries with a torn tail are never trusted on stat alone. Summaries
+// are taken under the shared lock from the file's own fstat, so they
+// never describe an append half-way. The cache is an optimisation only:
+// it is written atomically (temp file + rename) and best-effort (a
+// read-only directory still lists), any process may overwrite it, and a
+// cache that is missing, unreadable or from another version is rebuilt.
+package fsjsonl
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/panto-dev/panto/agent"
+	"github.com/panto-dev/panto/internal/sessionlog"
+)
+
+// Ext is the extension of a session file.
+const Ext = ".jsonl"
+
+// ErrLengthMismatch: AppendRaw found the file's committed length
+// different from the one the caller expected (someone else appended).
+var ErrLengthMismatch = errors.New("session file length mismatch")
+
+// Store is a catalog directory of session files. It is safe for
+// concurrent use, and several Stores (in one process or many) may share
+// a directory.
+type Store struct {
+	dir string
+	now func() time.Time
+
+	mu    sync.Mutex
+	index *index // the summary cache, loaded on first use
+}
+
+// Option configures a Store.
+type Option func(*Store)
+
+// WithClock sets the clock that stamps created and ts in the bytes
+// written (default time.Now). Tests use it to get deterministic bytes.
+func WithClock(now func() time.Time) Option {
+	return func(s *Store) { s.now = now }
+}
+
+// Open returns the store of dir, creating the directory (mode 0700:
+// sessions are private) if it is missing.
+func Open(dir string, opts ...Option) (*Store, error) {
+	if dir == "" {
+		return nil, errors.New("open session directory: no directory given")
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("open session directory: %w", err)
+	}
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return nil, fmt.Errorf("open session directory: %w", err)
+	}
+	if !fi.IsDir() {
+		return nil, fmt.Errorf("open session directory %s: not a directory", dir)
+	}
+	s := &Store{dir: dir, now: time.Now}
+	for _, o := range opts {
+		o(s)
+	}
+	return s, nil
+}
+
+var _ agent.SessionStore = (*Store)(nil)
+
+// Dir returns the catalog directory.
+func (s *Store) Dir() string { return s.dir }
+
+// Path returns the file of session id (after validating the id).
+func (s *Store) Path(id string) (string, error) {
+	if err := agent.ValidateSessionID(id); err != nil {
+		return "", err
+	}
+	return filepath.Join(s.dir, id+Ext), nil
+}
+
+// Create mints a handle on a new session. It does no I/O: the file is
+// created by the first append.
+func (s *Store) Create() *agent.Session {
+	return &agent.Session{Info: agent.SessionInfo{ID: agent.NewSessionID()}, Store: s}
+}
+
+// AppendMessages appends msgs to session id as one atomic batch, creating
+// the file (with its header) on the first append.
+func (s *Store) AppendMessages(ctx context.Context, id string, msgs []agent.PersistentMessage) error {
+	if err := agent.ValidateSessionID(id); err != nil {
+		return fmt.Errorf("append to session: %w", err)
+	}
+	if len(msgs) == 0 {
+		return nil
+	}
+	at := s.now()
+	// Encode first: an unencodable message fails before any file is touched.
+	body, err := sessionlog.EncodeBatch(id, false, msgs, at)
+	if err != nil {
+		return fmt.Errorf("append to session %s: %w", id, err)
+	}
+	err = s.appendLocked(ctx, id, true, func(committed int64) ([]byte, error) {
+		if committed > 0 {
+			return body, nil
+		}
+		return sessionlog.EncodeBatch(id, true, msgs, at)
+	})
+	if err != nil {
+		return fmt.Errorf("append to session %s: %w", id, err)
+	}
+	return nil
+}
+
+// AppendRaw appends data — complete committed lines in the line format —
+// under the same lock as AppendMessages, if and only if the file's
+// committed length is exactly expectLength (0 = the file must not exist
+// or hold no committed bytes; then data must start with the header line).
+// Otherwise it returns ErrLengthMismatch (wrapped, with both lengths). It
+// repairs a torn tail first, fsyncs, and creates a new file atomically.
+// It validates that data is whole lines whose last line ends a batch
+// (sessionlog.CommittedLength(data) == len(data)) and that every line
+// decodes (a header naming id first when expectLength is 0, message lines
+// after), so that nothing malformed enters the catalog.
+func (s *Store) AppendRaw(ctx context.Context, id string, expectLength int64, data []byte) error {
+	path, err := s.Path(id)
+	if err != nil {
+		return fmt.Errorf("append raw to session: %w", err)
+	}
+	if expectLength < 0 {
+		return fmt.Errorf("append raw to session %s: negative expected length %d", id, expectLength)
+	}
+	if err := validateRaw(path, id, expectLength == 0, data); err != nil {
+		return fmt.Errorf("append raw to session %s: %w", id, err)
+	}
+	if expectLength == 0 {
+		done, err := s.createWhole(ctx, path, data)
+		if err != nil {
+			return fmt.Errorf("append raw to session %s: %w", id, err)
+		}
+		if done {
+			return nil
+		}
+		// The file exists (maybe with no committed bytes): append under
+		// the lock like any other writer.
+	}
+	err = s.appendLocked(ctx, id, expectLength == 0, func(committed int64) ([]byte, error) {
+		if committed != expectLength {
+			return nil, fmt.Errorf("%w: the file holds %d committed bytes, expected %d", ErrLengthMismatch, committed, expectLength)
+		}
+		return data, nil
+	})
+	if errors.Is(err, fs.ErrNotExist) {
+		err = fmt.Errorf("%w: the file does not exist, expected %d committed bytes", ErrLengthMismatch, expectLength)
+	}
+	if err != nil {
+		return fmt.Errorf("append raw to session %s: %w", id, err)
+	}
+	return nil
+}
+
+// validateRaw checks that data is whole batches of well-formed lines, a
+// header for session id first when header is true.
+func validateRaw(name, id string, header bool, data []byte) error {
+	if len(data) == 0 {
+		return errors.New("no data")
+	}
+	n, err := sessionlog.CommittedLength(name, data)
+	if err != nil {
+		return err
+	}
+	if n != len(data) {
+		return fmt.Errorf("%w: data does not end with a complete batch (%d of %d bytes committed)", sessionlog.ErrMalformed, n, len(data))
+	}
+	d := sessionlog.Decoder{Name: name + " (appended data)"}
+	if !header {
+		d.Header = &sessionlog.Header{Type: sessionlog.TypeSession, Version: sessionlog.Version, ID: id}
+	}
+	if err := sessionlog.Lines(data, func(line []byte) error {
+		_, _, err := d.DecodeLine(line)
+		return err
+	}); err != nil {
+		return err
+	}
+	if header && d.Header.ID != id {
+		return fmt.Errorf("%w: header names session %q", sessionlog.ErrMalformed, d.Header.ID)
+	}
+	return nil
+}
+
+// createWhole creates path holding exactly data, atomically: it writes a
+// temporary file in the directory, fsyncs it and links it into place.
+// It reports false (and does nothing) when path already exists. A link
+// rather than a rename, because a rename would silently replace a file
+// another writer created meanwhile.
+func (s *Store) createWhole(ctx context.Context, path string, data []byte) (bool, error) {
+	if err := ctx.Err(); err != nil {
+		return false, err
+	}
+	if _, err := os.Lstat(path); err == nil {
+		return false, nil
+	}
+	tmp, err := os.CreateTemp(s.dir, ".panto-tmp-*")
+	if err != nil {
+		return false, err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return false, err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return false, err
+	}
+	if err := tmp.Close(); err != nil {
+		return false, err
+	}
+	if err := os.Link(tmp.Name(), path); err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			return false, nil
+		}
+		// A file system without hard links: the locked append path
+		// creates the file instead (still atomic to readers, by the
+		// batch framing).
+		return false, nil
+	}
+	if err := syncDir(s.dir); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+// appendLocked opens session id's file (creating it when create is set),
+// locks it exclusively, cuts any torn tail, and writes what batch returns
+// for the file's committed length at that length, then fsyncs.
+func (s *Store) appendLocked(ctx context.Context, id string, create bool, batch func(committed int64) ([]byte, error)) error {
+	path, err := s.Path(id)
+	if err != nil {
+		return err
+	}
+	f, created, err := openLocked(ctx, path, create, true)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	size := fi.Size()
+	committed, err := committedLength(f, path, size)
+	if err != nil {
+		return err
+	}
+	data, err := batch(committed)
+	if err != nil {
+		return err
+	}
+	if committed < size {
+		// The repair: a torn tail is a write that never completed.
+		if err := f.Truncate(committed); err != nil {
+			return fmt.Errorf("cut torn tail of %s: %w", path, err)
+		}
+	}
+	if _, err := f.WriteAt(data, committed); err != nil {
+		// Whatever part of data landed is a torn tail: invisible, and
+		// cut by the next append.
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		return err
+	}
+	if created {
+		if err := syncDir(s.dir); err != nil {
+			return err
+		}
+	}
+	return unlockFile(f)
+}
+
+// openLocked opens path read-write (exclusive) or read-only (shared) and
+// locks it, making sure the lock is on the file path names once locked:
+// a rename may have replaced it between the open and the lock. created
+// reports that this call created the file.
+func openLocked(ctx context.Context, path string, create, exclusive bool) (f *os.File, created bool, err error) {
+	for attempt := 0; ; attempt++ {
+		if err := ctx.Err(); err != nil {
+			return nil, false, err
+		}
+		created = false
+		if exclusive && create {
+			f, err = os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+			if err == nil {
+				created = true
+			} else if errors.Is(err, fs.ErrExist) {
+				f, err = os.OpenFile(path, os.O_RDWR, 0)
+			}
+		} else if exclusive {
+			f, err = os.OpenFile(path, os.O_RDWR, 0)
+		} else {
+			f, err = os.Open(path)
+		}
+		if err != nil {
+			if create && errors.Is(err, fs.ErrNotExist) && attempt < 10 {
+				continue // deleted between the two opens
+			}
+			return nil, false, err
+		}
+		if err := lockFile(ctx, f, exclusive); err != nil {
+			f.Close()
+			return nil, false, err
+		}
+		held, err1 := f.Stat()
+		named, err2 := os.Stat(path)
+		if err1 == nil && err2 == nil && os.SameFile(held, named) {
+			return f, created, nil
+		}
+		f.Close()
+		if err1 != nil {
+			return nil, false, err1
+		}
+		if err2 != nil && !errors.Is(err2, fs.ErrNotExist) {
+			return nil, false, err2
+		}
+		if attempt >= 10 {
+			return nil, false, fmt.Errorf("lock %s: the file keeps being replaced", path)
+		}
+		if !create && errors.Is(err2, fs.ErrNotExist) {
+			return nil, false, err2
+		}
+	}
+}
+
+// tailWindow is how much of a file's end an append reads to find the
+// committed length: the last batch normally fits.
+const tailWindow = 64 << 10
+
+// committedLength returns the committed length of f (of the given size),
+// reading only as much of its end as it needs.
+func committedLength(f *os.File, name string, size int64) (int64, error) {
+	window := int64(tailWindow)
+	for {
+		start := max(0, size-window)
+		buf := make([]byte, size-start)
+		if _, err := f.ReadAt(buf, start); err != nil && !errors.Is(err, io.EOF) {
+			return 0, err
+		}
+		base := start
+		chunk := buf
+		if start > 0 {
+			// Begin at a line boundary.
+			i := bytes.IndexByte(buf, '\n')
+			if i < 0 {
+				window *= 4
+				continue
+			}
+			chunk, base = buf[i+1:], start+int64(i)+1
+		}
+		n, err := sessionlog.CommittedLength(name, chunk)
+		if err != nil {
+			if start > 0 {
+				window = size // read it all, for the right line number
+				continue
+			}
+			return 0, err
+		}
+		if n > 0 || start == 0 {
+			return base + int64(n), nil
+		}
+		window *= 4
+	}
+}
+
+// readLocked reads the whole file of path under a shared lock.
+func readLocked(ctx context.Context, path string) ([]byte, error) {
+	f, _, err := openLocked(ctx, path, false, false)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(f)
+}
+
+// Load returns the committed messages of session id.
+func (s *Store) Load(ctx context.Context, id string) (*agent.Conversation, error) {
+	path, err := s.Path(id)
+	if err != nil {
+		return nil, fmt.Errorf("load session: %w", err)
+	}
+	data, err := readLocked(ctx, path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("load session: %w", agent.NotFoundError(id))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("load session %s: %w", id, err)
+	}
+	log, err := sessionlog.Parse(path, data)
+	if err != nil {
+		return nil, fmt.Errorf("load session %s: %w", id, err)
+	}
+	if log == nil {
+		return nil, fmt.Errorf("load session: %w", agent.NotFoundError(id))
+	}
+	if log.Header.ID != id {
+		return nil, fmt.Errorf("load session %s: %w", id, headerMismatch(path, log.Header.ID))
+	}
+	return &agent.Conversation{Messages: log.Messages}, nil
+}
+
+func headerMismatch(path, headerID string) error {
+	return fmt.Errorf("%s:1: %w: the header names session %q, not the file's", path, sessionlog.ErrMalformed, headerID)
+}
+
+// ReadCommitted returns the committed bytes of session id's file (torn
+// tail excluded) — ErrSessionNotFound (wrapped) if the file is missing or
+// has no committed bytes.
+func (s *Store) ReadCommitted(ctx context.Context, id string) ([]byte, error) {
+	path, err := s.Path(id)
+	if err != nil {
+		return nil, fmt.Errorf("read session: %w", err)
+	}
+	data, err := readLocked(ctx, path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("read session: %w", agent.NotFoundError(id))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read session %s: %w", id, err)
+	}
+	n, err := sessionlog.CommittedLength(path, data)
+	if err != nil {
+		return nil, fmt.Errorf("read session %s: %w", id, err)
+	}
+	if n == 0 {
+		return nil, fmt.Errorf("read session: %w", agent.NotFoundError(id))
+	}
+	return data[:n], nil
+}
+
+// IDs lists the session ids in the directory (from file names; no file
+// is read), sorted.
+func (s *Store) IDs(ctx context.Context) ([]string, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	entries, err := os.ReadDir(s.dir)
+	if err != nil {
+		return nil, fmt.Errorf("list session directory: %w", err)
+	}
+	var ids []string
+	for _, e := range entries {
+		if id, ok := idOf(e.Name()); ok && !e.IsDir() {
+			ids = append(ids, id)
+		}
+	}
+	return ids, nil
+}
+
+// idOf returns the session id of a file name, if it is a session file.
+func idOf(name string) (string, bool) {
+	id, ok := strings.CutSuffix(name, Ext)
+	if !ok || agent.ValidateSessionID(id) != nil {
+		return "", false
+	}
+	return id, true
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("sync directory %s: %w", dir, err)
+	}
+	return nil
+}

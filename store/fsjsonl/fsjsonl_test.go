@@ -1,0 +1,490 @@
+package fsjsonl_test
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/panto-dev/panto/agent"
+	"github.com/panto-dev/panto/internal/sessionlog"
+	"github.com/panto-dev/panto/store/fsjsonl"
+)
+
+var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+
+// fixedClock returns a clock that ticks one second per call from t0.
+func fixedClock() func() time.Time {
+	n := 0
+	return func() time.Time { n++; return t0.Add(time.Duration(n) * time.Second) }
+}
+
+func batch(prefix string, n int) []agent.PersistentMessage {
+	out := make([]agent.PersistentMessage, n)
+	id := agent.WireIdentity{APIStyle: agent.APIStyleOpenAIChat, BaseURL: "http://llm.test/v1", Model: "m"}
+	for i := range out {
+		role := agent.RoleUser
+		if i%2 == 1 {
+			role = agent.RoleAssistant
+		}
+		out[i] = agent.PersistentMessage{
+			Message:      agent.Message{Role: role, Content: []agent.Block{agent.TextBlock(fmt.Sprintf("%s-%d", prefix, i))}},
+			Identity:     id,
+			Conversation: []agent.Message{agent.UserText("provenance sk-test-SECRET")},
+		}
+	}
+	return out
+}
+
+func encode(t *testing.T, id string, header bool, msgs []agent.PersistentMessage, at time.Time) []byte {
+	t.Helper()
+	b, err := sessionlog.EncodeBatch(id, header, msgs, at)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func readFile(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func writeFile(t *testing.T, path string, data []byte) {
+	t.Helper()
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func appendFile(t *testing.T, path string, data []byte) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Write(data); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func count(t *testing.T, s *fsjsonl.Store, id string) int {
+	t.Helper()
+	conv, err := s.Load(t.Context(), id)
+	if err != nil {
+		t.Fatalf("Load(%s): %v", id, err)
+	}
+	return len(conv.Messages)
+}
+
+func infoOf(t *testing.T, s *fsjsonl.Store, id string) (agent.SessionInfo, bool) {
+	t.Helper()
+	infos, err := s.List(t.Context())
+	if err != nil {
+		t.Fatalf("List: %v", err)
+	}
+	for _, info := range infos {
+		if info.ID == id {
+			return info, true
+		}
+	}
+	return agent.SessionInfo{}, false
+}
+
+func TestBytesAreTheCodecs(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "new", "catalog")
+	s := open(t, dir, fsjsonl.WithClock(func() time.Time { return t0 }))
+	id := "bytes"
+	b1, b2 := batch("one", 3), batch("two", 2)
+	if err := s.AppendMessages(t.Context(), id, b1); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.AppendMessages(t.Context(), id, b2); err != nil {
+		t.Fatal(err)
+	}
+	path, err := s.Path(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := append(encode(t, id, true, b1, t0), encode(t, id, false, b2, t0)...)
+	if got := readFile(t, path); !bytes.Equal(got, want) {
+		t.Errorf("file bytes\n%s\nwant\n%s", got, want)
+	}
+	if bytes.Contains(want, []byte("SECRET")) {
+		t.Error("the codec kept provenance")
+	}
+	if fi, _ := os.Stat(dir); fi.Mode().Perm() != 0o700 {
+		t.Errorf("directory mode %v, want 0700", fi.Mode().Perm())
+	}
+	if fi, _ := os.Stat(path); fi.Mode().Perm() != 0o600 {
+		t.Errorf("file mode %v, want 0600", fi.Mode().Perm())
+	}
+	got, err := s.ReadCommitted(t.Context(), id)
+	if err != nil || !bytes.Equal(got, want) {
+		t.Errorf("ReadCommitted = %d bytes, %v; want the file's %d", len(got), err, len(want))
+	}
+}
+
+func TestTornTail(t *testing.T) {
+	at := t0
+	cases := []struct {
+		name string
+		// tail returns what a crashed append left after the committed
+		// batch; next is the batch the next append writes.
+		tail func(next []byte) []byte
+	}{
+		{"torn-last-line", func(next []byte) []byte { return next[:len(next)/2] }},
+		{"line-without-newline", func(next []byte) []byte { return next[:len(next)-1] }},
+		{"batch-cut-between-lines", func(next []byte) []byte {
+			i := bytes.IndexByte(next, '\n')
+			return next[:i+1] // one complete line of a 3-line batch
+		}},
+		{"batch-cut-before-last-line", func(next []byte) []byte {
+			return next[:bytes.LastIndexByte(next[:len(next)-1], '\n')+1]
+		}},
+		{"garbage-without-newline", func([]byte) []byte { return []byte{0, 0, 0, 0} }},
+		{"tail-longer-than-next-batch", func(next []byte) []byte {
+			// Two lines of a batch that never ended, then a torn third.
+			long := bytes.Repeat([]byte("y"), 3*len(next))
+			return []byte(`{"type":"message","role":"user","content":[],"more":2}` + "\n" +
+				`{"type":"message","role":"user","content":[],"more":1}` + "\n" + string(long))
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			s := open(t, t.TempDir(), fsjsonl.WithClock(func() time.Time { return at }))
+			id := "torn"
+			path, _ := s.Path(id)
+			b1, b2 := batch("committed", 2), batch("next", 3)
+			if err := s.AppendMessages(t.Context(), id, b1); err != nil {
+				t.Fatal(err)
+			}
+			committed := readFile(t, path)
+			next := encode(t, id, false, b2, at)
+			appendFile(t, path, c.tail(next))
+
+			if n := count(t, s, id); n != 2 {
+				t.Errorf("Load after a torn append: %d messages, want 2", n)
+			}
+			if info, _ := infoOf(t, s, id); info.MessageCount != 2 {
+				t.Errorf("List after a torn append: MessageCount %d, want 2", info.MessageCount)
+			}
+			if got, err := s.ReadCommitted(t.Context(), id); err != nil || !bytes.Equal(got, committed) {
+				t.Errorf("ReadCommitted = %q, %v; want the committed bytes", got, err)
+			}
+			// The next append repairs: the file is as if the crash never happened.
+			if err := s.AppendMessages(t.Context(), id, b2); err != nil {
+				t.Fatal(err)
+			}
+			if got, want := readFile(t, path), append(committed, next...); !bytes.Equal(got, want) {
+				t.Errorf("after repair the file is\n%q\nwant\n%q", got, want)
+			}
+			if n := count(t, s, id); n != 5 {
+				t.Errorf("Load after repair: %d messages, want 5", n)
+			}
+		})
+	}
+}
+
+func TestFirstBatchCut(t *testing.T) {
+	s := open(t, t.TempDir())
+	id := "cutfirst"
+	path, _ := s.Path(id)
+	full := encode(t, id, true, batch("first", 3), t0)
+	// Header and 2 of the 3 message lines: no committed byte.
+	lines := bytes.SplitAfter(full, []byte("\n"))
+	writeFile(t, path, bytes.Join(lines[:3], nil))
+	if _, err := s.Load(t.Context(), id); !errors.Is(err, agent.ErrSessionNotFound) {
+		t.Errorf("Load of a cut first batch: %v, want ErrSessionNotFound", err)
+	}
+	if _, err := s.ReadCommitted(t.Context(), id); !errors.Is(err, agent.ErrSessionNotFound) {
+		t.Errorf("ReadCommitted of a cut first batch: %v, want ErrSessionNotFound", err)
+	}
+	if _, ok := infoOf(t, s, id); ok {
+		t.Error("List shows a session whose first batch never completed")
+	}
+	if _, err := s.Resolve(t.Context(), "cut"); !errors.Is(err, agent.ErrSessionNotFound) {
+		t.Errorf("Resolve of a cut first batch: %v, want ErrSessionNotFound", err)
+	}
+	// The next append starts the log afresh, with a header.
+	if err := s.AppendMessages(t.Context(), id, batch("again", 1)); err != nil {
+		t.Fatal(err)
+	}
+	log, err := sessionlog.Parse(path, readFile(t, path))
+	if err != nil || log == nil || len(log.Messages) != 1 || log.Messages[0].Text() != "again-0" {
+		t.Errorf("after the repair Parse = %+v, %v", log, err)
+	}
+}
+
+func TestMalformedLine(t *testing.T) {
+	s := open(t, t.TempDir())
+	ctx := t.Context()
+	for _, id := range []string{"good", "broken", "brokenlast"} {
+		if err := s.AppendMessages(ctx, id, batch(id, 2)); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.AppendMessages(ctx, id, batch(id, 1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Break line 2 (the first message) of "broken", and the last line of
+	// "brokenlast" (complete, so not a torn tail).
+	for id, line := range map[string]int{"broken": 2, "brokenlast": 4} {
+		path, _ := s.Path(id)
+		lines := bytes.SplitAfter(readFile(t, path), []byte("\n"))
+		lines[line-1] = []byte("{\"type\":\"message\",\"role\":\"user\",\"content\":[{]}\n")
+		writeFile(t, path, bytes.Join(lines, nil))
+	}
+	for id, line := range map[string]int{"broken": 2, "brokenlast": 4} {
+		_, err := s.Load(ctx, id)
+		if !errors.Is(err, sessionlog.ErrMalformed) {
+			t.Errorf("Load(%s): %v, want ErrMalformed", id, err)
+			continue
+		}
+		if want := fmt.Sprintf("%s.jsonl:%d", id, line); !strings.Contains(err.Error(), want) {
+			t.Errorf("Load(%s) error %q does not name %s", id, err, want)
+		}
+	}
+	if n := count(t, s, "good"); n != 3 {
+		t.Errorf("Load(good) = %d messages, want 3", n)
+	}
+	infos, err := s.List(ctx)
+	if err != nil {
+		t.Fatalf("List with a broken session: %v", err)
+	}
+	if len(infos) != 3 {
+		t.Errorf("List = %v, want all three sessions (broken ones stay visible)", infos)
+	}
+	if sess, err := s.Resolve(ctx, "goo"); err != nil || sess.Info.MessageCount != 3 {
+		t.Errorf("Resolve(goo) = %v, %v", sess, err)
+	}
+	// An append to a file whose last complete line is corrupt refuses
+	// rather than guessing.
+	err = s.AppendMessages(ctx, "brokenlast", batch("more", 1))
+	if !errors.Is(err, sessionlog.ErrMalformed) || !strings.Contains(err.Error(), "brokenlast.jsonl:4") {
+		t.Errorf("append after a corrupt last line: %v, want ErrMalformed naming brokenlast.jsonl:4", err)
+	}
+}
+
+func TestHeaderNamesAnotherSession(t *testing.T) {
+	s := open(t, t.TempDir())
+	if err := s.AppendMessages(t.Context(), "original", batch("x", 1)); err != nil {
+		t.Fatal(err)
+	}
+	from, _ := s.Path("original")
+	to, _ := s.Path("copied")
+	writeFile(t, to, readFile(t, from))
+	if _, err := s.Load(t.Context(), "copied"); !errors.Is(err, sessionlog.ErrMalformed) || !strings.Contains(err.Error(), "copied.jsonl:1") {
+		t.Errorf("Load of a file whose header names another session: %v", err)
+	}
+}
+
+func TestIDsAndStrayFiles(t *testing.T) {
+	dir := t.TempDir()
+	s := open(t, dir)
+	for _, id := range []string{"b", "a", "c-1"} {
+		if err := s.AppendMessages(t.Context(), id, batch(id, 1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, name := range []string{"a.b.jsonl", "notes.txt", ".panto-tmp-123", "x.jsonl.bak"} {
+		writeFile(t, filepath.Join(dir, name), []byte("junk\n"))
+	}
+	if err := os.Mkdir(filepath.Join(dir, "d.jsonl"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.List(t.Context()); err != nil { // writes the cache file too
+		t.Fatal(err)
+	}
+	ids, err := s.IDs(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(ids, ","); got != "a,b,c-1" {
+		t.Errorf("IDs = %s, want a,b,c-1", got)
+	}
+	infos, err := s.List(t.Context())
+	if err != nil || len(infos) != 3 {
+		t.Errorf("List = %v, %v; want 3 sessions", infos, err)
+	}
+	if _, err := s.Path("../etc/passwd"); !errors.Is(err, agent.ErrInvalidSessionID) {
+		t.Errorf("Path(../etc/passwd) = %v", err)
+	}
+}
+
+func TestAppendRaw(t *testing.T) {
+	ctx := t.Context()
+	s := open(t, t.TempDir())
+	id := "raw"
+	path, _ := s.Path(id)
+	first := encode(t, id, true, batch("first", 2), t0)
+	second := encode(t, id, false, batch("second", 3), t0.Add(time.Minute))
+
+	// Refused data leaves nothing behind.
+	bad := []struct {
+		name   string
+		expect int64
+		data   []byte
+	}{
+		{"empty", 0, nil},
+		{"no-header", 0, second},
+		{"header-of-another-session", 0, encode(t, "other", true, batch("x", 1), t0)},
+		{"cut-batch", 0, first[:bytes.IndexByte(first, '\n')+1]},
+		{"torn-line", 0, first[:len(first)-1]},
+		{"not-json", 0, []byte("hello\n")},
+	}
+	for _, b := range bad {
+		if err := s.AppendRaw(ctx, id, b.expect, b.data); err == nil {
+			t.Errorf("AppendRaw(%s) succeeded", b.name)
+		}
+	}
+	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("refused AppendRaw left a file: %v", err)
+	}
+	if err := s.AppendRaw(ctx, id, int64(len(first)), second); !errors.Is(err, fsjsonl.ErrLengthMismatch) {
+		t.Errorf("AppendRaw to a missing file expecting %d bytes: %v, want ErrLengthMismatch", len(first), err)
+	}
+	if err := s.AppendRaw(ctx, "../x", 0, first); !errors.Is(err, agent.ErrInvalidSessionID) {
+		t.Errorf("AppendRaw(../x): %v", err)
+	}
+
+	// Create.
+	if err := s.AppendRaw(ctx, id, 0, first); err != nil {
+		t.Fatalf("AppendRaw create: %v", err)
+	}
+	if got := readFile(t, path); !bytes.Equal(got, first) {
+		t.Errorf("created file %q, want %q", got, first)
+	}
+	if fi, _ := os.Stat(path); fi.Mode().Perm() != 0o600 {
+		t.Errorf("created file mode %v, want 0600", fi.Mode().Perm())
+	}
+	err := s.AppendRaw(ctx, id, 0, first)
+	if !errors.Is(err, fsjsonl.ErrLengthMismatch) || !strings.Contains(err.Error(), strconv.Itoa(len(first))) {
+		t.Errorf("AppendRaw create over an existing file: %v, want ErrLengthMismatch naming %d", err, len(first))
+	}
+	// Append at the right length; a wrong length is a mismatch naming both.
+	err = s.AppendRaw(ctx, id, int64(len(first))-1, second)
+	if !errors.Is(err, fsjsonl.ErrLengthMismatch) || !strings.Contains(err.Error(), strconv.Itoa(len(first))) || !strings.Contains(err.Error(), strconv.Itoa(len(first)-1)) {
+		t.Errorf("AppendRaw at a wrong length: %v", err)
+	}
+	if err := s.AppendRaw(ctx, id, int64(len(first)), first); err == nil {
+		t.Error("AppendRaw of a second header succeeded")
+	}
+	// A torn tail is repaired first.
+	appendFile(t, path, []byte(`{"type":"message","ro`))
+	if err := s.AppendRaw(ctx, id, int64(len(first)), second); err != nil {
+		t.Fatalf("AppendRaw: %v", err)
+	}
+	want := append(append([]byte{}, first...), second...)
+	if got := readFile(t, path); !bytes.Equal(got, want) {
+		t.Errorf("file after AppendRaw %q, want %q", got, want)
+	}
+	if n := count(t, s, id); n != 5 {
+		t.Errorf("Load after AppendRaw: %d messages, want 5", n)
+	}
+	// A file left empty by a crash counts as holding nothing.
+	emptyPath, _ := s.Path("leftover")
+	writeFile(t, emptyPath, nil)
+	leftover := encode(t, "leftover", true, batch("l", 1), t0)
+	if err := s.AppendRaw(ctx, "leftover", 0, leftover); err != nil {
+		t.Fatalf("AppendRaw onto an empty leftover file: %v", err)
+	}
+	if got := readFile(t, emptyPath); !bytes.Equal(got, leftover) {
+		t.Errorf("leftover file %q, want %q", got, leftover)
+	}
+	// No temporary file is left behind.
+	entries, _ := os.ReadDir(s.Dir())
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), ".panto-tmp") {
+			t.Errorf("temporary file %s left behind", e.Name())
+		}
+	}
+}
+
+// TestTwoProcesses appends to one session from two OS processes at once:
+// every batch lands once, whole, not interleaved.
+func TestTwoProcesses(t *testing.T) {
+	if testing.Short() {
+		t.Skip("spawns processes")
+	}
+	dir := t.TempDir()
+	const batches = 40
+	var cmds []*exec.Cmd
+	for w := range 2 {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestHelperProcess$")
+		cmd.Env = append(os.Environ(), "FSJSONL_HELPER=1", "FSJSONL_DIR="+dir, "FSJSONL_WRITER="+strconv.Itoa(w), "FSJSONL_BATCHES="+strconv.Itoa(batches))
+		cmd.Stderr = os.Stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		cmds = append(cmds, cmd)
+	}
+	for _, cmd := range cmds {
+		if err := cmd.Wait(); err != nil {
+			t.Fatalf("helper process: %v", err)
+		}
+	}
+	s := open(t, dir)
+	conv, err := s.Load(t.Context(), "shared")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(conv.Messages) != 2*batches*3 {
+		t.Fatalf("%d messages, want %d", len(conv.Messages), 2*batches*3)
+	}
+	next := map[int]int{} // writer -> next batch expected
+	for i := 0; i < len(conv.Messages); i += 3 {
+		var w, b int
+		if _, err := fmt.Sscanf(conv.Messages[i].Text(), "w%d-b%d-0", &w, &b); err != nil {
+			t.Fatalf("message %d = %q: %v", i, conv.Messages[i].Text(), err)
+		}
+		if b != next[w] {
+			t.Fatalf("writer %d: batch %d where %d was expected", w, b, next[w])
+		}
+		next[w]++
+		for k := 1; k < 3; k++ {
+			if want := fmt.Sprintf("w%d-b%d-%d", w, b, k); conv.Messages[i+k].Text() != want {
+				t.Fatalf("message %d = %q, want %q: batches interleaved", i+k, conv.Messages[i+k].Text(), want)
+			}
+		}
+	}
+	path, _ := s.Path("shared")
+	if _, err := sessionlog.CommittedLength(path, readFile(t, path)); err != nil {
+		t.Fatal(err)
+	}
+	if h := bytes.Count(readFile(t, path), []byte(`"type":"session"`)); h != 1 {
+		t.Errorf("%d header lines, want 1", h)
+	}
+}
+
+// TestHelperProcess is the child of TestTwoProcesses.
+func TestHelperProcess(t *testing.T) {
+	if os.Getenv("FSJSONL_HELPER") != "1" {
+		t.Skip("helper process only")
+	}
+	s := open(t, os.Getenv("FSJSONL_DIR"))
+	w, _ := strconv.Atoi(os.Getenv("FSJSONL_WRITER"))
+	n, _ := strconv.Atoi(os.Getenv("FSJSONL_BATCHES"))
+	for b := range n {
+		msgs := make([]agent.PersistentMessage, 3)
+		for k := range msgs {
+			msgs[k] = agent.PersistentMessage{Message: agent.UserText(fmt.Sprintf("w%d-b%d-%d", w, b, k))}
+		}
+		if err := s.AppendMessages(t.Context(), "shared", msgs); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,238 @@
+package fsjsonl
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/panto-dev/panto/agent"
+	"github.com/panto-dev/panto/internal/sessionlog"
+)
+
+func msgs(text string, n int) []agent.PersistentMessage {
+	out := make([]agent.PersistentMessage, n)
+	for i := range out {
+		out[i] = agent.PersistentMessage{Message: agent.UserText(fmt.Sprintf("%s-%d", text, i))}
+	}
+	return out
+}
+
+func mustOpen(t *testing.T, dir string, opts ...Option) *Store {
+	t.Helper()
+	s, err := Open(dir, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func mustAppend(t *testing.T, s *Store, id string, m []agent.PersistentMessage) {
+	t.Helper()
+	if err := s.AppendMessages(t.Context(), id, m); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// listed returns id -> info of a List, and the files decoded and resumed
+// by it.
+func listed(t *testing.T, s *Store) (map[string]agent.SessionInfo, int, int) {
+	t.Helper()
+	s.mu.Lock()
+	idx := s.loadIndex()
+	d0, r0 := idx.decoded, idx.resumed
+	s.mu.Unlock()
+	infos, err := s.List(t.Context())
+	if err != nil {
+		t.Fatalf("List: %v", err)
+	}
+	out := map[string]agent.SessionInfo{}
+	for _, info := range infos {
+		out[info.ID] = info
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return out, s.index.decoded - d0, s.index.resumed - r0
+}
+
+func TestListCache(t *testing.T) {
+	dir := t.TempDir()
+	clock := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	tick := func() time.Time { clock = clock.Add(time.Second); return clock }
+	w := mustOpen(t, dir, WithClock(tick))
+	for _, id := range []string{"a", "b", "c"} {
+		mustAppend(t, w, id, msgs(id, 2))
+	}
+	got, decoded, _ := listed(t, w)
+	if len(got) != 3 || decoded != 3 {
+		t.Fatalf("cold List: %d sessions, %d decoded; want 3, 3", len(got), decoded)
+	}
+	if _, err := os.Stat(filepath.Join(dir, IndexFile)); err != nil {
+		t.Fatalf("no cache file after List: %v", err)
+	}
+
+	// A fresh handle (another process) lists from the cache file: stats only.
+	r := mustOpen(t, dir)
+	got2, decoded, _ := listed(t, r)
+	if decoded != 0 {
+		t.Errorf("warm List on a fresh handle decoded %d files, want 0", decoded)
+	}
+	for id, info := range got {
+		if got2[id] != info {
+			t.Errorf("warm info of %s = %+v, want %+v", id, got2[id], info)
+		}
+	}
+
+	// Appended behind the cache's back (no lock, another writer): decoded
+	// from the cached offset only.
+	pathA := filepath.Join(dir, "a.jsonl")
+	extra, err := sessionlog.EncodeBatch("a", false, msgs("behind", 3), tick())
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(pathA, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Write(extra)
+	f.Close()
+	got2, decoded, resumed := listed(t, r)
+	if info := got2["a"]; info.MessageCount != 5 || info.LastUserMessage != "behind-2" || !info.Modified.Equal(clock) {
+		t.Errorf("after an append behind its back: %+v", info)
+	}
+	if decoded != 1 || resumed != 1 {
+		t.Errorf("decoded %d (resumed %d) files, want 1 (1)", decoded, resumed)
+	}
+
+	// Replaced by rename with the same size and mtime: another inode, so
+	// read again.
+	pathB := filepath.Join(dir, "b.jsonl")
+	old := readAll(t, pathB)
+	fi, _ := os.Stat(pathB)
+	replaced := bytes.ReplaceAll(old, []byte("b-1"), []byte("B-1"))
+	tmp := filepath.Join(dir, "b.tmp")
+	if err := os.WriteFile(tmp, replaced, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chtimes(tmp, fi.ModTime(), fi.ModTime()); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, pathB); err != nil {
+		t.Fatal(err)
+	}
+	got2, _, _ = listed(t, r)
+	if info := got2["b"]; info.LastUserMessage != "B-1" {
+		t.Errorf("after a same-size replace by rename: LastUserMessage %q, want B-1", info.LastUserMessage)
+	}
+
+	// Deleted: gone from the list and from the cache.
+	if err := os.Remove(filepath.Join(dir, "c.jsonl")); err != nil {
+		t.Fatal(err)
+	}
+	got2, _, _ = listed(t, r)
+	if _, ok := got2["c"]; ok || len(got2) != 2 {
+		t.Errorf("after delete: %v", got2)
+	}
+	r.mu.Lock()
+	_, cached := r.index.Sessions["c"]
+	r.mu.Unlock()
+	if cached {
+		t.Error("deleted session still in the cache")
+	}
+	// And the first handle, whose in-memory cache predates all this,
+	// sees the same.
+	got1, _, _ := listed(t, w)
+	for id, info := range got2 {
+		if got1[id] != info {
+			t.Errorf("first handle: %s = %+v, want %+v", id, got1[id], info)
+		}
+	}
+	if len(got1) != 2 {
+		t.Errorf("first handle lists %d sessions, want 2", len(got1))
+	}
+}
+
+// TestListCacheTornTail: a summary of a file with a torn tail is never
+// trusted on its stat alone, since the repair rewrites bytes in place and
+// can leave the size (and, within a clock tick, the mtime) as it was.
+func TestListCacheTornTail(t *testing.T) {
+	dir := t.TempDir()
+	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	s := mustOpen(t, dir, WithClock(func() time.Time { return at }))
+	mustAppend(t, s, "torn", msgs("first", 1))
+	path := filepath.Join(dir, "torn.jsonl")
+	next, err := sessionlog.EncodeBatch("torn", false, msgs("next", 2), at)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A torn tail exactly as long as the batch that will replace it.
+	torn := bytes.Clone(next)
+	torn[len(torn)-1] = ' '
+	f, _ := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+	f.Write(torn)
+	f.Close()
+	before, _ := os.Stat(path)
+	got, _, _ := listed(t, s)
+	if got["torn"].MessageCount != 1 {
+		t.Fatalf("MessageCount %d, want 1", got["torn"].MessageCount)
+	}
+	mustAppend(t, s, "torn", msgs("next", 2))
+	if err := os.Chtimes(path, before.ModTime(), before.ModTime()); err != nil {
+		t.Fatal(err)
+	}
+	after, _ := os.Stat(path)
+	if keyOf(after) != keyOf(before) {
+		t.Fatalf("test setup: the file's key changed (%+v -> %+v)", keyOf(before), keyOf(after))
+	}
+	got, _, _ = listed(t, s)
+	if got["torn"].MessageCount != 3 {
+		t.Errorf("after repair with an unchanged stat: MessageCount %d, want 3", got["torn"].MessageCount)
+	}
+}
+
+func TestListCacheUnusable(t *testing.T) {
+	dir := t.TempDir()
+	s := mustOpen(t, dir)
+	mustAppend(t, s, "x", msgs("x", 2))
+	for name, content := range map[string]string{
+		"garbage":       "{not json",
+		"other-version": `{"version":999,"log_version":1,"sessions":{"x":{"file":{"ino":1,"size":1,"mtime_ns":1},"committed":1,"decoder":{"info":{"ID":"x","MessageCount":99}}}}}`,
+		"empty":         "",
+	} {
+		if err := os.WriteFile(filepath.Join(dir, IndexFile), []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		got, _, _ := listed(t, mustOpen(t, dir))
+		if len(got) != 1 || got["x"].MessageCount != 2 {
+			t.Errorf("%s cache: List = %+v", name, got)
+		}
+	}
+}
+
+func TestListReadOnlyDir(t *testing.T) {
+	if os.Geteuid() == 0 {
+		t.Skip("root ignores directory permissions")
+	}
+	dir := t.TempDir()
+	s := mustOpen(t, dir)
+	mustAppend(t, s, "ro", msgs("ro", 1))
+	if err := os.Chmod(dir, 0o500); err != nil {
+		t.Fatal(err)
+	}
+	defer os.Chmod(dir, 0o700)
+	got, _, _ := listed(t, mustOpen(t, dir))
+	if len(got) != 1 {
+		t.Errorf("List of a read-only directory: %v", got)
+	}
+}
+
+func readAll(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}

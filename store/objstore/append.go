@@ -1,0 +1,277 @@
+package objstore
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/panto-dev/panto/agent"
+	"github.com/panto-dev/panto/internal/manifest"
+	"github.com/panto-dev/panto/internal/sessionlog"
+)
+
+// sessionState is what a Store knows of one session: the manifest (which
+// may be ahead of the stored one: segments committed by this Store or found
+// by probing, not yet checkpointed) and the ETag of the stored manifest it
+// extends. Appends and compactions of the session in this Store hold mu.
+type sessionState struct {
+	mu     chanMutex
+	loaded bool
+	m      *manifest.Manifest
+	etag   string    // "" when no manifest is stored (as far as we know)
+	fresh  time.Time // when m was last confirmed against the bucket
+}
+
+// chanMutex is a mutex whose Lock gives up when ctx ends, so that a caller
+// stuck behind a slow append can still be cancelled.
+type chanMutex chan struct{}
+
+func (c chanMutex) lock(ctx context.Context) error {
+	select {
+	case c <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (c chanMutex) unlock() { <-c }
+
+func (s *Store) state(id string) *sessionState {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st, ok := s.sessions[id]
+	if !ok {
+		st = &sessionState{}
+		s.sessions[id] = st
+	}
+	if st.mu == nil {
+		st.mu = make(chanMutex, 1)
+	}
+	return st
+}
+
+// refresh re-reads the stored manifest and catches up with the segments
+// committed after it. Callers hold st.mu.
+func (s *Store) refresh(ctx context.Context, id string, st *sessionState) error {
+	m, etag, err := s.readManifest(ctx, id)
+	if err != nil {
+		st.loaded = false
+		return err
+	}
+	if _, err := s.catchUp(ctx, m); err != nil {
+		st.loaded = false
+		return err
+	}
+	st.m, st.etag, st.loaded, st.fresh = m, etag, true, s.now()
+	return nil
+}
+
+// expectation is AppendRaw's condition on the remote session.
+type expectation struct {
+	length int64
+	sha256 string
+}
+
+// holds reports whether m has, right after the expected prefix, a segment
+// holding exactly raw.
+func (x *expectation) holds(m *manifest.Manifest, raw []byte) bool {
+	sum := sha256.Sum256(raw)
+	prefix := ""
+	for _, seg := range m.Segments {
+		if seg.Start == x.length && prefix == x.sha256 {
+			return seg.Length == int64(len(raw)) && seg.SHA256 == hex.EncodeToString(sum[:])
+		}
+		prefix = seg.PrefixSHA256
+	}
+	return false
+}
+
+// appendBatch commits one segment holding encode's bytes at the end of
+// session id (the conditional-put protocol, see the package doc), then
+// checkpoints the manifest and the index shard. encode is called for each
+// attempt, with header true when the segment starts the log.
+func (s *Store) appendBatch(ctx context.Context, id string, encode func(header bool) ([]byte, error), expect *expectation) error {
+	st := s.state(id)
+	if err := st.mu.lock(ctx); err != nil {
+		return fmt.Errorf("append to session %s: %w", id, err)
+	}
+	defer st.mu.unlock()
+
+	// A manifest older than half the grace period may list segment names
+	// that compaction has since deleted: re-read it before committing.
+	if !st.loaded || s.now().Sub(st.fresh) > s.compactGrace/2 {
+		if err := s.refresh(ctx, id, st); err != nil {
+			return fmt.Errorf("append to session %s: %w", id, err)
+		}
+	}
+	m := st.m.Clone()
+	transient := 0
+	for attempt := 0; ; attempt++ {
+		if expect != nil && (m.Length != expect.length || m.SHA256 != expect.sha256) {
+			if m.Length < expect.length {
+				if _, err := s.catchUp(ctx, m); err != nil {
+					return fmt.Errorf("append to session %s: %w", id, err)
+				}
+			}
+			if m.Length != expect.length || m.SHA256 != expect.sha256 {
+				st.m, st.fresh = m, s.now()
+				if raw, err := encode(expect.length == 0); err == nil && expect.holds(m, raw) {
+					return nil // an earlier attempt of this very append
+				}
+				return fmt.Errorf("append to session %s: %w: it holds %d bytes (sha256 %s), expected %d (sha256 %s)",
+					id, ErrRemoteChanged, m.Length, orNone(m.SHA256), expect.length, orNone(expect.sha256))
+			}
+		}
+		raw, err := encode(m.Length == 0)
+		if err != nil {
+			return err
+		}
+		name := manifest.SegmentName(m.Length)
+		key := s.sessionKey(id, name)
+		comp := s.codec.Compress(raw)
+		next := m.Clone()
+		seg, err := next.Append(s.objectURL(key), raw, int64(len(comp)))
+		if err != nil {
+			return fmt.Errorf("append to session %s: %w", id, err)
+		}
+		_, err = s.b.put(ctx, key, comp, putCond{ifNoneMatch: true}, "application/zstd")
+		if err == nil {
+			m = next
+			break
+		}
+		switch {
+		case errors.Is(err, errPrecondition):
+			// Another writer committed at this position (or our own PUT
+			// did, and the SDK's retry of it got the 412).
+			probed, cerr := s.catchUp(ctx, m)
+			if cerr != nil {
+				st.loaded = false
+				return fmt.Errorf("append to session %s: %w", id, cerr)
+			}
+			if len(probed) > 0 && probed[0].seg.SHA256 == seg.SHA256 {
+				goto committed
+			}
+		case errors.Is(err, errConflict):
+		case ctx.Err() != nil:
+			return fmt.Errorf("append to session %s: %w", id, err)
+		default:
+			// The server may be restarting. Retrying is safe: the PUT is
+			// conditional, and a 412 on the retry finds our own bytes.
+			transient++
+			if transient >= 3 {
+				st.loaded = false
+				return fmt.Errorf("append to session %s: %w", id, err)
+			}
+		}
+		if attempt+1 >= s.maxAttempts {
+			st.loaded = false
+			return fmt.Errorf("append to session %s: gave up after %d attempts: %w", id, attempt+1, err)
+		}
+		if err := backoff(ctx, attempt); err != nil {
+			return fmt.Errorf("append to session %s: %w", id, err)
+		}
+	}
+committed:
+	st.m, st.fresh = m, s.now()
+	s.checkpoint(ctx, id, st)
+	if s.compactThreshold > 0 && len(st.m.Segments) > s.compactThreshold {
+		// The batch is committed: a failed compaction is retried by the
+		// next append, and does not fail this one.
+		_ = s.compactLocked(ctx, id, st)
+	}
+	return nil
+}
+
+// checkpoint writes the manifest and the index entry of the session, in
+// parallel. Both are checkpoints that may lag: errors are not returned (the
+// committed segment is the truth, and the next writer catches up).
+func (s *Store) checkpoint(ctx context.Context, id string, st *sessionState) {
+	entry := manifest.IndexEntry{Info: st.m.Info(), Length: st.m.Length, SHA256: st.m.SHA256}
+	var g errgroup.Group
+	g.Go(func() error { return s.putManifest(ctx, id, st) })
+	g.Go(func() error { return s.updateIndex(ctx, entry) })
+	_ = g.Wait()
+}
+
+// putManifest stores st.m with If-Match on st.etag (If-None-Match when no
+// manifest is known). On a lost race it adopts the stored manifest, catches
+// it up by probing and, if that still lacks segments, writes it again.
+// Callers hold st.mu.
+func (s *Store) putManifest(ctx context.Context, id string, st *sessionState) error {
+	key := s.sessionKey(id, "manifest.json")
+	for attempt := 0; attempt < s.maxAttempts; attempt++ {
+		data, err := manifest.Encode(st.m)
+		if err != nil {
+			return err
+		}
+		cond := putCond{ifMatch: st.etag, ifNoneMatch: st.etag == ""}
+		etag, err := s.b.put(ctx, key, data, cond, "application/json")
+		if err == nil {
+			st.etag = etag
+			return nil
+		}
+		if !errors.Is(err, errPrecondition) && !errors.Is(err, errConflict) {
+			return err
+		}
+		remote, retag, err := s.readManifest(ctx, id)
+		if err != nil {
+			return err
+		}
+		probed, err := s.catchUp(ctx, remote)
+		if err != nil {
+			return err
+		}
+		st.m, st.etag = remote, retag
+		if len(probed) == 0 {
+			return nil // the stored manifest already covers everything
+		}
+		if err := backoff(ctx, attempt); err != nil {
+			return err
+		}
+	}
+	return fmt.Errorf("manifest of session %s: too many concurrent updates", id)
+}
+
+// backoff sleeps before retry attempt+1: exponential with jitter, capped.
+func backoff(ctx context.Context, attempt int) error {
+	d := 5 * time.Millisecond << min(attempt, 8)
+	d = min(d, time.Second)
+	d = d/2 + rand.N(d)
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
+}
+
+// AppendMessages appends msgs to the session as one segment, creating the
+// session with its first batch. The batch is atomic: it is one object.
+func (s *Store) AppendMessages(ctx context.Context, sessionID string, msgs []agent.PersistentMessage) error {
+	if err := agent.ValidateSessionID(sessionID); err != nil {
+		return err
+	}
+	if len(msgs) == 0 {
+		return nil
+	}
+	at := s.clock()
+	return s.appendBatch(ctx, sessionID, func(header bool) ([]byte, error) {
+		return sessionlog.EncodeBatch(sessionID, header, msgs, at)
+	}, nil)
+}

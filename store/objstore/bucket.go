@@ -1,0 +1,168 @@
+package objstore
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/smithy-go"
+)
+
+// The outcomes of a request that the protocol acts on. Everything else is
+// an error to report (after the SDK's own retries).
+var (
+	errNotFound     = errors.New("object not found")
+	errPrecondition = errors.New("precondition failed")          // 412: lost a race
+	errConflict     = errors.New("conditional request conflict") // 409: retry
+	errNotModified  = errors.New("not modified")                 // 304
+)
+
+// bucket is the thin S3 wrapper the store talks to: objects by key
+// relative to the store's prefix, with the conditional-request outcomes
+// turned into the sentinels above.
+type bucket struct {
+	api    *s3.Client
+	name   string
+	prefix string // "" or ends in "/"
+}
+
+func (b *bucket) key(rel string) string { return b.prefix + rel }
+
+// putCond is the precondition of a PUT.
+type putCond struct {
+	ifNoneMatch bool   // create only: If-None-Match: *
+	ifMatch     string // replace only this version: If-Match: etag
+}
+
+// get returns the object's bytes and ETag. With ifNoneMatch set it returns
+// errNotModified when the object still has that ETag.
+func (b *bucket) get(ctx context.Context, rel, ifNoneMatch string) ([]byte, string, error) {
+	in := &s3.GetObjectInput{Bucket: &b.name, Key: aws.String(b.key(rel))}
+	if ifNoneMatch != "" {
+		in.IfNoneMatch = aws.String(ifNoneMatch)
+	}
+	out, err := b.api.GetObject(ctx, in)
+	if err != nil {
+		return nil, "", fmt.Errorf("get %s: %w", b.key(rel), classify(err))
+	}
+	defer out.Body.Close()
+	data, err := io.ReadAll(out.Body)
+	if err != nil {
+		return nil, "", fmt.Errorf("get %s: %w", b.key(rel), err)
+	}
+	return data, aws.ToString(out.ETag), nil
+}
+
+// put stores data under rel if cond holds and returns the new ETag.
+func (b *bucket) put(ctx context.Context, rel string, data []byte, cond putCond, contentType string) (string, error) {
+	in := &s3.PutObjectInput{
+		Bucket:        &b.name,
+		Key:           aws.String(b.key(rel)),
+		Body:          bytes.NewReader(data),
+		ContentLength: aws.Int64(int64(len(data))),
+		ContentType:   aws.String(contentType),
+	}
+	switch {
+	case cond.ifNoneMatch:
+		in.IfNoneMatch = aws.String("*")
+	case cond.ifMatch != "":
+		in.IfMatch = aws.String(cond.ifMatch)
+	}
+	out, err := b.api.PutObject(ctx, in)
+	if err != nil {
+		return "", fmt.Errorf("put %s: %w", b.key(rel), classify(err))
+	}
+	return aws.ToString(out.ETag), nil
+}
+
+// delete removes an object; a missing object is not an error.
+func (b *bucket) delete(ctx context.Context, rel string) error {
+	_, err := b.api.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: &b.name, Key: aws.String(b.key(rel))})
+	if err != nil && !errors.Is(classify(err), errNotFound) {
+		return fmt.Errorf("delete %s: %w", b.key(rel), err)
+	}
+	return nil
+}
+
+// classify maps an SDK error to one of the protocol's sentinels, keeping
+// the original error in the chain.
+func classify(err error) error {
+	var status interface{ HTTPStatusCode() int }
+	code := 0
+	if errors.As(err, &status) {
+		code = status.HTTPStatusCode()
+	}
+	var api smithy.APIError
+	name := ""
+	if errors.As(err, &api) {
+		name = api.ErrorCode()
+	}
+	switch {
+	case code == 304 || name == "NotModified":
+		return fmt.Errorf("%w: %w", errNotModified, err)
+	case code == 412 || name == "PreconditionFailed":
+		return fmt.Errorf("%w: %w", errPrecondition, err)
+	case code == 409 || name == "ConditionalRequestConflict":
+		return fmt.Errorf("%w: %w", errConflict, err)
+	case name == "NoSuchKey" || (code == 404 && name != "NoSuchBucket"):
+		return fmt.Errorf("%w: %w", errNotFound, err)
+	}
+	return err
+}
+
+// explainOpenError turns the error of the first request to the bucket into
+// one line that says what to fix.
+func explainOpenError(err error, bucketName, endpoint string) error {
+	var api smithy.APIError
+	name := ""
+	if errors.As(err, &api) {
+		name = api.ErrorCode()
+	}
+	var status interface{ HTTPStatusCode() int }
+	code := 0
+	if errors.As(err, &status) {
+		code = status.HTTPStatusCode()
+	}
+	where := "the default AWS endpoint"
+	if endpoint != "" {
+		where = endpoint
+	}
+	var netErr net.Error
+	var opErr *net.OpError
+	switch {
+	case name == "NoSuchBucket":
+		return fmt.Errorf("%w: bucket %q does not exist at %s: create it (e.g. `mc mb ALIAS/%s`) or fix the bucket name", ErrOpen, bucketName, where, bucketName)
+	case name == "InvalidAccessKeyId" || name == "SignatureDoesNotMatch" || name == "AccessDenied" || name == "InvalidToken" || name == "ExpiredToken" || code == 403:
+		return fmt.Errorf("%w: credentials rejected by %s (%s): check AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY or AWS_PROFILE", ErrOpen, where, firstNonEmpty(name, "403 Forbidden"))
+	case strings.Contains(err.Error(), "failed to retrieve credentials") || strings.Contains(err.Error(), "no EC2 IMDS role found"):
+		return fmt.Errorf("%w: no AWS credentials found: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE", ErrOpen)
+	case errors.As(err, &opErr) || errors.As(err, &netErr):
+		return fmt.Errorf("%w: cannot reach the S3 endpoint %s: check AWS_ENDPOINT_URL_S3 / AWS_ENDPOINT_URL (or --endpoint) and that the server is running (%v)", ErrOpen, where, rootCause(err))
+	}
+	return fmt.Errorf("%w: bucket %q at %s: %v", ErrOpen, bucketName, where, err)
+}
+
+func firstNonEmpty(s ...string) string {
+	for _, v := range s {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+func rootCause(err error) error {
+	for {
+		u := errors.Unwrap(err)
+		if u == nil {
+			return err
+		}
+		err = u
+	}
+}

@@ -1,0 +1,150 @@
+package objstore_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/minio/minio-go/v7"
+
+	"github.com/panto-dev/panto/agent"
+	"github.com/panto-dev/panto/internal/manifest"
+	"github.com/panto-dev/panto/store/objstore"
+)
+
+func segmentKeys(t *testing.T, e *env, id string) []string {
+	t.Helper()
+	var keys []string
+	for info := range e.srv.Client(t).ListObjects(context.Background(), e.bucket, minio.ListObjectsOptions{Prefix: "pfx/sessions/" + id + "/seg/", Recursive: true}) {
+		if info.Err != nil {
+			t.Fatal(info.Err)
+		}
+		keys = append(keys, strings.TrimPrefix(info.Key, "pfx/sessions/"+id+"/"))
+	}
+	return keys
+}
+
+func readManifest(t *testing.T, e *env, id string) *manifest.Manifest {
+	t.Helper()
+	for _, o := range e.readBucket(t) {
+		if o.key == "pfx/sessions/"+id+"/manifest.json" {
+			m, err := manifest.Decode(o.data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return m
+		}
+	}
+	t.Fatalf("no manifest for %s", id)
+	return nil
+}
+
+// TestCompaction: past the threshold an append merges the segments into
+// one object under a new name; the old ones stay for the grace period and
+// are deleted by a later compaction; the bytes never change.
+func TestCompaction(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t)
+	const grace = 1500 * time.Millisecond
+	s := e.open(t, objstore.WithCompactThreshold(4), objstore.WithCompactGrace(grace))
+	id := agent.NewSessionID()
+	for i := 0; i < 4; i++ {
+		if err := s.AppendMessages(ctx, id, []agent.PersistentMessage{user(fmt.Sprint("m", i))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before, err := s.ReadRaw(ctx, id, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := len(readManifest(t, e, id).Segments); got != 4 {
+		t.Fatalf("%d segments before the threshold", got)
+	}
+	if err := s.AppendMessages(ctx, id, []agent.PersistentMessage{user("m4")}); err != nil {
+		t.Fatal(err)
+	}
+	m := readManifest(t, e, id)
+	if len(m.Segments) != 1 || !m.Segments[0].Merged || len(m.Pending) != 5 {
+		t.Fatalf("after compaction: %+v pending %+v", m.Segments, m.Pending)
+	}
+	if keys := segmentKeys(t, e, id); len(keys) != 6 || keys[0] != manifest.MergedName(0, m.Length) && keys[5] != manifest.MergedName(0, m.Length) {
+		t.Fatalf("objects %q (old ones kept for the grace period)", keys)
+	}
+	raw, err := e.open(t).ReadRaw(ctx, id, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m4 := readManifest(t, e, id)
+	if string(raw[:len(before)]) != string(before) || int64(len(raw)) != m4.Length {
+		t.Fatal("compaction changed the bytes")
+	}
+	cps, err := s.Checkpoints(ctx, id)
+	if err != nil || len(cps) != 1 || cps[0].Length != m4.Length || cps[0].SHA256 != m4.SHA256 {
+		t.Fatalf("checkpoints %v %+v", err, cps)
+	}
+	// Within the grace period a compaction keeps the replaced objects.
+	if err := s.AppendMessages(ctx, id, []agent.PersistentMessage{user("m5")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Compact(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	if keys := segmentKeys(t, e, id); len(keys) != 8 {
+		t.Fatalf("objects within the grace period: %q", keys)
+	}
+	// After it, another store's compaction deletes them.
+	time.Sleep(grace + 100*time.Millisecond)
+	if err := e.open(t).Compact(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	m = readManifest(t, e, id)
+	keys := segmentKeys(t, e, id)
+	if len(keys) != 1 || keys[0] != m.Segments[0].Name() || len(m.Pending) != 0 {
+		t.Fatalf("after the grace period: objects %q manifest %+v pending %+v", keys, m.Segments, m.Pending)
+	}
+	conv, err := e.open(t).Load(ctx, id)
+	if err != nil || len(conv.Messages) != 6 {
+		t.Fatalf("load after compaction: %v", err)
+	}
+	if err := e.open(t).Verify(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Compact(ctx, agent.NewSessionID()); !errors.Is(err, agent.ErrSessionNotFound) {
+		t.Fatalf("compact of a missing session: %v", err)
+	}
+}
+
+// TestStaleSegmentIgnored: a segment name below the manifest's end,
+// re-created after compaction deleted it (a stalled writer), is never read.
+func TestStaleSegmentIgnored(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t)
+	s := e.open(t, objstore.WithCompactThreshold(0), objstore.WithCompactGrace(0))
+	id := agent.NewSessionID()
+	for i := 0; i < 3; i++ {
+		if err := s.AppendMessages(ctx, id, []agent.PersistentMessage{user(fmt.Sprint("m", i))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Compact(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Compact(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	m := readManifest(t, e, id)
+	stale := manifest.SegmentName(m.Segments[0].Length / 2) // some old position
+	codec, _ := manifest.NewCodec()
+	junk := codec.Compress([]byte("{\"type\":\"message\",\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"STALE\"}]}\n"))
+	c := e.srv.Client(t)
+	if _, err := c.PutObject(ctx, e.bucket, "pfx/sessions/"+id+"/"+stale, strings.NewReader(string(junk)), int64(len(junk)), minio.PutObjectOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	conv, err := e.open(t).Load(ctx, id)
+	if err != nil || strings.Contains(strings.Join(texts(conv), ","), "STALE") || len(conv.Messages) != 3 {
+		t.Fatalf("load: %v %q", err, texts(conv))
+	}
+}

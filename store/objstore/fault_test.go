@@ -1,0 +1,247 @@
+package objstore_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/minio/minio-go/v7"
+
+	"github.com/panto-dev/panto/agent"
+	"github.com/panto-dev/panto/internal/manifest"
+	"github.com/panto-dev/panto/internal/miniotest"
+	"github.com/panto-dev/panto/store/objstore"
+)
+
+// TestCrashPoints stops an append at each point between its commit and
+// its last checkpoint (the process "dies": every later request fails); a
+// fresh Store then loads, lists and appends correctly.
+func TestCrashPoints(t *testing.T) {
+	cases := []struct {
+		name string
+		// crash reports whether the request (in order) is the first one
+		// the dead process no longer makes.
+		crash func(r *http.Request, segDone, manifestDone bool) bool
+	}{
+		{"after segment PUT", func(r *http.Request, segDone, _ bool) bool { return segDone }},
+		{"after manifest PUT", func(r *http.Request, _, manifestDone bool) bool { return manifestDone }},
+		{"before index PUT", func(r *http.Request, _, _ bool) bool {
+			return isPut(r, ".json.zst") && strings.Contains(r.URL.Path, "/index/")
+		}},
+	}
+	for _, c := range cases {
+		for _, newSession := range []bool{false, true} {
+			name := c.name
+			if newSession {
+				name += " of a new session"
+			}
+			t.Run(name, func(t *testing.T) {
+				ctx := context.Background()
+				e := newEnv(t)
+				id := agent.NewSessionID()
+				if !newSession {
+					s := e.open(t)
+					if err := s.AppendMessages(ctx, id, []agent.PersistentMessage{user("before")}); err != nil {
+						t.Fatal(err)
+					}
+				}
+				rec := &recorder{}
+				s := e.open(t, rec.option(), objstore.WithMaxAttempts(1))
+				if !newSession {
+					if _, err := s.Load(ctx, id); err != nil { // warm the caches
+						t.Fatal(err)
+					}
+				}
+				var segDone, manifestDone, dead atomic.Bool
+				rec.setFault(func(r *http.Request) error {
+					if dead.Load() || c.crash(r, segDone.Load(), manifestDone.Load()) {
+						dead.Store(true)
+						return errInjected
+					}
+					if isPut(r, ".jsonl.zst") {
+						defer segDone.Store(true)
+					}
+					if isPut(r, "manifest.json") {
+						defer manifestDone.Store(true)
+					}
+					return nil
+				})
+				// The segment committed, so the append is durable whatever
+				// happened to the checkpoints after it.
+				if err := s.AppendMessages(ctx, id, []agent.PersistentMessage{user("crashed"), user("batch")}); err != nil {
+					t.Logf("append reported %v", err)
+				}
+				if !segDone.Load() || !dead.Load() {
+					t.Fatalf("the fault did not fire (segment %v)", segDone.Load())
+				}
+				fresh := e.open(t)
+				conv, err := fresh.Load(ctx, id)
+				if err != nil {
+					t.Fatal(err)
+				}
+				want := []string{"crashed", "batch"}
+				if !newSession {
+					want = append([]string{"before"}, want...)
+				}
+				if got := texts(conv); strings.Join(got, ",") != strings.Join(want, ",") {
+					t.Fatalf("loaded %q, want %q", got, want)
+				}
+				if _, err := fresh.Resolve(ctx, id); err != nil {
+					t.Fatalf("resolve by full id: %v", err)
+				}
+				if err := fresh.AppendMessages(ctx, id, []agent.PersistentMessage{user("after")}); err != nil {
+					t.Fatal(err)
+				}
+				want = append(want, "after")
+				conv, err = e.open(t).Load(ctx, id)
+				if err != nil || strings.Join(texts(conv), ",") != strings.Join(want, ",") {
+					t.Fatalf("after the next append: %v %q", err, texts(conv))
+				}
+				infos, err := e.open(t).List(ctx)
+				if err != nil || len(infos) != 1 || infos[0].ID != id || infos[0].MessageCount != len(want) || infos[0].LastUserMessage != "after" {
+					t.Fatalf("list after the next append: %v %+v", err, infos)
+				}
+				if err := fresh.Verify(ctx, id); err != nil {
+					t.Fatal(err)
+				}
+			})
+		}
+	}
+}
+
+// TestServerKilledMidAppend kills MinIO while appends are in flight and
+// restarts it: each append either failed and is absent, or succeeded and
+// is present; none is half there or twice.
+func TestServerKilledMidAppend(t *testing.T) {
+	srv := miniotest.New(t)
+	srv.SetEnv(t)
+	bucketName := srv.NewBucket(t)
+	e := &env{srv: srv, bucket: bucketName, url: "s3://" + bucketName}
+	ctx := context.Background()
+	s := e.open(t)
+	id := agent.NewSessionID()
+	if err := s.AppendMessages(ctx, id, batchOf(0, 0)); err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		b   int
+		err error
+	}
+	results := make(chan result, 100)
+	stop := make(chan struct{})
+	go func() {
+		defer close(results)
+		for b := 1; ; b++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			actx, cancel := context.WithTimeout(ctx, 20*time.Second)
+			err := s.AppendMessages(actx, id, batchOf(0, b))
+			cancel()
+			results <- result{b, err}
+		}
+	}()
+	time.Sleep(300 * time.Millisecond)
+	srv.Kill()
+	time.Sleep(1500 * time.Millisecond)
+	if err := srv.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(500 * time.Millisecond)
+	close(stop)
+	var ok, failed []int
+	for r := range results {
+		if r.err != nil {
+			failed = append(failed, r.b)
+			t.Logf("batch %d: %v", r.b, r.err)
+		} else {
+			ok = append(ok, r.b)
+		}
+	}
+	t.Logf("%d appends succeeded, %d failed", len(ok), len(failed))
+	// Once the server is back, the same Store appends again.
+	last := 1000
+	if err := s.AppendMessages(ctx, id, batchOf(0, last)); err != nil {
+		t.Fatalf("append after the restart: %v", err)
+	}
+	ok = append(ok, last)
+	conv, err := e.open(t).Load(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	present := map[string]int{}
+	for _, m := range texts(conv) {
+		present[m]++
+	}
+	for _, b := range ok {
+		for _, pm := range batchOf(0, b) {
+			if present[pm.Message.Text()] != 1 {
+				t.Errorf("succeeded batch %d: %q present %d times", b, pm.Message.Text(), present[pm.Message.Text()])
+			}
+		}
+	}
+	for _, b := range failed {
+		for _, pm := range batchOf(0, b) {
+			if present[pm.Message.Text()] != 0 {
+				t.Errorf("failed batch %d is present", b)
+			}
+		}
+	}
+}
+
+// TestFlippedByte: a segment altered in the bucket fails Load and Verify
+// with an error naming the object.
+func TestFlippedByte(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t)
+	s := e.open(t, objstore.WithCompactThreshold(0))
+	id := agent.NewSessionID()
+	for i := 0; i < 3; i++ {
+		if err := s.AppendMessages(ctx, id, []agent.PersistentMessage{user(strings.Repeat("text ", 20))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Replace the middle segment by one whose raw bytes differ in one
+	// byte (re-compressed, so that the zstd frame itself is valid).
+	c := e.srv.Client(t)
+	key := "pfx/sessions/" + id + "/" + manifest.SegmentName(0)
+	objs := e.readBucket(t)
+	var segs []object
+	for _, o := range objs {
+		if strings.Contains(o.key, "/seg/") {
+			segs = append(segs, o)
+		}
+	}
+	key = segs[1].key
+	raw := bytes.Clone(segs[1].data)
+	i := bytes.Index(raw, []byte("text"))
+	raw[i] ^= 0x01
+	codec, _ := manifest.NewCodec()
+	comp := codec.Compress(raw)
+	if _, err := c.PutObject(ctx, e.bucket, key, bytes.NewReader(comp), int64(len(comp)), minio.PutObjectOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for what, err := range map[string]error{
+		"load":   func() error { _, err := e.open(t).Load(ctx, id); return err }(),
+		"verify": e.open(t).Verify(ctx, id),
+	} {
+		if !errors.Is(err, objstore.ErrCorrupt) || !strings.Contains(err.Error(), key) {
+			t.Errorf("%s: %v, want ErrCorrupt naming %s", what, err, key)
+		}
+	}
+	// A flipped bit in the compressed frame is caught too.
+	comp[len(comp)/2] ^= 0x10
+	if _, err := c.PutObject(ctx, e.bucket, key, bytes.NewReader(comp), int64(len(comp)), minio.PutObjectOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.open(t).Load(ctx, id); !errors.Is(err, objstore.ErrCorrupt) || !strings.Contains(err.Error(), key) {
+		t.Errorf("load of a damaged frame: %v", err)
+	}
+}

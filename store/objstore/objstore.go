@@ -1,0 +1,311 @@
+// Package objstore stores sessions in an S3-compatible bucket (AWS S3,
+// MinIO, R2, ...). It implements agent.SessionStore, plus the export side
+// used by panto-sync (Sessions, Checkpoints, ReadRaw, AppendRaw, Verify).
+//
+// # Layout
+//
+// Under the store's prefix P/ (s3://BUCKET/P):
+//
+//	P/panto-store.json                           format marker, created once (If-None-Match: *)
+//	P/sessions/<id>/seg/<start:020d>.jsonl.zst   appended segment: one zstd frame of whole
+//	                                             committed lines starting at raw offset <start>
+//	P/sessions/<id>/seg/<s:020d>-<e:020d>.c.jsonl.zst
+//	                                             merged segment written by compaction, [s, e)
+//	P/sessions/<id>/manifest.json                per-session checkpoint (internal/manifest)
+//	P/index/<shard>.json.zst                     catalog index, 16 shards keyed by the id's
+//	                                             first character (internal/manifest.ShardOf)
+//
+// A session's raw bytes — the segments decompressed and concatenated — are
+// exactly the bytes store/fsjsonl writes for the same appends at the same
+// times: both use internal/sessionlog, one EncodeBatch per append, the
+// header with the first batch.
+//
+// # Protocol
+//
+// No locks, no LIST on any routine path:
+//
+//  1. The commit point of an append is one PUT of seg/<L> with
+//     If-None-Match: *, where L is the committed length. A 412 means another
+//     writer committed at L: catch up (GET seg/<L>, seg/<L'>, ... until 404)
+//     and retry at the new end, with bounded backoff. A 409 is retried. If
+//     the segment found at L holds exactly our bytes, it is our own PUT
+//     whose response was lost (the SDK retried it): the append succeeded.
+//  2. Then the manifest (If-Match) and the index shard (If-Match) are
+//     written in parallel: at most 3 PUTs and 2 sequential round trips per
+//     append in the steady state, because the Store caches each session's
+//     manifest and each shard with their ETags. They are checkpoints: a
+//     412 re-reads and re-applies them; a failure after the segment
+//     committed does not fail the append (the segment is the truth, and the
+//     next writer or reader catches up by probing).
+//  3. Readers start from the manifest, verify every listed segment's sha256
+//     and probe forward for segments committed after it. Only segments at or
+//     after the manifest's end are ever probed, so an old segment name
+//     re-created by a stalled writer is never read.
+//  4. Compaction writes the merge of all segments under a new name
+//     (MergedName), swaps the manifest with If-Match and records the old
+//     segments as pending deletions, deleted by a later compaction once the
+//     grace period has passed. A writer whose cached manifest is older than
+//     half the grace period re-reads it before appending, so it cannot
+//     commit below the end of a manifest that dropped the names.
+//
+// A store opened on a prefix whose format marker has a newer version is
+// refused (ErrNewerFormat) rather than misread.
+package objstore
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/panto-dev/panto/agent"
+	"github.com/panto-dev/panto/internal/manifest"
+)
+
+// FormatVersion is the version of the bucket layout this package writes
+// into the format marker, and the newest it opens.
+const FormatVersion = 1
+
+const markerName = "panto-store.json"
+
+var (
+	// ErrOpen: the bucket cannot be used (missing, unreachable, bad
+	// credentials); the message says which.
+	ErrOpen = errors.New("cannot open object store")
+	// ErrNewerFormat: the bucket was written by a newer panto.
+	ErrNewerFormat = errors.New("object store written by a newer panto")
+	// ErrCorrupt: an object does not match what the manifest says of it,
+	// or does not decode. The message names the object.
+	ErrCorrupt = errors.New("corrupt object")
+	// ErrRemoteChanged: AppendRaw found the remote session not at the
+	// expected length and hash.
+	ErrRemoteChanged = errors.New("remote session changed")
+)
+
+// Store is a SessionStore on an S3-compatible bucket. It is safe for
+// concurrent use; several Stores (in one process or many) may share a
+// bucket and even a session.
+type Store struct {
+	b     *bucket
+	codec *manifest.Codec
+	clock func() time.Time
+	now   func() time.Time // wall time, for the compaction grace period
+
+	compactThreshold int
+	compactGrace     time.Duration
+	maxAttempts      int // of the conditional-PUT loops
+	parallel         int // concurrent GETs of one load
+
+	mu       sync.Mutex
+	sessions map[string]*sessionState
+	shards   map[string]*shardState
+}
+
+// Option configures Open.
+type Option func(*options)
+
+type options struct {
+	endpoint         string
+	pathStyle        *bool
+	clock            func() time.Time
+	compactThreshold int
+	compactGrace     time.Duration
+	s3Options        []func(*s3.Options)
+	maxAttempts      int
+}
+
+// WithEndpoint sets the S3 endpoint URL (e.g. http://127.0.0.1:9000 for
+// MinIO), overriding AWS_ENDPOINT_URL_S3 and AWS_ENDPOINT_URL. A custom
+// endpoint implies path-style addressing unless WithPathStyle says
+// otherwise.
+func WithEndpoint(u string) Option { return func(o *options) { o.endpoint = u } }
+
+// WithPathStyle forces path-style (true) or virtual-hosted (false)
+// addressing.
+func WithPathStyle(on bool) Option { return func(o *options) { o.pathStyle = &on } }
+
+// WithClock sets the clock that stamps appended lines (for deterministic
+// bytes in tests). The default is time.Now.
+func WithClock(now func() time.Time) Option { return func(o *options) { o.clock = now } }
+
+// WithCompactThreshold sets the number of segments above which an append
+// compacts the session (default 32; 0 or less disables automatic
+// compaction).
+func WithCompactThreshold(n int) Option { return func(o *options) { o.compactThreshold = n } }
+
+// WithCompactGrace sets how long a segment replaced by compaction is kept
+// before deletion (default 1h), so that a reader holding an older manifest
+// never meets a missing object.
+func WithCompactGrace(d time.Duration) Option { return func(o *options) { o.compactGrace = d } }
+
+// WithS3Options adds a function applied to the S3 client's options after
+// the store's own (endpoint, addressing, retries): the hook for custom
+// HTTP clients, middleware, request counting and fault injection.
+func WithS3Options(fn func(*s3.Options)) Option {
+	return func(o *options) { o.s3Options = append(o.s3Options, fn) }
+}
+
+// WithMaxAttempts bounds the attempts of each conditional-write loop
+// (default 10) and of the SDK's retries of one request (at most 5).
+func WithMaxAttempts(n int) Option { return func(o *options) { o.maxAttempts = n } }
+
+// Open opens the store at url, s3://BUCKET[/PREFIX]. Region, credentials
+// and endpoint come from the standard AWS chain (AWS_REGION, defaulting to
+// us-east-1; AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY or AWS_PROFILE;
+// AWS_ENDPOINT_URL_S3 / AWS_ENDPOINT_URL). Open reads (and on first use
+// creates) the format marker, so a missing bucket, an unreachable
+// endpoint or rejected credentials fail here with one line saying which.
+func Open(ctx context.Context, rawURL string, opts ...Option) (*Store, error) {
+	o := options{clock: time.Now, compactThreshold: 32, compactGrace: time.Hour, maxAttempts: 10}
+	for _, fn := range opts {
+		fn(&o)
+	}
+	bucketName, prefix, err := parseURL(rawURL)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := config.LoadDefaultConfig(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("%w: load AWS configuration: %v", ErrOpen, err)
+	}
+	if cfg.Region == "" {
+		cfg.Region = "us-east-1" // MinIO and most S3-compatible services accept it
+	}
+	endpoint := o.endpoint
+	if endpoint == "" {
+		endpoint = firstNonEmpty(os.Getenv("AWS_ENDPOINT_URL_S3"), os.Getenv("AWS_ENDPOINT_URL"))
+	}
+	sdkAttempts := min(max(o.maxAttempts, 1), 5)
+	api := s3.NewFromConfig(cfg, func(so *s3.Options) {
+		if o.endpoint != "" {
+			so.BaseEndpoint = aws.String(o.endpoint)
+		}
+		so.UsePathStyle = endpoint != ""
+		if o.pathStyle != nil {
+			so.UsePathStyle = *o.pathStyle
+		}
+		// We verify every object with our own sha256; the SDK's extra
+		// checksums would only cost CPU (and aws-chunked encoding).
+		so.RequestChecksumCalculation = aws.RequestChecksumCalculationWhenRequired
+		so.ResponseChecksumValidation = aws.ResponseChecksumValidationWhenRequired
+		so.Retryer = retry.NewStandard(func(r *retry.StandardOptions) {
+			r.MaxAttempts = sdkAttempts
+			r.MaxBackoff = 2 * time.Second
+			r.RateLimiter = ratelimit.None // a restarting server must not drain a token bucket
+		})
+		for _, fn := range o.s3Options {
+			fn(so)
+		}
+	})
+	codec, err := manifest.NewCodec()
+	if err != nil {
+		return nil, err
+	}
+	s := &Store{
+		b:                &bucket{api: api, name: bucketName, prefix: prefix},
+		codec:            codec,
+		clock:            o.clock,
+		now:              time.Now,
+		compactThreshold: o.compactThreshold,
+		compactGrace:     o.compactGrace,
+		maxAttempts:      max(o.maxAttempts, 1),
+		parallel:         8,
+		sessions:         map[string]*sessionState{},
+		shards:           map[string]*shardState{},
+	}
+	if err := s.checkMarker(ctx, endpoint); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// parseURL splits s3://BUCKET[/PREFIX] into the bucket and a prefix that
+// is "" or ends in "/".
+func parseURL(raw string) (bucketName, prefix string, err error) {
+	u, err := url.Parse(raw)
+	if err != nil || u.Scheme != "s3" || u.Host == "" || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+		return "", "", fmt.Errorf("%w: store %q: want s3://BUCKET[/PREFIX]", ErrOpen, raw)
+	}
+	p := strings.Trim(u.Path, "/")
+	for _, part := range strings.Split(p, "/") {
+		if part == "." || part == ".." || (part == "" && p != "") {
+			return "", "", fmt.Errorf("%w: store %q: the prefix may not contain empty, . or .. elements", ErrOpen, raw)
+		}
+	}
+	if p != "" {
+		p += "/"
+	}
+	return u.Host, p, nil
+}
+
+// marker is the content of P/panto-store.json.
+type marker struct {
+	Format  string `json:"format"`
+	Version int    `json:"version"`
+}
+
+const markerFormat = "panto-objstore"
+
+// checkMarker reads the format marker, creating it on a fresh prefix. It is
+// the first request of a Store, so its errors are explained for the user.
+func (s *Store) checkMarker(ctx context.Context, endpoint string) error {
+	for attempt := 0; attempt < s.maxAttempts; attempt++ {
+		data, _, err := s.b.get(ctx, markerName, "")
+		if errors.Is(err, errNotFound) {
+			body, _ := json.Marshal(marker{Format: markerFormat, Version: FormatVersion})
+			_, err = s.b.put(ctx, markerName, body, putCond{ifNoneMatch: true}, "application/json")
+			if errors.Is(err, errPrecondition) || errors.Is(err, errConflict) {
+				continue // created meanwhile: read it
+			}
+			if err != nil {
+				return explainOpenError(err, s.b.name, endpoint)
+			}
+			return nil
+		}
+		if err != nil {
+			return explainOpenError(err, s.b.name, endpoint)
+		}
+		var m marker
+		if err := json.Unmarshal(data, &m); err != nil || m.Format != markerFormat || m.Version < 1 {
+			return fmt.Errorf("%w: s3://%s/%s%s is not a panto store marker: is this prefix used by something else?", ErrOpen, s.b.name, s.b.prefix, markerName)
+		}
+		if m.Version > FormatVersion {
+			return fmt.Errorf("%w: s3://%s/%s has format version %d, this panto reads up to %d: upgrade panto", ErrNewerFormat, s.b.name, s.b.prefix, m.Version, FormatVersion)
+		}
+		return nil
+	}
+	return fmt.Errorf("%w: s3://%s/%s%s: could not read or create the format marker", ErrOpen, s.b.name, s.b.prefix, markerName)
+}
+
+// Create mints a handle on a new session. No I/O: the session exists once
+// its first batch is appended.
+func (s *Store) Create() *agent.Session {
+	id := agent.NewSessionID()
+	s.mu.Lock()
+	if _, ok := s.sessions[id]; !ok {
+		// A fresh random id: the first append need not read a manifest.
+		s.sessions[id] = &sessionState{mu: make(chanMutex, 1), loaded: true, m: manifest.New(id), fresh: s.now()}
+	}
+	s.mu.Unlock()
+	return &agent.Session{Info: agent.SessionInfo{ID: id}, Store: s}
+}
+
+func (s *Store) sessionKey(id, rel string) string { return "sessions/" + id + "/" + rel }
+
+// objectURL names an object in errors.
+func (s *Store) objectURL(rel string) string {
+	return "s3://" + s.b.name + "/" + s.b.key(rel)
+}
+
+var _ agent.SessionStore = (*Store)(nil)

@@ -1,0 +1,170 @@
+package objstore
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/panto-dev/panto/agent"
+	"github.com/panto-dev/panto/internal/manifest"
+	"github.com/panto-dev/panto/internal/sessionlog"
+)
+
+// readManifest returns the stored manifest of session id and its ETag, or
+// an empty manifest and "" when none is stored.
+func (s *Store) readManifest(ctx context.Context, id string) (*manifest.Manifest, string, error) {
+	key := s.sessionKey(id, "manifest.json")
+	data, etag, err := s.b.get(ctx, key, "")
+	if errors.Is(err, errNotFound) {
+		return manifest.New(id), "", nil
+	}
+	if err != nil {
+		return nil, "", fmt.Errorf("read manifest of session %s: %w", id, err)
+	}
+	m, err := manifest.Decode(data)
+	if err != nil {
+		return nil, "", fmt.Errorf("%s: %w: %w", s.objectURL(key), ErrCorrupt, err)
+	}
+	if m.ID != id {
+		return nil, "", fmt.Errorf("%s: %w: manifest of session %q", s.objectURL(key), ErrCorrupt, m.ID)
+	}
+	return m, etag, nil
+}
+
+// fetched is a segment and its raw bytes.
+type fetched struct {
+	seg manifest.Segment
+	raw []byte
+}
+
+// catchUp probes for segments committed after m (GET seg/<m.Length> until
+// 404) and extends m with them, checking that each holds whole committed
+// lines that continue the log. It returns the segments found.
+func (s *Store) catchUp(ctx context.Context, m *manifest.Manifest) ([]fetched, error) {
+	var found []fetched
+	for {
+		key := s.sessionKey(m.ID, manifest.SegmentName(m.Length))
+		data, _, err := s.b.get(ctx, key, "")
+		if errors.Is(err, errNotFound) {
+			return found, nil
+		}
+		if err != nil {
+			return found, fmt.Errorf("probe session %s: %w", m.ID, err)
+		}
+		raw, err := s.codec.Decompress(data)
+		if err != nil {
+			return found, fmt.Errorf("%s: %w: %v", s.objectURL(key), ErrCorrupt, err)
+		}
+		seg, err := m.Append(s.objectURL(key), raw, int64(len(data)))
+		if err != nil {
+			return found, fmt.Errorf("%w: %w", ErrCorrupt, err)
+		}
+		found = append(found, fetched{seg: seg, raw: raw})
+	}
+}
+
+// fetchSegment reads one listed segment and verifies it against the
+// manifest: size, raw length and sha256.
+func (s *Store) fetchSegment(ctx context.Context, id string, seg manifest.Segment) ([]byte, error) {
+	key := s.sessionKey(id, seg.Name())
+	data, _, err := s.b.get(ctx, key, "")
+	if err != nil {
+		if errors.Is(err, errNotFound) {
+			return nil, fmt.Errorf("%s: %w: listed in the manifest but missing: %w", s.objectURL(key), ErrCorrupt, err)
+		}
+		return nil, err
+	}
+	raw, err := s.codec.Decompress(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w: %v", s.objectURL(key), ErrCorrupt, err)
+	}
+	sum := sha256.Sum256(raw)
+	if int64(len(raw)) != seg.Length || hex.EncodeToString(sum[:]) != seg.SHA256 {
+		return nil, fmt.Errorf("%s: %w: %d bytes with sha256 %x, the manifest says %d bytes with sha256 %s",
+			s.objectURL(key), ErrCorrupt, len(raw), sum, seg.Length, seg.SHA256)
+	}
+	return raw, nil
+}
+
+// readLog returns the session's manifest caught up to the newest segment,
+// and the raw bytes of the log from the start of the segment holding
+// offset from (at raw offset start), every segment verified. Listed
+// segments are fetched in parallel, while the probe for newer ones runs.
+func (s *Store) readLog(ctx context.Context, id string, from int64) (m *manifest.Manifest, raw []byte, start int64, err error) {
+	m, _, err = s.readManifest(ctx, id)
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	var listed []manifest.Segment
+	for _, seg := range m.Segments {
+		if seg.End() > from {
+			listed = append(listed, seg)
+		}
+	}
+	raws := make([][]byte, len(listed))
+	caught := m.Clone()
+	var probed []fetched
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(s.parallel)
+	g.Go(func() error {
+		var err error
+		probed, err = s.catchUp(gctx, caught)
+		return err
+	})
+	for i, seg := range listed {
+		g.Go(func() error {
+			var err error
+			raws[i], err = s.fetchSegment(gctx, id, seg)
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, nil, 0, err
+	}
+	start = m.Length
+	if len(listed) > 0 {
+		start = listed[0].Start
+	}
+	for _, p := range probed {
+		if len(listed) == 0 && p.seg.End() <= from {
+			start = p.seg.End()
+			continue
+		}
+		raws = append(raws, p.raw)
+	}
+	return caught, bytes.Join(raws, nil), start, nil
+}
+
+// Load returns the session's messages, every segment verified.
+func (s *Store) Load(ctx context.Context, id string) (*agent.Conversation, error) {
+	if err := agent.ValidateSessionID(id); err != nil {
+		return nil, err
+	}
+	m, raw, _, err := s.readLog(ctx, id, 0)
+	if err != nil {
+		return nil, fmt.Errorf("load session %s: %w", id, err)
+	}
+	if m.Length == 0 {
+		return nil, agent.NotFoundError(id)
+	}
+	log, err := sessionlog.Parse(s.objectURL(s.sessionKey(id, "")), raw)
+	if err != nil {
+		return nil, fmt.Errorf("load session %s: %w: %w", id, ErrCorrupt, err)
+	}
+	if log == nil || int64(log.Committed) != m.Length {
+		return nil, fmt.Errorf("load session %s: %w: %d of %d bytes are committed lines", id, ErrCorrupt, committed(log), m.Length)
+	}
+	return &agent.Conversation{Messages: log.Messages}, nil
+}
+
+func committed(l *sessionlog.Log) int {
+	if l == nil {
+		return 0
+	}
+	return l.Committed
+}

@@ -1,0 +1,111 @@
+package objstore_test
+
+import (
+	"errors"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/panto-dev/panto/store/objstore"
+)
+
+// recorder wraps the SDK's own HTTP client (so AWS_CA_BUNDLE and the rest
+// of its configuration still apply): it records every request and can
+// inject faults. It is a wrapper around the real client, not a mock: every
+// request it lets through goes to MinIO.
+type recorder struct {
+	inner s3.HTTPClient
+
+	mu    sync.Mutex
+	reqs  []request
+	fault func(r *http.Request) error // nil: no fault
+}
+
+type request struct {
+	method, path string
+	status       int
+	start, end   time.Time
+}
+
+var errInjected = errors.New("injected fault: connection lost")
+
+func (r *recorder) Do(req *http.Request) (*http.Response, error) {
+	r.mu.Lock()
+	fault := r.fault
+	r.mu.Unlock()
+	if fault != nil {
+		if err := fault(req); err != nil {
+			return nil, err
+		}
+	}
+	start := time.Now()
+	resp, err := r.inner.Do(req)
+	rec := request{method: req.Method, path: req.URL.Path, start: start, end: time.Now()}
+	if resp != nil {
+		rec.status = resp.StatusCode
+	}
+	r.mu.Lock()
+	r.reqs = append(r.reqs, rec)
+	r.mu.Unlock()
+	return resp, err
+}
+
+// option installs the recorder on a store.
+func (r *recorder) option() objstore.Option {
+	return objstore.WithS3Options(func(o *s3.Options) {
+		r.inner = o.HTTPClient
+		o.HTTPClient = r
+	})
+}
+
+func (r *recorder) setFault(f func(*http.Request) error) {
+	r.mu.Lock()
+	r.fault = f
+	r.mu.Unlock()
+}
+
+// take returns the requests recorded since the last take.
+func (r *recorder) take() []request {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := r.reqs
+	r.reqs = nil
+	return out
+}
+
+func count(reqs []request, method string) int {
+	n := 0
+	for _, q := range reqs {
+		if q.method == method {
+			n++
+		}
+	}
+	return n
+}
+
+// rounds is the number of sequential round trips: the longest chain of
+// requests each of which started after the previous one ended.
+func rounds(reqs []request) int {
+	reqs = slices.Clone(reqs)
+	slices.SortFunc(reqs, func(a, b request) int { return a.start.Compare(b.start) })
+	best := make([]int, len(reqs))
+	longest := 0
+	for i, q := range reqs {
+		best[i] = 1
+		for j := range i {
+			if !reqs[j].end.After(q.start) {
+				best[i] = max(best[i], best[j]+1)
+			}
+		}
+		longest = max(longest, best[i])
+	}
+	return longest
+}
+
+func isPut(r *http.Request, suffix string) bool {
+	return r.Method == http.MethodPut && strings.HasSuffix(r.URL.Path, suffix)
+}
