@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/panto-dev/panto/agent"
 	"github.com/panto-dev/panto/internal/sessionlog"
@@ -277,6 +278,7 @@ func (s *Store) List(ctx context.Context) ([]agent.SessionInfo, error) {
 		}
 		id, ok := idOf(de.Name())
 		if !ok {
+			s.removeStaleTemp(de)
 			continue
 		}
 		fi, err := s.stat(de)
@@ -353,6 +355,22 @@ func (s *Store) List(ctx context.Context) ([]agent.SessionInfo, error) {
 		return strings.Compare(a.ID, b.ID)
 	})
 	return out, nil
+}
+
+// staleTempAge is how old a temporary file must be before List takes it
+// for the leftover of a crashed write and removes it.
+const staleTempAge = time.Hour
+
+// removeStaleTemp removes a temporary file this package made (a new
+// session file or the cache) that a crash left behind. Best-effort.
+func (s *Store) removeStaleTemp(de fs.DirEntry) {
+	name := de.Name()
+	if !strings.HasPrefix(name, ".panto-tmp-") && !(strings.HasPrefix(name, ".panto-index-") && strings.HasSuffix(name, ".tmp")) {
+		return
+	}
+	if fi, err := de.Info(); err == nil && fi.Mode().IsRegular() && time.Since(fi.ModTime()) > staleTempAge {
+		os.Remove(filepath.Join(s.dir, name))
+	}
 }
 
 // stat returns the file info of a directory entry, following a symlink.
