@@ -1,0 +1,113 @@
+#!/usr/bin/env bash
+# bench/sync.sh: panto-sync push against rclone sync, aws s3 sync and
+# s3cmd sync, pushing the same generated catalog to the same MinIO on
+# loopback, then pushing again after one message was appended to 10% of
+# the sessions. Prints wall times, bytes stored and bytes sent (as MinIO
+# counts them, per bucket), and the ratios against panto-sync.
+#
+#   bench/sync.sh                     # 1,000 sessions, ~200 MB
+#   SESSIONS=100 MB=20 bench/sync.sh  # a quick run
+#
+# Needs: go, a minio binary ($PANTO_MINIO, PATH or $(go env GOPATH)/bin),
+# aws (awscli), curl; rclone and s3cmd are used when present (Debian:
+# apt-get install -y rclone s3cmd). Everything runs in a temp dir that is
+# removed at the end; every tool run is bounded by a timeout.
+set -euo pipefail
+
+SESSIONS=${SESSIONS:-1000}
+MB=${MB:-200}
+CONCURRENCY=${CONCURRENCY:-8}
+TOOL_TIMEOUT=${TOOL_TIMEOUT:-900}
+
+cd "$(dirname "$0")/.."
+work=$(mktemp -d /tmp/panto-bench.XXXXXX)
+minio_pid=
+cleanup() {
+	if [ -n "$minio_pid" ]; then kill "$minio_pid" 2>/dev/null || true; wait "$minio_pid" 2>/dev/null || true; fi
+	rm -rf "$work"
+}
+trap cleanup EXIT
+
+minio=${PANTO_MINIO:-$(command -v minio || echo "$(go env GOPATH)/bin/minio")}
+[ -x "$minio" ] || { echo "bench: no minio binary; run make minio" >&2; exit 1; }
+freeport() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+port=$(freeport)
+endpoint=http://127.0.0.1:$port
+export AWS_ACCESS_KEY_ID=panto-bench AWS_SECRET_ACCESS_KEY=panto-bench-secret AWS_REGION=us-east-1 AWS_EC2_METADATA_DISABLED=true
+MINIO_ROOT_USER=$AWS_ACCESS_KEY_ID MINIO_ROOT_PASSWORD=$AWS_SECRET_ACCESS_KEY MINIO_PROMETHEUS_AUTH_TYPE=public \
+	MINIO_BROWSER=off MINIO_UPDATE=off MINIO_REGION=us-east-1 \
+	"$minio" server --quiet --address "127.0.0.1:$port" --console-address "127.0.0.1:$(freeport)" "$work/minio" >"$work/minio.log" 2>&1 &
+minio_pid=$!
+for _ in $(seq 1 300); do curl -sf "$endpoint/minio/health/live" >/dev/null && break; sleep 0.2; done
+curl -sf "$endpoint/minio/health/live" >/dev/null || { echo "bench: minio did not start; see $work/minio.log" >&2; cat "$work/minio.log" >&2; exit 1; }
+
+echo "building panto-sync and generating $SESSIONS sessions (~$MB MB)..." >&2
+go build -o "$work/panto-sync" ./cmd/panto-sync
+go run ./bench/gencatalog -dir "$work/cat" -sessions "$SESSIONS" -mb "$MB" >&2
+raw=$(find "$work/cat" -name '*.jsonl' -printf '%s\n' | awk '{s+=$1} END {print s}')
+
+printf '[default]\naccess_key = %s\nsecret_key = %s\nhost_base = 127.0.0.1:%s\nhost_bucket = 127.0.0.1:%s\nuse_https = False\nbucket_location = us-east-1\n' \
+	"$AWS_ACCESS_KEY_ID" "$AWS_SECRET_ACCESS_KEY" "$port" "$port" >"$work/s3cfg"
+
+tools=(panto)
+command -v rclone >/dev/null && tools+=(rclone)
+command -v aws >/dev/null && tools+=(awscli)
+command -v s3cmd >/dev/null && tools+=(s3cmd)
+for t in "${tools[@]}"; do aws --endpoint-url "$endpoint" s3 mb "s3://bench-$t" >/dev/null; done
+
+# push TOOL: sync the catalog to the tool's bucket. The tools skip
+# panto's own files (.panto-sync/, the list cache) in the catalog.
+push() {
+	case $1 in
+	panto) "$work/panto-sync" push --quiet --concurrency "$CONCURRENCY" --dir "$work/cat" --endpoint "$endpoint" s3://bench-panto ;;
+	rclone) env -u AWS_CA_BUNDLE RCLONE_S3_PROVIDER=Minio RCLONE_S3_ENDPOINT="$endpoint" RCLONE_S3_ACCESS_KEY_ID="$AWS_ACCESS_KEY_ID" \
+		RCLONE_S3_SECRET_ACCESS_KEY="$AWS_SECRET_ACCESS_KEY" RCLONE_S3_REGION=us-east-1 RCLONE_S3_ENV_AUTH=false \
+		rclone sync "$work/cat" :s3:bench-rclone --exclude '.panto*/**' --exclude '.panto*' --transfers "$CONCURRENCY" --checkers 16 -q ;;
+	awscli) aws --endpoint-url "$endpoint" s3 sync "$work/cat" s3://bench-awscli --exclude '.panto*' --only-show-errors ;;
+	s3cmd) s3cmd -c "$work/s3cfg" sync --exclude '.panto*' --no-progress -q "$work/cat/" s3://bench-s3cmd/ ;;
+	esac
+}
+
+# metric NAME TOOL: a per-bucket MinIO counter.
+metric() {
+	curl -s "$endpoint/minio/v2/metrics/bucket" |
+		awk -v m="$1" -v b="bucket=\"bench-$2\"" 'index($0, m"{") == 1 && index($0, b) { s += $NF } END { printf "%d\n", s }'
+}
+stored() { aws --endpoint-url "$endpoint" s3 ls --recursive --summarize "s3://bench-$1" | awk '/Total Size:/ {print $3}'; }
+
+declare -A secs sent reqs
+# run PHASE TOOL: time one push, with the bytes and requests it sent.
+run() {
+	local rx0 rq0 t0 t1
+	rx0=$(metric minio_bucket_traffic_received_bytes "$2")
+	rq0=$(metric minio_bucket_requests_total "$2")
+	t0=$(date +%s.%N)
+	timeout "$TOOL_TIMEOUT" bash -c "$(declare -f push); work='$work' endpoint='$endpoint' CONCURRENCY='$CONCURRENCY' push $2" >"$work/$1-$2.log" 2>&1 ||
+		{ echo "bench: $2 failed ($1); see below" >&2; cat "$work/$1-$2.log" >&2; exit 1; }
+	t1=$(date +%s.%N)
+	sleep 0.5 # let MinIO's counters settle
+	secs[$1-$2]=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", b - a }')
+	sent[$1-$2]=$(($(metric minio_bucket_traffic_received_bytes "$2") - rx0))
+	reqs[$1-$2]=$(($(metric minio_bucket_requests_total "$2") - rq0))
+	echo "  $1 $2: ${secs[$1-$2]} s" >&2
+}
+
+echo "full push..." >&2
+for t in "${tools[@]}"; do run full "$t"; done
+declare -A store
+for t in "${tools[@]}"; do store[$t]=$(stored "$t"); done
+
+appended=$(go run ./bench/gencatalog -dir "$work/cat" -append 0.1 -seed 2 | awk '{print $2}')
+echo "appended $appended bytes to 10% of the sessions; incremental push..." >&2
+for t in "${tools[@]}"; do run incr "$t"; done
+
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b == 0) print "-"; else printf "%.2f", a / b }'; }
+echo
+echo "catalog: $SESSIONS sessions, $raw bytes of JSONL; incremental: $appended bytes appended to $((SESSIONS / 10)) sessions"
+echo "MinIO $("$minio" --version | head -1 | awk '{print $3}') on loopback, $(nproc) cores; concurrency $CONCURRENCY"
+echo
+echo "| tool | full push (s) | × panto | incremental push (s) | × panto | bytes stored | panto ÷ tool | bytes sent (full) | bytes sent (incremental) | requests (incremental) |"
+echo "|---|---|---|---|---|---|---|---|---|---|"
+for t in "${tools[@]}"; do
+	echo "| $t | ${secs[full-$t]} | $(ratio "${secs[full-$t]}" "${secs[full-panto]}") | ${secs[incr-$t]} | $(ratio "${secs[incr-$t]}" "${secs[incr-panto]}") | ${store[$t]} | $(ratio "${store[panto]}" "${store[$t]}") | ${sent[full-$t]} | ${sent[incr-$t]} | ${reqs[incr-$t]} |"
+done

@@ -1,0 +1,148 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+	"golang.org/x/term"
+
+	"github.com/panto-dev/panto/store"
+)
+
+// Diverge policies.
+const (
+	divergeFail     = "fail"
+	divergeKeepBoth = "keep-both"
+)
+
+// options are the flags common to the commands, parsed.
+type options struct {
+	Remote      string
+	Dir         string
+	Endpoint    string
+	JSON        bool
+	Quiet       bool
+	DryRun      bool
+	Concurrency int
+	Include     []string
+	Exclude     []string
+	OnDiverge   string
+	Args        []string
+	Stdout      io.Writer
+	Stderr      io.Writer
+	// Progress: draw a progress display (stdout is a terminal, and
+	// neither --json nor --quiet).
+	Progress bool
+}
+
+func dirFlag() cli.Flag {
+	def, _ := store.DefaultDir()
+	return &cli.StringFlag{Name: "dir", Value: def, Usage: "the local session catalog `DIR` (panto's session directory by default)", EnvVars: []string{"PANTO_SESSIONS"}}
+}
+
+func remoteFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "endpoint", Usage: "S3 endpoint `URL` (e.g. http://127.0.0.1:9000 for MinIO); default: AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL or AWS"},
+		&cli.BoolFlag{Name: "json", Usage: "print one JSON object per event, then a summary object"},
+		&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "print only failures and divergences"},
+		&cli.IntFlag{Name: "concurrency", Aliases: []string{"j"}, Value: 8, Usage: "sessions transferred at once"},
+		&cli.StringSliceFlag{Name: "include", Usage: "only session ids matching `GLOB` (repeatable)"},
+		&cli.StringSliceFlag{Name: "exclude", Usage: "skip session ids matching `GLOB` (repeatable)"},
+	}
+}
+
+func dryRunFlag() cli.Flag {
+	return &cli.BoolFlag{Name: "dry-run", Aliases: []string{"n"}, Usage: "say what would be done; change nothing"}
+}
+
+func onDivergeFlag(other string) cli.Flag {
+	return &cli.StringFlag{Name: "on-diverge", Value: divergeFail, Usage: "when a session diverged: `POLICY` fail (report it, touch neither side, exit 3) or keep-both (store the " + other + " copy as a new session linked to the original)"}
+}
+
+// parseOptions reads the common flags of c and its one s3:// argument
+// (when wantRemote).
+func parseOptions(c *cli.Context, wantRemote bool) (*options, error) {
+	o := &options{
+		Dir:         c.String("dir"),
+		Endpoint:    c.String("endpoint"),
+		JSON:        c.Bool("json"),
+		Quiet:       c.Bool("quiet"),
+		DryRun:      c.Bool("dry-run"),
+		Concurrency: c.Int("concurrency"),
+		Include:     c.StringSlice("include"),
+		Exclude:     c.StringSlice("exclude"),
+		OnDiverge:   c.String("on-diverge"),
+		Stdout:      c.App.Writer,
+		Stderr:      c.App.ErrWriter,
+	}
+	args := c.Args().Slice()
+	if wantRemote {
+		if len(args) == 0 {
+			return nil, usageError(c, "missing the bucket: give s3://BUCKET[/PREFIX]")
+		}
+		spec, err := store.ParseSpec(args[0])
+		if err != nil || spec.Kind != store.KindS3 {
+			return nil, usageError(c, fmt.Sprintf("%q is not a bucket: give s3://BUCKET[/PREFIX]", args[0]))
+		}
+		o.Remote, args = spec.URL, args[1:]
+	}
+	o.Args = args
+	if c.Command.HasName("push") || c.Command.HasName("pull") || c.Command.HasName("status") {
+		if o.Dir == "" {
+			return nil, usageError(c, "no session directory: pass --dir DIR or set HOME")
+		}
+		if len(o.Args) > 0 {
+			return nil, usageError(c, fmt.Sprintf("unexpected argument %q (filter sessions with --include GLOB)", o.Args[0]))
+		}
+	}
+	if o.Concurrency < 1 {
+		return nil, usageError(c, "--concurrency must be at least 1")
+	}
+	if o.OnDiverge != "" && o.OnDiverge != divergeFail && o.OnDiverge != divergeKeepBoth {
+		return nil, usageError(c, fmt.Sprintf("--on-diverge %q: use fail or keep-both", o.OnDiverge))
+	}
+	for _, g := range append(append([]string{}, o.Include...), o.Exclude...) {
+		if _, err := path.Match(g, ""); err != nil {
+			return nil, usageError(c, fmt.Sprintf("bad glob %q: %v", g, err))
+		}
+	}
+	if f, ok := o.Stdout.(*os.File); ok && !o.JSON && !o.Quiet && term.IsTerminal(int(f.Fd())) {
+		o.Progress = true
+	}
+	return o, nil
+}
+
+// selected reports whether id passes --include and --exclude.
+func (o *options) selected(id string) bool {
+	if len(o.Include) > 0 {
+		in := false
+		for _, g := range o.Include {
+			if ok, _ := path.Match(g, id); ok {
+				in = true
+				break
+			}
+		}
+		if !in {
+			return false
+		}
+	}
+	for _, g := range o.Exclude {
+		if ok, _ := path.Match(g, id); ok {
+			return false
+		}
+	}
+	return true
+}
+
+// usageError is a command-line mistake: one line, then where help is.
+func usageError(c *cli.Context, msg string) error {
+	name := "panto-sync"
+	if c.Command != nil && c.Command.Name != "" {
+		name += " " + c.Command.Name
+	}
+	return fmt.Errorf("%s; see `%s --help`", strings.TrimSuffix(msg, "."), name)
+}

@@ -1,0 +1,26 @@
+package main
+
+import (
+	"github.com/urfave/cli/v2"
+)
+
+func pullCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "pull",
+		Usage:     "download a bucket into the local catalog: new sessions, and the tails appended remotely",
+		ArgsUsage: "s3://BUCKET[/PREFIX]",
+		Description: `pull writes every session the catalog lacks (a new file, atomically) and appends to
+a local file the bytes the bucket holds after it (with fsync). Pulling a pushed catalog
+into an empty directory reproduces every file byte for byte. A session whose copies
+diverged is left alone and reported (exit 3), or with --on-diverge=keep-both the remote
+copy is written as a new local session linked to the original. Session ids that could
+escape --dir are refused.
+
+Examples:
+   panto-sync pull s3://my-bucket/panto
+   panto-sync pull --dir /tmp/restore --endpoint http://127.0.0.1:9000 s3://sessions
+   panto-sync pull --on-diverge=keep-both s3://my-bucket`,
+		Flags:  append([]cli.Flag{dirFlag(), dryRunFlag(), onDivergeFlag("remote")}, remoteFlags()...),
+		Action: func(c *cli.Context) error { return runSync(c, cmdPull) },
+	}
+}
