@@ -95,7 +95,7 @@ func TestInteractiveCancel(t *testing.T) {
 	release := make(chan struct{})
 	first := true
 	var mu sync.Mutex
-	srv.Config.Handler = wrapHandler(srv.Config.Handler, func(r *http.Request) {
+	srv.SetBefore(func(r *http.Request) {
 		mu.Lock()
 		hang := first
 		first = false
@@ -174,11 +174,4 @@ wait:
 	if conv.Messages[0].Text() != "a slow question" {
 		t.Errorf("the cancelled prompt was not kept: %+v", conv.Messages[0])
 	}
-}
-
-func wrapHandler(h http.Handler, before func(*http.Request)) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		before(r)
-		h.ServeHTTP(w, r)
-	})
 }
