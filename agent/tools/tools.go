@@ -1,0 +1,295 @@
+// Package tools is panto's built-in tool set, an agent.ToolSource:
+//
+//   - read_file: a text file's contents (optionally a range of lines);
+//   - list_dir: a directory's entries, directories marked with '/';
+//   - run_shell: a shell command's combined output and exit status, only
+//     when the user allowed it (--allow-shell).
+//
+// Every result is bounded (MaxOutput bytes, cut with a note saying so),
+// so a large file or a chatty command cannot flood the context. Relative
+// paths are taken from the working directory the source was made with.
+package tools
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/panto-dev/panto/agent"
+)
+
+// MaxOutput bounds the bytes of one tool result.
+const MaxOutput = 64 << 10
+
+// MaxDirEntries bounds the entries list_dir reports.
+const MaxDirEntries = 1000
+
+// DefaultShellTimeout bounds a run_shell command that sets no timeout.
+const DefaultShellTimeout = 2 * time.Minute
+
+// Options configure the tool set.
+type Options struct {
+	// Dir is the directory relative paths start from ("" = the process's
+	// working directory).
+	Dir string
+	// AllowShell offers run_shell.
+	AllowShell bool
+}
+
+// Builtin is the built-in tool set.
+type Builtin struct{ opts Options }
+
+var _ agent.ToolSource = (*Builtin)(nil)
+
+// New returns the built-in tool set.
+func New(opts Options) *Builtin { return &Builtin{opts: opts} }
+
+// Tools declares the tools on offer.
+func (b *Builtin) Tools() []agent.ToolDecl {
+	decls := []agent.ToolDecl{
+		{
+			Name:        "read_file",
+			Description: fmt.Sprintf("Read a text file. Returns at most %d KiB; use offset and limit (line numbers, 1-based) to page through larger files.", MaxOutput>>10),
+			InputSchema: map[string]any{
+				"type": "object",
+				"properties": map[string]any{
+					"path":   map[string]any{"type": "string", "description": "file path, absolute or relative to the working directory"},
+					"offset": map[string]any{"type": "integer", "description": "first line to return (1-based, default 1)"},
+					"limit":  map[string]any{"type": "integer", "description": "number of lines to return (default: all that fit)"},
+				},
+				"required": []any{"path"},
+			},
+		},
+		{
+			Name:        "list_dir",
+			Description: "List a directory's entries, one per line; directories end with '/'.",
+			InputSchema: map[string]any{
+				"type": "object",
+				"properties": map[string]any{
+					"path": map[string]any{"type": "string", "description": "directory path (default: the working directory)"},
+				},
+			},
+		},
+	}
+	if b.opts.AllowShell {
+		decls = append(decls, agent.ToolDecl{
+			Name:        "run_shell",
+			Description: "Run a command with /bin/sh -c in the working directory. Returns the combined stdout and stderr and the exit status.",
+			InputSchema: map[string]any{
+				"type": "object",
+				"properties": map[string]any{
+					"command":         map[string]any{"type": "string", "description": "the shell command"},
+					"timeout_seconds": map[string]any{"type": "integer", "description": fmt.Sprintf("time limit (default %d)", int(DefaultShellTimeout.Seconds()))},
+				},
+				"required": []any{"command"},
+			},
+		})
+	}
+	return decls
+}
+
+// Call runs tool name with input.
+func (b *Builtin) Call(ctx context.Context, name string, input json.RawMessage) (string, error) {
+	switch name {
+	case "read_file":
+		var in struct {
+			Path          string
+			Offset, Limit int
+		}
+		if err := decode(input, &in); err != nil {
+			return "", err
+		}
+		return b.readFile(in.Path, in.Offset, in.Limit)
+	case "list_dir":
+		var in struct{ Path string }
+		if err := decode(input, &in); err != nil {
+			return "", err
+		}
+		return b.listDir(in.Path)
+	case "run_shell":
+		if !b.opts.AllowShell {
+			return "", errors.New("run_shell is disabled: the user did not pass --allow-shell")
+		}
+		var in struct {
+			Command        string
+			TimeoutSeconds int `json:"timeout_seconds"`
+		}
+		if err := decode(input, &in); err != nil {
+			return "", err
+		}
+		return b.runShell(ctx, in.Command, time.Duration(in.TimeoutSeconds)*time.Second)
+	}
+	return "", fmt.Errorf("no tool named %q", name)
+}
+
+func decode(input json.RawMessage, v any) error {
+	if len(input) == 0 {
+		input = json.RawMessage("{}")
+	}
+	if err := json.Unmarshal(input, v); err != nil {
+		return fmt.Errorf("arguments are not a JSON object of the declared shape: %v", err)
+	}
+	return nil
+}
+
+func (b *Builtin) path(p string) string {
+	if p == "" {
+		p = "."
+	}
+	if filepath.IsAbs(p) || b.opts.Dir == "" {
+		return p
+	}
+	return filepath.Join(b.opts.Dir, p)
+}
+
+func (b *Builtin) readFile(path string, offset, limit int) (string, error) {
+	if path == "" {
+		return "", errors.New("read_file: path is required")
+	}
+	f, err := os.Open(b.path(path))
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err == nil && fi.IsDir() {
+		return "", fmt.Errorf("%s is a directory; use list_dir", path)
+	}
+	if offset <= 0 && limit <= 0 {
+		data, err := io.ReadAll(io.LimitReader(f, MaxOutput+1))
+		if err != nil {
+			return "", err
+		}
+		if bytes.IndexByte(data, 0) >= 0 {
+			return "", fmt.Errorf("%s is a binary file", path)
+		}
+		if len(data) > MaxOutput {
+			return cut(data, MaxOutput) + fmt.Sprintf("\n[truncated at %d KiB; read on with offset and limit]", MaxOutput>>10), nil
+		}
+		return string(data), nil
+	}
+	if offset <= 0 {
+		offset = 1
+	}
+	data, err := io.ReadAll(io.LimitReader(f, 64<<20))
+	if err != nil {
+		return "", err
+	}
+	lines := strings.SplitAfter(string(data), "\n")
+	if offset > len(lines) {
+		return "", fmt.Errorf("%s has %d lines; offset %d is past the end", path, len(lines), offset)
+	}
+	lines = lines[offset-1:]
+	if limit > 0 && limit < len(lines) {
+		lines = lines[:limit]
+	}
+	var out strings.Builder
+	for i, l := range lines {
+		if out.Len()+len(l) > MaxOutput {
+			fmt.Fprintf(&out, "\n[truncated at %d KiB; continue with offset %d]", MaxOutput>>10, offset+i)
+			break
+		}
+		out.WriteString(l)
+	}
+	return out.String(), nil
+}
+
+func (b *Builtin) listDir(path string) (string, error) {
+	entries, err := os.ReadDir(b.path(path))
+	if err != nil {
+		return "", err
+	}
+	names := make([]string, 0, len(entries))
+	for _, e := range entries {
+		n := e.Name()
+		if e.IsDir() {
+			n += "/"
+		}
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	more := ""
+	if len(names) > MaxDirEntries {
+		more = fmt.Sprintf("\n[%d more entries not shown]", len(names)-MaxDirEntries)
+		names = names[:MaxDirEntries]
+	}
+	if len(names) == 0 {
+		return "(empty directory)", nil
+	}
+	return strings.Join(names, "\n") + more, nil
+}
+
+func (b *Builtin) runShell(ctx context.Context, command string, timeout time.Duration) (string, error) {
+	if strings.TrimSpace(command) == "" {
+		return "", errors.New("run_shell: command is required")
+	}
+	if timeout <= 0 {
+		timeout = DefaultShellTimeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "/bin/sh", "-c", command)
+	cmd.Dir = b.opts.Dir
+	cmd.WaitDelay = time.Second
+	var out boundedBuffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	text := out.String()
+	if ctxErr := ctx.Err(); ctxErr != nil {
+		if errors.Is(ctxErr, context.DeadlineExceeded) {
+			return "", fmt.Errorf("command timed out after %s; output so far:\n%s", timeout, text)
+		}
+		return "", ctxErr
+	}
+	var exit *exec.ExitError
+	switch {
+	case errors.As(err, &exit):
+		return fmt.Sprintf("%s\n[exit status %d]", text, exit.ExitCode()), nil
+	case err != nil:
+		return "", err
+	}
+	return text + "\n[exit status 0]", nil
+}
+
+// boundedBuffer keeps the first MaxOutput bytes written to it.
+type boundedBuffer struct {
+	buf     bytes.Buffer
+	dropped int
+}
+
+func (b *boundedBuffer) Write(p []byte) (int, error) {
+	room := MaxOutput - b.buf.Len()
+	if room < len(p) {
+		if room > 0 {
+			b.buf.Write(p[:room])
+		}
+		b.dropped += len(p) - max(room, 0)
+		return len(p), nil
+	}
+	return b.buf.Write(p)
+}
+
+func (b *boundedBuffer) String() string {
+	s := cut(b.buf.Bytes(), MaxOutput)
+	if b.dropped > 0 {
+		s += fmt.Sprintf("\n[output truncated: %d more bytes]", b.dropped)
+	}
+	return s
+}
+
+// cut returns data cut to at most n bytes, as valid UTF-8 (a rune split
+// by the cut becomes U+FFFD), so that a store can encode it as JSON text.
+func cut(data []byte, n int) string {
+	if len(data) > n {
+		data = data[:n]
+	}
+	return strings.ToValidUTF8(string(data), "\uFFFD")
+}

@@ -1,0 +1,101 @@
+package tools_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/panto-dev/panto/agent/tools"
+)
+
+func call(t *testing.T, b *tools.Builtin, name string, input any) (string, error) {
+	t.Helper()
+	in, err := json.Marshal(input)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b.Call(context.Background(), name, in)
+}
+
+func TestReadFileAndListDir(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "a.txt"), []byte("one\ntwo\nthree\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(dir, "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "big.txt"), []byte(strings.Repeat("x", tools.MaxOutput+100)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	b := tools.New(tools.Options{Dir: dir})
+	tests := []struct {
+		name    string
+		tool    string
+		input   any
+		want    string
+		wantErr string
+	}{
+		{"whole file", "read_file", map[string]any{"path": "a.txt"}, "one\ntwo\nthree\n", ""},
+		{"absolute path", "read_file", map[string]any{"path": filepath.Join(dir, "a.txt")}, "one\ntwo\nthree\n", ""},
+		{"line range", "read_file", map[string]any{"path": "a.txt", "offset": 2, "limit": 1}, "two\n", ""},
+		{"missing", "read_file", map[string]any{"path": "nope.txt"}, "", "no such file"},
+		{"directory", "read_file", map[string]any{"path": "sub"}, "", "use list_dir"},
+		{"no path", "read_file", map[string]any{}, "", "path is required"},
+		{"bad arguments", "read_file", "just a string", "", "arguments"},
+		{"list", "list_dir", map[string]any{"path": "."}, "a.txt\nbig.txt\nsub/", ""},
+		{"list default", "list_dir", map[string]any{}, "a.txt\nbig.txt\nsub/", ""},
+		{"shell refused", "run_shell", map[string]any{"command": "echo hi"}, "", "--allow-shell"},
+		{"unknown", "rm_rf", map[string]any{}, "", "no tool named"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := call(t, b, tt.tool, tt.input)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("err = %v, want %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil || got != tt.want {
+				t.Fatalf("got %q, %v; want %q", got, err, tt.want)
+			}
+		})
+	}
+	got, err := call(t, b, "read_file", map[string]any{"path": "big.txt"})
+	if err != nil || len(got) > tools.MaxOutput+200 || !strings.Contains(got, "[truncated") {
+		t.Errorf("big file: %d bytes, %v", len(got), err)
+	}
+	for _, d := range b.Tools() {
+		if d.Name == "run_shell" {
+			t.Error("run_shell offered without AllowShell")
+		}
+	}
+}
+
+func TestRunShell(t *testing.T) {
+	dir := t.TempDir()
+	b := tools.New(tools.Options{Dir: dir, AllowShell: true})
+	var offered bool
+	for _, d := range b.Tools() {
+		offered = offered || d.Name == "run_shell"
+	}
+	if !offered {
+		t.Fatal("run_shell not offered")
+	}
+	got, err := call(t, b, "run_shell", map[string]any{"command": "pwd; echo oops >&2; exit 3"})
+	if err != nil || !strings.Contains(got, dir) || !strings.Contains(got, "oops") || !strings.Contains(got, "[exit status 3]") {
+		t.Errorf("got %q, %v", got, err)
+	}
+	got, err = call(t, b, "run_shell", map[string]any{"command": "yes | head -c 200000"})
+	if err != nil || len(got) > tools.MaxOutput+200 || !strings.Contains(got, "output truncated") {
+		t.Errorf("long output: %d bytes, %v", len(got), err)
+	}
+	_, err = call(t, b, "run_shell", map[string]any{"command": "sleep 5", "timeout_seconds": 1})
+	if err == nil || !strings.Contains(err.Error(), "timed out") {
+		t.Errorf("timeout: %v", err)
+	}
+}

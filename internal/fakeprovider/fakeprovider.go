@@ -1,0 +1,353 @@
+// Package fakeprovider runs model provider servers for tests: an OpenAI
+// Chat Completions server and an Anthropic Messages server that speak the
+// real wire protocols, streaming included (server-sent events with
+// tool-call, thinking and signature deltas and usage), answer with
+// scripted replies and record every request they get.
+//
+// A server checks the API key it was given (Authorization: Bearer for
+// OpenAI, x-api-key for Anthropic) and answers 401 in the provider's own
+// error shape when it does not match, so tests exercise authentication
+// for real.
+package fakeprovider
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// ToolCall is a tool call in a scripted reply.
+type ToolCall struct {
+	ID, Name string
+	// Args is the JSON arguments.
+	Args string
+}
+
+// Reply is one scripted answer.
+type Reply struct {
+	// Status, when not 0 or 200, answers with that HTTP error instead.
+	Status int
+	// Thinking and Signature make a thinking block (Anthropic) or
+	// reasoning_content (OpenAI) before the text.
+	Thinking, Signature string
+	Text                string
+	ToolCalls           []ToolCall
+	// InputTokens and OutputTokens are reported as usage.
+	InputTokens, OutputTokens int64
+}
+
+// Request is a recorded request.
+type Request struct {
+	Path   string
+	Header http.Header
+	// Body is the raw JSON body.
+	Body []byte
+}
+
+// JSON decodes the body into a generic map.
+func (r Request) JSON() map[string]any {
+	var m map[string]any
+	_ = json.Unmarshal(r.Body, &m)
+	return m
+}
+
+// Server is a fake provider.
+type Server struct {
+	*httptest.Server
+	// Key is the API key the server accepts ("" accepts anything).
+	Key string
+
+	mu       sync.Mutex
+	replies  []Reply
+	requests []Request
+	// Respond, when set, answers requests after the scripted replies run
+	// out; by default the server answers "reply N".
+	Respond func(req Request) Reply
+	style   string
+}
+
+// Style names of the servers.
+const (
+	OpenAI    = "openai-chat"
+	Anthropic = "anthropic-messages"
+)
+
+// New starts a fake server of style (OpenAI or Anthropic) that accepts
+// key and answers with replies in order; it stops when the test ends.
+func New(t testing.TB, style, key string, replies ...Reply) *Server {
+	t.Helper()
+	s := &Server{Key: key, replies: replies, style: style}
+	switch style {
+	case OpenAI, Anthropic:
+	default:
+		t.Fatalf("fakeprovider: unknown style %q", style)
+	}
+	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
+	t.Cleanup(s.Close)
+	return s
+}
+
+// BaseURL is the URL to configure a client with, following each SDK's
+// convention: with /v1 for OpenAI, without for Anthropic.
+func (s *Server) BaseURL() string {
+	if s.style == OpenAI {
+		return s.URL + "/v1"
+	}
+	return s.URL
+}
+
+// Push appends scripted replies.
+func (s *Server) Push(replies ...Reply) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.replies = append(s.replies, replies...)
+}
+
+// Requests returns the requests received so far.
+func (s *Server) Requests() []Request {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Request(nil), s.requests...)
+}
+
+func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	req := Request{Path: r.URL.Path, Header: r.Header.Clone(), Body: body}
+	s.mu.Lock()
+	s.requests = append(s.requests, req)
+	n := len(s.requests)
+	var reply Reply
+	switch {
+	case len(s.replies) > 0:
+		reply, s.replies = s.replies[0], s.replies[1:]
+	case s.Respond != nil:
+		reply = s.Respond(req)
+	default:
+		reply = Reply{Text: fmt.Sprintf("reply %d", n)}
+	}
+	s.mu.Unlock()
+
+	wantPath := "/v1/chat/completions"
+	if s.style == Anthropic {
+		wantPath = "/v1/messages"
+	}
+	if r.Method != http.MethodPost || r.URL.Path != wantPath {
+		s.fail(w, http.StatusNotFound, "no route "+r.Method+" "+r.URL.Path)
+		return
+	}
+	if s.Key != "" && !s.authorized(r) {
+		s.fail(w, http.StatusUnauthorized, "invalid api key")
+		return
+	}
+	if reply.Status != 0 && reply.Status != http.StatusOK {
+		s.fail(w, reply.Status, http.StatusText(reply.Status)+" from the fake server")
+		return
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.WriteHeader(http.StatusOK)
+	sse := &sseWriter{w: w}
+	if s.style == OpenAI {
+		writeOpenAI(sse, reply)
+	} else {
+		writeAnthropic(sse, reply)
+	}
+}
+
+func (s *Server) authorized(r *http.Request) bool {
+	if s.style == OpenAI {
+		return r.Header.Get("Authorization") == "Bearer "+s.Key
+	}
+	return r.Header.Get("X-Api-Key") == s.Key
+}
+
+func (s *Server) fail(w http.ResponseWriter, status int, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	var v any
+	if s.style == OpenAI {
+		v = map[string]any{"error": map[string]any{"message": msg, "type": "invalid_request_error", "code": nil}}
+	} else {
+		v = map[string]any{"type": "error", "error": map[string]any{"type": "api_error", "message": msg}}
+	}
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+type sseWriter struct{ w http.ResponseWriter }
+
+func (s *sseWriter) event(name string, v any) {
+	data, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	if name != "" {
+		fmt.Fprintf(s.w, "event: %s\n", name)
+	}
+	fmt.Fprintf(s.w, "data: %s\n\n", data)
+	if f, ok := s.w.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// chunks cuts s into pieces of at most n bytes (at rune boundaries), so
+// that text arrives as several deltas.
+func chunks(s string, n int) []string {
+	var out []string
+	for len(s) > 0 {
+		i := n
+		if i >= len(s) {
+			i = len(s)
+		} else {
+			for i > 0 && !utf8Start(s[i]) {
+				i--
+			}
+			if i == 0 {
+				i = len(s)
+			}
+		}
+		out = append(out, s[:i])
+		s = s[i:]
+	}
+	return out
+}
+
+func utf8Start(b byte) bool { return b&0xC0 != 0x80 }
+
+func writeOpenAI(sse *sseWriter, r Reply) {
+	chunk := func(delta map[string]any, finish any) map[string]any {
+		return map[string]any{
+			"id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": 1, "model": "fake",
+			"choices": []any{map[string]any{"index": 0, "delta": delta, "finish_reason": finish}},
+		}
+	}
+	sse.event("", chunk(map[string]any{"role": "assistant", "content": ""}, nil))
+	for _, c := range chunks(r.Thinking, 7) {
+		sse.event("", chunk(map[string]any{"reasoning_content": c}, nil))
+	}
+	for _, c := range chunks(r.Text, 5) {
+		sse.event("", chunk(map[string]any{"content": c}, nil))
+	}
+	for i, tc := range r.ToolCalls {
+		sse.event("", chunk(map[string]any{"tool_calls": []any{map[string]any{
+			"index": i, "id": tc.ID, "type": "function",
+			"function": map[string]any{"name": tc.Name, "arguments": ""},
+		}}}, nil))
+		for _, c := range chunks(tc.Args, 6) {
+			sse.event("", chunk(map[string]any{"tool_calls": []any{map[string]any{
+				"index": i, "function": map[string]any{"arguments": c},
+			}}}, nil))
+		}
+	}
+	finish := "stop"
+	if len(r.ToolCalls) > 0 {
+		finish = "tool_calls"
+	}
+	sse.event("", chunk(map[string]any{}, finish))
+	sse.event("", map[string]any{
+		"id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": 1, "model": "fake",
+		"choices": []any{},
+		"usage": map[string]any{
+			"prompt_tokens": r.InputTokens, "completion_tokens": r.OutputTokens,
+			"total_tokens":          r.InputTokens + r.OutputTokens,
+			"prompt_tokens_details": map[string]any{"cached_tokens": 0},
+		},
+	})
+	fmt.Fprint(sse.w, "data: [DONE]\n\n")
+}
+
+func writeAnthropic(sse *sseWriter, r Reply) {
+	sse.event("message_start", map[string]any{"type": "message_start", "message": map[string]any{
+		"id": "msg_fake", "type": "message", "role": "assistant", "content": []any{}, "model": "fake",
+		"stop_reason": nil, "stop_sequence": nil,
+		"usage": map[string]any{"input_tokens": r.InputTokens, "output_tokens": 1},
+	}})
+	sse.event("ping", map[string]any{"type": "ping"})
+	index := 0
+	block := func(start map[string]any, deltas []map[string]any) {
+		sse.event("content_block_start", map[string]any{"type": "content_block_start", "index": index, "content_block": start})
+		for _, d := range deltas {
+			sse.event("content_block_delta", map[string]any{"type": "content_block_delta", "index": index, "delta": d})
+		}
+		sse.event("content_block_stop", map[string]any{"type": "content_block_stop", "index": index})
+		index++
+	}
+	if r.Thinking != "" || r.Signature != "" {
+		var deltas []map[string]any
+		for _, c := range chunks(r.Thinking, 7) {
+			deltas = append(deltas, map[string]any{"type": "thinking_delta", "thinking": c})
+		}
+		if r.Signature != "" {
+			deltas = append(deltas, map[string]any{"type": "signature_delta", "signature": r.Signature})
+		}
+		block(map[string]any{"type": "thinking", "thinking": "", "signature": ""}, deltas)
+	}
+	if r.Text != "" {
+		var deltas []map[string]any
+		for _, c := range chunks(r.Text, 5) {
+			deltas = append(deltas, map[string]any{"type": "text_delta", "text": c})
+		}
+		block(map[string]any{"type": "text", "text": ""}, deltas)
+	}
+	for _, tc := range r.ToolCalls {
+		var deltas []map[string]any
+		for _, c := range chunks(tc.Args, 6) {
+			deltas = append(deltas, map[string]any{"type": "input_json_delta", "partial_json": c})
+		}
+		block(map[string]any{"type": "tool_use", "id": tc.ID, "name": tc.Name, "input": map[string]any{}}, deltas)
+	}
+	stop := "end_turn"
+	if len(r.ToolCalls) > 0 {
+		stop = "tool_use"
+	}
+	sse.event("message_delta", map[string]any{"type": "message_delta",
+		"delta": map[string]any{"stop_reason": stop, "stop_sequence": nil},
+		"usage": map[string]any{"output_tokens": r.OutputTokens},
+	})
+	sse.event("message_stop", map[string]any{"type": "message_stop"})
+}
+
+// LastUserText returns the text of the last user message in a recorded
+// request body of either style (tool results excluded), for servers that
+// answer according to the prompt.
+func (r Request) LastUserText() string {
+	var body struct {
+		Messages []struct {
+			Role    string          `json:"role"`
+			Content json.RawMessage `json:"content"`
+		} `json:"messages"`
+	}
+	if json.Unmarshal(r.Body, &body) != nil {
+		return ""
+	}
+	for i := len(body.Messages) - 1; i >= 0; i-- {
+		m := body.Messages[i]
+		if m.Role != "user" {
+			continue
+		}
+		var s string
+		if json.Unmarshal(m.Content, &s) == nil {
+			return s
+		}
+		var blocks []struct {
+			Type string `json:"type"`
+			Text string `json:"text"`
+		}
+		if json.Unmarshal(m.Content, &blocks) == nil {
+			var parts []string
+			for _, b := range blocks {
+				if b.Type == "text" {
+					parts = append(parts, b.Text)
+				}
+			}
+			if len(parts) > 0 {
+				return strings.Join(parts, "\n")
+			}
+		}
+	}
+	return ""
+}
