@@ -27,3 +27,5 @@ bench: minio
 FUZZTIME ?= 30s
 fuzz:
 	go test -run '^$$' -fuzz FuzzParse -fuzztime $(FUZZTIME) ./internal/sessionlog
+	go test -run '^$$' -fuzz FuzzManifest -fuzztime $(FUZZTIME) ./internal/manifest
+	go test -run '^$$' -fuzz FuzzIndexShard -fuzztime $(FUZZTIME) ./internal/manifest

@@ -499,7 +499,9 @@ func (s *Store) ReadCommitted(ctx context.Context, id string) ([]byte, error) {
 }
 
 // IDs lists the session ids in the directory (from file names; no file
-// is read), sorted.
+// is read), sorted. A file may not hold a committed byte yet (a first
+// append in progress or cut by a crash): ReadCommitted then reports
+// ErrSessionNotFound for it.
 func (s *Store) IDs(ctx context.Context) ([]string, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err

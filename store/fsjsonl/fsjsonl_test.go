@@ -300,14 +300,27 @@ func TestIDsAndStrayFiles(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for _, name := range []string{"a.b.jsonl", "notes.txt", ".panto-tmp-123", "x.jsonl.bak"} {
+	for _, name := range []string{"a.b.jsonl", "notes.txt", ".panto-tmp-123", ".panto-tmp-old", ".panto-index-9.tmp", "x.jsonl.bak"} {
 		writeFile(t, filepath.Join(dir, name), []byte("junk\n"))
+	}
+	// Temporary files a crash left an hour ago are cleaned by List; fresh
+	// ones may belong to a write in progress.
+	old := time.Now().Add(-2 * time.Hour)
+	for _, name := range []string{".panto-tmp-old", ".panto-index-9.tmp", "notes.txt"} {
+		if err := os.Chtimes(filepath.Join(dir, name), old, old); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if err := os.Mkdir(filepath.Join(dir, "d.jsonl"), 0o700); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.List(t.Context()); err != nil { // writes the cache file too
 		t.Fatal(err)
+	}
+	for name, want := range map[string]bool{".panto-tmp-old": false, ".panto-index-9.tmp": false, ".panto-tmp-123": true, "notes.txt": true} {
+		if _, err := os.Stat(filepath.Join(dir, name)); (err == nil) != want {
+			t.Errorf("after List, %s exists: %v, want %v", name, err == nil, want)
+		}
 	}
 	ids, err := s.IDs(t.Context())
 	if err != nil {

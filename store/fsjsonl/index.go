@@ -10,8 +10,11 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/panto-dev/panto/agent"
 	"github.com/panto-dev/panto/internal/sessionlog"
@@ -111,19 +114,37 @@ func (s *Store) saveIndex() {
 // not a session (gone, or no committed bytes). A file that cannot be
 // decoded is still listed, with what could be read (Load reports the
 // error); it is not cached, so it is read again until fixed.
-func (s *Store) summary(ctx context.Context, id string, fi fs.FileInfo) (info agent.SessionInfo, ok bool, err error) {
+//
+// With useIndex false the cache is neither read nor updated: for a
+// lookup of a few files by a process that has not loaded the cache,
+// reading those files costs less than loading the cache of the whole
+// catalog.
+func (s *Store) summary(ctx context.Context, id string, fi fs.FileInfo, useIndex bool) (info agent.SessionInfo, ok bool, err error) {
 	key := keyOf(fi)
-	s.mu.Lock()
-	cached := s.loadIndex().Sessions[id]
-	s.mu.Unlock()
+	var cached *indexEntry
+	if useIndex {
+		s.mu.Lock()
+		cached = s.loadIndex().Sessions[id]
+		s.mu.Unlock()
+	}
 	if cached != nil && cached.File == key && cached.clean() {
 		return cached.Decoder.Info, true, nil
+	}
+	remember := func(e *indexEntry, resumed bool) {
+		if useIndex {
+			s.remember(id, e, resumed)
+		}
+	}
+	forget := func() {
+		if useIndex {
+			s.forget(id)
+		}
 	}
 
 	path := filepath.Join(s.dir, id+Ext)
 	f, _, err := openLocked(ctx, path, false, false)
 	if errors.Is(err, fs.ErrNotExist) {
-		s.forget(id)
+		forget()
 		return agent.SessionInfo{}, false, nil
 	}
 	if err != nil {
@@ -137,7 +158,7 @@ func (s *Store) summary(ctx context.Context, id string, fi fs.FileInfo) (info ag
 	key = keyOf(held) // under the lock: the version actually read
 	if cached != nil && cached.File.Ino == key.Ino && key.Size > cached.File.Size && cached.clean() {
 		if e, ok := resume(f, path, key, cached); ok {
-			s.remember(id, e, true)
+			remember(e, true)
 			return e.Decoder.Info, true, nil
 		}
 	}
@@ -147,7 +168,7 @@ func (s *Store) summary(ctx context.Context, id string, fi fs.FileInfo) (info ag
 	}
 	e, err := decode(path, key, sessionlog.Decoder{Name: path}, 0, data)
 	if err == nil && e.Committed == 0 {
-		s.forget(id)
+		forget()
 		return agent.SessionInfo{}, false, nil
 	}
 	if err == nil && e.Decoder.Info.ID != id {
@@ -155,7 +176,7 @@ func (s *Store) summary(ctx context.Context, id string, fi fs.FileInfo) (info ag
 	}
 	if err != nil {
 		// Broken: list it with what was read, under the file's id.
-		s.forget(id)
+		forget()
 		info := e.Decoder.Info
 		info.ID = id
 		if info.Created.IsZero() {
@@ -163,7 +184,7 @@ func (s *Store) summary(ctx context.Context, id string, fi fs.FileInfo) (info ag
 		}
 		return info, true, nil
 	}
-	s.remember(id, e, false)
+	remember(e, false)
 	return e.Decoder.Info, true, nil
 }
 
@@ -237,13 +258,18 @@ func (s *Store) forget(id string) {
 }
 
 // List returns every session, newest first by Modified (ties by id).
+// Files the cache does not cover are read in parallel: a cold list is
+// bound by reading and decoding every file.
 func (s *Store) List(ctx context.Context) ([]agent.SessionInfo, error) {
 	entries, err := os.ReadDir(s.dir)
 	if err != nil {
 		return nil, fmt.Errorf("list sessions in %s: %w", s.dir, err)
 	}
-	infos := make([]agent.SessionInfo, 0, len(entries))
-	present := make(map[string]bool, len(entries))
+	type file struct {
+		id string
+		fi fs.FileInfo
+	}
+	files := make([]file, 0, len(entries))
 	for i, de := range entries {
 		if i%256 == 0 {
 			if err := ctx.Err(); err != nil {
@@ -252,6 +278,7 @@ func (s *Store) List(ctx context.Context) ([]agent.SessionInfo, error) {
 		}
 		id, ok := idOf(de.Name())
 		if !ok {
+			s.removeStaleTemp(de)
 			continue
 		}
 		fi, err := s.stat(de)
@@ -261,35 +288,89 @@ func (s *Store) List(ctx context.Context) ([]agent.SessionInfo, error) {
 		if err != nil {
 			return nil, fmt.Errorf("list sessions: %w", err)
 		}
-		if !fi.Mode().IsRegular() {
-			continue
-		}
-		present[id] = true
-		info, ok, err := s.summary(ctx, id, fi)
-		if err != nil {
-			return nil, fmt.Errorf("list sessions: %w", err)
-		}
-		if ok {
-			infos = append(infos, info)
+		if fi.Mode().IsRegular() {
+			files = append(files, file{id, fi})
 		}
 	}
+
+	infos := make([]agent.SessionInfo, len(files))
+	found := make([]bool, len(files))
+	var misses []int
 	s.mu.Lock()
 	idx := s.loadIndex()
+	present := make(map[string]bool, len(files))
+	for i, f := range files {
+		present[f.id] = true
+		if e := idx.Sessions[f.id]; e != nil && e.File == keyOf(f.fi) && e.clean() {
+			infos[i], found[i] = e.Decoder.Info, true
+		} else {
+			misses = append(misses, i)
+		}
+	}
 	for id := range idx.Sessions {
 		if !present[id] {
 			delete(idx.Sessions, id)
 			idx.dirty = true
 		}
 	}
+	s.mu.Unlock()
+
+	if len(misses) > 0 {
+		workers := min(len(misses), 2*runtime.GOMAXPROCS(0))
+		jobs := make(chan int)
+		errs := make([]error, len(files))
+		var wg sync.WaitGroup
+		for range workers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := range jobs {
+					infos[i], found[i], errs[i] = s.summary(ctx, files[i].id, files[i].fi, true)
+				}
+			}()
+		}
+		for _, i := range misses {
+			jobs <- i
+		}
+		close(jobs)
+		wg.Wait()
+		if err := errors.Join(errs...); err != nil {
+			return nil, fmt.Errorf("list sessions: %w", err)
+		}
+	}
+
+	s.mu.Lock()
 	s.saveIndex()
 	s.mu.Unlock()
-	slices.SortFunc(infos, func(a, b agent.SessionInfo) int {
+	out := make([]agent.SessionInfo, 0, len(files))
+	for i := range files {
+		if found[i] {
+			out = append(out, infos[i])
+		}
+	}
+	slices.SortFunc(out, func(a, b agent.SessionInfo) int {
 		if c := b.Modified.Compare(a.Modified); c != 0 {
 			return c
 		}
 		return strings.Compare(a.ID, b.ID)
 	})
-	return infos, nil
+	return out, nil
+}
+
+// staleTempAge is how old a temporary file must be before List takes it
+// for the leftover of a crashed write and removes it.
+const staleTempAge = time.Hour
+
+// removeStaleTemp removes a temporary file this package made (a new
+// session file or the cache) that a crash left behind. Best-effort.
+func (s *Store) removeStaleTemp(de fs.DirEntry) {
+	name := de.Name()
+	if !strings.HasPrefix(name, ".panto-tmp-") && !(strings.HasPrefix(name, ".panto-index-") && strings.HasSuffix(name, ".tmp")) {
+		return
+	}
+	if fi, err := de.Info(); err == nil && fi.Mode().IsRegular() && time.Since(fi.ModTime()) > staleTempAge {
+		os.Remove(filepath.Join(s.dir, name))
+	}
 }
 
 // stat returns the file info of a directory entry, following a symlink.
@@ -300,15 +381,23 @@ func (s *Store) stat(de fs.DirEntry) (fs.FileInfo, error) {
 	return de.Info()
 }
 
+// fewFiles is the number of files a lookup reads directly rather than
+// load the catalog's summary cache (when this handle has not loaded it).
+const fewFiles = 8
+
 // Resolve returns the session whose id is idOrPrefix, or else the only
-// one whose id starts with it.
+// one whose id starts with it. It reads the directory's names and stats
+// only the candidates.
 func (s *Store) Resolve(ctx context.Context, idOrPrefix string) (*agent.Session, error) {
 	if err := agent.ValidateSessionID(idOrPrefix); err != nil {
 		return nil, fmt.Errorf("resolve session: %w", err)
 	}
+	s.mu.Lock()
+	loaded := s.index != nil
+	s.mu.Unlock()
 	// A full id needs only its own file.
 	if fi, err := os.Stat(filepath.Join(s.dir, idOrPrefix+Ext)); err == nil && fi.Mode().IsRegular() {
-		info, ok, err := s.summary(ctx, idOrPrefix, fi)
+		info, ok, err := s.summary(ctx, idOrPrefix, fi, loaded)
 		if err != nil {
 			return nil, fmt.Errorf("resolve session: %w", err)
 		}
@@ -320,11 +409,16 @@ func (s *Store) Resolve(ctx context.Context, idOrPrefix string) (*agent.Session,
 	if err != nil {
 		return nil, fmt.Errorf("resolve session: %w", err)
 	}
-	var matches []agent.SessionInfo
+	var candidates []string
 	for _, id := range ids {
-		if id == idOrPrefix || !strings.HasPrefix(id, idOrPrefix) {
-			continue
+		if id != idOrPrefix && strings.HasPrefix(id, idOrPrefix) {
+			candidates = append(candidates, id)
 		}
+	}
+	useIndex := loaded || len(candidates) > fewFiles
+	var matches []string
+	var found agent.SessionInfo
+	for _, id := range candidates {
 		fi, err := os.Stat(filepath.Join(s.dir, id+Ext))
 		if errors.Is(err, fs.ErrNotExist) {
 			continue
@@ -335,25 +429,22 @@ func (s *Store) Resolve(ctx context.Context, idOrPrefix string) (*agent.Session,
 		if !fi.Mode().IsRegular() {
 			continue
 		}
-		info, ok, err := s.summary(ctx, id, fi)
+		info, ok, err := s.summary(ctx, id, fi, useIndex)
 		if err != nil {
 			return nil, fmt.Errorf("resolve session: %w", err)
 		}
 		if ok {
-			matches = append(matches, info)
+			matches = append(matches, id)
+			found = info
 		}
 	}
 	switch len(matches) {
 	case 0:
 		return nil, fmt.Errorf("resolve session: %w", agent.NotFoundError(idOrPrefix))
 	case 1:
-		return &agent.Session{Info: matches[0], Store: s}, nil
+		return &agent.Session{Info: found, Store: s}, nil
 	}
-	names := make([]string, len(matches))
-	for i, m := range matches {
-		names[i] = m.ID
-	}
-	return nil, fmt.Errorf("resolve session: %w", agent.AmbiguousError(idOrPrefix, names))
+	return nil, fmt.Errorf("resolve session: %w", agent.AmbiguousError(idOrPrefix, matches))
 }
 
 // Latest returns the most recently modified session.

@@ -160,6 +160,10 @@ func (s *Store) appendBatch(ctx context.Context, id string, encode func(header b
 			}
 		case errors.Is(err, errConflict):
 		case ctx.Err() != nil:
+			st.loaded = false
+			if s.landed(ctx, m, seg) {
+				goto committed
+			}
 			return fmt.Errorf("append to session %s: %w", id, err)
 		default:
 			// The server may be restarting. Retrying is safe: the PUT is
@@ -167,6 +171,9 @@ func (s *Store) appendBatch(ctx context.Context, id string, encode func(header b
 			transient++
 			if transient >= 3 {
 				st.loaded = false
+				if s.landed(ctx, m, seg) {
+					goto committed
+				}
 				return fmt.Errorf("append to session %s: %w", id, err)
 			}
 		}
@@ -187,6 +194,22 @@ committed:
 		_ = s.compactLocked(ctx, id, st)
 	}
 	return nil
+}
+
+// landed is the last word on a segment PUT whose outcome is unknown (the
+// connection broke, the context ended): it looks, once, for seg at the end
+// of m and reports whether it holds exactly our bytes, extending m if so.
+// The append then succeeded; otherwise the caller reports the error.
+func (s *Store) landed(ctx context.Context, m *manifest.Manifest, seg manifest.Segment) bool {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	probe := m.Clone()
+	found, err := s.catchUp(ctx, probe)
+	if err != nil || len(found) == 0 || found[0].seg.SHA256 != seg.SHA256 {
+		return false
+	}
+	*m = *probe
+	return true
 }
 
 // checkpoint writes the manifest and the index entry of the session, in

@@ -27,7 +27,7 @@ func segmentKeys(t *testing.T, e *env, id string) []string {
 	return keys
 }
 
-func readManifest(t *testing.T, e *env, id string) *manifest.Manifest {
+func readManifest(t testing.TB, e *env, id string) *manifest.Manifest {
 	t.Helper()
 	for _, o := range e.readBucket(t) {
 		if o.key == "pfx/sessions/"+id+"/manifest.json" {

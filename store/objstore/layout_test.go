@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"os"
 	"regexp"
 	"slices"
 	"strings"
@@ -17,6 +18,7 @@ import (
 	"github.com/panto-dev/panto/agent"
 	"github.com/panto-dev/panto/internal/manifest"
 	"github.com/panto-dev/panto/internal/sessionlog"
+	"github.com/panto-dev/panto/store/fsjsonl"
 	"github.com/panto-dev/panto/store/objstore"
 )
 
@@ -61,7 +63,7 @@ func (e *env) readBucket(t testing.TB) []object {
 // TestLayout reads the bucket back with minio-go: the objects are those
 // the layout says, and the segments, decompressed and concatenated, are
 // exactly the bytes of the line codec for the same appends at the same
-// times (what the FS store writes).
+// times: byte for byte the file store/fsjsonl writes.
 func TestLayout(t *testing.T) {
 	ctx := context.Background()
 	e := newEnv(t)
@@ -73,17 +75,25 @@ func TestLayout(t *testing.T) {
 		{msg(agent.RoleSystem, "be brief")},
 		{user("second"), msg(agent.RoleAssistant, "a"), msg(agent.RoleAssistant, "b")},
 	}
-	var want []byte
-	ref := fixedClock()
-	for i, b := range batches {
+	fs, err := fsjsonl.Open(t.TempDir(), fsjsonl.WithClock(fixedClock()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range batches {
 		if err := s.AppendMessages(ctx, id, b); err != nil {
 			t.Fatal(err)
 		}
-		enc, err := sessionlog.EncodeBatch(id, i == 0, b, ref())
-		if err != nil {
+		if err := fs.AppendMessages(ctx, id, b); err != nil {
 			t.Fatal(err)
 		}
-		want = append(want, enc...)
+	}
+	path, err := fs.Path(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
 	}
 	objs := e.readBucket(t)
 	var keys []string

@@ -33,6 +33,8 @@ func TestOpenErrors(t *testing.T) {
 		{"wrong endpoint", "s3://panto", map[string]string{"AWS_ENDPOINT_URL_S3": closedPort}, []string{"cannot reach the S3 endpoint " + closedPort, "AWS_ENDPOINT_URL_S3"}},
 		{"bad credentials", "s3://panto", map[string]string{"AWS_SECRET_ACCESS_KEY": "wrong-secret"}, []string{"credentials rejected", "AWS_ACCESS_KEY_ID"}},
 		{"unknown access key", "s3://panto", map[string]string{"AWS_ACCESS_KEY_ID": "nobody"}, []string{"credentials rejected", "InvalidAccessKeyId"}},
+		{"no credentials", "s3://panto", map[string]string{"AWS_ACCESS_KEY_ID": "", "AWS_SECRET_ACCESS_KEY": "", "AWS_PROFILE": "",
+			"AWS_SHARED_CREDENTIALS_FILE": "/nonexistent/credentials", "AWS_CONFIG_FILE": "/nonexistent/config"}, []string{"no AWS credentials found", "AWS_ACCESS_KEY_ID"}},
 		{"bad url", "s3:///x", nil, []string{"want s3://BUCKET[/PREFIX]"}},
 		{"escaping prefix", "s3://panto/a/../b", nil, []string{"may not contain"}},
 	}

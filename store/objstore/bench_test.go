@@ -1,0 +1,342 @@
+package objstore_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/panto-dev/panto/agent"
+	"github.com/panto-dev/panto/internal/manifest"
+	"github.com/panto-dev/panto/internal/sessionlog"
+	"github.com/panto-dev/panto/store/objstore"
+)
+
+// bareClient is an SDK client configured like the store's, for the bare
+// PutObject baseline.
+func bareClient(b *testing.B, e *env) *s3.Client {
+	cfg, err := config.LoadDefaultConfig(context.Background())
+	if err != nil {
+		b.Fatal(err)
+	}
+	return s3.NewFromConfig(cfg, func(o *s3.Options) {
+		o.BaseEndpoint = aws.String(e.srv.Endpoint())
+		o.UsePathStyle = true
+		o.RequestChecksumCalculation = aws.RequestChecksumCalculationWhenRequired
+		o.ResponseChecksumValidation = aws.ResponseChecksumValidationWhenRequired
+	})
+}
+
+func median(d []time.Duration) time.Duration {
+	d = slices.Clone(d)
+	slices.Sort(d)
+	return d[len(d)/2]
+}
+
+// BenchmarkAppend appends one message per iteration and, in the same run,
+// PUTs the same bytes with a bare PutObject; it reports both medians,
+// their ratio, and the PUTs and sequential round trips per append.
+func BenchmarkAppend(b *testing.B) {
+	ctx := context.Background()
+	e := newEnv(b)
+	rec := &recorder{}
+	s := e.open(b, rec.option()) // default compaction threshold, as users run it
+	bare := bareClient(b, e)
+	codec, _ := manifest.NewCodec()
+	id := s.Create().Info.ID
+	if err := s.AppendMessages(ctx, id, []agent.PersistentMessage{user("warm up")}); err != nil {
+		b.Fatal(err)
+	}
+	rec.take()
+	var appendT, putT, createT, matchT []time.Duration
+	first, err := bare.PutObject(ctx, &s3.PutObjectInput{Bucket: &e.bucket, Key: aws.String("overwrite"), Body: strings.NewReader("x")})
+	if err != nil {
+		b.Fatal(err)
+	}
+	overwriteTag := first.ETag
+	puts, maxRounds, totalRounds, plain, compactions := 0, 0, 0, 0, 0
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		pm := user(fmt.Sprintf("message %d: %s", i, strings.Repeat("some words of a prompt ", 8)))
+		start := time.Now()
+		if err := s.AppendMessages(ctx, id, []agent.PersistentMessage{pm}); err != nil {
+			b.Fatal(err)
+		}
+		appendT = append(appendT, time.Since(start))
+		reqs := rec.take()
+		if count(reqs, "GET") > 0 { // a compaction: reported in ns/op, not in the per-append counts
+			compactions++
+		} else {
+			puts += count(reqs, "PUT")
+			plain++
+		}
+		r := rounds(reqs)
+		totalRounds += r
+		maxRounds = max(maxRounds, r)
+
+		raw, _ := sessionlog.EncodeBatch(id, false, []agent.PersistentMessage{pm}, time.Now())
+		comp := codec.Compress(raw)
+		start = time.Now()
+		_, err := bare.PutObject(ctx, &s3.PutObjectInput{Bucket: &e.bucket, Key: aws.String(fmt.Sprintf("bare/%d", i)),
+			Body: bytes.NewReader(comp), ContentLength: aws.Int64(int64(len(comp)))})
+		if err != nil {
+			b.Fatal(err)
+		}
+		putT = append(putT, time.Since(start))
+
+		// The protocol's floor, same bytes: a conditional create then a
+		// conditional overwrite (If-Match) of an existing object.
+		start = time.Now()
+		_, err = bare.PutObject(ctx, &s3.PutObjectInput{Bucket: &e.bucket, Key: aws.String(fmt.Sprintf("create/%d", i)),
+			Body: bytes.NewReader(comp), ContentLength: aws.Int64(int64(len(comp))), IfNoneMatch: aws.String("*")})
+		if err != nil {
+			b.Fatal(err)
+		}
+		createT = append(createT, time.Since(start))
+		start = time.Now()
+		out, err := bare.PutObject(ctx, &s3.PutObjectInput{Bucket: &e.bucket, Key: aws.String("overwrite"),
+			Body: bytes.NewReader(comp), ContentLength: aws.Int64(int64(len(comp))), IfMatch: overwriteTag})
+		if err != nil {
+			b.Fatal(err)
+		}
+		overwriteTag = out.ETag
+		matchT = append(matchT, time.Since(start))
+	}
+	b.StopTimer()
+	ma, mp := median(appendT), median(putT)
+	b.ReportMetric(float64(ma.Microseconds()), "µs-append-median")
+	b.ReportMetric(float64(mp.Microseconds()), "µs-bareput-median")
+	b.ReportMetric(float64(ma)/float64(mp), "ratio")
+	b.ReportMetric(float64(median(createT).Microseconds()), "µs-bare-create-median")
+	b.ReportMetric(float64(median(matchT).Microseconds()), "µs-bare-ifmatch-median")
+	b.ReportMetric(float64(puts)/float64(max(plain, 1)), "PUTs/append")
+	b.ReportMetric(float64(compactions), "compactions")
+	b.ReportMetric(float64(totalRounds)/float64(b.N), "rounds/append")
+	b.ReportMetric(float64(maxRounds), "max-rounds")
+}
+
+// populated caches bucket populations across the sub-benchmarks of a run.
+var (
+	popMu sync.Mutex
+	pops  = map[string]*env{}
+)
+
+// population returns a bucket holding n sessions, created by parallel
+// appends of one message each through one Store.
+func population(b *testing.B, n int) *env {
+	popMu.Lock()
+	defer popMu.Unlock()
+	key := fmt.Sprint(n)
+	if e, ok := pops[key]; ok {
+		e.srv.SetEnv(b)
+		return e
+	}
+	e := newEnv(b)
+	s := e.open(b)
+	ctx := context.Background()
+	start := time.Now()
+	work := make(chan int)
+	var wg sync.WaitGroup
+	var firstErr error
+	var errMu sync.Mutex
+	for w := 0; w < 32; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range work {
+				sess := s.Create()
+				if err := s.AppendMessages(ctx, sess.Info.ID, []agent.PersistentMessage{user(fmt.Sprint("session ", i)), msg(agent.RoleAssistant, "ok")}); err != nil {
+					errMu.Lock()
+					firstErr = err
+					errMu.Unlock()
+				}
+			}
+		}()
+	}
+	for i := 0; i < n; i++ {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+	if firstErr != nil {
+		b.Fatal(firstErr)
+	}
+	b.Logf("populated %d sessions in %v", n, time.Since(start))
+	pops[key] = e
+	return e
+}
+
+// BenchmarkIndex: List, Resolve and Latest on 1,000 and 10,000 sessions,
+// each from a fresh Store (cold: no cached shards), with the requests each
+// costs.
+func BenchmarkIndex(b *testing.B) {
+	sizes := []int{1000, 10000}
+	if testing.Short() {
+		sizes = sizes[:1]
+	}
+	for _, n := range sizes {
+		for _, op := range []string{"List", "Resolve", "Latest", "ListWarm"} {
+			b.Run(fmt.Sprintf("%s/%d", op, n), func(b *testing.B) {
+				ctx := context.Background()
+				e := population(b, n)
+				var some string
+				reqs := 0
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
+					b.StopTimer()
+					rec := &recorder{}
+					s := e.open(b, rec.option())
+					if op == "ListWarm" {
+						if _, err := s.List(ctx); err != nil {
+							b.Fatal(err)
+						}
+					}
+					if some == "" {
+						infos, err := s.List(ctx)
+						if err != nil || len(infos) != n {
+							b.Fatalf("list: %v, %d sessions", err, len(infos))
+						}
+						some = infos[len(infos)/2].ID[:8]
+					}
+					rec.take()
+					b.StartTimer()
+					switch op {
+					case "List", "ListWarm":
+						infos, err := s.List(ctx)
+						if err != nil || len(infos) != n {
+							b.Fatalf("list: %v", err)
+						}
+					case "Resolve":
+						if _, err := s.Resolve(ctx, some); err != nil {
+							b.Fatal(err)
+						}
+					case "Latest":
+						if _, err := s.Latest(ctx); err != nil {
+							b.Fatal(err)
+						}
+					}
+					b.StopTimer()
+					reqs += len(rec.take())
+					b.StartTimer()
+				}
+				b.ReportMetric(float64(reqs)/float64(b.N), "requests/op")
+			})
+		}
+	}
+}
+
+// BenchmarkLoad1000: Load of a session of 1,000 messages appended one at a
+// time, without compaction (1,000 segments) and with the default threshold.
+func BenchmarkLoad1000(b *testing.B) {
+	for _, c := range []struct {
+		name      string
+		threshold int
+	}{{"no-compaction", 0}, {"compaction-32", 32}} {
+		var e *env // populated once, reused when the benchmark function reruns
+		var id string
+		b.Run(c.name, func(b *testing.B) {
+			ctx := context.Background()
+			if e == nil {
+				e = newEnv(b)
+				s := e.open(b, objstore.WithCompactThreshold(c.threshold))
+				id = s.Create().Info.ID
+				start := time.Now()
+				for i := 0; i < 1000; i++ {
+					if err := s.AppendMessages(ctx, id, []agent.PersistentMessage{user(fmt.Sprint("message ", i))}); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.Logf("1000 appends in %v", time.Since(start))
+			}
+			e.srv.SetEnv(b)
+			rec := &recorder{}
+			r := e.open(b, rec.option())
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				conv, err := r.Load(ctx, id)
+				if err != nil || len(conv.Messages) != 1000 {
+					b.Fatalf("load: %v", err)
+				}
+			}
+			b.StopTimer()
+			b.ReportMetric(float64(len(rec.take()))/float64(b.N), "GETs/load")
+		})
+	}
+}
+
+// transcript returns a realistic agent session: prompts, assistant prose,
+// tool calls (shell commands, file reads) and tool results holding real
+// source files (the Go standard library's, as a coding agent reads them).
+func transcript(b *testing.B, turns int) [][]agent.PersistentMessage {
+	files, _ := filepath.Glob(filepath.Join(runtime.GOROOT(), "src", "net", "http", "*.go"))
+	if len(files) == 0 {
+		b.Skip("no GOROOT sources for a realistic transcript")
+	}
+	slices.Sort(files)
+	var out [][]agent.PersistentMessage
+	id := agent.WireIdentity{APIStyle: agent.APIStyleAnthropicMessages, BaseURL: "https://api.anthropic.com", Model: "claude-sonnet-4-5"}
+	for i := 0; i < turns; i++ {
+		f := files[i%len(files)]
+		src, _ := os.ReadFile(f)
+		if len(src) > 6000 {
+			src = src[:6000]
+		}
+		input, _ := json.Marshal(map[string]string{"command": "sed -n 1,200p " + f})
+		usage := &agent.Usage{InputTokens: int64(1200 + 37*i), OutputTokens: int64(150 + i)}
+		out = append(out,
+			[]agent.PersistentMessage{{Message: agent.UserText(fmt.Sprintf("Can you look at %s and explain how the handler deals with request %d? Keep it short.", filepath.Base(f), i)), Identity: id}},
+			[]agent.PersistentMessage{
+				{Message: agent.Message{Role: agent.RoleAssistant, Content: []agent.Block{agent.TextBlock("Let me read the file first."), agent.ToolUseBlock(fmt.Sprint("toolu_", i), "bash", input)}}, Usage: usage, Identity: id},
+				{Message: agent.Message{Role: agent.RoleUser, Content: []agent.Block{agent.ToolResultBlock(fmt.Sprint("toolu_", i), string(src), false)}}, Identity: id},
+				{Message: agent.AssistantText(fmt.Sprintf("The file %s defines the types and functions shown above. The handler reads the request, checks the method and headers, and writes the response; errors are reported with http.Error. In turn %d the relevant part is the loop over the header fields.", filepath.Base(f), i)), Usage: usage, Identity: id},
+			})
+	}
+	return out
+}
+
+// BenchmarkCompression: stored bytes / raw bytes of realistic transcripts,
+// as appended (one segment per batch) and after compaction.
+func BenchmarkCompression(b *testing.B) {
+	ctx := context.Background()
+	e := newEnv(b)
+	s := e.open(b, objstore.WithCompactThreshold(0))
+	batches := transcript(b, 60)
+	id := s.Create().Info.ID
+	for _, batch := range batches {
+		if err := s.AppendMessages(ctx, id, batch); err != nil {
+			b.Fatal(err)
+		}
+	}
+	stored := func() (raw, comp int64) {
+		m := readManifest(b, e, id)
+		for _, seg := range m.Segments {
+			raw += seg.Length
+			comp += seg.Compressed
+		}
+		return
+	}
+	raw, asAppended := stored()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if err := s.Compact(ctx, id); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	_, compacted := stored()
+	b.ReportMetric(float64(raw), "raw-bytes")
+	b.ReportMetric(float64(asAppended)/float64(raw), "ratio-as-appended")
+	b.ReportMetric(float64(compacted)/float64(raw), "ratio-compacted")
+}
