@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 
 	"github.com/urfave/cli/v2"
 
@@ -152,8 +154,11 @@ func (cs *chatSession) oneShot(ctx context.Context, prompt string) error {
 	if err := cs.agent.SubmitUserMessage(ctx, prompt); err != nil {
 		return err
 	}
+	// Ctrl-C cancels the step; what was stored stays stored.
+	stepCtx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
 	out := newPrinter(cs.e.stdout, cs.e.stderr, false)
-	err := cs.agent.RunStep(ctx, out)
+	err := cs.agent.RunStep(stepCtx, out)
 	out.finish()
 	if err != nil {
 		return cs.stepError(err)

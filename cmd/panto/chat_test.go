@@ -7,7 +7,9 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/panto-dev/panto/agent"
 	"github.com/panto-dev/panto/internal/fakeprovider"
@@ -250,5 +252,47 @@ func TestNoSession(t *testing.T) {
 	}
 	if entries, _ := os.ReadDir(home); len(entries) != 0 {
 		t.Errorf("--no-session wrote %v", entries)
+	}
+}
+
+// TestOneShotInterrupt: Ctrl-C during a one-shot reply ends panto with
+// one line; the prompt stays stored.
+func TestOneShotInterrupt(t *testing.T) {
+	b := fsBackend(t)
+	pc := providerCases[0]
+	srv := fakeprovider.New(t, pc.style, pc.key)
+	arrived := make(chan struct{}, 1)
+	release := make(chan struct{})
+	defer close(release)
+	srv.SetBefore(func(r *http.Request) {
+		arrived <- struct{}{}
+		select {
+		case <-r.Context().Done():
+		case <-release:
+		}
+	})
+	cmd := pantoCmd(t, t.TempDir(), pc.env(b), append(pc.flags(srv), "a long question")...)
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-arrived:
+	case <-time.After(20 * time.Second):
+		_ = cmd.Process.Kill()
+		t.Fatal("the request never arrived")
+	}
+	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	err := cmd.Wait()
+	line := strings.TrimSuffix(stderr.String(), "\n")
+	if err == nil || cmd.ProcessState.ExitCode() != 1 || !strings.HasPrefix(line, "panto: cancelled") || strings.Contains(line, "\n") {
+		t.Errorf("exit %v, stderr %q", err, stderr.String())
+	}
+	_, conv := loadOnly(t, b)
+	if roles(conv.Messages) != "user" || conv.Messages[0].Text() != "a long question" {
+		t.Errorf("stored %+v", conv.Messages)
 	}
 }
