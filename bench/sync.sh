@@ -16,7 +16,7 @@ set -euo pipefail
 
 SESSIONS=${SESSIONS:-1000}
 MB=${MB:-200}
-CONCURRENCY=${CONCURRENCY:-8}
+CONCURRENCY=${CONCURRENCY:-16}
 TOOL_TIMEOUT=${TOOL_TIMEOUT:-900}
 
 cd "$(dirname "$0")/.."
@@ -53,7 +53,6 @@ tools=(panto)
 command -v rclone >/dev/null && tools+=(rclone)
 command -v aws >/dev/null && tools+=(awscli)
 command -v s3cmd >/dev/null && tools+=(s3cmd)
-for t in "${tools[@]}"; do aws --endpoint-url "$endpoint" s3 mb "s3://bench-$t" >/dev/null; done
 
 # push TOOL: sync the catalog to the tool's bucket. The tools skip
 # panto's own files (.panto-sync/, the list cache) in the catalog.
@@ -75,39 +74,46 @@ metric() {
 }
 stored() { aws --endpoint-url "$endpoint" s3 ls --recursive --summarize "s3://bench-$1" | awk '/Total Size:/ {print $3}'; }
 
-declare -A secs sent reqs
 # run PHASE TOOL: time one push, with the bytes and requests it sent.
+# MinIO refreshes its metrics at most every 10 s, so the counters are read
+# 11 s after each run (and each tool's previous reading is its baseline).
 run() {
-	local rx0 rq0 t0 t1
-	rx0=$(metric minio_bucket_traffic_received_bytes "$2")
-	rq0=$(metric minio_bucket_requests_total "$2")
+	local t0 t1 rx rq
 	t0=$(date +%s.%N)
 	timeout "$TOOL_TIMEOUT" bash -c "$(declare -f push); work='$work' endpoint='$endpoint' CONCURRENCY='$CONCURRENCY' push $2" >"$work/$1-$2.log" 2>&1 ||
 		{ echo "bench: $2 failed ($1); see below" >&2; cat "$work/$1-$2.log" >&2; exit 1; }
 	t1=$(date +%s.%N)
-	sleep 0.5 # let MinIO's counters settle
+	sleep 11
 	secs[$1-$2]=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", b - a }')
-	sent[$1-$2]=$(($(metric minio_bucket_traffic_received_bytes "$2") - rx0))
-	reqs[$1-$2]=$(($(metric minio_bucket_requests_total "$2") - rq0))
-	echo "  $1 $2: ${secs[$1-$2]} s" >&2
+	rx=$(metric minio_bucket_traffic_received_bytes "$2")
+	rq=$(metric minio_bucket_requests_total "$2")
+	sent[$1-$2]=$((rx - ${lastrx[$2]:-0}))
+	reqs[$1-$2]=$((rq - ${lastrq[$2]:-0}))
+	lastrx[$2]=$rx lastrq[$2]=$rq
+	echo "  $1 $2: ${secs[$1-$2]} s, ${sent[$1-$2]} bytes sent, ${reqs[$1-$2]} requests" >&2
 }
+
+declare -A secs sent reqs lastrx lastrq
+for t in "${tools[@]}"; do aws --endpoint-url "$endpoint" s3 mb "s3://bench-$t" >/dev/null; done
+sleep 11 # the bucket creations out of the metrics
+for t in "${tools[@]}"; do lastrx[$t]=$(metric minio_bucket_traffic_received_bytes "$t"); lastrq[$t]=$(metric minio_bucket_requests_total "$t"); done
 
 echo "full push..." >&2
 for t in "${tools[@]}"; do run full "$t"; done
-declare -A store
-for t in "${tools[@]}"; do store[$t]=$(stored "$t"); done
 
 appended=$(go run ./bench/gencatalog -dir "$work/cat" -append 0.1 -seed 2 | awk '{print $2}')
 echo "appended $appended bytes to 10% of the sessions; incremental push..." >&2
 for t in "${tools[@]}"; do run incr "$t"; done
+declare -A store
+for t in "${tools[@]}"; do store[$t]=$(stored "$t"); done
 
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b == 0) print "-"; else printf "%.2f", a / b }'; }
 echo
 echo "catalog: $SESSIONS sessions, $raw bytes of JSONL; incremental: $appended bytes appended to $((SESSIONS / 10)) sessions"
 echo "MinIO $("$minio" --version | head -1 | awk '{print $3}') on loopback, $(nproc) cores; concurrency $CONCURRENCY"
 echo
-echo "| tool | full push (s) | × panto | incremental push (s) | × panto | bytes stored | panto ÷ tool | bytes sent (full) | bytes sent (incremental) | requests (incremental) |"
-echo "|---|---|---|---|---|---|---|---|---|---|"
+echo "| tool | full push (s) | × panto | incremental push (s) | × panto | bytes stored (after both) | panto ÷ tool | bytes sent (full) | requests (full) | bytes sent (incremental) | requests (incremental) |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|"
 for t in "${tools[@]}"; do
-	echo "| $t | ${secs[full-$t]} | $(ratio "${secs[full-$t]}" "${secs[full-panto]}") | ${secs[incr-$t]} | $(ratio "${secs[incr-$t]}" "${secs[incr-panto]}") | ${store[$t]} | $(ratio "${store[panto]}" "${store[$t]}") | ${sent[full-$t]} | ${sent[incr-$t]} | ${reqs[incr-$t]} |"
+	echo "| $t | ${secs[full-$t]} | $(ratio "${secs[full-$t]}" "${secs[full-panto]}") | ${secs[incr-$t]} | $(ratio "${secs[incr-$t]}" "${secs[incr-panto]}") | ${store[$t]} | $(ratio "${store[panto]}" "${store[$t]}") | ${sent[full-$t]} | ${reqs[full-$t]} | ${sent[incr-$t]} | ${reqs[incr-$t]} |"
 done

@@ -34,7 +34,7 @@ import (
 	"github.com/anthropics/anthropic-sdk-go/option"
 
 	"github.com/panto-dev/panto/agent"
-	"github.com/panto-dev/panto/agent/internal/providererr"
+	"github.com/panto-dev/panto/agent/providererr"
 )
 
 // DefaultBaseURL is the Anthropic API, as the SDK names it.

@@ -9,7 +9,7 @@ import (
 
 	"github.com/panto-dev/panto/agent"
 	"github.com/panto-dev/panto/agent/anthropicmessages"
-	"github.com/panto-dev/panto/agent/internal/providererr"
+	"github.com/panto-dev/panto/agent/providererr"
 	"github.com/panto-dev/panto/internal/fakeprovider"
 )
 

@@ -33,7 +33,7 @@ import (
 	"github.com/openai/openai-go/v3/shared"
 
 	"github.com/panto-dev/panto/agent"
-	"github.com/panto-dev/panto/agent/internal/providererr"
+	"github.com/panto-dev/panto/agent/providererr"
 )
 
 // DefaultBaseURL is the OpenAI API, as the SDK names it.

@@ -51,6 +51,9 @@ type job struct {
 	data []byte
 	// bytes is what the command transfers for this session.
 	bytes int64
+	// lagging: the remote index is behind what the bucket holds (see
+	// indexLags).
+	lagging bool
 	err   error
 }
 
@@ -215,7 +218,7 @@ func (s *syncer) plan(ctx context.Context, id string, remote map[string]RemoteSe
 		return j
 	}
 	j.path = path
-	if j.st, err = scanLocal(id, path, s.prevState(id)); err != nil {
+	if j.st, err = scanLocal(id, path, s.prevState(id), s.o.DryRun); err != nil {
 		j.err = err
 		return j
 	}
@@ -227,9 +230,34 @@ func (s *syncer) plan(ctx context.Context, id string, remote map[string]RemoteSe
 		j.action = ActionSame
 		return j
 	}
+	if s.indexLags(ctx, j) {
+		j.action, j.lagging = ActionSame, true
+		return j
+	}
 	j.action, j.err = Plan(j.local, j.remote, func() (bool, error) { return s.isPrefix(ctx, j) })
 	j.bytes = s.transferBytes(j)
 	return j
+}
+
+// indexLags reports whether the remote index shows a session behind what
+// the bucket holds, as an earlier run of this catalog left it: the state
+// says the remote held exactly the local bytes, the index shows less (a
+// prefix, or not the session at all), and the session's own checkpoints
+// confirm the local bytes. The index is a checkpoint that may lag (an
+// append interrupted after its segment committed); the object store
+// brings it up to date on the session's next append. Pushing again would
+// send nothing, so the session counts as unchanged.
+func (s *syncer) indexLags(ctx context.Context, j *job) bool {
+	L, R := j.local.Length, j.remote.Length
+	if !j.local.Exists || R >= L || j.st.SyncedLength != L || j.st.SyncedSHA256 != j.local.SHA256 {
+		return false
+	}
+	cps, err := s.remote.Checkpoints(ctx, j.id)
+	if err != nil || len(cps) == 0 {
+		return false // not there after all (e.g. a new bucket): plan as usual
+	}
+	last := cps[len(cps)-1]
+	return last.Length == L && last.SHA256 == j.local.SHA256
 }
 
 // transferBytes is what the command moves for j's plan.
@@ -355,7 +383,11 @@ func (s *syncer) execute(ctx context.Context, j *job) Event {
 		if j.st.Size != 0 || j.local.Exists {
 			s.setState(j.id, j.st)
 		}
-		return s.ev(j, "unchanged", 0, "")
+		e := s.ev(j, "unchanged", 0, "")
+		if j.lagging {
+			e.Note = fmt.Sprintf("the bucket holds all %d bytes; its index still says %d (an interrupted append; the next append to the session updates it)", j.local.Length, j.remote.Length)
+		}
+		return e
 	}
 	if s.cmd == cmdPush {
 		if j.action.Pulls() {
@@ -423,6 +455,14 @@ func (s *syncer) push(ctx context.Context, j *job) Event {
 		if err == nil {
 			break
 		}
+		if errors.Is(err, sessionlog.ErrMalformed) {
+			// The object store decodes every line and refused one: name
+			// it in the file.
+			if ferr := validateFile(j.path, j.id); ferr != nil {
+				err = ferr
+			}
+			return s.failed(j, "failed", err)
+		}
 		if !s.remote.IsRemoteChanged(err) || attempt == 2 {
 			return s.failed(j, "failed", fmt.Errorf("push to %s: %w", s.o.Remote, err))
 		}
@@ -487,20 +527,13 @@ func (s *syncer) pull(ctx context.Context, j *job) Event {
 	}
 	h.Write(tail[R-L:])
 	newLen := L + int64(len(tail))
-	d := sessionlog.Decoder{Name: s.o.Remote + "/" + j.id, Line: j.st.Lines}
-	if j.local.Exists {
-		d.Header = &sessionlog.Header{ID: j.id}
-	} else {
-		d.Line = 0
-	}
-	if err := validateLines(&d, j.id, tail); err != nil {
-		return s.failed(j, "refused", err)
-	}
+	// fsjsonl.AppendRaw decodes every line and checks the header names
+	// the session before it writes anything.
 	if err := s.local.AppendRaw(context.WithoutCancel(ctx), j.id, L, tail); err != nil {
 		return s.failed(j, "failed", fmt.Errorf("pull into %s: %w", j.path, err))
 	}
 	sha := fmt.Sprintf("%x", h.Sum(nil))
-	st := &SessionState{Committed: newLen, SHA256: sha, Lines: d.Line, SyncedLength: newLen, SyncedSHA256: sha, Forks: j.st.Forks, Size: -1}
+	st := &SessionState{Committed: newLen, SHA256: sha, Lines: j.st.Lines + countLines(tail), SyncedLength: newLen, SyncedSHA256: sha, Forks: j.st.Forks, Size: -1}
 	if st.Hasher, err = marshalHasher(h); err != nil {
 		return s.failed(j, "failed", err)
 	}
@@ -510,26 +543,6 @@ func (s *syncer) pull(ctx context.Context, j *job) Event {
 	s.setState(j.id, st)
 	j.bytes = int64(len(tail))
 	return s.ev(j, "pulled", j.bytes, fmt.Sprintf("pulled    %s  +%s (local %d → %d B)", j.id, humanBytes(j.bytes), L, newLen))
-}
-
-// validateLines decodes every line of data (whole committed batches of
-// session id) so that nothing malformed, nothing of another session and
-// nothing torn is written into the catalog.
-func validateLines(d *sessionlog.Decoder, id string, data []byte) error {
-	n, err := sessionlog.CommittedLength(d.Name, data)
-	if err != nil {
-		return err
-	}
-	if n != len(data) {
-		return fmt.Errorf("%s: ends inside a batch (%d of %d bytes committed): run `panto-sync verify`", d.Name, n, len(data))
-	}
-	if err := sessionlog.Lines(data, func(line []byte) error { _, _, err := d.DecodeLine(line); return err }); err != nil {
-		return err
-	}
-	if d.Header == nil || d.Header.ID != id {
-		return fmt.Errorf("%s: the header does not name session %s", d.Name, id)
-	}
-	return nil
 }
 
 func short(sha string) string {

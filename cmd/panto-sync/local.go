@@ -29,9 +29,16 @@ type LocalCatalog interface {
 
 // scanLocal brings the state of session id, whose file is path, up to
 // date with the file, reading only what changed since prev (nil: no
-// state) and validating every new complete line. The result's Committed
-// is 0 when the file is missing or has no committed line.
-func scanLocal(id, path string, prev *SessionState) (*SessionState, error) {
+// state). The result's Committed is 0 when the file is missing or has no
+// committed line.
+//
+// The committed part is found from the end (sessionlog.CommittedLength,
+// which reports a malformed line it meets); with validate, every new
+// line is decoded too. Push does not need that: the object store decodes
+// every line it is given and refuses a malformed one before it writes
+// anything, and push then names the file and line (validateFile). Status
+// and --dry-run, which write nothing, validate here.
+func scanLocal(id, path string, prev *SessionState, validate bool) (*SessionState, error) {
 	fi, err := os.Stat(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return &SessionState{Size: -1}, nil
@@ -76,19 +83,15 @@ func scanLocal(id, path string, prev *SessionState) (*SessionState, error) {
 		}
 		return nil, err
 	}
-	d := sessionlog.Decoder{Name: path, Line: lines}
-	if start > 0 {
-		d.Header = &sessionlog.Header{ID: id} // the header was validated when the prefix was read
+	if start == 0 && n > 0 {
+		if err := checkHeader(path, id, tail); err != nil {
+			return nil, err
+		}
 	}
-	err = sessionlog.Lines(tail[:n], func(line []byte) error {
-		_, _, err := d.DecodeLine(line)
-		return err
-	})
-	if err != nil {
-		return nil, err
-	}
-	if d.Header != nil && d.Header.ID != id {
-		return nil, fmt.Errorf("%s:1: the header names session %q, not %q: rename the file to %s.jsonl or fix its header", path, d.Header.ID, id, d.Header.ID)
+	if validate {
+		if err := validateLog(path, id, lines, start > 0, tail[:n]); err != nil {
+			return nil, err
+		}
 	}
 	h.Write(tail[:n])
 	next.Committed = start + int64(n)
@@ -97,12 +100,54 @@ func scanLocal(id, path string, prev *SessionState) (*SessionState, error) {
 	if err != nil {
 		return nil, err
 	}
-	next.Lines = d.Line
+	next.Lines = lines + countLines(tail[:n])
 	next.Size, next.MtimeNS = fi.Size(), fi.ModTime().UnixNano()
 	if start+int64(len(tail)) != fi.Size() { // changed while read: read it again next time
 		next.Size = -1
 	}
 	return next, nil
+}
+
+// checkHeader checks that the log's first line is the header of session
+// id.
+func checkHeader(path, id string, log []byte) error {
+	var d sessionlog.Decoder
+	d.Name = path
+	line := log[:bytes.IndexByte(log, '\n')]
+	if _, _, err := d.DecodeLine(line); err != nil {
+		return err
+	}
+	if d.Header.ID != id {
+		return fmt.Errorf("%s:1: the header names session %q, not %q: rename the file to %s.jsonl or fix its header", path, d.Header.ID, id, d.Header.ID)
+	}
+	return nil
+}
+
+// validateLog decodes every line of data, which follows `lines` lines
+// of the log (the header among them when resumed).
+func validateLog(path, id string, lines int, resumed bool, data []byte) error {
+	d := sessionlog.Decoder{Name: path, Line: lines}
+	if resumed {
+		d.Header = &sessionlog.Header{ID: id} // the header was checked when the prefix was read
+	}
+	return sessionlog.Lines(data, func(line []byte) error {
+		_, _, err := d.DecodeLine(line)
+		return err
+	})
+}
+
+// validateFile decodes every committed line of path, to name the file
+// and line of what the object store refused.
+func validateFile(path, id string) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("read %s: %w", path, err)
+	}
+	n, err := sessionlog.CommittedLength(path, data)
+	if err != nil {
+		return err
+	}
+	return validateLog(path, id, 0, false, data[:n])
 }
 
 // lineError re-reads the whole file to report a malformed line with its

@@ -45,14 +45,14 @@ func TestScanLocal(t *testing.T) {
 	id := "s1"
 	path := filepath.Join(dir, id+".jsonl")
 
-	st, err := scanLocal(id, path, nil)
+	st, err := scanLocal(id, path, nil, true)
 	if err != nil || st.Committed != 0 {
 		t.Fatalf("missing file: %+v, %v", st, err)
 	}
 
 	first := batch(t, id, true, 2, "hello")
 	appendFile(t, path, first)
-	st1, err := scanLocal(id, path, nil)
+	st1, err := scanLocal(id, path, nil, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +64,7 @@ func TestScanLocal(t *testing.T) {
 	// without its newline) is not committed.
 	torn := batch(t, id, false, 3, "torn")
 	appendFile(t, path, torn[:len(torn)-5])
-	st2, err := scanLocal(id, path, st1)
+	st2, err := scanLocal(id, path, st1, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,7 +78,7 @@ func TestScanLocal(t *testing.T) {
 	if err := os.WriteFile(path, first, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	st3, err := scanLocal(id, path, st1)
+	st3, err := scanLocal(id, path, st1, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +89,7 @@ func TestScanLocal(t *testing.T) {
 	if err := os.WriteFile(path, scribbled, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	st4, err := scanLocal(id, path, st3)
+	st4, err := scanLocal(id, path, st3, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,7 +98,7 @@ func TestScanLocal(t *testing.T) {
 		t.Fatalf("resumed scan = %+v, want the hash of the old prefix and the new batch", st4)
 	}
 	// Without state, the file is read in full.
-	st5, err := scanLocal(id, path, nil)
+	st5, err := scanLocal(id, path, nil, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +110,7 @@ func TestScanLocal(t *testing.T) {
 	if err := os.Chmod(path, 0); err != nil {
 		t.Fatal(err)
 	}
-	st6, err := scanLocal(id, path, st5)
+	st6, err := scanLocal(id, path, st5, true)
 	os.Chmod(path, 0o644)
 	if os.Getuid() != 0 && err != nil {
 		t.Fatalf("unchanged file was read: %v", err)
@@ -123,7 +123,7 @@ func TestScanLocal(t *testing.T) {
 	if err := os.WriteFile(path, first, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	st7, err := scanLocal(id, path, st5)
+	st7, err := scanLocal(id, path, st5, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,7 +138,7 @@ func TestScanLocalMalformed(t *testing.T) {
 	path := filepath.Join(dir, id+".jsonl")
 	first := batch(t, id, true, 2, "hello") // lines 1-3
 	appendFile(t, path, first)
-	prev, err := scanLocal(id, path, nil)
+	prev, err := scanLocal(id, path, nil, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,16 +146,24 @@ func TestScanLocalMalformed(t *testing.T) {
 	appendFile(t, path, []byte("{not json\n"))
 	appendFile(t, path, batch(t, id, false, 1, "after"))
 	for name, p := range map[string]*SessionState{"resumed": prev, "from scratch": nil} {
-		_, err := scanLocal(id, path, p)
+		_, err := scanLocal(id, path, p, true)
 		if !errors.Is(err, sessionlog.ErrMalformed) || !strings.Contains(err.Error(), path+":4:") {
 			t.Errorf("%s: err = %v, want ErrMalformed at %s:4", name, err, path)
 		}
+	}
+	// Without validation the scan finds the committed part from the end
+	// and does not decode the middle; validateFile names the line.
+	if _, err := scanLocal(id, path, nil, false); err != nil {
+		t.Errorf("scan without validation: %v", err)
+	}
+	if err := validateFile(path, id); !errors.Is(err, sessionlog.ErrMalformed) || !strings.Contains(err.Error(), path+":4:") {
+		t.Errorf("validateFile: %v, want ErrMalformed at %s:4", err, path)
 	}
 	// A garbage last line is reported too (CommittedLength meets it).
 	path2 := filepath.Join(dir, "s2.jsonl")
 	appendFile(t, path2, batch(t, "s2", true, 1, "x"))
 	appendFile(t, path2, []byte("garbage\n"))
-	if _, err := scanLocal("s2", path2, nil); !errors.Is(err, sessionlog.ErrMalformed) || !strings.Contains(err.Error(), ":3:") {
+	if _, err := scanLocal("s2", path2, nil, false); !errors.Is(err, sessionlog.ErrMalformed) || !strings.Contains(err.Error(), ":3:") {
 		t.Errorf("garbage last line: %v", err)
 	}
 }
@@ -164,7 +172,7 @@ func TestScanLocalHeaderMismatch(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "a.jsonl")
 	appendFile(t, path, batch(t, "b", true, 1, "x"))
-	if _, err := scanLocal("a", path, nil); err == nil || !strings.Contains(err.Error(), `"b"`) {
+	if _, err := scanLocal("a", path, nil, true); err == nil || !strings.Contains(err.Error(), `"b"`) {
 		t.Errorf("a file whose header names another session: %v", err)
 	}
 }

@@ -49,7 +49,7 @@ func remoteFlags() []cli.Flag {
 		&cli.StringFlag{Name: "endpoint", Usage: "S3 endpoint `URL` (e.g. http://127.0.0.1:9000 for MinIO); default: AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL or AWS"},
 		&cli.BoolFlag{Name: "json", Usage: "print one JSON object per event, then a summary object"},
 		&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "print only failures and divergences"},
-		&cli.IntFlag{Name: "concurrency", Aliases: []string{"j"}, Value: 8, Usage: "sessions transferred at once"},
+		&cli.IntFlag{Name: "concurrency", Aliases: []string{"j"}, Value: 16, Usage: "sessions transferred at once"},
 		&cli.StringSliceFlag{Name: "include", Usage: "only session ids matching `GLOB` (repeatable)"},
 		&cli.StringSliceFlag{Name: "exclude", Usage: "skip session ids matching `GLOB` (repeatable)"},
 	}

@@ -298,3 +298,25 @@ func TestHelpHasExamples(t *testing.T) {
 		}
 	}
 }
+
+func TestPushAfterBucketWiped(t *testing.T) {
+	// The state file remembers what was pushed; it must not hide a bucket
+	// that lost it.
+	e := newEnv(t)
+	dir, ids := catalog(t, 4)
+	e.must(t, 0, "push", "--dir", dir, e.url)
+	ctx := context.Background()
+	c := e.srv.Client(t)
+	for obj := range c.ListObjects(ctx, e.bucket, minio.ListObjectsOptions{Recursive: true}) {
+		if err := c.RemoveObject(ctx, e.bucket, obj.Key, minio.RemoveObjectOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := e.must(t, 0, "push", "--dir", dir, "--json", e.url)
+	if _, sum := events(t, r.stdout); sum.Counts["pushed"] != len(ids) {
+		t.Fatalf("push to a wiped bucket: %+v", sum)
+	}
+	into := t.TempDir()
+	e.must(t, 0, "pull", "--dir", into, e.url)
+	sameCatalog(t, dir, into)
+}

@@ -28,6 +28,7 @@ type Event struct {
 	NewID      string `json:"new_id,omitempty"`
 	ForkedFrom string `json:"forked_from,omitempty"`
 	Error      string `json:"error,omitempty"`
+	Note       string `json:"note,omitempty"`
 	// Text is the line printed without --json.
 	Text string `json:"-"`
 }

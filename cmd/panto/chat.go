@@ -1,0 +1,219 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/panto-dev/panto/agent"
+	"github.com/panto-dev/panto/agent/providererr"
+	"github.com/panto-dev/panto/agent/tools"
+	"github.com/panto-dev/panto/store"
+)
+
+// maxPromptBytes bounds a prompt read from stdin.
+const maxPromptBytes = 8 << 20
+
+func chatFlags() []cli.Flag {
+	flags := storeFlags(true)
+	return append(flags,
+		&cli.BoolFlag{Name: "continue", Aliases: []string{"c"}, Usage: "continue the latest session"},
+		&cli.StringFlag{Name: "resume", Aliases: []string{"r"}, Usage: "resume the session with this `ID` or unique id prefix"},
+		&cli.StringFlag{Name: "api-style", Value: string(agent.APIStyleOpenAIChat), Usage: "provider protocol: openai-chat or anthropic-messages", EnvVars: []string{"PANTO_API_STYLE"}},
+		&cli.StringFlag{Name: "base-url", Usage: "provider API root (default https://api.openai.com/v1 or https://api.anthropic.com by --api-style)", EnvVars: []string{"PANTO_BASE_URL"}},
+		&cli.StringFlag{Name: "model", Usage: fmt.Sprintf("model name (default %s or %s by --api-style)", defaultOpenAIModel, defaultAnthropicModel), EnvVars: []string{"PANTO_MODEL"}},
+		&cli.StringFlag{Name: "reasoning", Usage: "reasoning effort: low, medium or high (Anthropic: a thinking budget)", EnvVars: []string{"PANTO_REASONING"}},
+		&cli.StringFlag{Name: "system", Usage: "system prompt `TEXT` (stored in the session; replaces the one in force)", EnvVars: []string{"PANTO_SYSTEM"}},
+		&cli.BoolFlag{Name: "allow-shell", Usage: "offer the model the run_shell tool (runs commands as you)", EnvVars: []string{"PANTO_ALLOW_SHELL"}},
+		&cli.BoolFlag{Name: "no-session", Usage: "store nothing (same as --store none)"},
+		&cli.BoolFlag{Name: "interactive", Aliases: []string{"i"}, Usage: "interactive even when stdin is not a terminal (reads one prompt or /command per line)"},
+	)
+}
+
+// chatSession is what the one-shot and interactive modes share: the store
+// and the agent on the current session.
+type chatSession struct {
+	e        *env
+	store    agent.SessionStore
+	spec     store.Spec
+	persist  bool
+	provider agent.Provider
+	tools    agent.ToolSource
+	system   string
+	agent    *agent.Agent
+}
+
+// chat is the root command: one-shot with a prompt, interactive without.
+func chat(c *cli.Context, e *env) error {
+	if c.Bool("continue") && c.String("resume") != "" {
+		return errors.New("-c and -r both given: use one")
+	}
+	interactive := c.Bool("interactive") || (c.NArg() == 0 && e.stdinIsTerminal)
+
+	storeSpec := flagValue(c, "store")
+	if c.Bool("no-session") {
+		storeSpec = "none"
+	}
+	spec, err := store.ParseSpec(storeSpec)
+	if err != nil {
+		return err
+	}
+	st, err := store.OpenSpec(c.Context, spec, store.Options{Endpoint: flagValue(c, "endpoint")})
+	if err != nil {
+		return err
+	}
+	cs := &chatSession{e: e, store: st, spec: spec, persist: spec.Kind != store.KindNone, system: c.String("system")}
+
+	sess, err := resolveSession(c.Context, st, c.Bool("continue"), c.String("resume"))
+	if err != nil {
+		return err
+	}
+	var conv *agent.Conversation
+	cfg, explicit := providerFlags(c)
+	if sess != nil {
+		if conv, err = sess.Load(c.Context); err != nil {
+			return fmt.Errorf("load session %s: %w", sess.Info.ID, err)
+		}
+		cfg.inherit(sess.Info, explicit)
+	}
+	cs.provider, err = newProvider(cfg, e.getenv)
+	if sess == nil {
+		sess = st.Create()
+	}
+	if err != nil {
+		if interactive {
+			return err
+		}
+		// Keep what the user typed: store the prompt, then fail.
+		return cs.saveFailedPrompt(c, sess, conv, err)
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		return fmt.Errorf("working directory: %w", err)
+	}
+	cs.tools = tools.New(tools.Options{Dir: wd, AllowShell: c.Bool("allow-shell")})
+	if err := cs.start(c.Context, sess, conv); err != nil {
+		return err
+	}
+	if interactive {
+		return cs.repl(c.Context, conv != nil)
+	}
+	prompt, err := oneShotPrompt(c, e)
+	if err != nil {
+		return err
+	}
+	return cs.oneShot(c.Context, prompt)
+}
+
+// start makes the agent on sess and puts --system in force.
+func (cs *chatSession) start(ctx context.Context, sess *agent.Session, conv *agent.Conversation) error {
+	cs.agent = agent.New(sess, conv, agent.Options{Provider: cs.provider, Tools: cs.tools})
+	if cs.system != "" && cs.agent.Conversation().SystemPrompt() != cs.system {
+		if err := cs.agent.AddSystemMessage(ctx, cs.system, agent.SystemReplace); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// oneShotPrompt is the argument, with stdin appended when it is not a
+// terminal (`git diff | panto "review"`), or stdin alone.
+func oneShotPrompt(c *cli.Context, e *env) (string, error) {
+	prompt := strings.Join(c.Args().Slice(), " ")
+	if !e.stdinIsTerminal && e.stdin != nil {
+		data, err := io.ReadAll(io.LimitReader(e.stdin, maxPromptBytes+1))
+		if err != nil {
+			return "", fmt.Errorf("read the prompt from stdin: %w", err)
+		}
+		if len(data) > maxPromptBytes {
+			return "", fmt.Errorf("the prompt on stdin is larger than %d MiB", maxPromptBytes>>20)
+		}
+		if in := strings.TrimRight(string(data), "\n"); strings.TrimSpace(in) != "" {
+			if prompt != "" {
+				prompt += "\n\n"
+			}
+			prompt += in
+		}
+	}
+	if strings.TrimSpace(prompt) == "" {
+		return "", errors.New("no prompt: give one as an argument or on stdin (or run panto on a terminal for an interactive session)")
+	}
+	return prompt, nil
+}
+
+// oneShot submits the prompt, streams the reply to stdout and reports the
+// session on stderr so that it can be resumed.
+func (cs *chatSession) oneShot(ctx context.Context, prompt string) error {
+	if err := cs.agent.SubmitUserMessage(ctx, prompt); err != nil {
+		return err
+	}
+	// Ctrl-C cancels the step; what was stored stays stored.
+	stepCtx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	out := newPrinter(cs.e.stdout, cs.e.stderr, false)
+	err := cs.agent.RunStep(stepCtx, out)
+	out.finish()
+	if err != nil {
+		return cs.stepError(err)
+	}
+	if cs.persist {
+		id := cs.agent.Session().Info.ID
+		fmt.Fprintf(cs.e.stderr, "session %s (resume: panto -r %s)\n", id, shortID(id))
+	}
+	return nil
+}
+
+// saveFailedPrompt stores the one-shot prompt in a session without a
+// provider (the provider could not be made), so that nothing typed is
+// lost, and returns err saying where the prompt is.
+func (cs *chatSession) saveFailedPrompt(c *cli.Context, sess *agent.Session, conv *agent.Conversation, err error) error {
+	prompt, perr := oneShotPrompt(c, cs.e)
+	if perr != nil {
+		return err
+	}
+	cs.agent = agent.New(sess, conv, agent.Options{})
+	if serr := cs.agent.SubmitUserMessage(c.Context, prompt); serr != nil {
+		return err
+	}
+	return cs.stepError(err)
+}
+
+// stepError says what a failed step means for the session: the prompt is
+// stored, and how to retry.
+func (cs *chatSession) stepError(err error) error {
+	if errors.Is(err, context.Canceled) {
+		err = errors.New("cancelled")
+	}
+	err = unwrapProvider(err)
+	if !cs.persist {
+		return err
+	}
+	id := shortID(cs.agent.Session().Info.ID)
+	return fmt.Errorf("%w (your prompt is saved in session %s; retry with: panto -r %s)", err, id, id)
+}
+
+// unwrapProvider returns the provider's own error when there is one: it
+// already names the endpoint and says what to fix.
+func unwrapProvider(err error) error {
+	var pe *providererr.Error
+	if errors.As(err, &pe) {
+		return pe
+	}
+	return err
+}
+
+// shortID is the prefix of an id shown to people; it resolves uniquely
+// in all but enormous catalogs.
+func shortID(id string) string {
+	if len(id) > 8 {
+		return id[:8]
+	}
+	return id
+}

@@ -1,0 +1,298 @@
+package main
+
+import (
+	"context"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/panto-dev/panto/agent"
+	"github.com/panto-dev/panto/internal/fakeprovider"
+)
+
+var sessionLine = regexp.MustCompile(`session ([0-9a-f]{32}) \(resume: panto -r ([0-9a-f]{8})\)`)
+
+func TestOneShot(t *testing.T) {
+	eachCase(t, func(t *testing.T, b backend, pc providerCase) {
+		srv := fakeprovider.New(t, pc.style, pc.key, fakeprovider.Reply{Thinking: "hmm", Signature: "sig", Text: "Hello from the fake model.", InputTokens: 11, OutputTokens: 5})
+		r := runPanto(t, t.TempDir(), pc.env(b), "", append(pc.flags(srv), "--system", "be terse", "say hello")...)
+		if r.code != 0 {
+			t.Fatalf("exit %d; stderr: %s", r.code, r.stderr)
+		}
+		if r.stdout != "Hello from the fake model.\n" {
+			t.Errorf("stdout = %q", r.stdout)
+		}
+		m := sessionLine.FindStringSubmatch(r.stderr)
+		if m == nil {
+			t.Fatalf("stderr %q does not name the session", r.stderr)
+		}
+		info, conv := loadOnly(t, b)
+		if info.ID != m[1] {
+			t.Errorf("stored session %s, printed %s", info.ID, m[1])
+		}
+		if got := roles(conv.Messages); got != "system,user,assistant" {
+			t.Fatalf("stored roles %s", got)
+		}
+		if conv.SystemPrompt() != "be terse" || conv.Messages[1].Text() != "say hello" || conv.Messages[2].Text() != "Hello from the fake model." {
+			t.Errorf("stored %+v", conv.Messages)
+		}
+		asst := conv.Messages[2]
+		if asst.Usage == nil || asst.Usage.InputTokens != 11 || asst.Usage.OutputTokens != 5 {
+			t.Errorf("usage = %+v", asst.Usage)
+		}
+		if pc.style == fakeprovider.Anthropic && (asst.Content[0].Type != agent.BlockThinking || asst.Content[0].Signature != "sig") {
+			t.Errorf("thinking not stored with its signature: %+v", asst.Content)
+		}
+		want := agent.SessionInfo{APIStyle: agent.APIStyle(pc.style), BaseURL: srv.BaseURL(), Model: "fake-model"}
+		if info.APIStyle != want.APIStyle || info.BaseURL != want.BaseURL || info.Model != want.Model {
+			t.Errorf("identity = %s %s %s, want %s %s %s", info.APIStyle, info.BaseURL, info.Model, want.APIStyle, want.BaseURL, want.Model)
+		}
+		reqs := srv.Requests()
+		if len(reqs) != 1 || !strings.Contains(string(reqs[0].Body), "be terse") {
+			t.Errorf("requests: %d, first %s", len(reqs), reqs[0].Body)
+		}
+		checkNoKey(t, b, pc.key)
+	})
+}
+
+func TestPromptFromStdin(t *testing.T) {
+	b := fsBackend(t)
+	pc := providerCases[0]
+	srv := fakeprovider.New(t, pc.style, pc.key)
+	r := runPanto(t, t.TempDir(), pc.env(b), "line one\nline two\n", append(pc.flags(srv), "review this")...)
+	if r.code != 0 || r.stdout != "reply 1\n" {
+		t.Fatalf("exit %d, stdout %q, stderr %s", r.code, r.stdout, r.stderr)
+	}
+	if got := srv.Requests()[0].LastUserText(); got != "review this\n\nline one\nline two" {
+		t.Errorf("prompt sent = %q", got)
+	}
+	r = runPanto(t, t.TempDir(), pc.env(b), "", pc.flags(srv)...)
+	if r.code == 0 || !strings.Contains(r.stderr, "no prompt") {
+		t.Errorf("empty prompt: exit %d, stderr %q", r.code, r.stderr)
+	}
+}
+
+func TestToolCallRoundTrip(t *testing.T) {
+	eachCase(t, func(t *testing.T, b backend, pc providerCase) {
+		work := t.TempDir()
+		if err := os.WriteFile(filepath.Join(work, "notes.txt"), []byte("the secret word is pumpkin\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		srv := fakeprovider.New(t, pc.style, pc.key,
+			fakeprovider.Reply{Text: "Let me look.", ToolCalls: []fakeprovider.ToolCall{{ID: "call_1", Name: "read_file", Args: `{"path":"notes.txt"}`}}},
+			fakeprovider.Reply{Text: "The word is pumpkin."},
+		)
+		r := runPanto(t, work, pc.env(b), "", append(pc.flags(srv), "what is the secret word in notes.txt?")...)
+		if r.code != 0 {
+			t.Fatalf("exit %d; stderr: %s", r.code, r.stderr)
+		}
+		if !strings.Contains(r.stdout, "The word is pumpkin.") || !strings.Contains(r.stderr, "→ read_file") {
+			t.Errorf("stdout %q, stderr %q", r.stdout, r.stderr)
+		}
+		reqs := srv.Requests()
+		if len(reqs) != 2 {
+			t.Fatalf("%d requests", len(reqs))
+		}
+		if !strings.Contains(string(reqs[0].Body), `"read_file"`) || strings.Contains(string(reqs[0].Body), `"run_shell"`) {
+			t.Errorf("tools offered: %s", reqs[0].Body)
+		}
+		if !strings.Contains(string(reqs[1].Body), "the secret word is pumpkin") {
+			t.Errorf("tool result not sent back: %s", reqs[1].Body)
+		}
+		_, conv := loadOnly(t, b)
+		if got := roles(conv.Messages); got != "user,assistant,tool,assistant" {
+			t.Fatalf("stored roles %s", got)
+		}
+		use := conv.Messages[1].ToolUses()
+		res := conv.Messages[2].Content[0]
+		if len(use) != 1 || use[0].ToolName != "read_file" || res.ToolUseID != use[0].ToolUseID || res.Text != "the secret word is pumpkin\n" {
+			t.Errorf("tool use %+v, result %+v", use, res)
+		}
+		checkNoKey(t, b, pc.key)
+	})
+}
+
+func TestResume(t *testing.T) {
+	eachCase(t, func(t *testing.T, b backend, pc providerCase) {
+		srv := fakeprovider.New(t, pc.style, pc.key)
+		dir := t.TempDir()
+		first := runPanto(t, dir, pc.env(b), "", append(pc.flags(srv), "first prompt")...)
+		m := sessionLine.FindStringSubmatch(first.stderr)
+		if first.code != 0 || m == nil {
+			t.Fatalf("first: exit %d, stderr %s", first.code, first.stderr)
+		}
+		id, prefix := m[1], m[2]
+		// -c continues the latest session, with the endpoint it used.
+		r := runPanto(t, dir, pc.env(b), "", "-c", "second prompt")
+		if r.code != 0 || !strings.Contains(r.stderr, id) {
+			t.Fatalf("-c: exit %d, stderr %s", r.code, r.stderr)
+		}
+		body := string(srv.Requests()[1].Body)
+		if !strings.Contains(body, "first prompt") || !strings.Contains(body, "reply 1") || !strings.Contains(body, "second prompt") {
+			t.Errorf("-c did not send the history: %s", body)
+		}
+		// Another session becomes the latest; -r PREFIX goes back.
+		other := runPanto(t, dir, pc.env(b), "", append(pc.flags(srv), "unrelated")...)
+		if other.code != 0 || strings.Contains(other.stderr, id) {
+			t.Fatalf("other: exit %d, stderr %s", other.code, other.stderr)
+		}
+		r = runPanto(t, dir, pc.env(b), "", append(pc.flags(srv), "-r", prefix, "third prompt")...)
+		if r.code != 0 || !strings.Contains(r.stderr, id) {
+			t.Fatalf("-r: exit %d, stderr %s", r.code, r.stderr)
+		}
+		body = string(srv.Requests()[3].Body)
+		if !strings.Contains(body, "second prompt") || strings.Contains(body, "unrelated") {
+			t.Errorf("-r sent the wrong history: %s", body)
+		}
+		st := b.open(t)
+		conv, err := st.Load(context.Background(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := roles(conv.Messages); got != "user,assistant,user,assistant,user,assistant" {
+			t.Errorf("resumed session roles %s", got)
+		}
+		r = runPanto(t, dir, pc.env(b), "", append(pc.flags(srv), "-r", "ffffffffffffffff", "x")...)
+		if r.code == 0 || !strings.Contains(r.stderr, "session not found") || strings.Count(strings.TrimSpace(r.stderr), "\n") != 0 {
+			t.Errorf("unknown id: exit %d, stderr %q", r.code, r.stderr)
+		}
+		checkNoKey(t, b, pc.key)
+	})
+}
+
+func TestProviderErrors(t *testing.T) {
+	eachCase(t, func(t *testing.T, b backend, pc providerCase) {
+		tests := []struct {
+			name   string
+			status int
+			key    string
+			want   string
+		}{
+			{"401", 0, "sk-wrong-key-0000", "401 Unauthorized"},
+			{"429", http.StatusTooManyRequests, pc.key, "429 Too Many Requests"},
+			{"500", http.StatusInternalServerError, pc.key, "500 Internal Server Error"},
+			{"unreachable", -1, pc.key, "cannot reach the provider"},
+		}
+		for _, tt := range tests {
+			t.Run(tt.name, func(t *testing.T) {
+				srv := fakeprovider.New(t, pc.style, pc.key)
+				srv.SetRespond(func(fakeprovider.Request) fakeprovider.Reply { return fakeprovider.Reply{Status: tt.status} })
+				flags := pc.flags(srv)
+				if tt.status == -1 {
+					srv.Close()
+				}
+				env := append(pc.env(b), pc.keyVar+"="+tt.key)
+				prompt := "prompt for " + tt.name
+				r := runPanto(t, t.TempDir(), env, "", append(flags, prompt)...)
+				line := strings.TrimSuffix(r.stderr, "\n")
+				if r.code == 0 || strings.Contains(line, "\n") || !strings.HasPrefix(line, "panto: provider "+srv.BaseURL()) || !strings.Contains(line, tt.want) {
+					t.Errorf("exit %d, stderr %q: want one line saying %q", r.code, r.stderr, tt.want)
+				}
+				if strings.Contains(r.stderr, tt.key) || r.stdout != "" {
+					t.Errorf("stdout %q, stderr %q", r.stdout, r.stderr)
+				}
+				if !strings.Contains(line, "retry with: panto -r ") {
+					t.Errorf("stderr %q does not say how to retry", line)
+				}
+				found := false
+				list, err := b.open(t).List(context.Background())
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, s := range list {
+					found = found || s.LastUserMessage == prompt
+				}
+				if !found {
+					t.Errorf("prompt %q not persisted", prompt)
+				}
+			})
+		}
+		checkNoKey(t, b, pc.key, "sk-wrong-key-0000")
+	})
+}
+
+func TestMissingKey(t *testing.T) {
+	b := fsBackend(t)
+	for _, pc := range providerCases {
+		t.Run(pc.style, func(t *testing.T) {
+			r := runPanto(t, t.TempDir(), []string{"PANTO_STORE=" + b.spec}, "", "--api-style", pc.style, "hello there")
+			line := strings.TrimSuffix(r.stderr, "\n")
+			if r.code == 0 || strings.Contains(line, "\n") || !strings.Contains(line, "PANTO_API_KEY or "+pc.keyVar) {
+				t.Errorf("exit %d, stderr %q", r.code, r.stderr)
+			}
+		})
+	}
+	list, err := b.open(t).List(context.Background())
+	if err != nil || len(list) != 2 || list[0].LastUserMessage != "hello there" {
+		t.Errorf("prompts without a key not kept: %+v, %v", list, err)
+	}
+	// A custom base URL (a local server) needs no key.
+	srv := fakeprovider.New(t, fakeprovider.OpenAI, "")
+	r := runPanto(t, t.TempDir(), []string{"PANTO_STORE=" + b.spec}, "", "--base-url", srv.BaseURL(), "hi")
+	if r.code != 0 || r.stdout != "reply 1\n" {
+		t.Errorf("keyless local server: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	if h := srv.Requests()[0].Header.Get("Authorization"); h != "" {
+		t.Errorf("Authorization %q sent without a key", h)
+	}
+}
+
+func TestNoSession(t *testing.T) {
+	pc := providerCases[0]
+	srv := fakeprovider.New(t, pc.style, pc.key)
+	home := t.TempDir()
+	r := runPanto(t, t.TempDir(), []string{pc.keyVar + "=" + pc.key, "XDG_DATA_HOME=" + home}, "", append(pc.flags(srv), "--no-session", "hi")...)
+	if r.code != 0 || r.stdout != "reply 1\n" || strings.Contains(r.stderr, "session") {
+		t.Errorf("exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	if entries, _ := os.ReadDir(home); len(entries) != 0 {
+		t.Errorf("--no-session wrote %v", entries)
+	}
+}
+
+// TestOneShotInterrupt: Ctrl-C during a one-shot reply ends panto with
+// one line; the prompt stays stored.
+func TestOneShotInterrupt(t *testing.T) {
+	b := fsBackend(t)
+	pc := providerCases[0]
+	srv := fakeprovider.New(t, pc.style, pc.key)
+	arrived := make(chan struct{}, 1)
+	release := make(chan struct{})
+	defer close(release)
+	srv.SetBefore(func(r *http.Request) {
+		arrived <- struct{}{}
+		select {
+		case <-r.Context().Done():
+		case <-release:
+		}
+	})
+	cmd := pantoCmd(t, t.TempDir(), pc.env(b), append(pc.flags(srv), "a long question")...)
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-arrived:
+	case <-time.After(20 * time.Second):
+		_ = cmd.Process.Kill()
+		t.Fatal("the request never arrived")
+	}
+	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	err := cmd.Wait()
+	line := strings.TrimSuffix(stderr.String(), "\n")
+	if err == nil || cmd.ProcessState.ExitCode() != 1 || !strings.HasPrefix(line, "panto: cancelled") || strings.Contains(line, "\n") {
+		t.Errorf("exit %v, stderr %q", err, stderr.String())
+	}
+	_, conv := loadOnly(t, b)
+	if roles(conv.Messages) != "user" || conv.Messages[0].Text() != "a long question" {
+		t.Errorf("stored %+v", conv.Messages)
+	}
+}

@@ -1,0 +1,296 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/klauspost/compress/zstd"
+	"github.com/minio/minio-go/v7"
+
+	"github.com/panto-dev/panto/agent"
+	"github.com/panto-dev/panto/internal/fakeprovider"
+	"github.com/panto-dev/panto/internal/miniotest"
+	"github.com/panto-dev/panto/store"
+)
+
+// pantoBin is the binary under test and syncBin panto-sync, built once by
+// TestMain.
+var pantoBin, syncBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "panto-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	pantoBin = filepath.Join(dir, "panto")
+	syncBin = filepath.Join(dir, "panto-sync")
+	build := exec.Command("go", "build", "-o", dir+"/", ".", "../panto-sync")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "build panto and panto-sync:", err)
+		os.Exit(1)
+	}
+	defer os.RemoveAll(dir)
+	miniotest.Main(m)
+}
+
+// The keys the fake servers accept; they must never reach a store.
+const (
+	openaiKey    = "sk-fake-openai-key-7f3a9c1e5b"
+	anthropicKey = "sk-ant-fake-anthropic-key-2d8e4b6a"
+)
+
+// backend is a store under test: its spec, the environment panto needs to
+// reach it, and a way to read back every stored byte.
+type backend struct {
+	name string
+	spec string
+	env  []string
+	// bytes returns every stored byte (object store segments
+	// decompressed), for scanning.
+	bytes func(t *testing.T) []byte
+	open  func(t *testing.T) agent.SessionStore
+}
+
+// backendKinds are the stores every end-to-end test runs against.
+var backendKinds = []struct {
+	name string
+	make func(t *testing.T) backend
+}{{"fs", fsBackend}, {"s3", s3Backend}}
+
+// fsBackend is a fresh FS store.
+func fsBackend(t *testing.T) backend {
+	dir := filepath.Join(t.TempDir(), "sessions")
+	fsb := backend{
+		name:  "fs",
+		spec:  dir,
+		bytes: dirBytes(dir),
+	}
+	fsb.open = func(t *testing.T) agent.SessionStore { return openStoreForTest(t, fsb.spec, "") }
+	return fsb
+}
+
+// s3Backend is a fresh bucket on the shared MinIO.
+func s3Backend(t *testing.T) backend {
+	srv := miniotest.Shared(t)
+	bucket := srv.NewBucket(t)
+	s3b := backend{
+		name:  "s3",
+		spec:  "s3://" + bucket + "/panto",
+		env:   minioEnv(srv),
+		bytes: bucketBytes(srv, bucket),
+	}
+	s3b.open = func(t *testing.T) agent.SessionStore {
+		srv.SetEnv(t)
+		return openStoreForTest(t, s3b.spec, "")
+	}
+	return s3b
+}
+
+// dirBytes reads every file under dir.
+func dirBytes(dir string) func(t *testing.T) []byte {
+	return func(t *testing.T) []byte {
+		var all []byte
+		err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() {
+				return err
+			}
+			b, err := os.ReadFile(p)
+			all = append(all, b...)
+			return err
+		})
+		if err != nil {
+			t.Fatalf("read %s: %v", dir, err)
+		}
+		return all
+	}
+}
+
+// bucketBytes reads every object of the bucket, and the decompressed
+// bytes of the zstd ones.
+func bucketBytes(srv *miniotest.Server, bucket string) func(t *testing.T) []byte {
+	return func(t *testing.T) []byte {
+		c := srv.Client(t)
+		ctx := context.Background()
+		dec, _ := zstd.NewReader(nil)
+		defer dec.Close()
+		var all []byte
+		for obj := range c.ListObjects(ctx, bucket, minio.ListObjectsOptions{Recursive: true}) {
+			if obj.Err != nil {
+				t.Fatalf("list bucket: %v", obj.Err)
+			}
+			o, err := c.GetObject(ctx, bucket, obj.Key, minio.GetObjectOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := io.ReadAll(o)
+			o.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			all = append(all, b...)
+			if strings.HasSuffix(obj.Key, ".zst") {
+				raw, err := dec.DecodeAll(b, nil)
+				if err != nil {
+					t.Fatalf("decompress %s: %v", obj.Key, err)
+				}
+				all = append(all, raw...)
+			}
+		}
+		return all
+	}
+}
+
+func minioEnv(srv *miniotest.Server) []string {
+	return []string{
+		"AWS_ACCESS_KEY_ID=" + miniotest.AccessKey,
+		"AWS_SECRET_ACCESS_KEY=" + miniotest.SecretKey,
+		"AWS_REGION=" + miniotest.Region,
+		"AWS_ENDPOINT_URL_S3=" + srv.Endpoint(),
+		"AWS_EC2_METADATA_DISABLED=true",
+	}
+}
+
+func openStoreForTest(t *testing.T, spec, endpoint string) agent.SessionStore {
+	t.Helper()
+	st, err := store.Open(context.Background(), spec, store.Options{Endpoint: endpoint})
+	if err != nil {
+		t.Fatalf("open store %s: %v", spec, err)
+	}
+	return st
+}
+
+// result is what a run of the binary did.
+type result struct {
+	stdout, stderr string
+	code           int
+}
+
+// pantoCmd prepares the binary with a clean environment: a private HOME
+// and XDG directories, the given variables, nothing inherited that could
+// point panto elsewhere.
+func pantoCmd(t *testing.T, dir string, env []string, args ...string) *exec.Cmd {
+	t.Helper()
+	home := filepath.Join(t.TempDir(), "home")
+	cmd := exec.Command(pantoBin, args...)
+	cmd.Dir = dir
+	cmd.Env = append([]string{
+		"HOME=" + home,
+		"XDG_DATA_HOME=" + filepath.Join(home, "data"),
+		"XDG_STATE_HOME=" + filepath.Join(home, "state"),
+		"PATH=" + os.Getenv("PATH"),
+	}, env...)
+	return cmd
+}
+
+// runPanto runs the binary with stdin and waits for it.
+func runPanto(t *testing.T, dir string, env []string, stdin string, args ...string) result {
+	t.Helper()
+	cmd := pantoCmd(t, dir, env, args...)
+	cmd.Stdin = strings.NewReader(stdin)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	done := make(chan error, 1)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { done <- cmd.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(60 * time.Second):
+		_ = cmd.Process.Kill()
+		t.Fatalf("panto %q did not finish; stderr: %s", args, errb.String())
+	}
+	return result{stdout: out.String(), stderr: errb.String(), code: cmd.ProcessState.ExitCode()}
+}
+
+// providerCase is a provider style with its fake server.
+type providerCase struct {
+	style string
+	key   string
+	// keyVar is the style's own key variable.
+	keyVar string
+}
+
+var providerCases = []providerCase{
+	{fakeprovider.OpenAI, openaiKey, "OPENAI_API_KEY"},
+	{fakeprovider.Anthropic, anthropicKey, "ANTHROPIC_API_KEY"},
+}
+
+// flags points panto at srv with the style's key in the environment.
+func (pc providerCase) env(b backend) []string {
+	return append([]string{pc.keyVar + "=" + pc.key, "PANTO_STORE=" + b.spec}, b.env...)
+}
+
+func (pc providerCase) flags(srv *fakeprovider.Server) []string {
+	return []string{"--api-style", pc.style, "--base-url", srv.BaseURL(), "--model", "fake-model"}
+}
+
+// eachCase runs fn for every store backend and provider style.
+func eachCase(t *testing.T, fn func(t *testing.T, b backend, pc providerCase)) {
+	for _, kind := range backendKinds {
+		for _, pc := range providerCases {
+			t.Run(kind.name+"/"+pc.style, func(t *testing.T) {
+				fn(t, kind.make(t), pc)
+			})
+		}
+	}
+}
+
+// checkNoKey fails if a key appears in any stored byte.
+func checkNoKey(t *testing.T, b backend, keys ...string) {
+	t.Helper()
+	data := b.bytes(t)
+	if len(data) == 0 {
+		t.Fatalf("%s store holds no bytes", b.name)
+	}
+	for _, k := range keys {
+		if bytes.Contains(data, []byte(k)) {
+			t.Errorf("the API key %q is in the %s store", k, b.name)
+		}
+	}
+}
+
+// loadOnly returns the conversation of the store's only session.
+func loadOnly(t *testing.T, b backend) (agent.SessionInfo, *agent.Conversation) {
+	t.Helper()
+	st := b.open(t)
+	ctx := context.Background()
+	list, err := st.List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list) != 1 {
+		t.Fatalf("%d sessions in the store, want 1", len(list))
+	}
+	conv, err := st.Load(ctx, list[0].ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return list[0], conv
+}
+
+func roles(msgs []agent.Message) string {
+	var rs []string
+	for _, m := range msgs {
+		r := string(m.Role)
+		if m.IsToolResult() {
+			r = "tool"
+		}
+		if m.IsCompactionSummary() {
+			r = "summary"
+		}
+		rs = append(rs, r)
+	}
+	return strings.Join(rs, ",")
+}

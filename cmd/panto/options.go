@@ -1,0 +1,203 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+	"golang.org/x/term"
+
+	"github.com/panto-dev/panto/agent"
+	"github.com/panto-dev/panto/agent/anthropicmessages"
+	"github.com/panto-dev/panto/agent/openaichat"
+	"github.com/panto-dev/panto/store"
+)
+
+// Default models of each API style.
+const (
+	defaultOpenAIModel    = "gpt-5.2"
+	defaultAnthropicModel = "claude-sonnet-4-5"
+)
+
+// providerRetries bounds the SDKs' retries, so that a failing provider
+// surfaces in seconds, not minutes.
+const providerRetries = 1
+
+// storeFlags are accepted by every command, before and after its name.
+func storeFlags(withEnv bool) []cli.Flag {
+	env := func(name string) []string {
+		if withEnv {
+			return []string{name}
+		}
+		return nil
+	}
+	return []cli.Flag{
+		&cli.StringFlag{Name: "store", Usage: "where sessions live: a directory, file://DIR, s3://BUCKET[/PREFIX] or none (default: $XDG_DATA_HOME/panto/sessions)", EnvVars: env("PANTO_STORE")},
+		&cli.StringFlag{Name: "endpoint", Usage: "S3 endpoint URL of an s3:// store, e.g. http://127.0.0.1:9000 (default: AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL, else AWS)", EnvVars: env("PANTO_ENDPOINT")},
+	}
+}
+
+// flagValue returns the value of a flag given to this command or to the
+// command line before it (the nearest wins), so that --store works before
+// and after a subcommand.
+func flagValue(c *cli.Context, name string) string {
+	for _, cc := range c.Lineage() {
+		if cc.Command != nil && hasFlag(cc, name) && cc.IsSet(name) {
+			return cc.String(name)
+		}
+		if cc.Command == nil && cc.App != nil && cc.IsSet(name) {
+			return cc.String(name)
+		}
+	}
+	return ""
+}
+
+func hasFlag(c *cli.Context, name string) bool {
+	for _, f := range c.Command.Flags {
+		for _, n := range f.Names() {
+			if n == name {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// openStore opens the store the flags name.
+func openStore(c *cli.Context) (agent.SessionStore, store.Spec, error) {
+	spec, err := store.ParseSpec(flagValue(c, "store"))
+	if err != nil {
+		return nil, store.Spec{}, err
+	}
+	st, err := store.OpenSpec(c.Context, spec, store.Options{Endpoint: flagValue(c, "endpoint")})
+	if err != nil {
+		return nil, spec, err
+	}
+	return st, spec, nil
+}
+
+// providerConfig is the endpoint a chat talks to.
+type providerConfig struct {
+	Style     agent.APIStyle
+	BaseURL   string
+	Model     string
+	Reasoning agent.ReasoningEffort
+}
+
+// providerFlags reads the provider flags; explicit reports which were
+// given (on the command line or in the environment).
+func providerFlags(c *cli.Context) (cfg providerConfig, explicit map[string]bool) {
+	explicit = map[string]bool{}
+	for _, n := range []string{"api-style", "base-url", "model", "reasoning"} {
+		explicit[n] = c.IsSet(n)
+	}
+	cfg = providerConfig{
+		Style:     agent.APIStyle(c.String("api-style")),
+		BaseURL:   c.String("base-url"),
+		Model:     c.String("model"),
+		Reasoning: agent.ReasoningEffort(c.String("reasoning")),
+	}
+	return cfg, explicit
+}
+
+// inherit fills what the user did not set from the endpoint a resumed
+// session last talked to, so that `panto -c` continues where it was.
+func (cfg *providerConfig) inherit(info agent.SessionInfo, explicit map[string]bool) {
+	if info.APIStyle == "" {
+		return
+	}
+	if !explicit["api-style"] {
+		cfg.Style = info.APIStyle
+	}
+	if cfg.Style != info.APIStyle {
+		return
+	}
+	if !explicit["base-url"] {
+		cfg.BaseURL = info.BaseURL
+	}
+	if !explicit["model"] {
+		cfg.Model = info.Model
+	}
+	if !explicit["reasoning"] {
+		cfg.Reasoning = info.Reasoning
+	}
+}
+
+// keyVars are the environment variables the key of a style comes from, in
+// order.
+func keyVars(style agent.APIStyle) []string {
+	if style == agent.APIStyleAnthropicMessages {
+		return []string{"PANTO_API_KEY", "ANTHROPIC_API_KEY"}
+	}
+	return []string{"PANTO_API_KEY", "OPENAI_API_KEY"}
+}
+
+// newProvider builds the provider of cfg with the key from the
+// environment. The default endpoints need a key; a custom --base-url may
+// not (local servers).
+func newProvider(cfg providerConfig, getenv func(string) string) (agent.Provider, error) {
+	vars := keyVars(cfg.Style)
+	var key string
+	for _, v := range vars {
+		if key = strings.TrimSpace(getenv(v)); key != "" {
+			break
+		}
+	}
+	hint := strings.Join(vars, " / ")
+	switch cfg.Reasoning {
+	case agent.ReasoningDefault, agent.ReasoningLow, agent.ReasoningMedium, agent.ReasoningHigh:
+	default:
+		return nil, fmt.Errorf("--reasoning %q: want low, medium or high", cfg.Reasoning)
+	}
+	switch cfg.Style {
+	case agent.APIStyleOpenAIChat:
+		if cfg.Model == "" {
+			cfg.Model = defaultOpenAIModel
+		}
+		if key == "" && isDefault(cfg.BaseURL, openaichat.DefaultBaseURL) {
+			return nil, fmt.Errorf("no API key for %s: set %s (or point --base-url at a server that needs none)", openaichat.DefaultBaseURL, strings.Join(vars, " or "))
+		}
+		return openaichat.New(openaichat.Config{BaseURL: cfg.BaseURL, APIKey: key, KeyVars: hint, Model: cfg.Model, Reasoning: cfg.Reasoning, MaxRetries: providerRetries})
+	case agent.APIStyleAnthropicMessages:
+		if cfg.Model == "" {
+			cfg.Model = defaultAnthropicModel
+		}
+		if key == "" && isDefault(cfg.BaseURL, anthropicmessages.DefaultBaseURL) {
+			return nil, fmt.Errorf("no API key for %s: set %s (or point --base-url at a server that needs none)", anthropicmessages.DefaultBaseURL, strings.Join(vars, " or "))
+		}
+		return anthropicmessages.New(anthropicmessages.Config{BaseURL: cfg.BaseURL, APIKey: key, KeyVars: hint, Model: cfg.Model, Reasoning: cfg.Reasoning, MaxRetries: providerRetries})
+	}
+	return nil, fmt.Errorf("--api-style %q: want %s or %s", cfg.Style, agent.APIStyleOpenAIChat, agent.APIStyleAnthropicMessages)
+}
+
+func isDefault(baseURL, def string) bool {
+	b := strings.TrimRight(baseURL, "/")
+	return b == "" || b == def
+}
+
+// resolveSession finds the session -c or -r asks for.
+func resolveSession(ctx context.Context, st agent.SessionStore, latest bool, id string) (*agent.Session, error) {
+	switch {
+	case id != "":
+		s, err := st.Resolve(ctx, id)
+		if err != nil {
+			return nil, fmt.Errorf("resume %s: %w", id, err)
+		}
+		return s, nil
+	case latest:
+		s, err := st.Latest(ctx)
+		if errors.Is(err, agent.ErrSessionNotFound) {
+			return nil, errors.New("continue: there is no session yet in this store; start one without -c")
+		}
+		if err != nil {
+			return nil, fmt.Errorf("continue: %w", err)
+		}
+		return s, nil
+	}
+	return nil, nil
+}
+
+func isTerminal(f *os.File) bool { return term.IsTerminal(int(f.Fd())) }

@@ -1,0 +1,161 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/panto-dev/panto/agent"
+)
+
+// printer shows a step as it happens: the reply's text on out, streamed;
+// thinking and tool activity on info (stderr in one-shot mode, so that
+// stdout carries the answer alone).
+type printer struct {
+	out, info io.Writer
+	// thinking: show streamed thinking (interactive mode).
+	thinking bool
+	// atLineStart tracks whether out ended with a newline.
+	atLineStart bool
+	inThinking  bool
+	wrote       bool
+}
+
+var _ agent.Receiver = (*printer)(nil)
+
+func newPrinter(out, info io.Writer, thinking bool) *printer {
+	return &printer{out: out, info: info, thinking: thinking, atLineStart: true}
+}
+
+func (p *printer) TextDelta(s string) {
+	if s == "" {
+		return
+	}
+	p.endThinking()
+	io.WriteString(p.out, s)
+	p.atLineStart = strings.HasSuffix(s, "\n")
+	p.wrote = true
+}
+
+func (p *printer) ThinkingDelta(s string) {
+	if !p.thinking || s == "" {
+		return
+	}
+	if !p.inThinking {
+		p.newline()
+		io.WriteString(p.info, "[thinking] ")
+		p.inThinking = true
+	}
+	io.WriteString(p.info, s)
+}
+
+func (p *printer) endThinking() {
+	if p.inThinking {
+		io.WriteString(p.info, "\n")
+		p.inThinking = false
+	}
+}
+
+func (p *printer) newline() {
+	if !p.atLineStart {
+		io.WriteString(p.out, "\n")
+		p.atLineStart = true
+	}
+}
+
+func (p *printer) MessageAdded(m agent.Message) {
+	p.endThinking()
+	for _, b := range m.Content {
+		switch b.Type {
+		case agent.BlockToolUse:
+			p.newline()
+			fmt.Fprintf(p.info, "→ %s %s\n", b.ToolName, clip(string(b.Input), 200))
+		case agent.BlockToolResult:
+			status := "ok"
+			if b.IsError {
+				status = "error: " + clip(b.Text, 200)
+			}
+			fmt.Fprintf(p.info, "← %s (%d bytes)\n", status, len(b.Text))
+		}
+	}
+}
+
+// finish ends the reply's last line.
+func (p *printer) finish() {
+	p.endThinking()
+	if p.wrote {
+		p.newline()
+	}
+}
+
+// clip shortens s to n runes on one line.
+func clip(s string, n int) string {
+	return agent.Truncate(strings.Join(strings.Fields(s), " "), n)
+}
+
+// writeTranscript prints messages for people.
+func writeTranscript(w io.Writer, msgs []agent.Message) {
+	for i, m := range msgs {
+		if i > 0 {
+			fmt.Fprintln(w)
+		}
+		writeMessage(w, m)
+	}
+}
+
+func writeMessage(w io.Writer, m agent.Message) {
+	label := string(m.Role)
+	switch {
+	case m.IsCompactionSummary():
+		label = "summary"
+	case m.IsToolResult():
+		label = "tool"
+	}
+	fmt.Fprintf(w, "── %s\n", label)
+	for _, b := range m.Content {
+		switch b.Type {
+		case agent.BlockText, agent.BlockSystem:
+			fmt.Fprintln(w, strings.TrimRight(b.Text, "\n"))
+		case agent.BlockThinking:
+			if b.Text != "" {
+				fmt.Fprintf(w, "[thinking] %s\n", clip(b.Text, 400))
+			}
+		case agent.BlockToolUse:
+			fmt.Fprintf(w, "→ %s %s\n", b.ToolName, clip(string(b.Input), 400))
+		case agent.BlockToolResult:
+			prefix := "←"
+			if b.IsError {
+				prefix = "← error:"
+			}
+			fmt.Fprintf(w, "%s %s\n", prefix, clip(b.Text, 400))
+		}
+	}
+}
+
+// lastExchange returns the latest prompt a person typed and what followed
+// it, for showing a resumed session.
+func lastExchange(msgs []agent.Message) []agent.Message {
+	for i := len(msgs) - 1; i >= 0; i-- {
+		m := msgs[i]
+		if m.Role == agent.RoleUser && !m.IsToolResult() {
+			return msgs[i:]
+		}
+	}
+	return nil
+}
+
+// messageJSON is the --json shape of a message.
+type messageJSON struct {
+	Role     agent.Role     `json:"role"`
+	Content  []agent.Block  `json:"content"`
+	Usage    *agent.Usage   `json:"usage,omitempty"`
+	Metadata map[string]any `json:"metadata,omitempty"`
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	return enc.Encode(v)
+}

@@ -1,0 +1,220 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+
+	"github.com/peterh/liner"
+
+	"github.com/panto-dev/panto/agent"
+)
+
+const replHelp = `Type a prompt and press Enter. Commands:
+  /compact [INSTRUCTIONS]  summarise the conversation so far; later turns send the summary instead
+  /sessions                list the sessions of the store
+  /new                     start a new session
+  /help                    this help
+  /quit                    exit (or Ctrl-D)
+Ctrl-C cancels a running reply (what was already stored stays); at the prompt it clears the line.`
+
+// lineReader reads the REPL's input: liner on a terminal (line editing,
+// history), plain lines otherwise.
+type lineReader interface {
+	// Prompt returns the next line; io.EOF at the end of input,
+	// liner.ErrPromptAborted on Ctrl-C.
+	Prompt(prompt string) (string, error)
+	AppendHistory(line string)
+	Close() error
+}
+
+type plainReader struct{ sc *bufio.Scanner }
+
+func (r *plainReader) Prompt(string) (string, error) {
+	if r.sc.Scan() {
+		return r.sc.Text(), nil
+	}
+	if err := r.sc.Err(); err != nil {
+		return "", err
+	}
+	return "", io.EOF
+}
+func (r *plainReader) AppendHistory(string) {}
+func (r *plainReader) Close() error         { return nil }
+
+// linerReader is liner with its history kept in a file.
+type linerReader struct {
+	*liner.State
+	historyFile string
+}
+
+func newLinerReader(getenv func(string) string) *linerReader {
+	l := liner.NewLiner()
+	l.SetCtrlCAborts(true)
+	r := &linerReader{State: l, historyFile: historyPath(getenv)}
+	if r.historyFile != "" {
+		if f, err := os.Open(r.historyFile); err == nil {
+			_, _ = l.ReadHistory(f)
+			f.Close()
+		}
+	}
+	return r
+}
+
+func (r *linerReader) Close() error {
+	if r.historyFile != "" {
+		if err := os.MkdirAll(filepath.Dir(r.historyFile), 0o700); err == nil {
+			if f, err := os.OpenFile(r.historyFile, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600); err == nil {
+				_, _ = r.State.WriteHistory(f)
+				f.Close()
+			}
+		}
+	}
+	return r.State.Close()
+}
+
+// historyPath is $XDG_STATE_HOME/panto/history, else
+// ~/.local/state/panto/history.
+func historyPath(getenv func(string) string) string {
+	if x := getenv("XDG_STATE_HOME"); x != "" && filepath.IsAbs(x) {
+		return filepath.Join(x, "panto", "history")
+	}
+	home, err := os.UserHomeDir()
+	if err != nil || home == "" {
+		return ""
+	}
+	return filepath.Join(home, ".local", "state", "panto", "history")
+}
+
+// repl runs the interactive mode until /quit or the end of input.
+func (cs *chatSession) repl(ctx context.Context, resumed bool) error {
+	e := cs.e
+	var in lineReader
+	if e.stdinIsTerminal {
+		in = newLinerReader(e.getenv)
+	} else {
+		in = &plainReader{sc: bufio.NewScanner(e.stdin)}
+		in.(*plainReader).sc.Buffer(make([]byte, 64<<10), maxPromptBytes)
+	}
+	defer in.Close()
+
+	cs.banner(resumed)
+	for {
+		line, err := in.Prompt("> ")
+		switch {
+		case errors.Is(err, liner.ErrPromptAborted):
+			fmt.Fprintln(e.stdout, "(Ctrl-D or /quit to exit)")
+			continue
+		case errors.Is(err, io.EOF):
+			fmt.Fprintln(e.stdout)
+			return nil
+		case err != nil:
+			return fmt.Errorf("read input: %w", err)
+		}
+		line = strings.TrimSpace(line)
+		if line == "" {
+			continue
+		}
+		in.AppendHistory(line)
+		if strings.HasPrefix(line, "/") {
+			quit, err := cs.command(ctx, line)
+			if err != nil {
+				fmt.Fprintf(e.stderr, "error: %s\n", oneLine(err.Error()))
+			}
+			if quit {
+				return nil
+			}
+			continue
+		}
+		if err := cs.turn(ctx, line); err != nil {
+			fmt.Fprintf(e.stderr, "error: %s\n", oneLine(err.Error()))
+		}
+	}
+}
+
+// banner introduces the session; a resumed one shows its last exchange.
+func (cs *chatSession) banner(resumed bool) {
+	e := cs.e
+	id := cs.provider.Identity()
+	where := "not stored (--no-session)"
+	if cs.persist {
+		where = "session " + cs.agent.Session().Info.ID
+	}
+	fmt.Fprintf(e.stdout, "panto · %s · %s %s at %s · /help for commands\n", where, id.APIStyle, id.Model, id.BaseURL)
+	if !resumed {
+		return
+	}
+	if last := lastExchange(cs.agent.Conversation().Messages); len(last) > 0 {
+		fmt.Fprintln(e.stdout, "Last exchange:")
+		writeTranscript(e.stdout, last)
+		fmt.Fprintln(e.stdout)
+	}
+}
+
+// turn submits one prompt and runs the step; Ctrl-C cancels the step.
+func (cs *chatSession) turn(ctx context.Context, prompt string) error {
+	if err := cs.agent.SubmitUserMessage(ctx, prompt); err != nil {
+		return err
+	}
+	stepCtx, stop := signal.NotifyContext(ctx, os.Interrupt)
+	defer stop()
+	out := newPrinter(cs.e.stdout, cs.e.stderr, true)
+	err := cs.agent.RunStep(stepCtx, out)
+	out.finish()
+	if err != nil && stepCtx.Err() != nil && ctx.Err() == nil {
+		return errors.New("cancelled (what was stored stays; a tool call left without its result was dropped)")
+	}
+	if err != nil {
+		return unwrapProvider(err)
+	}
+	return nil
+}
+
+// command runs a /command and reports whether to quit.
+func (cs *chatSession) command(ctx context.Context, line string) (quit bool, err error) {
+	e := cs.e
+	name, arg, _ := strings.Cut(line, " ")
+	arg = strings.TrimSpace(arg)
+	switch name {
+	case "/quit", "/exit", "/q":
+		return true, nil
+	case "/help", "/?":
+		fmt.Fprintln(e.stdout, replHelp)
+	case "/new":
+		if err := cs.start(ctx, cs.store.Create(), nil); err != nil {
+			return false, err
+		}
+		if cs.persist {
+			fmt.Fprintf(e.stdout, "new session %s\n", cs.agent.Session().Info.ID)
+		} else {
+			fmt.Fprintln(e.stdout, "new conversation (not stored)")
+		}
+	case "/sessions":
+		list, err := cs.store.List(ctx)
+		if err != nil {
+			return false, fmt.Errorf("list sessions: %w", err)
+		}
+		writeSessionTable(e.stdout, list, cs.agent.Session().Info.ID)
+	case "/compact":
+		if len(cs.agent.Conversation().Context()) == 0 {
+			fmt.Fprintln(e.stdout, "nothing to compact yet")
+			return false, nil
+		}
+		stepCtx, stop := signal.NotifyContext(ctx, os.Interrupt)
+		defer stop()
+		if err := cs.agent.Compact(stepCtx, arg, agent.NopReceiver{}); err != nil {
+			return false, unwrapProvider(err)
+		}
+		msgs := cs.agent.Conversation().Messages
+		fmt.Fprintf(e.stdout, "compacted: later turns start from this summary\n%s\n", strings.TrimSpace(msgs[len(msgs)-1].Text()))
+	default:
+		return false, fmt.Errorf("unknown command %s: /help lists them", name)
+	}
+	return false, nil
+}
