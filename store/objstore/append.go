@@ -175,11 +175,24 @@ func (s *Store) appendBatch(ctx context.Context, id string, encode func(header b
 				return fmt.Errorf("append to session %s: %w", id, err)
 			}
 		}
-		if attempt+1 >= s.maxAttempts {
+		// A lost race (412) means another writer made progress, so many
+		// writers on one session are no livelock: they get a larger
+		// budget than conflicts and errors, and a short backoff (we have
+		// just caught up, so the next position is likely free).
+		lost := errors.Is(err, errPrecondition)
+		limit := s.maxAttempts
+		if lost {
+			limit = 10 * s.maxAttempts
+		}
+		if attempt+1 >= limit {
 			st.loaded = false
 			return fmt.Errorf("append to session %s: gave up after %d attempts: %w", id, attempt+1, err)
 		}
-		if err := backoff(ctx, attempt); err != nil {
+		delay := attempt
+		if lost {
+			delay = min(attempt, 3)
+		}
+		if err := backoff(ctx, delay); err != nil {
 			return fmt.Errorf("append to session %s: %w", id, err)
 		}
 	}
