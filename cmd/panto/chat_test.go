@@ -296,3 +296,28 @@ func TestOneShotInterrupt(t *testing.T) {
 		t.Errorf("stored %+v", conv.Messages)
 	}
 }
+
+// TestAllowShell: run_shell is offered and runs only with --allow-shell.
+func TestAllowShell(t *testing.T) {
+	b := fsBackend(t)
+	pc := providerCases[1]
+	call := fakeprovider.Reply{ToolCalls: []fakeprovider.ToolCall{{ID: "t1", Name: "run_shell", Args: `{"command":"echo shell-ran-$((40+2))"}`}}}
+	for _, allow := range []bool{false, true} {
+		srv := fakeprovider.New(t, pc.style, pc.key, call, fakeprovider.Reply{Text: "ok"})
+		args := pc.flags(srv)
+		if allow {
+			args = append(args, "--allow-shell")
+		}
+		r := runPanto(t, t.TempDir(), pc.env(b), "", append(args, "run it")...)
+		if r.code != 0 {
+			t.Fatalf("exit %d: %s", r.code, r.stderr)
+		}
+		reqs := srv.Requests()
+		offered := strings.Contains(string(reqs[0].Body), `"run_shell"`)
+		ran := strings.Contains(string(reqs[1].Body), "shell-ran-42")
+		refused := strings.Contains(string(reqs[1].Body), "--allow-shell")
+		if offered != allow || ran != allow || refused == allow {
+			t.Errorf("allow %v: offered %v, ran %v, refused %v", allow, offered, ran, refused)
+		}
+	}
+}
