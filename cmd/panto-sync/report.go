@@ -35,18 +35,17 @@ type Event struct {
 
 // Summary is the last object --json prints.
 type Summary struct {
-	Event     string         `json:"event"` // "summary"
-	Command   string         `json:"command"`
-	DryRun    bool           `json:"dry_run"`
-	Sessions  int            `json:"sessions"`
-	Counts    map[string]int `json:"counts"`
-	Bytes     int64          `json:"bytes"`
-	Seconds   float64        `json:"seconds"`
-	Failed    int            `json:"failed"`
-	Diverged  int            `json:"diverged"`
-	ExitCode  int            `json:"exit_code"`
-	Text      string         `json:"-"`
-	startTime time.Time
+	Event    string         `json:"event"` // "summary"
+	Command  string         `json:"command"`
+	DryRun   bool           `json:"dry_run"`
+	Sessions int            `json:"sessions"`
+	Counts   map[string]int `json:"counts"`
+	Bytes    int64          `json:"bytes"`
+	Seconds  float64        `json:"seconds"`
+	Failed   int            `json:"failed"`
+	Diverged int            `json:"diverged"`
+	ExitCode int            `json:"exit_code"`
+	Text     string         `json:"-"`
 }
 
 // reporter prints events and the summary: text lines, or JSON objects,
