@@ -9,8 +9,8 @@ import (
 	"testing"
 
 	"github.com/panto-dev/panto/agent"
-	"github.com/panto-dev/panto/agent/providererr"
 	"github.com/panto-dev/panto/agent/openaichat"
+	"github.com/panto-dev/panto/agent/providererr"
 	"github.com/panto-dev/panto/internal/fakeprovider"
 )
 

@@ -179,7 +179,7 @@ func TestProviderErrors(t *testing.T) {
 		for _, tt := range tests {
 			t.Run(tt.name, func(t *testing.T) {
 				srv := fakeprovider.New(t, pc.style, pc.key)
-				srv.Respond = func(fakeprovider.Request) fakeprovider.Reply { return fakeprovider.Reply{Status: tt.status} }
+				srv.SetRespond(func(fakeprovider.Request) fakeprovider.Reply { return fakeprovider.Reply{Status: tt.status} })
 				flags := pc.flags(srv)
 				if tt.status == -1 {
 					srv.Close()

@@ -22,8 +22,9 @@ import (
 	"github.com/panto-dev/panto/store"
 )
 
-// pantoBin is the binary under test, built once by TestMain.
-var pantoBin string
+// pantoBin is the binary under test and syncBin panto-sync, built once by
+// TestMain.
+var pantoBin, syncBin string
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "panto-bin-")
@@ -32,10 +33,11 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	pantoBin = filepath.Join(dir, "panto")
-	build := exec.Command("go", "build", "-o", pantoBin, ".")
+	syncBin = filepath.Join(dir, "panto-sync")
+	build := exec.Command("go", "build", "-o", dir+"/", ".", "../panto-sync")
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "build panto:", err)
+		fmt.Fprintln(os.Stderr, "build panto and panto-sync:", err)
 		os.Exit(1)
 	}
 	defer os.RemoveAll(dir)
@@ -70,19 +72,9 @@ var backendKinds = []struct {
 func fsBackend(t *testing.T) backend {
 	dir := filepath.Join(t.TempDir(), "sessions")
 	fsb := backend{
-		name: "fs",
-		spec: dir,
-		bytes: func(t *testing.T) []byte {
-			var all []byte
-			_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-				if err == nil && !d.IsDir() {
-					b, _ := os.ReadFile(p)
-					all = append(all, b...)
-				}
-				return nil
-			})
-			return all
-		},
+		name:  "fs",
+		spec:  dir,
+		bytes: dirBytes(dir),
 	}
 	fsb.open = func(t *testing.T) agent.SessionStore { return openStoreForTest(t, fsb.spec, "") }
 	return fsb
@@ -93,45 +85,70 @@ func s3Backend(t *testing.T) backend {
 	srv := miniotest.Shared(t)
 	bucket := srv.NewBucket(t)
 	s3b := backend{
-		name: "s3",
-		spec: "s3://" + bucket + "/panto",
-		env:  minioEnv(srv),
-		bytes: func(t *testing.T) []byte {
-			c := srv.Client(t)
-			ctx := context.Background()
-			dec, _ := zstd.NewReader(nil)
-			defer dec.Close()
-			var all []byte
-			for obj := range c.ListObjects(ctx, bucket, minio.ListObjectsOptions{Recursive: true}) {
-				if obj.Err != nil {
-					t.Fatalf("list bucket: %v", obj.Err)
-				}
-				o, err := c.GetObject(ctx, bucket, obj.Key, minio.GetObjectOptions{})
-				if err != nil {
-					t.Fatal(err)
-				}
-				b, err := io.ReadAll(o)
-				o.Close()
-				if err != nil {
-					t.Fatal(err)
-				}
-				all = append(all, b...)
-				if strings.HasSuffix(obj.Key, ".zst") {
-					raw, err := dec.DecodeAll(b, nil)
-					if err != nil {
-						t.Fatalf("decompress %s: %v", obj.Key, err)
-					}
-					all = append(all, raw...)
-				}
-			}
-			return all
-		},
+		name:  "s3",
+		spec:  "s3://" + bucket + "/panto",
+		env:   minioEnv(srv),
+		bytes: bucketBytes(srv, bucket),
 	}
 	s3b.open = func(t *testing.T) agent.SessionStore {
 		srv.SetEnv(t)
 		return openStoreForTest(t, s3b.spec, "")
 	}
 	return s3b
+}
+
+// dirBytes reads every file under dir.
+func dirBytes(dir string) func(t *testing.T) []byte {
+	return func(t *testing.T) []byte {
+		var all []byte
+		err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() {
+				return err
+			}
+			b, err := os.ReadFile(p)
+			all = append(all, b...)
+			return err
+		})
+		if err != nil {
+			t.Fatalf("read %s: %v", dir, err)
+		}
+		return all
+	}
+}
+
+// bucketBytes reads every object of the bucket, and the decompressed
+// bytes of the zstd ones.
+func bucketBytes(srv *miniotest.Server, bucket string) func(t *testing.T) []byte {
+	return func(t *testing.T) []byte {
+		c := srv.Client(t)
+		ctx := context.Background()
+		dec, _ := zstd.NewReader(nil)
+		defer dec.Close()
+		var all []byte
+		for obj := range c.ListObjects(ctx, bucket, minio.ListObjectsOptions{Recursive: true}) {
+			if obj.Err != nil {
+				t.Fatalf("list bucket: %v", obj.Err)
+			}
+			o, err := c.GetObject(ctx, bucket, obj.Key, minio.GetObjectOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := io.ReadAll(o)
+			o.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			all = append(all, b...)
+			if strings.HasSuffix(obj.Key, ".zst") {
+				raw, err := dec.DecodeAll(b, nil)
+				if err != nil {
+					t.Fatalf("decompress %s: %v", obj.Key, err)
+				}
+				all = append(all, raw...)
+			}
+		}
+		return all
+	}
 }
 
 func minioEnv(srv *miniotest.Server) []string {

@@ -65,10 +65,9 @@ type Server struct {
 	mu       sync.Mutex
 	replies  []Reply
 	requests []Request
-	// Respond, when set, answers requests after the scripted replies run
-	// out; by default the server answers "reply N".
-	Respond func(req Request) Reply
-	style   string
+	respond  func(req Request) Reply
+	before   func(r *http.Request)
+	style    string
 }
 
 // Style names of the servers.
@@ -108,6 +107,22 @@ func (s *Server) Push(replies ...Reply) {
 	s.replies = append(s.replies, replies...)
 }
 
+// SetRespond sets the function that answers requests after the scripted
+// replies run out; by default the server answers "reply N".
+func (s *Server) SetRespond(fn func(req Request) Reply) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.respond = fn
+}
+
+// SetBefore sets a function called with each request before it is
+// answered (to delay or observe it).
+func (s *Server) SetBefore(fn func(r *http.Request)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.before = fn
+}
+
 // Requests returns the requests received so far.
 func (s *Server) Requests() []Request {
 	s.mu.Lock()
@@ -116,6 +131,12 @@ func (s *Server) Requests() []Request {
 }
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	before := s.before
+	s.mu.Unlock()
+	if before != nil {
+		before(r)
+	}
 	body, _ := io.ReadAll(r.Body)
 	req := Request{Path: r.URL.Path, Header: r.Header.Clone(), Body: body}
 	s.mu.Lock()
@@ -125,8 +146,8 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case len(s.replies) > 0:
 		reply, s.replies = s.replies[0], s.replies[1:]
-	case s.Respond != nil:
-		reply = s.Respond(req)
+	case s.respond != nil:
+		reply = s.respond(req)
 	default:
 		reply = Reply{Text: fmt.Sprintf("reply %d", n)}
 	}

@@ -1,0 +1,177 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/panto-dev/panto/internal/fakeprovider"
+)
+
+func TestInteractiveCompact(t *testing.T) {
+	eachCase(t, func(t *testing.T, b backend, pc providerCase) {
+		srv := fakeprovider.New(t, pc.style, pc.key,
+			fakeprovider.Reply{Text: "Paris is the capital."},
+			fakeprovider.Reply{Text: "User asked about the capital of France: Paris."},
+			fakeprovider.Reply{Text: "About 2 million people."},
+		)
+		input := "what is the capital of France?\n/compact\nhow many live there?\n/quit\n"
+		r := runPanto(t, t.TempDir(), pc.env(b), input, append(pc.flags(srv), "-i")...)
+		if r.code != 0 {
+			t.Fatalf("exit %d; stderr %s", r.code, r.stderr)
+		}
+		for _, want := range []string{"Paris is the capital.", "compacted", "User asked about the capital of France: Paris.", "About 2 million people."} {
+			if !strings.Contains(r.stdout, want) {
+				t.Errorf("stdout lacks %q:\n%s", want, r.stdout)
+			}
+		}
+		reqs := srv.Requests()
+		if len(reqs) != 3 {
+			t.Fatalf("%d requests", len(reqs))
+		}
+		if !strings.Contains(reqs[1].LastUserText(), "Summarise the conversation") {
+			t.Errorf("compaction request = %s", reqs[1].Body)
+		}
+		// After the compaction the provider sees the summary, not the
+		// original exchange.
+		last := string(reqs[2].Body)
+		if strings.Contains(last, "what is the capital of France?") || !strings.Contains(last, "User asked about the capital of France: Paris.") || !strings.Contains(last, "how many live there?") {
+			t.Errorf("request after /compact: %s", last)
+		}
+		_, conv := loadOnly(t, b)
+		if got := roles(conv.Messages); got != "user,assistant,summary,user,assistant" {
+			t.Fatalf("stored roles %s", got)
+		}
+		if conv.LatestCompaction() != 2 || len(conv.Context()) != 3 {
+			t.Errorf("compaction %d, context %d", conv.LatestCompaction(), len(conv.Context()))
+		}
+		checkNoKey(t, b, pc.key)
+	})
+}
+
+func TestInteractiveCommands(t *testing.T) {
+	b := fsBackend(t)
+	pc := providerCases[0]
+	srv := fakeprovider.New(t, pc.style, pc.key)
+	input := "/help\n/compact\nfirst session prompt\n/new\nsecond session prompt\n/sessions\n/bogus\n"
+	r := runPanto(t, t.TempDir(), pc.env(b), input, append(pc.flags(srv), "-i")...)
+	if r.code != 0 {
+		t.Fatalf("exit %d; stderr %s", r.code, r.stderr)
+	}
+	for _, want := range []string{"/compact [INSTRUCTIONS]", "nothing to compact yet", "reply 1", "new session ", "reply 2", "LAST PROMPT", "first session prompt", "second session prompt"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("stdout lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	if !strings.Contains(r.stderr, "unknown command /bogus") {
+		t.Errorf("stderr %q", r.stderr)
+	}
+	list, err := b.open(t).List(context.Background())
+	if err != nil || len(list) != 2 {
+		t.Fatalf("sessions %+v, %v", list, err)
+	}
+	// Resuming shows the last exchange before the prompt.
+	r = runPanto(t, t.TempDir(), pc.env(b), "", append(pc.flags(srv), "-i", "-c")...)
+	if r.code != 0 || !strings.Contains(r.stdout, "Last exchange:") || !strings.Contains(r.stdout, "second session prompt") || !strings.Contains(r.stdout, "reply 2") || !strings.Contains(r.stdout, "session "+list[0].ID) {
+		t.Errorf("resume banner: exit %d, stdout %q", r.code, r.stdout)
+	}
+}
+
+// TestInteractiveCancel interrupts a reply in flight: the step is
+// cancelled, the prompt stays stored, the assistant's tool call without a
+// result does not, and the session goes on.
+func TestInteractiveCancel(t *testing.T) {
+	b := fsBackend(t)
+	pc := providerCases[1]
+	srv := fakeprovider.New(t, pc.style, pc.key)
+	arrived := make(chan struct{}, 4)
+	release := make(chan struct{})
+	first := true
+	var mu sync.Mutex
+	srv.SetBefore(func(r *http.Request) {
+		mu.Lock()
+		hang := first
+		first = false
+		mu.Unlock()
+		arrived <- struct{}{}
+		if hang {
+			select {
+			case <-r.Context().Done():
+			case <-release:
+			}
+		}
+	})
+	defer close(release)
+
+	cmd := pantoCmd(t, t.TempDir(), pc.env(b), append(pc.flags(srv), "-i")...)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	out := make(chan string, 100)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			out <- sc.Text()
+		}
+		close(out)
+	}()
+	io.WriteString(stdin, "a slow question\n")
+	select {
+	case <-arrived:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the request never arrived")
+	}
+	time.Sleep(100 * time.Millisecond)
+	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	io.WriteString(stdin, "a quick one\n")
+	var lines []string
+	deadline := time.After(20 * time.Second)
+wait:
+	for {
+		select {
+		case l, ok := <-out:
+			if !ok {
+				break wait
+			}
+			lines = append(lines, l)
+			if strings.Contains(l, "reply") {
+				break wait
+			}
+		case <-deadline:
+			t.Fatalf("no reply after the cancel; stdout %q, stderr %q", lines, stderr.String())
+		}
+	}
+	stdin.Close()
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("panto: %v; stderr %s", err, stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "cancelled") {
+		t.Errorf("stderr %q does not report the cancel", stderr.String())
+	}
+	_, conv := loadOnly(t, b)
+	if got := roles(conv.Messages); got != "user,user,assistant" {
+		t.Errorf("stored roles %s (%+v)", got, conv.Messages)
+	}
+	if conv.Messages[0].Text() != "a slow question" {
+		t.Errorf("the cancelled prompt was not kept: %+v", conv.Messages[0])
+	}
+}

@@ -1,0 +1,60 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/panto-dev/panto/agent"
+	"github.com/panto-dev/panto/internal/fakeprovider"
+)
+
+func TestShow(t *testing.T) {
+	for _, kind := range backendKinds {
+		t.Run(kind.name, func(t *testing.T) {
+			b := kind.make(t)
+			pc := providerCases[1]
+			work := t.TempDir()
+			if err := os.WriteFile(filepath.Join(work, "a.txt"), []byte("alpha"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			srv := fakeprovider.New(t, pc.style, pc.key,
+				fakeprovider.Reply{Thinking: "look first", Signature: "s1", ToolCalls: []fakeprovider.ToolCall{{ID: "t1", Name: "read_file", Args: `{"path":"a.txt"}`}}},
+				fakeprovider.Reply{Text: "It says alpha."},
+			)
+			r := runPanto(t, work, pc.env(b), "", append(pc.flags(srv), "read a.txt")...)
+			if r.code != 0 {
+				t.Fatalf("exit %d: %s", r.code, r.stderr)
+			}
+			id := sessionLine.FindStringSubmatch(r.stderr)[1]
+			r = runPanto(t, work, pc.env(b), "", "show", id[:5])
+			if r.code != 0 {
+				t.Fatalf("show: exit %d: %s", r.code, r.stderr)
+			}
+			for _, want := range []string{"session " + id, "── user\nread a.txt", "[thinking] look first", `→ read_file {"path":"a.txt"}`, "── tool\n← alpha", "── assistant\nIt says alpha."} {
+				if !strings.Contains(r.stdout, want) {
+					t.Errorf("show lacks %q:\n%s", want, r.stdout)
+				}
+			}
+			r = runPanto(t, work, pc.env(b), "", "show", "--json", id)
+			var out struct {
+				Session  sessionJSON   `json:"session"`
+				Messages []messageJSON `json:"messages"`
+			}
+			if err := json.Unmarshal([]byte(r.stdout), &out); err != nil {
+				t.Fatalf("show --json: %v: %s", err, r.stdout)
+			}
+			if out.Session.ID != id || len(out.Messages) != 4 || out.Messages[1].Content[0].Signature != "s1" || out.Messages[2].Content[0].Type != agent.BlockToolResult {
+				t.Errorf("show --json = %+v", out)
+			}
+			for _, args := range [][]string{{"show"}, {"show", "zzzz"}, {"show", "../etc"}} {
+				r = runPanto(t, work, pc.env(b), "", args...)
+				if r.code == 0 || strings.Count(strings.TrimSuffix(r.stderr, "\n"), "\n") != 0 {
+					t.Errorf("%q: exit %d, stderr %q", args, r.code, r.stderr)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,72 @@
+package main
+
+import (
+	"bytes"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/panto-dev/panto/internal/fakeprovider"
+	"github.com/panto-dev/panto/internal/miniotest"
+)
+
+// TestResumeOnAnotherMachine: a session written by panto on disk, pushed
+// with panto-sync, is resumed by panto from the bucket on another
+// "machine" (another directory, another process), and pulled back down.
+func TestResumeOnAnotherMachine(t *testing.T) {
+	for _, pc := range providerCases {
+		t.Run(pc.style, func(t *testing.T) {
+			srv := fakeprovider.New(t, pc.style, pc.key)
+			s3 := miniotest.Shared(t)
+			bucket := s3.NewBucket(t)
+			remote := "s3://" + bucket + "/team"
+			key := pc.keyVar + "=" + pc.key
+			machineA := filepath.Join(t.TempDir(), "a-sessions")
+			machineB := filepath.Join(t.TempDir(), "b-sessions")
+
+			r := runPanto(t, t.TempDir(), []string{key}, "", append(pc.flags(srv), "--store", machineA, "started on machine A")...)
+			m := sessionLine.FindStringSubmatch(r.stderr)
+			if r.code != 0 || m == nil {
+				t.Fatalf("machine A: exit %d: %s", r.code, r.stderr)
+			}
+			id, prefix := m[1], m[2]
+			runSync(t, s3, "push", "--dir", machineA, remote)
+
+			// Machine B resumes straight from the bucket.
+			r = runPanto(t, t.TempDir(), append(minioEnv(s3), key), "", "--store", remote, "-r", prefix, "continued on machine B")
+			if r.code != 0 || !strings.Contains(r.stderr, id) {
+				t.Fatalf("machine B: exit %d: %s", r.code, r.stderr)
+			}
+			body := string(srv.Requests()[1].Body)
+			if !strings.Contains(body, "started on machine A") || !strings.Contains(body, "reply 1") {
+				t.Errorf("machine B did not send A's history: %s", body)
+			}
+
+			// Pulled to disk on machine B, the session carries on there.
+			runSync(t, s3, "pull", "--dir", machineB, remote)
+			r = runPanto(t, t.TempDir(), []string{key}, "", "--store", machineB, "-c", "and on B's disk")
+			if r.code != 0 || !strings.Contains(r.stderr, id) {
+				t.Fatalf("machine B disk: exit %d: %s", r.code, r.stderr)
+			}
+			body = string(srv.Requests()[2].Body)
+			if !strings.Contains(body, "continued on machine B") || !strings.Contains(body, "reply 2") {
+				t.Errorf("pulled session lacks B's turn: %s", body)
+			}
+			checkNoKey(t, backend{name: "machine A", bytes: dirBytes(machineA)}, pc.key)
+			checkNoKey(t, backend{name: "machine B", bytes: dirBytes(machineB)}, pc.key)
+			checkNoKey(t, backend{name: "bucket", bytes: bucketBytes(s3, bucket)}, pc.key)
+		})
+	}
+}
+
+func runSync(t *testing.T, s3 *miniotest.Server, args ...string) {
+	t.Helper()
+	cmd := exec.Command(syncBin, args...)
+	cmd.Env = append([]string{"HOME=" + t.TempDir(), "PATH=/usr/bin:/bin"}, minioEnv(s3)...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("panto-sync %q: %v: %s", args, err, out.String())
+	}
+}
