@@ -43,16 +43,14 @@ func (c chanMutex) lock(ctx context.Context) error {
 
 func (c chanMutex) unlock() { <-c }
 
+// state returns the Store's state of session id, creating an unloaded one.
 func (s *Store) state(id string) *sessionState {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	st, ok := s.sessions[id]
 	if !ok {
-		st = &sessionState{}
+		st = &sessionState{mu: make(chanMutex, 1)}
 		s.sessions[id] = st
-	}
-	if st.mu == nil {
-		st.mu = make(chanMutex, 1)
 	}
 	return st
 }

@@ -94,6 +94,16 @@ func TestCrashPoints(t *testing.T) {
 				if _, err := fresh.Resolve(ctx, id); err != nil {
 					t.Fatalf("resolve by full id: %v", err)
 				}
+				// The index may lag (it says 1 message, from before the
+				// crash) but is never wrong; a session the index never knew
+				// was put back by resolving its full id.
+				infos, err := e.open(t).List(ctx)
+				if err != nil || len(infos) != 1 || infos[0].ID != id {
+					t.Fatalf("list after resolve: %v %+v", err, infos)
+				}
+				if n := infos[0].MessageCount; n != len(want) && (newSession || n != 1) {
+					t.Fatalf("list after resolve: %d messages, want %d (or 1, lagging)", n, len(want))
+				}
 				if err := fresh.AppendMessages(ctx, id, []agent.PersistentMessage{user("after")}); err != nil {
 					t.Fatal(err)
 				}
@@ -102,7 +112,7 @@ func TestCrashPoints(t *testing.T) {
 				if err != nil || strings.Join(texts(conv), ",") != strings.Join(want, ",") {
 					t.Fatalf("after the next append: %v %q", err, texts(conv))
 				}
-				infos, err := e.open(t).List(ctx)
+				infos, err = e.open(t).List(ctx)
 				if err != nil || len(infos) != 1 || infos[0].ID != id || infos[0].MessageCount != len(want) || infos[0].LastUserMessage != "after" {
 					t.Fatalf("list after the next append: %v %+v", err, infos)
 				}

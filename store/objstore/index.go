@@ -215,7 +215,8 @@ func (s *Store) List(ctx context.Context) ([]agent.SessionInfo, error) {
 // Resolve finds the session whose id is idOrPrefix or the only one
 // starting with it, reading the one shard the prefix falls in. A full id
 // the index does not know yet (its first append crashed before the index
-// was written) is found through its manifest or first segment.
+// was written) is found through its manifest or first segment, and put
+// back in the index.
 func (s *Store) Resolve(ctx context.Context, idOrPrefix string) (*agent.Session, error) {
 	if err := agent.ValidateSessionID(idOrPrefix); err != nil {
 		return nil, err
@@ -245,6 +246,9 @@ func (s *Store) Resolve(ctx context.Context, idOrPrefix string) (*agent.Session,
 			return nil, fmt.Errorf("resolve %q: %w", idOrPrefix, err)
 		}
 		if m.Length > 0 {
+			// Repair the index the crashed writer did not update; it is a
+			// checkpoint, so a failure here changes nothing.
+			_ = s.updateIndex(ctx, manifest.IndexEntry{Info: m.Info(), Length: m.Length, SHA256: m.SHA256})
 			return &agent.Session{Info: m.Info(), Store: s}, nil
 		}
 		return nil, agent.NotFoundError(idOrPrefix)
