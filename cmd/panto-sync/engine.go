@@ -54,7 +54,7 @@ type job struct {
 	// lagging: the remote index is behind what the bucket holds (see
 	// indexLags).
 	lagging bool
-	err   error
+	err     error
 }
 
 func newSyncer(cmd string, o *options, local LocalCatalog, remote RemoteCatalog) *syncer {
@@ -154,12 +154,12 @@ func (s *syncer) run(ctx context.Context) (int, error) {
 
 func (s *syncer) summaryText(sum Summary) string {
 	verb := map[string]string{cmdPush: "pushed", cmdPull: "pulled", cmdStatus: "to transfer"}[s.cmd]
-	if s.o.DryRun {
+	if s.o.DryRun && s.cmd != cmdStatus {
 		verb = "would " + s.cmd
 	}
 	moved := sum.Counts["pushed"] + sum.Counts["pulled"] + sum.Counts["would-push"] + sum.Counts["would-pull"]
 	if s.cmd == cmdStatus {
-		moved = sum.Counts["status"] - sum.Counts["unchanged"]
+		moved = sum.Counts["status"]
 	}
 	text := fmt.Sprintf("%s: %d sessions, %d %s (%s), %d unchanged", s.cmd, sum.Sessions, moved, verb, humanBytes(sum.Bytes), sum.Counts["unchanged"])
 	if n := sum.Counts["skipped"]; n > 0 {

@@ -35,18 +35,17 @@ type Event struct {
 
 // Summary is the last object --json prints.
 type Summary struct {
-	Event     string         `json:"event"` // "summary"
-	Command   string         `json:"command"`
-	DryRun    bool           `json:"dry_run"`
-	Sessions  int            `json:"sessions"`
-	Counts    map[string]int `json:"counts"`
-	Bytes     int64          `json:"bytes"`
-	Seconds   float64        `json:"seconds"`
-	Failed    int            `json:"failed"`
-	Diverged  int            `json:"diverged"`
-	ExitCode  int            `json:"exit_code"`
-	Text      string         `json:"-"`
-	startTime time.Time
+	Event    string         `json:"event"` // "summary"
+	Command  string         `json:"command"`
+	DryRun   bool           `json:"dry_run"`
+	Sessions int            `json:"sessions"`
+	Counts   map[string]int `json:"counts"`
+	Bytes    int64          `json:"bytes"`
+	Seconds  float64        `json:"seconds"`
+	Failed   int            `json:"failed"`
+	Diverged int            `json:"diverged"`
+	ExitCode int            `json:"exit_code"`
+	Text     string         `json:"-"`
 }
 
 // reporter prints events and the summary: text lines, or JSON objects,
@@ -59,6 +58,8 @@ type reporter struct {
 	bar   *progressbar.ProgressBar
 	done  int
 	total int
+	// bytes done and to do, for the progress display
+	doneBytes, totalBytes int64
 }
 
 func newReporter(o *options) *reporter {
@@ -69,7 +70,7 @@ func newReporter(o *options) *reporter {
 func (r *reporter) startProgress(sessions int, bytes int64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.total = sessions
+	r.total, r.totalBytes = sessions, bytes
 	r.bar = progressbar.NewOptions64(bytes,
 		progressbar.OptionSetWriter(r.out),
 		progressbar.OptionShowBytes(true),
@@ -78,8 +79,8 @@ func (r *reporter) startProgress(sessions int, bytes int64) {
 		progressbar.OptionSetElapsedTime(true),
 		progressbar.OptionThrottle(100*time.Millisecond),
 		progressbar.OptionClearOnFinish(),
-		progressbar.OptionFullWidth(),
-		progressbar.OptionSetDescription(fmt.Sprintf("0/%d sessions", sessions)),
+		progressbar.OptionSetWidth(30),
+		progressbar.OptionSetDescription(r.describe()),
 	)
 	_ = r.bar.RenderBlank()
 }
@@ -92,8 +93,13 @@ func (r *reporter) progress(n int64) {
 		return
 	}
 	r.done++
-	r.bar.Describe(fmt.Sprintf("%d/%d sessions", r.done, r.total))
+	r.doneBytes += n
+	r.bar.Describe(r.describe())
 	_ = r.bar.Add64(n)
+}
+
+func (r *reporter) describe() string {
+	return fmt.Sprintf("%d/%d sessions, %s of %s", r.done, r.total, humanBytes(r.doneBytes), humanBytes(r.totalBytes))
 }
 
 func (r *reporter) stopProgress() {
@@ -107,7 +113,8 @@ func (r *reporter) stopProgress() {
 }
 
 // event prints e. Quiet prints only failures and divergences; the text
-// form leaves out unchanged sessions.
+// form leaves out unchanged sessions, and under a progress display prints
+// only what needs attention.
 func (r *reporter) event(e Event) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -122,6 +129,9 @@ func (r *reporter) event(e Event) {
 	}
 	if (r.quiet && !loud) || e.Event == "unchanged" || e.Text == "" {
 		return
+	}
+	if r.bar != nil && !loud && e.Event != "kept-both" && e.Event != "skipped" {
+		return // the display counts the sessions done; print what needs attention
 	}
 	if r.bar != nil {
 		_ = r.bar.Clear()

@@ -4,7 +4,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -128,6 +127,3 @@ func (st *State) Save(path string) error {
 	}
 	return nil
 }
-
-// errNoState: the state has nothing usable for a session.
-var errNoState = errors.New("no state")
