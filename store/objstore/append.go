@@ -102,6 +102,11 @@ func (s *Store) appendBatch(ctx context.Context, id string, encode func(header b
 	}
 	defer st.mu.unlock()
 
+	// A caller that expects a new session needs no read: the segment PUT's
+	// If-None-Match refuses an existing one (and the 412 path catches up).
+	if !st.loaded && expect != nil && expect.length == 0 {
+		st.m, st.etag, st.loaded, st.fresh = manifest.New(id), "", true, s.now()
+	}
 	// A manifest older than half the grace period may list segment names
 	// that compaction has since deleted: re-read it before committing.
 	if !st.loaded || s.now().Sub(st.fresh) > s.compactGrace/2 {
