@@ -20,7 +20,7 @@ var sessionLine = regexp.MustCompile(`session ([0-9a-f]{32}) \(resume: panto -r 
 func TestOneShot(t *testing.T) {
 	eachCase(t, func(t *testing.T, b backend, pc providerCase) {
 		srv := fakeprovider.New(t, pc.style, pc.key, fakeprovider.Reply{Thinking: "hmm", Signature: "sig", Text: "Hello from the fake model.", InputTokens: 11, OutputTokens: 5})
-		r := runPanto(t, t.TempDir(), pc.env(b), "", append(pc.flags(srv), "--system", "be terse", "say hello")...)
+		r := runPanto(t, t.TempDir(), pc.env(b), "", append(pc.flags(srv), "--system", "be terse", "--reasoning", "low", "say hello")...)
 		if r.code != 0 {
 			t.Fatalf("exit %d; stderr: %s", r.code, r.stderr)
 		}
@@ -48,13 +48,20 @@ func TestOneShot(t *testing.T) {
 		if pc.style == fakeprovider.Anthropic && (asst.Content[0].Type != agent.BlockThinking || asst.Content[0].Signature != "sig") {
 			t.Errorf("thinking not stored with its signature: %+v", asst.Content)
 		}
-		want := agent.SessionInfo{APIStyle: agent.APIStyle(pc.style), BaseURL: srv.BaseURL(), Model: "fake-model"}
-		if info.APIStyle != want.APIStyle || info.BaseURL != want.BaseURL || info.Model != want.Model {
-			t.Errorf("identity = %s %s %s, want %s %s %s", info.APIStyle, info.BaseURL, info.Model, want.APIStyle, want.BaseURL, want.Model)
+		want := agent.SessionInfo{APIStyle: agent.APIStyle(pc.style), BaseURL: srv.BaseURL(), Model: "fake-model", Reasoning: agent.ReasoningLow}
+		if info.APIStyle != want.APIStyle || info.BaseURL != want.BaseURL || info.Model != want.Model || info.Reasoning != want.Reasoning {
+			t.Errorf("identity = %s %s %s %s, want %s %s %s %s", info.APIStyle, info.BaseURL, info.Model, info.Reasoning, want.APIStyle, want.BaseURL, want.Model, want.Reasoning)
 		}
 		reqs := srv.Requests()
 		if len(reqs) != 1 || !strings.Contains(string(reqs[0].Body), "be terse") {
 			t.Errorf("requests: %d, first %s", len(reqs), reqs[0].Body)
+		}
+		body := reqs[0].JSON()
+		if pc.style == fakeprovider.OpenAI && body["reasoning_effort"] != "low" {
+			t.Errorf("reasoning_effort = %v", body["reasoning_effort"])
+		}
+		if th, _ := body["thinking"].(map[string]any); pc.style == fakeprovider.Anthropic && th["type"] != "enabled" {
+			t.Errorf("thinking = %v", body["thinking"])
 		}
 		checkNoKey(t, b, pc.key)
 	})
@@ -294,5 +301,30 @@ func TestOneShotInterrupt(t *testing.T) {
 	_, conv := loadOnly(t, b)
 	if roles(conv.Messages) != "user" || conv.Messages[0].Text() != "a long question" {
 		t.Errorf("stored %+v", conv.Messages)
+	}
+}
+
+// TestAllowShell: run_shell is offered and runs only with --allow-shell.
+func TestAllowShell(t *testing.T) {
+	b := fsBackend(t)
+	pc := providerCases[1]
+	call := fakeprovider.Reply{ToolCalls: []fakeprovider.ToolCall{{ID: "t1", Name: "run_shell", Args: `{"command":"echo shell-ran-$((40+2))"}`}}}
+	for _, allow := range []bool{false, true} {
+		srv := fakeprovider.New(t, pc.style, pc.key, call, fakeprovider.Reply{Text: "ok"})
+		args := pc.flags(srv)
+		if allow {
+			args = append(args, "--allow-shell")
+		}
+		r := runPanto(t, t.TempDir(), pc.env(b), "", append(args, "run it")...)
+		if r.code != 0 {
+			t.Fatalf("exit %d: %s", r.code, r.stderr)
+		}
+		reqs := srv.Requests()
+		offered := strings.Contains(string(reqs[0].Body), `"run_shell"`)
+		ran := strings.Contains(string(reqs[1].Body), "shell-ran-42")
+		refused := strings.Contains(string(reqs[1].Body), "--allow-shell")
+		if offered != allow || ran != allow || refused == allow {
+			t.Errorf("allow %v: offered %v, ran %v, refused %v", allow, offered, ran, refused)
+		}
 	}
 }
