@@ -61,3 +61,25 @@ func TestForkLogRefusesNonLogs(t *testing.T) {
 		}
 	}
 }
+
+func FuzzForkLog(f *testing.F) {
+	b, _ := sessionlog.EncodeBatch("orig", true, []agent.PersistentMessage{{Message: agent.UserText("hi")}}, time.Unix(0, 0))
+	f.Add(b)
+	f.Add([]byte("{\"type\":\"session\",\"version\":1,\"id\":\"x\",\"created\":\"2026-01-01T00:00:00Z\"}\n"))
+	f.Add([]byte("{\"type\":\"session\"}\nnot json\n"))
+	f.Fuzz(func(t *testing.T, log []byte) {
+		out, err := forkLog(log, "copy", "orig")
+		if err != nil {
+			return
+		}
+		// Whatever it accepts reads back as session copy, with every line
+		// after the header unchanged.
+		l, err := sessionlog.Parse("copy", out)
+		if err != nil || l == nil || l.Header.ID != "copy" || l.Committed != len(out) {
+			t.Fatalf("forkLog output does not parse as session copy: %v", err)
+		}
+		if !bytes.Equal(out[bytes.IndexByte(out, '\n'):], log[bytes.IndexByte(log, '\n'):]) {
+			t.Fatal("lines after the header changed")
+		}
+	})
+}

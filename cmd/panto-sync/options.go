@@ -39,14 +39,19 @@ type options struct {
 	Progress bool
 }
 
+// dirFlag is --dir, whose default is the directory panto itself uses:
+// $PANTO_STORE when that names a directory, else store.DefaultDir.
 func dirFlag() cli.Flag {
 	def, _ := store.DefaultDir()
-	return &cli.StringFlag{Name: "dir", Value: def, Usage: "the local session catalog `DIR` (panto's session directory by default)", EnvVars: []string{"PANTO_SESSIONS"}}
+	if spec, err := store.ParseSpec(os.Getenv("PANTO_STORE")); err == nil && spec.Kind == store.KindDir {
+		def = spec.Dir
+	}
+	return &cli.StringFlag{Name: "dir", Value: def, Usage: "the local session catalog `DIR` (default: panto's, $PANTO_STORE when a directory, else $XDG_DATA_HOME/panto/sessions)"}
 }
 
 func remoteFlags() []cli.Flag {
 	return []cli.Flag{
-		&cli.StringFlag{Name: "endpoint", Usage: "S3 endpoint `URL` (e.g. http://127.0.0.1:9000 for MinIO); default: AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL or AWS"},
+		&cli.StringFlag{Name: "endpoint", Usage: "S3 endpoint `URL` (e.g. http://127.0.0.1:9000 for MinIO); default: AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL or AWS", EnvVars: []string{"PANTO_ENDPOINT"}},
 		&cli.BoolFlag{Name: "json", Usage: "print one JSON object per event, then a summary object"},
 		&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "print only failures and divergences"},
 		&cli.IntFlag{Name: "concurrency", Aliases: []string{"j"}, Value: 16, Usage: "sessions transferred at once"},

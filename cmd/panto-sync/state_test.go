@@ -46,3 +46,24 @@ func TestStateRoundTrip(t *testing.T) {
 		t.Errorf("state dir holds %d files, want 1", len(entries))
 	}
 }
+
+func FuzzLoadState(f *testing.F) {
+	f.Add([]byte(`{"version":1,"remote":"r","sessions":{"a":{"size":1,"committed":1}}}`))
+	f.Add([]byte(`{"version":1,"remote":"r","sessions":{"a":null}}`))
+	f.Add([]byte(`{`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		path := filepath.Join(t.TempDir(), "s.json")
+		if err := os.WriteFile(path, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		st := LoadState(path, "r")
+		if st.Sessions == nil || st.Remote != "r" || st.Version != stateVersion {
+			t.Fatalf("LoadState = %+v", st)
+		}
+		for id, s := range st.Sessions {
+			if s == nil {
+				t.Fatalf("session %q has no state", id)
+			}
+		}
+	})
+}
