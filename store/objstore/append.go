@@ -102,6 +102,11 @@ func (s *Store) appendBatch(ctx context.Context, id string, encode func(header b
 	}
 	defer st.mu.unlock()
 
+	// A caller that expects a new session needs no read: the segment PUT's
+	// If-None-Match refuses an existing one (and the 412 path catches up).
+	if !st.loaded && expect != nil && expect.length == 0 {
+		st.m, st.etag, st.loaded, st.fresh = manifest.New(id), "", true, s.now()
+	}
 	// A manifest older than half the grace period may list segment names
 	// that compaction has since deleted: re-read it before committing.
 	if !st.loaded || s.now().Sub(st.fresh) > s.compactGrace/2 {
@@ -175,11 +180,24 @@ func (s *Store) appendBatch(ctx context.Context, id string, encode func(header b
 				return fmt.Errorf("append to session %s: %w", id, err)
 			}
 		}
-		if attempt+1 >= s.maxAttempts {
+		// A lost race (412) means another writer made progress, so many
+		// writers on one session are no livelock: they get a larger
+		// budget than conflicts and errors, and a short backoff (we have
+		// just caught up, so the next position is likely free).
+		lost := errors.Is(err, errPrecondition)
+		limit := s.maxAttempts
+		if lost {
+			limit = 10 * s.maxAttempts
+		}
+		if attempt+1 >= limit {
 			st.loaded = false
 			return fmt.Errorf("append to session %s: gave up after %d attempts: %w", id, attempt+1, err)
 		}
-		if err := backoff(ctx, attempt); err != nil {
+		delay := attempt
+		if lost {
+			delay = min(attempt, 3)
+		}
+		if err := backoff(ctx, delay); err != nil {
 			return fmt.Errorf("append to session %s: %w", id, err)
 		}
 	}

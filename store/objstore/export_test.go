@@ -34,8 +34,20 @@ func TestAppendRaw(t *testing.T) {
 	if err := s.AppendRaw(ctx, id, 0, "", b1[:len(b1)-1]); err == nil {
 		t.Fatal("a torn line was accepted")
 	}
+	rec := &recorder{}
+	s = e.open(t, rec.option())
+	rec.take() // Open's marker read
 	if err := s.AppendRaw(ctx, id, 0, "", append(append([]byte{}, b1...), b2...)); err != nil {
 		t.Fatal(err)
+	}
+	// A new session costs no read: segment PUT, then manifest and index
+	// (a GET of the uncached shard, then its PUT).
+	if reqs := rec.take(); count(reqs, "PUT") != 3 || count(reqs, "GET") > 1 {
+		t.Fatalf("append of a new session: %+v", reqs)
+	}
+	// A raw append of a new session over an existing one is refused.
+	if err := e.open(t).AppendRaw(ctx, id, 0, "", b1); !errors.Is(err, objstore.ErrRemoteChanged) {
+		t.Fatalf("second creation: %v", err)
 	}
 	l := int64(len(b1) + len(b2))
 	h := sum(append(append([]byte{}, b1...), b2...))
@@ -43,7 +55,7 @@ func TestAppendRaw(t *testing.T) {
 	for _, c := range []struct {
 		length int64
 		sha    string
-	}{{0, ""}, {int64(len(b1)), sum(b1)}, {l, sum(b1)}, {l + 1, h}} {
+	}{{int64(len(b1)), sum(b1)}, {l, sum(b1)}, {l + 1, h}} {
 		err := other.AppendRaw(ctx, id, c.length, c.sha, b3)
 		if !errors.Is(err, objstore.ErrRemoteChanged) {
 			t.Fatalf("append at %d %s: %v", c.length, c.sha, err)
