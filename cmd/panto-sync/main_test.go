@@ -76,10 +76,17 @@ type result struct {
 // and its exit code.
 func (e *env) run(t *testing.T, args ...string) result {
 	t.Helper()
+	return e.runEnv(t, nil, args...)
+}
+
+// runEnv is run with extra environment variables (which win over the
+// server's).
+func (e *env) runEnv(t *testing.T, extra []string, args ...string) result {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, binary(t), args...)
-	cmd.Env = e.srv.Env()
+	cmd.Env = append(e.srv.Env(), extra...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()

@@ -118,6 +118,9 @@ func TestPushIncremental(t *testing.T) {
 		t.Errorf("no-op push of 10 sessions made %v requests, of 50 sessions %v (%d bytes sent); want the same, no PUT", small, big, sentBig)
 	}
 
+	if r := e.must(t, 0, "push", "--dir", dir, "--quiet", e.url); r.stdout != "" || r.stderr != "" {
+		t.Errorf("quiet no-op push printed %q %q", r.stdout, r.stderr)
+	}
 	into := t.TempDir()
 	e.must(t, 0, "pull", "--dir", into, e.url)
 	sameCatalog(t, dir, into)
@@ -274,10 +277,17 @@ func TestPushErrorsAreOneLine(t *testing.T) {
 		{"bad flag", []string{"push", "--no-such-flag", e.url}, "--help"},
 		{"bad policy", []string{"push", "--dir", dir, "--on-diverge", "merge", e.url}, "keep-both"},
 		{"bad glob", []string{"push", "--dir", dir, "--include", "[", e.url}, "glob"},
+		{"missing bucket", []string{"push", "--dir", dir, "s3://panto-no-such-bucket"}, "does not exist"},
+		{"unreachable endpoint", []string{"push", "--dir", dir, "--endpoint", "http://127.0.0.1:1", e.url}, "endpoint"},
+		{"wrong credentials", []string{"push", "--dir", dir, e.url, "AWS_SECRET_ACCESS_KEY=wrong"}, "AWS_SECRET_ACCESS_KEY"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r := e.run(t, tt.args...)
+			args, env := tt.args, []string(nil)
+			if last := args[len(args)-1]; strings.Contains(last, "=") {
+				args, env = args[:len(args)-1], []string{last}
+			}
+			r := e.runEnv(t, env, args...)
 			if r.code != 1 {
 				t.Errorf("exit %d, want 1", r.code)
 			}
