@@ -255,3 +255,43 @@ func TestFlippedByte(t *testing.T) {
 		t.Errorf("load of a damaged frame: %v", err)
 	}
 }
+
+// TestVerifyTamperedManifest: a manifest whose intermediate prefix hash was
+// altered still loads (every segment's own hash holds) but fails Verify,
+// which names the segment whose boundary is wrong.
+func TestVerifyTamperedManifest(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t)
+	s := e.open(t, objstore.WithCompactThreshold(0))
+	id := agent.NewSessionID()
+	for i := 0; i < 3; i++ {
+		if err := s.AppendMessages(ctx, id, []agent.PersistentMessage{user("m")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m := readManifest(t, e, id)
+	m.Segments[0].PrefixSHA256 = strings.Repeat("ab", 32)
+	data, err := manifest.Encode(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := "pfx/sessions/" + id + "/manifest.json"
+	if _, err := e.srv.Client(t).PutObject(ctx, e.bucket, key, bytes.NewReader(data), int64(len(data)), minio.PutObjectOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	fresh := e.open(t)
+	if _, err := fresh.Load(ctx, id); err != nil {
+		t.Fatalf("load: %v", err)
+	}
+	err = fresh.Verify(ctx, id)
+	if !errors.Is(err, objstore.ErrCorrupt) || !strings.Contains(err.Error(), manifest.SegmentName(0)) || !strings.Contains(err.Error(), "prefix hash") {
+		t.Fatalf("verify: %v", err)
+	}
+	// A manifest that no longer decodes fails Load, naming it.
+	if _, err := e.srv.Client(t).PutObject(ctx, e.bucket, key, strings.NewReader("{"), 1, minio.PutObjectOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fresh.Load(ctx, id); !errors.Is(err, objstore.ErrCorrupt) || !strings.Contains(err.Error(), key) {
+		t.Fatalf("load of a broken manifest: %v", err)
+	}
+}

@@ -48,6 +48,16 @@
 //     half the grace period re-reads it before appending, so it cannot
 //     commit below the end of a manifest that dropped the names.
 //
+// # Trying it
+//
+// docker-compose.minio.yml at the repository root runs a MinIO with a
+// bucket named panto; point panto at it with the standard variables:
+//
+//	docker compose -f docker-compose.minio.yml up -d
+//	export AWS_ACCESS_KEY_ID=panto AWS_SECRET_ACCESS_KEY=panto-secret-key
+//	export AWS_ENDPOINT_URL_S3=http://127.0.0.1:9000 AWS_REGION=us-east-1
+//	panto --store s3://panto/sessions
+//
 // # Cost
 //
 // A steady-state append is 3 PUTs in 2 sequential round trips (segment;

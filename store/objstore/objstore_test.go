@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -137,6 +136,34 @@ func TestAppendLoadListResolve(t *testing.T) {
 	if err := s.AppendMessages(ctx, "a/b", []agent.PersistentMessage{user("x")}); !errors.Is(err, agent.ErrInvalidSessionID) {
 		t.Fatalf("append to a/b: %v", err)
 	}
-	_ = fmt.Sprint
-	_ = strings.Contains
+}
+
+// TestEscapingIDs: ids that would escape the session's directory are
+// refused by every entry point, before any request.
+func TestEscapingIDs(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t)
+	rec := &recorder{}
+	s := e.open(t, rec.option())
+	rec.take()
+	for _, id := range []string{"", "../x", "a/b", "/abs", "a\\b", ".", "x y", strings.Repeat("a", agent.MaxSessionIDLen+1)} {
+		calls := map[string]error{
+			"AppendMessages": s.AppendMessages(ctx, id, []agent.PersistentMessage{user("x")}),
+			"AppendRaw":      s.AppendRaw(ctx, id, 0, "", []byte("{}\n")),
+			"Compact":        s.Compact(ctx, id),
+			"Verify":         s.Verify(ctx, id),
+		}
+		_, calls["Load"] = s.Load(ctx, id)
+		_, calls["Resolve"] = s.Resolve(ctx, id)
+		_, calls["ReadRaw"] = s.ReadRaw(ctx, id, 0)
+		_, calls["Checkpoints"] = s.Checkpoints(ctx, id)
+		for name, err := range calls {
+			if !errors.Is(err, agent.ErrInvalidSessionID) {
+				t.Errorf("%s(%q): %v", name, id, err)
+			}
+		}
+	}
+	if reqs := rec.take(); len(reqs) != 0 {
+		t.Fatalf("invalid ids made %d requests", len(reqs))
+	}
 }

@@ -122,7 +122,9 @@ func TestRaceProcesses(t *testing.T) {
 		}
 		cmds, outs = append(cmds, cmd), append(outs, out)
 	}
-	s := e.open(t)
+	// All three compact as they go (threshold 4), racing each other's
+	// manifest swaps too.
+	s := e.open(t, objstore.WithCompactThreshold(4), objstore.WithCompactGrace(2*time.Second))
 	for b := 0; b < batches; b++ {
 		if err := s.AppendMessages(ctx, id, batchOf(0, b)); err != nil {
 			t.Fatal(err)
@@ -136,11 +138,15 @@ func TestRaceProcesses(t *testing.T) {
 			t.Fatalf("child %d did not run:\n%s", i+1, outs[i])
 		}
 	}
-	c, err := e.open(t).Load(ctx, id)
+	fresh := e.open(t)
+	c, err := fresh.Load(ctx, id)
 	if err != nil {
 		t.Fatal(err)
 	}
 	checkBatches(t, c, 3, batches)
+	if err := fresh.Verify(ctx, id); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // TestChildAppender is the child of TestRaceProcesses.
@@ -152,7 +158,7 @@ func TestChildAppender(t *testing.T) {
 	n, _ := strconv.Atoi(os.Getenv("CHILD_BATCHES"))
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	s, err := objstore.Open(ctx, os.Getenv("CHILD_URL"))
+	s, err := objstore.Open(ctx, os.Getenv("CHILD_URL"), objstore.WithCompactThreshold(4), objstore.WithCompactGrace(2*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
