@@ -131,7 +131,7 @@ func validateLog(path, id string, lines int, resumed bool, data []byte) error {
 		d.Header = &sessionlog.Header{ID: id} // the header was checked when the prefix was read
 	}
 	return sessionlog.Lines(data, func(line []byte) error {
-		_, _, err := d.DecodeLine(line)
+		_, err := d.SummarizeLine(line)
 		return err
 	})
 }

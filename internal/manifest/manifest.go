@@ -168,7 +168,7 @@ func (m *Manifest) Append(name string, raw []byte, compressed int64) (Segment, e
 	lines := 0
 	err = sessionlog.Lines(raw, func(line []byte) error {
 		lines++
-		_, _, err := d.DecodeLine(line)
+		_, err := d.SummarizeLine(line)
 		return err
 	})
 	if err != nil {
@@ -186,14 +186,19 @@ func (m *Manifest) Append(name string, raw []byte, compressed int64) (Segment, e
 	if err != nil {
 		return Segment{}, fmt.Errorf("%s: marshal hash state: %w", name, err)
 	}
-	segSum := sha256.Sum256(raw)
+	prefix := hex.EncodeToString(h.Sum(nil))
+	segSHA := prefix // the first segment is the whole prefix: hash it once
+	if m.Length > 0 {
+		sum := sha256.Sum256(raw)
+		segSHA = hex.EncodeToString(sum[:])
+	}
 	seg := Segment{
 		Start:        m.Length,
 		Length:       int64(len(raw)),
 		Compressed:   compressed,
-		SHA256:       hex.EncodeToString(segSum[:]),
+		SHA256:       segSHA,
 		Lines:        lines,
-		PrefixSHA256: hex.EncodeToString(h.Sum(nil)),
+		PrefixSHA256: prefix,
 	}
 	d.Name = ""
 	m.Decoder = d

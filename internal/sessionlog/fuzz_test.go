@@ -18,13 +18,19 @@ import (
 //     changes what was committed before it);
 //   - a decoder saved as JSON at a batch boundary and resumed reaches the
 //     same summary as one pass (what fsjsonl's list cache relies on);
-//   - the messages re-encode and decode to the same messages.
+//   - the messages re-encode and decode to the same messages;
+//   - SummarizeLine accepts the same lines as DecodeLine and folds the
+//     same summary.
 //
 // The seed corpus is in testdata/fuzz/FuzzParse.
 func FuzzParse(f *testing.F) {
 	f.Add([]byte(`{"type":"session","version":1,"id":"s","created":"2026-01-01T00:00:00Z","more":1}` + "\n" +
 		`{"type":"message","ts":"2026-01-01T00:00:00Z","role":"user","content":[{"type":"text","text":"hi"}]}` + "\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
+		// SummarizeLine accepts and folds what DecodeLine does.
+		if n, err := sessionlog.CommittedLength("fuzz", data); err == nil {
+			bothPaths(t, sessionlog.Decoder{Name: "fuzz"}, data[:n])
+		}
 		log, err := sessionlog.Parse("fuzz", data)
 		if err != nil || log == nil {
 			return

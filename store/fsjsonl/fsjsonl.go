@@ -238,7 +238,7 @@ func validateRaw(name, id string, header bool, data []byte) error {
 		d.Header = &sessionlog.Header{Type: sessionlog.TypeSession, Version: sessionlog.Version, ID: id}
 	}
 	if err := sessionlog.Lines(data, func(line []byte) error {
-		_, _, err := d.DecodeLine(line)
+		_, err := d.SummarizeLine(line)
 		return err
 	}); err != nil {
 		return err

@@ -222,7 +222,7 @@ func decode(path string, key fileKey, d sessionlog.Decoder, base int64, data []b
 		return e, err
 	}
 	err = sessionlog.Lines(data[:n], func(line []byte) error {
-		_, _, err := d.DecodeLine(line)
+		_, err := d.SummarizeLine(line)
 		return err
 	})
 	e.Decoder = d

@@ -1,0 +1,167 @@
+package sessionlog_test
+
+import (
+	"bytes"
+	"fmt"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/panto-dev/panto/agent"
+	"github.com/panto-dev/panto/internal/sessiongen"
+	"github.com/panto-dev/panto/internal/sessionlog"
+)
+
+// bothPaths decodes the complete lines of data with DecodeLine and with
+// SummarizeLine and fails t unless both accept the same lines, refuse the
+// same line (with the same file:line) and fold the same Info.
+func bothPaths(t *testing.T, d sessionlog.Decoder, data []byte) (sessionlog.Decoder, error) {
+	t.Helper()
+	full, sum := d, d
+	if d.Header != nil {
+		h := *d.Header
+		sum.Header = &h
+	}
+	fullErr := sessionlog.Lines(data, func(l []byte) error { _, _, err := full.DecodeLine(l); return err })
+	sumErr := sessionlog.Lines(data, func(l []byte) error { _, err := sum.SummarizeLine(l); return err })
+	if (fullErr == nil) != (sumErr == nil) {
+		t.Fatalf("DecodeLine: %v\nSummarizeLine: %v\ndata: %q", fullErr, sumErr, data)
+	}
+	if fullErr != nil {
+		if where(fullErr) != where(sumErr) {
+			t.Fatalf("DecodeLine: %v\nSummarizeLine: %v", fullErr, sumErr)
+		}
+		return full, fullErr
+	}
+	if !reflect.DeepEqual(full.Info, sum.Info) || full.Line != sum.Line || !reflect.DeepEqual(full.Header, sum.Header) {
+		t.Fatalf("DecodeLine folds %+v (line %d)\nSummarizeLine folds %+v (line %d)\ndata: %q", full.Info, full.Line, sum.Info, sum.Line, data)
+	}
+	return full, nil
+}
+
+// where is the "file:line" an error starts with.
+func where(err error) string {
+	s := err.Error()
+	if i := strings.Index(s, ": "); i >= 0 {
+		return s[:i]
+	}
+	return s
+}
+
+// TestSummarizeLineMatchesDecodeLine: over many realistic generated logs,
+// SummarizeLine folds exactly the Info that DecodeLine does, one line at a
+// time and resumed at every batch, and every line EncodeBatch writes
+// takes the fast path.
+func TestSummarizeLineMatchesDecodeLine(t *testing.T) {
+	n := 200
+	if testing.Short() {
+		n = 20
+	}
+	start := time.Date(2026, 6, 1, 9, 0, 0, 0, time.UTC)
+	for seed := range uint64(n) {
+		g := sessiongen.New(seed)
+		id := fmt.Sprintf("%016x%016x", seed, seed*7919)
+		log, err := g.Session(id, 2_000+int(seed%17)*5_000, start.Add(time.Duration(seed)*time.Hour))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// A compaction summary and a typed prompt with escapes, appended.
+		extra, err := sessionlog.EncodeBatch(id, false, []agent.PersistentMessage{
+			{Message: agent.Message{Role: agent.RoleUser, Content: []agent.Block{agent.TextBlock("summary")},
+				Metadata: map[string]any{agent.MetadataCompaction: true, "n": 3.5}}},
+			{Message: agent.UserText(fmt.Sprintf("fix \"it\"\n\tnow <%d> é ✓ \x01", seed))},
+			{Message: agent.SystemText("be terse", agent.SystemAppend), Identity: agent.WireIdentity{Model: "ignored"}},
+		}, start)
+		if err != nil {
+			t.Fatal(err)
+		}
+		log = append(log, extra...)
+		d, err := bothPaths(t, sessionlog.Decoder{Name: "s"}, log)
+		if err != nil {
+			t.Fatalf("seed %d: %v", seed, err)
+		}
+		if d.Info.MessageCount == 0 || d.Info.LastUserMessage == "" {
+			t.Fatalf("seed %d: info %+v", seed, d.Info)
+		}
+		lines := 0
+		sessionlog.Lines(log, func(l []byte) error {
+			if lines++; lines > 1 && !sessionlog.ScanSummary(l) {
+				t.Fatalf("seed %d line %d does not take the fast path: %s", seed, lines, l)
+			}
+			return nil
+		})
+	}
+}
+
+// summaryLines are lines the fast path must refuse to interpret or must
+// read exactly as encoding/json does.
+var summaryLines = []string{
+	`{"type":"message","ts":"2026-01-01T00:00:00Z","role":"user","content":[{"type":"text","text":"hi"}]}`,
+	`{"type":"message","ts":"2026-01-01T00:00:00Z","role":"user","content":[{"type":"text","text":"a\u00e9\ud800\"b"}],"api_style":"openai-chat","model":"m","more":0}`,
+	`{"type":"message","ts":"2026-01-01T00:00:00Z","role":"user","content":[{"type":"text","text":"a"},{"type":"tool_result","text":"r","tool_use_id":"x","is_error":true}]}`,
+	`{"type":"message","ts":"2026-01-01T00:00:00Z","role":"user","content":[{"type":"text","text":"a","text":"b"}]}`,
+	`{"type":"message","ts":"2026-01-01T00:00:00Z","role":"user","content":[{"type":"text","text":"a","text":null}]}`,
+	`{"type":"message","ts":"2026-01-01T00:00:00Z","role":"user","content":[{"type":"text","TEXT":"upper"}]}`,
+	`{"type":"message","ts":"2026-01-01T00:00:00Z","role":"user","content":[{"type":"text","text":1}]}`,
+	`{"type":"message","ts":"2026-01-01T00:00:00Z","role":"user","content":[{"type":"text","signature":{}}]}`,
+	`{"type":"message","ts":"2026-01-01T00:00:00Z","role":"user","content":[{"type":"text","input":{"a":[1,2e5,-0.5,true,null]}}]}`,
+	`{"type":"message","ts":"2026-01-01T00:00:00Z","role":"user","content":[{"type":"text","is_error":"yes"}]}`,
+	`{"type":"message","ts":"2026-01-01T00:00:00Z","role":"user","content":[null]}`,
+	`{"type":"message","ts":"2026-01-01T00:00:00Z","role":"user","content":null}`,
+	`{"type":"message","ts":"2026-01-01T00:00:00Z","role":"user","content":"x"}`,
+	`{"type":"message","ts":"2026-01-01T00:00:00Z","role":"user","content":[],"metadata":{"panto.compaction":true}}`,
+	`{"type":"message","ts":"2026-01-01T00:00:00Z","role":"user","content":[],"metadata":[]}`,
+	`{"type":"message","ts":"2026-01-01T00:00:00Z","role":"user","content":[],"metadata":{"x":1e999}}`,
+	`{"type":"message","ts":"2026-01-01T00:00:00Z","role":"assistant","content":[],"usage":{"input_tokens":12,"output_tokens":1.5}}`,
+	`{"type":"message","ts":"2026-01-01T00:00:00Z","role":"assistant","content":[],"usage":{"input_tokens":99999999999999999999}}`,
+	`{"type":"message","ts":"2026-01-01T00:00:00Z","role":"assistant","content":[],"usage":{"input_tokens":-3}}`,
+	`{"type":"message","ts":"2026-01-01T00:00:00Z","role":"assistant","content":[],"more":01}`,
+	`{"type":"message","ts":"2026-01-01T00:00:00Z","role":"assistant","content":[],"more":1.0}`,
+	`{"type":"message","ts":"2026-13-01T00:00:00Z","role":"assistant","content":[]}`,
+	`{"type":"message","ts":null,"role":"assistant","content":[]}`,
+	`{"type":"message","ts":"2026-01-01T00:00:00Z","role":"robot","content":[]}`,
+	`{"type":"message","ts":"2026-01-01T00:00:00Z","role":"user","content":[],"unknown":{"deep":[[[]]]}}`,
+	`{"type":"message","type":"session","ts":"2026-01-01T00:00:00Z","role":"user","content":[]}`,
+	`{"type":"session","version":1,"id":"s","created":"2026-01-01T00:00:00Z"}`,
+	`{"type":"message","ts":"2026-01-01T00:00:00Z","role":"user","content":[]} x`,
+	` {"type" : "message" , "ts":"2026-01-01T00:00:00Z","role":"user","content":[ ] } `,
+	"{\"type\":\"message\",\"ts\":\"2026-01-01T00:00:00Z\",\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"bad \x01 control\"}]}",
+	`{"type":"message","ts":"2026-01-01T00:00:00Z","role":"user","content":[{"type":"text","text":"bad \q escape"}]}`,
+	`{"type":"message","ts":"2026-01-01T00:00:00Z","role":"user","content":[{"type":"text","text":"\u12"}]}`,
+	`{"type":"message","ts":"2026-01-01T00:00:00Z","role":"user","content":[{"type":"text","text":"ok"},]}`,
+	`{"type":"message","ts":"2026-01-01T00:00:00Z","role":"user","content":[{"type":"text","text":"ok"}],}`,
+	`{"type":"message","ts":"2026-01-01T00:00:00Z","role":"user","content":[{"type":"text","input":tru}]}`,
+	`{"type":"message","ts":"2026-01-01T00:00:00Z","role":"user","content":[{"type":"text","input":-}]}`,
+	`{"type":"message","ts":"2026-01-01T00:00:00Z","role":"user","content":[{"type":"text","input":1.}]}`,
+	"{\"type\":\"message\",\"ts\":\"2026-01-01T00:00:00Z\",\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"\xff\xfe \u00e9\"}]}",
+	`{"type":"message","ts":"2026-01-01T00:00:00Z","role":"user","content":[{"type":"te\u0078t","text":"escaped type"}]}`,
+	`{"type":"message","ts":"2026-01-01T00:00:00Z","role":"user","content":[{"type":"text","text":"x"}],"api_style":"a","base_url":"b","model":"c","reasoning":"d"}`,
+	`{"type":"message","ts":"2026-01-01T00:00:00Z","role":"system","content":[{"type":"system","text":"x","mode":"append"}],"model":"c"}`,
+	`null`,
+	`[]`,
+	``,
+	`{`,
+}
+
+const testHeader = `{"type":"session","version":1,"id":"s","created":"2026-01-01T00:00:00Z","more":1}`
+
+func TestSummarizeLineEdgeCases(t *testing.T) {
+	for _, l := range summaryLines {
+		bothPaths(t, sessionlog.Decoder{Name: "f"}, []byte(testHeader+"\n"+l+"\n"))
+	}
+}
+
+// FuzzSummarizeLine: for any line after a header, SummarizeLine accepts
+// exactly what DecodeLine accepts and folds the same Info.
+func FuzzSummarizeLine(f *testing.F) {
+	for _, l := range summaryLines {
+		f.Add([]byte(l))
+	}
+	f.Fuzz(func(t *testing.T, line []byte) {
+		if bytes.IndexByte(line, '\n') >= 0 {
+			return
+		}
+		bothPaths(t, sessionlog.Decoder{Name: "f"}, []byte(testHeader+"\n"+string(line)+"\n"))
+	})
+}
