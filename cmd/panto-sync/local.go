@@ -72,10 +72,15 @@ func scanLocal(id, path string, prev *SessionState, validate bool) (*SessionStat
 			h.Reset()
 		}
 	}
-	tail, err := io.ReadAll(io.NewSectionReader(f, start, fi.Size()-start))
-	if err != nil {
+	// Read the tail in one buffer of the size stat gave (io.ReadAll would
+	// grow and copy it a dozen times for a large file). A file that
+	// shrank meanwhile reads short; one that grew is read again next time.
+	tail := make([]byte, fi.Size()-start)
+	k, err := io.ReadFull(io.NewSectionReader(f, start, fi.Size()-start), tail)
+	if err != nil && err != io.EOF && err != io.ErrUnexpectedEOF {
 		return nil, fmt.Errorf("read %s: %w", path, err)
 	}
+	tail = tail[:k]
 	n, err := sessionlog.CommittedLength(path, tail)
 	if err != nil {
 		if start > 0 {

@@ -48,8 +48,12 @@ func main() {
 	}()
 	code := run(ctx, os.Args, os.Stdout, os.Stderr)
 	stop()
+	stopProfile()
 	os.Exit(code)
 }
+
+// stopProfile ends a CPU profile started by a -tags pprof build (pprof.go).
+var stopProfile = func() {}
 
 // exitCode carries a command's exit code out of urfave/cli; its message,
 // if any, has been printed.

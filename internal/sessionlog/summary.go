@@ -227,7 +227,9 @@ func scanSummary(line []byte) (s summaryEntry, ok bool) {
 				ok = s.TS.UnmarshalJSON(tok) == nil
 			}
 		case "more":
-			_, ok = sc.int()
+			var n int64
+			n, ok = sc.int()
+			s.More = int(n)
 		case "usage":
 			ok = sc.usage()
 		case "metadata":

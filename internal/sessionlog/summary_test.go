@@ -2,6 +2,7 @@ package sessionlog_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"reflect"
 	"strings"
@@ -149,11 +150,28 @@ const testHeader = `{"type":"session","version":1,"id":"s","created":"2026-01-01
 func TestSummarizeLineEdgeCases(t *testing.T) {
 	for _, l := range summaryLines {
 		bothPaths(t, sessionlog.Decoder{Name: "f"}, []byte(testHeader+"\n"+l+"\n"))
+		sameLineInfo(t, []byte(l))
+	}
+}
+
+// sameLineInfo: what CommittedLength reads of a line is what
+// encoding/json reads.
+func sameLineInfo(t *testing.T, line []byte) {
+	t.Helper()
+	var want struct {
+		Type string `json:"type"`
+		More int    `json:"more"`
+	}
+	wantErr := json.Unmarshal(line, &want)
+	typ, more, err := sessionlog.ReadLineInfo(line)
+	if (err == nil) != (wantErr == nil) || err == nil && (typ != want.Type || more != want.More) {
+		t.Fatalf("line %q: read %q %d %v, encoding/json %q %d %v", line, typ, more, err, want.Type, want.More, wantErr)
 	}
 }
 
 // FuzzSummarizeLine: for any line after a header, SummarizeLine accepts
-// exactly what DecodeLine accepts and folds the same Info.
+// exactly what DecodeLine accepts and folds the same Info, and
+// CommittedLength reads what encoding/json reads.
 func FuzzSummarizeLine(f *testing.F) {
 	for _, l := range summaryLines {
 		f.Add([]byte(l))
@@ -163,5 +181,6 @@ func FuzzSummarizeLine(f *testing.F) {
 			return
 		}
 		bothPaths(t, sessionlog.Decoder{Name: "f"}, []byte(testHeader+"\n"+string(line)+"\n"))
+		sameLineInfo(t, line)
 	})
 }

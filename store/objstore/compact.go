@@ -121,7 +121,7 @@ func (s *Store) mergeSegments(ctx context.Context, id string, m *manifest.Manife
 	if hex.EncodeToString(sum[:]) != m.SHA256 {
 		return manifest.Segment{}, fmt.Errorf("%w: session %s: segments do not chain to the manifest's prefix hash", ErrCorrupt, id)
 	}
-	comp := s.codec.Compress(raw)
+	comp := s.codec.CompressSmaller(raw)
 	seg := manifest.Segment{
 		Start: 0, Length: m.Length, Compressed: int64(len(comp)),
 		SHA256: m.SHA256, Lines: lines, PrefixSHA256: m.SHA256, Merged: true,

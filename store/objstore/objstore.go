@@ -78,6 +78,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"net/url"
 	"os"
 	"strings"
@@ -87,6 +88,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
@@ -188,6 +190,11 @@ func WithHTTPClient(c s3.HTTPClient) Option {
 // (default 10) and of the SDK's retries of one request (at most 5).
 func WithMaxAttempts(n int) Option { return func(o *options) { o.maxAttempts = n } }
 
+// maxIdleConnsPerHost is the idle connection pool per host: at least the
+// number of requests a caller (panto-sync push --concurrency) keeps in
+// flight.
+const maxIdleConnsPerHost = 64
+
 // Open opens the store at url, s3://BUCKET[/PREFIX]. Region, credentials
 // and endpoint come from the standard AWS chain (AWS_REGION, defaulting to
 // us-east-1; AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY or AWS_PROFILE;
@@ -213,6 +220,20 @@ func Open(ctx context.Context, rawURL string, opts ...Option) (*Store, error) {
 	endpoint := o.endpoint
 	if endpoint == "" {
 		endpoint = firstNonEmpty(os.Getenv("AWS_ENDPOINT_URL_S3"), os.Getenv("AWS_ENDPOINT_URL"))
+	}
+	// The SDK's transport keeps at most 10 idle connections per host: a
+	// sync pushing with more workers than that closes and re-dials
+	// connections all the time. Keep the client the configuration built
+	// (it honours AWS_CA_BUNDLE and proxies), with a larger idle pool.
+	httpClient, ok := cfg.HTTPClient.(*awshttp.BuildableClient)
+	if !ok || httpClient == nil {
+		httpClient = awshttp.NewBuildableClient()
+	}
+	if cfg.HTTPClient == nil || ok {
+		cfg.HTTPClient = httpClient.WithTransportOptions(func(tr *http.Transport) {
+			tr.MaxIdleConns = max(tr.MaxIdleConns, 2*maxIdleConnsPerHost)
+			tr.MaxIdleConnsPerHost = max(tr.MaxIdleConnsPerHost, maxIdleConnsPerHost)
+		})
 	}
 	sdkAttempts := min(max(o.maxAttempts, 1), 5)
 	api := s3.NewFromConfig(cfg, func(so *s3.Options) {
