@@ -142,6 +142,10 @@ func explainOpenError(err error, bucketName, endpoint string) error {
 		return fmt.Errorf("%w: credentials rejected by %s (%s): check AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY or AWS_PROFILE", ErrOpen, where, firstNonEmpty(name, "403 Forbidden"))
 	case strings.Contains(err.Error(), "failed to retrieve credentials") || strings.Contains(err.Error(), "no EC2 IMDS role found"):
 		return fmt.Errorf("%w: no AWS credentials found: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE", ErrOpen)
+	case errors.Is(err, errNotFound) || code == 404 || code == 405 || code == 501:
+		// Writing the marker found no bucket, yet the server did not say
+		// NoSuchBucket: it is not an S3 endpoint (or not this bucket's).
+		return fmt.Errorf("%w: %s did not answer as an S3 server with bucket %q (HTTP %d): check AWS_ENDPOINT_URL_S3 / AWS_ENDPOINT_URL (or --endpoint) and the bucket name", ErrOpen, where, bucketName, code)
 	case errors.As(err, &opErr) || errors.As(err, &netErr):
 		return fmt.Errorf("%w: cannot reach the S3 endpoint %s: check AWS_ENDPOINT_URL_S3 / AWS_ENDPOINT_URL (or --endpoint) and that the server is running (%v)", ErrOpen, where, rootCause(err))
 	}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -24,6 +26,10 @@ func TestOpenErrors(t *testing.T) {
 	}
 	closedPort := "http://" + l.Addr().String()
 	l.Close()
+	notS3 := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "<html>not here</html>", http.StatusNotFound)
+	}))
+	defer notS3.Close()
 	cases := []struct {
 		name, url string
 		env       map[string]string
@@ -31,6 +37,7 @@ func TestOpenErrors(t *testing.T) {
 	}{
 		{"missing bucket", "s3://no-such-bucket-panto", nil, []string{"bucket \"no-such-bucket-panto\" does not exist", "create it"}},
 		{"wrong endpoint", "s3://panto", map[string]string{"AWS_ENDPOINT_URL_S3": closedPort}, []string{"cannot reach the S3 endpoint " + closedPort, "AWS_ENDPOINT_URL_S3"}},
+		{"not an S3 endpoint", "s3://panto", map[string]string{"AWS_ENDPOINT_URL_S3": notS3.URL}, []string{notS3.URL + " did not answer as an S3 server", "AWS_ENDPOINT_URL_S3"}},
 		{"bad credentials", "s3://panto", map[string]string{"AWS_SECRET_ACCESS_KEY": "wrong-secret"}, []string{"credentials rejected", "AWS_ACCESS_KEY_ID"}},
 		{"unknown access key", "s3://panto", map[string]string{"AWS_ACCESS_KEY_ID": "nobody"}, []string{"credentials rejected", "InvalidAccessKeyId"}},
 		{"no credentials", "s3://panto", map[string]string{"AWS_ACCESS_KEY_ID": "", "AWS_SECRET_ACCESS_KEY": "", "AWS_PROFILE": "",
