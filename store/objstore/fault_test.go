@@ -15,6 +15,7 @@ import (
 	"github.com/panto-dev/panto/agent"
 	"github.com/panto-dev/panto/internal/manifest"
 	"github.com/panto-dev/panto/internal/miniotest"
+	"github.com/panto-dev/panto/internal/sessionlog"
 	"github.com/panto-dev/panto/store/objstore"
 )
 
@@ -293,5 +294,46 @@ func TestVerifyTamperedManifest(t *testing.T) {
 	}
 	if _, err := fresh.Load(ctx, id); !errors.Is(err, objstore.ErrCorrupt) || !strings.Contains(err.Error(), key) {
 		t.Fatalf("load of a broken manifest: %v", err)
+	}
+}
+
+// TestAppendRawRetryRepairsIndex: a push that died after committing its
+// segment but before the index learned of the session is repaired by the
+// re-run, which finds its own bytes already there.
+func TestAppendRawRetryRepairsIndex(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t)
+	id := agent.NewSessionID()
+	data, err := sessionlog.EncodeBatch(id, true, []agent.PersistentMessage{user("pushed"), user("twice")}, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := &recorder{}
+	s := e.open(t, rec.option(), objstore.WithMaxAttempts(1))
+	var dead atomic.Bool
+	rec.setFault(func(r *http.Request) error {
+		if dead.Load() || isPut(r, ".json.zst") && strings.Contains(r.URL.Path, "/index/") {
+			dead.Store(true)
+			return errInjected
+		}
+		return nil
+	})
+	_ = s.AppendRaw(ctx, id, 0, "", data) // committed; the index PUT died
+	if !dead.Load() {
+		t.Fatal("the fault did not fire")
+	}
+	if remote, err := e.open(t).Sessions(ctx); err != nil || len(remote) != 0 {
+		t.Fatalf("before the re-run the index should lag: %v %+v", err, remote)
+	}
+	if err := e.open(t).AppendRaw(ctx, id, 0, "", data); err != nil {
+		t.Fatalf("re-run: %v", err)
+	}
+	remote, err := e.open(t).Sessions(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, ok := remote[id]
+	if !ok || got.Length != int64(len(data)) || got.SHA256 != sum(data) || got.Info.MessageCount != 2 {
+		t.Fatalf("index after the re-run: %+v (present %v)", got, ok)
 	}
 }
