@@ -298,42 +298,67 @@ func TestVerifyTamperedManifest(t *testing.T) {
 }
 
 // TestAppendRawRetryRepairsIndex: a push that died after committing its
-// segment but before the index learned of the session is repaired by the
-// re-run, which finds its own bytes already there.
+// segment but before the index learned of it is repaired by the re-run,
+// which finds its own bytes already there: for a new session and for a
+// tail.
 func TestAppendRawRetryRepairsIndex(t *testing.T) {
-	ctx := context.Background()
-	e := newEnv(t)
-	id := agent.NewSessionID()
-	data, err := sessionlog.EncodeBatch(id, true, []agent.PersistentMessage{user("pushed"), user("twice")}, t0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rec := &recorder{}
-	s := e.open(t, rec.option(), objstore.WithMaxAttempts(1))
-	var dead atomic.Bool
-	rec.setFault(func(r *http.Request) error {
-		if dead.Load() || isPut(r, ".json.zst") && strings.Contains(r.URL.Path, "/index/") {
-			dead.Store(true)
-			return errInjected
+	for _, tail := range []bool{false, true} {
+		name := "new session"
+		if tail {
+			name = "tail"
 		}
-		return nil
-	})
-	_ = s.AppendRaw(ctx, id, 0, "", data) // committed; the index PUT died
-	if !dead.Load() {
-		t.Fatal("the fault did not fire")
-	}
-	if remote, err := e.open(t).Sessions(ctx); err != nil || len(remote) != 0 {
-		t.Fatalf("before the re-run the index should lag: %v %+v", err, remote)
-	}
-	if err := e.open(t).AppendRaw(ctx, id, 0, "", data); err != nil {
-		t.Fatalf("re-run: %v", err)
-	}
-	remote, err := e.open(t).Sessions(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, ok := remote[id]
-	if !ok || got.Length != int64(len(data)) || got.SHA256 != sum(data) || got.Info.MessageCount != 2 {
-		t.Fatalf("index after the re-run: %+v (present %v)", got, ok)
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			e := newEnv(t)
+			id := agent.NewSessionID()
+			head, err := sessionlog.EncodeBatch(id, true, []agent.PersistentMessage{user("first")}, t0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			more, err := sessionlog.EncodeBatch(id, false, []agent.PersistentMessage{user("pushed"), user("twice")}, t0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var expectLen int64
+			expectSum, data, count := "", head, 1
+			if tail {
+				if err := e.open(t).AppendRaw(ctx, id, 0, "", head); err != nil {
+					t.Fatal(err)
+				}
+				expectLen, expectSum, data, count = int64(len(head)), sum(head), more, 3
+			}
+			rec := &recorder{}
+			s := e.open(t, rec.option(), objstore.WithMaxAttempts(1))
+			var dead atomic.Bool
+			rec.setFault(func(r *http.Request) error {
+				if dead.Load() || isPut(r, ".json.zst") && strings.Contains(r.URL.Path, "/index/") {
+					dead.Store(true)
+					return errInjected
+				}
+				return nil
+			})
+			_ = s.AppendRaw(ctx, id, expectLen, expectSum, data) // committed; the index PUT died
+			if !dead.Load() {
+				t.Fatal("the fault did not fire")
+			}
+			if remote, err := e.open(t).Sessions(ctx); err != nil || remote[id].Length != expectLen {
+				t.Fatalf("before the re-run the index should lag at %d: %v %+v", expectLen, err, remote)
+			}
+			if err := e.open(t).AppendRaw(ctx, id, expectLen, expectSum, data); err != nil {
+				t.Fatalf("re-run: %v", err)
+			}
+			all := append(append([]byte{}, head...), more...)
+			if !tail {
+				all = head
+			}
+			remote, err := e.open(t).Sessions(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, ok := remote[id]
+			if !ok || got.Length != int64(len(all)) || got.SHA256 != sum(all) || got.Info.MessageCount != count {
+				t.Fatalf("index after the re-run: %+v (present %v), want %d bytes, %d messages", got, ok, len(all), count)
+			}
+		})
 	}
 }
