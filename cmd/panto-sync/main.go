@@ -17,7 +17,26 @@
 // committed length it was planned against), so an interrupted run is
 // safe to re-run: it converges, with nothing lost or duplicated.
 //
-// main.go only dispatches; each command lives in its own file.
+// A divergence is never resolved by overwriting. --on-diverge=keep-both
+// copies "the other side" under a fresh id (agent.NewSessionID) whose
+// header carries forked_from: push stores the local copy as a new remote
+// session, pull the remote copy as a new local file; the state file
+// records the copy so that a re-run does not make another. The original
+// id stays diverged on the two sides until someone deletes one copy.
+//
+// The bucket's index may lag a session whose append was interrupted after
+// its segment committed (kill -9 between the segment PUT and the index
+// update). Push notices (its conditional append reports the remote moved,
+// or the state says it already stored these bytes, and the session's
+// checkpoints confirm it) and counts the session unchanged; pull reads
+// past a lagging length. A session the index does not list at all stays
+// invisible to pull until its next append updates the index: objstore has
+// no call that rewrites an index entry on its own.
+//
+// main.go only dispatches; each command lives in its own file: the
+// planner (plan.go), the engine that carries plans out (engine.go), the
+// local side (local.go), the state file (state.go), the remote adapter
+// (remote.go, stores.go), output (report.go).
 package main
 
 import (

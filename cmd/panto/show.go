@@ -46,9 +46,17 @@ Examples:
 				}
 				return writeJSON(e.stdout, out)
 			}
-			fmt.Fprintf(e.stdout, "session %s · %d messages · %s\n\n", sess.Info.ID, len(conv.Messages), sess.Info.Modified.Local().Format("2006-01-02 15:04"))
+			fmt.Fprintf(e.stdout, "session %s · %s · %s\n\n", sess.Info.ID, plural(len(conv.Messages), "message"), sess.Info.Modified.Local().Format("2006-01-02 15:04"))
 			writeTranscript(e.stdout, conv.Messages)
 			return nil
 		},
 	}
+}
+
+// plural says "1 message", "2 messages".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }

@@ -138,7 +138,12 @@ func Shared(t testing.TB) *Server {
 
 // Main runs the tests of a binary and stops the shared server after them.
 // Call it from TestMain: func TestMain(m *testing.M) { miniotest.Main(m) }.
+//
+// It also turns off the AWS SDK's EC2 metadata lookup for the whole binary
+// and its children: a test that runs without credentials must fail on the
+// loopback server, not send a request to 169.254.169.254.
 func Main(m *testing.M) {
+	os.Setenv("AWS_EC2_METADATA_DISABLED", "true")
 	code := m.Run()
 	if shared != nil {
 		shared.Stop()

@@ -126,7 +126,10 @@ func (s *Store) appendBatch(ctx context.Context, id string, encode func(header b
 			if m.Length != expect.length || m.SHA256 != expect.sha256 {
 				st.m, st.fresh = m, s.now()
 				if raw, err := encode(expect.length == 0); err == nil && expect.holds(m, raw) {
-					return nil // an earlier attempt of this very append
+					// An earlier attempt of this very append committed, and
+					// may have died before its checkpoints: write them, so a
+					// re-run repairs an index that lags.
+					goto committed
 				}
 				return fmt.Errorf("append to session %s: %w: it holds %d bytes (sha256 %s), expected %d (sha256 %s)",
 					id, ErrRemoteChanged, m.Length, orNone(m.SHA256), expect.length, orNone(expect.sha256))

@@ -15,6 +15,7 @@ import (
 	"github.com/panto-dev/panto/agent"
 	"github.com/panto-dev/panto/internal/manifest"
 	"github.com/panto-dev/panto/internal/miniotest"
+	"github.com/panto-dev/panto/internal/sessionlog"
 	"github.com/panto-dev/panto/store/objstore"
 )
 
@@ -293,5 +294,71 @@ func TestVerifyTamperedManifest(t *testing.T) {
 	}
 	if _, err := fresh.Load(ctx, id); !errors.Is(err, objstore.ErrCorrupt) || !strings.Contains(err.Error(), key) {
 		t.Fatalf("load of a broken manifest: %v", err)
+	}
+}
+
+// TestAppendRawRetryRepairsIndex: a push that died after committing its
+// segment but before the index learned of it is repaired by the re-run,
+// which finds its own bytes already there: for a new session and for a
+// tail.
+func TestAppendRawRetryRepairsIndex(t *testing.T) {
+	for _, tail := range []bool{false, true} {
+		name := "new session"
+		if tail {
+			name = "tail"
+		}
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			e := newEnv(t)
+			id := agent.NewSessionID()
+			head, err := sessionlog.EncodeBatch(id, true, []agent.PersistentMessage{user("first")}, t0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			more, err := sessionlog.EncodeBatch(id, false, []agent.PersistentMessage{user("pushed"), user("twice")}, t0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var expectLen int64
+			expectSum, data, count := "", head, 1
+			if tail {
+				if err := e.open(t).AppendRaw(ctx, id, 0, "", head); err != nil {
+					t.Fatal(err)
+				}
+				expectLen, expectSum, data, count = int64(len(head)), sum(head), more, 3
+			}
+			rec := &recorder{}
+			s := e.open(t, rec.option(), objstore.WithMaxAttempts(1))
+			var dead atomic.Bool
+			rec.setFault(func(r *http.Request) error {
+				if dead.Load() || isPut(r, ".json.zst") && strings.Contains(r.URL.Path, "/index/") {
+					dead.Store(true)
+					return errInjected
+				}
+				return nil
+			})
+			_ = s.AppendRaw(ctx, id, expectLen, expectSum, data) // committed; the index PUT died
+			if !dead.Load() {
+				t.Fatal("the fault did not fire")
+			}
+			if remote, err := e.open(t).Sessions(ctx); err != nil || remote[id].Length != expectLen {
+				t.Fatalf("before the re-run the index should lag at %d: %v %+v", expectLen, err, remote)
+			}
+			if err := e.open(t).AppendRaw(ctx, id, expectLen, expectSum, data); err != nil {
+				t.Fatalf("re-run: %v", err)
+			}
+			all := append(append([]byte{}, head...), more...)
+			if !tail {
+				all = head
+			}
+			remote, err := e.open(t).Sessions(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, ok := remote[id]
+			if !ok || got.Length != int64(len(all)) || got.SHA256 != sum(all) || got.Info.MessageCount != count {
+				t.Fatalf("index after the re-run: %+v (present %v), want %d bytes, %d messages", got, ok, len(all), count)
+			}
+		})
 	}
 }
