@@ -28,12 +28,16 @@ func TestCrashPoints(t *testing.T) {
 		// crash reports whether the request (in order) is the first one
 		// the dead process no longer makes.
 		crash func(r *http.Request, segDone, manifestDone bool) bool
+		// indexAfterManifest holds index requests until the manifest PUT
+		// is done: the two run in parallel, and without this the index
+		// may be written before the crash point is reached.
+		indexAfterManifest bool
 	}{
-		{"after segment PUT", func(r *http.Request, segDone, _ bool) bool { return segDone }},
-		{"after manifest PUT", func(r *http.Request, _, manifestDone bool) bool { return manifestDone }},
+		{"after segment PUT", func(r *http.Request, segDone, _ bool) bool { return segDone }, false},
+		{"after manifest PUT", func(r *http.Request, _, manifestDone bool) bool { return manifestDone }, true},
 		{"before index PUT", func(r *http.Request, _, _ bool) bool {
 			return isPut(r, ".json.zst") && strings.Contains(r.URL.Path, "/index/")
-		}},
+		}, false},
 	}
 	for _, c := range cases {
 		for _, newSession := range []bool{false, true} {
@@ -60,6 +64,11 @@ func TestCrashPoints(t *testing.T) {
 				}
 				var segDone, manifestDone, dead atomic.Bool
 				rec.setFault(func(r *http.Request) error {
+					if c.indexAfterManifest && strings.Contains(r.URL.Path, "/index/") {
+						for deadline := time.Now().Add(10 * time.Second); !manifestDone.Load() && time.Now().Before(deadline); {
+							time.Sleep(time.Millisecond)
+						}
+					}
 					if dead.Load() || c.crash(r, segDone.Load(), manifestDone.Load()) {
 						dead.Store(true)
 						return errInjected
