@@ -63,7 +63,7 @@ func (s *Store) refresh(ctx context.Context, id string, st *sessionState) error 
 		st.loaded = false
 		return err
 	}
-	if _, err := s.catchUp(ctx, m); err != nil {
+	if _, err := s.catchUpFrom(ctx, m, etag); err != nil {
 		st.loaded = false
 		return err
 	}
@@ -234,12 +234,29 @@ func (s *Store) landed(ctx context.Context, m *manifest.Manifest, seg manifest.S
 // checkpoint writes the manifest and the index entry of the session, in
 // parallel. Both are checkpoints that may lag: errors are not returned (the
 // committed segment is the truth, and the next writer catches up).
+//
+// A session whose log is its first segment alone, with no manifest
+// stored, gets no manifest: readers find the segment by probing from
+// seg/0 and check it against the index entry (see needsManifest).
 func (s *Store) checkpoint(ctx context.Context, id string, st *sessionState) {
 	entry := manifest.IndexEntry{Info: st.m.Info(), Length: st.m.Length, SHA256: st.m.SHA256}
+	if !needsManifest(st) {
+		_ = s.updateIndex(ctx, entry)
+		return
+	}
 	var g errgroup.Group
 	g.Go(func() error { return s.putManifest(ctx, id, st) })
 	g.Go(func() error { return s.updateIndex(ctx, entry) })
 	_ = g.Wait()
+}
+
+// needsManifest reports whether the checkpoint of st must write the
+// manifest: not when none is stored and the log is one appended segment
+// (seg/00000000000000000000), which readers find by probing. The append
+// that adds the second segment creates it (If-None-Match: *). Callers hold
+// st.mu.
+func needsManifest(st *sessionState) bool {
+	return st.etag != "" || len(st.m.Segments) != 1 || st.m.Segments[0].Merged
 }
 
 // putManifest stores st.m with If-Match on st.etag (If-None-Match when no

@@ -127,6 +127,64 @@ func BenchmarkAppend(b *testing.B) {
 	b.ReportMetric(float64(maxRounds), "max-rounds")
 }
 
+// BenchmarkAppendFirst appends the first message of a new session per
+// iteration (what a panto-sync push of a new catalog does per session,
+// and panto's first prompt): the median latency against a bare PutObject
+// of the same bytes in the same run, and the requests per append. The
+// index shards are warmed first, as in a Store that has appended before.
+func BenchmarkAppendFirst(b *testing.B) {
+	ctx := context.Background()
+	e := newEnv(b)
+	rec := &recorder{}
+	s := e.open(b, rec.option())
+	bare := bareClient(b, e)
+	codec, _ := manifest.NewCodec()
+	for seen := map[string]bool{}; len(seen) < manifest.Shards; {
+		if err := s.AppendMessages(ctx, s.Create().Info.ID, []agent.PersistentMessage{user("warm up")}); err != nil {
+			b.Fatal(err)
+		}
+		for _, r := range rec.take() {
+			if r.method == "PUT" && strings.Contains(r.path, "/index/") {
+				seen[filepath.Base(r.path)] = true
+			}
+		}
+	}
+	var appendT, putT []time.Duration
+	reqs, puts, totalRounds := 0, 0, 0
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		id := s.Create().Info.ID
+		pm := user(fmt.Sprintf("message %d: %s", i, strings.Repeat("some words of a prompt ", 8)))
+		start := time.Now()
+		if err := s.AppendMessages(ctx, id, []agent.PersistentMessage{pm}); err != nil {
+			b.Fatal(err)
+		}
+		appendT = append(appendT, time.Since(start))
+		r := rec.take()
+		reqs += len(r)
+		puts += count(r, "PUT")
+		totalRounds += rounds(r)
+
+		raw, _ := sessionlog.EncodeBatch(id, true, []agent.PersistentMessage{pm}, time.Now())
+		comp := codec.Compress(raw)
+		start = time.Now()
+		_, err := bare.PutObject(ctx, &s3.PutObjectInput{Bucket: &e.bucket, Key: aws.String(fmt.Sprintf("bare/%d", i)),
+			Body: bytes.NewReader(comp), ContentLength: aws.Int64(int64(len(comp)))})
+		if err != nil {
+			b.Fatal(err)
+		}
+		putT = append(putT, time.Since(start))
+	}
+	b.StopTimer()
+	ma, mp := median(appendT), median(putT)
+	b.ReportMetric(float64(ma.Microseconds()), "µs-append-median")
+	b.ReportMetric(float64(mp.Microseconds()), "µs-bareput-median")
+	b.ReportMetric(float64(ma)/float64(mp), "ratio")
+	b.ReportMetric(float64(puts)/float64(b.N), "PUTs/append")
+	b.ReportMetric(float64(reqs)/float64(b.N), "requests/append")
+	b.ReportMetric(float64(totalRounds)/float64(b.N), "rounds/append")
+}
+
 // populated caches bucket populations across the sub-benchmarks of a run.
 var (
 	popMu sync.Mutex

@@ -52,11 +52,11 @@ func (s *Store) Checkpoints(ctx context.Context, id string) ([]Checkpoint, error
 	if err := agent.ValidateSessionID(id); err != nil {
 		return nil, err
 	}
-	m, _, err := s.readManifest(ctx, id)
+	m, etag, err := s.readManifest(ctx, id)
 	if err != nil {
 		return nil, err
 	}
-	if _, err := s.catchUp(ctx, m); err != nil {
+	if _, err := s.catchUpFrom(ctx, m, etag); err != nil {
 		return nil, fmt.Errorf("checkpoints of session %s: %w", id, err)
 	}
 	if m.Length == 0 {

@@ -5,6 +5,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/panto-dev/panto/agent"
@@ -40,9 +42,10 @@ func TestAppendRaw(t *testing.T) {
 	if err := s.AppendRaw(ctx, id, 0, "", append(append([]byte{}, b1...), b2...)); err != nil {
 		t.Fatal(err)
 	}
-	// A new session costs no read: segment PUT, then manifest and index
-	// (a GET of the uncached shard, then its PUT).
-	if reqs := rec.take(); count(reqs, "PUT") != 3 || count(reqs, "GET") > 1 {
+	// A new session costs no read and no manifest: segment PUT, then the
+	// index (a GET of the uncached shard, then its PUT).
+	if reqs := rec.take(); count(reqs, "PUT") != 2 || count(reqs, "GET") > 1 || len(reqs) != 3 ||
+		slices.ContainsFunc(reqs, func(r request) bool { return strings.HasSuffix(r.path, "manifest.json") }) {
 		t.Fatalf("append of a new session: %+v", reqs)
 	}
 	// A raw append of a new session over an existing one is refused.

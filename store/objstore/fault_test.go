@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -28,9 +29,9 @@ func TestCrashPoints(t *testing.T) {
 		// crash reports whether the request (in order) is the first one
 		// the dead process no longer makes.
 		crash func(r *http.Request, segDone, manifestDone bool) bool
-		// indexAfterManifest holds index requests until the manifest PUT
-		// is done: the two run in parallel, and without this the index
-		// may be written before the crash point is reached.
+		// indexAfterManifest holds index PUTs until the manifest PUT is
+		// done: the two run in parallel, and without this the index may
+		// be written before the crash point is reached.
 		indexAfterManifest bool
 	}{
 		{"after segment PUT", func(r *http.Request, segDone, _ bool) bool { return segDone }, false},
@@ -39,21 +40,36 @@ func TestCrashPoints(t *testing.T) {
 			return isPut(r, ".json.zst") && strings.Contains(r.URL.Path, "/index/")
 		}, false},
 	}
+	// before is the number of appends before the crashed one: a new
+	// session (its first append writes no manifest, so it has no "after
+	// manifest PUT" point: TestRequestsPerAppend checks there is no such
+	// PUT), a one-segment session (the crashed append creates the
+	// manifest) and a session with a manifest (If-Match).
 	for _, c := range cases {
-		for _, newSession := range []bool{false, true} {
+		for _, before := range []int{2, 1, 0} {
+			newSession := before == 0
 			name := c.name
-			if newSession {
+			switch before {
+			case 0:
+				if c.name == "after manifest PUT" {
+					continue
+				}
 				name += " of a new session"
+			case 1:
+				name += " of a one-segment session"
 			}
 			t.Run(name, func(t *testing.T) {
 				ctx := context.Background()
 				e := newEnv(t)
 				id := agent.NewSessionID()
-				if !newSession {
+				var want []string
+				for i := range before {
 					s := e.open(t)
-					if err := s.AppendMessages(ctx, id, []agent.PersistentMessage{user("before")}); err != nil {
+					text := fmt.Sprint("before", i)
+					if err := s.AppendMessages(ctx, id, []agent.PersistentMessage{user(text)}); err != nil {
 						t.Fatal(err)
 					}
+					want = append(want, text)
 				}
 				rec := &recorder{}
 				s := e.open(t, rec.option(), objstore.WithMaxAttempts(1))
@@ -64,7 +80,7 @@ func TestCrashPoints(t *testing.T) {
 				}
 				var segDone, manifestDone, dead atomic.Bool
 				rec.setFault(func(r *http.Request) error {
-					if c.indexAfterManifest && strings.Contains(r.URL.Path, "/index/") {
+					if c.indexAfterManifest && r.Method == http.MethodPut && strings.Contains(r.URL.Path, "/index/") {
 						for deadline := time.Now().Add(10 * time.Second); !manifestDone.Load() && time.Now().Before(deadline); {
 							time.Sleep(time.Millisecond)
 						}
@@ -94,25 +110,22 @@ func TestCrashPoints(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				want := []string{"crashed", "batch"}
-				if !newSession {
-					want = append([]string{"before"}, want...)
-				}
+				want = append(want, "crashed", "batch")
 				if got := texts(conv); strings.Join(got, ",") != strings.Join(want, ",") {
 					t.Fatalf("loaded %q, want %q", got, want)
 				}
 				if _, err := fresh.Resolve(ctx, id); err != nil {
 					t.Fatalf("resolve by full id: %v", err)
 				}
-				// The index may lag (it says 1 message, from before the
-				// crash) but is never wrong; a session the index never knew
-				// was put back by resolving its full id.
+				// The index may lag (it says `before` messages, from before
+				// the crash) but is never wrong; a session the index never
+				// knew was put back by resolving its full id.
 				infos, err := e.open(t).List(ctx)
 				if err != nil || len(infos) != 1 || infos[0].ID != id {
 					t.Fatalf("list after resolve: %v %+v", err, infos)
 				}
-				if n := infos[0].MessageCount; n != len(want) && (newSession || n != 1) {
-					t.Fatalf("list after resolve: %d messages, want %d (or 1, lagging)", n, len(want))
+				if n := infos[0].MessageCount; n != len(want) && (newSession || n != before) {
+					t.Fatalf("list after resolve: %d messages, want %d (or %d, lagging)", n, len(want), before)
 				}
 				if err := fresh.AppendMessages(ctx, id, []agent.PersistentMessage{user("after")}); err != nil {
 					t.Fatal(err)
@@ -263,6 +276,108 @@ func TestFlippedByte(t *testing.T) {
 	}
 	if _, err := e.open(t).Load(ctx, id); !errors.Is(err, objstore.ErrCorrupt) || !strings.Contains(err.Error(), key) {
 		t.Errorf("load of a damaged frame: %v", err)
+	}
+}
+
+// TestFlippedByteNoManifest: the only segment of a session that has no
+// manifest (its first append writes none) is checked against the index
+// entry: a byte flipped in it (re-compressed, so that the frame and the
+// lines are valid) fails Load, ReadRaw, Checkpoints and Verify with
+// ErrCorrupt naming the object; so does a damaged frame, and a segment the
+// index counts that is gone.
+func TestFlippedByteNoManifest(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t)
+	s := e.open(t)
+	id := agent.NewSessionID()
+	if err := s.AppendMessages(ctx, id, []agent.PersistentMessage{user(strings.Repeat("text ", 20))}); err != nil {
+		t.Fatal(err)
+	}
+	key := "pfx/sessions/" + id + "/" + manifest.SegmentName(0)
+	var raw []byte
+	for _, o := range e.readBucket(t) {
+		if strings.HasSuffix(o.key, "manifest.json") {
+			t.Fatalf("a one-segment session has a manifest: %s", o.key)
+		}
+		if o.key == key {
+			raw = bytes.Clone(o.data)
+		}
+	}
+	if raw == nil {
+		t.Fatalf("no %s", key)
+	}
+	calls := func() map[string]error {
+		fresh := e.open(t)
+		_, load := fresh.Load(ctx, id)
+		_, read := fresh.ReadRaw(ctx, id, 0)
+		_, cps := fresh.Checkpoints(ctx, id)
+		return map[string]error{"load": load, "readraw": read, "checkpoints": cps, "verify": fresh.Verify(ctx, id)}
+	}
+	for what, err := range calls() {
+		if err != nil {
+			t.Fatalf("%s of the intact session: %v", what, err)
+		}
+	}
+	c := e.srv.Client(t)
+	put := func(key string, data []byte) {
+		t.Helper()
+		if _, err := c.PutObject(ctx, e.bucket, key, bytes.NewReader(data), int64(len(data)), minio.PutObjectOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	flipped := bytes.Clone(raw)
+	flipped[bytes.Index(flipped, []byte("text"))] ^= 0x01 // "uext": still valid JSON
+	codec, _ := manifest.NewCodec()
+	comp := codec.Compress(flipped)
+	put(key, comp)
+	for what, err := range calls() {
+		if !errors.Is(err, objstore.ErrCorrupt) || !strings.Contains(err.Error(), key) {
+			t.Errorf("%s of a flipped byte: %v, want ErrCorrupt naming %s", what, err, key)
+		}
+	}
+	// A flipped bit in the compressed frame: the frame's checksum.
+	comp[len(comp)/2] ^= 0x10
+	put(key, comp)
+	for what, err := range calls() {
+		if !errors.Is(err, objstore.ErrCorrupt) || !strings.Contains(err.Error(), key) {
+			t.Errorf("%s of a damaged frame: %v, want ErrCorrupt naming %s", what, err, key)
+		}
+	}
+	// The intact segment back, then a second one the index counts but
+	// no manifest lists (its writer died before the manifest PUT),
+	// deleted: the missing object is named.
+	put(key, codec.Compress(raw))
+	more, err := sessionlog.EncodeBatch(id, false, []agent.PersistentMessage{user("more")}, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key2 := "pfx/sessions/" + id + "/" + manifest.SegmentName(int64(len(raw)))
+	rec := &recorder{}
+	w := e.open(t, rec.option(), objstore.WithMaxAttempts(1))
+	rec.setFault(func(r *http.Request) error {
+		if isPut(r, "manifest.json") {
+			return errInjected
+		}
+		return nil
+	})
+	if err := w.AppendRaw(ctx, id, int64(len(raw)), sum(raw), more); err != nil {
+		t.Fatal(err)
+	}
+	if remote, err := e.open(t).Sessions(ctx); err != nil || remote[id].Length != int64(len(raw)+len(more)) {
+		t.Fatalf("the index should count both segments: %v %+v", err, remote[id])
+	}
+	for what, err := range calls() {
+		if err != nil {
+			t.Fatalf("%s of two segments without a manifest: %v", what, err)
+		}
+	}
+	if err := c.RemoveObject(ctx, e.bucket, key2, minio.RemoveObjectOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for what, err := range calls() {
+		if !errors.Is(err, objstore.ErrCorrupt) || !strings.Contains(err.Error(), key2) {
+			t.Errorf("%s with a missing segment: %v, want ErrCorrupt naming %s", what, err, key2)
+		}
 	}
 }
 

@@ -163,20 +163,96 @@ func TestLayout(t *testing.T) {
 	}
 }
 
-// TestRequestsPerAppend: a steady-state append is at most 3 PUTs in at
-// most 2 sequential round trips, and no GET or LIST.
+// TestLayoutOneSegment: a session whose log is one segment has no
+// manifest (the package doc's first-segment rule): the segment and the
+// index entry say everything; the append that adds a second segment
+// creates the manifest.
+func TestLayoutOneSegment(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t)
+	s := e.open(t, objstore.WithClock(fixedClock()), objstore.WithCompactThreshold(0))
+	id := "c0ffee" + agent.NewSessionID()[6:]
+	if err := s.AppendMessages(ctx, id, []agent.PersistentMessage{user("only"), msg(agent.RoleAssistant, "answer")}); err != nil {
+		t.Fatal(err)
+	}
+	objs := e.readBucket(t)
+	var keys []string
+	var seg []byte
+	var entry manifest.IndexEntry
+	for _, o := range objs {
+		keys = append(keys, o.key)
+		switch o.key {
+		case "pfx/sessions/" + id + "/" + manifest.SegmentName(0):
+			seg = o.data
+		case "pfx/index/c.json.zst":
+			var sh manifest.IndexShard
+			if err := json.Unmarshal(o.data, &sh); err != nil {
+				t.Fatal(err)
+			}
+			entry = sh.Sessions[id]
+		}
+	}
+	slices.Sort(keys)
+	want := []string{"pfx/index/c.json.zst", "pfx/panto-store.json", "pfx/sessions/" + id + "/" + manifest.SegmentName(0)}
+	if !slices.Equal(keys, want) {
+		t.Fatalf("objects %q, want %q", keys, want)
+	}
+	if entry.Length != int64(len(seg)) || entry.SHA256 != sum(seg) || entry.Info.MessageCount != 2 || entry.Info.LastUserMessage != "only" {
+		t.Fatalf("index entry %+v for a %d-byte segment", entry, len(seg))
+	}
+	fresh := e.open(t)
+	conv, err := fresh.Load(ctx, id)
+	if err != nil || strings.Join(texts(conv), ",") != "only,answer" {
+		t.Fatalf("load: %v %q", err, texts(conv))
+	}
+	if cps, err := fresh.Checkpoints(ctx, id); err != nil || len(cps) != 1 || cps[0] != (objstore.Checkpoint{Length: entry.Length, SHA256: entry.SHA256}) {
+		t.Fatalf("checkpoints: %v %+v", err, cps)
+	}
+	if err := fresh.Verify(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	if err := fresh.AppendMessages(ctx, id, []agent.PersistentMessage{user("more")}); err != nil {
+		t.Fatal(err)
+	}
+	m := readManifest(t, e, id)
+	if len(m.Segments) != 2 || m.Segments[0].Length != int64(len(seg)) || m.Segments[0].SHA256 != entry.SHA256 || m.Info().MessageCount != 3 {
+		t.Fatalf("manifest after the second append: %+v", m)
+	}
+}
+
+// TestRequestsPerAppend: the first append of a session is 2 PUTs (segment,
+// index shard) and the shard's GET; a steady-state append is at most 3
+// PUTs in at most 2 sequential round trips, and no GET or LIST.
 func TestRequestsPerAppend(t *testing.T) {
 	ctx := context.Background()
 	e := newEnv(t)
 	rec := &recorder{}
 	s := e.open(t, rec.option(), objstore.WithCompactThreshold(0))
+	rec.take() // Open's marker read (and creation)
 	sess := s.Create()
 	if err := s.AppendMessages(ctx, sess.Info.ID, []agent.PersistentMessage{user("first")}); err != nil {
 		t.Fatal(err)
 	}
+	// The first append of a session writes its segment and its index
+	// entry, no manifest: the segment PUT, then the uncached shard's GET
+	// (a 404 in this fresh bucket) and PUT.
 	first := rec.take()
 	for _, q := range first {
 		t.Logf("first append: %s %s %d", q.method, q.path, q.status)
+	}
+	if len(first) != 3 || count(first, "PUT") != 2 || !strings.HasSuffix(first[0].path, "/"+manifest.SegmentName(0)) ||
+		slices.ContainsFunc(first, func(r request) bool { return strings.HasSuffix(r.path, "manifest.json") }) {
+		t.Fatalf("first append: %+v", first)
+	}
+	// The second creates the manifest: 3 PUTs (segment; manifest and
+	// index shard in parallel), no GET.
+	if err := s.AppendMessages(ctx, sess.Info.ID, []agent.PersistentMessage{user("second")}); err != nil {
+		t.Fatal(err)
+	}
+	second := rec.take()
+	if n := count(second, "PUT"); n != 3 || len(second) != n || rounds(second) > 2 ||
+		!slices.ContainsFunc(second, func(r request) bool { return strings.HasSuffix(r.path, "manifest.json") }) {
+		t.Fatalf("second append: %+v", second)
 	}
 	for i := 0; i < 5; i++ {
 		if err := s.AppendMessages(ctx, sess.Info.ID, []agent.PersistentMessage{user("more")}); err != nil {

@@ -11,7 +11,8 @@
 //	                                             committed lines starting at raw offset <start>
 //	P/sessions/<id>/seg/<s:020d>-<e:020d>.c.jsonl.zst
 //	                                             merged segment written by compaction, [s, e)
-//	P/sessions/<id>/manifest.json                per-session checkpoint (internal/manifest)
+//	P/sessions/<id>/manifest.json                per-session checkpoint (internal/manifest),
+//	                                             from the session's second segment on
 //	P/index/<shard>.json.zst                     catalog index, 16 shards keyed by the id's
 //	                                             first character (internal/manifest.ShardOf)
 //
@@ -37,16 +38,57 @@
 //     412 re-reads and re-applies them; a failure after the segment
 //     committed does not fail the append (the segment is the truth, and the
 //     next writer or reader catches up by probing).
+//     The first append of a session writes no manifest, only the segment
+//     and the index entry: a log that is one segment needs no checkpoint
+//     (see "First segment" below). The append that adds the second segment
+//     creates the manifest (If-None-Match: *).
 //  3. Readers start from the manifest, verify every listed segment's sha256
 //     and probe forward for segments committed after it. Only segments at or
 //     after the manifest's end are ever probed, so an old segment name
-//     re-created by a stalled writer is never read.
+//     re-created by a stalled writer is never read. With no manifest
+//     stored, readers (and a writer catching up) probe from
+//     seg/00000000000000000000 and check what they found against the
+//     session's index entry, read in parallel with the probe: its length
+//     must end a probed segment whose prefix hash is its sha256, else
+//     ErrCorrupt naming the segments (or the missing one).
 //  4. Compaction writes the merge of all segments under a new name
 //     (MergedName), swaps the manifest with If-Match and records the old
 //     segments as pending deletions, deleted by a later compaction once the
 //     grace period has passed. A writer whose cached manifest is older than
 //     half the grace period re-reads it before appending, so it cannot
 //     commit below the end of a manifest that dropped the names.
+//
+// # First segment (a deviation from DESIGN.md)
+//
+// DESIGN.md's layout gives every session a manifest. Here a session whose
+// stored log is its first appended segment alone has none: the state
+// DESIGN.md's rule 2 already allows after a crash between the first
+// segment PUT and the manifest PUT, which every reader handles by probing.
+// It keeps every invariant:
+//
+//   - the commit point is unchanged (rule 1), and the write order is still
+//     data, then manifest (when there is one), then index (rule 3): the
+//     index never points at a missing object;
+//   - rule 4 holds: only compaction deletes segments, and only after it
+//     wrote a manifest; a session without one has never been compacted,
+//     so probing it from 0 reads every segment it has and no stale one;
+//   - rule 6 holds: a probed first segment is checked against the index
+//     entry's length and prefix sha256 (one GET of one shard instead of
+//     the manifest's, a 304 when cached), beyond its zstd frame checksum,
+//     its whole committed lines and its header's id. A session whose index
+//     entry was never written (its writer died first) has only those
+//     checks, as before this change.
+//
+// Why: a panto-sync push of a new catalog is bounded by the object
+// store's cost per write, not by bytes or client CPU, and most sessions
+// of a catalog are pushed as one segment. Dropping the manifest PUT of
+// each new session takes a fresh push of 1,000 sessions from 2,383 to
+// about 1,380 requests and from 5.4-6.6 s to 4.1-4.7 s on loopback MinIO
+// (BENCHMARKS.md, run 4). The price is on the second append of such a
+// session by a Store that does not hold it: it reads the first segment
+// (to build the manifest it creates) and the index shard, which the
+// manifest GET and the checkpoint it held used to save; an incremental
+// push of an appended session pays that.
 //
 // # Trying it
 //
@@ -61,7 +103,10 @@
 // # Cost
 //
 // A steady-state append is 3 PUTs in 2 sequential round trips (segment;
-// then manifest and index shard in parallel); list and latest are 16 GETs
+// then manifest and index shard in parallel); the first append of a
+// session is 2 PUTs (segment, then index shard) and the second creates
+// the manifest (3 PUTs, a create rather than an If-Match); list and
+// latest are 16 GETs
 // (conditional: an unchanged shard is a 304), resolve is 1 GET, whatever
 // the number of sessions or segments. The second round trip is a
 // conditional overwrite (If-Match), which MinIO serves about twice as

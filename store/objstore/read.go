@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strings"
 
 	"golang.org/x/sync/errgroup"
 
@@ -68,6 +69,79 @@ func (s *Store) catchUp(ctx context.Context, m *manifest.Manifest) ([]fetched, e
 	}
 }
 
+// catchUpFrom is catchUp of m, the stored manifest whose ETag is etag.
+// With no manifest stored (etag ""), every segment is found by probing,
+// and nothing but its own framing (the zstd frame checksum, whole
+// committed lines, the header's id) vouches for its bytes: the session's
+// index entry, read in parallel with the probe (one GET of one shard, a
+// 304 when cached), does. The index is written after the segments and
+// may lag (a shorter prefix), never lead: its length must end a probed
+// segment whose prefix hash is its sha256, else ErrCorrupt naming the
+// objects.
+func (s *Store) catchUpFrom(ctx context.Context, m *manifest.Manifest, etag string) ([]fetched, error) {
+	if etag != "" || m.Length > 0 {
+		return s.catchUp(ctx, m)
+	}
+	var (
+		found []fetched
+		entry manifest.IndexEntry
+		known bool
+	)
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error {
+		shard, err := s.readShard(gctx, manifest.ShardOf(m.ID))
+		if err != nil {
+			return err
+		}
+		entry, known = shard.Sessions[m.ID]
+		return nil
+	})
+	g.Go(func() error {
+		var err error
+		found, err = s.catchUp(gctx, m)
+		return err
+	})
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	if !known {
+		return found, nil // the index was not written yet (or the writer died before it)
+	}
+	if entry.Length > m.Length {
+		// The index was read after a segment the probe had not seen yet
+		// committed: probe on.
+		more, err := s.catchUp(ctx, m)
+		if err != nil {
+			return nil, err
+		}
+		found = append(found, more...)
+	}
+	return found, s.checkIndexed(m, entry)
+}
+
+// checkIndexed checks m, built from probed segments alone, against the
+// session's index entry e.
+func (s *Store) checkIndexed(m *manifest.Manifest, e manifest.IndexEntry) error {
+	var objs []string
+	for _, seg := range m.Segments {
+		objs = append(objs, s.objectURL(s.sessionKey(m.ID, seg.Name())))
+		if seg.End() == e.Length {
+			if seg.PrefixSHA256 == e.SHA256 {
+				return nil
+			}
+			return fmt.Errorf("%s: %w: raw bytes [0, %d) have sha256 %s, the index says %s",
+				strings.Join(objs, ", "), ErrCorrupt, e.Length, seg.PrefixSHA256, e.SHA256)
+		}
+		if seg.End() > e.Length {
+			return fmt.Errorf("%s: %w: the index says the log holds %d bytes (sha256 %s), which is not a segment boundary",
+				strings.Join(objs, ", "), ErrCorrupt, e.Length, e.SHA256)
+		}
+	}
+	missing := s.objectURL(s.sessionKey(m.ID, manifest.SegmentName(m.Length)))
+	return fmt.Errorf("%s: %w: missing: the index says the log holds %d bytes (sha256 %s), %d were found",
+		missing, ErrCorrupt, e.Length, e.SHA256, m.Length)
+}
+
 // fetchSegment reads one listed segment and verifies it against the
 // manifest: size, raw length and sha256.
 func (s *Store) fetchSegment(ctx context.Context, id string, seg manifest.Segment) ([]byte, error) {
@@ -96,7 +170,7 @@ func (s *Store) fetchSegment(ctx context.Context, id string, seg manifest.Segmen
 // offset from (at raw offset start), every segment verified. Listed
 // segments are fetched in parallel, while the probe for newer ones runs.
 func (s *Store) readLog(ctx context.Context, id string, from int64) (m *manifest.Manifest, raw []byte, start int64, err error) {
-	m, _, err = s.readManifest(ctx, id)
+	m, etag, err := s.readManifest(ctx, id)
 	if err != nil {
 		return nil, nil, 0, err
 	}
@@ -113,7 +187,7 @@ func (s *Store) readLog(ctx context.Context, id string, from int64) (m *manifest
 	g.SetLimit(s.parallel)
 	g.Go(func() error {
 		var err error
-		probed, err = s.catchUp(gctx, caught)
+		probed, err = s.catchUpFrom(gctx, caught, etag)
 		return err
 	})
 	for i, seg := range listed {
