@@ -167,20 +167,22 @@ func (s *Store) appendBatch(ctx context.Context, id string, encode func(header b
 		case errors.Is(err, errConflict):
 		case ctx.Err() != nil:
 			st.loaded = false
-			if s.landed(ctx, m, seg) {
+			landed, lookErr := s.landed(ctx, m, seg)
+			if landed {
 				goto committed
 			}
-			return fmt.Errorf("append to session %s: %w", id, err)
+			return appendFailed(id, err, lookErr)
 		default:
 			// The server may be restarting. Retrying is safe: the PUT is
 			// conditional, and a 412 on the retry finds our own bytes.
 			transient++
 			if transient >= 3 {
 				st.loaded = false
-				if s.landed(ctx, m, seg) {
+				landed, lookErr := s.landed(ctx, m, seg)
+				if landed {
 					goto committed
 				}
-				return fmt.Errorf("append to session %s: %w", id, err)
+				return appendFailed(id, err, lookErr)
 			}
 		}
 		// A lost race (412) means another writer made progress, so many
@@ -219,16 +221,33 @@ committed:
 // connection broke, the context ended): it looks, once, for seg at the end
 // of m and reports whether it holds exactly our bytes, extending m if so.
 // The append then succeeded; otherwise the caller reports the error.
-func (s *Store) landed(ctx context.Context, m *manifest.Manifest, seg manifest.Segment) bool {
+//
+// It returns an error when the bucket could not be asked: then nobody
+// knows whether the batch is there.
+func (s *Store) landed(ctx context.Context, m *manifest.Manifest, seg manifest.Segment) (bool, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	probe := m.Clone()
 	found, err := s.catchUp(ctx, probe)
-	if err != nil || len(found) == 0 || found[0].seg.SHA256 != seg.SHA256 {
-		return false
+	if err != nil {
+		return false, err
+	}
+	if len(found) == 0 || found[0].seg.SHA256 != seg.SHA256 {
+		return false, nil
 	}
 	*m = *probe
-	return true
+	return true, nil
+}
+
+// appendFailed is the error of an append whose segment PUT failed without
+// an answer. When the bucket could not be asked afterwards (lookErr), the
+// batch may or may not be there: ErrOutcomeUnknown says so, rather than
+// claiming it is absent.
+func appendFailed(id string, putErr, lookErr error) error {
+	if lookErr != nil {
+		return fmt.Errorf("append to session %s: %w: the write failed (%v) and checking whether it landed failed too (%v); load the session to see", id, ErrOutcomeUnknown, putErr, lookErr)
+	}
+	return fmt.Errorf("append to session %s: %w", id, putErr)
 }
 
 // checkpoint writes the manifest and the index entry of the session, in

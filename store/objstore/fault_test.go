@@ -189,12 +189,16 @@ func TestServerKilledMidAppend(t *testing.T) {
 	}
 	time.Sleep(500 * time.Millisecond)
 	close(stop)
-	var ok, failed []int
+	var ok, failed, unknown []int
 	for r := range results {
-		if r.err != nil {
+		switch {
+		case errors.Is(r.err, objstore.ErrOutcomeUnknown):
+			unknown = append(unknown, r.b)
+			t.Logf("batch %d: %v", r.b, r.err)
+		case r.err != nil:
 			failed = append(failed, r.b)
 			t.Logf("batch %d: %v", r.b, r.err)
-		} else {
+		default:
 			ok = append(ok, r.b)
 		}
 	}
@@ -224,6 +228,17 @@ func TestServerKilledMidAppend(t *testing.T) {
 		for _, pm := range batchOf(0, b) {
 			if present[pm.Message.Text()] != 0 {
 				t.Errorf("failed batch %d is present", b)
+			}
+		}
+	}
+	// A batch whose outcome could not be known is whole or absent, never
+	// half, and never twice.
+	for _, b := range unknown {
+		batch := batchOf(0, b)
+		first := present[batch[0].Message.Text()]
+		for _, pm := range batch {
+			if n := present[pm.Message.Text()]; n != first || n > 1 {
+				t.Errorf("batch %d of unknown outcome: %q present %d times, its first message %d times", b, pm.Message.Text(), n, first)
 			}
 		}
 	}

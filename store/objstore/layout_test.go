@@ -5,10 +5,13 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net/http"
 	"os"
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -246,19 +249,27 @@ func TestRequestsPerAppend(t *testing.T) {
 	}
 	// The second creates the manifest: 3 PUTs (segment; manifest and
 	// index shard in parallel), no GET.
+	alone := checkpointsTogether(rec)
 	if err := s.AppendMessages(ctx, sess.Info.ID, []agent.PersistentMessage{user("second")}); err != nil {
 		t.Fatal(err)
 	}
 	second := rec.take()
+	if alone() {
+		t.Fatalf("second append: the manifest and index PUTs were not in flight together: %+v", second)
+	}
 	if n := count(second, "PUT"); n != 3 || len(second) != n || rounds(second) > 2 ||
 		!slices.ContainsFunc(second, func(r request) bool { return strings.HasSuffix(r.path, "manifest.json") }) {
 		t.Fatalf("second append: %+v", second)
 	}
 	for i := 0; i < 5; i++ {
+		alone := checkpointsTogether(rec)
 		if err := s.AppendMessages(ctx, sess.Info.ID, []agent.PersistentMessage{user("more")}); err != nil {
 			t.Fatal(err)
 		}
 		reqs := rec.take()
+		if alone() {
+			t.Fatalf("append %d: the manifest and index PUTs were not in flight together: %+v", i, reqs)
+		}
 		if n := count(reqs, "PUT"); n > 3 || len(reqs) != n {
 			t.Fatalf("append %d: %d requests, %d PUTs: %+v", i, len(reqs), n, reqs)
 		}
@@ -267,6 +278,7 @@ func TestRequestsPerAppend(t *testing.T) {
 		}
 	}
 	// List, resolve and latest cost one GET per shard at most, no LIST.
+	rec.setFault(nil)
 	if _, err := s.List(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -307,4 +319,34 @@ func TestNoKeyInBucket(t *testing.T) {
 			t.Errorf("%s holds the key", o.key)
 		}
 	}
+}
+
+// checkpointsTogether holds the manifest PUT and the index PUT of the next
+// append until both have been issued, so that the round-trip count does
+// not depend on how the scheduler runs the two goroutines on a loaded
+// machine. The returned func reports whether the wait timed out: the two
+// were not issued concurrently.
+func checkpointsTogether(rec *recorder) (alone func() bool) {
+	var mu sync.Mutex
+	arrived := 0
+	both := make(chan struct{})
+	var timedOut atomic.Bool
+	rec.setFault(func(r *http.Request) error {
+		if !isPut(r, "manifest.json") && !(isPut(r, ".json.zst") && strings.Contains(r.URL.Path, "/index/")) {
+			return nil
+		}
+		mu.Lock()
+		arrived++
+		if arrived == 2 {
+			close(both)
+		}
+		mu.Unlock()
+		select {
+		case <-both:
+		case <-time.After(5 * time.Second):
+			timedOut.Store(true)
+		}
+		return nil
+	})
+	return timedOut.Load
 }

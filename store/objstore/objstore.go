@@ -159,6 +159,11 @@ var (
 	// ErrCorrupt: an object does not match what the manifest says of it,
 	// or does not decode. The message names the object.
 	ErrCorrupt = errors.New("corrupt object")
+	// ErrOutcomeUnknown: an append's write failed without an answer and
+	// the bucket could not be asked afterwards whether it landed: the
+	// batch is either wholly present or wholly absent, but which is not
+	// known.
+	ErrOutcomeUnknown = errors.New("append outcome unknown")
 	// ErrRemoteChanged: AppendRaw found the remote session not at the
 	// expected length and hash.
 	ErrRemoteChanged = errors.New("remote session changed")
