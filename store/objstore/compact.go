@@ -65,6 +65,14 @@ func (s *Store) compactLocked(ctx context.Context, id string, st *sessionState) 
 			}
 			next.Segments = []manifest.Segment{merged}
 			for _, old := range m.Segments {
+				if old.Name() == manifest.SegmentName(0) {
+					// The first segment stays: while it exists, a create
+					// of the session (If-None-Match on seg/0, which skips
+					// reading the manifest) cannot succeed on a session
+					// that exists. It is small: the header and the first
+					// batch.
+					continue
+				}
 				next.Pending = append(next.Pending, manifest.PendingDelete{Name: old.Name(), After: now.Add(s.compactGrace).UTC()})
 			}
 		}

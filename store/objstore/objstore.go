@@ -56,7 +56,11 @@
 //     segments as pending deletions, deleted by a later compaction once the
 //     grace period has passed. A writer whose cached manifest is older than
 //     half the grace period re-reads it before appending, so it cannot
-//     commit below the end of a manifest that dropped the names.
+//     commit below the end of a manifest that dropped the names. The first
+//     segment, seg/00000000000000000000, is never deleted: it marks the
+//     session as existing, so that creating a session (which skips reading
+//     the manifest and relies on If-None-Match at seg/0) fails on one that
+//     exists instead of writing a segment nobody would read.
 //
 // # First segment (a deviation from DESIGN.md)
 //
