@@ -136,6 +136,8 @@ func explainOpenError(err error, bucketName, endpoint string) error {
 	var netErr net.Error
 	var opErr *net.OpError
 	switch {
+	case name == "InvalidBucketName":
+		return fmt.Errorf("%w: %q is not a valid bucket name: use 3 to 63 lowercase letters, digits, dots and hyphens", ErrOpen, bucketName)
 	case name == "NoSuchBucket":
 		return fmt.Errorf("%w: bucket %q does not exist at %s: create it (e.g. `mc mb ALIAS/%s`) or fix the bucket name", ErrOpen, bucketName, where, bucketName)
 	case name == "InvalidAccessKeyId" || name == "SignatureDoesNotMatch" || name == "AccessDenied" || name == "InvalidToken" || name == "ExpiredToken" || code == 403:
@@ -148,6 +150,9 @@ func explainOpenError(err error, bucketName, endpoint string) error {
 		return fmt.Errorf("%w: %s did not answer as an S3 server with bucket %q (HTTP %d): check AWS_ENDPOINT_URL_S3 / AWS_ENDPOINT_URL (or --endpoint) and the bucket name", ErrOpen, where, bucketName, code)
 	case errors.As(err, &opErr) || errors.As(err, &netErr):
 		return fmt.Errorf("%w: cannot reach the S3 endpoint %s: check AWS_ENDPOINT_URL_S3 / AWS_ENDPOINT_URL (or --endpoint) and that the server is running (%v)", ErrOpen, where, rootCause(err))
+	}
+	if api != nil {
+		return fmt.Errorf("%w: bucket %q at %s: %s: %s", ErrOpen, bucketName, where, api.ErrorCode(), api.ErrorMessage())
 	}
 	return fmt.Errorf("%w: bucket %q at %s: %v", ErrOpen, bucketName, where, err)
 }

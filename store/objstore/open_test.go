@@ -42,6 +42,7 @@ func TestOpenErrors(t *testing.T) {
 		{"unknown access key", "s3://panto", map[string]string{"AWS_ACCESS_KEY_ID": "nobody"}, []string{"credentials rejected", "InvalidAccessKeyId"}},
 		{"no credentials", "s3://panto", map[string]string{"AWS_ACCESS_KEY_ID": "", "AWS_SECRET_ACCESS_KEY": "", "AWS_PROFILE": "",
 			"AWS_SHARED_CREDENTIALS_FILE": "/nonexistent/credentials", "AWS_CONFIG_FILE": "/nonexistent/config"}, []string{"no AWS credentials found", "AWS_ACCESS_KEY_ID"}},
+		{"invalid bucket name", "s3://ux", nil, []string{`"ux" is not a valid bucket name`, "3 to 63"}},
 		{"bad url", "s3:///x", nil, []string{"want s3://BUCKET[/PREFIX]"}},
 		{"escaping prefix", "s3://panto/a/../b", nil, []string{"may not contain"}},
 	}
