@@ -151,23 +151,9 @@ func (c *Codec) DecodeIndexShard(data []byte) (*IndexShard, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: index shard: %v", ErrInvalid, err)
 	}
-	var v struct {
-		Version int `json:"version"`
-	}
-	if err := json.Unmarshal(raw, &v); err != nil {
-		return nil, fmt.Errorf("%w: index shard: %v", ErrInvalid, err)
-	}
-	if v.Version > Version {
-		return nil, fmt.Errorf("index shard version %d: %w (this panto reads up to %d): upgrade panto", v.Version, ErrNewerVersion, Version)
-	}
 	var s IndexShard
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&s); err != nil {
-		return nil, fmt.Errorf("%w: index shard: %v", ErrInvalid, err)
-	}
-	if dec.More() {
-		return nil, fmt.Errorf("%w: index shard: trailing data", ErrInvalid)
+	if err := decodeVersioned(raw, "index shard", &s); err != nil {
+		return nil, err
 	}
 	if s.Sessions == nil {
 		s.Sessions = map[string]IndexEntry{}

@@ -231,23 +231,9 @@ func Encode(m *Manifest) ([]byte, error) {
 
 // Decode parses a manifest and checks its invariants.
 func Decode(data []byte) (*Manifest, error) {
-	var v struct {
-		Version int `json:"version"`
-	}
-	if err := json.Unmarshal(data, &v); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
-	}
-	if v.Version > Version {
-		return nil, fmt.Errorf("manifest version %d: %w (this panto reads up to %d): upgrade panto", v.Version, ErrNewerVersion, Version)
-	}
 	var m Manifest
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&m); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
-	}
-	if dec.More() {
-		return nil, fmt.Errorf("%w: trailing data", ErrInvalid)
+	if err := decodeVersioned(data, "manifest", &m); err != nil {
+		return nil, err
 	}
 	if m.Segments == nil {
 		m.Segments = []Segment{}
@@ -324,4 +310,29 @@ func isSHA256(s string) bool {
 		}
 	}
 	return true
+}
+
+// decodeVersioned decodes a versioned JSON document strictly (no unknown
+// fields, no trailing data) into v, refusing one written by a newer
+// format version before reading anything else of it: what a newer panto
+// wrote must not be misread. what names the document in errors.
+func decodeVersioned(data []byte, what string, v any) error {
+	var head struct {
+		Version int `json:"version"`
+	}
+	if err := json.Unmarshal(data, &head); err != nil {
+		return fmt.Errorf("%w: %s: %v", ErrInvalid, what, err)
+	}
+	if head.Version > Version {
+		return fmt.Errorf("%s version %d: %w (this panto reads up to %d): upgrade panto", what, head.Version, ErrNewerVersion, Version)
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("%w: %s: %v", ErrInvalid, what, err)
+	}
+	if dec.More() {
+		return fmt.Errorf("%w: %s: trailing data", ErrInvalid, what)
+	}
+	return nil
 }
