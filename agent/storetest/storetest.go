@@ -42,9 +42,22 @@ type Harness struct {
 	// Reopen, if set, returns another independent handle (as another
 	// process would open) on the same backing data as s.
 	Reopen func(t *testing.T, s agent.SessionStore) agent.SessionStore
+	// Settle, if set, makes the appends s has returned visible to the
+	// List, Resolve and Latest of other handles, for a store that writes
+	// its catalog after an append returns (objstore's Flush). Load through
+	// another handle, and everything through s itself, must see a returned
+	// append without it. Nil when appends are visible everywhere at once.
+	Settle func(t *testing.T, s agent.SessionStore)
 	// Discards is true for a store that keeps nothing (null): the suite
 	// then checks that behaviour instead.
 	Discards bool
+}
+
+func (h Harness) settle(t *testing.T, s agent.SessionStore) {
+	t.Helper()
+	if h.Settle != nil {
+		h.Settle(t, s)
+	}
 }
 
 // Run runs the conformance suite as subtests of t.
@@ -797,6 +810,9 @@ func testConcurrentAppenders(t *testing.T, h Harness) {
 		total += batchSize(b)
 	}
 	total *= writer
+	for _, hs := range handles {
+		h.settle(t, hs)
+	}
 	for i, hs := range handles {
 		conv := loadOK(t, hs, id)
 		if len(conv.Messages) != total {
@@ -888,12 +904,17 @@ func testReopen(t *testing.T, h Harness) {
 	appendOK(t, s2, "reopen-a", more)
 	all := append(append([]agent.PersistentMessage{}, first...), more...)
 	sameTexts(t, "Load through the first handle", loadOK(t, s1, "reopen-a"), all)
+	if info := infoOf(t, s2, "reopen-a"); info.MessageCount != 3 {
+		t.Errorf("second handle after its own append: MessageCount %d, want 3", info.MessageCount)
+	}
+	h.settle(t, s2)
 	info := infoOf(t, s1, "reopen-a")
 	if info.MessageCount != 3 || info.LastUserMessage != "from the second handle" || info.Model != identityB.Model {
 		t.Errorf("first handle info after the second appended: %+v", info)
 	}
 	time.Sleep(15 * time.Millisecond)
 	appendOK(t, s2, "reopen-b", texts("two", 1))
+	h.settle(t, s2)
 	for i, hs := range []agent.SessionStore{s1, s2} {
 		if got, want := listIDs(listOK(t, hs)), []string{"reopen-b", "reopen-a"}; !reflect.DeepEqual(got, want) {
 			t.Errorf("handle %d: List %v, want %v", i+1, got, want)

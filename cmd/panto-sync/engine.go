@@ -115,6 +115,14 @@ func (s *syncer) run(ctx context.Context) (int, error) {
 	s.rep.stopProgress()
 
 	sum := Summary{Command: s.cmd, DryRun: s.o.DryRun, Sessions: len(ids), Counts: map[string]int{}}
+	if !s.o.DryRun && s.cmd != cmdStatus {
+		// The segments are committed; the bucket's index learns of them
+		// here. A failure leaves it behind, which the next push repairs.
+		if err := s.remote.Flush(context.WithoutCancel(ctx)); err != nil {
+			sum.Failed++
+			fmt.Fprintf(s.o.Stderr, "panto-sync: %s: the data is pushed but the bucket's index lags; re-run to repair it\n", oneLine(err.Error()))
+		}
+	}
 	for i, e := range events {
 		if e.Event == "" { // never run: interrupted
 			e = Event{Event: "failed", ID: ids[i], Error: "interrupted", Text: fmt.Sprintf("failed    %s: interrupted before it was synced; re-run", ids[i])}

@@ -39,4 +39,7 @@ type RemoteCatalog interface {
 	IsRemoteChanged(err error) bool
 	Verify(ctx context.Context, id string) error
 	Compact(ctx context.Context, id string) error
+	// Flush finishes the index and manifest writes that AppendRaw left to
+	// the background.
+	Flush(ctx context.Context) error
 }

@@ -31,7 +31,9 @@ func openStores(ctx context.Context, o *options, create bool) (LocalCatalog, Rem
 
 // openRemote opens the bucket named by --endpoint and the s3:// URL.
 func openRemote(ctx context.Context, o *options) (RemoteCatalog, error) {
-	var opts []objstore.Option
+	// Sync appends to many sessions: each index shard is written once, at
+	// the end of the run (syncer.run flushes), not after every append.
+	opts := []objstore.Option{objstore.WithDeferredIndex()}
 	if o.Endpoint != "" {
 		opts = append(opts, objstore.WithEndpoint(o.Endpoint))
 	}
@@ -76,6 +78,8 @@ func (r remoteStore) ReadRaw(ctx context.Context, id string, offset int64) ([]by
 func (r remoteStore) AppendRaw(ctx context.Context, id string, expectLength int64, expectSHA256 string, data []byte) error {
 	return r.s.AppendRaw(ctx, id, expectLength, expectSHA256, data)
 }
+
+func (r remoteStore) Flush(ctx context.Context) error { return r.s.Flush(ctx) }
 
 func (r remoteStore) IsRemoteChanged(err error) bool {
 	return errors.Is(err, objstore.ErrRemoteChanged)

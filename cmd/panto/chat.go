@@ -9,6 +9,7 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -69,6 +70,7 @@ func chat(c *cli.Context, e *env) error {
 	if err != nil {
 		return err
 	}
+	defer flushStore(c.Context, st, e.stderr)
 	cs := &chatSession{e: e, store: st, spec: spec, persist: spec.Kind != store.KindNone, system: c.String("system")}
 
 	sess, err := resolveSession(c.Context, st, c.Bool("continue"), c.String("resume"))
@@ -216,4 +218,25 @@ func shortID(id string) string {
 		return id[:8]
 	}
 	return id
+}
+
+// storeFlusher is a store whose appends finish in the background: objstore
+// writes its catalog checkpoints after an append returns.
+type storeFlusher interface {
+	Flush(ctx context.Context) error
+}
+
+// flushStore finishes the store's background writes before panto exits,
+// so that other processes list what this one wrote. The messages are
+// stored already: a failure is a warning, not an error.
+func flushStore(ctx context.Context, st agent.SessionStore, w io.Writer) {
+	f, ok := st.(storeFlusher)
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	if err := f.Flush(ctx); err != nil {
+		fmt.Fprintf(w, "panto: warning: %s\n", oneLine(err.Error()))
+	}
 }

@@ -9,8 +9,6 @@ import (
 	"math/rand/v2"
 	"time"
 
-	"golang.org/x/sync/errgroup"
-
 	"github.com/panto-dev/panto/agent"
 	"github.com/panto-dev/panto/internal/manifest"
 	"github.com/panto-dev/panto/internal/sessionlog"
@@ -25,7 +23,14 @@ type sessionState struct {
 	loaded bool
 	m      *manifest.Manifest
 	etag   string    // "" when no manifest is stored (as far as we know)
+	stored int       // segments of m the stored manifest lists
 	fresh  time.Time // when m was last confirmed against the bucket
+
+	// The background checkpoint (checkpoint.go), guarded by Store.mu.
+	dirty    bool          // committed segments not yet checkpointed
+	flushing bool          // a checkpointLoop is running
+	flushed  chan struct{} // closed when that loop ends
+	ckErr    error         // of the last checkpoint, nil when it succeeded
 }
 
 // chanMutex is a mutex whose Lock gives up when ctx ends, so that a caller
@@ -63,11 +68,12 @@ func (s *Store) refresh(ctx context.Context, id string, st *sessionState) error 
 		st.loaded = false
 		return err
 	}
-	if _, err := s.catchUpFrom(ctx, m, etag); err != nil {
+	stored := len(m.Segments)
+	if _, err := s.catchUpFrom(ctx, m); err != nil {
 		st.loaded = false
 		return err
 	}
-	st.m, st.etag, st.loaded, st.fresh = m, etag, true, s.now()
+	st.m, st.etag, st.stored, st.loaded, st.fresh = m, etag, stored, true, s.now()
 	return nil
 }
 
@@ -92,20 +98,42 @@ func (x *expectation) holds(m *manifest.Manifest, raw []byte) bool {
 }
 
 // appendBatch commits one segment holding encode's bytes at the end of
-// session id (the conditional-put protocol, see the package doc), then
-// checkpoints the manifest and the index shard. encode is called for each
-// attempt, with header true when the segment starts the log.
+// session id (the conditional-put protocol, see the package doc) and
+// returns once it is committed; the manifest and index checkpoints follow
+// in the background (see checkpoint.go). The first segment of a session
+// waits for its index entry too, so that a session never exists unlisted
+// because its writer died a moment after the append returned. encode is
+// called for each attempt, with header true when the segment starts the
+// log.
 func (s *Store) appendBatch(ctx context.Context, id string, encode func(header bool) ([]byte, error), expect *expectation) error {
 	st := s.state(id)
 	if err := st.mu.lock(ctx); err != nil {
 		return fmt.Errorf("append to session %s: %w", id, err)
 	}
-	defer st.mu.unlock()
+	err := s.commitBatch(ctx, id, st, encode, expect)
+	first := err == nil && len(st.m.Segments) == 1
+	st.mu.unlock()
+	if err != nil {
+		return err
+	}
+	done := s.scheduleCheckpoint(ctx, id, st)
+	if first && !s.deferIndex {
+		// The checkpoint's outcome does not change the append's: the
+		// segment is committed, and the index is a checkpoint that may lag.
+		select {
+		case <-done:
+		case <-ctx.Done():
+		}
+	}
+	return nil
+}
 
+// commitBatch is appendBatch's commit. Callers hold st.mu.
+func (s *Store) commitBatch(ctx context.Context, id string, st *sessionState, encode func(header bool) ([]byte, error), expect *expectation) error {
 	// A caller that expects a new session needs no read: the segment PUT's
 	// If-None-Match refuses an existing one (and the 412 path catches up).
 	if !st.loaded && expect != nil && expect.length == 0 {
-		st.m, st.etag, st.loaded, st.fresh = manifest.New(id), "", true, s.now()
+		st.m, st.etag, st.stored, st.loaded, st.fresh = manifest.New(id), "", 0, true, s.now()
 	}
 	// A manifest older than half the grace period may list segment names
 	// that compaction has since deleted: re-read it before committing.
@@ -208,12 +236,6 @@ func (s *Store) appendBatch(ctx context.Context, id string, encode func(header b
 	}
 committed:
 	st.m, st.fresh = m, s.now()
-	s.checkpoint(ctx, id, st)
-	if s.compactThreshold > 0 && len(st.m.Segments) > s.compactThreshold {
-		// The batch is committed: a failed compaction is retried by the
-		// next append, and does not fail this one.
-		_ = s.compactLocked(ctx, id, st)
-	}
 	return nil
 }
 
@@ -248,73 +270,6 @@ func appendFailed(id string, putErr, lookErr error) error {
 		return fmt.Errorf("append to session %s: %w: the write failed (%v) and checking whether it landed failed too (%v); load the session to see", id, ErrOutcomeUnknown, putErr, lookErr)
 	}
 	return fmt.Errorf("append to session %s: %w", id, putErr)
-}
-
-// checkpoint writes the manifest and the index entry of the session, in
-// parallel. Both are checkpoints that may lag: errors are not returned (the
-// committed segment is the truth, and the next writer catches up).
-//
-// A session whose log is its first segment alone, with no manifest
-// stored, gets no manifest: readers find the segment by probing from
-// seg/0 and check it against the index entry (see needsManifest).
-func (s *Store) checkpoint(ctx context.Context, id string, st *sessionState) {
-	entry := manifest.IndexEntry{Info: st.m.Info(), Length: st.m.Length, SHA256: st.m.SHA256}
-	if !needsManifest(st) {
-		_ = s.updateIndex(ctx, entry)
-		return
-	}
-	var g errgroup.Group
-	g.Go(func() error { return s.putManifest(ctx, id, st) })
-	g.Go(func() error { return s.updateIndex(ctx, entry) })
-	_ = g.Wait()
-}
-
-// needsManifest reports whether the checkpoint of st must write the
-// manifest: not when none is stored and the log is one appended segment
-// (seg/00000000000000000000), which readers find by probing. The append
-// that adds the second segment creates it (If-None-Match: *). Callers hold
-// st.mu.
-func needsManifest(st *sessionState) bool {
-	return st.etag != "" || len(st.m.Segments) != 1 || st.m.Segments[0].Merged
-}
-
-// putManifest stores st.m with If-Match on st.etag (If-None-Match when no
-// manifest is known). On a lost race it adopts the stored manifest, catches
-// it up by probing and, if that still lacks segments, writes it again.
-// Callers hold st.mu.
-func (s *Store) putManifest(ctx context.Context, id string, st *sessionState) error {
-	key := s.sessionKey(id, "manifest.json")
-	for attempt := 0; attempt < s.maxAttempts; attempt++ {
-		data, err := manifest.Encode(st.m)
-		if err != nil {
-			return err
-		}
-		cond := putCond{ifMatch: st.etag, ifNoneMatch: st.etag == ""}
-		etag, err := s.b.put(ctx, key, data, cond, "application/json")
-		if err == nil {
-			st.etag = etag
-			return nil
-		}
-		if !errors.Is(err, errPrecondition) && !errors.Is(err, errConflict) {
-			return err
-		}
-		remote, retag, err := s.readManifest(ctx, id)
-		if err != nil {
-			return err
-		}
-		probed, err := s.catchUp(ctx, remote)
-		if err != nil {
-			return err
-		}
-		st.m, st.etag = remote, retag
-		if len(probed) == 0 {
-			return nil // the stored manifest already covers everything
-		}
-		if err := backoff(ctx, attempt); err != nil {
-			return err
-		}
-	}
-	return fmt.Errorf("manifest of session %s: too many concurrent updates", id)
 }
 
 // backoff sleeps before retry attempt+1: exponential with jitter, capped.

@@ -93,7 +93,7 @@ func (s *Store) compactLocked(ctx context.Context, id string, st *sessionState) 
 		if err != nil {
 			return fmt.Errorf("compact session %s: %w", id, err)
 		}
-		st.m, st.etag, st.fresh = next, etag, s.now()
+		st.m, st.etag, st.stored, st.fresh = next, etag, len(next.Segments), s.now()
 		// The manifest no longer mentions the due objects: delete them. A
 		// failed delete leaves garbage, never a dangling reference.
 		for _, p := range due {

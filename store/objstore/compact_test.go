@@ -51,12 +51,15 @@ func TestCompaction(t *testing.T) {
 	ctx := context.Background()
 	e := newEnv(t)
 	const grace = 1500 * time.Millisecond
-	s := e.open(t, objstore.WithCompactThreshold(4), objstore.WithCompactGrace(grace))
+	s := e.open(t, objstore.WithCompactThreshold(4), objstore.WithCompactGrace(grace), objstore.WithManifestInterval(1))
 	id := agent.NewSessionID()
 	for i := 0; i < 4; i++ {
 		if err := s.AppendMessages(ctx, id, []agent.PersistentMessage{user(fmt.Sprint("m", i))}); err != nil {
 			t.Fatal(err)
 		}
+	}
+	if err := s.Flush(ctx); err != nil {
+		t.Fatal(err)
 	}
 	before, err := s.ReadRaw(ctx, id, 0)
 	if err != nil {
@@ -66,6 +69,9 @@ func TestCompaction(t *testing.T) {
 		t.Fatalf("%d segments before the threshold", got)
 	}
 	if err := s.AppendMessages(ctx, id, []agent.PersistentMessage{user("m4")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Flush(ctx); err != nil { // the compaction runs after the checkpoint
 		t.Fatal(err)
 	}
 	m := readManifest(t, e, id)

@@ -29,5 +29,10 @@ func TestConformance(t *testing.T) {
 			mu.Unlock()
 			return e.open(t, objstore.WithCompactThreshold(4))
 		},
+		Settle: func(t *testing.T, s agent.SessionStore) {
+			if err := s.(*objstore.Store).Flush(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+		},
 	})
 }

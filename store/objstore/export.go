@@ -28,6 +28,9 @@ type RemoteSession struct {
 // The index may lag behind a session whose writer crashed before updating
 // it; Checkpoints and AppendRaw consult the session itself.
 func (s *Store) Sessions(ctx context.Context) (map[string]RemoteSession, error) {
+	if err := s.settle(ctx); ctx.Err() != nil {
+		return nil, fmt.Errorf("list remote sessions: %w", err)
+	}
 	all, err := s.readIndex(ctx, manifest.ShardNames())
 	if err != nil {
 		return nil, fmt.Errorf("list remote sessions: %w", err)
@@ -52,11 +55,11 @@ func (s *Store) Checkpoints(ctx context.Context, id string) ([]Checkpoint, error
 	if err := agent.ValidateSessionID(id); err != nil {
 		return nil, err
 	}
-	m, etag, err := s.readManifest(ctx, id)
+	m, _, err := s.readManifest(ctx, id)
 	if err != nil {
 		return nil, err
 	}
-	if _, err := s.catchUpFrom(ctx, m, etag); err != nil {
+	if _, err := s.catchUpFrom(ctx, m); err != nil {
 		return nil, fmt.Errorf("checkpoints of session %s: %w", id, err)
 	}
 	if m.Length == 0 {

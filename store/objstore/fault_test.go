@@ -64,7 +64,7 @@ func TestCrashPoints(t *testing.T) {
 				id := agent.NewSessionID()
 				var want []string
 				for i := range before {
-					s := e.open(t)
+					s := e.open(t, objstore.WithManifestInterval(1))
 					text := fmt.Sprint("before", i)
 					if err := s.AppendMessages(ctx, id, []agent.PersistentMessage{user(text)}); err != nil {
 						t.Fatal(err)
@@ -72,7 +72,9 @@ func TestCrashPoints(t *testing.T) {
 					want = append(want, text)
 				}
 				rec := &recorder{}
-				s := e.open(t, rec.option(), objstore.WithMaxAttempts(1))
+				// Interval 1: every append after the first writes the
+				// manifest, so that each crash point exists.
+				s := e.open(t, rec.option(), objstore.WithMaxAttempts(1), objstore.WithManifestInterval(1))
 				if !newSession {
 					if _, err := s.Load(ctx, id); err != nil { // warm the caches
 						t.Fatal(err)
@@ -102,6 +104,11 @@ func TestCrashPoints(t *testing.T) {
 				if err := s.AppendMessages(ctx, id, []agent.PersistentMessage{user("crashed"), user("batch")}); err != nil {
 					t.Logf("append reported %v", err)
 				}
+				// The checkpoints are written in the background: the
+				// crash happens there.
+				if err := s.Flush(ctx); err == nil && !newSession {
+					t.Error("Flush of a dead process's checkpoints reported no error")
+				}
 				if !segDone.Load() || !dead.Load() {
 					t.Fatalf("the fault did not fire (segment %v)", segDone.Load())
 				}
@@ -128,6 +135,9 @@ func TestCrashPoints(t *testing.T) {
 					t.Fatalf("list after resolve: %d messages, want %d (or %d, lagging)", n, len(want), before)
 				}
 				if err := fresh.AppendMessages(ctx, id, []agent.PersistentMessage{user("after")}); err != nil {
+					t.Fatal(err)
+				}
+				if err := fresh.Flush(ctx); err != nil {
 					t.Fatal(err)
 				}
 				want = append(want, "after")
@@ -256,6 +266,9 @@ func TestFlippedByte(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	if err := s.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
 	// Replace the middle segment by one whose raw bytes differ in one
 	// byte (re-compressed, so that the zstd frame itself is valid).
 	c := e.srv.Client(t)
@@ -294,28 +307,45 @@ func TestFlippedByte(t *testing.T) {
 	}
 }
 
-// TestFlippedByteNoManifest: the only segment of a session that has no
-// manifest (its first append writes none) is checked against the index
-// entry: a byte flipped in it (re-compressed, so that the frame and the
-// lines are valid) fails Load, ReadRaw, Checkpoints and Verify with
-// ErrCorrupt naming the object; so does a damaged frame, and a segment the
-// index counts that is gone.
+// TestFlippedByteNoManifest: a segment no manifest lists — the only
+// segment of a session (its first append writes no manifest), or one
+// appended after the manifest (written every 8 segments) — is checked
+// against the index entry: a byte flipped in it (re-compressed, so that
+// the frame and the lines are valid) fails Load, ReadRaw, Checkpoints and
+// Verify with ErrCorrupt naming the object; so does a damaged frame, and a
+// segment the index counts that is gone.
 func TestFlippedByteNoManifest(t *testing.T) {
+	t.Run("one segment", func(t *testing.T) { testFlippedByteNoManifest(t, 1) })
+	t.Run("past the manifest", func(t *testing.T) { testFlippedByteNoManifest(t, 11) })
+}
+
+func testFlippedByteNoManifest(t *testing.T, appends int) {
 	ctx := context.Background()
 	e := newEnv(t)
-	s := e.open(t)
+	s := e.open(t, objstore.WithCompactThreshold(0))
 	id := agent.NewSessionID()
-	if err := s.AppendMessages(ctx, id, []agent.PersistentMessage{user(strings.Repeat("text ", 20))}); err != nil {
-		t.Fatal(err)
+	for range appends {
+		if err := s.AppendMessages(ctx, id, []agent.PersistentMessage{user(strings.Repeat("text ", 20))}); err != nil {
+			t.Fatal(err)
+		}
+		// One checkpoint per append, so that the manifest lists 9.
+		if err := s.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
 	}
-	key := "pfx/sessions/" + id + "/" + manifest.SegmentName(0)
+	var key string
 	var raw []byte
 	for _, o := range e.readBucket(t) {
-		if strings.HasSuffix(o.key, "manifest.json") {
+		if strings.HasSuffix(o.key, "manifest.json") && appends == 1 {
 			t.Fatalf("a one-segment session has a manifest: %s", o.key)
 		}
-		if o.key == key {
-			raw = bytes.Clone(o.data)
+		if strings.Contains(o.key, "/seg/") && o.key > key {
+			key, raw = o.key, bytes.Clone(o.data)
+		}
+	}
+	if appends > 1 {
+		if m := readManifest(t, e, id); len(m.Segments) != 9 {
+			t.Fatalf("the manifest lists %d segments, want 9", len(m.Segments))
 		}
 	}
 	if raw == nil {
@@ -358,9 +388,11 @@ func TestFlippedByteNoManifest(t *testing.T) {
 			t.Errorf("%s of a damaged frame: %v, want ErrCorrupt naming %s", what, err, key)
 		}
 	}
+	if appends > 1 {
+		return
+	}
 	// The intact segment back, then a second one the index counts but
-	// no manifest lists (its writer died before the manifest PUT),
-	// deleted: the missing object is named.
+	// no manifest lists, deleted: the missing object is named.
 	put(key, codec.Compress(raw))
 	more, err := sessionlog.EncodeBatch(id, false, []agent.PersistentMessage{user("more")}, t0)
 	if err != nil {
@@ -376,6 +408,9 @@ func TestFlippedByteNoManifest(t *testing.T) {
 		return nil
 	})
 	if err := w.AppendRaw(ctx, id, int64(len(raw)), sum(raw), more); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if remote, err := e.open(t).Sessions(ctx); err != nil || remote[id].Length != int64(len(raw)+len(more)) {
@@ -402,12 +437,15 @@ func TestFlippedByteNoManifest(t *testing.T) {
 func TestVerifyTamperedManifest(t *testing.T) {
 	ctx := context.Background()
 	e := newEnv(t)
-	s := e.open(t, objstore.WithCompactThreshold(0))
+	s := e.open(t, objstore.WithCompactThreshold(0), objstore.WithManifestInterval(1))
 	id := agent.NewSessionID()
 	for i := 0; i < 3; i++ {
 		if err := s.AppendMessages(ctx, id, []agent.PersistentMessage{user("m")}); err != nil {
 			t.Fatal(err)
 		}
+	}
+	if err := s.Flush(ctx); err != nil {
+		t.Fatal(err)
 	}
 	m := readManifest(t, e, id)
 	m.Segments[0].PrefixSHA256 = strings.Repeat("ab", 32)
@@ -476,14 +514,19 @@ func TestAppendRawRetryRepairsIndex(t *testing.T) {
 				}
 				return nil
 			})
-			_ = s.AppendRaw(ctx, id, expectLen, expectSum, data) // committed; the index PUT died
+			_ = s.AppendRaw(ctx, id, expectLen, expectSum, data) // committed; the index PUT dies
+			_ = s.Flush(ctx)
 			if !dead.Load() {
 				t.Fatal("the fault did not fire")
 			}
 			if remote, err := e.open(t).Sessions(ctx); err != nil || remote[id].Length != expectLen {
 				t.Fatalf("before the re-run the index should lag at %d: %v %+v", expectLen, err, remote)
 			}
-			if err := e.open(t).AppendRaw(ctx, id, expectLen, expectSum, data); err != nil {
+			rerun := e.open(t)
+			if err := rerun.AppendRaw(ctx, id, expectLen, expectSum, data); err != nil {
+				t.Fatalf("re-run: %v", err)
+			}
+			if err := rerun.Flush(ctx); err != nil {
 				t.Fatalf("re-run: %v", err)
 			}
 			all := append(append([]byte{}, head...), more...)

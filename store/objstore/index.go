@@ -77,17 +77,29 @@ func (s *Store) readShard(ctx context.Context, name string) (*manifest.IndexShar
 // re-reading and re-applying on a lost race. An entry never replaces a
 // longer one: the index may lag behind the sessions, never go back.
 func (s *Store) updateIndex(ctx context.Context, e manifest.IndexEntry) error {
+	name := s.queueIndex(e)
+	return s.writeShard(ctx, name)
+}
+
+// queueIndex queues e for the next write of its shard, and returns the
+// shard's name.
+func (s *Store) queueIndex(e manifest.IndexEntry) string {
 	name := manifest.ShardOf(e.Info.ID)
 	st := s.shardState(name)
 	st.mu.Lock()
+	defer st.mu.Unlock()
 	if st.pending == nil {
 		st.pending = map[string]manifest.IndexEntry{}
 	}
 	if old, ok := st.pending[e.Info.ID]; !ok || old.Length <= e.Length {
 		st.pending[e.Info.ID] = e
 	}
-	st.mu.Unlock()
+	return name
+}
 
+// writeShard writes the entries queued for shard name, if any.
+func (s *Store) writeShard(ctx context.Context, name string) error {
+	st := s.shardState(name)
 	st.wmu.Lock()
 	defer st.wmu.Unlock()
 	st.mu.Lock()
@@ -96,7 +108,7 @@ func (s *Store) updateIndex(ctx context.Context, e manifest.IndexEntry) error {
 	cur, etag, loaded := st.shard, st.etag, st.loaded
 	st.mu.Unlock()
 	if len(batch) == 0 {
-		return nil // written by the writer before us
+		return nil // written by the writer before us, or nothing queued
 	}
 	requeue := func() {
 		st.mu.Lock()
@@ -200,6 +212,9 @@ func sortNewestFirst(infos []agent.SessionInfo) {
 // List returns every session in the index, newest first: one GET per
 // shard, whatever the number of sessions and segments.
 func (s *Store) List(ctx context.Context) ([]agent.SessionInfo, error) {
+	if err := s.settle(ctx); ctx.Err() != nil {
+		return nil, fmt.Errorf("list sessions: %w", err)
+	}
 	all, err := s.readIndex(ctx, manifest.ShardNames())
 	if err != nil {
 		return nil, fmt.Errorf("list sessions: %w", err)
@@ -220,6 +235,9 @@ func (s *Store) List(ctx context.Context) ([]agent.SessionInfo, error) {
 func (s *Store) Resolve(ctx context.Context, idOrPrefix string) (*agent.Session, error) {
 	if err := agent.ValidateSessionID(idOrPrefix); err != nil {
 		return nil, err
+	}
+	if err := s.settle(ctx); ctx.Err() != nil {
+		return nil, fmt.Errorf("resolve %q: %w", idOrPrefix, err)
 	}
 	all, err := s.readIndex(ctx, []string{manifest.ShardOf(idOrPrefix)})
 	if err != nil {

@@ -71,7 +71,7 @@ func TestLayout(t *testing.T) {
 	ctx := context.Background()
 	e := newEnv(t)
 	clock := fixedClock()
-	s := e.open(t, objstore.WithClock(clock), objstore.WithCompactThreshold(0))
+	s := e.open(t, objstore.WithClock(clock), objstore.WithCompactThreshold(0), objstore.WithManifestInterval(1))
 	id := "c0ffee" + agent.NewSessionID()[6:]
 	batches := [][]agent.PersistentMessage{
 		{user("first"), msg(agent.RoleAssistant, "answer")},
@@ -89,6 +89,9 @@ func TestLayout(t *testing.T) {
 		if err := fs.AppendMessages(ctx, id, b); err != nil {
 			t.Fatal(err)
 		}
+	}
+	if err := s.Flush(ctx); err != nil {
+		t.Fatal(err)
 	}
 	path, err := fs.Path(id)
 	if err != nil {
@@ -203,7 +206,7 @@ func TestLayoutOneSegment(t *testing.T) {
 	if entry.Length != int64(len(seg)) || entry.SHA256 != sum(seg) || entry.Info.MessageCount != 2 || entry.Info.LastUserMessage != "only" {
 		t.Fatalf("index entry %+v for a %d-byte segment", entry, len(seg))
 	}
-	fresh := e.open(t)
+	fresh := e.open(t, objstore.WithManifestInterval(1))
 	conv, err := fresh.Load(ctx, id)
 	if err != nil || strings.Join(texts(conv), ",") != "only,answer" {
 		t.Fatalf("load: %v %q", err, texts(conv))
@@ -217,6 +220,9 @@ func TestLayoutOneSegment(t *testing.T) {
 	if err := fresh.AppendMessages(ctx, id, []agent.PersistentMessage{user("more")}); err != nil {
 		t.Fatal(err)
 	}
+	if err := fresh.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
 	m := readManifest(t, e, id)
 	if len(m.Segments) != 2 || m.Segments[0].Length != int64(len(seg)) || m.Segments[0].SHA256 != entry.SHA256 || m.Info().MessageCount != 3 {
 		t.Fatalf("manifest after the second append: %+v", m)
@@ -224,8 +230,9 @@ func TestLayoutOneSegment(t *testing.T) {
 }
 
 // TestRequestsPerAppend: the first append of a session is 2 PUTs (segment,
-// index shard) and the shard's GET; a steady-state append is at most 3
-// PUTs in at most 2 sequential round trips, and no GET or LIST.
+// index shard) and the shard's GET; a steady-state append is 1 PUT on the
+// caller's path and a checkpoint of 1 PUT (index shard), or 2 in parallel
+// (index shard and manifest) every 8 segments; no GET or LIST.
 func TestRequestsPerAppend(t *testing.T) {
 	ctx := context.Background()
 	e := newEnv(t)
@@ -247,34 +254,48 @@ func TestRequestsPerAppend(t *testing.T) {
 		slices.ContainsFunc(first, func(r request) bool { return strings.HasSuffix(r.path, "manifest.json") }) {
 		t.Fatalf("first append: %+v", first)
 	}
-	// The second creates the manifest: 3 PUTs (segment; manifest and
-	// index shard in parallel), no GET.
-	alone := checkpointsTogether(rec)
-	if err := s.AppendMessages(ctx, sess.Info.ID, []agent.PersistentMessage{user("second")}); err != nil {
-		t.Fatal(err)
-	}
-	second := rec.take()
-	if alone() {
-		t.Fatalf("second append: the manifest and index PUTs were not in flight together: %+v", second)
-	}
-	if n := count(second, "PUT"); n != 3 || len(second) != n || rounds(second) > 2 ||
-		!slices.ContainsFunc(second, func(r request) bool { return strings.HasSuffix(r.path, "manifest.json") }) {
-		t.Fatalf("second append: %+v", second)
-	}
-	for i := 0; i < 5; i++ {
-		alone := checkpointsTogether(rec)
+	// The first append waited for its index entry; later ones return at
+	// their commit point: one PUT, one round trip. The checkpoint follows
+	// in the background: the index shard PUT (If-Match), and with the
+	// append that brings 8 segments past the manifest (none yet: the first
+	// segment does not count), the manifest PUT in parallel with it; no
+	// GET.
+	for i := 0; i < 10; i++ {
+		segments := i + 2
+		withManifest := segments == 9
+		var release func()
+		alone := func() bool { return false }
+		if withManifest {
+			release, alone = checkpointsTogether(rec)
+		} else {
+			rec.setFault(nil)
+		}
 		if err := s.AppendMessages(ctx, sess.Info.ID, []agent.PersistentMessage{user("more")}); err != nil {
+			t.Fatal(err)
+		}
+		if withManifest {
+			onPath := rec.take()
+			if len(onPath) != 1 || !isSegmentPut(onPath[0]) {
+				t.Fatalf("append %d: the append made %+v, want its segment PUT alone", i, onPath)
+			}
+			release()
+		}
+		if err := s.Flush(ctx); err != nil {
 			t.Fatal(err)
 		}
 		reqs := rec.take()
 		if alone() {
 			t.Fatalf("append %d: the manifest and index PUTs were not in flight together: %+v", i, reqs)
 		}
-		if n := count(reqs, "PUT"); n > 3 || len(reqs) != n {
-			t.Fatalf("append %d: %d requests, %d PUTs: %+v", i, len(reqs), n, reqs)
+		if !withManifest {
+			if len(reqs) != 2 || !isSegmentPut(reqs[0]) || !strings.Contains(reqs[1].path, "/index/") || count(reqs, "PUT") != 2 || rounds(reqs) != 2 {
+				t.Fatalf("append with %d segments: %+v, want the segment PUT then the index shard PUT", segments, reqs)
+			}
+			continue
 		}
-		if r := rounds(reqs); r > 2 {
-			t.Fatalf("append %d: %d sequential round trips", i, r)
+		if len(reqs) != 2 || count(reqs, "PUT") != 2 || rounds(reqs) != 1 ||
+			!slices.ContainsFunc(reqs, func(r request) bool { return strings.HasSuffix(r.path, "manifest.json") }) {
+			t.Fatalf("checkpoint of the append with %d segments: %+v", segments, reqs)
 		}
 	}
 	// List, resolve and latest cost one GET per shard at most, no LIST.
@@ -310,6 +331,9 @@ func TestNoKeyInBucket(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	if err := s.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
 	objs := e.readBucket(t)
 	if len(objs) < 4 {
 		t.Fatalf("only %d objects", len(objs))
@@ -322,14 +346,16 @@ func TestNoKeyInBucket(t *testing.T) {
 }
 
 // checkpointsTogether holds the manifest PUT and the index PUT of the next
-// append until both have been issued, so that the round-trip count does
-// not depend on how the scheduler runs the two goroutines on a loaded
-// machine. The returned func reports whether the wait timed out: the two
-// were not issued concurrently.
-func checkpointsTogether(rec *recorder) (alone func() bool) {
+// checkpoint until release is called and both have been issued, so that
+// the test sees the append's own requests alone and the round-trip count
+// does not depend on how the scheduler runs the two goroutines on a
+// loaded machine. alone reports whether the wait timed out: the two were
+// not issued concurrently.
+func checkpointsTogether(rec *recorder) (release func(), alone func() bool) {
 	var mu sync.Mutex
 	arrived := 0
 	both := make(chan struct{})
+	released := make(chan struct{})
 	var timedOut atomic.Bool
 	rec.setFault(func(r *http.Request) error {
 		if !isPut(r, "manifest.json") && !(isPut(r, ".json.zst") && strings.Contains(r.URL.Path, "/index/")) {
@@ -341,6 +367,7 @@ func checkpointsTogether(rec *recorder) (alone func() bool) {
 			close(both)
 		}
 		mu.Unlock()
+		<-released
 		select {
 		case <-both:
 		case <-time.After(5 * time.Second):
@@ -348,5 +375,9 @@ func checkpointsTogether(rec *recorder) (alone func() bool) {
 		}
 		return nil
 	})
-	return timedOut.Load
+	return sync.OnceFunc(func() { close(released) }), timedOut.Load
+}
+
+func isSegmentPut(r request) bool {
+	return r.method == http.MethodPut && strings.Contains(r.path, "/seg/")
 }

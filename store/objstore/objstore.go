@@ -31,17 +31,19 @@
 //     and retry at the new end, with bounded backoff. A 409 is retried. If
 //     the segment found at L holds exactly our bytes, it is our own PUT
 //     whose response was lost (the SDK retried it): the append succeeded.
-//  2. Then the manifest (If-Match) and the index shard (If-Match) are
-//     written in parallel: at most 3 PUTs and 2 sequential round trips per
-//     append in the steady state, because the Store caches each session's
-//     manifest and each shard with their ETags. They are checkpoints: a
-//     412 re-reads and re-applies them; a failure after the segment
-//     committed does not fail the append (the segment is the truth, and the
-//     next writer or reader catches up by probing).
-//     The first append of a session writes no manifest, only the segment
-//     and the index entry: a log that is one segment needs no checkpoint
-//     (see "First segment" below). The append that adds the second segment
-//     creates the manifest (If-None-Match: *).
+//  2. The append returns there. The manifest (If-Match) and the index
+//     shard (If-Match) follow in the background, in parallel: a writer per
+//     session (checkpoint.go) that coalesces the appends committed while
+//     it writes. They are checkpoints: a 412 re-reads and re-applies them;
+//     a failure does not fail the append (the segment is the truth, and
+//     the next writer or reader catches up by probing). A Store's own
+//     List, Resolve and Latest wait for its pending checkpoints; other
+//     Stores see them a round trip later, or after Flush, which panto and
+//     panto-sync call before exiting. The first append of a session waits
+//     for its index entry (so that no session exists unlisted because its
+//     writer died right after the append returned), and writes no
+//     manifest (see "First segment" below); the append that adds the
+//     second segment creates the manifest (If-None-Match: *).
 //  3. Readers start from the manifest, verify every listed segment's sha256
 //     and probe forward for segments committed after it. Only segments at or
 //     after the manifest's end are ever probed, so an old segment name
@@ -108,17 +110,20 @@
 //
 // # Cost
 //
-// A steady-state append is 3 PUTs in 2 sequential round trips (segment;
-// then manifest and index shard in parallel); the first append of a
-// session is 2 PUTs (segment, then index shard) and the second creates
-// the manifest (3 PUTs, a create rather than an If-Match); list and
-// latest are 16 GETs
-// (conditional: an unchanged shard is a 304), resolve is 1 GET, whatever
-// the number of sessions or segments. The second round trip is a
-// conditional overwrite (If-Match), which MinIO serves about twice as
-// slowly as a plain PUT of a new object, so an append costs about 3 plain
-// PUTs of latency rather than 2; the checkpoints cannot move off the
-// append's path without letting list miss a returned append.
+// A steady-state append is 1 PUT and 1 round trip on the caller's path
+// (the segment), then 2 PUTs in 1 round trip in the background (manifest
+// and index shard); the first append of a session is 2 PUTs in 2 round
+// trips (segment, then index shard) and the second creates the manifest;
+// list and latest are 16 GETs (conditional: an unchanged shard is a 304),
+// resolve is 1 GET, whatever the number of sessions or segments.
+//
+// Why the checkpoints left the append's path: the second round trip is a
+// conditional overwrite (If-Match), which MinIO serves more slowly than a
+// plain PUT of a new object, so a synchronous append cost 3.3x a bare
+// PUT; it now costs about one (BENCHMARKS.md). What that gives up is
+// bounded: another process may list a session's previous summary for one
+// round trip, or, if the writer dies in that round trip, until the
+// session's next append or push; loads never miss a returned append.
 //
 // A store opened on a prefix whose format marker has a newer version is
 // refused (ErrNewerFormat) rather than misread.
@@ -186,10 +191,14 @@ type Store struct {
 	compactGrace     time.Duration
 	maxAttempts      int // of the conditional-PUT loops
 	parallel         int // concurrent GETs of one load
+	deferIndex       bool
+	manifestEvery    int
 
 	mu       sync.Mutex
 	sessions map[string]*sessionState
 	shards   map[string]*shardState
+	busy     int           // running checkpointLoops
+	idle     chan struct{} // closed when busy drops to 0
 }
 
 // Option configures Open.
@@ -203,6 +212,8 @@ type options struct {
 	compactGrace     time.Duration
 	s3Options        []func(*s3.Options)
 	maxAttempts      int
+	deferIndex       bool
+	manifestEvery    int
 }
 
 // WithEndpoint sets the S3 endpoint URL (e.g. http://127.0.0.1:9000 for
@@ -243,6 +254,24 @@ func WithHTTPClient(c s3.HTTPClient) Option {
 	return WithS3Options(func(so *s3.Options) { so.HTTPClient = c })
 }
 
+// WithManifestInterval sets how many segments are appended to a session
+// before its manifest is rewritten (default 8; a log's first segment does
+// not count). Readers find the segments after the manifest by probing, one
+// GET each, and check them against the index entry; a larger interval
+// writes fewer and smaller checkpoints and makes loads probe more. 1
+// writes the manifest with every append after the first.
+func WithManifestInterval(n int) Option { return func(o *options) { o.manifestEvery = n } }
+
+// WithDeferredIndex makes the Store write the index entries of its
+// appends at Flush (and before its own List, Resolve, Latest and
+// Sessions), each index shard once, instead of after each append: for a
+// bulk writer such as panto-sync push, which appends to many sessions and
+// would otherwise rewrite each shard many times. Until the Flush, other
+// processes do not list the sessions it created or changed (they load
+// them); a writer that dies before it leaves the index behind, and its
+// re-run (AppendRaw finds its own segments) writes it.
+func WithDeferredIndex() Option { return func(o *options) { o.deferIndex = true } }
+
 // WithMaxAttempts bounds the attempts of each conditional-write loop
 // (default 10) and of the SDK's retries of one request (at most 5).
 func WithMaxAttempts(n int) Option { return func(o *options) { o.maxAttempts = n } }
@@ -259,7 +288,7 @@ const maxIdleConnsPerHost = 64
 // creates) the format marker, so a missing bucket, an unreachable
 // endpoint or rejected credentials fail here with one line saying which.
 func Open(ctx context.Context, rawURL string, opts ...Option) (*Store, error) {
-	o := options{clock: time.Now, compactThreshold: 32, compactGrace: time.Hour, maxAttempts: 10}
+	o := options{clock: time.Now, compactThreshold: 32, compactGrace: time.Hour, maxAttempts: 10, manifestEvery: 8}
 	for _, fn := range opts {
 		fn(&o)
 	}
@@ -329,6 +358,8 @@ func Open(ctx context.Context, rawURL string, opts ...Option) (*Store, error) {
 		compactGrace:     o.compactGrace,
 		maxAttempts:      max(o.maxAttempts, 1),
 		parallel:         8,
+		deferIndex:       o.deferIndex,
+		manifestEvery:    max(o.manifestEvery, 1),
 		sessions:         map[string]*sessionState{},
 		shards:           map[string]*shardState{},
 	}

@@ -62,10 +62,12 @@ func TestRaceGoroutines(t *testing.T) {
 	const writers, batches = 6, 6
 	var wg sync.WaitGroup
 	errs := make(chan error, writers)
+	stores := []*objstore.Store{shared}
 	for w := 0; w < writers; w++ {
 		s := shared
 		if w%2 == 0 {
 			s = e.open(t, objstore.WithCompactThreshold(5), objstore.WithCompactGrace(2*time.Second))
+			stores = append(stores, s)
 		}
 		wg.Add(1)
 		go func() {
@@ -82,6 +84,11 @@ func TestRaceGoroutines(t *testing.T) {
 	close(errs)
 	for err := range errs {
 		t.Fatal(err)
+	}
+	for _, s := range stores {
+		if err := s.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
 	}
 	fresh := e.open(t)
 	c, err := fresh.Load(ctx, id)
@@ -166,6 +173,9 @@ func TestChildAppender(t *testing.T) {
 		if err := s.AppendMessages(ctx, os.Getenv("CHILD_ID"), batchOf(w, b)); err != nil {
 			t.Fatal(err)
 		}
+	}
+	if err := s.Flush(ctx); err != nil {
+		t.Fatal(err)
 	}
 	fmt.Println("appended")
 }

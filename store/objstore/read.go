@@ -69,19 +69,17 @@ func (s *Store) catchUp(ctx context.Context, m *manifest.Manifest) ([]fetched, e
 	}
 }
 
-// catchUpFrom is catchUp of m, the stored manifest whose ETag is etag.
-// With no manifest stored (etag ""), every segment is found by probing,
-// and nothing but its own framing (the zstd frame checksum, whole
-// committed lines, the header's id) vouches for its bytes: the session's
-// index entry, read in parallel with the probe (one GET of one shard, a
-// 304 when cached), does. The index is written after the segments and
-// may lag (a shorter prefix), never lead: its length must end a probed
-// segment whose prefix hash is its sha256, else ErrCorrupt naming the
-// objects.
-func (s *Store) catchUpFrom(ctx context.Context, m *manifest.Manifest, etag string) ([]fetched, error) {
-	if etag != "" || m.Length > 0 {
-		return s.catchUp(ctx, m)
-	}
+// catchUpFrom is catchUp of m, the stored manifest (empty when none is
+// stored). The segments past the manifest are found by probing, and
+// nothing but their own framing (the zstd frame checksum, whole committed
+// lines, the header's id) vouches for their bytes: the session's index
+// entry, read in parallel with the probe (one GET of one shard, a 304
+// when cached), does. The index is written after the segments and may lag
+// (a shorter prefix), never lead: when it is past the manifest, its
+// length must end a probed segment whose prefix hash is its sha256, else
+// ErrCorrupt naming the objects.
+func (s *Store) catchUpFrom(ctx context.Context, m *manifest.Manifest) ([]fetched, error) {
+	storedLen := m.Length
 	var (
 		found []fetched
 		entry manifest.IndexEntry
@@ -104,8 +102,10 @@ func (s *Store) catchUpFrom(ctx context.Context, m *manifest.Manifest, etag stri
 	if err := g.Wait(); err != nil {
 		return nil, err
 	}
-	if !known {
-		return found, nil // the index was not written yet (or the writer died before it)
+	if !known || entry.Length <= storedLen {
+		// The index was not written yet (or its writer died first), or
+		// says no more than the manifest, which vouches for its segments.
+		return found, nil
 	}
 	if entry.Length > m.Length {
 		// The index was read after a segment the probe had not seen yet
@@ -116,14 +116,17 @@ func (s *Store) catchUpFrom(ctx context.Context, m *manifest.Manifest, etag stri
 		}
 		found = append(found, more...)
 	}
-	return found, s.checkIndexed(m, entry)
+	return found, s.checkIndexed(m, entry, storedLen)
 }
 
-// checkIndexed checks m, built from probed segments alone, against the
-// session's index entry e.
-func (s *Store) checkIndexed(m *manifest.Manifest, e manifest.IndexEntry) error {
+// checkIndexed checks the segments of m past storedLen, found by
+// probing, against the session's index entry e.
+func (s *Store) checkIndexed(m *manifest.Manifest, e manifest.IndexEntry, storedLen int64) error {
 	var objs []string
 	for _, seg := range m.Segments {
+		if seg.End() <= storedLen {
+			continue
+		}
 		objs = append(objs, s.objectURL(s.sessionKey(m.ID, seg.Name())))
 		if seg.End() == e.Length {
 			if seg.PrefixSHA256 == e.SHA256 {
@@ -170,7 +173,7 @@ func (s *Store) fetchSegment(ctx context.Context, id string, seg manifest.Segmen
 // offset from (at raw offset start), every segment verified. Listed
 // segments are fetched in parallel, while the probe for newer ones runs.
 func (s *Store) readLog(ctx context.Context, id string, from int64) (m *manifest.Manifest, raw []byte, start int64, err error) {
-	m, etag, err := s.readManifest(ctx, id)
+	m, _, err = s.readManifest(ctx, id)
 	if err != nil {
 		return nil, nil, 0, err
 	}
@@ -187,7 +190,7 @@ func (s *Store) readLog(ctx context.Context, id string, from int64) (m *manifest
 	g.SetLimit(s.parallel)
 	g.Go(func() error {
 		var err error
-		probed, err = s.catchUpFrom(gctx, caught, etag)
+		probed, err = s.catchUpFrom(gctx, caught)
 		return err
 	})
 	for i, seg := range listed {

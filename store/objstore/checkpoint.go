@@ -1,0 +1,292 @@
+package objstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/panto-dev/panto/internal/manifest"
+)
+
+// This file writes the checkpoints — a session's manifest and its index
+// entry — after its segments commit. An append returns at its commit
+// point (the segment PUT) and leaves the checkpoint to a background
+// writer, one per session at a time, which coalesces the appends that
+// commit while it writes. What readers see:
+//
+//   - Load, ReadRaw and Checkpoints, in any process, see a returned append
+//     at once: they probe for segments past the manifest (rule 2).
+//   - List, Latest, Resolve and Sessions of this Store first wait for its
+//     pending checkpoints (Flush), so a Store always lists its own appends.
+//   - Another Store lists a returned append once its checkpoint lands, a
+//     round trip later, or after the writer's Flush. A session's first
+//     append waits for its index entry, so a session is never unlisted
+//     because its writer died just after the append returned; a later
+//     append whose checkpoint died with its writer leaves the session
+//     listed with its previous summary until the next append or push.
+
+// checkpointTimeout bounds one background checkpoint, which no caller's
+// context ends.
+const checkpointTimeout = 2 * time.Minute
+
+// scheduleCheckpoint marks session id as needing a checkpoint and makes
+// sure a writer is on it. The returned channel is closed when the writer
+// is done with everything scheduled so far.
+func (s *Store) scheduleCheckpoint(ctx context.Context, id string, st *sessionState) <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !st.flushing {
+		s.startCheckpointLocked(ctx, id, st)
+	}
+	st.dirty = true
+	return st.flushed
+}
+
+// startCheckpointLocked starts a checkpointLoop for the session. Callers
+// hold s.mu.
+func (s *Store) startCheckpointLocked(ctx context.Context, id string, st *sessionState) {
+	st.dirty = true
+	st.flushing = true
+	st.flushed = make(chan struct{})
+	if s.busy == 0 {
+		s.idle = make(chan struct{})
+	}
+	s.busy++
+	go s.checkpointLoop(context.WithoutCancel(ctx), id, st)
+}
+
+// checkpointLoop writes the checkpoints of session id until no append is
+// waiting for one, then compacts the session if it has too many segments.
+func (s *Store) checkpointLoop(ctx context.Context, id string, st *sessionState) {
+	ctx, cancel := context.WithTimeout(ctx, checkpointTimeout)
+	defer cancel()
+	for {
+		s.mu.Lock()
+		if !st.dirty {
+			st.flushing = false
+			close(st.flushed)
+			if s.busy--; s.busy == 0 {
+				close(s.idle)
+			}
+			s.mu.Unlock()
+			return
+		}
+		st.dirty = false
+		s.mu.Unlock()
+
+		err := s.checkpoint(ctx, id, st)
+		if err == nil && s.compactThreshold > 0 {
+			err = s.compactIfDue(ctx, id, st)
+		}
+		s.mu.Lock()
+		st.ckErr = err
+		s.mu.Unlock()
+	}
+}
+
+// compactIfDue compacts the session when it has more segments than the
+// threshold. The appends are committed: a failure is retried by the next
+// checkpoint, and is reported by Flush.
+func (s *Store) compactIfDue(ctx context.Context, id string, st *sessionState) error {
+	if err := st.mu.lock(ctx); err != nil {
+		return err
+	}
+	defer st.mu.unlock()
+	if len(st.m.Segments) <= s.compactThreshold {
+		return nil
+	}
+	return s.compactLocked(ctx, id, st)
+}
+
+// Flush waits for the Store's background checkpoints, retries those that
+// failed, writes the index entries deferred by WithDeferredIndex, and
+// reports what still fails. Appends are durable without it; it makes them
+// visible to the list, resolve and latest of other Stores (another
+// process), so call it before exiting.
+func (s *Store) Flush(ctx context.Context) error {
+	shardErr := s.settle(ctx)
+	if ctx.Err() != nil {
+		return fmt.Errorf("flush checkpoints: %w", ctx.Err())
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var errs []error
+	for id, st := range s.sessions {
+		if st.ckErr != nil {
+			errs = append(errs, fmt.Errorf("checkpoint of session %s (its messages are stored; the next append or push writes it): %w", id, st.ckErr))
+		}
+	}
+	slices.SortFunc(errs, func(a, b error) int { return strings.Compare(a.Error(), b.Error()) })
+	if shardErr != nil {
+		errs = append(errs, fmt.Errorf("index (the sessions are stored; the next push or append writes it): %w", shardErr))
+	}
+	return errors.Join(errs...)
+}
+
+// settle retries the failed checkpoints, waits until none is being
+// written, and writes the index entries still queued (deferred, or left
+// by a failed shard write). Reads of the index call it so that a Store
+// sees its own appends, and go on with whatever the index holds when a
+// write fails again; it returns the shard writes' errors.
+func (s *Store) settle(ctx context.Context) error {
+	s.mu.Lock()
+	for id, st := range s.sessions {
+		if st.ckErr != nil && !st.flushing {
+			s.startCheckpointLocked(ctx, id, st)
+		}
+	}
+	s.mu.Unlock()
+	if err := s.waitIdle(ctx); err != nil {
+		return err
+	}
+	var queued []string
+	s.mu.Lock()
+	for name, sh := range s.shards {
+		sh.mu.Lock()
+		if len(sh.pending) > 0 {
+			queued = append(queued, name)
+		}
+		sh.mu.Unlock()
+	}
+	s.mu.Unlock()
+	g, gctx := errgroup.WithContext(ctx)
+	for _, name := range queued {
+		g.Go(func() error { return s.writeShard(gctx, name) })
+	}
+	return g.Wait()
+}
+
+// waitIdle waits until no checkpoint is being written.
+func (s *Store) waitIdle(ctx context.Context) error {
+	s.mu.Lock()
+	idle := s.idle
+	busy := s.busy
+	s.mu.Unlock()
+	if busy == 0 {
+		return nil
+	}
+	select {
+	case <-idle:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// checkpoint writes the manifest and the index entry of the session, in
+// parallel, from a snapshot of what this Store knows of it; appends go on
+// meanwhile (the next round writes what they add).
+//
+// A session whose log is its first segment alone, with no manifest
+// stored, gets no manifest: readers find the segment by probing from
+// seg/0 and check it against the index entry (see needsManifest).
+func (s *Store) checkpoint(ctx context.Context, id string, st *sessionState) error {
+	if err := st.mu.lock(ctx); err != nil {
+		return err
+	}
+	m, etag, need := st.m.Clone(), st.etag, s.needsManifest(st)
+	st.mu.unlock()
+	entry := manifest.IndexEntry{Info: m.Info(), Length: m.Length, SHA256: m.SHA256}
+	index := func() error { return s.updateIndex(ctx, entry) }
+	if s.deferIndex {
+		index = func() error { s.queueIndex(entry); return nil }
+	}
+	if !need {
+		return index()
+	}
+	var g errgroup.Group
+	g.Go(func() error { return s.writeManifest(ctx, id, st, m, etag) })
+	g.Go(index)
+	return g.Wait()
+}
+
+// writeManifest stores m, the snapshot of st whose stored manifest had
+// ETag etag, with If-Match on it (If-None-Match when none was stored). A
+// lost race falls back to putManifest under st.mu.
+func (s *Store) writeManifest(ctx context.Context, id string, st *sessionState, m *manifest.Manifest, etag string) error {
+	data, err := manifest.Encode(m)
+	if err != nil {
+		return err
+	}
+	newEtag, err := s.b.put(ctx, s.sessionKey(id, "manifest.json"), data, putCond{ifMatch: etag, ifNoneMatch: etag == ""}, "application/json")
+	if err == nil {
+		if err := st.mu.lock(ctx); err != nil {
+			return err
+		}
+		// st.m extends m (appends only add segments), so the stored
+		// manifest is now the one st.m extends — unless st was re-read
+		// meanwhile, which knows its own ETag.
+		if st.etag == etag {
+			st.etag, st.stored = newEtag, len(m.Segments)
+		}
+		st.mu.unlock()
+		return nil
+	}
+	if !errors.Is(err, errPrecondition) && !errors.Is(err, errConflict) {
+		return err
+	}
+	if err := st.mu.lock(ctx); err != nil {
+		return err
+	}
+	defer st.mu.unlock()
+	return s.putManifest(ctx, id, st)
+}
+
+// needsManifest reports whether the checkpoint of st must write the
+// manifest: once manifestEvery segments were appended after the stored
+// one, the first segment of a log not counting (a log that is one segment
+// needs no manifest). The segments after the manifest are found by
+// probing and checked against the index entry (catchUpFrom). Callers hold
+// st.mu.
+func (s *Store) needsManifest(st *sessionState) bool {
+	past := len(st.m.Segments) - st.stored
+	if st.etag == "" {
+		past--
+	}
+	return past >= s.manifestEvery
+}
+
+// putManifest stores st.m with If-Match on st.etag (If-None-Match when no
+// manifest is known). On a lost race it adopts the stored manifest, catches
+// it up by probing and, if that still lacks segments, writes it again.
+// Callers hold st.mu.
+func (s *Store) putManifest(ctx context.Context, id string, st *sessionState) error {
+	key := s.sessionKey(id, "manifest.json")
+	for attempt := 0; attempt < s.maxAttempts; attempt++ {
+		data, err := manifest.Encode(st.m)
+		if err != nil {
+			return err
+		}
+		cond := putCond{ifMatch: st.etag, ifNoneMatch: st.etag == ""}
+		etag, err := s.b.put(ctx, key, data, cond, "application/json")
+		if err == nil {
+			st.etag, st.stored = etag, len(st.m.Segments)
+			return nil
+		}
+		if !errors.Is(err, errPrecondition) && !errors.Is(err, errConflict) {
+			return err
+		}
+		remote, retag, err := s.readManifest(ctx, id)
+		if err != nil {
+			return err
+		}
+		stored := len(remote.Segments)
+		probed, err := s.catchUp(ctx, remote)
+		if err != nil {
+			return err
+		}
+		st.m, st.etag, st.stored, st.fresh = remote, retag, stored, s.now()
+		if len(probed) == 0 {
+			return nil // the stored manifest already covers everything
+		}
+		if err := backoff(ctx, attempt); err != nil {
+			return err
+		}
+	}
+	return fmt.Errorf("manifest of session %s: too many concurrent updates", id)
+}
