@@ -5,6 +5,7 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -15,7 +16,7 @@ import (
 type requestCounter struct {
 	URL   string
 	mu    sync.Mutex
-	count map[string]int // by method
+	count map[string]int // by method, and by sessionPrefix+method for session objects
 	sent  int64          // request body bytes
 }
 
@@ -30,6 +31,9 @@ func newRequestCounter(t *testing.T, endpoint string) *requestCounter {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rc.mu.Lock()
 		rc.count[r.Method]++
+		if strings.Contains(r.URL.Path, "/sessions/") {
+			rc.count[sessionPrefix+r.Method]++
+		}
 		if r.ContentLength > 0 {
 			rc.sent += r.ContentLength
 		}
@@ -50,10 +54,16 @@ func (rc *requestCounter) take() (map[string]int, int64) {
 	return c, s
 }
 
+// sessionPrefix marks, in the counts, the requests for a session's objects
+// (its segments and manifest) rather than the index or the marker.
+const sessionPrefix = "session "
+
 func total(c map[string]int) int {
 	n := 0
-	for _, v := range c {
-		n += v
+	for k, v := range c {
+		if !strings.HasPrefix(k, sessionPrefix) {
+			n += v
+		}
 	}
 	return n
 }

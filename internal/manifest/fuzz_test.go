@@ -3,6 +3,7 @@ package manifest
 import (
 	"bytes"
 	"testing"
+	"time"
 )
 
 // FuzzManifest: Decode never panics, and what it accepts re-encodes to a
@@ -48,6 +49,10 @@ func FuzzIndexShard(f *testing.F) {
 	f.Add(data)
 	empty, _ := c.EncodeIndexShard(NewIndexShard("a"))
 	f.Add(empty)
+	base := s.Clone()
+	base.Through, base.Pruned, base.Written = 32, 16, time.Date(2026, 11, 30, 3, 0, 0, 0, time.UTC)
+	folded, _ := c.EncodeIndexShard(base)
+	f.Add(folded)
 	f.Add(c.Compress([]byte(`{"version":1,"shard":"0","sessions":{"x":{}}}`)))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		s, err := c.DecodeIndexShard(data)

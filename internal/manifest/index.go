@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"runtime"
+	"time"
 
 	"github.com/klauspost/compress/zstd"
 
@@ -50,10 +51,17 @@ type IndexEntry struct {
 	SHA256 string `json:"sha256"`
 }
 
-// IndexShard is one shard of the catalog index.
+// IndexShard is one shard of the catalog index: a base, or a delta of one.
 type IndexShard struct {
-	Version  int                   `json:"version"`
-	Shard    string                `json:"shard"`
+	Version int    `json:"version"`
+	Shard   string `json:"shard"`
+	// Through is the last delta folded into this base (0: none): readers
+	// apply the deltas numbered from Through+1 on. The deltas up to
+	// Pruned may have been deleted. Written is when the base was written.
+	// All three are zero in a delta.
+	Through  int64                 `json:"through,omitempty"`
+	Pruned   int64                 `json:"pruned,omitempty"`
+	Written  time.Time             `json:"written,omitzero"`
 	Sessions map[string]IndexEntry `json:"sessions"`
 }
 
@@ -170,6 +178,9 @@ func (s *IndexShard) validate() error {
 	}
 	if len(s.Shard) != 1 || !bytes.Contains([]byte(hexDigits), []byte(s.Shard)) {
 		return fmt.Errorf("%w: index shard name %q", ErrInvalid, s.Shard)
+	}
+	if s.Pruned < 0 || s.Through < s.Pruned {
+		return fmt.Errorf("%w: index shard %s: through %d, pruned %d", ErrInvalid, s.Shard, s.Through, s.Pruned)
 	}
 	for id, e := range s.Sessions {
 		if err := agent.ValidateSessionID(id); err != nil {

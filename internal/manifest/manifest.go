@@ -22,7 +22,10 @@
 // An IndexShard holds, for every session whose id falls in the shard, the
 // SessionInfo plus the committed length and prefix hash: enough for list,
 // resolve and latest, and for sync to see that nothing changed, without a
-// request per session. Shards are zstd-compressed JSON.
+// request per session. Shards are zstd-compressed JSON. A shard is stored
+// as a base and a log of deltas: a delta is an IndexShard holding the
+// entries one write changed, numbered 1, 2, ... after the base's Through;
+// a reader applies them in order with Put.
 //
 // Both documents carry a format version; a document with a newer version
 // than this package writes is refused with ErrNewerVersion.
@@ -46,8 +49,10 @@ import (
 )
 
 // Version is the manifest and index format version this package writes and
-// the newest it reads.
-const Version = 1
+// the newest it reads. 2: index shards have deltas (Through, Pruned); a
+// panto that reads 1 would miss the deltas' entries, so it must refuse
+// what 2 writes.
+const Version = 2
 
 var (
 	// ErrInvalid: a document does not decode or breaks an invariant.

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"golang.org/x/sync/errgroup"
 
@@ -14,16 +15,36 @@ import (
 	"github.com/panto-dev/panto/internal/manifest"
 )
 
-// shardState caches one index shard and its ETag, and queues the entries
-// waiting to be written. Writers of the shard hold wmu; concurrent updates
-// queued meanwhile are written by the next writer in one PUT (group
-// commit), so parallel appends do not race each other for the shard.
+// An index shard is stored as a base, index/<shard>.json.zst, and a log
+// of deltas after it, index/<shard>/<n:020d>.json.zst, numbered from the
+// base's Through+1: a write creates the next delta (If-None-Match: *)
+// holding only the entries it changes, so that an append or a push sends
+// what changed, not the shard. Readers apply the deltas in order, probing
+// until a 404. Every indexFoldEvery deltas, the writer folds them into a
+// new base (If-Match; losing that race is fine: someone else folded).
+//
+// The deltas a base folded are deleted by a later fold, once that base is
+// older than indexPruneAfter: a writer re-reads a shard it read more than
+// indexStale ago before writing, so no writer still numbers its next
+// delta from before that base, and a delta name is never created twice
+// (a delta written under a deleted name would go unread).
+const (
+	indexFoldEvery  = 16
+	indexStale      = 30 * time.Second
+	indexPruneAfter = 10 * time.Minute // well above indexStale and clock skew
+)
+
+// shardState caches one index shard (its base with the deltas applied)
+// and queues the entries waiting to be written. Writers of the shard hold
+// wmu; concurrent updates queued meanwhile are written by the next writer
+// in one delta (group commit), so parallel appends do not race each
+// other for the shard.
 type shardState struct {
 	wmu     sync.Mutex
 	mu      sync.Mutex // guards the fields below
 	loaded  bool
-	shard   *manifest.IndexShard
-	etag    string
+	view    shardView
+	fresh   time.Time // when the view was last read from the bucket
 	pending map[string]manifest.IndexEntry
 }
 
@@ -40,42 +61,115 @@ func (s *Store) shardState(name string) *shardState {
 
 func shardKey(name string) string { return "index/" + name + ".json.zst" }
 
-// readShard returns the stored shard (empty when absent). It asks with the
-// cached ETag, so an unchanged shard costs a 304 and no transfer.
-func (s *Store) readShard(ctx context.Context, name string) (*manifest.IndexShard, error) {
-	st := s.shardState(name)
-	st.mu.Lock()
-	cached, etag := st.shard, st.etag
-	if !st.loaded || cached == nil {
-		etag = ""
-	}
-	st.mu.Unlock()
-	key := shardKey(name)
-	data, newEtag, err := s.b.get(ctx, key, etag)
-	switch {
-	case errors.Is(err, errNotModified):
-		return cached, nil
-	case errors.Is(err, errNotFound):
-		return manifest.NewIndexShard(name), nil
-	case err != nil:
-		return nil, fmt.Errorf("read index shard %s: %w", name, err)
-	}
-	shard, err := s.codec.DecodeIndexShard(data)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w: %w", s.objectURL(key), ErrCorrupt, err)
-	}
-	if shard.Shard != name {
-		return nil, fmt.Errorf("%s: %w: holds shard %q", s.objectURL(key), ErrCorrupt, shard.Shard)
-	}
-	st.mu.Lock()
-	st.shard, st.etag, st.loaded = shard, newEtag, true
-	st.mu.Unlock()
-	return shard, nil
+func deltaKey(name string, n int64) string {
+	return fmt.Sprintf("index/%s/%020d.json.zst", name, n)
 }
 
-// updateIndex records e in its shard with If-Match on the cached ETag,
-// re-reading and re-applying on a lost race. An entry never replaces a
-// longer one: the index may lag behind the sessions, never go back.
+// shardView is one reading of a shard: its base (ETag "" when none is
+// stored) with the deltas through applied.
+type shardView struct {
+	shard   *manifest.IndexShard
+	etag    string
+	base    *manifest.IndexShard // Through, Pruned, Written; nil when none
+	applied int64
+}
+
+func (v shardView) through() int64 {
+	if v.base == nil {
+		return 0
+	}
+	return v.base.Through
+}
+
+// newer reports whether v is a later reading of the shard than w.
+func (v shardView) newer(w shardView) bool {
+	return v.through() > w.through() || v.through() == w.through() && v.applied >= w.applied
+}
+
+// readShard returns the stored shard (empty when absent), its base and
+// deltas applied. It asks for the base with the cached ETag, so an
+// unchanged one costs a 304, then probes the deltas after the last it
+// applied: two requests for a shard nobody changed.
+func (s *Store) readShard(ctx context.Context, name string) (*manifest.IndexShard, error) {
+	v, err := s.readShardView(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	return v.shard, nil
+}
+
+func (s *Store) readShardView(ctx context.Context, name string) (shardView, error) {
+	st := s.shardState(name)
+	st.mu.Lock()
+	cached := st.view
+	loaded := st.loaded && st.view.shard != nil
+	st.mu.Unlock()
+	ifNoneMatch := ""
+	if loaded {
+		ifNoneMatch = cached.etag
+	}
+	key := shardKey(name)
+	data, etag, err := s.b.get(ctx, key, ifNoneMatch)
+	var v shardView
+	owned := true
+	switch {
+	case errors.Is(err, errNotModified) && loaded,
+		errors.Is(err, errNotFound) && loaded && cached.etag == "":
+		// The base we read is unchanged (or there is still none): go on
+		// from the deltas we applied.
+		v, owned = cached, false
+	case errors.Is(err, errNotFound):
+		v = shardView{shard: manifest.NewIndexShard(name)}
+	case err != nil:
+		return shardView{}, fmt.Errorf("read index shard %s: %w", name, err)
+	default:
+		base, err := s.codec.DecodeIndexShard(data)
+		if err != nil {
+			return shardView{}, fmt.Errorf("%s: %w: %w", s.objectURL(key), ErrCorrupt, err)
+		}
+		if base.Shard != name {
+			return shardView{}, fmt.Errorf("%s: %w: holds shard %q", s.objectURL(key), ErrCorrupt, base.Shard)
+		}
+		v = shardView{shard: base, etag: etag, base: &manifest.IndexShard{Through: base.Through, Pruned: base.Pruned, Written: base.Written}, applied: base.Through}
+	}
+	for {
+		n := v.applied + 1
+		key := deltaKey(name, n)
+		data, _, err := s.b.get(ctx, key, "")
+		if errors.Is(err, errNotFound) {
+			break
+		}
+		if err != nil {
+			return shardView{}, fmt.Errorf("read index shard %s: %w", name, err)
+		}
+		delta, err := s.codec.DecodeIndexShard(data)
+		if err != nil {
+			return shardView{}, fmt.Errorf("%s: %w: %w", s.objectURL(key), ErrCorrupt, err)
+		}
+		if delta.Shard != name {
+			return shardView{}, fmt.Errorf("%s: %w: holds shard %q", s.objectURL(key), ErrCorrupt, delta.Shard)
+		}
+		if !owned {
+			v.shard, owned = v.shard.Clone(), true
+		}
+		for _, e := range delta.Sessions {
+			v.shard.Put(e)
+		}
+		v.applied = n
+	}
+	st.mu.Lock()
+	// Keep the newest view when readers and writers of the shard overlap.
+	if !st.loaded || v.newer(st.view) {
+		st.view, st.loaded = v, true
+	}
+	st.fresh = s.now()
+	st.mu.Unlock()
+	return v, nil
+}
+
+// updateIndex records e in its shard (see writeShard). An entry never
+// replaces a longer one: the index may lag behind the sessions, never go
+// back.
 func (s *Store) updateIndex(ctx context.Context, e manifest.IndexEntry) error {
 	name := s.queueIndex(e)
 	return s.writeShard(ctx, name)
@@ -97,7 +191,9 @@ func (s *Store) queueIndex(e manifest.IndexEntry) string {
 	return name
 }
 
-// writeShard writes the entries queued for shard name, if any.
+// writeShard writes the entries queued for shard name, if any, as the
+// shard's next delta. A 412 means another writer took that number: read
+// its delta and take the next one.
 func (s *Store) writeShard(ctx context.Context, name string) error {
 	st := s.shardState(name)
 	st.wmu.Lock()
@@ -105,7 +201,8 @@ func (s *Store) writeShard(ctx context.Context, name string) error {
 	st.mu.Lock()
 	batch := st.pending
 	st.pending = nil
-	cur, etag, loaded := st.shard, st.etag, st.loaded
+	v := st.view
+	loaded := st.loaded && v.shard != nil && s.now().Sub(st.fresh) < indexStale
 	st.mu.Unlock()
 	if len(batch) == 0 {
 		return nil // written by the writer before us, or nothing queued
@@ -122,45 +219,43 @@ func (s *Store) writeShard(ctx context.Context, name string) error {
 			}
 		}
 	}
-	key := shardKey(name)
 	for attempt := 0; attempt < s.maxAttempts; attempt++ {
-		if !loaded || cur == nil {
-			data, tag, err := s.b.get(ctx, key, "")
-			switch {
-			case errors.Is(err, errNotFound):
-				cur, etag = manifest.NewIndexShard(name), ""
-			case err != nil:
+		if !loaded {
+			var err error
+			if v, err = s.readShardView(ctx, name); err != nil {
 				requeue()
-				return fmt.Errorf("read index shard %s: %w", name, err)
-			default:
-				if cur, err = s.codec.DecodeIndexShard(data); err != nil {
-					requeue()
-					return fmt.Errorf("%s: %w: %w", s.objectURL(key), ErrCorrupt, err)
-				}
-				etag = tag
+				return err
 			}
 			loaded = true
 		}
-		next := cur.Clone()
-		changed := false
+		next := v.shard.Clone()
+		delta := manifest.NewIndexShard(name)
 		for _, e := range batch {
-			changed = next.Put(e) || changed
+			if next.Put(e) {
+				delta.Put(e)
+			}
 		}
-		if !changed {
-			st.mu.Lock()
-			st.shard, st.etag, st.loaded = cur, etag, true
-			st.mu.Unlock()
+		if len(delta.Sessions) == 0 {
 			return nil
 		}
-		data, err := s.codec.EncodeIndexShard(next)
+		data, err := s.codec.EncodeIndexShard(delta)
 		if err != nil {
 			return err
 		}
-		newEtag, err := s.b.put(ctx, key, data, putCond{ifMatch: etag, ifNoneMatch: etag == ""}, "application/zstd")
+		n := v.applied + 1
+		_, err = s.b.put(ctx, deltaKey(name, n), data, putCond{ifNoneMatch: true}, "application/zstd")
 		if err == nil {
+			// Not fresher than before: the write tells nothing of a base
+			// folded since the view was read.
+			w := shardView{shard: next, etag: v.etag, base: v.base, applied: n}
 			st.mu.Lock()
-			st.shard, st.etag, st.loaded = next, newEtag, true
+			if w.newer(st.view) {
+				st.view = w
+			}
 			st.mu.Unlock()
+			if n-w.through() >= indexFoldEvery {
+				s.foldShard(ctx, name, w)
+			}
 			return nil
 		}
 		if !errors.Is(err, errPrecondition) && !errors.Is(err, errConflict) {
@@ -168,13 +263,54 @@ func (s *Store) writeShard(ctx context.Context, name string) error {
 			return err
 		}
 		loaded = false
-		if err := backoff(ctx, attempt); err != nil {
-			requeue()
-			return err
+		if errors.Is(err, errConflict) {
+			if err := backoff(ctx, attempt); err != nil {
+				requeue()
+				return err
+			}
 		}
 	}
 	requeue()
 	return fmt.Errorf("index shard %s: too many concurrent updates", name)
+}
+
+// foldShard writes v (its deltas applied through v.applied) as the
+// shard's new base, and deletes the deltas v's base folded if that base
+// is older than indexPruneAfter. It only saves readers work: when another
+// writer folded first, or a request fails, the deltas stay and are folded
+// or deleted later.
+func (s *Store) foldShard(ctx context.Context, name string, v shardView) {
+	base := v.shard.Clone()
+	base.Through, base.Written = v.applied, s.now().UTC()
+	var pruneFrom, pruneTo int64
+	if v.base != nil {
+		base.Pruned = v.base.Pruned
+		if v.base.Through > v.base.Pruned && s.now().Sub(v.base.Written) > s.indexPruneAfter {
+			pruneFrom, pruneTo = v.base.Pruned+1, v.base.Through
+			base.Pruned = v.base.Through
+		}
+	}
+	data, err := s.codec.EncodeIndexShard(base)
+	if err != nil {
+		return
+	}
+	etag, err := s.b.put(ctx, shardKey(name), data, putCond{ifMatch: v.etag, ifNoneMatch: v.etag == ""}, "application/zstd")
+	if err != nil {
+		return
+	}
+	w := shardView{shard: base, etag: etag, base: &manifest.IndexShard{Through: base.Through, Pruned: base.Pruned, Written: base.Written}, applied: v.applied}
+	st := s.shardState(name)
+	st.mu.Lock()
+	if w.newer(st.view) {
+		st.view = w
+	}
+	st.mu.Unlock()
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(8)
+	for n := pruneFrom; n > 0 && n <= pruneTo; n++ {
+		g.Go(func() error { return s.b.delete(gctx, deltaKey(name, n)) })
+	}
+	_ = g.Wait() // a delta left behind is garbage, never read again
 }
 
 // readIndex reads the named shards in parallel and returns their entries.

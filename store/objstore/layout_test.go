@@ -5,10 +5,12 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -63,6 +65,46 @@ func (e *env) readBucket(t testing.TB) []object {
 	return out
 }
 
+var indexKey = regexp.MustCompile(`^pfx/index/([0-9a-f])(\.json\.zst|/(\d{20})\.json\.zst)$`)
+
+// indexEntries reads index shard name from objs as a reader would, with
+// encoding/json: the base, then the deltas after its Through in order.
+func indexEntries(t testing.TB, objs []object, name string) map[string]manifest.IndexEntry {
+	t.Helper()
+	out := map[string]manifest.IndexEntry{}
+	deltas := map[int64][]byte{}
+	var through int64
+	for _, o := range objs {
+		m := indexKey.FindStringSubmatch(o.key)
+		if m == nil || m[1] != name {
+			continue
+		}
+		if m[3] == "" {
+			var base manifest.IndexShard
+			if err := json.Unmarshal(o.data, &base); err != nil {
+				t.Fatal(err)
+			}
+			through = base.Through
+			maps.Copy(out, base.Sessions)
+			continue
+		}
+		n, _ := strconv.ParseInt(m[3], 10, 64)
+		deltas[n] = o.data
+	}
+	for n := through + 1; deltas[n] != nil; n++ {
+		var d manifest.IndexShard
+		if err := json.Unmarshal(deltas[n], &d); err != nil {
+			t.Fatal(err)
+		}
+		for id, e := range d.Sessions {
+			if old, ok := out[id]; !ok || old.Length <= e.Length {
+				out[id] = e
+			}
+		}
+	}
+	return out
+}
+
 // TestLayout reads the bucket back with minio-go: the objects are those
 // the layout says, and the segments, decompressed and concatenated, are
 // exactly the bytes of the line codec for the same appends at the same
@@ -111,17 +153,19 @@ func TestLayout(t *testing.T) {
 		}
 	}
 	segKey := regexp.MustCompile(`^pfx/sessions/` + id + `/seg/\d{20}\.jsonl\.zst$`)
-	nseg := 0
+	nseg, nindex := 0, 0
 	for _, k := range keys {
 		switch {
-		case k == "pfx/panto-store.json", k == "pfx/sessions/"+id+"/manifest.json", k == "pfx/index/c.json.zst":
+		case k == "pfx/panto-store.json", k == "pfx/sessions/"+id+"/manifest.json":
 		case segKey.MatchString(k):
 			nseg++
+		case indexKey.MatchString(k) && strings.HasPrefix(k, "pfx/index/c"):
+			nindex++
 		default:
 			t.Errorf("unexpected object %s", k)
 		}
 	}
-	if nseg != len(batches) || len(keys) != len(batches)+3 {
+	if nseg != len(batches) || nindex == 0 || len(keys) != len(batches)+2+nindex {
 		t.Fatalf("objects %q", keys)
 	}
 	if !bytes.Equal(segs, want) {
@@ -152,20 +196,15 @@ func TestLayout(t *testing.T) {
 			if m.Length != int64(len(want)) || len(m.Segments) != 3 || m.Info().MessageCount != log.Info.MessageCount {
 				t.Fatalf("manifest %+v", m)
 			}
-		case strings.HasSuffix(o.key, "index/c.json.zst"):
-			var sh manifest.IndexShard
-			if err := json.Unmarshal(o.data, &sh); err != nil {
-				t.Fatal(err)
-			}
-			e := sh.Sessions[id]
-			if e.Length != int64(len(want)) || e.Info.MessageCount != 6 || e.Info.LastUserMessage != "second" || !e.Info.Modified.Equal(t0.Add(3*time.Second)) {
-				t.Fatalf("index entry %+v", e)
-			}
 		case strings.HasSuffix(o.key, "panto-store.json"):
 			if !bytes.Contains(o.data, []byte(`"version":1`)) {
 				t.Fatalf("marker %s", o.data)
 			}
 		}
+	}
+	entry := indexEntries(t, objs, "c")[id]
+	if entry.Length != int64(len(want)) || entry.Info.MessageCount != 6 || entry.Info.LastUserMessage != "second" || !entry.Info.Modified.Equal(t0.Add(3*time.Second)) {
+		t.Fatalf("index entry %+v", entry)
 	}
 }
 
@@ -184,22 +223,15 @@ func TestLayoutOneSegment(t *testing.T) {
 	objs := e.readBucket(t)
 	var keys []string
 	var seg []byte
-	var entry manifest.IndexEntry
 	for _, o := range objs {
 		keys = append(keys, o.key)
-		switch o.key {
-		case "pfx/sessions/" + id + "/" + manifest.SegmentName(0):
+		if o.key == "pfx/sessions/"+id+"/"+manifest.SegmentName(0) {
 			seg = o.data
-		case "pfx/index/c.json.zst":
-			var sh manifest.IndexShard
-			if err := json.Unmarshal(o.data, &sh); err != nil {
-				t.Fatal(err)
-			}
-			entry = sh.Sessions[id]
 		}
 	}
+	entry := indexEntries(t, objs, "c")[id]
 	slices.Sort(keys)
-	want := []string{"pfx/index/c.json.zst", "pfx/panto-store.json", "pfx/sessions/" + id + "/" + manifest.SegmentName(0)}
+	want := []string{"pfx/index/c/00000000000000000001.json.zst", "pfx/panto-store.json", "pfx/sessions/" + id + "/" + manifest.SegmentName(0)}
 	if !slices.Equal(keys, want) {
 		t.Fatalf("objects %q, want %q", keys, want)
 	}
@@ -244,19 +276,20 @@ func TestRequestsPerAppend(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The first append of a session writes its segment and its index
-	// entry, no manifest: the segment PUT, then the uncached shard's GET
-	// (a 404 in this fresh bucket) and PUT.
+	// entry, no manifest: the segment PUT, then the uncached shard's
+	// reading (its base and first delta: 404s in this fresh bucket) and
+	// the PUT of its next delta.
 	first := rec.take()
 	for _, q := range first {
 		t.Logf("first append: %s %s %d", q.method, q.path, q.status)
 	}
-	if len(first) != 3 || count(first, "PUT") != 2 || !strings.HasSuffix(first[0].path, "/"+manifest.SegmentName(0)) ||
+	if len(first) != 4 || count(first, "PUT") != 2 || !strings.HasSuffix(first[0].path, "/"+manifest.SegmentName(0)) ||
 		slices.ContainsFunc(first, func(r request) bool { return strings.HasSuffix(r.path, "manifest.json") }) {
 		t.Fatalf("first append: %+v", first)
 	}
 	// The first append waited for its index entry; later ones return at
 	// their commit point: one PUT, one round trip. The checkpoint follows
-	// in the background: the index shard PUT (If-Match), and with the
+	// in the background: the index delta PUT (If-None-Match), and with the
 	// append that brings 8 segments past the manifest (none yet: the first
 	// segment does not count), the manifest PUT in parallel with it; no
 	// GET.
@@ -298,18 +331,19 @@ func TestRequestsPerAppend(t *testing.T) {
 			t.Fatalf("checkpoint of the append with %d segments: %+v", segments, reqs)
 		}
 	}
-	// List, resolve and latest cost one GET per shard at most, no LIST.
+	// List, resolve and latest cost two GETs per shard (its base, a 304
+	// when cached, and a probe for its next delta), no LIST.
 	rec.setFault(nil)
 	if _, err := s.List(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if reqs := rec.take(); len(reqs) != manifest.Shards || count(reqs, "GET") != len(reqs) || slices.ContainsFunc(reqs, func(r request) bool { return strings.Contains(r.path, "list-type") }) {
+	if reqs := rec.take(); len(reqs) != 2*manifest.Shards || count(reqs, "GET") != len(reqs) || slices.ContainsFunc(reqs, func(r request) bool { return strings.Contains(r.path, "list-type") }) {
 		t.Fatalf("list: %+v", reqs)
 	}
 	if _, err := s.Resolve(ctx, sess.Info.ID[:3]); err != nil {
 		t.Fatal(err)
 	}
-	if reqs := rec.take(); len(reqs) != 1 {
+	if reqs := rec.take(); len(reqs) != 2 {
 		t.Fatalf("resolve: %d requests", len(reqs))
 	}
 }

@@ -1,6 +1,7 @@
 // Package objstore stores sessions in an S3-compatible bucket (AWS S3,
 // MinIO, R2, ...). It implements agent.SessionStore, plus the export side
-// used by panto-sync (Sessions, Checkpoints, ReadRaw, AppendRaw, Verify).
+// used by panto-sync (Sessions, Checkpoints, ReadRaw, AppendRaw, Verify,
+// Flush).
 //
 // # Layout
 //
@@ -12,9 +13,10 @@
 //	P/sessions/<id>/seg/<s:020d>-<e:020d>.c.jsonl.zst
 //	                                             merged segment written by compaction, [s, e)
 //	P/sessions/<id>/manifest.json                per-session checkpoint (internal/manifest),
-//	                                             from the session's second segment on
-//	P/index/<shard>.json.zst                     catalog index, 16 shards keyed by the id's
-//	                                             first character (internal/manifest.ShardOf)
+//	                                             every 8 segments and at compaction
+//	P/index/<shard>.json.zst                     catalog index base, 16 shards keyed by the
+//	                                             id's first character (manifest.ShardOf)
+//	P/index/<shard>/<n:020d>.json.zst            index delta n: the entries one write changed
 //
 // A session's raw bytes — the segments decompressed and concatenated — are
 // exactly the bytes store/fsjsonl writes for the same appends at the same
@@ -31,29 +33,31 @@
 //     and retry at the new end, with bounded backoff. A 409 is retried. If
 //     the segment found at L holds exactly our bytes, it is our own PUT
 //     whose response was lost (the SDK retried it): the append succeeded.
-//  2. The append returns there. The manifest (If-Match) and the index
-//     shard (If-Match) follow in the background, in parallel: a writer per
-//     session (checkpoint.go) that coalesces the appends committed while
-//     it writes. They are checkpoints: a 412 re-reads and re-applies them;
-//     a failure does not fail the append (the segment is the truth, and
-//     the next writer or reader catches up by probing). A Store's own
-//     List, Resolve and Latest wait for its pending checkpoints; other
-//     Stores see them a round trip later, or after Flush, which panto and
-//     panto-sync call before exiting. The first append of a session waits
-//     for its index entry (so that no session exists unlisted because its
-//     writer died right after the append returned), and writes no
-//     manifest (see "First segment" below); the append that adds the
-//     second segment creates the manifest (If-None-Match: *).
-//  3. Readers start from the manifest, verify every listed segment's sha256
-//     and probe forward for segments committed after it. Only segments at or
-//     after the manifest's end are ever probed, so an old segment name
-//     re-created by a stalled writer is never read. With no manifest
-//     stored, readers (and a writer catching up) probe from
-//     seg/00000000000000000000 and check what they found against the
-//     session's index entry, read in parallel with the probe: its length
+//  2. The append returns there. The checkpoints follow in the background
+//     (checkpoint.go), written by one writer per session that coalesces
+//     the appends committed while it writes: the index entry, as the
+//     shard's next delta (If-None-Match: *; index.go), and, once 8
+//     segments were appended after the stored manifest, the manifest
+//     (If-Match), in parallel. A checkpoint may lag, never lead or lie: a
+//     lost race re-reads and re-applies it, and a failure does not fail
+//     the append (the segment is the truth; the next writer or reader
+//     catches up by probing). A Store's own List, Resolve, Latest and
+//     Sessions wait for its pending checkpoints; other Stores see them a
+//     round trip later, or after Flush, which panto and panto-sync call
+//     before exiting. The first append of a session waits for its index
+//     entry, so that no session exists unlisted because its writer died
+//     right after the append returned (unless WithDeferredIndex, for bulk
+//     writers that flush once at the end and whose re-run repairs).
+//  3. Readers start from the manifest (none: from seg/0), verify every
+//     listed segment's sha256 and probe forward for the segments after it.
+//     Only segments at or after the manifest's end are ever probed, so an
+//     old segment name re-created by a stalled writer is never read. The
+//     probed segments are checked against the session's index entry, read
+//     in parallel with the probe: when it is past the manifest, its length
 //     must end a probed segment whose prefix hash is its sha256, else
 //     ErrCorrupt naming the segments (or the missing one).
-//  4. Compaction writes the merge of all segments under a new name
+//  4. Compaction (in the background writer, past the threshold, or
+//     Compact) writes the merge of all segments under a new name
 //     (MergedName), swaps the manifest with If-Match and records the old
 //     segments as pending deletions, deleted by a later compaction once the
 //     grace period has passed. A writer whose cached manifest is older than
@@ -64,39 +68,34 @@
 //     the manifest and relies on If-None-Match at seg/0) fails on one that
 //     exists instead of writing a segment nobody would read.
 //
-// # First segment (a deviation from DESIGN.md)
+// # Deviations from DESIGN.md, and why
 //
-// DESIGN.md's layout gives every session a manifest. Here a session whose
-// stored log is its first appended segment alone has none: the state
-// DESIGN.md's rule 2 already allows after a crash between the first
-// segment PUT and the manifest PUT, which every reader handles by probing.
-// It keeps every invariant:
+// DESIGN.md updates every session's manifest and index shard after each
+// append. Here the append returns at its commit point, the manifest is
+// rewritten every 8 segments (WithManifestInterval), and the index is a
+// base plus deltas. Each is a state DESIGN.md's rule 2 already allows (a
+// checkpoint behind the segments, which every reader handles by probing),
+// and the invariants hold:
 //
 //   - the commit point is unchanged (rule 1), and the write order is still
 //     data, then manifest (when there is one), then index (rule 3): the
 //     index never points at a missing object;
 //   - rule 4 holds: only compaction deletes segments, and only after it
-//     wrote a manifest; a session without one has never been compacted,
-//     so probing it from 0 reads every segment it has and no stale one;
-//   - rule 6 holds: a probed first segment is checked against the index
-//     entry's length and prefix sha256 (one GET of one shard instead of
-//     the manifest's, a 304 when cached), beyond its zstd frame checksum,
-//     its whole committed lines and its header's id. A session whose index
-//     entry was never written (its writer died first) has only those
-//     checks, as before this change.
+//     wrote a manifest;
+//   - rule 6 holds: segments no manifest lists are checked against the
+//     index entry's length and prefix sha256 (the hash of every byte up
+//     to it), beyond their zstd frame checksum, whole committed lines and
+//     header id.
 //
-// Why: a panto-sync push of a new catalog is bounded by the object
-// store's cost per write, not by bytes or client CPU, and most sessions
-// of a catalog are pushed as one segment. Dropping the manifest PUT of
-// each new session takes a fresh push of 1,000 sessions (210 MB) from
-// 2,383 to 1,347 requests and from 5.4-6.6 s to 4.1-4.7 s on loopback
-// MinIO (BENCHMARKS.md, run 4); the first append of a session is 2 PUTs
-// instead of 3. The price is on the second append of such a session by a
-// Store that does not hold it: it reads the first segment (to build the
-// manifest it creates) and the index shard (a 304 when cached), which a
-// stored manifest used to save: an incremental push that appends to 100
-// such sessions makes ~200 more requests and took 0.71-1.15 s against
-// 0.64-0.90 s.
+// What it buys, measured on loopback MinIO (BENCHMARKS.md): an append
+// costs about one bare PUT instead of 3.3 (the second round trip was a
+// conditional overwrite, which MinIO serves more slowly than a create);
+// an incremental push sends little more than the appended segments,
+// instead of every changed session's manifest and whole index shards. What
+// it gives up is bounded: another process may list a session's previous
+// summary for one round trip, or, if the writer dies in that round trip,
+// until the session's next append or push; a load probes up to 8 segments
+// one after the other; loads never miss a returned append.
 //
 // # Trying it
 //
@@ -111,22 +110,20 @@
 // # Cost
 //
 // A steady-state append is 1 PUT and 1 round trip on the caller's path
-// (the segment), then 2 PUTs in 1 round trip in the background (manifest
-// and index shard); the first append of a session is 2 PUTs in 2 round
-// trips (segment, then index shard) and the second creates the manifest;
-// list and latest are 16 GETs (conditional: an unchanged shard is a 304),
-// resolve is 1 GET, whatever the number of sessions or segments.
-//
-// Why the checkpoints left the append's path: the second round trip is a
-// conditional overwrite (If-Match), which MinIO serves more slowly than a
-// plain PUT of a new object, so a synchronous append cost 3.3x a bare
-// PUT; it now costs about one (BENCHMARKS.md). What that gives up is
-// bounded: another process may list a session's previous summary for one
-// round trip, or, if the writer dies in that round trip, until the
-// session's next append or push; loads never miss a returned append.
+// (the segment), then in the background 1 PUT (an index delta) or, every
+// 8 segments, 2 in parallel (and the manifest); every 16 deltas of a
+// shard, a writer folds them into its base (1 PUT, and deletes of the
+// deltas an older base folded). The first append of a session is 2 PUTs
+// in 2 round trips (segment, then index delta) and 2 GETs the first time
+// a Store writes the shard. List and latest are 2 GETs per shard (the
+// base, a 304 when cached, then a probe for the next delta; plus the
+// deltas not yet folded), resolve 2 GETs, whatever the number of sessions
+// or segments.
 //
 // A store opened on a prefix whose format marker has a newer version is
-// refused (ErrNewerFormat) rather than misread.
+// refused (ErrNewerFormat) rather than misread; index shards and manifests
+// carry their own version (internal/manifest), so a panto that predates
+// the index deltas refuses them instead of missing their entries.
 package objstore
 
 import (
@@ -193,6 +190,7 @@ type Store struct {
 	parallel         int // concurrent GETs of one load
 	deferIndex       bool
 	manifestEvery    int
+	indexPruneAfter  time.Duration
 
 	mu       sync.Mutex
 	sessions map[string]*sessionState
@@ -230,9 +228,9 @@ func WithPathStyle(on bool) Option { return func(o *options) { o.pathStyle = &on
 // bytes in tests). The default is time.Now.
 func WithClock(now func() time.Time) Option { return func(o *options) { o.clock = now } }
 
-// WithCompactThreshold sets the number of segments above which an append
-// compacts the session (default 32; 0 or less disables automatic
-// compaction).
+// WithCompactThreshold sets the number of segments above which the
+// checkpoint after an append compacts the session, in the background
+// (default 32; 0 or less disables automatic compaction).
 func WithCompactThreshold(n int) Option { return func(o *options) { o.compactThreshold = n } }
 
 // WithCompactGrace sets how long a segment replaced by compaction is kept
@@ -360,6 +358,7 @@ func Open(ctx context.Context, rawURL string, opts ...Option) (*Store, error) {
 		parallel:         8,
 		deferIndex:       o.deferIndex,
 		manifestEvery:    max(o.manifestEvery, 1),
+		indexPruneAfter:  indexPruneAfter,
 		sessions:         map[string]*sessionState{},
 		shards:           map[string]*shardState{},
 	}
