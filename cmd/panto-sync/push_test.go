@@ -87,7 +87,11 @@ func TestPushIncremental(t *testing.T) {
 		}
 	}
 	_, sent := rc.take()
-	if sent > appended+64*1024 { // segments are compressed; manifests and index are small
+	t.Logf("incremental push: %d bytes appended, %d sent", appended, sent)
+	// The segments (compressed) and one small index delta per touched
+	// shard; no manifest (a session gets one every 8 segments), no
+	// whole shard.
+	if sent > appended+2048 {
 		t.Errorf("incremental push sent %d request bytes for %d appended bytes", sent, appended)
 	}
 	after := e.segments(t)
