@@ -1,8 +1,10 @@
 package sessionlog
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"math/bits"
 	"reflect"
 	"time"
 	"unicode/utf8"
@@ -318,37 +320,76 @@ func (sc *scanner) key() ([]byte, bool) {
 }
 
 // strToken reads a string, quotes included.
+//
+// It is most of the cost of a line (content strings are most of its
+// bytes), so it skips the plain bytes eight at a time (see special8) and
+// looks escapes up in a table; the grammar is encoding/json's.
 func (sc *scanner) strToken() ([]byte, bool) {
 	start := sc.i
 	if !sc.byte('"') {
 		return nil, false
 	}
 	b := sc.b
-	for i := sc.i; i < len(b); i++ {
+	i := sc.i
+	for {
+		// Plain bytes, eight at a time, then one at a time.
+		for i+8 <= len(b) {
+			m := special8(binary.LittleEndian.Uint64(b[i:]))
+			if m != 0 {
+				i += bits.TrailingZeros64(m) >> 3
+				break
+			}
+			i += 8
+		}
+		for i < len(b) && !strSpecial[b[i]] {
+			i++
+		}
+		// Escapes, which come in runs (indentation is \t\t\t...).
+		for i+1 < len(b) && b[i] == '\\' {
+			switch b[i+1] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+				i += 2
+			case 'u':
+				if i+5 >= len(b) || !isHex(b[i+2]) || !isHex(b[i+3]) || !isHex(b[i+4]) || !isHex(b[i+5]) {
+					return nil, false
+				}
+				i += 6
+			default:
+				return nil, false
+			}
+		}
+		if i >= len(b) {
+			return nil, false
+		}
 		switch c := b[i]; {
 		case c == '"':
 			sc.i = i + 1
 			return b[start:sc.i], true
-		case c == '\\':
-			i++
-			if i >= len(b) {
-				return nil, false
-			}
-			switch b[i] {
-			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
-			case 'u':
-				if i+4 >= len(b) || !isHex(b[i+1]) || !isHex(b[i+2]) || !isHex(b[i+3]) || !isHex(b[i+4]) {
-					return nil, false
-				}
-				i += 4
-			default:
-				return nil, false
-			}
-		case c < 0x20:
+		case c < 0x20, c == '\\': // a control character, or a backslash that ends the line
 			return nil, false
 		}
 	}
-	return nil, false
+}
+
+// strSpecial marks the bytes that end a run of plain string bytes: the
+// quote, the backslash and the control characters.
+var strSpecial = func() (t [256]bool) {
+	for c := 0; c < 0x20; c++ {
+		t[c] = true
+	}
+	t['"'], t['\\'] = true, true
+	return t
+}()
+
+// special8 flags (bit 7 of each byte) the bytes of w, eight string
+// bytes in little-endian order, that strSpecial marks. A flag may also
+// be set on a byte above a flagged one (a borrow), never below: the
+// lowest flag is exact.
+func special8(w uint64) uint64 {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	quote := w ^ (ones * '"')
+	backslash := w ^ (ones * '\\')
+	return ((quote-ones)&^quote | (backslash-ones)&^backslash | (w-ones*0x20)&^w) & highs
 }
 
 func isHex(c byte) bool { return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F' }

@@ -184,3 +184,26 @@ func FuzzSummarizeLine(f *testing.F) {
 		sameLineInfo(t, line)
 	})
 }
+
+// TestScanStringEdges: the fast path accepts a content string exactly
+// when encoding/json does, for every special byte at every offset around
+// the scanner's 8-byte steps.
+func TestScanStringEdges(t *testing.T) {
+	specials := []string{`"`, `\`, `\\`, `\"`, `\t`, `\t\t\t`, `\/`, `\u00e9`, `\u00g9`, `\u00`, `\x`, "\x01", "\x1f", "\x7f", "é", "\xff", `\\\"`, `\\\`}
+	for _, sp := range specials {
+		for pre := 0; pre < 18; pre++ {
+			for post := 0; post < 10; post++ {
+				text := strings.Repeat("a", pre) + sp + strings.Repeat("b", post)
+				line := []byte(`{"type":"message","ts":"2026-06-01T09:00:00Z","role":"user","content":[{"type":"text","text":"` + text + `"}]}`)
+				if got, want := sessionlog.ScanSummary(line), json.Valid(line); got != want {
+					t.Errorf("text %q: fast path accepts %v, encoding/json %v", text, got, want)
+				}
+				// The string cut short at the end of the line.
+				cut := []byte(`{"type":"message","role":"user","content":[{"type":"text","text":"` + text)
+				if sessionlog.ScanSummary(cut) {
+					t.Errorf("text %q cut at the end of the line: accepted", text)
+				}
+			}
+		}
+	}
+}
