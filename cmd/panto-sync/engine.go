@@ -54,7 +54,11 @@ type job struct {
 	// lagging: the remote index is behind what the bucket holds (see
 	// indexLags).
 	lagging bool
-	err     error
+	// deferred: a push of a session the remote lacks, whose local side is
+	// scanned when it is pushed (see deferScan); until then local.Length
+	// is the file's size and st is nil.
+	deferred bool
+	err      error
 }
 
 func newSyncer(cmd string, o *options, local LocalCatalog, remote RemoteCatalog) *syncer {
@@ -226,6 +230,9 @@ func (s *syncer) plan(ctx context.Context, id string, remote map[string]RemoteSe
 		return j
 	}
 	j.path = path
+	if s.deferScan(j, remote) {
+		return j
+	}
 	if j.st, err = scanLocal(id, path, s.prevState(id), s.o.DryRun); err != nil {
 		j.err = err
 		return j
@@ -245,6 +252,61 @@ func (s *syncer) plan(ctx context.Context, id string, remote map[string]RemoteSe
 	j.action, j.err = Plan(j.local, j.remote, func() (bool, error) { return s.isPrefix(ctx, j) })
 	j.bytes = s.transferBytes(j)
 	return j
+}
+
+// deferScan plans a push of a session that the remote index lacks and
+// that was never synced with it, from the file's size alone: whatever its
+// committed bytes, push uploads them all (ActionPushNew). The file is
+// then scanned when it is pushed, and the scan's buffer is what is sent,
+// so that a full push reads each file once, not once to plan and again to
+// push. It reports whether it planned j.
+func (s *syncer) deferScan(j *job, remote map[string]RemoteSession) bool {
+	if s.cmd != cmdPush || s.o.DryRun {
+		return false
+	}
+	if _, ok := remote[j.id]; ok {
+		return false
+	}
+	prev := s.prevState(j.id)
+	if prev != nil && prev.SyncedLength > 0 {
+		return false // indexLags may apply
+	}
+	fi, err := os.Stat(j.path)
+	if err != nil || fi.Size() == 0 {
+		return false
+	}
+	if prev != nil && prev.Size == fi.Size() && prev.MtimeNS == fi.ModTime().UnixNano() {
+		return false // the state has it: no read to save
+	}
+	j.deferred = true
+	j.local = Side{Exists: true, Length: fi.Size()}
+	j.action = ActionPushNew
+	j.bytes = fi.Size()
+	return true
+}
+
+// scanDeferred scans the file of a deferred job in full and plans it for
+// real. It returns the committed bytes read (a buffer of fileBuffers), or
+// nil when there is nothing to push.
+func (s *syncer) scanDeferred(j *job) ([]byte, error) {
+	j.deferred = false
+	fresh := &SessionState{Size: -1} // read it all, from the top
+	if prev := s.prevState(j.id); prev != nil {
+		fresh.SyncedLength, fresh.SyncedSHA256, fresh.Forks = prev.SyncedLength, prev.SyncedSHA256, prev.Forks
+	}
+	st, data, _, err := scanFile(j.id, j.path, fresh, false)
+	if err != nil {
+		return nil, err
+	}
+	j.st = st
+	j.local = Side{Exists: st.Committed > 0, Length: st.Committed, SHA256: st.SHA256}
+	if !j.local.Exists { // no committed line (or gone): as plan says of it
+		putFileBuffer(data)
+		j.action, j.bytes = ActionSame, 0
+		return nil, nil
+	}
+	j.bytes = j.local.Length
+	return data, nil
 }
 
 // indexLags reports whether the remote index shows a session behind what
@@ -453,13 +515,30 @@ func (s *syncer) push(ctx context.Context, j *job) Event {
 	if s.o.DryRun {
 		return s.ev(j, "would-push", j.bytes, fmt.Sprintf("would push %s  +%s (remote %d → %d B)", j.id, humanBytes(j.bytes), j.remote.Length, j.local.Length))
 	}
-	orig := j.remote
-	for attempt := 0; ; attempt++ {
-		data, err := readRange(j.path, j.remote.Length, j.local.Length-j.remote.Length)
-		if err != nil {
+	var read []byte // local[0:L], when the scan kept it
+	if j.deferred {
+		var err error
+		if read, err = s.scanDeferred(j); err != nil {
 			return s.failed(j, "failed", err)
 		}
-		err = s.remote.AppendRaw(context.WithoutCancel(ctx), j.id, j.remote.Length, j.remote.SHA256, data)
+		if read == nil {
+			return s.execute(ctx, j)
+		}
+		// AppendRaw copies what it keeps: the buffer is free once it returns.
+		defer putFileBuffer(read)
+	}
+	orig := j.remote
+	for attempt := 0; ; attempt++ {
+		var data []byte
+		if read != nil {
+			data = read[j.remote.Length:j.local.Length]
+		} else {
+			var err error
+			if data, err = readRange(j.path, j.remote.Length, j.local.Length-j.remote.Length); err != nil {
+				return s.failed(j, "failed", err)
+			}
+		}
+		err := s.remote.AppendRaw(context.WithoutCancel(ctx), j.id, j.remote.Length, j.remote.SHA256, data)
 		if err == nil {
 			break
 		}

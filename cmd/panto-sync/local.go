@@ -39,24 +39,34 @@ type LocalCatalog interface {
 // anything, and push then names the file and line (validateFile). Status
 // and --dry-run, which write nothing, validate here.
 func scanLocal(id, path string, prev *SessionState, validate bool) (*SessionState, error) {
+	st, read, _, err := scanFile(id, path, prev, validate)
+	putFileBuffer(read)
+	return st, err
+}
+
+// scanFile is scanLocal that also returns the committed bytes it read,
+// read = file[from:st.Committed] (nil when it read nothing), in a buffer
+// of fileBuffers that the caller hands back with putFileBuffer once done
+// with it: push sends what the scan read without reading it again.
+func scanFile(id, path string, prev *SessionState, validate bool) (st *SessionState, read []byte, from int64, err error) {
 	fi, err := os.Stat(path)
 	if errors.Is(err, os.ErrNotExist) {
-		return &SessionState{Size: -1}, nil
+		return &SessionState{Size: -1}, nil, 0, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", path, err)
+		return nil, nil, 0, fmt.Errorf("read %s: %w", path, err)
 	}
 	next := &SessionState{}
 	if prev != nil {
 		next.SyncedLength, next.SyncedSHA256, next.Forks = prev.SyncedLength, prev.SyncedSHA256, prev.Forks
 		if prev.Size >= 0 && prev.Size == fi.Size() && prev.MtimeNS == fi.ModTime().UnixNano() {
 			c := *prev
-			return &c, nil
+			return &c, nil, 0, nil
 		}
 	}
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", path, err)
+		return nil, nil, 0, fmt.Errorf("read %s: %w", path, err)
 	}
 	defer f.Close()
 
@@ -75,27 +85,32 @@ func scanLocal(id, path string, prev *SessionState, validate bool) (*SessionStat
 	// Read the tail in one buffer of the size stat gave (io.ReadAll would
 	// grow and copy it a dozen times for a large file). A file that
 	// shrank meanwhile reads short; one that grew is read again next time.
-	tail := make([]byte, fi.Size()-start)
+	tail := getFileBuffer(fi.Size() - start)
 	k, err := io.ReadFull(io.NewSectionReader(f, start, fi.Size()-start), tail)
 	if err != nil && err != io.EOF && err != io.ErrUnexpectedEOF {
-		return nil, fmt.Errorf("read %s: %w", path, err)
+		putFileBuffer(tail)
+		return nil, nil, 0, fmt.Errorf("read %s: %w", path, err)
 	}
 	tail = tail[:k]
+	fail := func(err error) (*SessionState, []byte, int64, error) {
+		putFileBuffer(tail)
+		return nil, nil, 0, err
+	}
 	n, err := sessionlog.CommittedLength(path, tail)
 	if err != nil {
 		if start > 0 {
-			return nil, lineError(path, f, err) // with the line number counted from the top
+			return fail(lineError(path, f, err)) // with the line number counted from the top
 		}
-		return nil, err
+		return fail(err)
 	}
 	if start == 0 && n > 0 {
 		if err := checkHeader(path, id, tail); err != nil {
-			return nil, err
+			return fail(err)
 		}
 	}
 	if validate {
 		if err := validateLog(path, id, lines, start > 0, tail[:n]); err != nil {
-			return nil, err
+			return fail(err)
 		}
 	}
 	h.Write(tail[:n])
@@ -103,14 +118,14 @@ func scanLocal(id, path string, prev *SessionState, validate bool) (*SessionStat
 	next.SHA256 = hex.EncodeToString(h.Sum(nil))
 	next.Hasher, err = marshalHasher(h)
 	if err != nil {
-		return nil, err
+		return fail(err)
 	}
 	next.Lines = lines + countLines(tail[:n])
 	next.Size, next.MtimeNS = fi.Size(), fi.ModTime().UnixNano()
 	if start+int64(len(tail)) != fi.Size() { // changed while read: read it again next time
 		next.Size = -1
 	}
-	return next, nil
+	return next, tail[:n], start, nil
 }
 
 // checkHeader checks that the log's first line is the header of session

@@ -3,24 +3,37 @@
 package main
 
 // Built with -tags pprof, panto-sync writes a CPU profile of the whole
-// run to $PANTO_CPUPROFILE: `go build -tags pprof ./cmd/panto-sync`.
+// run to $PANTO_CPUPROFILE, and with PANTO_MEMSTATS set prints the run's
+// allocations and garbage collections to stderr at exit:
+// `go build -tags pprof ./cmd/panto-sync`.
 
 import (
+	"fmt"
 	"os"
+	"runtime"
 	"runtime/pprof"
 )
 
 func init() {
-	path := os.Getenv("PANTO_CPUPROFILE")
-	if path == "" {
-		return
+	stopCPU := func() {}
+	if path := os.Getenv("PANTO_CPUPROFILE"); path != "" {
+		f, err := os.Create(path)
+		if err != nil {
+			panic(err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			panic(err)
+		}
+		stopCPU = func() { pprof.StopCPUProfile(); f.Close() }
 	}
-	f, err := os.Create(path)
-	if err != nil {
-		panic(err)
+	memstats := os.Getenv("PANTO_MEMSTATS") != ""
+	stopProfile = func() {
+		stopCPU()
+		if memstats {
+			var m runtime.MemStats
+			runtime.ReadMemStats(&m)
+			fmt.Fprintf(os.Stderr, "memstats: %d MB allocated in %d objects, %d GCs (%.1f%% of CPU), %d MB heap peak (sys)\n",
+				m.TotalAlloc>>20, m.Mallocs, m.NumGC, 100*m.GCCPUFraction, m.HeapSys>>20)
+		}
 	}
-	if err := pprof.StartCPUProfile(f); err != nil {
-		panic(err)
-	}
-	stopProfile = func() { pprof.StopCPUProfile(); f.Close() }
 }
