@@ -10,8 +10,11 @@ import (
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/smithy-go"
+	"github.com/aws/smithy-go/middleware"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
 )
 
 // The outcomes of a request that the protocol acts on. Everything else is
@@ -74,11 +77,51 @@ func (b *bucket) put(ctx context.Context, rel string, data []byte, cond putCond,
 	case cond.ifMatch != "":
 		in.IfMatch = aws.String(cond.ifMatch)
 	}
-	out, err := b.api.PutObject(ctx, in)
+	out, err := b.api.PutObject(ctx, in, s3.WithAPIOptions(signPayloadOffLoopback))
 	if err != nil {
 		return "", fmt.Errorf("put %s: %w", b.key(rel), classify(err))
 	}
 	return aws.ToString(out.ETag), nil
+}
+
+// signPayloadOffLoopback replaces the SDK's choice of SigV4 payload hash
+// for a PUT (unsigned over HTTPS, the body's sha256 over plain HTTP) by
+// payloadSigning.
+func signPayloadOffLoopback(stack *middleware.Stack) error {
+	_, err := stack.Finalize.Swap(computePayloadHashID, payloadSigning{})
+	return err
+}
+
+// computePayloadHashID is the ID of the SDK's payload-hash middleware
+// (aws/signer/v4), which payloadSigning replaces.
+const computePayloadHashID = "ComputePayloadHash"
+
+// payloadSigning signs a request's body only where that protects it: not
+// over HTTPS (TLS does, as the SDK itself decides) and not to a loopback
+// address (no network between the two ends), where the SigV4 payload
+// hash would cost a sha256 of every byte on both sides, client and
+// server, for nothing. Over plain HTTP to another host the body is
+// signed, as the SDK does. Our own sha256 of every segment, checked by
+// every reader, is the end-to-end check in all cases.
+type payloadSigning struct{}
+
+func (payloadSigning) ID() string { return computePayloadHashID }
+
+func (payloadSigning) HandleFinalize(ctx context.Context, in middleware.FinalizeInput, next middleware.FinalizeHandler) (middleware.FinalizeOutput, middleware.Metadata, error) {
+	if req, ok := in.Request.(*smithyhttp.Request); ok && (req.IsHTTPS() || isLoopback(req.URL.Hostname())) {
+		return (&v4.UnsignedPayload{}).HandleFinalize(ctx, in, next)
+	}
+	return (&v4.ComputePayloadSHA256{}).HandleFinalize(ctx, in, next)
+}
+
+// isLoopback reports whether host (a name or an address, without port)
+// is this machine's loopback: localhost, 127.0.0.0/8 or ::1.
+func isLoopback(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // delete removes an object; a missing object is not an error.

@@ -27,6 +27,7 @@ type recorder struct {
 
 type request struct {
 	method, path string
+	payload      string // X-Amz-Content-Sha256
 	status       int
 	start, end   time.Time
 }
@@ -44,7 +45,7 @@ func (r *recorder) Do(req *http.Request) (*http.Response, error) {
 	}
 	start := time.Now()
 	resp, err := r.inner.Do(req)
-	rec := request{method: req.Method, path: req.URL.Path, start: start, end: time.Now()}
+	rec := request{method: req.Method, path: req.URL.Path, payload: req.Header.Get("X-Amz-Content-Sha256"), start: start, end: time.Now()}
 	if resp != nil {
 		rec.status = resp.StatusCode
 	}
