@@ -346,17 +346,14 @@ func (sc *scanner) strToken() ([]byte, bool) {
 		}
 		// Escapes, which come in runs (indentation is \t\t\t...).
 		for i+1 < len(b) && b[i] == '\\' {
-			switch b[i+1] {
-			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+			if simpleEscape[b[i+1]] {
 				i += 2
-			case 'u':
-				if i+5 >= len(b) || !isHex(b[i+2]) || !isHex(b[i+3]) || !isHex(b[i+4]) || !isHex(b[i+5]) {
-					return nil, false
-				}
-				i += 6
-			default:
+				continue
+			}
+			if b[i+1] != 'u' || i+5 >= len(b) || !isHex(b[i+2]) || !isHex(b[i+3]) || !isHex(b[i+4]) || !isHex(b[i+5]) {
 				return nil, false
 			}
+			i += 6
 		}
 		if i >= len(b) {
 			return nil, false
@@ -378,6 +375,15 @@ var strSpecial = func() (t [256]bool) {
 		t[c] = true
 	}
 	t['"'], t['\\'] = true, true
+	return t
+}()
+
+// simpleEscape marks the bytes that may follow a backslash, but for the
+// u of \uXXXX.
+var simpleEscape = func() (t [256]bool) {
+	for _, c := range []byte{'"', '\\', '/', 'b', 'f', 'n', 'r', 't'} {
+		t[c] = true
+	}
 	return t
 }()
 
