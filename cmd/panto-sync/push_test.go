@@ -387,3 +387,36 @@ func TestPushInterrupted(t *testing.T) {
 	e.must(t, 0, "pull", "--dir", into, e.url)
 	sameCatalog(t, dir, into)
 }
+
+// TestPushNewUncommitted: a new session (planned from its size alone,
+// scanned when pushed) whose file holds no committed line yet is
+// unchanged, not pushed nor failed; once its line is complete it is
+// pushed.
+func TestPushNewUncommitted(t *testing.T) {
+	e := newEnv(t)
+	dir, ids := catalog(t, 2)
+	path := filepath.Join(dir, ids[0]+".jsonl")
+	full, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	header := full[:bytes.IndexByte(full, '\n')+1]
+	if err := os.WriteFile(path, header[:len(header)-1], 0o600); err != nil { // the header, torn
+		t.Fatal(err)
+	}
+	r := e.must(t, 0, "push", "--dir", dir, "--json", e.url)
+	evs, sum := events(t, r.stdout)
+	if got := byEvent(evs); got["pushed"] != 1 || got["unchanged"] != 1 || sum.Failed != 0 {
+		t.Fatalf("push: %+v %+v", got, sum)
+	}
+	if err := os.WriteFile(path, full, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r = e.must(t, 0, "push", "--dir", dir, "--json", e.url)
+	if evs, _ := events(t, r.stdout); byEvent(evs)["pushed"] != 1 {
+		t.Fatalf("second push: %+v", byEvent(evs))
+	}
+	into := t.TempDir()
+	e.must(t, 0, "pull", "--dir", into, e.url)
+	sameCatalog(t, dir, into)
+}
