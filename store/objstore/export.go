@@ -102,6 +102,10 @@ func (s *Store) ReadRaw(ctx context.Context, id string, offset int64) ([]byte, e
 // AppendRaw is idempotent: when the segment at expectLength already holds
 // exactly data (an earlier attempt whose response was lost, or another
 // push of the same bytes), it succeeds without writing.
+//
+// data is read during the call and not retained after it returns, so the
+// caller may reuse it (panto-sync recycles its read buffers): a push
+// copied every byte it sent once more for nothing.
 func (s *Store) AppendRaw(ctx context.Context, id string, expectLength int64, expectSHA256 string, data []byte) error {
 	if err := agent.ValidateSessionID(id); err != nil {
 		return err
@@ -115,7 +119,6 @@ func (s *Store) AppendRaw(ctx context.Context, id string, expectLength int64, ex
 		}
 		return fmt.Errorf("append to session %s: %w", id, err)
 	}
-	data = bytes.Clone(data)
 	return s.appendBatch(ctx, id, func(header bool) ([]byte, error) {
 		return data, nil
 	}, &expectation{length: expectLength, sha256: expectSHA256})
