@@ -132,30 +132,26 @@ func (s *Store) readShardView(ctx context.Context, name string) (shardView, erro
 		}
 		v = shardView{shard: base, etag: etag, base: &manifest.IndexShard{Through: base.Through, Pruned: base.Pruned, Written: base.Written}, applied: base.Through}
 	}
-	for {
-		n := v.applied + 1
-		key := deltaKey(name, n)
-		data, _, err := s.b.get(ctx, key, "")
-		if errors.Is(err, errNotFound) {
+	// The first probe alone (a shard nobody changed costs one 404), then
+	// up to deltaProbes at once: a cold reader of a shard with many
+	// unfolded deltas waits for a few round trips, not one per delta.
+	for batch := 1; ; batch = deltaProbes {
+		found, err := s.fetchDeltas(ctx, name, v.applied+1, batch)
+		if err != nil {
+			return shardView{}, err
+		}
+		for _, delta := range found {
+			if !owned {
+				v.shard, owned = v.shard.Clone(), true
+			}
+			for _, e := range delta.Sessions {
+				v.shard.Put(e)
+			}
+			v.applied++
+		}
+		if len(found) < batch {
 			break
 		}
-		if err != nil {
-			return shardView{}, fmt.Errorf("read index shard %s: %w", name, err)
-		}
-		delta, err := s.codec.DecodeIndexShard(data)
-		if err != nil {
-			return shardView{}, fmt.Errorf("%s: %w: %w", s.objectURL(key), ErrCorrupt, err)
-		}
-		if delta.Shard != name {
-			return shardView{}, fmt.Errorf("%s: %w: holds shard %q", s.objectURL(key), ErrCorrupt, delta.Shard)
-		}
-		if !owned {
-			v.shard, owned = v.shard.Clone(), true
-		}
-		for _, e := range delta.Sessions {
-			v.shard.Put(e)
-		}
-		v.applied = n
 	}
 	st.mu.Lock()
 	// Keep the newest view when readers and writers of the shard overlap.
@@ -165,6 +161,49 @@ func (s *Store) readShardView(ctx context.Context, name string) (shardView, erro
 	st.fresh = s.now()
 	st.mu.Unlock()
 	return v, nil
+}
+
+// deltaProbes is how many delta GETs a reader has in flight at once.
+const deltaProbes = 4
+
+// fetchDeltas reads deltas from, from+1, ... from+count-1 of shard name
+// in parallel and returns those before the first missing one.
+func (s *Store) fetchDeltas(ctx context.Context, name string, from int64, count int) ([]*manifest.IndexShard, error) {
+	deltas := make([]*manifest.IndexShard, count)
+	missing := make([]bool, count)
+	g, gctx := errgroup.WithContext(ctx)
+	for i := range count {
+		g.Go(func() error {
+			key := deltaKey(name, from+int64(i))
+			data, _, err := s.b.get(gctx, key, "")
+			if errors.Is(err, errNotFound) {
+				missing[i] = true
+				return nil
+			}
+			if err != nil {
+				return fmt.Errorf("read index shard %s: %w", name, err)
+			}
+			d, err := s.codec.DecodeIndexShard(data)
+			if err != nil {
+				return fmt.Errorf("%s: %w: %w", s.objectURL(key), ErrCorrupt, err)
+			}
+			if d.Shard != name {
+				return fmt.Errorf("%s: %w: holds shard %q", s.objectURL(key), ErrCorrupt, d.Shard)
+			}
+			deltas[i] = d
+			return nil
+		})
+	}
+	err := g.Wait()
+	for i := range count {
+		if missing[i] {
+			return deltas[:i], nil
+		}
+		if deltas[i] == nil {
+			return nil, err
+		}
+	}
+	return deltas, err
 }
 
 // updateIndex records e in its shard (see writeShard). An entry never
