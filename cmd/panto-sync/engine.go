@@ -524,7 +524,7 @@ func (s *syncer) push(ctx context.Context, j *job) Event {
 		if read == nil {
 			return s.execute(ctx, j)
 		}
-		// AppendRaw copies what it keeps: the buffer is free once it returns.
+		// AppendRaw keeps nothing of data: the buffer is free once it returns.
 		defer putFileBuffer(read)
 	}
 	orig := j.remote
