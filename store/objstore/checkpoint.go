@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -30,8 +29,8 @@ import (
 //     append whose checkpoint died with its writer leaves the session
 //     listed with its previous summary until the next append or push.
 
-// checkpointTimeout bounds one background checkpoint, which no caller's
-// context ends.
+// checkpointTimeout bounds one round of a background checkpoint, which no
+// caller's context ends.
 const checkpointTimeout = 2 * time.Minute
 
 // scheduleCheckpoint marks session id as needing a checkpoint and makes
@@ -63,8 +62,6 @@ func (s *Store) startCheckpointLocked(ctx context.Context, id string, st *sessio
 // checkpointLoop writes the checkpoints of session id until no append is
 // waiting for one, then compacts the session if it has too many segments.
 func (s *Store) checkpointLoop(ctx context.Context, id string, st *sessionState) {
-	ctx, cancel := context.WithTimeout(ctx, checkpointTimeout)
-	defer cancel()
 	for {
 		s.mu.Lock()
 		if !st.dirty {
@@ -79,10 +76,14 @@ func (s *Store) checkpointLoop(ctx context.Context, id string, st *sessionState)
 		st.dirty = false
 		s.mu.Unlock()
 
-		err := s.checkpoint(ctx, id, st)
+		// Each round gets its own deadline: a session appended to
+		// without pause keeps its loop running for as long.
+		rctx, cancel := context.WithTimeout(ctx, checkpointTimeout)
+		err := s.checkpoint(rctx, id, st)
 		if err == nil && s.compactThreshold > 0 {
-			err = s.compactIfDue(ctx, id, st)
+			err = s.compactIfDue(rctx, id, st)
 		}
+		cancel()
 		s.mu.Lock()
 		st.ckErr = err
 		s.mu.Unlock()
@@ -114,16 +115,27 @@ func (s *Store) Flush(ctx context.Context) error {
 		return fmt.Errorf("flush checkpoints: %w", ctx.Err())
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	var errs []error
+	var failed []string
 	for id, st := range s.sessions {
 		if st.ckErr != nil {
-			errs = append(errs, fmt.Errorf("checkpoint of session %s (its messages are stored; the next append or push writes it): %w", id, st.ckErr))
+			failed = append(failed, id)
 		}
 	}
-	slices.SortFunc(errs, func(a, b error) int { return strings.Compare(a.Error(), b.Error()) })
+	slices.Sort(failed)
+	var errs []error
+	if len(failed) > 0 {
+		// One line however many failed (a bucket gone away fails them
+		// all): the count, and the first one's reason.
+		first := s.sessions[failed[0]].ckErr
+		more := ""
+		if len(failed) > 1 {
+			more = fmt.Sprintf(" and %d other sessions", len(failed)-1)
+		}
+		errs = append(errs, fmt.Errorf("checkpoint of session %s%s not written (the messages are stored; the next append or push writes it): %w", failed[0], more, first))
+	}
+	s.mu.Unlock()
 	if shardErr != nil {
-		errs = append(errs, fmt.Errorf("index (the sessions are stored; the next push or append writes it): %w", shardErr))
+		errs = append(errs, fmt.Errorf("index not written (the sessions are stored; the next append or push writes it): %w", shardErr))
 	}
 	return errors.Join(errs...)
 }

@@ -544,3 +544,58 @@ func TestAppendRawRetryRepairsIndex(t *testing.T) {
 		})
 	}
 }
+
+// TestFlushReportsFailedCheckpoints: appends whose checkpoints cannot be
+// written (the bucket stopped answering but for segment PUTs) succeed;
+// Flush then says, in one line, how many sessions' checkpoints failed (or
+// that the deferred index was not written) and why, and a later Flush
+// that can write them succeeds.
+func TestFlushReportsFailedCheckpoints(t *testing.T) {
+	for _, deferred := range []bool{false, true} {
+		t.Run(fmt.Sprintf("deferred=%v", deferred), func(t *testing.T) {
+			ctx := context.Background()
+			e := newEnv(t)
+			rec := &recorder{}
+			opts := []objstore.Option{rec.option(), objstore.WithMaxAttempts(1)}
+			want := "checkpoint of session "
+			if deferred {
+				opts = append(opts, objstore.WithDeferredIndex())
+				want = "index not written"
+			}
+			s := e.open(t, opts...)
+			var down atomic.Bool
+			rec.setFault(func(r *http.Request) error {
+				if down.Load() && !strings.Contains(r.URL.Path, "/seg/") {
+					return errInjected
+				}
+				return nil
+			})
+			down.Store(true)
+			for range 3 {
+				id := s.Create().Info.ID // a new session needs no read
+				for range 2 {
+					if err := s.AppendMessages(ctx, id, []agent.PersistentMessage{user("m")}); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			err := s.Flush(ctx)
+			if err == nil || !strings.Contains(err.Error(), want) || !deferred && !strings.Contains(err.Error(), "and 2 other sessions") {
+				t.Fatalf("flush with the index unreachable: %v, want %q", err, want)
+			}
+			down.Store(false)
+			if err := s.Flush(ctx); err != nil {
+				t.Fatalf("flush once the bucket answers: %v", err)
+			}
+			infos, err := e.open(t).List(ctx)
+			if err != nil || len(infos) != 3 {
+				t.Fatalf("list after the flush: %v, %d sessions, want 3", err, len(infos))
+			}
+			for _, info := range infos {
+				if info.MessageCount != 2 {
+					t.Errorf("%s: %d messages, want 2", info.ID, info.MessageCount)
+				}
+			}
+		})
+	}
+}
