@@ -123,12 +123,9 @@ func (s *Store) readShardView(ctx context.Context, name string) (shardView, erro
 	case err != nil:
 		return shardView{}, fmt.Errorf("read index shard %s: %w", name, err)
 	default:
-		base, err := s.codec.DecodeIndexShard(data)
+		base, err := s.decodeShardObject(key, name, data)
 		if err != nil {
-			return shardView{}, fmt.Errorf("%s: %w: %w", s.objectURL(key), ErrCorrupt, err)
-		}
-		if base.Shard != name {
-			return shardView{}, fmt.Errorf("%s: %w: holds shard %q", s.objectURL(key), ErrCorrupt, base.Shard)
+			return shardView{}, err
 		}
 		v = shardView{shard: base, etag: etag, base: &manifest.IndexShard{Through: base.Through, Pruned: base.Pruned, Written: base.Written}, applied: base.Through}
 	}
@@ -163,6 +160,20 @@ func (s *Store) readShardView(ctx context.Context, name string) (shardView, erro
 	return v, nil
 }
 
+// decodeShardObject decodes the object at key, a base or a delta of shard
+// name; an object that does not decode, or holds another shard, is
+// ErrCorrupt naming it.
+func (s *Store) decodeShardObject(key, name string, data []byte) (*manifest.IndexShard, error) {
+	sh, err := s.codec.DecodeIndexShard(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w: %w", s.objectURL(key), ErrCorrupt, err)
+	}
+	if sh.Shard != name {
+		return nil, fmt.Errorf("%s: %w: holds shard %q", s.objectURL(key), ErrCorrupt, sh.Shard)
+	}
+	return sh, nil
+}
+
 // deltaProbes is how many delta GETs a reader has in flight at once.
 const deltaProbes = 4
 
@@ -183,15 +194,8 @@ func (s *Store) fetchDeltas(ctx context.Context, name string, from int64, count 
 			if err != nil {
 				return fmt.Errorf("read index shard %s: %w", name, err)
 			}
-			d, err := s.codec.DecodeIndexShard(data)
-			if err != nil {
-				return fmt.Errorf("%s: %w: %w", s.objectURL(key), ErrCorrupt, err)
-			}
-			if d.Shard != name {
-				return fmt.Errorf("%s: %w: holds shard %q", s.objectURL(key), ErrCorrupt, d.Shard)
-			}
-			deltas[i] = d
-			return nil
+			deltas[i], err = s.decodeShardObject(key, name, data)
+			return err
 		})
 	}
 	err := g.Wait()
