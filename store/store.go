@@ -1,78 +1,205 @@
-// Package store turns a store spec, as a user writes it, into a
-// SessionStore. It is the one place that knows every backend, shared by
-// panto and panto-sync:
+// Package store is the vocabulary of session stores beyond
+// agent.SessionStore: what sync (package replica) and the commands need
+// of a store to copy its sessions byte for byte, and the helpers that
+// ask for it. It also parses the store specs users write (spec.go);
+// store/backends opens them.
 //
-//	/path/to/dir or file:///path/to/dir   store/fsjsonl (the default)
-//	s3://BUCKET[/PREFIX]                  store/objstore
-//	none                                  store/null
+// A session's log is the same bytes in every store (internal/sessionlog),
+// so two stores compare sessions by checkpoints (a length and the sha256
+// of that prefix) and copy them as raw bytes. The vocabulary is shaped
+// like io/fs: a small required interface, LogStore, and optional ones a
+// store implements when it can do better than the fallback, each with a
+// helper that type-asserts:
+//
+//	Checkpointer   prefix hashes the store knows cheaply     (PrefixCheckpoint)
+//	PrefixHasher   the hash of any prefix, at a read's cost  (PrefixCheckpoint)
+//	Verifier       a deep check of one session               (Verify)
+//	Compacter      fewer objects for one session             (Compact)
+//	Flusher        background writes made durable/visible    (Flush)
+//
+// store/fsjsonl and store/objstore implement LogStore; agent/storetest's
+// RunLogStore is the conformance suite of this vocabulary. docs/DESIGN.md
+// ("Sync") says how replica uses it.
 package store
 
 import (
+	"context"
 	"errors"
 	"fmt"
-	"net/url"
-	"os"
-	"path/filepath"
-	"strings"
+	"io"
+
+	"github.com/panto-dev/panto/agent"
+	"github.com/panto-dev/panto/internal/sessionlog"
 )
 
-// Kind is a kind of backend.
-type Kind string
-
-const (
-	KindDir  Kind = "dir"
-	KindS3   Kind = "s3"
-	KindNone Kind = "none"
-)
-
-// Spec is a parsed store spec.
-type Spec struct {
-	Kind Kind
-	// Dir is the catalog directory of a KindDir spec.
-	Dir string
-	// URL is the s3://BUCKET[/PREFIX] of a KindS3 spec.
-	URL string
+// Checkpoint names a prefix of a session's log: its length in bytes and
+// the hex sha256 of those bytes. The zero Checkpoint is the empty log.
+type Checkpoint struct {
+	Length int64
+	SHA256 string
 }
 
-// ParseSpec parses a store spec. An empty spec is the default directory.
-func ParseSpec(spec string) (Spec, error) {
-	switch {
-	case spec == "":
-		dir, err := DefaultDir()
+func (c Checkpoint) String() string {
+	if c.Length == 0 {
+		return "empty"
+	}
+	return fmt.Sprintf("%d bytes (sha256 %.12s)", c.Length, c.SHA256)
+}
+
+// Log is what a LogStore lists of one session: its summary and the
+// checkpoint of its committed bytes.
+type Log struct {
+	Info agent.SessionInfo
+	Checkpoint
+	// Err is set when the session is there but cannot be read as a log
+	// (a malformed line, a header of another session); Info and
+	// Checkpoint hold what could be read. Sync reports it and leaves the
+	// session alone.
+	Err error
+}
+
+// LogStore is a session store whose logs can be listed, read and
+// appended as raw bytes: what sync needs of each side.
+type LogStore interface {
+	agent.SessionStore
+	// Logs lists every session with committed bytes, in a number of
+	// requests that does not grow with the number of sessions. A store
+	// that lists from a summary written after the data (objstore's index)
+	// may show a session behind what it holds, never ahead of it.
+	Logs(ctx context.Context) ([]Log, error)
+	// ReadLog returns the committed bytes of session id from offset from
+	// to the end of the log as it was committed when ReadLog was called,
+	// and the checkpoint at that end. Every byte the reader returns has
+	// been checked against the store's own hashes. The caller closes the
+	// reader. A session with no committed bytes is agent.ErrSessionNotFound.
+	ReadLog(ctx context.Context, id string, from int64) (io.ReadCloser, Checkpoint, error)
+	// AppendLog appends data, whole committed lines of the line format
+	// (beginning with the header line when at is the empty log), if and
+	// only if the log holds exactly at; it returns the checkpoint after
+	// data. Otherwise it fails with a *ChangedError (errors.Is ErrChanged)
+	// saying what the log holds, and writes nothing. When the log already
+	// holds data right after at (an earlier attempt whose answer was lost),
+	// it succeeds without writing. data is not retained after the call.
+	AppendLog(ctx context.Context, id string, at Checkpoint, data []byte) (Checkpoint, error)
+}
+
+// ErrChanged: a session's log is not at the checkpoint a conditional
+// append expected (another writer appended, or the copies diverged).
+var ErrChanged = errors.New("session log changed")
+
+// ChangedError is the error of an AppendLog whose log was not at the
+// expected checkpoint.
+type ChangedError struct {
+	ID string
+	// Want is the checkpoint the append expected, Have what the log holds.
+	Want, Have Checkpoint
+}
+
+func (e *ChangedError) Error() string {
+	return fmt.Sprintf("session %s: %v: it holds %v, expected %v", e.ID, ErrChanged, e.Have, e.Want)
+}
+
+// Is makes errors.Is(err, ErrChanged) true.
+func (e *ChangedError) Is(target error) bool { return target == ErrChanged }
+
+// Checkpointer is a LogStore that knows the prefix hashes of a log at some
+// lengths without reading it (objstore: at every segment boundary).
+type Checkpointer interface {
+	// Checkpoints returns the checkpoints of session id's log it knows,
+	// ascending by length, the last one at its committed end.
+	Checkpoints(ctx context.Context, id string) ([]Checkpoint, error)
+}
+
+// PrefixHasher is a LogStore that can hash any prefix of a log, at the
+// cost of reading it (fsjsonl).
+type PrefixHasher interface {
+	// PrefixSHA256 returns the hex sha256 of the first n committed bytes
+	// of session id's log.
+	PrefixSHA256(ctx context.Context, id string, n int64) (string, error)
+}
+
+// PrefixCheckpoint returns the longest prefix of session id's log, at most
+// n bytes long, whose sha256 s can tell without reading more of the log
+// than the prefix itself: n itself from a PrefixHasher, else the longest
+// of a Checkpointer's checkpoints up to n, else the empty log.
+func PrefixCheckpoint(ctx context.Context, s LogStore, id string, n int64) (Checkpoint, error) {
+	if n <= 0 {
+		return Checkpoint{}, nil
+	}
+	if h, ok := s.(PrefixHasher); ok {
+		sum, err := h.PrefixSHA256(ctx, id, n)
 		if err != nil {
-			return Spec{}, err
+			return Checkpoint{}, err
 		}
-		return Spec{Kind: KindDir, Dir: dir}, nil
-	case spec == "none":
-		return Spec{Kind: KindNone}, nil
-	case strings.HasPrefix(spec, "s3://"):
-		u, err := url.Parse(spec)
-		if err != nil || u.Host == "" {
-			return Spec{}, fmt.Errorf("store %q: want s3://BUCKET[/PREFIX]", spec)
-		}
-		return Spec{Kind: KindS3, URL: spec}, nil
-	case strings.HasPrefix(spec, "file://"):
-		u, err := url.Parse(spec)
-		if err != nil || u.Path == "" || (u.Host != "" && u.Host != "localhost") {
-			return Spec{}, fmt.Errorf("store %q: want file:///absolute/dir", spec)
-		}
-		return Spec{Kind: KindDir, Dir: filepath.Clean(u.Path)}, nil
-	case strings.Contains(spec, "://"):
-		return Spec{}, fmt.Errorf("store %q: unknown scheme; use a directory, file://DIR, s3://BUCKET[/PREFIX] or none", spec)
-	default:
-		return Spec{Kind: KindDir, Dir: filepath.Clean(spec)}, nil
+		return Checkpoint{Length: n, SHA256: sum}, nil
 	}
+	c, ok := s.(Checkpointer)
+	if !ok {
+		return Checkpoint{}, nil
+	}
+	cps, err := c.Checkpoints(ctx, id)
+	if err != nil {
+		return Checkpoint{}, err
+	}
+	var best Checkpoint
+	for _, cp := range cps {
+		if cp.Length <= n && cp.Length > best.Length {
+			best = cp
+		}
+	}
+	return best, nil
 }
 
-// DefaultDir is panto's session directory: $XDG_DATA_HOME/panto/sessions,
-// else ~/.local/share/panto/sessions.
-func DefaultDir() (string, error) {
-	if x := os.Getenv("XDG_DATA_HOME"); x != "" && filepath.IsAbs(x) {
-		return filepath.Join(x, "panto", "sessions"), nil
+// Flusher is a store that finishes some writes in the background (the
+// object store's manifest and index checkpoints).
+type Flusher interface {
+	// Flush waits for the background writes and reports those that
+	// failed. Appends are durable without it; it makes them visible to
+	// the listings of other processes.
+	Flush(ctx context.Context) error
+}
+
+// Flush flushes s if it is a Flusher. Call it before a process exits.
+func Flush(ctx context.Context, s agent.SessionStore) error {
+	if f, ok := s.(Flusher); ok {
+		return f.Flush(ctx)
 	}
-	home, err := os.UserHomeDir()
-	if err != nil || home == "" {
-		return "", errors.New("no session directory: set HOME or XDG_DATA_HOME, or pass --store DIR")
+	return nil
+}
+
+// Verifier is a store with a deeper check of a session than reading it
+// back (objstore: every segment against its manifest and index entry).
+type Verifier interface {
+	Verify(ctx context.Context, id string) error
+}
+
+// Verify checks session id of s: with the store's own Verify when it has
+// one, else by reading the whole log back and decoding every line. The
+// error names the object or file:line at fault.
+func Verify(ctx context.Context, s LogStore, id string) error {
+	if v, ok := s.(Verifier); ok {
+		return v.Verify(ctx, id)
 	}
-	return filepath.Join(home, ".local", "share", "panto", "sessions"), nil
+	r, end, err := s.ReadLog(ctx, id, 0)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	_, err = sessionlog.Check(id, id, r, end.Length, end.SHA256)
+	return err
+}
+
+// Compacter is a store that can rewrite a session's log as fewer objects
+// without changing its bytes.
+type Compacter interface {
+	Compact(ctx context.Context, id string) error
+}
+
+// Compact compacts session id if s can; it reports whether it could.
+func Compact(ctx context.Context, s agent.SessionStore, id string) (bool, error) {
+	c, ok := s.(Compacter)
+	if !ok {
+		return false, nil
+	}
+	return true, c.Compact(ctx, id)
 }

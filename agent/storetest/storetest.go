@@ -83,6 +83,7 @@ func Run(t *testing.T, h Harness) {
 	if h.Reopen != nil {
 		t.Run("Reopen", func(t *testing.T) { testReopen(t, h) })
 	}
+	runLogStore(t, h)
 }
 
 // Identities used across the suite.

@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/panto-dev/panto/store"
 )
 
 func compactCommand() *cli.Command {
@@ -29,24 +31,28 @@ Examples:
 }
 
 // compactSession compacts one session if it has more than one segment.
-func compactSession(ctx context.Context, r RemoteCatalog, id string, o *options) Event {
+func compactSession(ctx context.Context, s store.LogStore, id string, o *options) Event {
 	fail := func(err error) Event {
 		return Event{Event: "failed", ID: id, Error: err.Error(), Text: fmt.Sprintf("failed    %s: %v", id, err)}
 	}
-	before, err := r.Checkpoints(ctx, id)
+	cp, ok := s.(store.Checkpointer)
+	if !ok {
+		return Event{Event: "unchanged", ID: id, Note: "this store keeps one file per session: nothing to compact"}
+	}
+	before, err := cp.Checkpoints(ctx, id)
 	if err != nil {
 		return fail(fmt.Errorf("read checkpoints: %w", err))
 	}
 	if len(before) <= 1 {
-		return Event{Event: "unchanged", ID: id, Text: ""}
+		return Event{Event: "unchanged", ID: id}
 	}
 	if o.DryRun {
 		return Event{Event: "would-compact", ID: id, Text: fmt.Sprintf("would compact %s: %d segments into 1", id, len(before))}
 	}
-	if err := r.Compact(ctx, id); err != nil {
+	if _, err := store.Compact(ctx, s, id); err != nil {
 		return fail(err)
 	}
-	after, err := r.Checkpoints(ctx, id)
+	after, err := cp.Checkpoints(ctx, id)
 	if err != nil {
 		return fail(fmt.Errorf("read checkpoints after compacting: %w", err))
 	}

@@ -14,11 +14,11 @@ import (
 func lsCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "ls",
-		Usage:     "list the sessions in a bucket, newest first",
-		ArgsUsage: "s3://BUCKET[/PREFIX]",
+		Usage:     "list the sessions of a bucket (or a directory), newest first",
+		ArgsUsage: "s3://BUCKET[/PREFIX] | DIR",
 		Description: `ls reads the bucket's index (a few requests, however many sessions it holds) and
 prints each session's id, last modification, message count, size and last user
-message.
+message. A directory is listed from its summary cache.
 
 Examples:
    panto-sync ls s3://my-bucket/panto
@@ -40,33 +40,41 @@ type lsEntry struct {
 	SHA256          string    `json:"sha256"`
 	LastUserMessage string    `json:"last_user_message,omitempty"`
 	Model           string    `json:"model,omitempty"`
+	Error           string    `json:"error,omitempty"`
 }
 
 func runLs(c *cli.Context) error {
-	o, err := parseOptions(c, true)
+	o, err := parseOptions(c)
 	if err != nil {
 		return err
 	}
-	if len(o.Args) > 0 {
-		return usageError(c, fmt.Sprintf("unexpected argument %q (filter sessions with --include GLOB)", o.Args[0]))
+	if len(o.Args) != 1 {
+		if len(o.Args) == 0 {
+			return usageError(c, "missing the store: give s3://BUCKET[/PREFIX] or a directory")
+		}
+		return usageError(c, fmt.Sprintf("unexpected argument %q (filter sessions with --include GLOB)", o.Args[1]))
 	}
-	remote, err := openRemote(c.Context, o)
+	s, err := end{spec: o.Args[0], endpoint: o.Endpoint}.open(c.Context, "store")
 	if err != nil {
 		return err
 	}
-	sessions, err := remote.Sessions(c.Context)
+	logs, err := s.Logs(c.Context)
 	if err != nil {
-		return fmt.Errorf("list sessions in %s: %w", o.Remote, err)
+		return fmt.Errorf("list sessions in %s: %w", o.Args[0], err)
 	}
 	var entries []lsEntry
 	var total int64
-	for id, rs := range sessions {
-		if !o.selected(id) {
+	for _, l := range logs {
+		if !o.selected(l.Info.ID) {
 			continue
 		}
-		entries = append(entries, lsEntry{Event: "session", ID: id, Created: rs.Info.Created, Modified: rs.Info.Modified,
-			MessageCount: rs.Info.MessageCount, Length: rs.Length, SHA256: rs.SHA256, LastUserMessage: rs.Info.LastUserMessage, Model: rs.Info.Model})
-		total += rs.Length
+		e := lsEntry{Event: "session", ID: l.Info.ID, Created: l.Info.Created, Modified: l.Info.Modified,
+			MessageCount: l.Info.MessageCount, Length: l.Length, SHA256: l.SHA256, LastUserMessage: l.Info.LastUserMessage, Model: l.Info.Model}
+		if l.Err != nil {
+			e.Error = l.Err.Error()
+		}
+		entries = append(entries, e)
+		total += l.Length
 	}
 	sort.Slice(entries, func(i, k int) bool {
 		if !entries[i].Modified.Equal(entries[k].Modified) {
@@ -92,7 +100,11 @@ func runLs(c *cli.Context) error {
 	tw := tabwriter.NewWriter(o.Stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tMODIFIED\tMESSAGES\tSIZE\tLAST USER MESSAGE")
 	for _, e := range entries {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", e.ID, e.Modified.Local().Format("2006-01-02 15:04"), e.MessageCount, humanBytes(e.Length), preview(e.LastUserMessage, 60))
+		last := preview(e.LastUserMessage, 60)
+		if e.Error != "" {
+			last = "(unreadable: " + preview(e.Error, 60) + ")"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", e.ID, e.Modified.Local().Format("2006-01-02 15:04"), e.MessageCount, humanBytes(e.Length), last)
 	}
 	tw.Flush()
 	fmt.Fprintf(o.Stdout, "%d sessions, %s\n", len(entries), humanBytes(total))

@@ -21,7 +21,6 @@ const (
 
 // options are the flags common to the commands, parsed.
 type options struct {
-	Remote      string
 	Dir         string
 	Endpoint    string
 	JSON        bool
@@ -49,9 +48,13 @@ func dirFlag() cli.Flag {
 	return &cli.StringFlag{Name: "dir", Value: def, Usage: "the local session catalog `DIR` (default: panto's, $PANTO_STORE when a directory, else $XDG_DATA_HOME/panto/sessions)"}
 }
 
-func remoteFlags() []cli.Flag {
+func endpointFlag() cli.Flag {
+	return &cli.StringFlag{Name: "endpoint", Usage: "S3 endpoint `URL` (e.g. http://127.0.0.1:9000 for MinIO); default: AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL or AWS", EnvVars: []string{"PANTO_ENDPOINT"}}
+}
+
+// commonFlags are the output and selection flags of every command.
+func commonFlags() []cli.Flag {
 	return []cli.Flag{
-		&cli.StringFlag{Name: "endpoint", Usage: "S3 endpoint `URL` (e.g. http://127.0.0.1:9000 for MinIO); default: AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL or AWS", EnvVars: []string{"PANTO_ENDPOINT"}},
 		&cli.BoolFlag{Name: "json", Usage: "print one JSON object per event, then a summary object"},
 		&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "print only failures and divergences"},
 		&cli.IntFlag{Name: "concurrency", Aliases: []string{"j"}, Value: 16, Usage: "sessions transferred at once"},
@@ -59,6 +62,8 @@ func remoteFlags() []cli.Flag {
 		&cli.StringSliceFlag{Name: "exclude", Usage: "skip session ids matching `GLOB` (repeatable)"},
 	}
 }
+
+func remoteFlags() []cli.Flag { return append([]cli.Flag{endpointFlag()}, commonFlags()...) }
 
 func dryRunFlag() cli.Flag {
 	return &cli.BoolFlag{Name: "dry-run", Aliases: []string{"n"}, Usage: "say what would be done; change nothing"}
@@ -68,9 +73,9 @@ func onDivergeFlag(other string) cli.Flag {
 	return &cli.StringFlag{Name: "on-diverge", Value: divergeFail, Usage: "when a session diverged: `POLICY` fail (report it, touch neither side, exit 3) or keep-both (store the " + other + " copy as a new session linked to the original)"}
 }
 
-// parseOptions reads the common flags of c and its one s3:// argument
-// (when wantRemote).
-func parseOptions(c *cli.Context, wantRemote bool) (*options, error) {
+// parseOptions reads the common flags of c; its arguments are left in
+// Args.
+func parseOptions(c *cli.Context) (*options, error) {
 	o := &options{
 		Dir:         c.String("dir"),
 		Endpoint:    c.String("endpoint"),
@@ -81,28 +86,9 @@ func parseOptions(c *cli.Context, wantRemote bool) (*options, error) {
 		Include:     c.StringSlice("include"),
 		Exclude:     c.StringSlice("exclude"),
 		OnDiverge:   c.String("on-diverge"),
+		Args:        c.Args().Slice(),
 		Stdout:      c.App.Writer,
 		Stderr:      c.App.ErrWriter,
-	}
-	args := c.Args().Slice()
-	if wantRemote {
-		if len(args) == 0 {
-			return nil, usageError(c, "missing the bucket: give s3://BUCKET[/PREFIX]")
-		}
-		spec, err := store.ParseSpec(args[0])
-		if err != nil || spec.Kind != store.KindS3 {
-			return nil, usageError(c, fmt.Sprintf("%q is not a bucket: give s3://BUCKET[/PREFIX]", args[0]))
-		}
-		o.Remote, args = spec.URL, args[1:]
-	}
-	o.Args = args
-	if c.Command.HasName("push") || c.Command.HasName("pull") || c.Command.HasName("status") {
-		if o.Dir == "" {
-			return nil, usageError(c, "no session directory: pass --dir DIR or set HOME")
-		}
-		if len(o.Args) > 0 {
-			return nil, usageError(c, fmt.Sprintf("unexpected argument %q (filter sessions with --include GLOB)", o.Args[0]))
-		}
 	}
 	if o.Concurrency < 1 {
 		return nil, usageError(c, "--concurrency must be at least 1")
@@ -119,6 +105,25 @@ func parseOptions(c *cli.Context, wantRemote bool) (*options, error) {
 		o.Progress = true
 	}
 	return o, nil
+}
+
+// bucketArg takes the one s3:// argument of a push, pull or status, and
+// refuses any other.
+func bucketArg(c *cli.Context, o *options) (string, error) {
+	if len(o.Args) == 0 {
+		return "", usageError(c, "missing the bucket: give s3://BUCKET[/PREFIX]")
+	}
+	spec, err := store.ParseSpec(o.Args[0])
+	if err != nil || spec.Kind != store.KindS3 {
+		return "", usageError(c, fmt.Sprintf("%q is not a bucket: give s3://BUCKET[/PREFIX]", o.Args[0]))
+	}
+	if len(o.Args) > 1 {
+		return "", usageError(c, fmt.Sprintf("unexpected argument %q (filter sessions with --include GLOB)", o.Args[1]))
+	}
+	if o.Dir == "" {
+		return "", usageError(c, "no session directory: pass --dir DIR or set HOME")
+	}
+	return spec.URL, nil
 }
 
 // selected reports whether id passes --include and --exclude.

@@ -14,13 +14,23 @@ a local file the bytes the bucket holds after it (with fsync). Pulling a pushed 
 into an empty directory reproduces every file byte for byte. A session whose copies
 diverged is left alone and reported (exit 3), or with --on-diverge=keep-both the remote
 copy is written as a new local session linked to the original. Session ids that could
-escape --dir are refused.
+escape --dir are refused. pull is "panto-sync copy s3://... DIR".
 
 Examples:
    panto-sync pull s3://my-bucket/panto
    panto-sync pull --dir /tmp/restore --endpoint http://127.0.0.1:9000 s3://sessions
    panto-sync pull --on-diverge=keep-both s3://my-bucket`,
-		Flags:  append([]cli.Flag{dirFlag(), dryRunFlag(), onDivergeFlag("remote")}, remoteFlags()...),
-		Action: func(c *cli.Context) error { return runSync(c, cmdPull) },
+		Flags: append([]cli.Flag{dirFlag(), dryRunFlag(), onDivergeFlag("remote")}, remoteFlags()...),
+		Action: func(c *cli.Context) error {
+			o, err := parseOptions(c)
+			if err != nil {
+				return err
+			}
+			bucket, err := bucketArg(c, o)
+			if err != nil {
+				return err
+			}
+			return runCopy(c, o, pullDirection, end{spec: bucket, endpoint: o.Endpoint}, end{spec: o.Dir, create: !o.DryRun})
+		},
 	}
 }

@@ -10,40 +10,28 @@ func pushCommand() *cli.Command {
 		Usage:     "upload the local catalog to a bucket: new sessions, and the tails appended since the last push",
 		ArgsUsage: "s3://BUCKET[/PREFIX]",
 		Description: `push uploads every local session the bucket lacks, and for a session the bucket
-already holds a prefix of, the bytes after it as one new segment. A file's torn last
-line (a write in progress) is not pushed. A session whose copies diverged is left
-alone and reported (exit 3), or with --on-diverge=keep-both the local copy is pushed
-as a new session linked to the original.
+already holds a prefix of, the bytes after it (as one new segment, or several of at
+most 8 MiB for a large tail). A file's torn last line (a write in progress) is not
+pushed. A session whose copies diverged is left alone and reported (exit 3), or with
+--on-diverge=keep-both the local copy is pushed as a new session linked to the
+original. push is "panto-sync copy DIR s3://..." with the local catalog as the source.
 
 Examples:
    panto-sync push s3://my-bucket/panto
    panto-sync push --dir ~/sessions --endpoint http://127.0.0.1:9000 s3://sessions
    panto-sync push --dry-run --include '3f*' s3://my-bucket
    panto-sync push --json s3://my-bucket | jq 'select(.event=="pushed")'`,
-		Flags:  append([]cli.Flag{dirFlag(), dryRunFlag(), onDivergeFlag("local")}, remoteFlags()...),
-		Action: func(c *cli.Context) error { return runSync(c, cmdPush) },
+		Flags: append([]cli.Flag{dirFlag(), dryRunFlag(), onDivergeFlag("local")}, remoteFlags()...),
+		Action: func(c *cli.Context) error {
+			o, err := parseOptions(c)
+			if err != nil {
+				return err
+			}
+			bucket, err := bucketArg(c, o)
+			if err != nil {
+				return err
+			}
+			return runCopy(c, o, pushDirection, end{spec: o.Dir}, end{spec: bucket, endpoint: o.Endpoint})
+		},
 	}
-}
-
-// runSync runs push, pull or status.
-func runSync(c *cli.Context, cmd string) error {
-	o, err := parseOptions(c, true)
-	if err != nil {
-		return err
-	}
-	if cmd == cmdStatus {
-		o.DryRun = true
-	}
-	local, remote, err := openStores(c.Context, o, cmd == cmdPull && !o.DryRun)
-	if err != nil {
-		return err
-	}
-	code, err := newSyncer(cmd, o, local, remote).run(c.Context)
-	if err != nil {
-		return err
-	}
-	if code != exitOK {
-		return exitCode(code)
-	}
-	return nil
 }

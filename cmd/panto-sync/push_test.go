@@ -315,7 +315,7 @@ func TestPushErrorsAreOneLine(t *testing.T) {
 
 func TestHelpHasExamples(t *testing.T) {
 	e := newEnv(t)
-	for _, cmd := range []string{"push", "pull", "status", "ls", "verify", "compact"} {
+	for _, cmd := range []string{"push", "pull", "copy", "status", "ls", "verify", "compact"} {
 		r := e.must(t, 0, cmd, "--help")
 		if !strings.Contains(r.stdout, "Examples:") || !strings.Contains(r.stdout, "panto-sync "+cmd) {
 			t.Errorf("%s --help has no examples:\n%s", cmd, r.stdout)
@@ -388,10 +388,9 @@ func TestPushInterrupted(t *testing.T) {
 	sameCatalog(t, dir, into)
 }
 
-// TestPushNewUncommitted: a new session (planned from its size alone,
-// scanned when pushed) whose file holds no committed line yet is
-// unchanged, not pushed nor failed; once its line is complete it is
-// pushed.
+// TestPushNewUncommitted: a new session whose file holds no committed
+// line yet (its first append in progress) is not a session yet: neither
+// pushed nor failed; once its line is complete it is pushed.
 func TestPushNewUncommitted(t *testing.T) {
 	e := newEnv(t)
 	dir, ids := catalog(t, 2)
@@ -406,7 +405,7 @@ func TestPushNewUncommitted(t *testing.T) {
 	}
 	r := e.must(t, 0, "push", "--dir", dir, "--json", e.url)
 	evs, sum := events(t, r.stdout)
-	if got := byEvent(evs); got["pushed"] != 1 || got["unchanged"] != 1 || sum.Failed != 0 {
+	if got := byEvent(evs); got["pushed"] != 1 || len(evs) != 1 || sum.Failed != 0 {
 		t.Fatalf("push: %+v %+v", got, sum)
 	}
 	if err := os.WriteFile(path, full, 0o600); err != nil {

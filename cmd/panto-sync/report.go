@@ -8,20 +8,59 @@ import (
 	"time"
 
 	"github.com/schollz/progressbar/v3"
+
+	"github.com/panto-dev/panto/replica"
 )
 
+// direction is how a command names the two sides of a copy and what it
+// did to a session: push copies the local catalog (the source) to the
+// remote, pull the other way, copy between any SRC and DST.
+type direction struct {
+	cmd        string // push, pull, copy
+	done       string // what the command did to a session it moved: pushed
+	src, dst   string // the sides in text: local, remote
+	other      string // the command that goes the other way, or ""
+	newAction  string // the actions, as status and --json name them
+	tailAction string
+	dstNew     string
+	dstTail    string
+	// local: --json says local_length and remote_length (push and pull),
+	// not src_length and dst_length.
+	localSrc, localDst bool
+}
+
+var (
+	pushDirection = direction{cmd: "push", done: "pushed", src: "local", dst: "remote", other: "pull",
+		newAction: "push-new", tailAction: "push-tail", dstNew: "pull-new", dstTail: "pull-tail", localSrc: true}
+	pullDirection = direction{cmd: "pull", done: "pulled", src: "remote", dst: "local", other: "push",
+		newAction: "pull-new", tailAction: "pull-tail", dstNew: "push-new", dstTail: "push-tail", localDst: true}
+	copyDirection = direction{cmd: "copy", done: "copied", src: "source", dst: "destination",
+		newAction: "copy-new", tailAction: "copy-tail", dstNew: "dst-only", dstTail: "dst-ahead"}
+)
+
+// action names a plan's relation from the command's point of view.
+func (d direction) action(r replica.Relation) string {
+	return map[replica.Relation]string{
+		replica.Same: "same", replica.SrcOnly: d.newAction, replica.SrcAhead: d.tailAction,
+		replica.DstOnly: d.dstNew, replica.DstAhead: d.dstTail, replica.Diverged: "diverged",
+	}[r]
+}
+
 // Event is one thing that happened to one session, as --json prints it.
+// Its field names are what scripts read: TestJSONFieldNames holds them.
 type Event struct {
-	// Event says what happened: pushed, pulled, unchanged, skipped,
-	// diverged, kept-both, failed, refused; status for status; with
-	// --dry-run, would-push, would-pull, would-keep-both.
+	// Event says what happened: pushed, pulled, copied, unchanged,
+	// skipped, diverged, kept-both, failed, refused; status for status;
+	// with --dry-run, would-push, would-pull, would-copy, would-keep-both.
 	Event  string `json:"event"`
 	ID     string `json:"id"`
-	Action Action `json:"action,omitempty"`
-	// LocalLength and RemoteLength are the committed bytes each side held
-	// before the command.
-	LocalLength  int64 `json:"local_length"`
-	RemoteLength int64 `json:"remote_length"`
+	Action string `json:"action,omitempty"`
+	// The committed bytes each side held before the command: local and
+	// remote for push, pull and status; source and destination for copy.
+	LocalLength  *int64 `json:"local_length,omitempty"`
+	RemoteLength *int64 `json:"remote_length,omitempty"`
+	SrcLength    *int64 `json:"src_length,omitempty"`
+	DstLength    *int64 `json:"dst_length,omitempty"`
 	// Bytes is what was (or would be) transferred.
 	Bytes int64 `json:"bytes"`
 	// NewID is the session keep-both made, a copy of ForkedFrom.
@@ -51,23 +90,33 @@ type Summary struct {
 // reporter prints events and the summary: text lines, or JSON objects,
 // with a progress display on a terminal.
 type reporter struct {
-	mu    sync.Mutex
-	out   io.Writer
-	json  bool
-	quiet bool
-	bar   *progressbar.ProgressBar
+	d      direction
+	mu     sync.Mutex
+	out    io.Writer
+	errOut io.Writer
+	json   bool
+	quiet  bool
+	dryRun bool
+	bar    *progressbar.ProgressBar
+	// show: draw a progress display once planning says what to move
+	show  bool
 	done  int
 	total int
 	// bytes done and to do, for the progress display
 	doneBytes, totalBytes int64
+	counts                map[string]int
 }
 
-func newReporter(o *options) *reporter {
-	return &reporter{out: o.Stdout, json: o.JSON, quiet: o.Quiet}
+func newReporter(o *options, d direction) *reporter {
+	return &reporter{d: d, out: o.Stdout, errOut: o.Stderr, json: o.JSON, quiet: o.Quiet, dryRun: o.DryRun, show: o.Progress && !o.DryRun, counts: map[string]int{}}
 }
 
-// startProgress shows sessions and bytes done, the rate and an ETA.
-func (r *reporter) startProgress(sessions int, bytes int64) {
+// planned starts the progress display: sessions and bytes done, the rate
+// and an ETA.
+func (r *reporter) planned(sessions int, bytes int64) {
+	if !r.show || bytes == 0 {
+		return
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.total, r.totalBytes = sessions, bytes
@@ -85,39 +134,101 @@ func (r *reporter) startProgress(sessions int, bytes int64) {
 	_ = r.bar.RenderBlank()
 }
 
-// progress counts one session done after moving n bytes.
-func (r *reporter) progress(n int64) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.bar == nil {
-		return
-	}
-	r.done++
-	r.doneBytes += n
-	r.bar.Describe(r.describe())
-	_ = r.bar.Add64(n)
-}
-
 func (r *reporter) describe() string {
 	return fmt.Sprintf("%d/%d sessions, %s of %s", r.done, r.total, humanBytes(r.doneBytes), humanBytes(r.totalBytes))
 }
 
-func (r *reporter) stopProgress() {
+// event reports what became of one session of a push, pull or copy.
+func (r *reporter) event(e replica.Event) {
+	r.print(r.describeEvent(e))
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.bar != nil {
-		_ = r.bar.Finish()
-		_ = r.bar.Clear()
-		r.bar = nil
+		r.done++
+		r.doneBytes += e.Bytes
+		r.bar.Describe(r.describe())
+		_ = r.bar.Add64(e.Bytes)
 	}
 }
 
-// event prints e. Quiet prints only failures and divergences; the text
+// describeEvent is e as the command says it.
+func (r *reporter) describeEvent(e replica.Event) Event {
+	d := r.d
+	out := Event{ID: e.ID, Action: d.action(e.Relation), Bytes: e.Bytes, Note: e.Note}
+	src, dst := e.Src.Length, e.Dst.Length
+	switch {
+	case d.localSrc:
+		out.LocalLength, out.RemoteLength = &src, &dst
+	case d.localDst:
+		out.LocalLength, out.RemoteLength = &dst, &src
+	default:
+		out.SrcLength, out.DstLength = &src, &dst
+	}
+	if e.Err != nil {
+		out.Error = e.Err.Error()
+	}
+	would := func(word string) string {
+		if e.DryRun {
+			return "would-" + word
+		}
+		return word
+	}
+	switch e.Kind {
+	case replica.Unchanged:
+		out.Event = "unchanged"
+	case replica.Created, replica.Appended:
+		out.Event = would(d.cmd)
+		if !e.DryRun {
+			out.Event = d.done
+		}
+		out.Text = fmt.Sprintf("%-9s %s  +%s (%s %d → %d B)", d.done, e.ID, humanBytes(e.Bytes), d.dst, dst, dst+e.Bytes)
+		if e.DryRun {
+			out.Text = fmt.Sprintf("would %s %s  +%s (%s %d → %d B)", d.cmd, e.ID, humanBytes(e.Bytes), d.dst, dst, dst+e.Bytes)
+		}
+	case replica.Skipped:
+		out.Event = "skipped"
+		ahead := fmt.Sprintf("the %s is ahead by %s", d.dst, humanBytes(dst-src))
+		if e.Relation == replica.DstOnly {
+			ahead = "only the " + d.dst + " holds it"
+		}
+		if d.other != "" {
+			ahead += "; run " + d.other
+		}
+		out.Text = fmt.Sprintf("skipped   %s: %s", e.ID, ahead)
+	case replica.Divergent:
+		out.Event = "diverged"
+		out.Text = fmt.Sprintf("diverged  %s: %s %d B and %s %d B, neither is a prefix of the other; left both untouched (re-run with --on-diverge=keep-both to keep both)", e.ID, d.src, src, d.dst, dst)
+	case replica.KeptBoth:
+		out.Event, out.NewID, out.ForkedFrom = would("kept-both"), e.NewID, e.ID
+		switch {
+		case e.DryRun:
+			out.Event = "would-keep-both"
+			out.Text = fmt.Sprintf("would keep both %s: diverged (%s %d B, %s %d B); would store the %s copy as new session %s", e.ID, d.src, src, d.dst, dst, d.src, e.NewID)
+		case e.Bytes == 0:
+			out.Text = fmt.Sprintf("kept both %s: diverged (%s %d B, %s %d B); already kept as %s session %s", e.ID, d.src, src, d.dst, dst, d.dst, e.NewID)
+		default:
+			out.Text = fmt.Sprintf("kept both %s: diverged (%s %d B, %s %d B); stored the %s copy as new %s session %s (forked_from %s); %s on both sides is untouched", e.ID, d.src, src, d.dst, dst, d.src, d.dst, e.NewID, e.ID, e.ID)
+		}
+	case replica.Refused:
+		out.Event = "refused"
+		out.Text = fmt.Sprintf("refused   %s: %v", e.ID, e.Err)
+	default:
+		out.Event = "failed"
+		out.Text = fmt.Sprintf("failed    %s: %v", e.ID, e.Err)
+	}
+	if e.Note != "" && out.Text != "" && e.Kind != replica.Skipped {
+		out.Text += " (" + e.Note + ")"
+	}
+	return out
+}
+
+// print prints e. Quiet prints only failures and divergences; the text
 // form leaves out unchanged sessions, and under a progress display prints
 // only what needs attention.
-func (r *reporter) event(e Event) {
+func (r *reporter) print(e Event) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.counts[e.Event]++
 	loud := e.Event == "failed" || e.Event == "refused" || e.Event == "diverged"
 	if r.json {
 		if r.quiet && !loud {
@@ -142,8 +253,58 @@ func (r *reporter) event(e Event) {
 	}
 }
 
-// summary prints s: the last JSON object, or one line of text.
-func (r *reporter) summary(s Summary) {
+// summary ends the progress display, prints the summary of a copy and
+// returns the exit code: 1 if any session failed (or the record step
+// did), else 3 if any diverged (and was not kept), else 0.
+func (r *reporter) summary(sum replica.Summary) int {
+	r.stopProgress()
+	s := Summary{Command: r.d.cmd, DryRun: r.dryRun, Sessions: sum.Sessions, Counts: r.counts, Bytes: sum.Bytes,
+		Seconds: sum.Elapsed.Seconds(), Failed: sum.Failed, Diverged: sum.Diverged}
+	if sum.FlushErr != nil {
+		s.Failed++
+		fmt.Fprintf(r.errOut, "panto-sync: %s: the data is copied but the %s's index lags; run again to repair it\n", oneLine(sum.FlushErr.Error()), r.d.dst)
+	}
+	switch {
+	case s.Failed > 0:
+		s.ExitCode = exitError
+	case s.Diverged > 0:
+		s.ExitCode = exitDiverged
+	}
+	verb := r.d.done
+	if r.dryRun {
+		verb = "would " + r.d.cmd
+	}
+	moved := r.counts[r.d.done] + r.counts["would-"+r.d.cmd]
+	s.Text = fmt.Sprintf("%s: %d sessions, %d %s (%s), %d unchanged", r.d.cmd, s.Sessions, moved, verb, humanBytes(s.Bytes), r.counts["unchanged"])
+	if n := r.counts["skipped"]; n > 0 {
+		s.Text += fmt.Sprintf(", %d skipped", n)
+	}
+	if n := r.counts["kept-both"] + r.counts["would-keep-both"]; n > 0 {
+		s.Text += fmt.Sprintf(", %d kept both", n)
+	}
+	s.Text += fmt.Sprintf(", %d diverged, %d failed in %.2fs", s.Diverged, s.Failed, s.Seconds)
+	switch s.ExitCode {
+	case exitError:
+		s.Text += "; fix the failures above and re-run"
+	case exitDiverged:
+		s.Text += "; see the divergences above (--on-diverge=keep-both keeps both copies)"
+	}
+	r.printSummary(s)
+	return s.ExitCode
+}
+
+func (r *reporter) stopProgress() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.bar != nil {
+		_ = r.bar.Finish()
+		_ = r.bar.Clear()
+		r.bar = nil
+	}
+}
+
+// printSummary prints s: the last JSON object, or one line of text.
+func (r *reporter) printSummary(s Summary) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	s.Event = "summary"
@@ -161,6 +322,9 @@ func (r *reporter) summary(s Summary) {
 // humanBytes formats n bytes for people.
 func humanBytes(n int64) string {
 	const unit = 1000
+	if n < 0 {
+		return "-" + humanBytes(-n)
+	}
 	if n < unit {
 		return fmt.Sprintf("%d B", n)
 	}

@@ -28,11 +28,11 @@ func TestReporter(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var out bytes.Buffer
-			r := newReporter(&options{Stdout: &out, JSON: tt.json, Quiet: tt.quiet})
+			r := newReporter(&options{Stdout: &out, JSON: tt.json, Quiet: tt.quiet}, pushDirection)
 			for _, e := range evs {
-				r.event(e)
+				r.print(e)
 			}
-			r.summary(sum)
+			r.printSummary(sum)
 			lines := strings.Split(strings.TrimRight(out.String(), "\n"), "\n")
 			if out.Len() == 0 {
 				lines = nil

@@ -1,7 +1,12 @@
 package main
 
 import (
+	"fmt"
+	"time"
+
 	"github.com/urfave/cli/v2"
+
+	"github.com/panto-dev/panto/replica"
 )
 
 func statusCommand() *cli.Command {
@@ -18,6 +23,93 @@ Examples:
    panto-sync status s3://my-bucket/panto
    panto-sync status --json s3://my-bucket | jq -r 'select(.action=="diverged").id'`,
 		Flags:  append([]cli.Flag{dirFlag()}, remoteFlags()...),
-		Action: func(c *cli.Context) error { return runSync(c, cmdStatus) },
+		Action: runStatus,
 	}
+}
+
+func runStatus(c *cli.Context) error {
+	start := time.Now()
+	o, err := parseOptions(c)
+	if err != nil {
+		return err
+	}
+	bucket, err := bucketArg(c, o)
+	if err != nil {
+		return err
+	}
+	local, err := end{spec: o.Dir}.open(c.Context, "local catalog")
+	if err != nil {
+		return err
+	}
+	remote, err := end{spec: bucket, endpoint: o.Endpoint}.open(c.Context, "bucket")
+	if err != nil {
+		return err
+	}
+	plans, err := replica.PlanAll(c.Context, local, remote, replica.Options{Concurrency: o.Concurrency, Select: o.selected})
+	if err != nil {
+		return err
+	}
+	o.DryRun = true
+	rep := newReporter(o, pushDirection)
+	rep.d.cmd = "status"
+	sum := Summary{Command: "status", DryRun: true, Sessions: len(plans)}
+	for _, p := range plans {
+		e := rep.describePlan(p)
+		rep.print(e)
+		switch e.Event {
+		case "failed", "refused":
+			sum.Failed++
+		case "diverged":
+			sum.Diverged++
+		}
+		sum.Bytes += e.Bytes
+	}
+	sum.Counts = rep.counts
+	switch {
+	case sum.Failed > 0:
+		sum.ExitCode = exitError
+	case sum.Diverged > 0:
+		sum.ExitCode = exitDiverged
+	}
+	sum.Seconds = time.Since(start).Seconds()
+	sum.Text = fmt.Sprintf("status: %d sessions, %d to transfer (%s), %d unchanged, %d diverged, %d failed", sum.Sessions, rep.counts["status"], humanBytes(sum.Bytes), rep.counts["unchanged"], sum.Diverged, sum.Failed)
+	rep.printSummary(sum)
+	if sum.ExitCode != exitOK {
+		return exitCode(sum.ExitCode)
+	}
+	return nil
+}
+
+// describePlan is what status says of one session's plan (local is the
+// source, the bucket the destination).
+func (r *reporter) describePlan(p replica.Plan) Event {
+	local, remote := p.Src.Length, p.Dst.Length
+	e := Event{ID: p.ID, Action: r.d.action(p.Relation), LocalLength: &local, RemoteLength: &remote}
+	if p.Err != nil {
+		e.Event, e.Error = "failed", p.Err.Error()
+		e.Text = fmt.Sprintf("failed    %s: %v", p.ID, p.Err)
+		return e
+	}
+	diff := local - remote
+	if diff < 0 {
+		diff = -diff
+	}
+	what := map[replica.Relation]string{
+		replica.Same:     "same bytes on both sides",
+		replica.SrcOnly:  "only local: push uploads it",
+		replica.SrcAhead: fmt.Sprintf("local is ahead by %s: push uploads the tail", humanBytes(diff)),
+		replica.DstOnly:  "only remote: pull downloads it",
+		replica.DstAhead: fmt.Sprintf("remote is ahead by %s: pull appends the tail", humanBytes(diff)),
+		replica.Diverged: "diverged: neither is a prefix of the other",
+	}[p.Relation]
+	switch p.Relation {
+	case replica.Same:
+		e.Event = "unchanged"
+	case replica.Diverged:
+		e.Event = "diverged"
+	default:
+		e.Event, e.Bytes = "status", diff
+	}
+	e.Text = fmt.Sprintf("%-9s %s  local %d B, remote %d B: %s", e.Action, p.ID, local, remote, what)
+	return e
 }

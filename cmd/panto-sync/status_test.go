@@ -16,11 +16,11 @@ func TestStatus(t *testing.T) {
 
 	r := e.must(t, 0, "status", "--dir", dir, "--json", e.url)
 	evs, sum := events(t, r.stdout)
-	got := map[string]Action{}
+	got := map[string]string{}
 	for _, ev := range evs {
 		got[ev.ID] = ev.Action
 	}
-	want := map[string]Action{ids[0]: ActionSame, ids[1]: ActionPushTail, ids[2]: ActionPullTail, ids[3]: ActionPushNew, remoteOnly: ActionPullNew}
+	want := map[string]string{ids[0]: "same", ids[1]: "push-tail", ids[2]: "pull-tail", ids[3]: "push-new", remoteOnly: "pull-new"}
 	for id, a := range want {
 		if got[id] != a {
 			t.Errorf("status of %s = %s, want %s", id, got[id], a)

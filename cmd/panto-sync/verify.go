@@ -8,27 +8,31 @@ import (
 	"time"
 
 	"github.com/urfave/cli/v2"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/panto-dev/panto/agent"
+	"github.com/panto-dev/panto/store"
 )
 
 func verifyCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "verify",
-		Usage:     "re-read every segment of the bucket's sessions and check hashes and manifests",
-		ArgsUsage: "s3://BUCKET[/PREFIX] [ID...]",
-		Description: `verify downloads each session's segments (all sessions, or the ids given, which
-may be unique prefixes) and checks them against their manifests' sha256s and lengths.
-A failure names the session and the object; it exits 1 if any session fails.
+		Usage:     "re-read every session of a bucket (or a directory) and check hashes and manifests",
+		ArgsUsage: "s3://BUCKET[/PREFIX] | DIR [ID...]",
+		Description: `verify reads each session back (all sessions, or the ids given, which may be unique
+prefixes): in a bucket every segment against its manifest's sha256s, prefix hashes and
+line counts, in a directory every line of every file. A failure names the session and
+the object or file:line; it exits 1 if any session fails.
 
 Examples:
    panto-sync verify s3://my-bucket/panto
    panto-sync verify s3://my-bucket 3f2a9c
-   panto-sync verify --json --concurrency 16 s3://my-bucket`,
+   panto-sync verify --json --concurrency 16 s3://my-bucket
+   panto-sync verify ~/.local/share/panto/sessions`,
 		Flags: remoteFlags(),
 		Action: func(c *cli.Context) error {
-			return runEach(c, "verify", func(ctx context.Context, r RemoteCatalog, id string, o *options) Event {
-				if err := r.Verify(ctx, id); err != nil {
+			return runEach(c, "verify", func(ctx context.Context, s store.LogStore, id string, o *options) Event {
+				if err := store.Verify(ctx, s, id); err != nil {
 					return Event{Event: "failed", ID: id, Error: err.Error(), Text: fmt.Sprintf("failed    %s: %v", id, err)}
 				}
 				return Event{Event: "verified", ID: id, Text: fmt.Sprintf("verified  %s", id)}
@@ -37,29 +41,33 @@ Examples:
 	}
 }
 
-// runEach runs fn on each selected session of the bucket (the ids given
-// as arguments, or all of them), concurrently, reporting an event each
-// and a summary; it exits 1 if any failed.
-func runEach(c *cli.Context, cmd string, fn func(ctx context.Context, r RemoteCatalog, id string, o *options) Event) error {
+// runEach runs fn on each selected session of the store named by the
+// first argument (the ids given as the other arguments, or all of them),
+// concurrently, reporting an event each and a summary; it exits 1 if any
+// failed.
+func runEach(c *cli.Context, cmd string, fn func(ctx context.Context, s store.LogStore, id string, o *options) Event) error {
 	start := time.Now()
-	o, err := parseOptions(c, true)
+	o, err := parseOptions(c)
 	if err != nil {
 		return err
 	}
-	remote, err := openRemote(c.Context, o)
+	if len(o.Args) == 0 {
+		return usageError(c, "missing the store: give s3://BUCKET[/PREFIX] or a directory")
+	}
+	s, err := end{spec: o.Args[0], endpoint: o.Endpoint}.open(c.Context, "store")
 	if err != nil {
 		return err
 	}
-	sessions, err := remote.Sessions(c.Context)
+	logs, err := s.Logs(c.Context)
 	if err != nil {
-		return fmt.Errorf("list sessions in %s: %w", o.Remote, err)
+		return fmt.Errorf("list sessions in %s: %w", o.Args[0], err)
 	}
-	all := make([]string, 0, len(sessions))
-	for id := range sessions {
-		all = append(all, id)
+	all := make([]string, 0, len(logs))
+	for _, l := range logs {
+		all = append(all, l.Info.ID)
 	}
 	sort.Strings(all)
-	ids, err := pickIDs(all, o.Args)
+	ids, err := pickIDs(all, o.Args[1:])
 	if err != nil {
 		return err
 	}
@@ -69,24 +77,26 @@ func runEach(c *cli.Context, cmd string, fn func(ctx context.Context, r RemoteCa
 			selected = append(selected, id)
 		}
 	}
-	rep := newReporter(o)
-	if o.Progress {
-		rep.startProgress(len(selected), int64(len(selected)))
-	}
+	rep := newReporter(o, direction{cmd: cmd})
+	rep.planned(len(selected), 0)
 	events := make([]Event, len(selected))
-	parallel(c.Context, o.Concurrency, len(selected), func(i int) {
-		events[i] = fn(c.Context, remote, selected[i], o)
-		rep.event(events[i])
-		rep.progress(1)
-	})
-	rep.stopProgress()
-	sum := Summary{Command: cmd, DryRun: o.DryRun, Sessions: len(selected), Counts: map[string]int{}}
-	for i, e := range events {
-		if e.Event == "" {
-			e = Event{Event: "failed", ID: selected[i], Error: "interrupted", Text: fmt.Sprintf("failed    %s: interrupted", selected[i])}
-			rep.event(e)
+	var g errgroup.Group
+	g.SetLimit(o.Concurrency)
+	for i, id := range selected {
+		if c.Context.Err() != nil {
+			events[i] = Event{Event: "failed", ID: id, Error: "interrupted", Text: fmt.Sprintf("failed    %s: interrupted", id)}
+			rep.print(events[i])
+			continue
 		}
-		sum.Counts[e.Event]++
+		g.Go(func() error {
+			events[i] = fn(c.Context, s, id, o)
+			rep.print(events[i])
+			return nil
+		})
+	}
+	_ = g.Wait()
+	sum := Summary{Command: cmd, DryRun: o.DryRun, Sessions: len(selected), Counts: rep.counts}
+	for _, e := range events {
 		if e.Event == "failed" {
 			sum.Failed++
 		}
@@ -103,7 +113,7 @@ func runEach(c *cli.Context, cmd string, fn func(ctx context.Context, r RemoteCa
 	if sum.Failed > 0 {
 		sum.Text += "; see the failures above"
 	}
-	rep.summary(sum)
+	rep.printSummary(sum)
 	if sum.ExitCode != exitOK {
 		return exitCode(sum.ExitCode)
 	}
@@ -133,7 +143,7 @@ func pickIDs(all, asked []string) ([]string, error) {
 		}
 		switch len(match) {
 		case 0:
-			return nil, fmt.Errorf("%w: run `panto-sync ls` to see the bucket's sessions", agent.NotFoundError(a))
+			return nil, fmt.Errorf("%w: run `panto-sync ls` to see the store's sessions", agent.NotFoundError(a))
 		case 1:
 			ids = append(ids, match[0])
 		default:

@@ -17,6 +17,7 @@ import (
 	"github.com/panto-dev/panto/agent/providererr"
 	"github.com/panto-dev/panto/agent/tools"
 	"github.com/panto-dev/panto/store"
+	"github.com/panto-dev/panto/store/backends"
 )
 
 // maxPromptBytes bounds a prompt read from stdin.
@@ -66,7 +67,7 @@ func chat(c *cli.Context, e *env) error {
 	if err != nil {
 		return err
 	}
-	st, err := store.OpenSpec(c.Context, spec, store.Options{Endpoint: flagValue(c, "endpoint")})
+	st, err := backends.OpenSpec(c.Context, spec, backends.Options{Endpoint: flagValue(c, "endpoint")})
 	if err != nil {
 		return err
 	}
@@ -220,23 +221,14 @@ func shortID(id string) string {
 	return id
 }
 
-// storeFlusher is a store whose appends finish in the background: objstore
-// writes its catalog checkpoints after an append returns.
-type storeFlusher interface {
-	Flush(ctx context.Context) error
-}
-
-// flushStore finishes the store's background writes before panto exits,
-// so that other processes list what this one wrote. The messages are
-// stored already: a failure is a warning, not an error.
+// flushStore finishes the store's background writes before panto exits
+// (objstore writes its catalog checkpoints after an append returns), so
+// that other processes list what this one wrote. The messages are stored
+// already: a failure is a warning, not an error.
 func flushStore(ctx context.Context, st agent.SessionStore, w io.Writer) {
-	f, ok := st.(storeFlusher)
-	if !ok {
-		return
-	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
-	if err := f.Flush(ctx); err != nil {
+	if err := store.Flush(ctx, st); err != nil {
 		fmt.Fprintf(w, "panto: warning: %s\n", oneLine(err.Error()))
 	}
 }

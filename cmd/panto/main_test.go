@@ -19,7 +19,7 @@ import (
 	"github.com/panto-dev/panto/agent"
 	"github.com/panto-dev/panto/internal/fakeprovider"
 	"github.com/panto-dev/panto/internal/miniotest"
-	"github.com/panto-dev/panto/store"
+	"github.com/panto-dev/panto/store/backends"
 )
 
 // pantoBin is the binary under test and syncBin panto-sync, built once by
@@ -163,7 +163,7 @@ func minioEnv(srv *miniotest.Server) []string {
 
 func openStoreForTest(t *testing.T, spec, endpoint string) agent.SessionStore {
 	t.Helper()
-	st, err := store.Open(context.Background(), spec, store.Options{Endpoint: endpoint})
+	st, err := backends.Open(context.Background(), spec, backends.Options{Endpoint: endpoint})
 	if err != nil {
 		t.Fatalf("open store %s: %v", spec, err)
 	}

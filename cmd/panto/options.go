@@ -14,6 +14,7 @@ import (
 	"github.com/panto-dev/panto/agent/anthropicmessages"
 	"github.com/panto-dev/panto/agent/openaichat"
 	"github.com/panto-dev/panto/store"
+	"github.com/panto-dev/panto/store/backends"
 )
 
 // Default models of each API style.
@@ -72,7 +73,7 @@ func openStore(c *cli.Context) (agent.SessionStore, store.Spec, error) {
 	if err != nil {
 		return nil, store.Spec{}, err
 	}
-	st, err := store.OpenSpec(c.Context, spec, store.Options{Endpoint: flagValue(c, "endpoint")})
+	st, err := backends.OpenSpec(c.Context, spec, backends.Options{Endpoint: flagValue(c, "endpoint")})
 	if err != nil {
 		return nil, spec, err
 	}

@@ -2,7 +2,6 @@ package manifest
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"runtime"
 	"time"
@@ -45,29 +44,28 @@ func ShardNames() []string {
 
 // IndexEntry is what the index knows of one session.
 type IndexEntry struct {
-	Info agent.SessionInfo `json:"info"`
+	Info agent.SessionInfo
 	// Length is the committed raw length; SHA256 the hex sha256 of it.
-	Length int64  `json:"length"`
-	SHA256 string `json:"sha256"`
+	Length int64
+	SHA256 string
 }
 
 // IndexShard is one shard of the catalog index: a base, or a delta of one.
 type IndexShard struct {
-	Version int    `json:"version"`
-	Shard   string `json:"shard"`
+	Shard string
 	// Through is the last delta folded into this base (0: none): readers
 	// apply the deltas numbered from Through+1 on. The deltas up to
 	// Pruned may have been deleted. Written is when the base was written.
 	// All three are zero in a delta.
-	Through  int64                 `json:"through,omitempty"`
-	Pruned   int64                 `json:"pruned,omitempty"`
-	Written  time.Time             `json:"written,omitzero"`
-	Sessions map[string]IndexEntry `json:"sessions"`
+	Through  int64
+	Pruned   int64
+	Written  time.Time
+	Sessions map[string]IndexEntry
 }
 
 // NewIndexShard returns an empty shard.
 func NewIndexShard(shard string) *IndexShard {
-	return &IndexShard{Version: Version, Shard: shard, Sessions: map[string]IndexEntry{}}
+	return &IndexShard{Shard: shard, Sessions: map[string]IndexEntry{}}
 }
 
 // Put records e, unless the shard already knows a longer log of the
@@ -146,41 +144,51 @@ func (c *Codec) CompressSmaller(raw []byte) []byte { return c.dflt.EncodeAll(raw
 // Decompress returns the bytes of a zstd frame.
 func (c *Codec) Decompress(data []byte) ([]byte, error) { return c.dec.DecodeAll(data, nil) }
 
-// EncodeIndexShard returns the stored (compressed) form of s.
+// EncodeIndexShard returns the stored (compressed) form of s, in format
+// Version.
 func (c *Codec) EncodeIndexShard(s *IndexShard) ([]byte, error) {
 	if err := s.validate(); err != nil {
 		return nil, err
 	}
-	data, err := json.Marshal(s) // map keys are sorted: deterministic
+	data, err := marshalWire(shardToWire(s))
 	if err != nil {
 		return nil, fmt.Errorf("encode index shard %s: %w", s.Shard, err)
 	}
 	return c.CompressSmaller(data), nil
 }
 
-// DecodeIndexShard parses the stored form of a shard and checks it.
+// DecodeIndexShard parses the stored form of a shard of any version this
+// package reads, and checks it.
 func (c *Codec) DecodeIndexShard(data []byte) (*IndexShard, error) {
 	raw, err := c.Decompress(data)
 	if err != nil {
 		return nil, fmt.Errorf("%w: index shard: %v", ErrInvalid, err)
 	}
-	var s IndexShard
-	if err := decodeVersioned(raw, "index shard", &s); err != nil {
+	version, err := peekVersion(raw, "index shard")
+	if err != nil {
 		return nil, err
 	}
-	if s.Sessions == nil {
-		s.Sessions = map[string]IndexEntry{}
+	var s *IndexShard
+	if version >= 3 {
+		var w wireShard
+		if err := unmarshalWire(raw, "index shard", &w); err != nil {
+			return nil, err
+		}
+		s = w.shard()
+	} else {
+		var l legacyShard
+		if err := unmarshalLegacy(raw, "index shard", &l); err != nil {
+			return nil, err
+		}
+		s = l.shard()
 	}
 	if err := s.validate(); err != nil {
 		return nil, err
 	}
-	return &s, nil
+	return s, nil
 }
 
 func (s *IndexShard) validate() error {
-	if s.Version < 1 || s.Version > Version {
-		return fmt.Errorf("%w: index shard %q: version %d", ErrInvalid, s.Shard, s.Version)
-	}
 	if len(s.Shard) != 1 || !bytes.Contains([]byte(hexDigits), []byte(s.Shard)) {
 		return fmt.Errorf("%w: index shard name %q", ErrInvalid, s.Shard)
 	}

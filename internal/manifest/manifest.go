@@ -1,6 +1,9 @@
-// Package manifest owns the encoding and versioning of the two checkpoint
-// documents of the object store (store/objstore): the per-session manifest
-// and the catalog index shards.
+// Package manifest owns the bucket format of the object store
+// (store/objstore): the format marker, the per-session manifest and the
+// catalog index shards, their wire encoding and its versions. The format
+// is documented in docs/DESIGN.md ("The bucket format"); this package is
+// its one implementation, and its wire structs (wire.go) are the only
+// place that says how a document is spelled.
 //
 // A Manifest describes one session's log as a chain of immutable segments,
 // each a run of whole committed lines (see internal/sessionlog) starting at
@@ -22,13 +25,18 @@
 // An IndexShard holds, for every session whose id falls in the shard, the
 // SessionInfo plus the committed length and prefix hash: enough for list,
 // resolve and latest, and for sync to see that nothing changed, without a
-// request per session. Shards are zstd-compressed JSON. A shard is stored
-// as a base and a log of deltas: a delta is an IndexShard holding the
-// entries one write changed, numbered 1, 2, ... after the base's Through;
-// a reader applies them in order with Put.
+// request per session. A shard is stored as a base and a log of deltas: a
+// delta is an IndexShard holding the entries one write changed, numbered
+// 1, 2, ... after the base's Through; a reader applies them in order with
+// Put.
 //
-// Both documents carry a format version; a document with a newer version
-// than this package writes is refused with ErrNewerVersion.
+// Every document carries its format version. This package writes Version
+// and reads every version from 1 on: version 1 and 2 documents (whose
+// session summaries were Go struct layouts) through frozen structs of
+// their own, version 3 through tagged wire structs that ignore fields they
+// do not know, so that a 3.x writer may add optional fields. A document of
+// a newer version is refused with ErrNewerVersion: what a newer panto wrote
+// must not be misread.
 package manifest
 
 import (
@@ -37,7 +45,6 @@ import (
 	"encoding"
 	"encoding/binary"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"hash"
@@ -48,11 +55,9 @@ import (
 	"github.com/panto-dev/panto/internal/sessionlog"
 )
 
-// Version is the manifest and index format version this package writes and
-// the newest it reads. 2: index shards have deltas (Through, Pruned); a
-// panto that reads 1 would miss the deltas' entries, so it must refuse
-// what 2 writes.
-const Version = 2
+// Version is the format version this package writes and the newest it
+// reads: 3, tagged wire structs (docs/DESIGN.md, "Versions").
+const Version = 3
 
 var (
 	// ErrInvalid: a document does not decode or breaks an invariant.
@@ -64,20 +69,20 @@ var (
 // Segment is one immutable object of a session's log.
 type Segment struct {
 	// Start is the raw byte offset of the segment's first byte.
-	Start int64 `json:"start"`
+	Start int64
 	// Length is the number of raw (uncompressed) bytes.
-	Length int64 `json:"length"`
+	Length int64
 	// Compressed is the size of the stored object.
-	Compressed int64 `json:"compressed"`
+	Compressed int64
 	// SHA256 is the hex sha256 of the segment's raw bytes.
-	SHA256 string `json:"sha256"`
+	SHA256 string
 	// Lines is the number of lines in the segment.
-	Lines int `json:"lines"`
+	Lines int
 	// PrefixSHA256 is the hex sha256 of the log's raw bytes [0, End()).
-	PrefixSHA256 string `json:"prefix_sha256"`
+	PrefixSHA256 string
 	// Merged marks an object written by compaction; it lives under a name
 	// of its own (see Name) that no appender ever writes.
-	Merged bool `json:"merged,omitempty"`
+	Merged bool
 }
 
 // End is the raw offset just past the segment.
@@ -105,35 +110,39 @@ func MergedName(start, end int64) string {
 // PendingDelete is an object replaced by compaction, to be deleted once no
 // reader can still hold a manifest that lists it.
 type PendingDelete struct {
-	Name string `json:"name"`
+	Name string
 	// After is when the object may be deleted.
-	After time.Time `json:"after"`
+	After time.Time
 }
 
 // Manifest is the checkpoint of one session.
 type Manifest struct {
-	Version int    `json:"version"`
-	ID      string `json:"id"`
+	ID string
 	// Length is the committed raw length covered by Segments.
-	Length int64 `json:"length"`
+	Length int64
 	// SHA256 is the hex sha256 of raw[0:Length]; "" when Length is 0.
-	SHA256 string `json:"sha256"`
+	SHA256 string
 	// HashState is the marshalled crypto/sha256 state after raw[0:Length].
-	HashState []byte `json:"hash_state"`
+	HashState []byte
 	// Decoder is the line decoder's state after raw[0:Length].
-	Decoder  sessionlog.Decoder `json:"decoder"`
-	Segments []Segment          `json:"segments"`
-	Pending  []PendingDelete    `json:"pending_deletes,omitempty"`
+	Decoder  sessionlog.Decoder
+	Segments []Segment
+	Pending  []PendingDelete
 }
 
 // New returns the manifest of an empty session.
 func New(id string) *Manifest {
 	st, _ := sha256.New().(encoding.BinaryMarshaler).MarshalBinary() // sha256 state always marshals
-	return &Manifest{Version: Version, ID: id, HashState: st, Segments: []Segment{}}
+	return &Manifest{ID: id, HashState: st, Segments: []Segment{}}
 }
 
 // Info is the session's summary after the committed lines.
 func (m *Manifest) Info() agent.SessionInfo { return m.Decoder.Info }
+
+// Entry is the session's index entry.
+func (m *Manifest) Entry() IndexEntry {
+	return IndexEntry{Info: m.Info(), Length: m.Length, SHA256: m.SHA256}
+}
 
 // Clone returns a deep copy.
 func (m *Manifest) Clone() *Manifest {
@@ -206,6 +215,7 @@ func (m *Manifest) Append(name string, raw []byte, compressed int64) (Segment, e
 		PrefixSHA256: prefix,
 	}
 	d.Name = ""
+	d.Header.More = 0 // of the header's batch only: nothing later reads it
 	m.Decoder = d
 	m.HashState = st
 	m.Length = seg.End()
@@ -222,39 +232,48 @@ func (m *Manifest) hash() (hash.Hash, error) {
 	return h, nil
 }
 
-// Encode returns the manifest's JSON.
+// Encode returns the manifest's stored form (format Version).
 func Encode(m *Manifest) ([]byte, error) {
 	if err := m.validate(); err != nil {
 		return nil, err
 	}
-	data, err := json.Marshal(m)
+	data, err := marshalWire(manifestToWire(m))
 	if err != nil {
 		return nil, fmt.Errorf("encode manifest of session %s: %w", m.ID, err)
 	}
 	return data, nil
 }
 
-// Decode parses a manifest and checks its invariants.
+// Decode parses a manifest of any version this package reads and checks
+// its invariants.
 func Decode(data []byte) (*Manifest, error) {
-	var m Manifest
-	if err := decodeVersioned(data, "manifest", &m); err != nil {
+	version, err := peekVersion(data, "manifest")
+	if err != nil {
 		return nil, err
 	}
-	if m.Segments == nil {
-		m.Segments = []Segment{}
+	var m *Manifest
+	if version >= 3 {
+		var w wireManifest
+		if err := unmarshalWire(data, "manifest", &w); err != nil {
+			return nil, err
+		}
+		m = w.manifest()
+	} else {
+		var l legacyManifest
+		if err := unmarshalLegacy(data, "manifest", &l); err != nil {
+			return nil, err
+		}
+		m = l.manifest()
 	}
 	if err := m.validate(); err != nil {
 		return nil, err
 	}
-	return &m, nil
+	return m, nil
 }
 
 func (m *Manifest) validate() error {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: session %s: %s", ErrInvalid, m.ID, fmt.Sprintf(format, args...))
-	}
-	if m.Version < 1 || m.Version > Version {
-		return bad("version %d", m.Version)
 	}
 	if err := agent.ValidateSessionID(m.ID); err != nil {
 		return fmt.Errorf("%w: %v", ErrInvalid, err)
@@ -315,29 +334,4 @@ func isSHA256(s string) bool {
 		}
 	}
 	return true
-}
-
-// decodeVersioned decodes a versioned JSON document strictly (no unknown
-// fields, no trailing data) into v, refusing one written by a newer
-// format version before reading anything else of it: what a newer panto
-// wrote must not be misread. what names the document in errors.
-func decodeVersioned(data []byte, what string, v any) error {
-	var head struct {
-		Version int `json:"version"`
-	}
-	if err := json.Unmarshal(data, &head); err != nil {
-		return fmt.Errorf("%w: %s: %v", ErrInvalid, what, err)
-	}
-	if head.Version > Version {
-		return fmt.Errorf("%s version %d: %w (this panto reads up to %d): upgrade panto", what, head.Version, ErrNewerVersion, Version)
-	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return fmt.Errorf("%w: %s: %v", ErrInvalid, what, err)
-	}
-	if dec.More() {
-		return fmt.Errorf("%w: %s: trailing data", ErrInvalid, what)
-	}
-	return nil
 }

@@ -75,14 +75,11 @@ import (
 
 	"github.com/panto-dev/panto/agent"
 	"github.com/panto-dev/panto/internal/sessionlog"
+	"github.com/panto-dev/panto/store"
 )
 
 // Ext is the extension of a session file.
 const Ext = ".jsonl"
-
-// ErrLengthMismatch: AppendRaw found the file's committed length
-// different from the one the caller expected (someone else appended).
-var ErrLengthMismatch = errors.New("session file length mismatch")
 
 // Store is a catalog directory of session files. It is safe for
 // concurrent use, and several Stores (in one process or many) may share
@@ -127,7 +124,11 @@ func Open(dir string, opts ...Option) (*Store, error) {
 	return s, nil
 }
 
-var _ agent.SessionStore = (*Store)(nil)
+var (
+	_ store.LogStore     = (*Store)(nil)
+	_ store.PrefixHasher = (*Store)(nil)
+	_ store.Flusher      = (*Store)(nil)
+)
 
 // Dir returns the catalog directory.
 func (s *Store) Dir() string { return s.dir }
@@ -161,90 +162,18 @@ func (s *Store) AppendMessages(ctx context.Context, id string, msgs []agent.Pers
 	if err != nil {
 		return fmt.Errorf("append to session %s: %w", id, err)
 	}
-	err = s.appendLocked(ctx, id, true, func(committed int64) ([]byte, error) {
-		if committed > 0 {
-			return body, nil
-		}
-		return sessionlog.EncodeBatch(id, true, msgs, at)
-	})
+	l, err := s.lock(ctx, id, true)
 	if err != nil {
 		return fmt.Errorf("append to session %s: %w", id, err)
 	}
-	return nil
-}
-
-// AppendRaw appends data — complete committed lines in the line format —
-// under the same lock as AppendMessages, if and only if the file's
-// committed length is exactly expectLength (0 = the file must not exist
-// or hold no committed bytes; then data must start with the header line).
-// Otherwise it returns ErrLengthMismatch (wrapped, with both lengths). It
-// repairs a torn tail first, fsyncs, and creates a new file atomically.
-// It validates that data is whole lines whose last line ends a batch
-// (sessionlog.CommittedLength(data) == len(data)) and that every line
-// decodes (a header naming id first when expectLength is 0, message lines
-// after), so that nothing malformed enters the catalog.
-func (s *Store) AppendRaw(ctx context.Context, id string, expectLength int64, data []byte) error {
-	path, err := s.Path(id)
-	if err != nil {
-		return fmt.Errorf("append raw to session: %w", err)
-	}
-	if expectLength < 0 {
-		return fmt.Errorf("append raw to session %s: negative expected length %d", id, expectLength)
-	}
-	if err := validateRaw(path, id, expectLength == 0, data); err != nil {
-		return fmt.Errorf("append raw to session %s: %w", id, err)
-	}
-	if expectLength == 0 {
-		done, err := s.createWhole(ctx, path, data)
-		if err != nil {
-			return fmt.Errorf("append raw to session %s: %w", id, err)
+	defer l.close()
+	if l.committed == 0 {
+		if body, err = sessionlog.EncodeBatch(id, true, msgs, at); err != nil {
+			return fmt.Errorf("append to session %s: %w", id, err)
 		}
-		if done {
-			return nil
-		}
-		// The file exists (maybe with no committed bytes): append under
-		// the lock like any other writer.
 	}
-	err = s.appendLocked(ctx, id, expectLength == 0, func(committed int64) ([]byte, error) {
-		if committed != expectLength {
-			return nil, fmt.Errorf("%w: the file holds %d committed bytes, expected %d", ErrLengthMismatch, committed, expectLength)
-		}
-		return data, nil
-	})
-	if errors.Is(err, fs.ErrNotExist) {
-		err = fmt.Errorf("%w: the file does not exist, expected %d committed bytes", ErrLengthMismatch, expectLength)
-	}
-	if err != nil {
-		return fmt.Errorf("append raw to session %s: %w", id, err)
-	}
-	return nil
-}
-
-// validateRaw checks that data is whole batches of well-formed lines, a
-// header for session id first when header is true.
-func validateRaw(name, id string, header bool, data []byte) error {
-	if len(data) == 0 {
-		return errors.New("no data")
-	}
-	n, err := sessionlog.CommittedLength(name, data)
-	if err != nil {
-		return err
-	}
-	if n != len(data) {
-		return fmt.Errorf("%w: data does not end with a complete batch (%d of %d bytes committed)", sessionlog.ErrMalformed, n, len(data))
-	}
-	d := sessionlog.Decoder{Name: name + " (appended data)"}
-	if !header {
-		d.Header = &sessionlog.Header{Type: sessionlog.TypeSession, Version: sessionlog.Version, ID: id}
-	}
-	if err := sessionlog.Lines(data, func(line []byte) error {
-		_, err := d.SummarizeLine(line)
-		return err
-	}); err != nil {
-		return err
-	}
-	if header && d.Header.ID != id {
-		return fmt.Errorf("%w: header names session %q", sessionlog.ErrMalformed, d.Header.ID)
+	if err := l.write(body); err != nil {
+		return fmt.Errorf("append to session %s: %w", id, err)
 	}
 	return nil
 }
@@ -292,52 +221,100 @@ func (s *Store) createWhole(ctx context.Context, path string, data []byte) (bool
 	return true, nil
 }
 
-// appendLocked opens session id's file (creating it when create is set),
-// locks it exclusively, cuts any torn tail, and writes what batch returns
-// for the file's committed length at that length, then fsyncs.
-func (s *Store) appendLocked(ctx context.Context, id string, create bool, batch func(committed int64) ([]byte, error)) error {
+// lockedFile is a session file open and exclusively locked for an
+// append, with its size and committed length as the lock found them.
+type lockedFile struct {
+	s         *Store
+	f         *os.File
+	path      string
+	size      int64
+	committed int64
+	created   bool // this append created the file
+}
+
+// lock opens session id's file (creating it when create is set), locks it
+// exclusively and finds its committed length, reading only the file's
+// tail. A file whose header names a newer line format is refused: an
+// append would mix formats in one log.
+func (s *Store) lock(ctx context.Context, id string, create bool) (*lockedFile, error) {
 	path, err := s.Path(id)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	f, created, err := openLocked(ctx, path, create, true)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer f.Close()
+	l := &lockedFile{s: s, f: f, path: path, created: created}
 	fi, err := f.Stat()
 	if err != nil {
-		return err
+		f.Close()
+		return nil, err
 	}
-	size := fi.Size()
-	committed, err := committedLength(f, path, size)
-	if err != nil {
-		return err
+	l.size = fi.Size()
+	if l.committed, err = committedLength(f, path, l.size); err != nil {
+		f.Close()
+		return nil, err
 	}
-	data, err := batch(committed)
-	if err != nil {
-		return err
-	}
-	if committed < size {
-		// The repair: a torn tail is a write that never completed.
-		if err := f.Truncate(committed); err != nil {
-			return fmt.Errorf("cut torn tail of %s: %w", path, err)
+	if l.committed > 0 {
+		if err := checkHeader(f, path); err != nil {
+			f.Close()
+			return nil, err
 		}
 	}
-	if _, err := f.WriteAt(data, committed); err != nil {
+	return l, nil
+}
+
+// checkHeader decodes the header line of a log: a header of a newer
+// format (or none) is an error that leaves the file alone.
+func checkHeader(f *os.File, path string) error {
+	var buf [4096]byte
+	n, err := f.ReadAt(buf[:], 0)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return err
+	}
+	line := buf[:n]
+	if i := bytes.IndexByte(line, '\n'); i >= 0 {
+		line = line[:i]
+	} else if n == len(buf) {
+		return nil // a header longer than any panto writes: the decoder of the next read reports it
+	}
+	d := sessionlog.Decoder{Name: path}
+	_, _, err = d.DecodeLine(line)
+	return err
+}
+
+// write cuts any torn tail (the repair: a write that never completed),
+// writes data at the committed length with one write, and fsyncs (the
+// directory too when the append created the file).
+func (l *lockedFile) write(data []byte) error {
+	if l.committed < l.size {
+		if err := l.f.Truncate(l.committed); err != nil {
+			return fmt.Errorf("cut torn tail of %s: %w", l.path, err)
+		}
+	}
+	if _, err := l.f.WriteAt(data, l.committed); err != nil {
 		// Whatever part of data landed is a torn tail: invisible, and
 		// cut by the next append.
 		return err
 	}
-	if err := f.Sync(); err != nil {
+	if err := l.f.Sync(); err != nil {
 		return err
 	}
-	if created {
-		if err := syncDir(s.dir); err != nil {
+	if l.created {
+		if err := syncDir(l.s.dir); err != nil {
 			return err
 		}
 	}
-	return unlockFile(f)
+	l.committed += int64(len(data))
+	l.size = l.committed
+	return nil
+}
+
+// close releases the lock and the file.
+func (l *lockedFile) close() {
+	unlockFile(l.f)
+	l.f.Close()
 }
 
 // openLocked opens path read-write (exclusive) or read-only (shared) and
@@ -473,36 +450,10 @@ func headerMismatch(path, headerID string) error {
 	return fmt.Errorf("%s:1: %w: the header names session %q, not the file's", path, sessionlog.ErrMalformed, headerID)
 }
 
-// ReadCommitted returns the committed bytes of session id's file (torn
-// tail excluded) — ErrSessionNotFound (wrapped) if the file is missing or
-// has no committed bytes.
-func (s *Store) ReadCommitted(ctx context.Context, id string) ([]byte, error) {
-	path, err := s.Path(id)
-	if err != nil {
-		return nil, fmt.Errorf("read session: %w", err)
-	}
-	data, err := readLocked(ctx, path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("read session: %w", agent.NotFoundError(id))
-	}
-	if err != nil {
-		return nil, fmt.Errorf("read session %s: %w", id, err)
-	}
-	n, err := sessionlog.CommittedLength(path, data)
-	if err != nil {
-		return nil, fmt.Errorf("read session %s: %w", id, err)
-	}
-	if n == 0 {
-		return nil, fmt.Errorf("read session: %w", agent.NotFoundError(id))
-	}
-	return data[:n], nil
-}
-
-// IDs lists the session ids in the directory (from file names; no file
+// ids lists the session ids in the directory (from file names; no file
 // is read), sorted. A file may not hold a committed byte yet (a first
-// append in progress or cut by a crash): ReadCommitted then reports
-// ErrSessionNotFound for it.
-func (s *Store) IDs(ctx context.Context) ([]string, error) {
+// append in progress or cut by a crash).
+func (s *Store) ids(ctx context.Context) ([]string, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}

@@ -2,11 +2,15 @@ package fsjsonl_test
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -14,6 +18,7 @@ import (
 
 	"github.com/panto-dev/panto/agent"
 	"github.com/panto-dev/panto/internal/sessionlog"
+	"github.com/panto-dev/panto/store"
 	"github.com/panto-dev/panto/store/fsjsonl"
 )
 
@@ -132,7 +137,7 @@ func TestBytesAreTheCodecs(t *testing.T) {
 	if fi, _ := os.Stat(path); fi.Mode().Perm() != 0o600 {
 		t.Errorf("file mode %v, want 0600", fi.Mode().Perm())
 	}
-	got, err := s.ReadCommitted(t.Context(), id)
+	got, err := readCommitted(t, s, id)
 	if err != nil || !bytes.Equal(got, want) {
 		t.Errorf("ReadCommitted = %d bytes, %v; want the file's %d", len(got), err, len(want))
 	}
@@ -182,7 +187,7 @@ func TestTornTail(t *testing.T) {
 			if info, _ := infoOf(t, s, id); info.MessageCount != 2 {
 				t.Errorf("List after a torn append: MessageCount %d, want 2", info.MessageCount)
 			}
-			if got, err := s.ReadCommitted(t.Context(), id); err != nil || !bytes.Equal(got, committed) {
+			if got, err := readCommitted(t, s, id); err != nil || !bytes.Equal(got, committed) {
 				t.Errorf("ReadCommitted = %q, %v; want the committed bytes", got, err)
 			}
 			// The next append repairs: the file is as if the crash never happened.
@@ -210,7 +215,7 @@ func TestFirstBatchCut(t *testing.T) {
 	if _, err := s.Load(t.Context(), id); !errors.Is(err, agent.ErrSessionNotFound) {
 		t.Errorf("Load of a cut first batch: %v, want ErrSessionNotFound", err)
 	}
-	if _, err := s.ReadCommitted(t.Context(), id); !errors.Is(err, agent.ErrSessionNotFound) {
+	if _, err := readCommitted(t, s, id); !errors.Is(err, agent.ErrSessionNotFound) {
 		t.Errorf("ReadCommitted of a cut first batch: %v, want ErrSessionNotFound", err)
 	}
 	if _, ok := infoOf(t, s, id); ok {
@@ -322,12 +327,17 @@ func TestIDsAndStrayFiles(t *testing.T) {
 			t.Errorf("after List, %s exists: %v, want %v", name, err == nil, want)
 		}
 	}
-	ids, err := s.IDs(t.Context())
+	logs, err := s.Logs(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
+	var ids []string
+	for _, l := range logs {
+		ids = append(ids, l.Info.ID)
+	}
+	slices.Sort(ids)
 	if got := strings.Join(ids, ","); got != "a,b,c-1" {
-		t.Errorf("IDs = %s, want a,b,c-1", got)
+		t.Errorf("Logs = %s, want a,b,c-1", got)
 	}
 	infos, err := s.List(t.Context())
 	if err != nil || len(infos) != 3 {
@@ -338,45 +348,45 @@ func TestIDsAndStrayFiles(t *testing.T) {
 	}
 }
 
-func TestAppendRaw(t *testing.T) {
+func TestAppendLog(t *testing.T) {
 	ctx := t.Context()
 	s := open(t, t.TempDir())
 	id := "raw"
 	path, _ := s.Path(id)
 	first := encode(t, id, true, batch("first", 2), t0)
 	second := encode(t, id, false, batch("second", 3), t0.Add(time.Minute))
+	atFirst := store.Checkpoint{Length: int64(len(first)), SHA256: sum(first)}
 
 	// Refused data leaves nothing behind.
 	bad := []struct {
-		name   string
-		expect int64
-		data   []byte
+		name string
+		data []byte
 	}{
-		{"empty", 0, nil},
-		{"no-header", 0, second},
-		{"header-of-another-session", 0, encode(t, "other", true, batch("x", 1), t0)},
-		{"cut-batch", 0, first[:bytes.IndexByte(first, '\n')+1]},
-		{"torn-line", 0, first[:len(first)-1]},
-		{"not-json", 0, []byte("hello\n")},
+		{"empty", nil},
+		{"no-header", second},
+		{"header-of-another-session", encode(t, "other", true, batch("x", 1), t0)},
+		{"cut-batch", first[:bytes.IndexByte(first, '\n')+1]},
+		{"torn-line", first[:len(first)-1]},
+		{"not-json", []byte("hello\n")},
 	}
 	for _, b := range bad {
-		if err := s.AppendRaw(ctx, id, b.expect, b.data); err == nil {
-			t.Errorf("AppendRaw(%s) succeeded", b.name)
+		if _, err := s.AppendLog(ctx, id, store.Checkpoint{}, b.data); err == nil {
+			t.Errorf("AppendLog(%s) succeeded", b.name)
 		}
 	}
 	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
-		t.Fatalf("refused AppendRaw left a file: %v", err)
+		t.Fatalf("refused AppendLog left a file: %v", err)
 	}
-	if err := s.AppendRaw(ctx, id, int64(len(first)), second); !errors.Is(err, fsjsonl.ErrLengthMismatch) {
-		t.Errorf("AppendRaw to a missing file expecting %d bytes: %v, want ErrLengthMismatch", len(first), err)
+	if _, err := s.AppendLog(ctx, id, atFirst, second); !errors.Is(err, store.ErrChanged) {
+		t.Errorf("AppendLog to a missing file expecting %d bytes: %v, want ErrChanged", len(first), err)
 	}
-	if err := s.AppendRaw(ctx, "../x", 0, first); !errors.Is(err, agent.ErrInvalidSessionID) {
-		t.Errorf("AppendRaw(../x): %v", err)
+	if _, err := s.AppendLog(ctx, "../x", store.Checkpoint{}, first); !errors.Is(err, agent.ErrInvalidSessionID) {
+		t.Errorf("AppendLog(../x): %v", err)
 	}
 
 	// Create.
-	if err := s.AppendRaw(ctx, id, 0, first); err != nil {
-		t.Fatalf("AppendRaw create: %v", err)
+	if cp, err := s.AppendLog(ctx, id, store.Checkpoint{}, first); err != nil || cp != atFirst {
+		t.Fatalf("AppendLog create: %v, %v", cp, err)
 	}
 	if got := readFile(t, path); !bytes.Equal(got, first) {
 		t.Errorf("created file %q, want %q", got, first)
@@ -384,36 +394,45 @@ func TestAppendRaw(t *testing.T) {
 	if fi, _ := os.Stat(path); fi.Mode().Perm() != 0o600 {
 		t.Errorf("created file mode %v, want 0600", fi.Mode().Perm())
 	}
-	err := s.AppendRaw(ctx, id, 0, first)
-	if !errors.Is(err, fsjsonl.ErrLengthMismatch) || !strings.Contains(err.Error(), strconv.Itoa(len(first))) {
-		t.Errorf("AppendRaw create over an existing file: %v, want ErrLengthMismatch naming %d", err, len(first))
+	// The same create again is the append that already happened.
+	if cp, err := s.AppendLog(ctx, id, store.Checkpoint{}, first); err != nil || cp != atFirst {
+		t.Errorf("AppendLog create again: %v, %v; want the checkpoint after it", cp, err)
 	}
-	// Append at the right length; a wrong length is a mismatch naming both.
-	err = s.AppendRaw(ctx, id, int64(len(first))-1, second)
-	if !errors.Is(err, fsjsonl.ErrLengthMismatch) || !strings.Contains(err.Error(), strconv.Itoa(len(first))) || !strings.Contains(err.Error(), strconv.Itoa(len(first)-1)) {
-		t.Errorf("AppendRaw at a wrong length: %v", err)
+	other := encode(t, id, true, batch("other", 1), t0)
+	var changed *store.ChangedError
+	if _, err := s.AppendLog(ctx, id, store.Checkpoint{}, other); !errors.As(err, &changed) || changed.Have != atFirst {
+		t.Errorf("AppendLog create over an existing file: %v, want a ChangedError saying it holds %v", err, atFirst)
 	}
-	if err := s.AppendRaw(ctx, id, int64(len(first)), first); err == nil {
-		t.Error("AppendRaw of a second header succeeded")
+	// Append at the checkpoint; a wrong one is refused, saying what is there.
+	wrong := store.Checkpoint{Length: atFirst.Length - 1, SHA256: atFirst.SHA256}
+	if _, err := s.AppendLog(ctx, id, wrong, second); !errors.As(err, &changed) || changed.Have != atFirst || changed.Want != wrong {
+		t.Errorf("AppendLog at a wrong length: %v", err)
+	}
+	wrong = store.Checkpoint{Length: atFirst.Length, SHA256: sum([]byte("other bytes"))}
+	if _, err := s.AppendLog(ctx, id, wrong, second); !errors.Is(err, store.ErrChanged) {
+		t.Errorf("AppendLog at the right length, another hash: %v", err)
+	}
+	if _, err := s.AppendLog(ctx, id, atFirst, first); err == nil {
+		t.Error("AppendLog of a second header succeeded")
 	}
 	// A torn tail is repaired first.
 	appendFile(t, path, []byte(`{"type":"message","ro`))
-	if err := s.AppendRaw(ctx, id, int64(len(first)), second); err != nil {
-		t.Fatalf("AppendRaw: %v", err)
-	}
 	want := append(append([]byte{}, first...), second...)
+	if cp, err := s.AppendLog(ctx, id, atFirst, second); err != nil || cp != (store.Checkpoint{Length: int64(len(want)), SHA256: sum(want)}) {
+		t.Fatalf("AppendLog: %v, %v", cp, err)
+	}
 	if got := readFile(t, path); !bytes.Equal(got, want) {
-		t.Errorf("file after AppendRaw %q, want %q", got, want)
+		t.Errorf("file after AppendLog %q, want %q", got, want)
 	}
 	if n := count(t, s, id); n != 5 {
-		t.Errorf("Load after AppendRaw: %d messages, want 5", n)
+		t.Errorf("Load after AppendLog: %d messages, want 5", n)
 	}
 	// A file left empty by a crash counts as holding nothing.
 	emptyPath, _ := s.Path("leftover")
 	writeFile(t, emptyPath, nil)
 	leftover := encode(t, "leftover", true, batch("l", 1), t0)
-	if err := s.AppendRaw(ctx, "leftover", 0, leftover); err != nil {
-		t.Fatalf("AppendRaw onto an empty leftover file: %v", err)
+	if _, err := s.AppendLog(ctx, "leftover", store.Checkpoint{}, leftover); err != nil {
+		t.Fatalf("AppendLog onto an empty leftover file: %v", err)
 	}
 	if got := readFile(t, emptyPath); !bytes.Equal(got, leftover) {
 		t.Errorf("leftover file %q, want %q", got, leftover)
@@ -425,6 +444,43 @@ func TestAppendRaw(t *testing.T) {
 			t.Errorf("temporary file %s left behind", e.Name())
 		}
 	}
+}
+
+// TestAppendNewerFormat: a file whose header names a newer line format
+// takes no append, by any path; the file is left as it was.
+func TestAppendNewerFormat(t *testing.T) {
+	ctx := t.Context()
+	s := open(t, t.TempDir())
+	path, _ := s.Path("newer")
+	data := encode(t, "newer", true, batch("x", 1), t0)
+	data = bytes.Replace(data, []byte(`"version":1`), []byte(`"version":99`), 1)
+	writeFile(t, path, data)
+	if err := s.AppendMessages(ctx, "newer", batch("more", 1)); !errors.Is(err, sessionlog.ErrNewerVersion) || strings.Contains(err.Error(), "\n") {
+		t.Errorf("AppendMessages to a newer-format file: %v, want one line saying ErrNewerVersion", err)
+	}
+	more := encode(t, "newer", false, batch("more", 1), t0)
+	if _, err := s.AppendLog(ctx, "newer", store.Checkpoint{Length: int64(len(data)), SHA256: sum(data)}, more); !errors.Is(err, sessionlog.ErrNewerVersion) {
+		t.Errorf("AppendLog to a newer-format file: %v, want ErrNewerVersion", err)
+	}
+	if got := readFile(t, path); !bytes.Equal(got, data) {
+		t.Errorf("the newer-format file was changed:\n%s", got)
+	}
+}
+
+func sum(b []byte) string {
+	h := sha256.Sum256(b)
+	return hex.EncodeToString(h[:])
+}
+
+// readCommitted reads session id's committed bytes back through ReadLog.
+func readCommitted(t *testing.T, s *fsjsonl.Store, id string) ([]byte, error) {
+	t.Helper()
+	r, _, err := s.ReadLog(t.Context(), id, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	return io.ReadAll(r)
 }
 
 // TestTwoProcesses appends to one session from two OS processes at once:

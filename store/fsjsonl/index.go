@@ -1,8 +1,10 @@
 package fsjsonl
 
 import (
-	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,24 +15,22 @@ import (
 	"runtime"
 	"slices"
 	"strings"
-	"sync"
 	"time"
+
+	"golang.org/x/sync/errgroup"
 
 	"github.com/panto-dev/panto/agent"
 	"github.com/panto-dev/panto/internal/sessionlog"
+	"github.com/panto-dev/panto/store"
 )
 
 // IndexFile is the name of the summary cache in the catalog directory.
 const IndexFile = ".panto-index.json"
 
 // indexVersion changes whenever the cache's meaning changes; a cache of
-// another version is ignored and rebuilt.
-const indexVersion = 1
-
-// anchorLen is how many bytes before the committed length an entry
-// remembers, to check that a grown file still starts with what was
-// summarised.
-const anchorLen = 64
+// another version is ignored and rebuilt. 2: entries keep the sha256 of
+// the committed bytes, files are keyed by ctime too.
+const indexVersion = 2
 
 // index is the summary cache (see the package doc).
 type index struct {
@@ -40,23 +40,33 @@ type index struct {
 
 	dirty bool
 	// decoded counts files read since the store was opened, and resumed
-	// those read from a cached offset (for tests).
+	// those whose summary was resumed from a cached one (for tests).
 	decoded, resumed int
 }
 
-// indexEntry summarises one version of one session file.
+// indexEntry summarises one version of one session file: its committed
+// length, their sha256 (and the hash state after them, so that an append
+// extends it without reading the file), and the decoder state after them.
 type indexEntry struct {
-	File      fileKey `json:"file"`
-	Committed int64   `json:"committed"`
-	// Anchor is the file's bytes just before Committed.
-	Anchor  []byte             `json:"anchor"`
-	Decoder sessionlog.Decoder `json:"decoder"`
+	File      fileKey            `json:"file"`
+	Committed int64              `json:"committed"`
+	SHA256    string             `json:"sha256"`
+	HashState []byte             `json:"hash_state"`
+	Decoder   sessionlog.Decoder `json:"decoder"`
+	// err is why the file could not be read as a log (a malformed
+	// line), with Decoder holding what was read before it; such an entry
+	// is never cached.
+	err error
 }
 
 // clean reports whether the summarised file had no torn tail: only then
 // may its summary be trusted on a matching stat, because only then is
-// every later change to it a growth.
+// every later change to it visible in its stat.
 func (e *indexEntry) clean() bool { return e.Committed == e.File.Size }
+
+func (e *indexEntry) checkpoint() store.Checkpoint {
+	return store.Checkpoint{Length: e.Committed, SHA256: e.SHA256}
+}
 
 // loadIndex returns the cache, reading it from the directory on first use.
 // s.mu must be held.
@@ -75,7 +85,7 @@ func (s *Store) loadIndex() *index {
 		idx.Sessions = map[string]*indexEntry{}
 	}
 	for id, e := range idx.Sessions {
-		if e == nil || e.Decoder.Header == nil || e.Decoder.Info.ID != id {
+		if e == nil || e.Decoder.Header == nil || e.Decoder.Info.ID != id || len(e.HashState) == 0 {
 			delete(idx.Sessions, id)
 		}
 	}
@@ -108,130 +118,160 @@ func (s *Store) saveIndex() {
 	idx.dirty = false
 }
 
-// summary returns the info of session id, whose file stat is fi, from the
-// cache when it is still valid, else by decoding the file (from the
-// cached offset when the file only grew). ok is false when the file is
-// not a session (gone, or no committed bytes). A file that cannot be
-// decoded is still listed, with what could be read (Load reports the
-// error); it is not cached, so it is read again until fixed.
+// Flush writes the summary cache, so that the next process lists from it
+// (panto-sync updates it as it appends).
+func (s *Store) Flush(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.saveIndex()
+	return ctx.Err()
+}
+
+// cached returns the cache entry of session id if it describes the file
+// whose stat is key, else nil.
+func (s *Store) cached(id string, key fileKey, useIndex bool) *indexEntry {
+	if !useIndex {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if e := s.loadIndex().Sessions[id]; e != nil && e.File == key && e.clean() {
+		return e
+	}
+	return nil
+}
+
+// entry returns the summary and checkpoint of session id, whose file stat
+// is fi: from the cache when it is still valid, else by reading the file
+// (see scan). ok is false when the file is not a session (gone, or no
+// committed bytes). A file that cannot be decoded is still returned,
+// with its err set and what could be read; it is not cached, so it is
+// read again until fixed.
 //
 // With useIndex false the cache is neither read nor updated: for a
 // lookup of a few files by a process that has not loaded the cache,
 // reading those files costs less than loading the cache of the whole
 // catalog.
-func (s *Store) summary(ctx context.Context, id string, fi fs.FileInfo, useIndex bool) (info agent.SessionInfo, ok bool, err error) {
-	key := keyOf(fi)
-	var cached *indexEntry
-	if useIndex {
-		s.mu.Lock()
-		cached = s.loadIndex().Sessions[id]
-		s.mu.Unlock()
+func (s *Store) entry(ctx context.Context, id string, fi fs.FileInfo, useIndex bool) (e *indexEntry, ok bool, err error) {
+	if e := s.cached(id, keyOf(fi), useIndex); e != nil {
+		return e, true, nil
 	}
-	if cached != nil && cached.File == key && cached.clean() {
-		return cached.Decoder.Info, true, nil
-	}
-	remember := func(e *indexEntry, resumed bool) {
-		if useIndex {
-			s.remember(id, e, resumed)
-		}
-	}
-	forget := func() {
-		if useIndex {
-			s.forget(id)
-		}
-	}
-
 	path := filepath.Join(s.dir, id+Ext)
 	f, _, err := openLocked(ctx, path, false, false)
 	if errors.Is(err, fs.ErrNotExist) {
-		forget()
-		return agent.SessionInfo{}, false, nil
+		s.forget(id, useIndex)
+		return nil, false, nil
 	}
 	if err != nil {
-		return agent.SessionInfo{}, false, fmt.Errorf("summarise session %s: %w", id, err)
+		return nil, false, fmt.Errorf("summarise session %s: %w", id, err)
 	}
 	defer f.Close()
+	e, err = s.scanLocked(ctx, id, f, useIndex)
+	if err != nil {
+		return nil, false, fmt.Errorf("summarise session %s: %w", id, err)
+	}
+	if e == nil {
+		return nil, false, nil
+	}
+	return e, true, nil
+}
+
+// scanLocked is entry's read of f, the session's file, locked by the
+// caller: it returns the entry of the version it holds (nil when it has
+// no committed bytes) and updates the cache. held is f's stat.
+func (s *Store) scanLocked(ctx context.Context, id string, f *os.File, useIndex bool) (*indexEntry, error) {
 	held, err := f.Stat()
 	if err != nil {
-		return agent.SessionInfo{}, false, fmt.Errorf("summarise session %s: %w", id, err)
+		return nil, err
 	}
-	key = keyOf(held) // under the lock: the version actually read
-	if cached != nil && cached.File.Ino == key.Ino && key.Size > cached.File.Size && cached.clean() {
-		if e, ok := resume(f, path, key, cached); ok {
-			remember(e, true)
-			return e.Decoder.Info, true, nil
-		}
+	key := keyOf(held) // under the lock: the version actually read
+	if e := s.cached(id, key, useIndex); e != nil {
+		return e, nil
 	}
-	data := make([]byte, key.Size)
-	if _, err := f.ReadAt(data, 0); err != nil && !errors.Is(err, io.EOF) {
-		return agent.SessionInfo{}, false, fmt.Errorf("summarise session %s: %w", id, err)
+	var prev *indexEntry
+	if useIndex {
+		s.mu.Lock()
+		prev = s.loadIndex().Sessions[id]
+		s.mu.Unlock()
 	}
-	e, err := decode(path, key, sessionlog.Decoder{Name: path}, 0, data)
-	if err == nil && e.Committed == 0 {
-		forget()
-		return agent.SessionInfo{}, false, nil
-	}
-	if err == nil && e.Decoder.Info.ID != id {
-		err = headerMismatch(path, e.Decoder.Info.ID)
-	}
+	path := filepath.Join(s.dir, id+Ext)
+	e, resumed, err := scan(ctx, f, path, key, prev)
 	if err != nil {
-		// Broken: list it with what was read, under the file's id.
-		forget()
-		info := e.Decoder.Info
-		info.ID = id
-		if info.Created.IsZero() {
-			info.Created, info.Modified = held.ModTime().UTC(), held.ModTime().UTC()
-		}
-		return info, true, nil
+		return nil, err
 	}
-	remember(e, false)
-	return e.Decoder.Info, true, nil
+	if e.err == nil && e.Committed > 0 && e.Decoder.Info.ID != id {
+		e.err = headerMismatch(path, e.Decoder.Info.ID)
+	}
+	switch {
+	case e.err != nil:
+		// Broken: listed with what was read, under the file's id.
+		s.forget(id, useIndex)
+		e.Decoder.Info.ID = id
+		if e.Decoder.Info.Created.IsZero() {
+			e.Decoder.Info.Created, e.Decoder.Info.Modified = held.ModTime().UTC(), held.ModTime().UTC()
+		}
+		return e, nil
+	case e.Committed == 0:
+		s.forget(id, useIndex)
+		return nil, nil
+	}
+	if useIndex {
+		s.remember(id, e, resumed)
+	}
+	return e, nil
 }
 
-// resume decodes the bytes a clean file gained since entry e, after
-// checking that the anchor bytes before them are unchanged.
-func resume(f *os.File, path string, key fileKey, e *indexEntry) (*indexEntry, bool) {
-	from := e.Committed - int64(len(e.Anchor))
-	buf := make([]byte, key.Size-from)
-	if _, err := f.ReadAt(buf, from); err != nil && !errors.Is(err, io.EOF) {
-		return nil, false
-	}
-	if !bytes.Equal(buf[:len(e.Anchor)], e.Anchor) {
-		return nil, false
-	}
-	d := e.Decoder
-	d.Name = path
-	ne, err := decode(path, key, d, e.Committed, buf[len(e.Anchor):])
+// scan reads the file f (of stat key) through its committed length: it
+// hashes every committed byte, and decodes the lines. When prev, an entry
+// of an earlier version of the file, covers a prefix that still hashes
+// the same, only the lines after that prefix are decoded (resumed): the
+// file grew. Nothing is taken on trust from a stat: an edit anywhere
+// below the cached length changes the hash, and then the whole file is
+// decoded again. The file is read as a stream, so a large one costs no
+// more memory than a small one.
+func scan(ctx context.Context, f *os.File, path string, key fileKey, prev *indexEntry) (e *indexEntry, resumed bool, err error) {
+	committed, err := committedLength(f, path, key.Size)
 	if err != nil {
-		return nil, false // decode in full, for errors with the right line numbers
+		return &indexEntry{File: key, Decoder: sessionlog.Decoder{Name: path}, err: err}, false, nil
 	}
-	if ne.Committed == e.Committed {
-		ne.Anchor = e.Anchor // nothing new committed (a torn tail only)
+	h := sha256.New()
+	d := sessionlog.Decoder{Name: path}
+	var from int64
+	if prev != nil && prev.Committed > 0 && prev.Committed <= committed {
+		if _, err := io.Copy(h, io.NewSectionReader(f, 0, prev.Committed)); err != nil {
+			return nil, false, err
+		}
+		if hex.EncodeToString(h.Sum(nil)) == prev.SHA256 {
+			from, resumed = prev.Committed, true
+			d = prev.Decoder
+			d.Name = path
+		} else {
+			h.Reset()
+		}
 	}
-	return ne, true
-}
-
-// decode folds the committed lines of data (the file's bytes from offset
-// base, which is a committed boundary) into d. On error the returned
-// entry still holds what was decoded before the bad line.
-func decode(path string, key fileKey, d sessionlog.Decoder, base int64, data []byte) (*indexEntry, error) {
-	e := &indexEntry{File: key, Committed: base}
-	n, err := sessionlog.CommittedLength(path, data)
-	if err != nil {
-		e.Decoder = d
-		return e, err
-	}
-	err = sessionlog.Lines(data[:n], func(line []byte) error {
+	e = &indexEntry{File: key, Committed: committed}
+	lines := io.TeeReader(io.NewSectionReader(f, from, committed-from), h)
+	err = sessionlog.ReadLines(lines, func(line []byte, _ bool) error {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 		_, err := d.SummarizeLine(line)
 		return err
 	})
+	d.Name = ""
 	e.Decoder = d
 	if err != nil {
-		return e, err
+		if errors.Is(err, sessionlog.ErrMalformed) || errors.Is(err, sessionlog.ErrNewerVersion) {
+			e.err = err
+			return e, false, nil
+		}
+		return nil, false, err
 	}
-	e.Committed = base + int64(n)
-	e.Anchor = bytes.Clone(data[max(0, n-anchorLen):n])
-	return e, nil
+	e.SHA256 = hex.EncodeToString(h.Sum(nil))
+	if e.HashState, err = h.(encoding.BinaryMarshaler).MarshalBinary(); err != nil {
+		return nil, false, err
+	}
+	return e, resumed, nil
 }
 
 func (s *Store) remember(id string, e *indexEntry, resumed bool) {
@@ -246,7 +286,10 @@ func (s *Store) remember(id string, e *indexEntry, resumed bool) {
 	}
 }
 
-func (s *Store) forget(id string) {
+func (s *Store) forget(id string, useIndex bool) {
+	if !useIndex {
+		return
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	idx := s.loadIndex()
@@ -258,9 +301,23 @@ func (s *Store) forget(id string) {
 }
 
 // List returns every session, newest first by Modified (ties by id).
-// Files the cache does not cover are read in parallel: a cold list is
-// bound by reading and decoding every file.
 func (s *Store) List(ctx context.Context) ([]agent.SessionInfo, error) {
+	logs, err := s.Logs(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]agent.SessionInfo, len(logs))
+	for i, l := range logs {
+		out[i] = l.Info
+	}
+	return out, nil
+}
+
+// Logs returns every session with the checkpoint of its committed bytes,
+// newest first by Modified (ties by id): a directory read and a stat per
+// file, plus a read of each file the cache does not cover (in parallel).
+// A session whose file cannot be read as a log is listed with its Err.
+func (s *Store) Logs(ctx context.Context) ([]store.Log, error) {
 	entries, err := os.ReadDir(s.dir)
 	if err != nil {
 		return nil, fmt.Errorf("list sessions in %s: %w", s.dir, err)
@@ -293,8 +350,7 @@ func (s *Store) List(ctx context.Context) ([]agent.SessionInfo, error) {
 		}
 	}
 
-	infos := make([]agent.SessionInfo, len(files))
-	found := make([]bool, len(files))
+	found := make([]*indexEntry, len(files))
 	var misses []int
 	s.mu.Lock()
 	idx := s.loadIndex()
@@ -302,7 +358,7 @@ func (s *Store) List(ctx context.Context) ([]agent.SessionInfo, error) {
 	for i, f := range files {
 		present[f.id] = true
 		if e := idx.Sessions[f.id]; e != nil && e.File == keyOf(f.fi) && e.clean() {
-			infos[i], found[i] = e.Decoder.Info, true
+			found[i] = e
 		} else {
 			misses = append(misses, i)
 		}
@@ -315,44 +371,33 @@ func (s *Store) List(ctx context.Context) ([]agent.SessionInfo, error) {
 	}
 	s.mu.Unlock()
 
-	if len(misses) > 0 {
-		workers := min(len(misses), 2*runtime.GOMAXPROCS(0))
-		jobs := make(chan int)
-		errs := make([]error, len(files))
-		var wg sync.WaitGroup
-		for range workers {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for i := range jobs {
-					infos[i], found[i], errs[i] = s.summary(ctx, files[i].id, files[i].fi, true)
-				}
-			}()
-		}
-		for _, i := range misses {
-			jobs <- i
-		}
-		close(jobs)
-		wg.Wait()
-		if err := errors.Join(errs...); err != nil {
-			return nil, fmt.Errorf("list sessions: %w", err)
-		}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(2 * runtime.GOMAXPROCS(0))
+	for _, i := range misses {
+		g.Go(func() error {
+			var err error
+			found[i], _, err = s.entry(gctx, files[i].id, files[i].fi, true)
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, fmt.Errorf("list sessions: %w", err)
 	}
 
 	s.mu.Lock()
 	s.saveIndex()
 	s.mu.Unlock()
-	out := make([]agent.SessionInfo, 0, len(files))
-	for i := range files {
-		if found[i] {
-			out = append(out, infos[i])
+	out := make([]store.Log, 0, len(files))
+	for _, e := range found {
+		if e != nil {
+			out = append(out, store.Log{Info: e.Decoder.Info, Checkpoint: e.checkpoint(), Err: e.err})
 		}
 	}
-	slices.SortFunc(out, func(a, b agent.SessionInfo) int {
-		if c := b.Modified.Compare(a.Modified); c != 0 {
+	slices.SortFunc(out, func(a, b store.Log) int {
+		if c := b.Info.Modified.Compare(a.Info.Modified); c != 0 {
 			return c
 		}
-		return strings.Compare(a.ID, b.ID)
+		return strings.Compare(a.Info.ID, b.Info.ID)
 	})
 	return out, nil
 }
@@ -397,15 +442,15 @@ func (s *Store) Resolve(ctx context.Context, idOrPrefix string) (*agent.Session,
 	s.mu.Unlock()
 	// A full id needs only its own file.
 	if fi, err := os.Stat(filepath.Join(s.dir, idOrPrefix+Ext)); err == nil && fi.Mode().IsRegular() {
-		info, ok, err := s.summary(ctx, idOrPrefix, fi, loaded)
+		e, ok, err := s.entry(ctx, idOrPrefix, fi, loaded)
 		if err != nil {
 			return nil, fmt.Errorf("resolve session: %w", err)
 		}
 		if ok {
-			return &agent.Session{Info: info, Store: s}, nil
+			return &agent.Session{Info: e.Decoder.Info, Store: s}, nil
 		}
 	}
-	ids, err := s.IDs(ctx)
+	ids, err := s.ids(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("resolve session: %w", err)
 	}
@@ -429,13 +474,13 @@ func (s *Store) Resolve(ctx context.Context, idOrPrefix string) (*agent.Session,
 		if !fi.Mode().IsRegular() {
 			continue
 		}
-		info, ok, err := s.summary(ctx, id, fi, useIndex)
+		e, ok, err := s.entry(ctx, id, fi, useIndex)
 		if err != nil {
 			return nil, fmt.Errorf("resolve session: %w", err)
 		}
 		if ok {
 			matches = append(matches, id)
-			found = info
+			found = e.Decoder.Info
 		}
 	}
 	switch len(matches) {

@@ -2,6 +2,8 @@ package fsjsonl
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -10,6 +12,7 @@ import (
 
 	"github.com/panto-dev/panto/agent"
 	"github.com/panto-dev/panto/internal/sessionlog"
+	"github.com/panto-dev/panto/store"
 )
 
 func msgs(text string, n int) []agent.PersistentMessage {
@@ -179,13 +182,16 @@ func TestListCacheTornTail(t *testing.T) {
 		t.Fatalf("MessageCount %d, want 1", got["torn"].MessageCount)
 	}
 	mustAppend(t, s, "torn", msgs("next", 2))
-	if err := os.Chtimes(path, before.ModTime(), before.ModTime()); err != nil {
-		t.Fatal(err)
-	}
+	// The ctime tells this repair from the torn version; make the cached
+	// entry claim the repaired file's exact stat, as a clock of coarse
+	// granularity could: its torn tail alone must keep it untrusted.
 	after, _ := os.Stat(path)
-	if keyOf(after) != keyOf(before) {
-		t.Fatalf("test setup: the file's key changed (%+v -> %+v)", keyOf(before), keyOf(after))
+	if after.Size() != before.Size() {
+		t.Fatalf("test setup: the repaired file's size changed (%d -> %d)", before.Size(), after.Size())
 	}
+	s.mu.Lock()
+	s.index.Sessions["torn"].File = keyOf(after)
+	s.mu.Unlock()
 	got, _, _ = listed(t, s)
 	if got["torn"].MessageCount != 3 {
 		t.Errorf("after repair with an unchanged stat: MessageCount %d, want 3", got["torn"].MessageCount)
@@ -235,4 +241,70 @@ func readAll(t *testing.T, path string) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// TestLogsSeeEdits: an edit below the committed length is never hidden by
+// the cache, whatever the file's size and mtime say: the same size with
+// the mtime put back (the ctime still moves), and an edit followed by an
+// append (the file grew, as by an append alone) both give the hash of the
+// bytes now in the file, and the summary of all of them.
+func TestLogsSeeEdits(t *testing.T) {
+	dir := t.TempDir()
+	s := mustOpen(t, dir)
+	mustAppend(t, s, "e", msgs("original", 3))
+	path := filepath.Join(dir, "e.jsonl")
+	logsOf := func(s *Store) store.Log {
+		t.Helper()
+		logs, err := s.Logs(t.Context())
+		if err != nil || len(logs) != 1 {
+			t.Fatalf("Logs: %v, %v", logs, err)
+		}
+		return logs[0]
+	}
+	check := func(what string, s *Store) store.Log {
+		t.Helper()
+		data := readAll(t, path)
+		got := logsOf(s)
+		if got.Length != int64(len(data)) || got.SHA256 != sum(data) {
+			t.Errorf("%s: Logs says %v, the file holds %d bytes with sha256 %.12s", what, got.Checkpoint, len(data), sum(data))
+		}
+		return got
+	}
+	check("fresh", s)
+
+	// One character of a middle line, same size, the mtime restored.
+	fi, _ := os.Stat(path)
+	data := readAll(t, path)
+	edited := bytes.Replace(data, []byte("original-1"), []byte("originaL-1"), 1)
+	if err := os.WriteFile(path, edited, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chtimes(path, fi.ModTime(), fi.ModTime()); err != nil {
+		t.Fatal(err)
+	}
+	check("edited in place, same size and mtime", s)
+	check("edited in place, through another handle", mustOpen(t, dir))
+
+	// An edit, then an append: the cached prefix no longer hashes the
+	// same, so the summary is decoded from the top, not resumed.
+	mustAppend(t, s, "e", msgs("appended", 1))
+	if err := os.WriteFile(path, bytes.Replace(readAll(t, path), []byte("originaL-1"), []byte("ORIGINAL-1"), 1), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	mustAppend(t, s, "e", msgs("more", 1))
+	_, _, resumed := listed(t, s)
+	if resumed != 0 {
+		t.Errorf("a file edited below its cached length was resumed")
+	}
+	if got := check("edited, then appended", s); got.Info.MessageCount != 5 || got.Info.LastUserMessage != "more-0" {
+		t.Errorf("summary after the edit and append: %+v", got.Info)
+	}
+	if r, err := s.PrefixSHA256(t.Context(), "e", 100); err != nil || r != sum(readAll(t, path)[:100]) {
+		t.Errorf("PrefixSHA256(100) = %s, %v", r, err)
+	}
+}
+
+func sum(b []byte) string {
+	h := sha256.Sum256(b)
+	return hex.EncodeToString(h[:])
 }

@@ -23,6 +23,7 @@ type fileKey struct {
 	Ino     uint64 `json:"ino"`
 	Size    int64  `json:"size"`
 	MtimeNS int64  `json:"mtime_ns"`
+	CtimeNS int64  `json:"ctime_ns"`
 }
 
 func keyOf(fi fs.FileInfo) fileKey {

@@ -47,18 +47,3 @@ func lockFile(ctx context.Context, f *os.File, exclusive bool) error {
 func unlockFile(f *os.File) error {
 	return syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
 }
-
-// fileKey is what identifies a version of a file for the summary cache.
-type fileKey struct {
-	Ino     uint64 `json:"ino"`
-	Size    int64  `json:"size"`
-	MtimeNS int64  `json:"mtime_ns"`
-}
-
-func keyOf(fi fs.FileInfo) fileKey {
-	k := fileKey{Size: fi.Size(), MtimeNS: fi.ModTime().UnixNano()}
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-		k.Ino = uint64(st.Ino)
-	}
-	return k
-}

@@ -12,6 +12,7 @@ import (
 	"github.com/panto-dev/panto/agent"
 	"github.com/panto-dev/panto/internal/manifest"
 	"github.com/panto-dev/panto/internal/sessionlog"
+	"github.com/panto-dev/panto/store"
 )
 
 // sessionState is what a Store knows of one session: the manifest (which
@@ -60,8 +61,23 @@ func (s *Store) state(id string) *sessionState {
 	return st
 }
 
+// adopt makes m the state: the manifest the Store knows, whose segments
+// the stored manifest (ETag etag, "" when none is stored) all lists.
+func (st *sessionState) adopt(m *manifest.Manifest, etag string, now time.Time) {
+	st.adoptStored(m, etag, len(m.Segments), now)
+}
+
+// adoptStored is adopt for an m of which only the first stored segments
+// are in the stored manifest; the rest were committed after it.
+func (st *sessionState) adoptStored(m *manifest.Manifest, etag string, stored int, now time.Time) {
+	st.m, st.etag, st.stored, st.loaded, st.fresh = m, etag, stored, true, now
+}
+
+// advance records that m, which extends st.m, is what the bucket holds.
+func (st *sessionState) advance(m *manifest.Manifest, now time.Time) { st.m, st.fresh = m, now }
+
 // refresh re-reads the stored manifest and catches up with the segments
-// committed after it. Callers hold st.mu.
+// committed after it (§P4). Callers hold st.mu.
 func (s *Store) refresh(ctx context.Context, id string, st *sessionState) error {
 	m, etag, err := s.readManifest(ctx, id)
 	if err != nil {
@@ -73,48 +89,36 @@ func (s *Store) refresh(ctx context.Context, id string, st *sessionState) error 
 		st.loaded = false
 		return err
 	}
-	st.m, st.etag, st.stored, st.loaded, st.fresh = m, etag, stored, true, s.now()
+	st.adoptStored(m, etag, stored, s.now())
 	return nil
 }
 
-// expectation is AppendRaw's condition on the remote session.
-type expectation struct {
-	length int64
-	sha256 string
-}
-
-// holds reports whether m has, right after the expected prefix, a segment
-// holding exactly raw.
-func (x *expectation) holds(m *manifest.Manifest, raw []byte) bool {
-	sum := sha256.Sum256(raw)
-	prefix := ""
-	for _, seg := range m.Segments {
-		if seg.Start == x.length && prefix == x.sha256 {
-			return seg.Length == int64(len(raw)) && seg.SHA256 == hex.EncodeToString(sum[:])
-		}
-		prefix = seg.PrefixSHA256
-	}
-	return false
-}
-
 // appendBatch commits one segment holding encode's bytes at the end of
-// session id (the conditional-put protocol, see the package doc) and
-// returns once it is committed; the manifest and index checkpoints follow
-// in the background (see checkpoint.go). The first segment of a session
-// waits for its index entry too, so that a session never exists unlisted
-// because its writer died a moment after the append returned. encode is
-// called for each attempt, with header true when the segment starts the
-// log.
-func (s *Store) appendBatch(ctx context.Context, id string, encode func(header bool) ([]byte, error), expect *expectation) error {
+// session id (§P1) and returns once it is committed; the manifest and
+// index checkpoints follow in the background (checkpoint.go, §P2). The
+// first segment of a session waits for its index entry too, so that a
+// session never exists unlisted because its writer died a moment after
+// the append returned. encode is called for each attempt, with header
+// true when the segment starts the log. With expect set, the segment is
+// committed only at that checkpoint (AppendLog).
+func (s *Store) appendBatch(ctx context.Context, id string, encode func(header bool) ([]byte, error), expect *store.Checkpoint) (manifest.Segment, error) {
 	st := s.state(id)
 	if err := st.mu.lock(ctx); err != nil {
-		return fmt.Errorf("append to session %s: %w", id, err)
+		return manifest.Segment{}, fmt.Errorf("append to session %s: %w", id, err)
 	}
-	err := s.commitBatch(ctx, id, st, encode, expect)
-	first := err == nil && len(st.m.Segments) == 1
+	seg, err := s.commitBatch(ctx, id, st, encode, expect)
+	first := err == nil && seg.Start == 0
+	caughtUp := st.loaded
 	st.mu.unlock()
 	if err != nil {
-		return err
+		if caughtUp && errors.Is(err, store.ErrChanged) {
+			// The log is not where the caller thought, maybe because the
+			// index lags behind it (a writer that died before its
+			// checkpoints): bring them up to date. A checkpoint that
+			// changes nothing writes nothing.
+			s.scheduleCheckpoint(ctx, id, st)
+		}
+		return manifest.Segment{}, err
 	}
 	done := s.scheduleCheckpoint(ctx, id, st)
 	if first && !s.deferIndex {
@@ -125,118 +129,179 @@ func (s *Store) appendBatch(ctx context.Context, id string, encode func(header b
 		case <-ctx.Done():
 		}
 	}
-	return nil
+	return seg, nil
 }
 
-// commitBatch is appendBatch's commit. Callers hold st.mu.
-func (s *Store) commitBatch(ctx context.Context, id string, st *sessionState, encode func(header bool) ([]byte, error), expect *expectation) error {
-	// A caller that expects a new session needs no read: the segment PUT's
-	// If-None-Match refuses an existing one (and the 412 path catches up).
-	if !st.loaded && expect != nil && expect.length == 0 {
-		st.m, st.etag, st.stored, st.loaded, st.fresh = manifest.New(id), "", 0, true, s.now()
-	}
-	// A manifest older than half the grace period may list segment names
-	// that compaction has since deleted: re-read it before committing.
-	if !st.loaded || s.now().Sub(st.fresh) > s.compactGrace/2 {
-		if err := s.refresh(ctx, id, st); err != nil {
-			return fmt.Errorf("append to session %s: %w", id, err)
-		}
+// commitBatch is appendBatch's commit: it puts the segment at the end of
+// the log as this Store knows it and, on a lost race, catches up and tries
+// at the new end, with bounded backoff. It returns the segment committed,
+// or found (our own PUT whose answer was lost). Callers hold st.mu.
+func (s *Store) commitBatch(ctx context.Context, id string, st *sessionState, encode func(header bool) ([]byte, error), expect *store.Checkpoint) (manifest.Segment, error) {
+	if err := s.prepare(ctx, id, st, expect); err != nil {
+		return manifest.Segment{}, fmt.Errorf("append to session %s: %w", id, err)
 	}
 	m := st.m.Clone()
 	transient := 0
 	for attempt := 0; ; attempt++ {
-		if expect != nil && (m.Length != expect.length || m.SHA256 != expect.sha256) {
-			if m.Length < expect.length {
-				if _, err := s.catchUp(ctx, m); err != nil {
-					return fmt.Errorf("append to session %s: %w", id, err)
-				}
-			}
-			if m.Length != expect.length || m.SHA256 != expect.sha256 {
-				st.m, st.fresh = m, s.now()
-				if raw, err := encode(expect.length == 0); err == nil && expect.holds(m, raw) {
-					// An earlier attempt of this very append committed, and
-					// may have died before its checkpoints: write them, so a
-					// re-run repairs an index that lags.
-					goto committed
-				}
-				return fmt.Errorf("append to session %s: %w: it holds %d bytes (sha256 %s), expected %d (sha256 %s)",
-					id, ErrRemoteChanged, m.Length, orNone(m.SHA256), expect.length, orNone(expect.sha256))
+		if expect != nil {
+			seg, found, err := s.atExpected(ctx, id, m, *expect, encode)
+			st.advance(m, s.now()) // m may have caught up
+			if err != nil || found {
+				return seg, err
 			}
 		}
 		raw, err := encode(m.Length == 0)
 		if err != nil {
-			return err
+			return manifest.Segment{}, err
 		}
-		name := manifest.SegmentName(m.Length)
-		key := s.sessionKey(id, name)
-		comp := s.codec.Compress(raw)
 		next := m.Clone()
+		key := s.sessionKey(id, manifest.SegmentName(m.Length))
+		comp := s.codec.Compress(raw)
 		seg, err := next.Append(s.objectURL(key), raw, int64(len(comp)))
 		if err != nil {
-			return fmt.Errorf("append to session %s: %w", id, err)
+			return manifest.Segment{}, fmt.Errorf("append to session %s: %w", id, err)
 		}
-		_, err = s.b.put(ctx, key, comp, putCond{ifNoneMatch: true}, "application/zstd")
-		if err == nil {
-			m = next
-			break
-		}
-		switch {
-		case errors.Is(err, errPrecondition):
-			// Another writer committed at this position (or our own PUT
-			// did, and the SDK's retry of it got the 412).
-			probed, cerr := s.catchUp(ctx, m)
-			if cerr != nil {
-				st.loaded = false
-				return fmt.Errorf("append to session %s: %w", id, cerr)
-			}
-			if len(probed) > 0 && probed[0].seg.SHA256 == seg.SHA256 {
-				goto committed
-			}
-		case errors.Is(err, errConflict):
-		case ctx.Err() != nil:
+		outcome, err := s.putSegment(ctx, key, m, next, seg, comp, &transient)
+		switch outcome {
+		case segmentCommitted:
+			st.advance(m, s.now())
+			return seg, nil
+		case segmentFailed:
 			st.loaded = false
-			landed, lookErr := s.landed(ctx, m, seg)
-			if landed {
-				goto committed
-			}
-			return appendFailed(id, err, lookErr)
-		default:
-			// The server may be restarting. Retrying is safe: the PUT is
-			// conditional, and a 412 on the retry finds our own bytes.
-			transient++
-			if transient >= 3 {
-				st.loaded = false
-				landed, lookErr := s.landed(ctx, m, seg)
-				if landed {
-					goto committed
-				}
-				return appendFailed(id, err, lookErr)
-			}
+			return manifest.Segment{}, appendFailed(id, err)
 		}
-		// A lost race (412) means another writer made progress, so many
-		// writers on one session are no livelock: they get a larger
-		// budget than conflicts and errors, and a short backoff (we have
-		// just caught up, so the next position is likely free).
-		lost := errors.Is(err, errPrecondition)
-		limit := s.maxAttempts
+		// A lost race (another writer committed at this position, and m
+		// has caught up with it) means progress, so many writers on one
+		// session are no livelock: they get a larger budget than
+		// conflicts and errors, and a short backoff (the next position is
+		// likely free).
+		lost := outcome == segmentLost
+		limit, delay := s.maxAttempts, attempt
 		if lost {
-			limit = 10 * s.maxAttempts
+			limit, delay = 10*s.maxAttempts, min(attempt, 3)
 		}
 		if attempt+1 >= limit {
 			st.loaded = false
-			return fmt.Errorf("append to session %s: gave up after %d attempts: %w", id, attempt+1, err)
-		}
-		delay := attempt
-		if lost {
-			delay = min(attempt, 3)
+			return manifest.Segment{}, fmt.Errorf("append to session %s: gave up after %d attempts: %w", id, attempt+1, err)
 		}
 		if err := backoff(ctx, delay); err != nil {
-			return fmt.Errorf("append to session %s: %w", id, err)
+			return manifest.Segment{}, fmt.Errorf("append to session %s: %w", id, err)
 		}
 	}
-committed:
-	st.m, st.fresh = m, s.now()
+}
+
+// prepare makes st a manifest that is safe to append to. Callers hold
+// st.mu.
+func (s *Store) prepare(ctx context.Context, id string, st *sessionState, expect *store.Checkpoint) error {
+	// A caller that expects a new session needs no read: the segment PUT's
+	// If-None-Match refuses an existing one (and the 412 path catches up).
+	if !st.loaded && expect != nil && expect.Length == 0 {
+		st.adopt(manifest.New(id), "", s.now())
+	}
+	// A manifest older than half the grace period may list segment names
+	// that compaction has since deleted (§P5): re-read it.
+	if !st.loaded || s.now().Sub(st.fresh) > s.compactGrace/2 {
+		return s.refresh(ctx, id, st)
+	}
 	return nil
+}
+
+// atExpected checks that m is at the checkpoint expect, catching m up
+// when it is behind. found reports that the log already holds encode's
+// bytes right after expect (an earlier attempt of this very append, whose
+// answer was lost): seg is that segment, and nothing is to be written.
+// Otherwise a log not at expect is a *store.ChangedError.
+func (s *Store) atExpected(ctx context.Context, id string, m *manifest.Manifest, expect store.Checkpoint, encode func(header bool) ([]byte, error)) (seg manifest.Segment, found bool, err error) {
+	at := func() bool { return m.Length == expect.Length && m.SHA256 == expect.SHA256 }
+	if at() {
+		return manifest.Segment{}, false, nil
+	}
+	if m.Length < expect.Length {
+		if _, err := s.catchUp(ctx, m); err != nil {
+			return manifest.Segment{}, false, fmt.Errorf("append to session %s: %w", id, err)
+		}
+		if at() {
+			return manifest.Segment{}, false, nil
+		}
+	}
+	if raw, err := encode(expect.Length == 0); err == nil {
+		if seg, ok := segmentAfter(m, expect, raw); ok {
+			return seg, true, nil
+		}
+	}
+	return manifest.Segment{}, false, fmt.Errorf("append to session %s: %w", id,
+		&store.ChangedError{ID: id, Want: expect, Have: store.Checkpoint{Length: m.Length, SHA256: m.SHA256}})
+}
+
+// segmentAfter returns the segment of m that starts right after the
+// prefix at and holds exactly raw, if there is one.
+func segmentAfter(m *manifest.Manifest, at store.Checkpoint, raw []byte) (manifest.Segment, bool) {
+	sum := sha256.Sum256(raw)
+	prefix := ""
+	for _, seg := range m.Segments {
+		if seg.Start == at.Length && prefix == at.SHA256 {
+			return seg, seg.Length == int64(len(raw)) && seg.SHA256 == hex.EncodeToString(sum[:])
+		}
+		prefix = seg.PrefixSHA256
+	}
+	return manifest.Segment{}, false
+}
+
+// The outcomes of one segment PUT.
+type segmentOutcome int
+
+const (
+	// segmentCommitted: our segment is in the bucket; m holds it (and,
+	// when the PUT was answered 412, whatever followed it).
+	segmentCommitted segmentOutcome = iota
+	// segmentLost: another writer committed at our position; m has caught
+	// up with it, so the next attempt goes to the new end.
+	segmentLost
+	// segmentRetry: a transient failure; try the same position again.
+	segmentRetry
+	// segmentFailed: the PUT failed without an answer, and the bucket
+	// does not hold our bytes (or could not be asked).
+	segmentFailed
+)
+
+// putSegment creates the segment seg (comp, its stored bytes) at the end
+// of m with If-None-Match: * — the commit point of an append (§P1) — and
+// says what came of it. next is m extended with seg. transient counts the
+// failures without an answer so far.
+func (s *Store) putSegment(ctx context.Context, key string, m, next *manifest.Manifest, seg manifest.Segment, comp []byte, transient *int) (segmentOutcome, error) {
+	_, err := s.put(ctx, key, comp, putCond{ifNoneMatch: true}, "application/zstd")
+	switch {
+	case err == nil:
+		*m = *next
+		return segmentCommitted, nil
+	case errors.Is(err, errPrecondition):
+		// Another writer committed at this position, or our own PUT did
+		// and the SDK's retry of it got the 412.
+		probed, cerr := s.catchUp(ctx, m)
+		if cerr != nil {
+			return segmentFailed, cerr
+		}
+		if len(probed) > 0 && probed[0].seg.SHA256 == seg.SHA256 {
+			return segmentCommitted, nil
+		}
+		return segmentLost, err
+	case errors.Is(err, errConflict):
+		return segmentRetry, err
+	}
+	// No answer: the server may be restarting. Retrying is safe (the PUT
+	// is conditional, and a 412 on the retry finds our own bytes), but
+	// only so often.
+	if *transient++; ctx.Err() == nil && *transient < 3 {
+		return segmentRetry, err
+	}
+	landed, lookErr := s.landed(ctx, m, seg)
+	switch {
+	case landed:
+		return segmentCommitted, nil
+	case lookErr != nil:
+		return segmentFailed, fmt.Errorf("%w: the write failed (%v) and checking whether it landed failed too (%v); load the session to see", ErrOutcomeUnknown, err, lookErr)
+	}
+	return segmentFailed, err
 }
 
 // landed is the last word on a segment PUT whose outcome is unknown (the
@@ -261,15 +326,9 @@ func (s *Store) landed(ctx context.Context, m *manifest.Manifest, seg manifest.S
 	return true, nil
 }
 
-// appendFailed is the error of an append whose segment PUT failed without
-// an answer. When the bucket could not be asked afterwards (lookErr), the
-// batch may or may not be there: ErrOutcomeUnknown says so, rather than
-// claiming it is absent.
-func appendFailed(id string, putErr, lookErr error) error {
-	if lookErr != nil {
-		return fmt.Errorf("append to session %s: %w: the write failed (%v) and checking whether it landed failed too (%v); load the session to see", id, ErrOutcomeUnknown, putErr, lookErr)
-	}
-	return fmt.Errorf("append to session %s: %w", id, putErr)
+// appendFailed is the error of an append whose segment PUT failed.
+func appendFailed(id string, err error) error {
+	return fmt.Errorf("append to session %s: %w", id, err)
 }
 
 // backoff sleeps before retry attempt+1: exponential with jitter, capped.
@@ -304,7 +363,8 @@ func (s *Store) AppendMessages(ctx context.Context, sessionID string, msgs []age
 		return nil
 	}
 	at := s.clock()
-	return s.appendBatch(ctx, sessionID, func(header bool) ([]byte, error) {
+	_, err := s.appendBatch(ctx, sessionID, func(header bool) ([]byte, error) {
 		return sessionlog.EncodeBatch(sessionID, header, msgs, at)
 	}, nil)
+	return err
 }

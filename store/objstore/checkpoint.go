@@ -203,7 +203,7 @@ func (s *Store) checkpoint(ctx context.Context, id string, st *sessionState) err
 	}
 	m, etag, need := st.m.Clone(), st.etag, s.needsManifest(st)
 	st.mu.unlock()
-	entry := manifest.IndexEntry{Info: m.Info(), Length: m.Length, SHA256: m.SHA256}
+	entry := m.Entry()
 	index := func() error { return s.updateIndex(ctx, entry) }
 	if s.deferIndex {
 		index = func() error { s.queueIndex(entry); return nil }
@@ -225,7 +225,7 @@ func (s *Store) writeManifest(ctx context.Context, id string, st *sessionState, 
 	if err != nil {
 		return err
 	}
-	newEtag, err := s.b.put(ctx, s.sessionKey(id, "manifest.json"), data, putCond{ifMatch: etag, ifNoneMatch: etag == ""}, "application/json")
+	newEtag, err := s.put(ctx, s.sessionKey(id, "manifest.json"), data, putCond{ifMatch: etag, ifNoneMatch: etag == ""}, "application/json")
 	if err == nil {
 		if err := st.mu.lock(ctx); err != nil {
 			return err
@@ -275,7 +275,7 @@ func (s *Store) putManifest(ctx context.Context, id string, st *sessionState) er
 			return err
 		}
 		cond := putCond{ifMatch: st.etag, ifNoneMatch: st.etag == ""}
-		etag, err := s.b.put(ctx, key, data, cond, "application/json")
+		etag, err := s.put(ctx, key, data, cond, "application/json")
 		if err == nil {
 			st.etag, st.stored = etag, len(st.m.Segments)
 			return nil

@@ -80,7 +80,7 @@ func (s *Store) compactLocked(ctx context.Context, id string, st *sessionState) 
 		if err != nil {
 			return err
 		}
-		etag, err := s.b.put(ctx, s.sessionKey(id, "manifest.json"), data, putCond{ifMatch: st.etag, ifNoneMatch: st.etag == ""}, "application/json")
+		etag, err := s.put(ctx, s.sessionKey(id, "manifest.json"), data, putCond{ifMatch: st.etag, ifNoneMatch: st.etag == ""}, "application/json")
 		if errors.Is(err, errPrecondition) || errors.Is(err, errConflict) {
 			if err := s.refresh(ctx, id, st); err != nil {
 				return fmt.Errorf("compact session %s: %w", id, err)
@@ -136,7 +136,7 @@ func (s *Store) mergeSegments(ctx context.Context, id string, m *manifest.Manife
 	}
 	// Unconditional: the name fixes the range, and the range's bytes are
 	// fixed by the prefix hash, so a rewrite stores the same bytes.
-	if _, err := s.b.put(ctx, s.sessionKey(id, seg.Name()), comp, putCond{}, "application/zstd"); err != nil {
+	if _, err := s.put(ctx, s.sessionKey(id, seg.Name()), comp, putCond{}, "application/zstd"); err != nil {
 		return manifest.Segment{}, err
 	}
 	return seg, nil

@@ -14,6 +14,7 @@ import (
 	"github.com/panto-dev/panto/agent"
 	"github.com/panto-dev/panto/internal/manifest"
 	"github.com/panto-dev/panto/internal/sessionlog"
+	"github.com/panto-dev/panto/store"
 	"github.com/panto-dev/panto/store/objstore"
 )
 
@@ -61,7 +62,7 @@ func TestCompaction(t *testing.T) {
 	if err := s.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
-	before, err := s.ReadRaw(ctx, id, 0)
+	before, err := readRaw(ctx, s, id, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +82,7 @@ func TestCompaction(t *testing.T) {
 	if keys := segmentKeys(t, e, id); len(keys) != 6 || keys[0] != manifest.MergedName(0, m.Length) && keys[5] != manifest.MergedName(0, m.Length) {
 		t.Fatalf("objects %q (old ones kept for the grace period)", keys)
 	}
-	raw, err := e.open(t).ReadRaw(ctx, id, 0)
+	raw, err := readRaw(ctx, e.open(t), id, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +121,7 @@ func TestCompaction(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := e.open(t).AppendRaw(ctx, id, 0, "", head); !errors.Is(err, objstore.ErrRemoteChanged) {
+	if err := appendRaw(ctx, e.open(t), id, 0, "", head); !errors.Is(err, store.ErrChanged) {
 		t.Fatalf("re-creating a compacted session: %v", err)
 	}
 	conv, err := e.open(t).Load(ctx, id)

@@ -11,7 +11,7 @@ import (
 
 	"github.com/panto-dev/panto/agent"
 	"github.com/panto-dev/panto/internal/sessionlog"
-	"github.com/panto-dev/panto/store/objstore"
+	"github.com/panto-dev/panto/store"
 )
 
 func sum(b []byte) string { s := sha256.Sum256(b); return hex.EncodeToString(s[:]) }
@@ -30,16 +30,16 @@ func TestAppendRaw(t *testing.T) {
 	if _, err := s.Checkpoints(ctx, id); !errors.Is(err, agent.ErrSessionNotFound) {
 		t.Fatalf("checkpoints of a missing session: %v", err)
 	}
-	if err := s.AppendRaw(ctx, id, 0, "", b2); err == nil {
+	if err := appendRaw(ctx, s, id, 0, "", b2); err == nil {
 		t.Fatal("a first segment without a header was accepted")
 	}
-	if err := s.AppendRaw(ctx, id, 0, "", b1[:len(b1)-1]); err == nil {
+	if err := appendRaw(ctx, s, id, 0, "", b1[:len(b1)-1]); err == nil {
 		t.Fatal("a torn line was accepted")
 	}
 	rec := &recorder{}
 	s = e.open(t, rec.option())
 	rec.take() // Open's marker read
-	if err := s.AppendRaw(ctx, id, 0, "", append(append([]byte{}, b1...), b2...)); err != nil {
+	if err := appendRaw(ctx, s, id, 0, "", append(append([]byte{}, b1...), b2...)); err != nil {
 		t.Fatal(err)
 	}
 	// A new session costs no read and no manifest: segment PUT, then the
@@ -50,7 +50,7 @@ func TestAppendRaw(t *testing.T) {
 		t.Fatalf("append of a new session: %+v", reqs)
 	}
 	// A raw append of a new session over an existing one is refused.
-	if err := e.open(t).AppendRaw(ctx, id, 0, "", b1); !errors.Is(err, objstore.ErrRemoteChanged) {
+	if err := appendRaw(ctx, e.open(t), id, 0, "", b1); !errors.Is(err, store.ErrChanged) {
 		t.Fatalf("second creation: %v", err)
 	}
 	l := int64(len(b1) + len(b2))
@@ -60,30 +60,30 @@ func TestAppendRaw(t *testing.T) {
 		length int64
 		sha    string
 	}{{int64(len(b1)), sum(b1)}, {l, sum(b1)}, {l + 1, h}} {
-		err := other.AppendRaw(ctx, id, c.length, c.sha, b3)
-		if !errors.Is(err, objstore.ErrRemoteChanged) {
+		err := appendRaw(ctx, other, id, c.length, c.sha, b3)
+		if !errors.Is(err, store.ErrChanged) {
 			t.Fatalf("append at %d %s: %v", c.length, c.sha, err)
 		}
 	}
-	if err := other.AppendRaw(ctx, id, l, h, b3); err != nil {
+	if err := appendRaw(ctx, other, id, l, h, b3); err != nil {
 		t.Fatal(err)
 	}
 	// s's cache is stale: its raw append at the old end must fail...
 	b4, _ := sessionlog.EncodeBatch(id, false, []agent.PersistentMessage{user("other")}, t0)
-	if err := s.AppendRaw(ctx, id, l, h, b4); !errors.Is(err, objstore.ErrRemoteChanged) {
+	if err := appendRaw(ctx, s, id, l, h, b4); !errors.Is(err, store.ErrChanged) {
 		t.Fatalf("append through a stale store: %v", err)
 	}
 	// ... unless the segment there holds exactly its bytes (a retry of the
 	// same push): that is success, and the bytes are there once.
-	if err := s.AppendRaw(ctx, id, l, h, b3); err != nil {
+	if err := appendRaw(ctx, s, id, l, h, b3); err != nil {
 		t.Fatalf("repeated append of the same bytes: %v", err)
 	}
 	all := append(append(append([]byte{}, b1...), b2...), b3...)
-	raw, err := e.open(t).ReadRaw(ctx, id, 0)
+	raw, err := readRaw(ctx, e.open(t), id, 0)
 	if err != nil || string(raw) != string(all) {
 		t.Fatalf("read back %v %q", err, raw)
 	}
-	sessions, err := e.open(t).Sessions(ctx)
+	sessions, err := sessionsOf(ctx, e.open(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,7 +91,7 @@ func TestAppendRaw(t *testing.T) {
 		t.Fatalf("sessions: %+v", sessions)
 	}
 	cps, err := e.open(t).Checkpoints(ctx, id)
-	if err != nil || len(cps) != 2 || cps[0] != (objstore.Checkpoint{Length: l, SHA256: h}) || cps[1].SHA256 != sum(all) {
+	if err != nil || len(cps) != 2 || cps[0] != (store.Checkpoint{Length: l, SHA256: h}) || cps[1].SHA256 != sum(all) {
 		t.Fatalf("checkpoints %v %+v", err, cps)
 	}
 }

@@ -354,7 +354,7 @@ func testFlippedByteNoManifest(t *testing.T, appends int) {
 	calls := func() map[string]error {
 		fresh := e.open(t)
 		_, load := fresh.Load(ctx, id)
-		_, read := fresh.ReadRaw(ctx, id, 0)
+		_, read := readRaw(ctx, fresh, id, 0)
 		_, cps := fresh.Checkpoints(ctx, id)
 		return map[string]error{"load": load, "readraw": read, "checkpoints": cps, "verify": fresh.Verify(ctx, id)}
 	}
@@ -407,13 +407,13 @@ func testFlippedByteNoManifest(t *testing.T, appends int) {
 		}
 		return nil
 	})
-	if err := w.AppendRaw(ctx, id, int64(len(raw)), sum(raw), more); err != nil {
+	if err := appendRaw(ctx, w, id, int64(len(raw)), sum(raw), more); err != nil {
 		t.Fatal(err)
 	}
 	if err := w.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if remote, err := e.open(t).Sessions(ctx); err != nil || remote[id].Length != int64(len(raw)+len(more)) {
+	if remote, err := sessionsOf(ctx, e.open(t)); err != nil || remote[id].Length != int64(len(raw)+len(more)) {
 		t.Fatalf("the index should count both segments: %v %+v", err, remote[id])
 	}
 	for what, err := range calls() {
@@ -499,7 +499,7 @@ func TestAppendRawRetryRepairsIndex(t *testing.T) {
 			var expectLen int64
 			expectSum, data, count := "", head, 1
 			if tail {
-				if err := e.open(t).AppendRaw(ctx, id, 0, "", head); err != nil {
+				if err := appendRaw(ctx, e.open(t), id, 0, "", head); err != nil {
 					t.Fatal(err)
 				}
 				expectLen, expectSum, data, count = int64(len(head)), sum(head), more, 3
@@ -514,16 +514,16 @@ func TestAppendRawRetryRepairsIndex(t *testing.T) {
 				}
 				return nil
 			})
-			_ = s.AppendRaw(ctx, id, expectLen, expectSum, data) // committed; the index PUT dies
+			_ = appendRaw(ctx, s, id, expectLen, expectSum, data) // committed; the index PUT dies
 			_ = s.Flush(ctx)
 			if !dead.Load() {
 				t.Fatal("the fault did not fire")
 			}
-			if remote, err := e.open(t).Sessions(ctx); err != nil || remote[id].Length != expectLen {
+			if remote, err := sessionsOf(ctx, e.open(t)); err != nil || remote[id].Length != expectLen {
 				t.Fatalf("before the re-run the index should lag at %d: %v %+v", expectLen, err, remote)
 			}
 			rerun := e.open(t)
-			if err := rerun.AppendRaw(ctx, id, expectLen, expectSum, data); err != nil {
+			if err := appendRaw(ctx, rerun, id, expectLen, expectSum, data); err != nil {
 				t.Fatalf("re-run: %v", err)
 			}
 			if err := rerun.Flush(ctx); err != nil {
@@ -533,7 +533,7 @@ func TestAppendRawRetryRepairsIndex(t *testing.T) {
 			if !tail {
 				all = head
 			}
-			remote, err := e.open(t).Sessions(ctx)
+			remote, err := sessionsOf(ctx, e.open(t))
 			if err != nil {
 				t.Fatal(err)
 			}

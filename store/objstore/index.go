@@ -286,7 +286,7 @@ func (s *Store) writeShard(ctx context.Context, name string) error {
 			return err
 		}
 		n := v.applied + 1
-		_, err = s.b.put(ctx, deltaKey(name, n), data, putCond{ifNoneMatch: true}, "application/zstd")
+		_, err = s.put(ctx, deltaKey(name, n), data, putCond{ifNoneMatch: true}, "application/zstd")
 		if err == nil {
 			// Not fresher than before: the write tells nothing of a base
 			// folded since the view was read.
@@ -337,7 +337,7 @@ func (s *Store) foldShard(ctx context.Context, name string, v shardView) {
 	if err != nil {
 		return
 	}
-	etag, err := s.b.put(ctx, shardKey(name), data, putCond{ifMatch: v.etag, ifNoneMatch: v.etag == ""}, "application/zstd")
+	etag, err := s.put(ctx, shardKey(name), data, putCond{ifMatch: v.etag, ifNoneMatch: v.etag == ""}, "application/zstd")
 	if err != nil {
 		return
 	}
@@ -445,7 +445,7 @@ func (s *Store) Resolve(ctx context.Context, idOrPrefix string) (*agent.Session,
 		if m.Length > 0 {
 			// Repair the index the crashed writer did not update; it is a
 			// checkpoint, so a failure here changes nothing.
-			_ = s.updateIndex(ctx, manifest.IndexEntry{Info: m.Info(), Length: m.Length, SHA256: m.SHA256})
+			_ = s.updateIndex(ctx, m.Entry())
 			return &agent.Session{Info: m.Info(), Store: s}, nil
 		}
 		return nil, agent.NotFoundError(idOrPrefix)

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"maps"
 	"net/http"
 	"os"
 	"regexp"
@@ -23,6 +22,7 @@ import (
 	"github.com/panto-dev/panto/agent"
 	"github.com/panto-dev/panto/internal/manifest"
 	"github.com/panto-dev/panto/internal/sessionlog"
+	"github.com/panto-dev/panto/store"
 	"github.com/panto-dev/panto/store/fsjsonl"
 	"github.com/panto-dev/panto/store/objstore"
 )
@@ -71,6 +71,38 @@ var indexKey = regexp.MustCompile(`^pfx/index/([0-9a-f])(\.json\.zst|/(\d{20})\.
 // encoding/json: the base, then the deltas after its Through in order.
 func indexEntries(t testing.TB, objs []object, name string) map[string]manifest.IndexEntry {
 	t.Helper()
+	// The shard as docs/DESIGN.md spells it, read independently of
+	// internal/manifest's decoder.
+	type entry struct {
+		Length          int64     `json:"length"`
+		SHA256          string    `json:"sha256"`
+		Created         time.Time `json:"created"`
+		Modified        time.Time `json:"modified"`
+		Messages        int       `json:"messages"`
+		LastUserMessage string    `json:"last_user_message"`
+		Model           string    `json:"model"`
+	}
+	type shard struct {
+		Version  int              `json:"version"`
+		Through  int64            `json:"through"`
+		Sessions map[string]entry `json:"sessions"`
+	}
+	decode := func(data []byte) shard {
+		var sh shard
+		if err := json.Unmarshal(data, &sh); err != nil {
+			t.Fatal(err)
+		}
+		if sh.Version != manifest.Version {
+			t.Fatalf("index shard of version %d, want %d", sh.Version, manifest.Version)
+		}
+		return sh
+	}
+	put := func(out map[string]manifest.IndexEntry, id string, e entry) {
+		if old, ok := out[id]; !ok || old.Length <= e.Length {
+			out[id] = manifest.IndexEntry{Length: e.Length, SHA256: e.SHA256, Info: agent.SessionInfo{
+				ID: id, Created: e.Created, Modified: e.Modified, MessageCount: e.Messages, LastUserMessage: e.LastUserMessage, Model: e.Model}}
+		}
+	}
 	out := map[string]manifest.IndexEntry{}
 	deltas := map[int64][]byte{}
 	var through int64
@@ -80,26 +112,19 @@ func indexEntries(t testing.TB, objs []object, name string) map[string]manifest.
 			continue
 		}
 		if m[3] == "" {
-			var base manifest.IndexShard
-			if err := json.Unmarshal(o.data, &base); err != nil {
-				t.Fatal(err)
-			}
+			base := decode(o.data)
 			through = base.Through
-			maps.Copy(out, base.Sessions)
+			for id, e := range base.Sessions {
+				put(out, id, e)
+			}
 			continue
 		}
 		n, _ := strconv.ParseInt(m[3], 10, 64)
 		deltas[n] = o.data
 	}
 	for n := through + 1; deltas[n] != nil; n++ {
-		var d manifest.IndexShard
-		if err := json.Unmarshal(deltas[n], &d); err != nil {
-			t.Fatal(err)
-		}
-		for id, e := range d.Sessions {
-			if old, ok := out[id]; !ok || old.Length <= e.Length {
-				out[id] = e
-			}
+		for id, e := range decode(deltas[n]).Sessions {
+			put(out, id, e)
 		}
 	}
 	return out
@@ -197,7 +222,7 @@ func TestLayout(t *testing.T) {
 				t.Fatalf("manifest %+v", m)
 			}
 		case strings.HasSuffix(o.key, "panto-store.json"):
-			if !bytes.Contains(o.data, []byte(`"version":1`)) {
+			if !bytes.Equal(o.data, []byte(`{"format":"panto-objstore","version":3}`)) {
 				t.Fatalf("marker %s", o.data)
 			}
 		}
@@ -243,7 +268,7 @@ func TestLayoutOneSegment(t *testing.T) {
 	if err != nil || strings.Join(texts(conv), ",") != "only,answer" {
 		t.Fatalf("load: %v %q", err, texts(conv))
 	}
-	if cps, err := fresh.Checkpoints(ctx, id); err != nil || len(cps) != 1 || cps[0] != (objstore.Checkpoint{Length: entry.Length, SHA256: entry.SHA256}) {
+	if cps, err := fresh.Checkpoints(ctx, id); err != nil || len(cps) != 1 || cps[0] != (store.Checkpoint{Length: entry.Length, SHA256: entry.SHA256}) {
 		t.Fatalf("checkpoints: %v %+v", err, cps)
 	}
 	if err := fresh.Verify(ctx, id); err != nil {

@@ -1,19 +1,23 @@
 // Package objstore stores sessions in an S3-compatible bucket (AWS S3,
-// MinIO, R2, ...). It implements agent.SessionStore, plus the export side
-// used by panto-sync (Sessions, Checkpoints, ReadRaw, AppendRaw, Verify,
-// Flush).
+// MinIO, R2, ...). It implements agent.SessionStore and the raw-log
+// vocabulary of package store (Logs, ReadLog, AppendLog, Checkpoints,
+// Verify, Compact, Flush), which panto-sync copies sessions through.
 //
-// # Layout
+// The bucket format (the marker, segments, manifests, index shards and
+// their versions) and the protocol that writes it without locks are
+// specified in docs/DESIGN.md, sections "The bucket format" and "The
+// object store protocol"; the rules cited in this package as §P1..§P7 are
+// that document's. internal/manifest encodes the documents.
 //
-// Under the store's prefix P/ (s3://BUCKET/P):
+// In short, under the store's prefix P/ (s3://BUCKET/P):
 //
-//	P/panto-store.json                           format marker, created once (If-None-Match: *)
+//	P/panto-store.json                           format marker (version, required features)
 //	P/sessions/<id>/seg/<start:020d>.jsonl.zst   appended segment: one zstd frame of whole
 //	                                             committed lines starting at raw offset <start>
 //	P/sessions/<id>/seg/<s:020d>-<e:020d>.c.jsonl.zst
 //	                                             merged segment written by compaction, [s, e)
-//	P/sessions/<id>/manifest.json                per-session checkpoint (internal/manifest),
-//	                                             every 8 segments and at compaction
+//	P/sessions/<id>/manifest.json                per-session checkpoint, every 8 segments
+//	                                             and at compaction
 //	P/index/<shard>.json.zst                     catalog index base, 16 shards keyed by the
 //	                                             id's first character (manifest.ShardOf)
 //	P/index/<shard>/<n:020d>.json.zst            index delta n: the entries one write changed
@@ -23,79 +27,13 @@
 // times: both use internal/sessionlog, one EncodeBatch per append, the
 // header with the first batch.
 //
-// # Protocol
-//
-// No locks, no LIST on any routine path:
-//
-//  1. The commit point of an append is one PUT of seg/<L> with
-//     If-None-Match: *, where L is the committed length. A 412 means another
-//     writer committed at L: catch up (GET seg/<L>, seg/<L'>, ... until 404)
-//     and retry at the new end, with bounded backoff. A 409 is retried. If
-//     the segment found at L holds exactly our bytes, it is our own PUT
-//     whose response was lost (the SDK retried it): the append succeeded.
-//  2. The append returns there. The checkpoints follow in the background
-//     (checkpoint.go), written by one writer per session that coalesces
-//     the appends committed while it writes: the index entry, as the
-//     shard's next delta (If-None-Match: *; index.go), and, once 8
-//     segments were appended after the stored manifest, the manifest
-//     (If-Match), in parallel. A checkpoint may lag, never lead or lie: a
-//     lost race re-reads and re-applies it, and a failure does not fail
-//     the append (the segment is the truth; the next writer or reader
-//     catches up by probing). A Store's own List, Resolve, Latest and
-//     Sessions wait for its pending checkpoints; other Stores see them a
-//     round trip later, or after Flush, which panto and panto-sync call
-//     before exiting. The first append of a session waits for its index
-//     entry, so that no session exists unlisted because its writer died
-//     right after the append returned (unless WithDeferredIndex, for bulk
-//     writers that flush once at the end and whose re-run repairs).
-//  3. Readers start from the manifest (none: from seg/0), verify every
-//     listed segment's sha256 and probe forward for the segments after it.
-//     Only segments at or after the manifest's end are ever probed, so an
-//     old segment name re-created by a stalled writer is never read. The
-//     probed segments are checked against the session's index entry, read
-//     in parallel with the probe: when it is past the manifest, its length
-//     must end a probed segment whose prefix hash is its sha256, else
-//     ErrCorrupt naming the segments (or the missing one).
-//  4. Compaction (in the background writer, past the threshold, or
-//     Compact) writes the merge of all segments under a new name
-//     (MergedName), swaps the manifest with If-Match and records the old
-//     segments as pending deletions, deleted by a later compaction once the
-//     grace period has passed. A writer whose cached manifest is older than
-//     half the grace period re-reads it before appending, so it cannot
-//     commit below the end of a manifest that dropped the names. The first
-//     segment, seg/00000000000000000000, is never deleted: it marks the
-//     session as existing, so that creating a session (which skips reading
-//     the manifest and relies on If-None-Match at seg/0) fails on one that
-//     exists instead of writing a segment nobody would read.
-//
-// # Deviations from DESIGN.md, and why
-//
-// DESIGN.md updates every session's manifest and index shard after each
-// append. Here the append returns at its commit point, the manifest is
-// rewritten every 8 segments (WithManifestInterval), and the index is a
-// base plus deltas. Each is a state DESIGN.md's rule 2 already allows (a
-// checkpoint behind the segments, which every reader handles by probing),
-// and the invariants hold:
-//
-//   - the commit point is unchanged (rule 1), and the write order is still
-//     data, then manifest (when there is one), then index (rule 3): the
-//     index never points at a missing object;
-//   - rule 4 holds: only compaction deletes segments, and only after it
-//     wrote a manifest;
-//   - rule 6 holds: segments no manifest lists are checked against the
-//     index entry's length and prefix sha256 (the hash of every byte up
-//     to it), beyond their zstd frame checksum, whole committed lines and
-//     header id.
-//
-// What it buys, measured on loopback MinIO (BENCHMARKS.md): an append
-// costs about one bare PUT instead of 3.3 (the second round trip was a
-// conditional overwrite, which MinIO serves more slowly than a create);
-// an incremental push sends little more than the appended segments,
-// instead of every changed session's manifest and whole index shards. What
-// it gives up is bounded: another process may list a session's previous
-// summary for one round trip, or, if the writer dies in that round trip,
-// until the session's next append or push; a load probes up to 8 segments
-// one after the other; loads never miss a returned append.
+// An append commits with one conditional PUT of its segment (§P1) and
+// returns there; the checkpoints (the index entry, and every 8 segments
+// the manifest) follow in the background (checkpoint.go, §P2, §P3), and
+// readers probe past them (§P4). Compaction (compact.go, §P5) merges a
+// session's segments without ever deleting what a reader may still need.
+// No routine path lists the bucket (§P6); every object read is verified
+// (§P7).
 //
 // # Trying it
 //
@@ -118,17 +56,11 @@
 // a Store writes the shard. List and latest are 2 GETs per shard (the
 // base, a 304 when cached, then a probe for the next delta; plus the
 // deltas not yet folded), resolve 2 GETs, whatever the number of sessions
-// or segments.
-//
-// A store opened on a prefix whose format marker has a newer version is
-// refused (ErrNewerFormat) rather than misread; index shards and manifests
-// carry their own version (internal/manifest), so a panto that predates
-// the index deltas refuses them instead of missing their entries.
+// or segments. BENCHMARKS.md has the measured figures.
 package objstore
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -148,11 +80,8 @@ import (
 
 	"github.com/panto-dev/panto/agent"
 	"github.com/panto-dev/panto/internal/manifest"
+	"github.com/panto-dev/panto/store"
 )
-
-// FormatVersion is the version of the bucket layout this package writes
-// into the format marker, and the newest it opens.
-const FormatVersion = 1
 
 const markerName = "panto-store.json"
 
@@ -160,8 +89,9 @@ var (
 	// ErrOpen: the bucket cannot be used (missing, unreachable, bad
 	// credentials); the message says which.
 	ErrOpen = errors.New("cannot open object store")
-	// ErrNewerFormat: the bucket was written by a newer panto.
-	ErrNewerFormat = errors.New("object store written by a newer panto")
+	// ErrNewerFormat: the bucket was written by a newer panto (a format
+	// version, or a required feature, this one does not know).
+	ErrNewerFormat = manifest.ErrNewerVersion
 	// ErrCorrupt: an object does not match what the manifest says of it,
 	// or does not decode. The message names the object.
 	ErrCorrupt = errors.New("corrupt object")
@@ -170,9 +100,6 @@ var (
 	// batch is either wholly present or wholly absent, but which is not
 	// known.
 	ErrOutcomeUnknown = errors.New("append outcome unknown")
-	// ErrRemoteChanged: AppendRaw found the remote session not at the
-	// expected length and hash.
-	ErrRemoteChanged = errors.New("remote session changed")
 )
 
 // Store is a SessionStore on an S3-compatible bucket. It is safe for
@@ -191,6 +118,13 @@ type Store struct {
 	deferIndex       bool
 	manifestEvery    int
 	indexPruneAfter  time.Duration
+
+	// marker is what the format marker said at Open, and markerEtag its
+	// ETag; a marker older than manifest.Version is upgraded before the
+	// Store's first write (ensureMarker), guarded by markerMu.
+	markerMu   sync.Mutex
+	marker     manifest.Marker
+	markerEtag string
 
 	mu       sync.Mutex
 	sessions map[string]*sessionState
@@ -387,43 +321,79 @@ func parseURL(raw string) (bucketName, prefix string, err error) {
 	return u.Host, p, nil
 }
 
-// marker is the content of P/panto-store.json.
-type marker struct {
-	Format  string `json:"format"`
-	Version int    `json:"version"`
-}
-
-const markerFormat = "panto-objstore"
-
 // checkMarker reads the format marker, creating it on a fresh prefix. It is
 // the first request of a Store, so its errors are explained for the user.
 func (s *Store) checkMarker(ctx context.Context, endpoint string) error {
 	for attempt := 0; attempt < s.maxAttempts; attempt++ {
-		data, _, err := s.b.get(ctx, markerName, "")
+		data, etag, err := s.b.get(ctx, markerName, "")
 		if errors.Is(err, errNotFound) {
-			body, _ := json.Marshal(marker{Format: markerFormat, Version: FormatVersion})
-			_, err = s.b.put(ctx, markerName, body, putCond{ifNoneMatch: true}, "application/json")
+			fresh := manifest.Marker{Version: manifest.Version}
+			etag, err = s.b.put(ctx, markerName, manifest.EncodeMarker(fresh), putCond{ifNoneMatch: true}, "application/json")
 			if errors.Is(err, errPrecondition) || errors.Is(err, errConflict) {
 				continue // created meanwhile: read it
 			}
 			if err != nil {
 				return explainOpenError(err, s.b.name, endpoint)
 			}
+			s.marker, s.markerEtag = fresh, etag
 			return nil
 		}
 		if err != nil {
 			return explainOpenError(err, s.b.name, endpoint)
 		}
-		var m marker
-		if err := json.Unmarshal(data, &m); err != nil || m.Format != markerFormat || m.Version < 1 {
+		m, err := manifest.DecodeMarker(data)
+		if errors.Is(err, manifest.ErrNotMarker) {
 			return fmt.Errorf("%w: s3://%s/%s%s is not a panto store marker: is this prefix used by something else?", ErrOpen, s.b.name, s.b.prefix, markerName)
 		}
-		if m.Version > FormatVersion {
-			return fmt.Errorf("%w: s3://%s/%s has format version %d, this panto reads up to %d: upgrade panto", ErrNewerFormat, s.b.name, s.b.prefix, m.Version, FormatVersion)
+		if err != nil {
+			return fmt.Errorf("s3://%s/%s: %w: upgrade panto", s.b.name, s.b.prefix, err)
 		}
+		s.marker, s.markerEtag = m, etag
 		return nil
 	}
 	return fmt.Errorf("%w: s3://%s/%s%s: could not read or create the format marker", ErrOpen, s.b.name, s.b.prefix, markerName)
+}
+
+// ensureMarker upgrades a marker older than manifest.Version before the
+// Store's first write (docs/DESIGN.md, "Versions"): once a document of
+// the new version may be in the prefix, a panto that cannot read it must
+// refuse the prefix at open. A lost race re-reads the marker.
+func (s *Store) ensureMarker(ctx context.Context) error {
+	s.markerMu.Lock()
+	defer s.markerMu.Unlock()
+	for attempt := 0; s.marker.Version < manifest.Version; attempt++ {
+		if attempt >= s.maxAttempts {
+			return fmt.Errorf("upgrade the format marker s3://%s/%s%s: too many concurrent updates", s.b.name, s.b.prefix, markerName)
+		}
+		up := manifest.Marker{Version: manifest.Version, Requires: s.marker.Requires}
+		etag, err := s.b.put(ctx, markerName, manifest.EncodeMarker(up), putCond{ifMatch: s.markerEtag}, "application/json")
+		if err == nil {
+			s.marker, s.markerEtag = up, etag
+			return nil
+		}
+		if !errors.Is(err, errPrecondition) && !errors.Is(err, errConflict) {
+			return fmt.Errorf("upgrade the format marker: %w", err)
+		}
+		data, etag, err := s.b.get(ctx, markerName, "")
+		if err != nil {
+			return fmt.Errorf("upgrade the format marker: %w", err)
+		}
+		m, err := manifest.DecodeMarker(data)
+		if err != nil {
+			return fmt.Errorf("s3://%s/%s: %w: upgrade panto", s.b.name, s.b.prefix, err)
+		}
+		s.marker, s.markerEtag = m, etag
+	}
+	return nil
+}
+
+// put is every write of the Store's documents and segments: the marker is
+// brought to this version first.
+func (s *Store) put(ctx context.Context, rel string, data []byte, cond putCond, contentType string) (string, error) {
+	if err := s.ensureMarker(ctx); err != nil {
+		return "", err
+	}
+	return s.b.put(ctx, rel, data, cond, contentType)
 }
 
 // Create mints a handle on a new session. No I/O: the session exists once
@@ -433,7 +403,9 @@ func (s *Store) Create() *agent.Session {
 	s.mu.Lock()
 	if _, ok := s.sessions[id]; !ok {
 		// A fresh random id: the first append need not read a manifest.
-		s.sessions[id] = &sessionState{mu: make(chanMutex, 1), loaded: true, m: manifest.New(id), fresh: s.now()}
+		st := &sessionState{mu: make(chanMutex, 1)}
+		st.adopt(manifest.New(id), "", s.now())
+		s.sessions[id] = st
 	}
 	s.mu.Unlock()
 	return &agent.Session{Info: agent.SessionInfo{ID: id}, Store: s}
@@ -446,4 +418,10 @@ func (s *Store) objectURL(rel string) string {
 	return "s3://" + s.b.name + "/" + s.b.key(rel)
 }
 
-var _ agent.SessionStore = (*Store)(nil)
+var (
+	_ store.LogStore     = (*Store)(nil)
+	_ store.Checkpointer = (*Store)(nil)
+	_ store.Verifier     = (*Store)(nil)
+	_ store.Compacter    = (*Store)(nil)
+	_ store.Flusher      = (*Store)(nil)
+)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"reflect"
 	"strings"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"github.com/panto-dev/panto/agent"
 	"github.com/panto-dev/panto/internal/miniotest"
 	"github.com/panto-dev/panto/internal/sessionlog"
+	"github.com/panto-dev/panto/store"
 	"github.com/panto-dev/panto/store/objstore"
 )
 
@@ -112,14 +114,14 @@ func TestAppendLoadListResolve(t *testing.T) {
 	// The bytes are those of the line codec, batch by batch.
 	b1, _ := sessionlog.EncodeBatch(id, true, []agent.PersistentMessage{user("hello"), msg(agent.RoleAssistant, "hi")}, t0.Add(time.Second))
 	b2, _ := sessionlog.EncodeBatch(id, false, []agent.PersistentMessage{user("again")}, t0.Add(2*time.Second))
-	raw, err := s.ReadRaw(ctx, id, 0)
+	raw, err := readRaw(ctx, s, id, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if want := append(b1, b2...); !bytes.Equal(raw, want) {
 		t.Fatalf("raw\n%s\nwant\n%s", raw, want)
 	}
-	tail, err := s.ReadRaw(ctx, id, int64(len(b1)+5))
+	tail, err := readRaw(ctx, s, id, int64(len(b1)+5))
 	if err != nil || !bytes.Equal(tail, b2[5:]) {
 		t.Fatalf("read from offset: %v %q", err, tail)
 	}
@@ -149,13 +151,13 @@ func TestEscapingIDs(t *testing.T) {
 	for _, id := range []string{"", "../x", "a/b", "/abs", "a\\b", ".", "x y", strings.Repeat("a", agent.MaxSessionIDLen+1)} {
 		calls := map[string]error{
 			"AppendMessages": s.AppendMessages(ctx, id, []agent.PersistentMessage{user("x")}),
-			"AppendRaw":      s.AppendRaw(ctx, id, 0, "", []byte("{}\n")),
+			"AppendRaw":      appendRaw(ctx, s, id, 0, "", []byte("{}\n")),
 			"Compact":        s.Compact(ctx, id),
 			"Verify":         s.Verify(ctx, id),
 		}
 		_, calls["Load"] = s.Load(ctx, id)
 		_, calls["Resolve"] = s.Resolve(ctx, id)
-		_, calls["ReadRaw"] = s.ReadRaw(ctx, id, 0)
+		_, calls["ReadRaw"] = readRaw(ctx, s, id, 0)
 		_, calls["Checkpoints"] = s.Checkpoints(ctx, id)
 		for name, err := range calls {
 			if !errors.Is(err, agent.ErrInvalidSessionID) {
@@ -190,4 +192,33 @@ func TestPutUnsignedOnLoopback(t *testing.T) {
 	if puts == 0 {
 		t.Error("no PUT recorded")
 	}
+}
+
+// readRaw reads session id's raw bytes from offset from.
+func readRaw(ctx context.Context, s *objstore.Store, id string, from int64) ([]byte, error) {
+	r, _, err := s.ReadLog(ctx, id, from)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	return io.ReadAll(r)
+}
+
+// appendRaw appends data to session id at the checkpoint (length, sha).
+func appendRaw(ctx context.Context, s *objstore.Store, id string, length int64, sha string, data []byte) error {
+	_, err := s.AppendLog(ctx, id, store.Checkpoint{Length: length, SHA256: sha}, data)
+	return err
+}
+
+// sessionsOf is s.Logs by id.
+func sessionsOf(ctx context.Context, s *objstore.Store) (map[string]store.Log, error) {
+	logs, err := s.Logs(ctx)
+	if err != nil {
+		return nil, err
+	}
+	m := map[string]store.Log{}
+	for _, l := range logs {
+		m[l.Info.ID] = l
+	}
+	return m, nil
 }

@@ -1,12 +1,12 @@
 package objstore
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 
 	"golang.org/x/sync/errgroup"
@@ -168,73 +168,26 @@ func (s *Store) fetchSegment(ctx context.Context, id string, seg manifest.Segmen
 	return raw, nil
 }
 
-// readLog returns the session's manifest caught up to the newest segment,
-// and the raw bytes of the log from the start of the segment holding
-// offset from (at raw offset start), every segment verified. Listed
-// segments are fetched in parallel, while the probe for newer ones runs.
-func (s *Store) readLog(ctx context.Context, id string, from int64) (m *manifest.Manifest, raw []byte, start int64, err error) {
-	m, _, err = s.readManifest(ctx, id)
-	if err != nil {
-		return nil, nil, 0, err
-	}
-	var listed []manifest.Segment
-	for _, seg := range m.Segments {
-		if seg.End() > from {
-			listed = append(listed, seg)
-		}
-	}
-	raws := make([][]byte, len(listed))
-	caught := m.Clone()
-	var probed []fetched
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(s.parallel)
-	g.Go(func() error {
-		var err error
-		probed, err = s.catchUpFrom(gctx, caught)
-		return err
-	})
-	for i, seg := range listed {
-		g.Go(func() error {
-			var err error
-			raws[i], err = s.fetchSegment(gctx, id, seg)
-			return err
-		})
-	}
-	if err := g.Wait(); err != nil {
-		return nil, nil, 0, err
-	}
-	start = m.Length
-	if len(listed) > 0 {
-		start = listed[0].Start
-	}
-	for _, p := range probed {
-		if len(listed) == 0 && p.seg.End() <= from {
-			start = p.seg.End()
-			continue
-		}
-		raws = append(raws, p.raw)
-	}
-	return caught, bytes.Join(raws, nil), start, nil
-}
-
-// Load returns the session's messages, every segment verified.
+// Load returns the session's messages, every segment verified (§P7).
 func (s *Store) Load(ctx context.Context, id string) (*agent.Conversation, error) {
 	if err := agent.ValidateSessionID(id); err != nil {
 		return nil, err
 	}
-	m, raw, _, err := s.readLog(ctx, id, 0)
+	r, end, err := s.ReadLog(ctx, id, 0)
 	if err != nil {
 		return nil, fmt.Errorf("load session %s: %w", id, err)
 	}
-	if m.Length == 0 {
-		return nil, agent.NotFoundError(id)
+	defer r.Close()
+	raw, err := io.ReadAll(r)
+	if err != nil {
+		return nil, fmt.Errorf("load session %s: %w", id, err)
 	}
 	log, err := sessionlog.Parse(s.objectURL(s.sessionKey(id, "")), raw)
 	if err != nil {
 		return nil, fmt.Errorf("load session %s: %w: %w", id, ErrCorrupt, err)
 	}
-	if log == nil || int64(log.Committed) != m.Length {
-		return nil, fmt.Errorf("load session %s: %w: %d of %d bytes are committed lines", id, ErrCorrupt, committed(log), m.Length)
+	if log == nil || int64(log.Committed) != end.Length {
+		return nil, fmt.Errorf("load session %s: %w: %d of %d bytes are committed lines", id, ErrCorrupt, committed(log), end.Length)
 	}
 	return &agent.Conversation{Messages: log.Messages}, nil
 }

@@ -1,0 +1,71 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/panto-dev/panto/replica"
+	"github.com/panto-dev/panto/store"
+	"github.com/panto-dev/panto/store/backends"
+)
+
+// end is one side of a push, pull or copy as the command line names it.
+type end struct {
+	spec     string
+	endpoint string
+	// create: a missing directory is created (the destination of a pull
+	// or copy); otherwise it is an error.
+	create bool
+}
+
+// open opens the store of e. Sync appends to many sessions and flushes
+// once at the end (replica.Record), so a bucket is opened for bulk work:
+// each index shard is written once.
+func (e end) open(ctx context.Context, what string) (store.LogStore, error) {
+	spec, err := store.ParseSpec(e.spec)
+	if err != nil {
+		return nil, err
+	}
+	if spec.Kind == store.KindDir && !e.create {
+		if fi, err := os.Stat(spec.Dir); err != nil || !fi.IsDir() {
+			return nil, fmt.Errorf("no session catalog at %s: give the %s as a directory of <id>.jsonl files (--dir DIR for push)", spec.Dir, what)
+		}
+	}
+	s, err := backends.OpenLog(ctx, e.spec, backends.Options{Endpoint: e.endpoint, Bulk: true})
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// runCopy runs a push, pull or copy from src to dst: replica.Copy, with
+// the events printed as the command says them, and the exit code.
+func runCopy(c *cli.Context, o *options, d direction, src, dst end) error {
+	from, err := src.open(c.Context, "source")
+	if err != nil {
+		return err
+	}
+	to, err := dst.open(c.Context, "destination")
+	if err != nil {
+		return err
+	}
+	rep := newReporter(o, d)
+	sum, err := replica.Copy(c.Context, from, to, replica.Options{
+		Concurrency: o.Concurrency,
+		Select:      o.selected,
+		DryRun:      o.DryRun,
+		KeepBoth:    o.OnDiverge == divergeKeepBoth,
+		Planned:     rep.planned,
+		Report:      rep.event,
+	})
+	if err != nil {
+		return err
+	}
+	if code := rep.summary(sum); code != exitOK {
+		return exitCode(code)
+	}
+	return nil
+}

@@ -1,0 +1,312 @@
+package manifest
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/panto-dev/panto/agent"
+	"github.com/panto-dev/panto/internal/sessionlog"
+)
+
+// This file is the wire format: how each document is spelled, in tagged
+// structs of its own, so that a change to an in-memory type (a field
+// added to agent.SessionInfo, say) never changes what is stored unless a
+// conversion below says so. docs/DESIGN.md ("The bucket format") shows
+// each document; TestWireGolden keeps the bytes from changing by accident.
+//
+// Version 3 documents are decoded leniently (unknown fields are ignored,
+// so a 3.x writer may add optional ones); versions 1 and 2, whose
+// summaries were the Go layout of agent.SessionInfo, through frozen
+// legacy structs, strictly.
+
+// wireSummary is a session's summary, in manifests and index entries.
+type wireSummary struct {
+	Created         time.Time `json:"created"`
+	Modified        time.Time `json:"modified"`
+	Messages        int       `json:"messages"`
+	LastUserMessage string    `json:"last_user_message,omitempty"`
+	APIStyle        string    `json:"api_style,omitempty"`
+	BaseURL         string    `json:"base_url,omitempty"`
+	Model           string    `json:"model,omitempty"`
+	Reasoning       string    `json:"reasoning,omitempty"`
+}
+
+func summaryToWire(info agent.SessionInfo) wireSummary {
+	return wireSummary{
+		Created:         info.Created.UTC(),
+		Modified:        info.Modified.UTC(),
+		Messages:        info.MessageCount,
+		LastUserMessage: info.LastUserMessage,
+		APIStyle:        string(info.APIStyle),
+		BaseURL:         info.BaseURL,
+		Model:           info.Model,
+		Reasoning:       string(info.Reasoning),
+	}
+}
+
+func (w wireSummary) info(id string) agent.SessionInfo {
+	return agent.SessionInfo{
+		ID:              id,
+		Created:         w.Created,
+		Modified:        w.Modified,
+		MessageCount:    w.Messages,
+		LastUserMessage: w.LastUserMessage,
+		APIStyle:        agent.APIStyle(w.APIStyle),
+		BaseURL:         w.BaseURL,
+		Model:           w.Model,
+		Reasoning:       agent.ReasoningEffort(w.Reasoning),
+	}
+}
+
+// wireLog is the line decoder's state after the manifest's Length bytes:
+// what the next append needs to go on folding the summary.
+type wireLog struct {
+	// Lines is the number of lines so far, the header's included.
+	Lines int `json:"lines"`
+	// Format is the line format version of the log's header.
+	Format int `json:"format"`
+	wireSummary
+}
+
+type wireSegment struct {
+	Start        int64  `json:"start"`
+	Length       int64  `json:"length"`
+	Compressed   int64  `json:"compressed"`
+	SHA256       string `json:"sha256"`
+	Lines        int    `json:"lines"`
+	PrefixSHA256 string `json:"prefix_sha256"`
+	Merged       bool   `json:"merged,omitempty"`
+}
+
+type wirePending struct {
+	Name  string    `json:"name"`
+	After time.Time `json:"after"`
+}
+
+type wireManifest struct {
+	Version   int           `json:"version"`
+	ID        string        `json:"id"`
+	Length    int64         `json:"length"`
+	SHA256    string        `json:"sha256"`
+	HashState []byte        `json:"hash_state"`
+	Log       *wireLog      `json:"log,omitempty"` // absent for an empty log
+	Segments  []wireSegment `json:"segments"`
+	Pending   []wirePending `json:"pending_deletes,omitempty"`
+}
+
+func manifestToWire(m *Manifest) wireManifest {
+	w := wireManifest{
+		Version: Version, ID: m.ID, Length: m.Length, SHA256: m.SHA256, HashState: m.HashState,
+		Segments: make([]wireSegment, len(m.Segments)),
+	}
+	if h := m.Decoder.Header; h != nil {
+		w.Log = &wireLog{Lines: m.Decoder.Line, Format: h.Version, wireSummary: summaryToWire(m.Decoder.Info)}
+	}
+	for i, s := range m.Segments {
+		w.Segments[i] = wireSegment(s)
+	}
+	for _, p := range m.Pending {
+		w.Pending = append(w.Pending, wirePending{Name: p.Name, After: p.After.UTC()})
+	}
+	return w
+}
+
+func (w *wireManifest) manifest() *Manifest {
+	m := &Manifest{ID: w.ID, Length: w.Length, SHA256: w.SHA256, HashState: w.HashState, Segments: make([]Segment, len(w.Segments))}
+	if w.Log != nil {
+		info := w.Log.info(w.ID)
+		m.Decoder = sessionlog.Decoder{
+			Line:   w.Log.Lines,
+			Header: &sessionlog.Header{Type: sessionlog.TypeSession, Version: w.Log.Format, ID: w.ID, Created: info.Created},
+			Info:   info,
+		}
+	}
+	for i, s := range w.Segments {
+		m.Segments[i] = Segment(s)
+	}
+	for _, p := range w.Pending {
+		m.Pending = append(m.Pending, PendingDelete(p))
+	}
+	return m
+}
+
+// wireEntry is one session of an index shard.
+type wireEntry struct {
+	Length int64  `json:"length"`
+	SHA256 string `json:"sha256"`
+	wireSummary
+}
+
+type wireShard struct {
+	Version  int                  `json:"version"`
+	Shard    string               `json:"shard"`
+	Through  int64                `json:"through,omitempty"`
+	Pruned   int64                `json:"pruned,omitempty"`
+	Written  time.Time            `json:"written,omitzero"`
+	Sessions map[string]wireEntry `json:"sessions"`
+}
+
+func shardToWire(s *IndexShard) wireShard {
+	w := wireShard{Version: Version, Shard: s.Shard, Through: s.Through, Pruned: s.Pruned, Sessions: make(map[string]wireEntry, len(s.Sessions))}
+	if !s.Written.IsZero() {
+		w.Written = s.Written.UTC()
+	}
+	for id, e := range s.Sessions {
+		w.Sessions[id] = wireEntry{Length: e.Length, SHA256: e.SHA256, wireSummary: summaryToWire(e.Info)}
+	}
+	return w
+}
+
+func (w *wireShard) shard() *IndexShard {
+	s := &IndexShard{Shard: w.Shard, Through: w.Through, Pruned: w.Pruned, Written: w.Written, Sessions: make(map[string]IndexEntry, len(w.Sessions))}
+	for id, e := range w.Sessions {
+		s.Sessions[id] = IndexEntry{Info: e.info(id), Length: e.Length, SHA256: e.SHA256}
+	}
+	return s
+}
+
+// The legacy layouts: versions 1 and 2, as main wrote them until format
+// 3. Frozen: nothing here may change, or buckets written then stop
+// loading (TestV2Bucket in store/objstore reads one).
+
+// legacyInfo is agent.SessionInfo as encoding/json spelled it untagged.
+type legacyInfo struct {
+	ID              string
+	Created         time.Time
+	Modified        time.Time
+	MessageCount    int
+	LastUserMessage string
+	APIStyle        string
+	BaseURL         string
+	Model           string
+	Reasoning       string
+}
+
+func (l legacyInfo) info() agent.SessionInfo {
+	return agent.SessionInfo{
+		ID: l.ID, Created: l.Created, Modified: l.Modified, MessageCount: l.MessageCount, LastUserMessage: l.LastUserMessage,
+		APIStyle: agent.APIStyle(l.APIStyle), BaseURL: l.BaseURL, Model: l.Model, Reasoning: agent.ReasoningEffort(l.Reasoning),
+	}
+}
+
+type legacyHeader struct {
+	Type    string    `json:"type"`
+	Version int       `json:"version"`
+	ID      string    `json:"id"`
+	Created time.Time `json:"created"`
+	More    int       `json:"more,omitempty"`
+}
+
+type legacyDecoder struct {
+	Line   int           `json:"line"`
+	Header *legacyHeader `json:"header,omitempty"`
+	Info   legacyInfo    `json:"info"`
+}
+
+type legacyManifest struct {
+	Version   int           `json:"version"`
+	ID        string        `json:"id"`
+	Length    int64         `json:"length"`
+	SHA256    string        `json:"sha256"`
+	HashState []byte        `json:"hash_state"`
+	Decoder   legacyDecoder `json:"decoder"`
+	Segments  []wireSegment `json:"segments"`
+	Pending   []wirePending `json:"pending_deletes,omitempty"`
+}
+
+func (l *legacyManifest) manifest() *Manifest {
+	m := &Manifest{ID: l.ID, Length: l.Length, SHA256: l.SHA256, HashState: l.HashState, Segments: make([]Segment, len(l.Segments))}
+	m.Decoder = sessionlog.Decoder{Line: l.Decoder.Line, Info: l.Decoder.Info.info()}
+	if h := l.Decoder.Header; h != nil {
+		m.Decoder.Header = &sessionlog.Header{Type: h.Type, Version: h.Version, ID: h.ID, Created: h.Created}
+	}
+	for i, s := range l.Segments {
+		m.Segments[i] = Segment(s)
+	}
+	for _, p := range l.Pending {
+		m.Pending = append(m.Pending, PendingDelete(p))
+	}
+	return m
+}
+
+type legacyEntry struct {
+	Info   legacyInfo `json:"info"`
+	Length int64      `json:"length"`
+	SHA256 string     `json:"sha256"`
+}
+
+type legacyShard struct {
+	Version  int                    `json:"version"`
+	Shard    string                 `json:"shard"`
+	Through  int64                  `json:"through,omitempty"`
+	Pruned   int64                  `json:"pruned,omitempty"`
+	Written  time.Time              `json:"written,omitzero"`
+	Sessions map[string]legacyEntry `json:"sessions"`
+}
+
+func (l *legacyShard) shard() *IndexShard {
+	s := &IndexShard{Shard: l.Shard, Through: l.Through, Pruned: l.Pruned, Written: l.Written, Sessions: make(map[string]IndexEntry, len(l.Sessions))}
+	for id, e := range l.Sessions {
+		s.Sessions[id] = IndexEntry{Info: e.Info.info(), Length: e.Length, SHA256: e.SHA256}
+	}
+	return s
+}
+
+// peekVersion reads a document's version before anything else of it, and
+// refuses one newer than this package reads.
+func peekVersion(data []byte, what string) (int, error) {
+	var head struct {
+		Version int `json:"version"`
+	}
+	if err := json.Unmarshal(data, &head); err != nil {
+		return 0, fmt.Errorf("%w: %s: %v", ErrInvalid, what, err)
+	}
+	if head.Version > Version {
+		return 0, fmt.Errorf("%s version %d: %w (this panto reads up to %d): upgrade panto", what, head.Version, ErrNewerVersion, Version)
+	}
+	if head.Version < 1 {
+		return 0, fmt.Errorf("%w: %s: no format version", ErrInvalid, what)
+	}
+	return head.Version, nil
+}
+
+// unmarshalWire decodes a version 3 document, ignoring fields it does not
+// know; trailing data is an error.
+func unmarshalWire(data []byte, what string, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("%w: %s: %v", ErrInvalid, what, err)
+	}
+	if dec.More() {
+		return fmt.Errorf("%w: %s: trailing data", ErrInvalid, what)
+	}
+	return nil
+}
+
+// unmarshalLegacy decodes a version 1 or 2 document strictly: its layout
+// is frozen, so an unknown field means it is not one.
+func unmarshalLegacy(data []byte, what string, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("%w: %s: %v", ErrInvalid, what, err)
+	}
+	if dec.More() {
+		return fmt.Errorf("%w: %s: trailing data", ErrInvalid, what)
+	}
+	return nil
+}
+
+// marshalWire encodes a wire struct: struct fields in order, map keys
+// sorted, so the same document always has the same bytes.
+func marshalWire(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte{'\n'}), nil
+}

@@ -1,0 +1,229 @@
+package manifest
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/panto-dev/panto/agent"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files of TestWireGolden")
+
+// filledInfo is a SessionInfo with every field set to a value of its own,
+// found by reflection: a field added to agent.SessionInfo gets one too.
+func filledInfo(id string) agent.SessionInfo {
+	var info agent.SessionInfo
+	v := reflect.ValueOf(&info).Elem()
+	for i := 0; i < v.NumField(); i++ {
+		f := v.Field(i)
+		switch {
+		case f.Type() == reflect.TypeFor[time.Time]():
+			f.Set(reflect.ValueOf(t0.Add(time.Duration(i) * time.Hour)))
+		case f.Kind() == reflect.String:
+			f.SetString(strings.ToLower(v.Type().Field(i).Name) + "-value")
+		case f.Kind() == reflect.Int, f.Kind() == reflect.Int64:
+			f.SetInt(int64(i + 1))
+		case f.Kind() == reflect.Bool:
+			f.SetBool(true)
+		default:
+			panic("filledInfo: set field " + v.Type().Field(i).Name + " of kind " + f.Kind().String())
+		}
+	}
+	info.ID = id
+	return info
+}
+
+// TestWireGolden: the stored bytes of each document, with a summary whose
+// every field is set, are those of testdata/golden. A field added to
+// agent.SessionInfo (or any in-memory type) changes them only through a
+// deliberate change to wire.go, which must come with an update of the
+// golden files (go test ./internal/manifest -run Golden -update), of
+// docs/DESIGN.md and, for an incompatible change, of Version.
+func TestWireGolden(t *testing.T) {
+	c, err := NewCodec()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, _ := sample(t)
+	m.Decoder.Info = filledInfo(m.ID)
+	m.Pending = []PendingDelete{{Name: SegmentName(7), After: t0.Add(time.Hour)}}
+	man, err := Encode(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sh := NewIndexShard(ShardOf(m.ID))
+	sh.Through, sh.Pruned, sh.Written = 32, 16, t0
+	sh.Put(m.Entry())
+	compressed, err := c.EncodeIndexShard(sh)
+	if err != nil {
+		t.Fatal(err)
+	}
+	shard, err := c.Decompress(compressed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, got := range map[string][]byte{
+		"manifest.json":    man,
+		"index-shard.json": shard,
+		"marker.json":      EncodeMarker(Marker{Version: Version}),
+	} {
+		path := filepath.Join("testdata", "golden", name)
+		if *update {
+			if err := os.WriteFile(path, append(got, '\n'), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		want, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, bytes.TrimSuffix(want, []byte{'\n'})) {
+			t.Errorf("%s changed:\n got %s\nwant %s\nA change of the stored format must be deliberate: see TestWireGolden's doc.", name, got, want)
+		}
+	}
+}
+
+// TestWireRoundTrip: every field of the summary survives the manifest and
+// the index, so that a field added to agent.SessionInfo is either stored
+// (a deliberate format change, see TestWireGolden) or listed here as one
+// that is not.
+func TestWireRoundTrip(t *testing.T) {
+	c, err := NewCodec()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, _ := sample(t)
+	m.Decoder.Info = filledInfo(m.ID)
+	data, err := Encode(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := Decode(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(back.Info(), m.Info()) {
+		t.Errorf("manifest summary round trip:\n got %+v\nwant %+v", back.Info(), m.Info())
+	}
+	sh := NewIndexShard(ShardOf(m.ID))
+	sh.Put(m.Entry())
+	enc, err := c.EncodeIndexShard(sh)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec, err := c.DecodeIndexShard(enc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := dec.Sessions[m.ID].Info; !reflect.DeepEqual(got, m.Info()) {
+		t.Errorf("index summary round trip:\n got %+v\nwant %+v", got, m.Info())
+	}
+}
+
+// TestDecodeLenient: within version 3 a decoder ignores fields it does not
+// know, in every document (a 3.x writer may add optional ones); the
+// frozen layouts of versions 1 and 2 stay strict.
+func TestDecodeLenient(t *testing.T) {
+	c, err := NewCodec()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, _ := sample(t)
+	good, _ := Encode(m)
+	extra := strings.Replace(string(good), `{"version":3,`, `{"version":3,"future":{"x":[1,2]},`, 1)
+	extra = strings.Replace(extra, `"start":0,`, `"start":0,"future":true,`, 1)
+	got, err := Decode([]byte(extra))
+	if err != nil {
+		t.Fatalf("a v3 manifest with unknown fields: %v", err)
+	}
+	if !reflect.DeepEqual(got, m) {
+		t.Errorf("a v3 manifest with unknown fields decoded differently")
+	}
+	sh := NewIndexShard(ShardOf(m.ID))
+	sh.Put(m.Entry())
+	enc, _ := c.EncodeIndexShard(sh)
+	raw, _ := c.Decompress(enc)
+	more := strings.Replace(string(raw), `"length":`, `"title":"t","length":`, 1)
+	if _, err := c.DecodeIndexShard(c.Compress([]byte(more))); err != nil {
+		t.Errorf("a v3 shard with unknown fields: %v", err)
+	}
+	legacy := `{"version":2,"shard":"0","sessions":{},"future":1}`
+	if _, err := c.DecodeIndexShard(c.Compress([]byte(legacy))); err == nil {
+		t.Errorf("a v2 shard with an unknown field was accepted")
+	}
+	newer := `{"version":4,"shard":"0","sessions":{}}`
+	if _, err := c.DecodeIndexShard(c.Compress([]byte(newer))); !errors.Is(err, ErrNewerVersion) {
+		t.Errorf("a v4 shard: %v, want ErrNewerVersion", err)
+	}
+}
+
+// TestLegacyDocuments decodes documents exactly as main wrote them in
+// format 2 (from the fixture bucket of store/objstore).
+func TestLegacyDocuments(t *testing.T) {
+	c, err := NewCodec()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join("..", "..", "store", "objstore", "testdata", "v2-bucket", "bucket")
+	data, err := os.ReadFile(filepath.Join(dir, "sessions", "c0ffee00112233445566778899aabbcc", "manifest.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := Decode(data)
+	if err != nil {
+		t.Fatalf("v2 manifest: %v", err)
+	}
+	if m.Length != 2693 || len(m.Segments) != 1 || !m.Segments[0].Merged || len(m.Pending) != 4 ||
+		m.Info().MessageCount != 10 || m.Info().LastUserMessage != "compact me 4" || m.Info().Model != "claude-sonnet-4-5" || m.Decoder.Line != 11 {
+		t.Errorf("v2 manifest decoded as %+v", m)
+	}
+	again, err := Encode(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if back, err := Decode(again); err != nil || !reflect.DeepEqual(back, m) {
+		t.Errorf("v2 manifest re-encoded as v3 does not decode the same: %v", err)
+	}
+	data, err = os.ReadFile(filepath.Join(dir, "index", "0.json.zst"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sh, err := c.DecodeIndexShard(data)
+	if err != nil {
+		t.Fatalf("v2 shard: %v", err)
+	}
+	if e, ok := sh.Sessions["0a5e1f2b3c4d5e6f708192a3b4c5d6e7"]; !ok || sh.Through != 16 || e.Length != 8433 || e.Info.MessageCount != 32 {
+		t.Errorf("v2 shard decoded as %+v", sh)
+	}
+	if _, err := c.DecodeIndexShard(c.Compress([]byte(`{"version":1,"shard":"a","sessions":{}}`))); err != nil {
+		t.Errorf("v1 shard: %v", err)
+	}
+}
+
+func TestMarker(t *testing.T) {
+	m, err := DecodeMarker([]byte(`{"format":"panto-objstore","version":1}`))
+	if err != nil || m.Version != 1 {
+		t.Errorf("v1 marker: %+v, %v", m, err)
+	}
+	if m, err := DecodeMarker(EncodeMarker(Marker{Version: Version})); err != nil || m.Version != Version {
+		t.Errorf("round trip: %+v, %v", m, err)
+	}
+	for data, want := range map[string]error{
+		`{"format":"panto-objstore","version":4}`:                            ErrNewerVersion,
+		`{"format":"panto-objstore","version":3,"requires":["time-travel"]}`: ErrNewerVersion,
+		`{"format":"something-else","version":1}`:                            ErrNotMarker,
+		`not json`: ErrNotMarker,
+	} {
+		if _, err := DecodeMarker([]byte(data)); !errors.Is(err, want) {
+			t.Errorf("%s: %v, want %v", data, err, want)
+		}
+	}
+}

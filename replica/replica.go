@@ -1,0 +1,334 @@
+// Package replica is the sync engine: it makes the sessions of one store
+// (the source) present in another (the destination), byte for byte and
+// incrementally, through the raw-log vocabulary of package store. Both
+// sides may be any store.LogStore: panto-sync push is a copy from the
+// local catalog to a bucket, pull the other way, copy any two.
+//
+// A copy goes in three steps, each its own function:
+//
+//  1. Plan (plan.go): list both sides (store.LogStore.Logs, a bounded
+//     number of requests each) and relate each session's two checkpoints:
+//     the same bytes, one side only, one side a prefix of the other, or
+//     diverged. Deciding "is a prefix" reads no data where hashes can
+//     tell (store.PrefixCheckpoint), and otherwise compares only the bytes
+//     after the longest prefix both sides know the hash of.
+//  2. Transfer (transfer.go): for each session the source is ahead on,
+//     stream its bytes after the destination's end, cut into chunks of
+//     whole batches (sessionlog.Batches, bounded memory), each appended
+//     with store.LogStore.AppendLog at the checkpoint the destination
+//     holds. A destination that moved meanwhile is planned again from
+//     what it says it holds.
+//  3. Record: flush both stores (store.Flush), so that what was written is
+//     listed by other processes, and sum up.
+//
+// Nothing is ever overwritten: a session that diverged is reported and
+// left alone, or with KeepBoth the source's copy is stored as a new
+// session whose header links the original (fork.go). Every write is
+// conditional on the checkpoint it was planned against, so an interrupted
+// copy is safe to run again: it converges, with nothing lost or
+// duplicated. docs/DESIGN.md ("Sync") states the rules.
+package replica
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/panto-dev/panto/store"
+)
+
+// Relation is how a session's copies on the two sides relate.
+type Relation int
+
+const (
+	// Same: both sides hold the same bytes.
+	Same Relation = iota
+	// SrcOnly: only the source holds the session.
+	SrcOnly
+	// DstOnly: only the destination holds it.
+	DstOnly
+	// SrcAhead: the destination holds a prefix of the source's bytes.
+	SrcAhead
+	// DstAhead: the source holds a prefix of the destination's bytes.
+	DstAhead
+	// Diverged: neither holds a prefix of the other.
+	Diverged
+)
+
+var relationNames = map[Relation]string{Same: "same", SrcOnly: "src-only", DstOnly: "dst-only", SrcAhead: "src-ahead", DstAhead: "dst-ahead", Diverged: "diverged"}
+
+func (r Relation) String() string { return relationNames[r] }
+
+// Plan is what planning found of one session.
+type Plan struct {
+	ID string
+	// Src and Dst are the committed bytes of each side (zero when absent).
+	Src, Dst store.Checkpoint
+	Relation Relation
+	// Err is why the session cannot be planned (an id that is not safe
+	// to use, a side that could not be read); nothing is done to it.
+	Err error
+}
+
+// Tail is the number of bytes a copy moves for the plan.
+func (p Plan) Tail() int64 {
+	switch p.Relation {
+	case SrcOnly, SrcAhead:
+		return p.Src.Length - p.Dst.Length
+	}
+	return 0
+}
+
+// Kind says what became of one session.
+type Kind int
+
+const (
+	// Unchanged: both sides held the same bytes.
+	Unchanged Kind = iota
+	// Created: the session was new to the destination, and copied.
+	Created
+	// Appended: the source's tail was appended to the destination.
+	Appended
+	// Skipped: the destination holds the session and is not behind (it is
+	// ahead, or alone): only a copy the other way would change it.
+	Skipped
+	// Divergent: neither side is a prefix of the other; both are left alone.
+	Divergent
+	// KeptBoth: it diverged, and the source's copy was stored in the
+	// destination under NewID (Options.KeepBoth).
+	KeptBoth
+	// Failed: the session could not be copied; Err says why.
+	Failed
+	// Refused: the id is not one any store could hold safely.
+	Refused
+)
+
+var kindNames = map[Kind]string{Unchanged: "unchanged", Created: "created", Appended: "appended", Skipped: "skipped", Divergent: "diverged", KeptBoth: "kept-both", Failed: "failed", Refused: "refused"}
+
+func (k Kind) String() string { return kindNames[k] }
+
+// Event is what became of one session (or, in a dry run, what would).
+type Event struct {
+	Plan
+	Kind Kind
+	// Bytes is what was moved (in a dry run: what would be).
+	Bytes int64
+	// NewID is the session KeptBoth stored, a copy of Plan.ID's source.
+	NewID string
+	// Err is why it failed.
+	Err error
+	// Note is an explanation a person may want (why a session was
+	// skipped, or planned again).
+	Note   string
+	DryRun bool
+}
+
+// Options configure a copy.
+type Options struct {
+	// Concurrency is the number of sessions planned and copied at once
+	// (default 16).
+	Concurrency int
+	// Select, when set, picks the session ids to copy.
+	Select func(id string) bool
+	// DryRun plans and reports, and writes nothing.
+	DryRun bool
+	// KeepBoth stores the source's copy of a diverged session as a new
+	// session in the destination, linked to the original.
+	KeepBoth bool
+	// ChunkSize bounds one append (default 8 MiB): a longer tail is
+	// appended in chunks of whole batches, so that memory stays bounded
+	// and no object of a bucket grows without bound.
+	ChunkSize int
+	// Planned, when set, is told how many sessions and bytes the transfer
+	// will move once planning is done (for a progress display).
+	Planned func(sessions int, bytes int64)
+	// Report, when set, is told of each session's outcome as it happens.
+	// Calls are serialized.
+	Report func(Event)
+}
+
+func (o *Options) defaults() {
+	if o.Concurrency < 1 {
+		o.Concurrency = 16
+	}
+	if o.ChunkSize <= 0 {
+		o.ChunkSize = DefaultChunkSize
+	}
+}
+
+// DefaultChunkSize is the default Options.ChunkSize.
+const DefaultChunkSize = 8 << 20
+
+// Summary sums up a copy.
+type Summary struct {
+	Sessions int
+	Counts   map[Kind]int
+	// Bytes is what was moved (in a dry run: what would be).
+	Bytes    int64
+	Failed   int
+	Diverged int
+	// FlushErr is why the record step failed: the data is written, but
+	// the destination's listings may lag until the next run.
+	FlushErr error
+	Elapsed  time.Duration
+}
+
+// Copy plans every session of src and dst and copies what the source is
+// ahead on into the destination (the three steps of the package doc). It
+// fails only when a side cannot be listed; what becomes of each session
+// is in the Summary and the reported Events. When ctx ends, no new
+// session is started, and appends under way finish.
+func Copy(ctx context.Context, src, dst store.LogStore, opts Options) (Summary, error) {
+	start := time.Now()
+	opts.defaults()
+	plans, err := PlanAll(ctx, src, dst, opts)
+	if err != nil {
+		return Summary{}, err
+	}
+	var total int64
+	for _, p := range plans {
+		if p.Err == nil {
+			total += p.Tail()
+		}
+	}
+	if opts.Planned != nil {
+		opts.Planned(len(plans), total)
+	}
+	events := Transfer(ctx, src, dst, plans, opts)
+	sum := Record(ctx, src, dst, events, opts)
+	sum.Elapsed = time.Since(start)
+	return sum, nil
+}
+
+// Transfer carries out the plans, concurrently, and returns an event for
+// each (a session never started because ctx ended fails as interrupted).
+func Transfer(ctx context.Context, src, dst store.LogStore, plans []Plan, opts Options) []Event {
+	opts.defaults()
+	t := &transfer{src: src, dst: dst, opts: opts}
+	events := make([]Event, len(plans))
+	var g errgroup.Group
+	g.SetLimit(opts.Concurrency)
+	for i, p := range plans {
+		if ctx.Err() != nil {
+			events[i] = failed(p, errInterrupted)
+			t.report(events[i])
+			continue
+		}
+		g.Go(func() error {
+			events[i] = t.session(ctx, p)
+			t.report(events[i])
+			return nil
+		})
+	}
+	_ = g.Wait() // sessions fail on their own, never the group
+	return events
+}
+
+// errInterrupted is the error of a session a cancelled copy never started.
+var errInterrupted = errors.New("interrupted before it was copied; run again")
+
+// Record flushes both stores (the destination's index, the source's
+// caches) and sums the events up.
+func Record(ctx context.Context, src, dst store.LogStore, events []Event, opts Options) Summary {
+	sum := Summary{Sessions: len(events), Counts: map[Kind]int{}}
+	for _, e := range events {
+		sum.Counts[e.Kind]++
+		switch e.Kind {
+		case Failed, Refused:
+			sum.Failed++
+		case Divergent:
+			sum.Diverged++
+		}
+		if e.Err == nil {
+			sum.Bytes += e.Bytes
+		}
+	}
+	if opts.DryRun {
+		return sum
+	}
+	// The appends are committed; the destination's listing learns of them
+	// here. A failure leaves it behind, which the next run repairs.
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
+	defer cancel()
+	sum.FlushErr = errors.Join(store.Flush(fctx, dst), store.Flush(fctx, src))
+	return sum
+}
+
+// PlanAll lists both sides and plans every selected session, in id order.
+func PlanAll(ctx context.Context, src, dst store.LogStore, opts Options) ([]Plan, error) {
+	opts.defaults()
+	var srcLogs, dstLogs []store.Log
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() (err error) {
+		srcLogs, err = src.Logs(gctx)
+		if err != nil {
+			err = fmt.Errorf("list the source: %w", err)
+		}
+		return err
+	})
+	g.Go(func() (err error) {
+		dstLogs, err = dst.Logs(gctx)
+		if err != nil {
+			err = fmt.Errorf("list the destination: %w", err)
+		}
+		return err
+	})
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	sides := map[string]*[2]*store.Log{}
+	for i, logs := range [][]store.Log{srcLogs, dstLogs} {
+		for k := range logs {
+			l := &logs[k]
+			if opts.Select != nil && !opts.Select(l.Info.ID) {
+				continue
+			}
+			s := sides[l.Info.ID]
+			if s == nil {
+				s = &[2]*store.Log{}
+				sides[l.Info.ID] = s
+			}
+			s[i] = l
+		}
+	}
+	ids := make([]string, 0, len(sides))
+	for id := range sides {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	plans := make([]Plan, len(ids))
+	pl := &planner{src: src, dst: dst}
+	var wg errgroup.Group
+	wg.SetLimit(opts.Concurrency)
+	for i, id := range ids {
+		wg.Go(func() error {
+			plans[i] = pl.plan(ctx, id, sides[id][0], sides[id][1])
+			return nil
+		})
+	}
+	_ = wg.Wait()
+	return plans, nil
+}
+
+// transfer carries plans out.
+type transfer struct {
+	src, dst store.LogStore
+	opts     Options
+	mu       sync.Mutex // serializes Report
+}
+
+func (t *transfer) report(e Event) {
+	if t.opts.Report == nil {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.opts.Report(e)
+}
+
+func failed(p Plan, err error) Event { return Event{Plan: p, Kind: Failed, Err: err} }

@@ -1,0 +1,81 @@
+// Package backends opens the store a spec names (store.ParseSpec). It is
+// the one place that knows every backend, shared by panto and panto-sync:
+// an explicit registry, as restic's backend/all, so that no backend
+// registers itself behind the reader's back.
+package backends
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/panto-dev/panto/agent"
+	"github.com/panto-dev/panto/store"
+	"github.com/panto-dev/panto/store/fsjsonl"
+	"github.com/panto-dev/panto/store/null"
+	"github.com/panto-dev/panto/store/objstore"
+)
+
+// Options configure Open.
+type Options struct {
+	// Endpoint is the S3 endpoint URL of an s3:// store (e.g.
+	// http://127.0.0.1:9000 for MinIO); empty uses the AWS environment
+	// (AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL) or AWS itself.
+	Endpoint string
+	// Bulk is for a caller that appends to many sessions and flushes once
+	// at the end (panto-sync): the object store then writes each index
+	// shard once, at the Flush, instead of after every append.
+	Bulk bool
+}
+
+// Open parses spec (see store.ParseSpec) and opens the store it names.
+func Open(ctx context.Context, spec string, opts Options) (agent.SessionStore, error) {
+	s, err := store.ParseSpec(spec)
+	if err != nil {
+		return nil, err
+	}
+	return OpenSpec(ctx, s, opts)
+}
+
+// OpenSpec opens the store a parsed spec names. Every backend the
+// binaries know is in this one switch.
+func OpenSpec(ctx context.Context, s store.Spec, opts Options) (agent.SessionStore, error) {
+	switch s.Kind {
+	case store.KindDir:
+		st, err := fsjsonl.Open(s.Dir)
+		if err != nil {
+			return nil, fmt.Errorf("store %s: %w", s.Dir, err)
+		}
+		return st, nil
+	case store.KindS3:
+		var o []objstore.Option
+		if opts.Endpoint != "" {
+			o = append(o, objstore.WithEndpoint(opts.Endpoint))
+		}
+		if opts.Bulk {
+			o = append(o, objstore.WithDeferredIndex())
+		}
+		st, err := objstore.Open(ctx, s.URL, o...)
+		if err != nil {
+			return nil, fmt.Errorf("store %s: %w", s.URL, err)
+		}
+		return st, nil
+	case store.KindNone:
+		return null.New(), nil
+	}
+	return nil, fmt.Errorf("store: unknown kind %q", s.Kind)
+}
+
+// OpenLog opens the store a spec names as a store.LogStore, for the
+// callers that copy sessions as raw bytes; a store that cannot (none) is
+// an error that says so.
+func OpenLog(ctx context.Context, spec string, opts Options) (store.LogStore, error) {
+	s, err := Open(ctx, spec, opts)
+	if err != nil {
+		return nil, err
+	}
+	ls, ok := s.(store.LogStore)
+	if !ok {
+		return nil, fmt.Errorf("store %q keeps no sessions to copy: give a directory or s3://BUCKET[/PREFIX]", spec)
+	}
+	return ls, nil
+}

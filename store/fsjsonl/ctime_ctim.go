@@ -1,0 +1,7 @@
+//go:build linux || openbsd || dragonfly
+
+package fsjsonl
+
+import "syscall"
+
+func ctimeNS(st *syscall.Stat_t) int64 { return st.Ctim.Nano() }

@@ -1,0 +1,316 @@
+package objstore
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"hash"
+	"io"
+	"sync"
+
+	"github.com/panto-dev/panto/agent"
+	"github.com/panto-dev/panto/internal/manifest"
+	"github.com/panto-dev/panto/internal/sessionlog"
+	"github.com/panto-dev/panto/store"
+)
+
+// This file is the raw-log side of the Store (package store's LogStore,
+// Checkpointer and Verifier): raw bytes in, raw bytes out, and the hashes
+// that let sync decide "is a prefix" without downloading data.
+
+// Logs returns every session in the bucket with its committed length and
+// hash, from the index shards alone (a fixed number of GETs, independent
+// of the number of sessions). The index may lag behind a session whose
+// writer died before its checkpoint (§P2); ReadLog, Checkpoints and
+// AppendLog consult the session itself.
+func (s *Store) Logs(ctx context.Context) ([]store.Log, error) {
+	if err := s.settle(ctx); ctx.Err() != nil {
+		return nil, fmt.Errorf("list sessions: %w", err)
+	}
+	all, err := s.readIndex(ctx, manifest.ShardNames())
+	if err != nil {
+		return nil, fmt.Errorf("list sessions: %w", err)
+	}
+	out := make([]store.Log, 0, len(all))
+	for _, e := range all {
+		out = append(out, store.Log{Info: e.Info, Checkpoint: store.Checkpoint{Length: e.Length, SHA256: e.SHA256}})
+	}
+	return out, nil
+}
+
+// Checkpoints returns the prefix hashes at every segment boundary of
+// session id, from its manifest plus the probed segments; ascending by
+// length. Wrapped agent.ErrSessionNotFound if absent.
+func (s *Store) Checkpoints(ctx context.Context, id string) ([]store.Checkpoint, error) {
+	if err := agent.ValidateSessionID(id); err != nil {
+		return nil, err
+	}
+	m, _, err := s.readManifest(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := s.catchUpFrom(ctx, m); err != nil {
+		return nil, fmt.Errorf("checkpoints of session %s: %w", id, err)
+	}
+	if m.Length == 0 {
+		return nil, agent.NotFoundError(id)
+	}
+	out := make([]store.Checkpoint, len(m.Segments))
+	for i, seg := range m.Segments {
+		out[i] = store.Checkpoint{Length: seg.End(), SHA256: seg.PrefixSHA256}
+	}
+	return out, nil
+}
+
+// readAhead is how many segments a log reader fetches ahead of the one it
+// returns bytes from: a load's segments come in parallel, and the memory
+// a read holds stays bounded by this many segments.
+const readAhead = 8
+
+// ReadLog returns a reader of session id's committed bytes from offset
+// from to the end of the log as it is now, and the checkpoint at that end.
+// The segments the manifest lists are fetched readAhead at a time, from
+// the moment ReadLog is called, while it probes for the segments after
+// the manifest (§P4); each is verified against the manifest before the
+// reader returns a byte of it (§P7).
+func (s *Store) ReadLog(ctx context.Context, id string, from int64) (io.ReadCloser, store.Checkpoint, error) {
+	if err := agent.ValidateSessionID(id); err != nil {
+		return nil, store.Checkpoint{}, err
+	}
+	m, _, err := s.readManifest(ctx, id)
+	if err != nil {
+		return nil, store.Checkpoint{}, fmt.Errorf("read session %s: %w", id, err)
+	}
+	r := newLogReader(ctx, s, id, from)
+	for _, seg := range m.Segments {
+		if seg.End() > from {
+			r.add(seg, nil)
+		}
+	}
+	caught := m.Clone()
+	probed, err := s.catchUpFrom(ctx, caught)
+	if err != nil {
+		r.Close()
+		return nil, store.Checkpoint{}, fmt.Errorf("read session %s: %w", id, err)
+	}
+	end := store.Checkpoint{Length: caught.Length, SHA256: caught.SHA256}
+	switch {
+	case end.Length == 0:
+		r.Close()
+		return nil, end, agent.NotFoundError(id)
+	case from < 0 || from > end.Length:
+		r.Close()
+		return nil, end, fmt.Errorf("read session %s: offset %d outside its %d bytes", id, from, end.Length)
+	}
+	for _, p := range probed {
+		if p.seg.End() > from {
+			r.add(p.seg, p.raw)
+		}
+	}
+	return r, end, nil
+}
+
+// logReader returns the bytes of a run of segments from offset from,
+// fetching the segments ahead of the one it reads.
+type logReader struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+	s      *Store
+	id     string
+	from   int64
+
+	mu    sync.Mutex
+	segs  []*pendingSegment
+	next  int    // of segs, the one to read from
+	cur   []byte // what is left of the current segment
+	begun int    // of segs, how many fetches have been started
+}
+
+// pendingSegment is a segment being fetched (or in memory already).
+type pendingSegment struct {
+	seg  manifest.Segment
+	done chan struct{}
+	raw  []byte
+	err  error
+}
+
+func newLogReader(ctx context.Context, s *Store, id string, from int64) *logReader {
+	ctx, cancel := context.WithCancel(ctx)
+	return &logReader{ctx: ctx, cancel: cancel, s: s, id: id, from: from}
+}
+
+// add appends a segment to the run: raw when it is in memory already, else
+// it is fetched.
+func (r *logReader) add(seg manifest.Segment, raw []byte) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	p := &pendingSegment{seg: seg, done: make(chan struct{})}
+	if raw != nil {
+		p.raw = raw
+		close(p.done)
+	}
+	r.segs = append(r.segs, p)
+	r.startAheadLocked()
+}
+
+// startAheadLocked starts the fetches of the segments up to readAhead
+// past the one being read. Callers hold r.mu.
+func (r *logReader) startAheadLocked() {
+	for ; r.begun < len(r.segs) && r.begun < r.next+readAhead; r.begun++ {
+		p := r.segs[r.begun]
+		if p.raw != nil {
+			continue
+		}
+		go func() {
+			defer close(p.done)
+			p.raw, p.err = r.s.fetchSegment(r.ctx, r.id, p.seg)
+		}()
+	}
+}
+
+func (r *logReader) Read(b []byte) (int, error) {
+	for len(r.cur) == 0 {
+		r.mu.Lock()
+		if r.next >= len(r.segs) {
+			r.mu.Unlock()
+			return 0, io.EOF
+		}
+		p := r.segs[r.next]
+		r.next++
+		r.startAheadLocked()
+		r.mu.Unlock()
+		select {
+		case <-p.done:
+		case <-r.ctx.Done():
+			return 0, r.ctx.Err()
+		}
+		if p.err != nil {
+			return 0, p.err
+		}
+		r.cur = p.raw
+		if skip := r.from - p.seg.Start; skip > 0 {
+			r.cur = r.cur[skip:]
+		}
+		p.raw = nil // the reader holds it now; let it go once read
+	}
+	n := copy(b, r.cur)
+	r.cur = r.cur[n:]
+	return n, nil
+}
+
+// Close stops the fetches in flight.
+func (r *logReader) Close() error {
+	r.cancel()
+	return nil
+}
+
+// AppendLog appends data (complete committed lines in the sessionlog
+// format; beginning with the header line when at is the empty log) as one
+// new segment, if and only if the log is exactly at; it returns the
+// checkpoint after data. Otherwise it fails with a *store.ChangedError
+// saying what the log holds. It is idempotent: when the segment right
+// after at already holds exactly data (an earlier attempt whose answer
+// was lost, or another copy of the same bytes), it succeeds without
+// writing, and brings the checkpoints up to date.
+//
+// data is read during the call and not retained after it returns, so the
+// caller may reuse it.
+func (s *Store) AppendLog(ctx context.Context, id string, at store.Checkpoint, data []byte) (store.Checkpoint, error) {
+	if err := agent.ValidateSessionID(id); err != nil {
+		return store.Checkpoint{}, err
+	}
+	if len(data) == 0 {
+		return store.Checkpoint{}, fmt.Errorf("append to session %s: no data", id)
+	}
+	if n, err := sessionlog.CommittedLength(id, data); err != nil || n != len(data) {
+		if err == nil {
+			err = fmt.Errorf("%w: data does not end at a batch boundary (%d of %d bytes committed)", sessionlog.ErrMalformed, n, len(data))
+		}
+		return store.Checkpoint{}, fmt.Errorf("append to session %s: %w", id, err)
+	}
+	seg, err := s.appendBatch(ctx, id, func(bool) ([]byte, error) { return data, nil }, &at)
+	if err != nil {
+		return store.Checkpoint{}, err
+	}
+	return store.Checkpoint{Length: seg.End(), SHA256: seg.PrefixSHA256}, nil
+}
+
+// Verify re-reads every segment of session id, checking each one's hash,
+// the prefix hash at every boundary, the line count, and that the bytes
+// decode into the summary the manifest keeps; the error names the object.
+func (s *Store) Verify(ctx context.Context, id string) error {
+	if err := agent.ValidateSessionID(id); err != nil {
+		return err
+	}
+	m, _, err := s.readManifest(ctx, id)
+	if err != nil {
+		return fmt.Errorf("verify session %s: %w", id, err)
+	}
+	if _, err := s.catchUpFrom(ctx, m); err != nil {
+		return fmt.Errorf("verify session %s: %w", id, err)
+	}
+	if m.Length == 0 {
+		return agent.NotFoundError(id)
+	}
+	r := newLogReader(ctx, s, id, 0)
+	defer r.Close()
+	for _, seg := range m.Segments {
+		r.add(seg, nil)
+	}
+	chain := &prefixChain{s: s, id: id, segs: m.Segments, h: sha256.New()}
+	info, err := sessionlog.Check(s.objectURL(s.sessionKey(id, "")), id, io.TeeReader(r, chain), m.Length, m.SHA256)
+	if err == nil {
+		err = chain.err
+	}
+	if err != nil {
+		return fmt.Errorf("verify session %s: %w: %w", id, ErrCorrupt, err)
+	}
+	if !sameInfo(info, m.Info()) {
+		return fmt.Errorf("verify session %s: %w: the parsed log does not match the manifest's summary", id, ErrCorrupt)
+	}
+	return nil
+}
+
+// prefixChain is the writer side of Verify's read: it hashes the log as it
+// goes by and checks the prefix hash and line count at each segment's end.
+type prefixChain struct {
+	s     *Store
+	id    string
+	segs  []manifest.Segment
+	h     hash.Hash
+	pos   int64
+	lines int
+	err   error
+}
+
+func (c *prefixChain) Write(b []byte) (int, error) {
+	n := len(b)
+	for len(b) > 0 && c.err == nil && len(c.segs) > 0 {
+		seg := c.segs[0]
+		k := min(int64(len(b)), seg.End()-c.pos)
+		c.h.Write(b[:k])
+		c.lines += bytes.Count(b[:k], []byte{'\n'})
+		c.pos += k
+		b = b[k:]
+		if c.pos < seg.End() {
+			continue
+		}
+		obj := c.s.objectURL(c.s.sessionKey(c.id, seg.Name()))
+		if got := hex.EncodeToString(c.h.Sum(nil)); got != seg.PrefixSHA256 {
+			c.err = fmt.Errorf("%s: prefix hash %s, the manifest says %s", obj, got, seg.PrefixSHA256)
+		} else if c.lines != seg.Lines {
+			c.err = fmt.Errorf("%s: %d lines, the manifest says %d", obj, c.lines, seg.Lines)
+		}
+		c.lines = 0
+		c.segs = c.segs[1:]
+	}
+	return n, nil
+}
+
+func sameInfo(a, b agent.SessionInfo) bool {
+	ok := a.Created.Equal(b.Created) && a.Modified.Equal(b.Modified)
+	a.Created, a.Modified = b.Created, b.Modified
+	return ok && a == b
+}
