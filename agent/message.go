@@ -118,7 +118,8 @@ func SystemText(text string, mode SystemMode) Message {
 }
 
 // Text returns the message's text, system and (for user messages) tool
-// result blocks joined by newlines; thinking and tool use are left out.
+// result blocks joined by newlines; thinking (redacted or not) and tool
+// use are left out.
 func (m Message) Text() string {
 	var parts []string
 	for _, b := range m.Content {
