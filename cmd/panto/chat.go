@@ -190,7 +190,8 @@ func (cs *chatSession) saveFailedPrompt(c *cli.Context, sess *agent.Session, con
 }
 
 // stepError says what a failed step means for the session: the prompt is
-// stored, and how to retry.
+// stored, and how to retry; or, for an answer cut off in its tool calls,
+// what was not run and how to continue.
 func (cs *chatSession) stepError(err error) error {
 	var cut *agent.CutShortError
 	if errors.As(err, &cut) {
