@@ -13,6 +13,13 @@
 //     never got results (the step was cancelled or failed) is dropped from
 //     the conversation and never persisted, so a stored session can always
 //     be replayed to a provider.
+//   - An assistant message the provider cut off (StopKind.CutShort: the
+//     token limit, a refusal, a content filter) does not have its tool
+//     calls run, since the last one's input may be partial: it is
+//     persisted with results that say the calls were not run, and the
+//     step ends with a CutShortError. A cut-off compaction summary is not
+//     persisted at all, since it would replace the context with part of
+//     a summary.
 //   - Messages committed before an error in a step stay persisted.
 //   - Every persisted message carries the wire identity of the endpoint;
 //     API keys never reach the Agent, so they cannot reach a store.
@@ -180,6 +187,11 @@ func (a *Agent) tools() []ToolDecl {
 // before an error stays persisted. On error (including a cancelled ctx)
 // an assistant message whose tool calls have no results is removed from
 // the conversation and not persisted.
+//
+// A message without tool calls ends the step whatever its StopReason: a
+// truncated answer is an answer, and the caller tells the user from its
+// StopReason. One with tool calls that was cut short ends the step with
+// a *CutShortError, its calls persisted as not run.
 func (a *Agent) RunStep(ctx context.Context, recv Receiver) error {
 	if a.opts.Provider == nil {
 		return errors.New("run step: no provider configured")
@@ -201,6 +213,15 @@ func (a *Agent) RunStep(ctx context.Context, recv Receiver) error {
 			}
 			recv.MessageAdded(reply)
 			return nil
+		}
+		if reason := reply.StopReason; reason.Kind().CutShort() {
+			results := notRun(uses, reason)
+			if err := a.add(ctx, reply, results); err != nil {
+				return err
+			}
+			recv.MessageAdded(reply)
+			recv.MessageAdded(results)
+			return fmt.Errorf("run step: %w", &CutShortError{Reason: reason, Tools: toolNames(uses)})
 		}
 		results, err := a.runTools(ctx, uses)
 		if err != nil {
@@ -244,6 +265,27 @@ func (a *Agent) runTools(ctx context.Context, uses []Block) (Message, error) {
 	return results, nil
 }
 
+// notRun answers tool calls of a message that was cut short: each gets a
+// failed result that says why it did not run, so that the message can be
+// stored and replayed, and the model, asked to continue, knows to call
+// again.
+func notRun(uses []Block, reason StopReason) Message {
+	results := Message{Role: RoleUser}
+	for _, u := range uses {
+		text := fmt.Sprintf("not run: the answer was cut off (stop reason %q) before this tool call was known to be complete; call it again if it is still needed", reason)
+		results.Content = append(results.Content, ToolResultBlock(u.ToolUseID, text, true))
+	}
+	return results
+}
+
+func toolNames(uses []Block) []string {
+	names := make([]string, len(uses))
+	for i, u := range uses {
+		names[i] = u.ToolName
+	}
+	return names
+}
+
 // DefaultCompactPrompt asks the provider for a summary that can stand in
 // for the conversation so far.
 const DefaultCompactPrompt = "Summarise the conversation so far so that it can replace it as context: " +
@@ -269,6 +311,9 @@ func (a *Agent) Compact(ctx context.Context, instructions string, recv Receiver)
 	reply, err := a.opts.Provider.Complete(ctx, Request{System: a.conv.SystemPrompt(), Messages: msgs}, recv)
 	if err != nil {
 		return fmt.Errorf("compact: provider: %w", err)
+	}
+	if reply.StopReason.Kind().CutShort() {
+		return fmt.Errorf("compact: %w", &CutShortError{Reason: reply.StopReason, Summary: true})
 	}
 	summary := Message{
 		Role:     RoleUser,

@@ -29,11 +29,12 @@ const (
 type BlockType string
 
 const (
-	BlockText       BlockType = "text"        // Text
-	BlockThinking   BlockType = "thinking"    // Text, Signature
-	BlockToolUse    BlockType = "tool_use"    // ToolUseID, ToolName, Input
-	BlockToolResult BlockType = "tool_result" // ToolUseID, Text, IsError
-	BlockSystem     BlockType = "system"      // Text, Mode
+	BlockText             BlockType = "text"              // Text
+	BlockThinking         BlockType = "thinking"          // Text, Signature
+	BlockRedactedThinking BlockType = "redacted_thinking" // Data
+	BlockToolUse          BlockType = "tool_use"          // ToolUseID, ToolName, Input
+	BlockToolResult       BlockType = "tool_result"       // ToolUseID, Text, IsError
+	BlockSystem           BlockType = "system"            // Text, Mode
 )
 
 // Block is one piece of a message's content. It is a tagged union: Type
@@ -57,6 +58,9 @@ type Block struct {
 	IsError bool `json:"is_error,omitempty"`
 	// Mode is how a system block combines with the prompt before it.
 	Mode SystemMode `json:"mode,omitempty"`
+	// Data is the opaque, encrypted content of a redacted thinking block:
+	// the provider wants it back verbatim and no one can read it.
+	Data string `json:"data,omitempty"`
 }
 
 // TextBlock returns a text block.
@@ -86,6 +90,9 @@ type Message struct {
 	Role    Role
 	Content []Block
 	Usage   *Usage
+	// StopReason is why the provider ended an assistant message, as its
+	// wire said it; empty when it said nothing (and on older entries).
+	StopReason StopReason
 	// Metadata is free-form data that round-trips through every store.
 	// Values come back as encoding/json decodes them (numbers as float64).
 	Metadata map[string]any
@@ -111,7 +118,8 @@ func SystemText(text string, mode SystemMode) Message {
 }
 
 // Text returns the message's text, system and (for user messages) tool
-// result blocks joined by newlines; thinking and tool use are left out.
+// result blocks joined by newlines; thinking (redacted or not) and tool
+// use are left out.
 func (m Message) Text() string {
 	var parts []string
 	for _, b := range m.Content {

@@ -5,21 +5,22 @@
 // Mapping between panto's messages and the wire:
 //
 //   - Request.System is the top-level "system" parameter.
-//   - Blocks map one to one: text, thinking (with its signature, which
-//     the API requires back verbatim on later turns), tool_use and
-//     tool_result. A thinking block without a signature (from another
-//     provider) is not sent.
+//   - Blocks map one to one: text, thinking (with its signature) and
+//     redacted_thinking (with its opaque data), which the API requires
+//     back verbatim on later turns, tool_use and tool_result. A thinking
+//     block without a signature (from another provider) is not sent.
+//   - The response's stop_reason is the message's StopReason, verbatim
+//     (max_tokens is how a truncated answer is told from a whole one).
 //   - Streamed text_delta and thinking_delta are reported to the Receiver
 //     as they arrive; the SDK's accumulator assembles the whole message
 //     (input_json_delta, signature_delta, usage from message_start and
 //     message_delta).
 //   - --reasoning enables extended thinking with a budget (low 2,048,
 //     medium 8,192, high 24,576 tokens); max_tokens leaves room for the
-//     answer on top of the budget.
+//     answer (Config.MaxTokens) on top of the budget.
 //
-// Redacted thinking blocks are not kept (panto's Block has no field for
-// their opaque data); a model that emits them loses that part of its
-// reasoning on the next turn, which the API accepts.
+// Server tool blocks (web search and the like) are not kept: panto
+// offers no server tools, so a model never sends them.
 package anthropicmessages
 
 import (
@@ -40,8 +41,7 @@ import (
 // DefaultBaseURL is the Anthropic API, as the SDK names it.
 const DefaultBaseURL = "https://api.anthropic.com"
 
-// MaxOutputTokens is max_tokens of a request without thinking; with
-// thinking it is added to the thinking budget.
+// MaxOutputTokens is the default of Config.MaxTokens.
 const MaxOutputTokens = 16384
 
 // ThinkingBudget is the thinking budget of each reasoning level.
@@ -64,6 +64,10 @@ type Config struct {
 	Model string
 	// Reasoning enables extended thinking unless empty.
 	Reasoning agent.ReasoningEffort
+	// MaxTokens bounds the answer (0: MaxOutputTokens); it is max_tokens
+	// of a request without thinking and is added to the thinking budget
+	// of one with thinking.
+	MaxTokens int64
 	// MaxRetries bounds the SDK's retries (negative: the SDK's default).
 	MaxRetries int
 	// HTTPClient replaces the SDK's default client when set.
@@ -72,10 +76,11 @@ type Config struct {
 
 // Provider talks to one Messages endpoint with one model.
 type Provider struct {
-	client   anthropic.Client
-	identity agent.WireIdentity
-	apiKey   string
-	keyVars  string
+	client    anthropic.Client
+	identity  agent.WireIdentity
+	apiKey    string
+	keyVars   string
+	maxTokens int64
 }
 
 var _ agent.Provider = (*Provider)(nil)
@@ -100,6 +105,12 @@ func New(cfg Config) (*Provider, error) {
 	if cfg.KeyVars == "" {
 		cfg.KeyVars = "PANTO_API_KEY / ANTHROPIC_API_KEY"
 	}
+	if cfg.MaxTokens < 0 {
+		return nil, fmt.Errorf("anthropic-messages: max tokens %d: want a positive number", cfg.MaxTokens)
+	}
+	if cfg.MaxTokens == 0 {
+		cfg.MaxTokens = MaxOutputTokens
+	}
 	opts := []option.RequestOption{
 		option.WithoutEnvironmentDefaults(), // panto resolves the key itself
 		option.WithBaseURL(base),
@@ -121,8 +132,9 @@ func New(cfg Config) (*Provider, error) {
 			Model:     cfg.Model,
 			Reasoning: cfg.Reasoning,
 		},
-		apiKey:  cfg.APIKey,
-		keyVars: cfg.KeyVars,
+		apiKey:    cfg.APIKey,
+		keyVars:   cfg.KeyVars,
+		maxTokens: cfg.MaxTokens,
 	}, nil
 }
 
@@ -162,7 +174,7 @@ func (p *Provider) Complete(ctx context.Context, req agent.Request, recv agent.R
 func (p *Provider) params(req agent.Request) anthropic.MessageNewParams {
 	params := anthropic.MessageNewParams{
 		Model:     anthropic.Model(p.identity.Model),
-		MaxTokens: MaxOutputTokens,
+		MaxTokens: p.maxTokens,
 		Messages:  Messages(req.Messages),
 	}
 	if req.System != "" {
@@ -170,7 +182,7 @@ func (p *Provider) params(req agent.Request) anthropic.MessageNewParams {
 	}
 	if budget, ok := ThinkingBudget[p.identity.Reasoning]; ok {
 		params.Thinking = anthropic.ThinkingConfigParamOfEnabled(budget)
-		params.MaxTokens = budget + MaxOutputTokens
+		params.MaxTokens = budget + p.maxTokens
 	}
 	for _, t := range req.Tools {
 		params.Tools = append(params.Tools, tool(t))
@@ -259,6 +271,10 @@ func toWire(m agent.Message) []anthropic.ContentBlockParamUnion {
 			if m.Role == agent.RoleAssistant && b.Signature != "" {
 				out = append(out, anthropic.NewThinkingBlock(b.Signature, b.Text))
 			}
+		case agent.BlockRedactedThinking:
+			if m.Role == agent.RoleAssistant && b.Data != "" {
+				out = append(out, anthropic.NewRedactedThinkingBlock(b.Data))
+			}
 		case agent.BlockToolUse:
 			input := b.Input
 			if len(input) == 0 {
@@ -274,13 +290,15 @@ func toWire(m agent.Message) []anthropic.ContentBlockParamUnion {
 
 // fromWire maps an accumulated response to an assistant message.
 func fromWire(msg anthropic.Message) agent.Message {
-	m := agent.Message{Role: agent.RoleAssistant}
+	m := agent.Message{Role: agent.RoleAssistant, StopReason: agent.StopReason(msg.StopReason)}
 	for _, c := range msg.Content {
 		switch c.Type {
 		case "text":
 			m.Content = append(m.Content, agent.TextBlock(c.Text))
 		case "thinking":
 			m.Content = append(m.Content, agent.Block{Type: agent.BlockThinking, Text: c.Thinking, Signature: c.Signature})
+		case "redacted_thinking":
+			m.Content = append(m.Content, agent.Block{Type: agent.BlockRedactedThinking, Data: c.Data})
 		case "tool_use":
 			input := json.RawMessage(c.Input)
 			if len(input) == 0 || !json.Valid(input) {

@@ -215,3 +215,94 @@ func TestNewValidates(t *testing.T) {
 		t.Errorf("default base URL: %v", err)
 	}
 }
+
+// TestStopReasonKept: every stop_reason comes back verbatim as the
+// message's StopReason, with what was sent before it.
+func TestStopReasonKept(t *testing.T) {
+	for _, reason := range []string{"end_turn", "max_tokens", "tool_use", "stop_sequence", "pause_turn", "refusal", "a_future_reason"} {
+		t.Run(reason, func(t *testing.T) {
+			reply := fakeprovider.Reply{Text: "partial answ", StopReason: reason}
+			if reason == "tool_use" {
+				reply.ToolCalls = []fakeprovider.ToolCall{{ID: "toolu_1", Name: "read_file", Args: `{"path":"a"}`}}
+			}
+			srv := fakeprovider.New(t, fakeprovider.Anthropic, key, reply)
+			msg, err := newProvider(t, srv.BaseURL(), "").Complete(context.Background(), agent.Request{Messages: []agent.Message{agent.UserText("hi")}}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if msg.StopReason != agent.StopReason(reason) || msg.Text() != "partial answ" {
+				t.Errorf("stop reason %q, text %q", msg.StopReason, msg.Text())
+			}
+		})
+	}
+}
+
+// TestRedactedThinkingSentBack: a redacted thinking block is kept with
+// its opaque data and sent back verbatim, in its place between the
+// thinking and the tool call, as the API requires of the turn before a
+// tool result.
+func TestRedactedThinkingSentBack(t *testing.T) {
+	const data = "EmwKAhgBEgy3va+/3Q4l=="
+	srv := fakeprovider.New(t, fakeprovider.Anthropic, key,
+		fakeprovider.Reply{Thinking: "first", Signature: "sig-1", RedactedThinking: data, ToolCalls: []fakeprovider.ToolCall{{ID: "toolu_1", Name: "read_file", Args: `{"path":"a"}`}}},
+		fakeprovider.Reply{Text: "done"},
+	)
+	p := newProvider(t, srv.BaseURL(), agent.ReasoningLow)
+	user := agent.UserText("read a")
+	msg, err := p.Complete(context.Background(), agent.Request{Messages: []agent.Message{user}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(msg.Content) != 3 || msg.Content[1].Type != agent.BlockRedactedThinking || msg.Content[1].Data != data {
+		t.Fatalf("content = %+v", msg.Content)
+	}
+	results := agent.Message{Role: agent.RoleUser, Content: []agent.Block{agent.ToolResultBlock("toolu_1", "x", false)}}
+	if _, err := p.Complete(context.Background(), agent.Request{Messages: []agent.Message{user, msg, results}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	asst := srv.Requests()[1].JSON()["messages"].([]any)[1].(map[string]any)["content"].([]any)
+	var types []string
+	for _, b := range asst {
+		types = append(types, b.(map[string]any)["type"].(string))
+	}
+	if strings.Join(types, ",") != "thinking,redacted_thinking,tool_use" {
+		t.Fatalf("assistant turn sent back as %v", types)
+	}
+	if rt := asst[1].(map[string]any); rt["data"] != data || len(rt) != 2 {
+		t.Errorf("redacted thinking sent back = %v, want exactly {type, data}", rt)
+	}
+	// A user turn never carries one (it can only be the model's).
+	if got := anthropicmessages.Messages([]agent.Message{{Role: agent.RoleUser, Content: []agent.Block{{Type: agent.BlockRedactedThinking, Data: data}, agent.TextBlock("x")}}}); len(got[0].Content) != 1 {
+		t.Errorf("user redacted thinking sent: %+v", got)
+	}
+}
+
+// TestMaxTokens: Config.MaxTokens is max_tokens, with the thinking budget
+// on top when thinking is on.
+func TestMaxTokens(t *testing.T) {
+	tests := []struct {
+		max       int64
+		reasoning agent.ReasoningEffort
+		want      int64
+	}{
+		{0, "", anthropicmessages.MaxOutputTokens},
+		{1000, "", 1000},
+		{1000, agent.ReasoningLow, 1000 + anthropicmessages.ThinkingBudget[agent.ReasoningLow]},
+	}
+	for _, tt := range tests {
+		srv := fakeprovider.New(t, fakeprovider.Anthropic, key)
+		p, err := anthropicmessages.New(anthropicmessages.Config{BaseURL: srv.BaseURL(), APIKey: key, Model: "m", MaxTokens: tt.max, Reasoning: tt.reasoning, MaxRetries: 0})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := p.Complete(context.Background(), agent.Request{Messages: []agent.Message{agent.UserText("hi")}}, nil); err != nil {
+			t.Fatal(err)
+		}
+		if got := srv.Requests()[0].JSON()["max_tokens"]; got != float64(tt.want) {
+			t.Errorf("MaxTokens %d, reasoning %q: max_tokens = %v, want %d", tt.max, tt.reasoning, got, tt.want)
+		}
+	}
+	if _, err := anthropicmessages.New(anthropicmessages.Config{Model: "m", MaxTokens: -1}); err == nil {
+		t.Error("negative MaxTokens accepted")
+	}
+}

@@ -7,15 +7,19 @@
 //   - The system prompt (Request.System) is the first message, role
 //     "system".
 //   - An assistant message's text blocks are its content and its tool use
-//     blocks its tool_calls; thinking blocks are not sent (Chat
-//     Completions has no way to send them back).
+//     blocks its tool_calls; thinking and redacted thinking blocks are
+//     not sent (Chat Completions has no way to send them back).
 //   - A user message's tool result blocks become one role "tool" message
 //     each (tool_call_id = the tool use id), sent before the user's text.
 //   - Streamed text is reported to the Receiver as it arrives; streamed
 //     "reasoning_content" (an extension of vLLM, DeepSeek and others) is
 //     reported as thinking and kept as a thinking block.
+//   - The choice's finish_reason is the message's StopReason, verbatim
+//     ("length" is how a truncated answer is told from a whole one).
 //   - Usage comes from the final chunk (stream_options.include_usage).
-//   - --reasoning maps to reasoning_effort.
+//   - --reasoning maps to reasoning_effort, Config.MaxTokens to
+//     max_completion_tokens (sent only when set: servers have their own
+//     defaults, and not all of them know the field).
 package openaichat
 
 import (
@@ -52,6 +56,8 @@ type Config struct {
 	Model string
 	// Reasoning is sent as reasoning_effort unless empty.
 	Reasoning agent.ReasoningEffort
+	// MaxTokens is sent as max_completion_tokens unless 0.
+	MaxTokens int64
 	// MaxRetries bounds the SDK's retries of failed requests (negative:
 	// the SDK's default).
 	MaxRetries int
@@ -61,10 +67,11 @@ type Config struct {
 
 // Provider talks to one Chat Completions endpoint with one model.
 type Provider struct {
-	client   openai.Client
-	identity agent.WireIdentity
-	apiKey   string
-	keyVars  string
+	client    openai.Client
+	identity  agent.WireIdentity
+	apiKey    string
+	keyVars   string
+	maxTokens int64
 }
 
 var _ agent.Provider = (*Provider)(nil)
@@ -84,6 +91,9 @@ func New(cfg Config) (*Provider, error) {
 	if cfg.KeyVars == "" {
 		cfg.KeyVars = "PANTO_API_KEY / OPENAI_API_KEY"
 	}
+	if cfg.MaxTokens < 0 {
+		return nil, fmt.Errorf("openai-chat: max tokens %d: want a positive number", cfg.MaxTokens)
+	}
 	opts := []option.RequestOption{
 		option.WithBaseURL(base),
 		option.WithAPIKey(cfg.APIKey),
@@ -102,8 +112,9 @@ func New(cfg Config) (*Provider, error) {
 			Model:     cfg.Model,
 			Reasoning: cfg.Reasoning,
 		},
-		apiKey:  cfg.APIKey,
-		keyVars: cfg.KeyVars,
+		apiKey:    cfg.APIKey,
+		keyVars:   cfg.KeyVars,
+		maxTokens: cfg.MaxTokens,
 	}, nil
 }
 
@@ -138,6 +149,9 @@ func (p *Provider) params(req agent.Request) openai.ChatCompletionNewParams {
 	}
 	if p.identity.Reasoning != agent.ReasoningDefault {
 		params.ReasoningEffort = shared.ReasoningEffort(p.identity.Reasoning)
+	}
+	if p.maxTokens > 0 {
+		params.MaxCompletionTokens = openai.Int(p.maxTokens)
 	}
 	for _, t := range req.Tools {
 		fn := shared.FunctionDefinitionParam{
@@ -229,6 +243,7 @@ type accumulator struct {
 	reasoning strings.Builder
 	calls     map[int64]*toolCall
 	usage     *agent.Usage
+	finish    string
 }
 
 type toolCall struct {
@@ -250,6 +265,9 @@ func (a *accumulator) add(chunk openai.ChatCompletionChunk, recv agent.Receiver)
 	for _, choice := range chunk.Choices {
 		if choice.Index != 0 {
 			continue
+		}
+		if choice.FinishReason != "" {
+			a.finish = choice.FinishReason
 		}
 		d := choice.Delta
 		if r := reasoningDelta(d); r != "" {
@@ -297,7 +315,7 @@ func reasoningDelta(d openai.ChatCompletionChunkChoiceDelta) string {
 }
 
 func (a *accumulator) message() (agent.Message, error) {
-	m := agent.Message{Role: agent.RoleAssistant, Usage: a.usage}
+	m := agent.Message{Role: agent.RoleAssistant, Usage: a.usage, StopReason: agent.StopReason(a.finish)}
 	if a.reasoning.Len() > 0 {
 		m.Content = append(m.Content, agent.Block{Type: agent.BlockThinking, Text: a.reasoning.String()})
 	}

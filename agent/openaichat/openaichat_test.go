@@ -223,3 +223,62 @@ func TestNewValidates(t *testing.T) {
 		t.Errorf("default base URL: %v %+v", err, p)
 	}
 }
+
+// TestStopReasonKept: every finish_reason comes back verbatim as the
+// message's StopReason, with what was sent before it.
+func TestStopReasonKept(t *testing.T) {
+	for _, reason := range []string{"stop", "length", "tool_calls", "content_filter", "a_future_reason"} {
+		t.Run(reason, func(t *testing.T) {
+			reply := fakeprovider.Reply{Text: "partial answ", StopReason: reason}
+			if reason == "tool_calls" {
+				reply.ToolCalls = []fakeprovider.ToolCall{{ID: "c", Name: "read_file", Args: `{"path":"a"}`}}
+			}
+			srv := fakeprovider.New(t, fakeprovider.OpenAI, key, reply)
+			msg, err := newProvider(t, srv.BaseURL(), "").Complete(context.Background(), agent.Request{Messages: []agent.Message{agent.UserText("hi")}}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if msg.StopReason != agent.StopReason(reason) || msg.Text() != "partial answ" {
+				t.Errorf("stop reason %q, text %q", msg.StopReason, msg.Text())
+			}
+		})
+	}
+}
+
+// TestMaxTokens: max_completion_tokens is sent only when asked for, as
+// servers have their own defaults and not all of them know it.
+func TestMaxTokens(t *testing.T) {
+	for _, n := range []int64{0, 777} {
+		srv := fakeprovider.New(t, fakeprovider.OpenAI, key)
+		p, err := openaichat.New(openaichat.Config{BaseURL: srv.BaseURL(), APIKey: key, Model: "m", MaxTokens: n, MaxRetries: 0})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := p.Complete(context.Background(), agent.Request{Messages: []agent.Message{agent.UserText("hi")}}, nil); err != nil {
+			t.Fatal(err)
+		}
+		got, sent := srv.Requests()[0].JSON()["max_completion_tokens"]
+		if sent != (n > 0) || n > 0 && got != float64(n) {
+			t.Errorf("MaxTokens %d: max_completion_tokens = %v (sent %v)", n, got, sent)
+		}
+	}
+	if _, err := openaichat.New(openaichat.Config{Model: "m", MaxTokens: -1}); err == nil {
+		t.Error("negative MaxTokens accepted")
+	}
+}
+
+// TestRedactedThinkingNotSent: Chat Completions has no field for another
+// provider's redacted thinking; the rest of the message goes.
+func TestRedactedThinkingNotSent(t *testing.T) {
+	msgs := openaichat.Messages("", []agent.Message{
+		agent.UserText("hi"),
+		{Role: agent.RoleAssistant, Content: []agent.Block{{Type: agent.BlockRedactedThinking, Data: "OPAQUE"}, agent.TextBlock("hello")}},
+	})
+	b, err := json.Marshal(msgs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(b), "OPAQUE") || !strings.Contains(string(b), `"content":"hello"`) {
+		t.Errorf("messages = %s", b)
+	}
+}

@@ -11,8 +11,8 @@
 //
 // The suite checks the contract of agent.SessionStore as a user of the
 // interface sees it: sessions come into existence with their first
-// append, a batch is all or nothing, every block kind and metadata
-// round-trip, the wire identity is kept for user and assistant entries but
+// append, a batch is all or nothing, every block kind, the stop reason
+// and metadata round-trip, the wire identity is kept for user and assistant entries but
 // not system ones, no provenance (and so no key material) comes back,
 // list order and summaries, resolve by id or prefix, latest, not-found and
 // invalid-id errors, and concurrent appenders (through one handle and,
@@ -306,21 +306,24 @@ func testBatchAtomicity(t *testing.T, h Harness) {
 	sameTexts(t, "Load after the next batch", loadOK(t, s, id), append(append([]agent.PersistentMessage{}, first...), more...))
 }
 
-// roundTripMessages holds every block kind, usage and metadata.
+// roundTripMessages holds every block kind, stop reasons, usage and
+// metadata.
 func roundTripMessages() []agent.PersistentMessage {
 	usage := &agent.Usage{InputTokens: 1200, OutputTokens: 345, CacheReadTokens: 1000, CacheWriteTokens: 67, ReasoningTokens: 89}
 	assistant := agent.Message{
 		Role: agent.RoleAssistant,
 		Content: []agent.Block{
 			{Type: agent.BlockThinking, Text: "Let me look at the file first.", Signature: "sig-EqQBCkYIARgCKkA+/="},
+			{Type: agent.BlockRedactedThinking, Data: "EmwKAhgBEgy3va+/3Q4lYz0Kp1xr=="},
 			agent.TextBlock("I'll read it."),
 			agent.ToolUseBlock("toolu_01", "read_file", json.RawMessage(`{"path":"main.go","range":[1,20],"opts":{"follow":true,"enc":null}}`)),
 			agent.ToolUseBlock("toolu_02", "run", json.RawMessage(`{"cmd":"go test ./...","timeout":30.5}`)),
 		},
-		Usage: usage,
+		Usage:      usage,
+		StopReason: "tool_use",
 		Metadata: map[string]any{
-			"stop_reason": "tool_use",
-			"latency_ms":  float64(812.5),
+			"request_id": "req_011CTf",
+			"latency_ms": float64(812.5),
 		},
 	}
 	results := agent.Message{
@@ -347,7 +350,11 @@ func roundTripMessages() []agent.PersistentMessage {
 		pm(user, identityA),
 		pm(assistant, identityA),
 		pm(results, identityA),
-		pm(agent.Message{Role: agent.RoleAssistant, Content: []agent.Block{agent.TextBlock("Fixed.")}, Usage: &agent.Usage{OutputTokens: 3}}, identityA),
+		pm(agent.Message{Role: agent.RoleAssistant, Content: []agent.Block{agent.TextBlock("Fixed.")}, Usage: &agent.Usage{OutputTokens: 3}, StopReason: "end_turn"}, identityA),
+		// An answer cut off by the token limit, and one with a reason no
+		// wire sends yet: both kept as the wire said them.
+		pm(agent.Message{Role: agent.RoleAssistant, Content: []agent.Block{agent.TextBlock("The long answer, cut o")}, StopReason: "length"}, identityB),
+		pm(agent.Message{Role: agent.RoleAssistant, Content: []agent.Block{agent.TextBlock("?")}, StopReason: "a_future_reason"}, identityB),
 		// A message with no content at all still round-trips.
 		pm(agent.Message{Role: agent.RoleAssistant}, identityA),
 	}
@@ -378,6 +385,9 @@ func diffMessage(want, got agent.Message) string {
 	var diffs []string
 	if want.Role != got.Role {
 		diffs = append(diffs, fmt.Sprintf("role %q, want %q", got.Role, want.Role))
+	}
+	if want.StopReason != got.StopReason {
+		diffs = append(diffs, fmt.Sprintf("stop reason %q, want %q", got.StopReason, want.StopReason))
 	}
 	if len(want.Content) != len(got.Content) {
 		diffs = append(diffs, fmt.Sprintf("%d blocks, want %d", len(got.Content), len(want.Content)))

@@ -14,6 +14,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/panto-dev/panto/agent"
+	"github.com/panto-dev/panto/agent/anthropicmessages"
 	"github.com/panto-dev/panto/agent/providererr"
 	"github.com/panto-dev/panto/agent/tools"
 	"github.com/panto-dev/panto/store"
@@ -32,6 +33,7 @@ func chatFlags() []cli.Flag {
 		&cli.StringFlag{Name: "base-url", Usage: "provider API root (default https://api.openai.com/v1 or https://api.anthropic.com by --api-style)", EnvVars: []string{"PANTO_BASE_URL"}},
 		&cli.StringFlag{Name: "model", Usage: fmt.Sprintf("model name (default %s or %s by --api-style)", defaultOpenAIModel, defaultAnthropicModel), EnvVars: []string{"PANTO_MODEL"}},
 		&cli.StringFlag{Name: "reasoning", Usage: "reasoning effort: low, medium or high (Anthropic: a thinking budget)", EnvVars: []string{"PANTO_REASONING"}},
+		&cli.Int64Flag{Name: "max-tokens", Usage: fmt.Sprintf("output token limit of an answer (default: the server's for openai-chat, %d for anthropic-messages, thinking on top)", anthropicmessages.MaxOutputTokens), EnvVars: []string{"PANTO_MAX_TOKENS"}},
 		&cli.StringFlag{Name: "system", Usage: "system prompt `TEXT` (stored in the session; replaces the one in force)", EnvVars: []string{"PANTO_SYSTEM"}},
 		&cli.BoolFlag{Name: "allow-shell", Usage: "offer the model the run_shell tool (runs commands as you)", EnvVars: []string{"PANTO_ALLOW_SHELL"}},
 		&cli.BoolFlag{Name: "no-session", Usage: "store nothing (same as --store none)"},
@@ -189,8 +191,19 @@ func (cs *chatSession) saveFailedPrompt(c *cli.Context, sess *agent.Session, con
 }
 
 // stepError says what a failed step means for the session: the prompt is
-// stored, and how to retry.
+// stored, and how to retry; or, for an answer cut off in its tool calls,
+// what was not run and how to continue.
 func (cs *chatSession) stepError(err error) error {
+	var cut *agent.CutShortError
+	if errors.As(err, &cut) {
+		// Unlike a failure, the answer and its unrun calls are stored.
+		err = errors.New(cutShortNotice(cut))
+		if !cs.persist {
+			return err
+		}
+		id := shortID(cs.agent.Session().Info.ID)
+		return fmt.Errorf("%w (stored in session %s; continue with: panto -r %s continue)", err, id, id)
+	}
 	if errors.Is(err, context.Canceled) {
 		err = errors.New("cancelled")
 	}

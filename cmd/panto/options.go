@@ -86,6 +86,9 @@ type providerConfig struct {
 	BaseURL   string
 	Model     string
 	Reasoning agent.ReasoningEffort
+	// MaxTokens is not part of the endpoint's identity, so a resumed
+	// session does not inherit it (0: the provider's default).
+	MaxTokens int64
 }
 
 // providerFlags reads the provider flags; explicit reports which were
@@ -100,6 +103,7 @@ func providerFlags(c *cli.Context) (cfg providerConfig, explicit map[string]bool
 		BaseURL:   c.String("base-url"),
 		Model:     c.String("model"),
 		Reasoning: agent.ReasoningEffort(c.String("reasoning")),
+		MaxTokens: c.Int64("max-tokens"),
 	}
 	return cfg, explicit
 }
@@ -153,6 +157,9 @@ func newProvider(cfg providerConfig, getenv func(string) string) (agent.Provider
 	default:
 		return nil, fmt.Errorf("--reasoning %q: want low, medium or high", cfg.Reasoning)
 	}
+	if cfg.MaxTokens < 0 {
+		return nil, fmt.Errorf("--max-tokens %d: want a positive number of tokens", cfg.MaxTokens)
+	}
 	switch cfg.Style {
 	case agent.APIStyleOpenAIChat:
 		if cfg.Model == "" {
@@ -161,7 +168,7 @@ func newProvider(cfg providerConfig, getenv func(string) string) (agent.Provider
 		if key == "" && isDefault(cfg.BaseURL, openaichat.DefaultBaseURL) {
 			return nil, fmt.Errorf("no API key for %s: set %s (or point --base-url at a server that needs none)", openaichat.DefaultBaseURL, strings.Join(vars, " or "))
 		}
-		return openaichat.New(openaichat.Config{BaseURL: cfg.BaseURL, APIKey: key, KeyVars: hint, Model: cfg.Model, Reasoning: cfg.Reasoning, MaxRetries: providerRetries})
+		return openaichat.New(openaichat.Config{BaseURL: cfg.BaseURL, APIKey: key, KeyVars: hint, Model: cfg.Model, Reasoning: cfg.Reasoning, MaxTokens: cfg.MaxTokens, MaxRetries: providerRetries})
 	case agent.APIStyleAnthropicMessages:
 		if cfg.Model == "" {
 			cfg.Model = defaultAnthropicModel
@@ -169,7 +176,7 @@ func newProvider(cfg providerConfig, getenv func(string) string) (agent.Provider
 		if key == "" && isDefault(cfg.BaseURL, anthropicmessages.DefaultBaseURL) {
 			return nil, fmt.Errorf("no API key for %s: set %s (or point --base-url at a server that needs none)", anthropicmessages.DefaultBaseURL, strings.Join(vars, " or "))
 		}
-		return anthropicmessages.New(anthropicmessages.Config{BaseURL: cfg.BaseURL, APIKey: key, KeyVars: hint, Model: cfg.Model, Reasoning: cfg.Reasoning, MaxRetries: providerRetries})
+		return anthropicmessages.New(anthropicmessages.Config{BaseURL: cfg.BaseURL, APIKey: key, KeyVars: hint, Model: cfg.Model, Reasoning: cfg.Reasoning, MaxTokens: cfg.MaxTokens, MaxRetries: providerRetries})
 	}
 	return nil, fmt.Errorf("--api-style %q: want %s or %s", cfg.Style, agent.APIStyleOpenAIChat, agent.APIStyleAnthropicMessages)
 }

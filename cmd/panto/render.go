@@ -66,6 +66,12 @@ func (p *printer) newline() {
 
 func (p *printer) MessageAdded(m agent.Message) {
 	p.endThinking()
+	// A cut-off answer with tool calls ends the step with an error that
+	// says so; any other gets its notice here, right after it.
+	if notice := stopNotice(m.StopReason, ""); notice != "" && len(m.ToolUses()) == 0 {
+		p.newline()
+		fmt.Fprintf(p.info, "panto: %s\n", notice)
+	}
 	for _, b := range m.Content {
 		switch b.Type {
 		case agent.BlockToolUse:
@@ -79,6 +85,44 @@ func (p *printer) MessageAdded(m agent.Message) {
 			fmt.Fprintf(p.info, "← %s (%d bytes)\n", status, len(b.Text))
 		}
 	}
+}
+
+// stopNotice is the line that tells the user an answer did not end as a
+// whole answer, and what to do about it; "" when it did (or when the
+// reason says nothing). notDone says what panto did not do because of it.
+func stopNotice(reason agent.StopReason, notDone string) string {
+	var what, fix string
+	switch reason.Kind() {
+	case agent.StopTruncated:
+		what, fix = "the answer was cut off at the output token limit", "ask to continue, or raise the limit with --max-tokens"
+		if reason == "model_context_window_exceeded" {
+			what, fix = "the answer was cut off at the end of the model's context window", "/compact, or start a new session"
+		}
+	case agent.StopRefused:
+		what, fix = "the model refused to go on", "rephrase the request"
+	case agent.StopFiltered:
+		what, fix = "the provider's content filter cut the answer off", "rephrase the request"
+	case agent.StopPaused:
+		what, fix = "the provider paused this long turn", `send "continue" to resume it`
+	default:
+		return ""
+	}
+	if notDone != "" {
+		notDone = "; " + notDone
+	}
+	return fmt.Sprintf("%s (%s)%s: %s", what, reason, notDone, fix)
+}
+
+// cutShortNotice is stopNotice for what the agent left undone.
+func cutShortNotice(e *agent.CutShortError) string {
+	notDone := ""
+	switch {
+	case len(e.Tools) > 0:
+		notDone = "no tool was run (" + strings.Join(e.Tools, ", ") + ")"
+	case e.Summary:
+		notDone = "the summary was not stored"
+	}
+	return stopNotice(e.Reason, notDone)
 }
 
 // finish ends the reply's last line.
@@ -112,6 +156,14 @@ func writeMessage(w io.Writer, m agent.Message) {
 	case m.IsToolResult():
 		label = "tool"
 	}
+	// The stop reason as the wire said it; a kind that needs the reader's
+	// attention is spelled out.
+	if m.StopReason != "" {
+		label += " · " + string(m.StopReason)
+		if k := m.StopReason.Kind(); k.CutShort() || k == agent.StopPaused {
+			label += " (" + string(k) + ")"
+		}
+	}
 	fmt.Fprintf(w, "── %s\n", label)
 	for _, b := range m.Content {
 		switch b.Type {
@@ -121,6 +173,8 @@ func writeMessage(w io.Writer, m agent.Message) {
 			if b.Text != "" {
 				fmt.Fprintf(w, "[thinking] %s\n", clip(b.Text, 400))
 			}
+		case agent.BlockRedactedThinking:
+			fmt.Fprintln(w, "[redacted thinking]")
 		case agent.BlockToolUse:
 			fmt.Fprintf(w, "→ %s %s\n", b.ToolName, clip(string(b.Input), 400))
 		case agent.BlockToolResult:
@@ -147,10 +201,22 @@ func lastExchange(msgs []agent.Message) []agent.Message {
 
 // messageJSON is the --json shape of a message.
 type messageJSON struct {
-	Role     agent.Role     `json:"role"`
-	Content  []agent.Block  `json:"content"`
-	Usage    *agent.Usage   `json:"usage,omitempty"`
-	Metadata map[string]any `json:"metadata,omitempty"`
+	Role    agent.Role    `json:"role"`
+	Content []agent.Block `json:"content"`
+	Usage   *agent.Usage  `json:"usage,omitempty"`
+	// StopReason is the wire's word, Stop what it means (both absent
+	// when the wire said nothing).
+	StopReason agent.StopReason `json:"stop_reason,omitempty"`
+	Stop       agent.StopKind   `json:"stop,omitempty"`
+	Metadata   map[string]any   `json:"metadata,omitempty"`
+}
+
+func toMessageJSON(m agent.Message) messageJSON {
+	out := messageJSON{Role: m.Role, Content: m.Content, Usage: m.Usage, StopReason: m.StopReason, Metadata: m.Metadata}
+	if m.StopReason != "" {
+		out.Stop = m.StopReason.Kind()
+	}
+	return out
 }
 
 func writeJSON(w io.Writer, v any) error {

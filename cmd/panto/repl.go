@@ -170,6 +170,10 @@ func (cs *chatSession) turn(ctx context.Context, prompt string) error {
 	if err != nil && stepCtx.Err() != nil && ctx.Err() == nil {
 		return errors.New("cancelled (what was stored stays; a tool call left without its result was dropped)")
 	}
+	var cut *agent.CutShortError
+	if errors.As(err, &cut) {
+		return errors.New(cutShortNotice(cut))
+	}
 	if err != nil {
 		return unwrapProvider(err)
 	}
@@ -209,6 +213,10 @@ func (cs *chatSession) command(ctx context.Context, line string) (quit bool, err
 		stepCtx, stop := signal.NotifyContext(ctx, os.Interrupt)
 		defer stop()
 		if err := cs.agent.Compact(stepCtx, arg, agent.NopReceiver{}); err != nil {
+			var cut *agent.CutShortError
+			if errors.As(err, &cut) {
+				return false, errors.New(cutShortNotice(cut))
+			}
 			return false, unwrapProvider(err)
 		}
 		msgs := cs.agent.Conversation().Messages

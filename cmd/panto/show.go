@@ -42,7 +42,7 @@ Examples:
 					Messages []messageJSON `json:"messages"`
 				}{Session: toSessionJSON(sess.Info), Messages: []messageJSON{}}
 				for _, m := range conv.Messages {
-					out.Messages = append(out.Messages, messageJSON{Role: m.Role, Content: m.Content, Usage: m.Usage, Metadata: m.Metadata})
+					out.Messages = append(out.Messages, toMessageJSON(m))
 				}
 				return writeJSON(e.stdout, out)
 			}

@@ -33,7 +33,7 @@ func TestShow(t *testing.T) {
 			if r.code != 0 {
 				t.Fatalf("show: exit %d: %s", r.code, r.stderr)
 			}
-			for _, want := range []string{"session " + id, "── user\nread a.txt", "[thinking] look first", `→ read_file {"path":"a.txt"}`, "── tool\n← alpha", "── assistant\nIt says alpha."} {
+			for _, want := range []string{"session " + id, "── user\nread a.txt", "[thinking] look first", `→ read_file {"path":"a.txt"}`, "── assistant · tool_use\n[thinking] look first", "── tool\n← alpha", "── assistant · end_turn\nIt says alpha."} {
 				if !strings.Contains(r.stdout, want) {
 					t.Errorf("show lacks %q:\n%s", want, r.stdout)
 				}
@@ -46,7 +46,8 @@ func TestShow(t *testing.T) {
 			if err := json.Unmarshal([]byte(r.stdout), &out); err != nil {
 				t.Fatalf("show --json: %v: %s", err, r.stdout)
 			}
-			if out.Session.ID != id || len(out.Messages) != 4 || out.Messages[1].Content[0].Signature != "s1" || out.Messages[2].Content[0].Type != agent.BlockToolResult {
+			if out.Session.ID != id || len(out.Messages) != 4 || out.Messages[1].Content[0].Signature != "s1" || out.Messages[2].Content[0].Type != agent.BlockToolResult ||
+				out.Messages[3].StopReason != "end_turn" || out.Messages[3].Stop != agent.StopComplete || out.Messages[0].StopReason != "" {
 				t.Errorf("show --json = %+v", out)
 			}
 			for _, args := range [][]string{{"show"}, {"show", "zzzz"}, {"show", "../etc"}} {

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/panto-dev/panto/agent"
 	"github.com/panto-dev/panto/internal/fakeprovider"
 	"github.com/panto-dev/panto/internal/miniotest"
 )
@@ -14,10 +15,13 @@ import (
 // TestResumeOnAnotherMachine: a session written by panto on disk, pushed
 // with panto-sync, is resumed by panto from the bucket on another
 // "machine" (another directory, another process), and pulled back down.
+// Its first answer was truncated after redacted thinking: the stop reason
+// and the thinking's opaque data travel with the lines.
 func TestResumeOnAnotherMachine(t *testing.T) {
+	const redacted = "EmwKAhgBEgy3va+/3Q4l=="
 	for _, pc := range providerCases {
 		t.Run(pc.style, func(t *testing.T) {
-			srv := fakeprovider.New(t, pc.style, pc.key)
+			srv := fakeprovider.New(t, pc.style, pc.key, fakeprovider.Reply{Text: "reply 1", RedactedThinking: redacted, StopReason: pc.truncation()})
 			s3 := miniotest.Shared(t)
 			bucket := s3.NewBucket(t)
 			remote := "s3://" + bucket + "/team"
@@ -42,6 +46,9 @@ func TestResumeOnAnotherMachine(t *testing.T) {
 			if !strings.Contains(body, "started on machine A") || !strings.Contains(body, "reply 1") {
 				t.Errorf("machine B did not send A's history: %s", body)
 			}
+			if pc.style == fakeprovider.Anthropic && !strings.Contains(body, `"data":"`+redacted+`"`) {
+				t.Errorf("machine B did not send back A's redacted thinking: %s", body)
+			}
 
 			// Pulled to disk on machine B, the session carries on there.
 			runSync(t, s3, "pull", "--dir", machineB, remote)
@@ -52,6 +59,10 @@ func TestResumeOnAnotherMachine(t *testing.T) {
 			body = string(srv.Requests()[2].Body)
 			if !strings.Contains(body, "continued on machine B") || !strings.Contains(body, "reply 2") {
 				t.Errorf("pulled session lacks B's turn: %s", body)
+			}
+			_, conv := loadOnly(t, backend{name: "machine B", open: func(t *testing.T) agent.SessionStore { return openStoreForTest(t, machineB, "") }})
+			if got := conv.Messages[1].StopReason; got != agent.StopReason(pc.truncation()) {
+				t.Errorf("pulled stop reason %q, want %q", got, pc.truncation())
 			}
 			checkNoKey(t, backend{name: "machine A", bytes: dirBytes(machineA)}, pc.key)
 			checkNoKey(t, backend{name: "machine B", bytes: dirBytes(machineB)}, pc.key)

@@ -1,8 +1,11 @@
 // Package fakeprovider runs model provider servers for tests: an OpenAI
 // Chat Completions server and an Anthropic Messages server that speak the
-// real wire protocols, streaming included (server-sent events with
-// tool-call, thinking and signature deltas and usage), answer with
-// scripted replies and record every request they get.
+// real wire protocols, answer with scripted replies and record every
+// request they get. A request with "stream": true is answered as the
+// real APIs stream (server-sent events with tool-call, thinking and
+// signature deltas, the stop reason and usage), any other with the whole
+// response as one JSON body, so that both forms of a reply can be
+// checked against the official SDKs.
 //
 // A server checks the API key it was given (Authorization: Bearer for
 // OpenAI, x-api-key for Anthropic) and answers 401 in the provider's own
@@ -35,8 +38,15 @@ type Reply struct {
 	// Thinking and Signature make a thinking block (Anthropic) or
 	// reasoning_content (OpenAI) before the text.
 	Thinking, Signature string
-	Text                string
-	ToolCalls           []ToolCall
+	// RedactedThinking is the opaque data of a redacted_thinking block
+	// sent after the thinking (Anthropic; OpenAI has no such block).
+	RedactedThinking string
+	Text             string
+	ToolCalls        []ToolCall
+	// StopReason is the finish_reason (OpenAI) or stop_reason (Anthropic)
+	// sent; empty sends the one the reply implies: stop or end_turn, and
+	// tool_calls or tool_use when it has tool calls.
+	StopReason string
 	// InputTokens and OutputTokens are reported as usage.
 	InputTokens, OutputTokens int64
 }
@@ -169,6 +179,19 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, reply.Status, http.StatusText(reply.Status)+" from the fake server")
 		return
 	}
+	var mode struct {
+		Stream bool `json:"stream"`
+	}
+	_ = json.Unmarshal(body, &mode)
+	if !mode.Stream {
+		w.Header().Set("Content-Type", "application/json")
+		if s.style == OpenAI {
+			_ = json.NewEncoder(w).Encode(openAICompletion(reply))
+		} else {
+			_ = json.NewEncoder(w).Encode(anthropicMessage(reply))
+		}
+		return
+	}
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
 	w.WriteHeader(http.StatusOK)
@@ -239,6 +262,63 @@ func chunks(s string, n int) []string {
 
 func utf8Start(b byte) bool { return b&0xC0 != 0x80 }
 
+// stopReason is the reason r is sent with in style.
+func (r Reply) stopReason(style string) string {
+	switch {
+	case r.StopReason != "":
+		return r.StopReason
+	case style == OpenAI && len(r.ToolCalls) > 0:
+		return "tool_calls"
+	case style == OpenAI:
+		return "stop"
+	case len(r.ToolCalls) > 0:
+		return "tool_use"
+	default:
+		return "end_turn"
+	}
+}
+
+// toolInput is a tool call's arguments as a JSON value; arguments that
+// are not JSON (cut off, as by max_tokens) have no whole form and are
+// sent as an empty object.
+func toolInput(args string) json.RawMessage {
+	if json.Valid([]byte(args)) {
+		return json.RawMessage(args)
+	}
+	return json.RawMessage("{}")
+}
+
+func openAIUsage(r Reply) map[string]any {
+	return map[string]any{
+		"prompt_tokens": r.InputTokens, "completion_tokens": r.OutputTokens,
+		"total_tokens":          r.InputTokens + r.OutputTokens,
+		"prompt_tokens_details": map[string]any{"cached_tokens": 0},
+	}
+}
+
+// openAICompletion is r as a whole chat.completion.
+func openAICompletion(r Reply) map[string]any {
+	msg := map[string]any{"role": "assistant", "content": nil}
+	if r.Text != "" {
+		msg["content"] = r.Text
+	}
+	if r.Thinking != "" {
+		msg["reasoning_content"] = r.Thinking
+	}
+	var calls []any
+	for _, tc := range r.ToolCalls {
+		calls = append(calls, map[string]any{"id": tc.ID, "type": "function", "function": map[string]any{"name": tc.Name, "arguments": tc.Args}})
+	}
+	if calls != nil {
+		msg["tool_calls"] = calls
+	}
+	return map[string]any{
+		"id": "chatcmpl-fake", "object": "chat.completion", "created": 1, "model": "fake",
+		"choices": []any{map[string]any{"index": 0, "message": msg, "finish_reason": r.stopReason(OpenAI)}},
+		"usage":   openAIUsage(r),
+	}
+}
+
 func writeOpenAI(sse *sseWriter, r Reply) {
 	chunk := func(delta map[string]any, finish any) map[string]any {
 		return map[string]any{
@@ -264,21 +344,76 @@ func writeOpenAI(sse *sseWriter, r Reply) {
 			}}}, nil))
 		}
 	}
-	finish := "stop"
-	if len(r.ToolCalls) > 0 {
-		finish = "tool_calls"
-	}
-	sse.event("", chunk(map[string]any{}, finish))
+	sse.event("", chunk(map[string]any{}, r.stopReason(OpenAI)))
 	sse.event("", map[string]any{
 		"id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": 1, "model": "fake",
 		"choices": []any{},
-		"usage": map[string]any{
-			"prompt_tokens": r.InputTokens, "completion_tokens": r.OutputTokens,
-			"total_tokens":          r.InputTokens + r.OutputTokens,
-			"prompt_tokens_details": map[string]any{"cached_tokens": 0},
-		},
+		"usage":   openAIUsage(r),
 	})
 	fmt.Fprint(sse.w, "data: [DONE]\n\n")
+}
+
+// anthropicBlock is one content block of a reply in both forms: whole,
+// as a message holds it, and streamed, as a start event and deltas.
+type anthropicBlock struct {
+	whole, start map[string]any
+	deltas       []map[string]any
+}
+
+func anthropicBlocks(r Reply) []anthropicBlock {
+	var blocks []anthropicBlock
+	if r.Thinking != "" || r.Signature != "" {
+		b := anthropicBlock{
+			whole: map[string]any{"type": "thinking", "thinking": r.Thinking, "signature": r.Signature},
+			start: map[string]any{"type": "thinking", "thinking": "", "signature": ""},
+		}
+		for _, c := range chunks(r.Thinking, 7) {
+			b.deltas = append(b.deltas, map[string]any{"type": "thinking_delta", "thinking": c})
+		}
+		if r.Signature != "" {
+			b.deltas = append(b.deltas, map[string]any{"type": "signature_delta", "signature": r.Signature})
+		}
+		blocks = append(blocks, b)
+	}
+	if r.RedactedThinking != "" {
+		// No delta carries redacted thinking: the block starts whole.
+		whole := map[string]any{"type": "redacted_thinking", "data": r.RedactedThinking}
+		blocks = append(blocks, anthropicBlock{whole: whole, start: whole})
+	}
+	if r.Text != "" {
+		b := anthropicBlock{
+			whole: map[string]any{"type": "text", "text": r.Text},
+			start: map[string]any{"type": "text", "text": ""},
+		}
+		for _, c := range chunks(r.Text, 5) {
+			b.deltas = append(b.deltas, map[string]any{"type": "text_delta", "text": c})
+		}
+		blocks = append(blocks, b)
+	}
+	for _, tc := range r.ToolCalls {
+		b := anthropicBlock{
+			whole: map[string]any{"type": "tool_use", "id": tc.ID, "name": tc.Name, "input": toolInput(tc.Args)},
+			start: map[string]any{"type": "tool_use", "id": tc.ID, "name": tc.Name, "input": map[string]any{}},
+		}
+		for _, c := range chunks(tc.Args, 6) {
+			b.deltas = append(b.deltas, map[string]any{"type": "input_json_delta", "partial_json": c})
+		}
+		blocks = append(blocks, b)
+	}
+	return blocks
+}
+
+// anthropicMessage is r as a whole message.
+func anthropicMessage(r Reply) map[string]any {
+	content := []any{}
+	for _, b := range anthropicBlocks(r) {
+		content = append(content, b.whole)
+	}
+	return map[string]any{
+		"id": "msg_fake", "type": "message", "role": "assistant", "content": content, "model": "fake",
+		"stop_reason": r.stopReason(Anthropic), "stop_sequence": nil,
+		"usage": map[string]any{"input_tokens": r.InputTokens, "output_tokens": r.OutputTokens},
+	}
 }
 
 func writeAnthropic(sse *sseWriter, r Reply) {
@@ -288,45 +423,15 @@ func writeAnthropic(sse *sseWriter, r Reply) {
 		"usage": map[string]any{"input_tokens": r.InputTokens, "output_tokens": 1},
 	}})
 	sse.event("ping", map[string]any{"type": "ping"})
-	index := 0
-	block := func(start map[string]any, deltas []map[string]any) {
-		sse.event("content_block_start", map[string]any{"type": "content_block_start", "index": index, "content_block": start})
-		for _, d := range deltas {
+	for index, b := range anthropicBlocks(r) {
+		sse.event("content_block_start", map[string]any{"type": "content_block_start", "index": index, "content_block": b.start})
+		for _, d := range b.deltas {
 			sse.event("content_block_delta", map[string]any{"type": "content_block_delta", "index": index, "delta": d})
 		}
 		sse.event("content_block_stop", map[string]any{"type": "content_block_stop", "index": index})
-		index++
-	}
-	if r.Thinking != "" || r.Signature != "" {
-		var deltas []map[string]any
-		for _, c := range chunks(r.Thinking, 7) {
-			deltas = append(deltas, map[string]any{"type": "thinking_delta", "thinking": c})
-		}
-		if r.Signature != "" {
-			deltas = append(deltas, map[string]any{"type": "signature_delta", "signature": r.Signature})
-		}
-		block(map[string]any{"type": "thinking", "thinking": "", "signature": ""}, deltas)
-	}
-	if r.Text != "" {
-		var deltas []map[string]any
-		for _, c := range chunks(r.Text, 5) {
-			deltas = append(deltas, map[string]any{"type": "text_delta", "text": c})
-		}
-		block(map[string]any{"type": "text", "text": ""}, deltas)
-	}
-	for _, tc := range r.ToolCalls {
-		var deltas []map[string]any
-		for _, c := range chunks(tc.Args, 6) {
-			deltas = append(deltas, map[string]any{"type": "input_json_delta", "partial_json": c})
-		}
-		block(map[string]any{"type": "tool_use", "id": tc.ID, "name": tc.Name, "input": map[string]any{}}, deltas)
-	}
-	stop := "end_turn"
-	if len(r.ToolCalls) > 0 {
-		stop = "tool_use"
 	}
 	sse.event("message_delta", map[string]any{"type": "message_delta",
-		"delta": map[string]any{"stop_reason": stop, "stop_sequence": nil},
+		"delta": map[string]any{"stop_reason": r.stopReason(Anthropic), "stop_sequence": nil},
 		"usage": map[string]any{"output_tokens": r.OutputTokens},
 	})
 	sse.event("message_stop", map[string]any{"type": "message_stop"})

@@ -6,6 +6,7 @@
 //
 //	{"type":"session","version":1,"id":"…","created":"…","more":1}
 //	{"type":"message","ts":"…","role":"user","content":[…],…}
+//	{"type":"message","ts":"…","role":"assistant","content":[…],"usage":{…},"stop_reason":"end_turn",…}
 //
 // Every line ends in '\n'. A batch (one atomic append) is written in one
 // go, and each of its lines says in "more" how many lines of the same
@@ -60,17 +61,19 @@ type Header struct {
 // entry is a message line. Provenance is not kept, and system entries
 // carry no wire identity (it says nothing about them).
 type entry struct {
-	Type      string                `json:"type"`
-	TS        time.Time             `json:"ts"`
-	Role      agent.Role            `json:"role"`
-	Content   []agent.Block         `json:"content"`
-	Usage     *agent.Usage          `json:"usage,omitempty"`
-	Metadata  map[string]any        `json:"metadata,omitempty"`
-	APIStyle  agent.APIStyle        `json:"api_style,omitempty"`
-	BaseURL   string                `json:"base_url,omitempty"`
-	Model     string                `json:"model,omitempty"`
-	Reasoning agent.ReasoningEffort `json:"reasoning,omitempty"`
-	More      int                   `json:"more,omitempty"`
+	Type    string        `json:"type"`
+	TS      time.Time     `json:"ts"`
+	Role    agent.Role    `json:"role"`
+	Content []agent.Block `json:"content"`
+	Usage   *agent.Usage  `json:"usage,omitempty"`
+	// StopReason is the wire's own word (absent before it was kept).
+	StopReason agent.StopReason      `json:"stop_reason,omitempty"`
+	Metadata   map[string]any        `json:"metadata,omitempty"`
+	APIStyle   agent.APIStyle        `json:"api_style,omitempty"`
+	BaseURL    string                `json:"base_url,omitempty"`
+	Model      string                `json:"model,omitempty"`
+	Reasoning  agent.ReasoningEffort `json:"reasoning,omitempty"`
+	More       int                   `json:"more,omitempty"`
 }
 
 // EncodeBatch encodes msgs as one batch written at time at. When header is
@@ -89,13 +92,14 @@ func EncodeBatch(id string, header bool, msgs []agent.PersistentMessage, at time
 	for i, pm := range msgs {
 		remaining--
 		e := entry{
-			Type:     TypeMessage,
-			TS:       at,
-			Role:     pm.Message.Role,
-			Content:  pm.Message.Content,
-			Usage:    pm.Usage,
-			Metadata: pm.Message.Metadata,
-			More:     remaining,
+			Type:       TypeMessage,
+			TS:         at,
+			Role:       pm.Message.Role,
+			Content:    pm.Message.Content,
+			Usage:      pm.Usage,
+			StopReason: pm.Message.StopReason,
+			Metadata:   pm.Message.Metadata,
+			More:       remaining,
 		}
 		if e.Usage == nil {
 			e.Usage = pm.Message.Usage
@@ -224,7 +228,7 @@ func (d *Decoder) DecodeLine(line []byte) (agent.Message, bool, error) {
 	default:
 		return fail("unknown role %q", e.Role)
 	}
-	m := agent.Message{Role: e.Role, Content: e.Content, Usage: e.Usage, Metadata: e.Metadata}
+	m := agent.Message{Role: e.Role, Content: e.Content, Usage: e.Usage, StopReason: e.StopReason, Metadata: e.Metadata}
 	d.Info.Update(agent.PersistentMessage{Message: m, Identity: agent.WireIdentity{
 		APIStyle: e.APIStyle, BaseURL: e.BaseURL, Model: e.Model, Reasoning: e.Reasoning,
 	}})

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -140,9 +141,14 @@ func TestEncodeGolden(t *testing.T) {
 		{Message: agent.SystemText("sys <b>&</b>", agent.SystemReplace), Identity: ident},
 		{
 			Message: agent.Message{
-				Role:     agent.RoleAssistant,
-				Content:  []agent.Block{{Type: agent.BlockThinking, Text: "hm", Signature: "sig"}, agent.ToolUseBlock("t1", "run", json.RawMessage(`{ "b": 1, "a": [true] }`))},
-				Metadata: map[string]any{"z": 1.5, "a": map[string]any{"y": nil, "b": "x"}},
+				Role: agent.RoleAssistant,
+				Content: []agent.Block{
+					{Type: agent.BlockThinking, Text: "hm", Signature: "sig"},
+					{Type: agent.BlockRedactedThinking, Data: "EmwKAhgBEgy3va+/="},
+					agent.ToolUseBlock("t1", "run", json.RawMessage(`{ "b": 1, "a": [true] }`)),
+				},
+				StopReason: "tool_use",
+				Metadata:   map[string]any{"z": 1.5, "a": map[string]any{"y": nil, "b": "x"}},
 			},
 			Usage:          &agent.Usage{InputTokens: 3, OutputTokens: 4},
 			Identity:       ident,
@@ -154,7 +160,7 @@ func TestEncodeGolden(t *testing.T) {
 	got := encode(t, "gold", true, msgs)
 	want := `{"type":"session","version":1,"id":"gold","created":"2026-02-03T04:05:06.000000789Z","more":3}
 {"type":"message","ts":"2026-02-03T04:05:06.000000789Z","role":"system","content":[{"type":"system","text":"sys <b>&</b>","mode":"replace"}],"more":2}
-{"type":"message","ts":"2026-02-03T04:05:06.000000789Z","role":"assistant","content":[{"type":"thinking","text":"hm","signature":"sig"},{"type":"tool_use","tool_use_id":"t1","name":"run","input":{"b":1,"a":[true]}}],"usage":{"input_tokens":3,"output_tokens":4},"metadata":{"a":{"b":"x","y":null},"z":1.5},"api_style":"openai-chat","base_url":"http://x.test/v1","model":"m1","reasoning":"low","more":1}
+{"type":"message","ts":"2026-02-03T04:05:06.000000789Z","role":"assistant","content":[{"type":"thinking","text":"hm","signature":"sig"},{"type":"redacted_thinking","data":"EmwKAhgBEgy3va+/="},{"type":"tool_use","tool_use_id":"t1","name":"run","input":{"b":1,"a":[true]}}],"usage":{"input_tokens":3,"output_tokens":4},"stop_reason":"tool_use","metadata":{"a":{"b":"x","y":null},"z":1.5},"api_style":"openai-chat","base_url":"http://x.test/v1","model":"m1","reasoning":"low","more":1}
 {"type":"message","ts":"2026-02-03T04:05:06.000000789Z","role":"user","content":[{"type":"tool_result","text":"fail","tool_use_id":"t1","is_error":true}],"api_style":"openai-chat","base_url":"http://x.test/v1","model":"m1","reasoning":"low"}
 `
 	if string(got) != want {
@@ -169,6 +175,48 @@ func TestEncodeGolden(t *testing.T) {
 	local, err := sessionlog.EncodeBatch("gold", true, msgs, at.In(time.FixedZone("X", 3600)))
 	if err != nil || !bytes.Equal(local, got) {
 		t.Errorf("EncodeBatch in another zone differs: %v", err)
+	}
+}
+
+// TestStopReasonAndRedactedThinkingRoundTrip: every stop reason of both
+// wires (and one no wire sends yet) comes back as it was written, with a
+// redacted thinking block's data, and a line written before stop reasons
+// were kept still decodes, to no reason.
+func TestStopReasonAndRedactedThinkingRoundTrip(t *testing.T) {
+	reasons := []agent.StopReason{
+		"stop", "length", "tool_calls", "content_filter",
+		"end_turn", "max_tokens", "tool_use", "stop_sequence", "pause_turn", "refusal",
+		"a_reason_from_the_future", "",
+	}
+	for _, reason := range reasons {
+		t.Run(string(reason), func(t *testing.T) {
+			m := agent.Message{Role: agent.RoleAssistant, StopReason: reason, Content: []agent.Block{
+				{Type: agent.BlockRedactedThinking, Data: "opaque+/=" + string(reason)},
+				agent.TextBlock("partial answ"),
+			}}
+			data := encode(t, "s", true, []agent.PersistentMessage{{Message: m, Identity: ident}})
+			if got := bytes.Contains(data, []byte(`"stop_reason"`)); got != (reason != "") {
+				t.Errorf("line has a stop_reason key: %v, want %v:\n%s", got, reason != "", data)
+			}
+			log, err := sessionlog.Parse("s.jsonl", data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := log.Messages[0]
+			if got.StopReason != reason || !reflect.DeepEqual(got.Content, m.Content) {
+				t.Errorf("decoded %+v, want %+v", got, m)
+			}
+		})
+	}
+	old := `{"type":"session","version":1,"id":"s","created":"2026-01-01T00:00:00Z","more":1}
+{"type":"message","ts":"2026-01-01T00:00:00Z","role":"assistant","content":[{"type":"text","text":"hi"}],"model":"m"}
+`
+	log, err := sessionlog.Parse("old.jsonl", []byte(old))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := log.Messages[0]; m.StopReason != "" || m.StopReason.Kind() != agent.StopUnknown {
+		t.Errorf("a line without a stop reason decodes to %q (%s)", m.StopReason, m.StopReason.Kind())
 	}
 }
 

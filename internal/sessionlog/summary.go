@@ -83,17 +83,19 @@ func (d *Decoder) SummarizeLine(line []byte) (bool, error) {
 // content strings are only checked to be strings (see rawString) and a
 // tool's input is not copied.
 type summaryEntry struct {
-	Type      string                `json:"type"`
-	TS        time.Time             `json:"ts"`
-	Role      agent.Role            `json:"role"`
-	Content   []summaryBlock        `json:"content"`
-	Usage     *agent.Usage          `json:"usage,omitempty"`
-	Metadata  map[string]any        `json:"metadata,omitempty"`
-	APIStyle  agent.APIStyle        `json:"api_style,omitempty"`
-	BaseURL   string                `json:"base_url,omitempty"`
-	Model     string                `json:"model,omitempty"`
-	Reasoning agent.ReasoningEffort `json:"reasoning,omitempty"`
-	More      int                   `json:"more,omitempty"`
+	Type    string         `json:"type"`
+	TS      time.Time      `json:"ts"`
+	Role    agent.Role     `json:"role"`
+	Content []summaryBlock `json:"content"`
+	Usage   *agent.Usage   `json:"usage,omitempty"`
+	// StopReason is only checked to be a string: no summary keeps it.
+	StopReason rawString             `json:"stop_reason,omitempty"`
+	Metadata   map[string]any        `json:"metadata,omitempty"`
+	APIStyle   agent.APIStyle        `json:"api_style,omitempty"`
+	BaseURL    string                `json:"base_url,omitempty"`
+	Model      string                `json:"model,omitempty"`
+	Reasoning  agent.ReasoningEffort `json:"reasoning,omitempty"`
+	More       int                   `json:"more,omitempty"`
 }
 
 // summaryBlock is agent.Block with the same field names and JSON types.
@@ -106,6 +108,7 @@ type summaryBlock struct {
 	Input     rawValue        `json:"input,omitempty"`
 	IsError   bool            `json:"is_error,omitempty"`
 	Mode      rawString       `json:"mode,omitempty"`
+	Data      rawString       `json:"data,omitempty"`
 }
 
 func jsonSummary(line []byte) (summaryEntry, error) {
@@ -234,6 +237,8 @@ func scanSummary(line []byte) (s summaryEntry, ok bool) {
 			s.More = int(n)
 		case "usage":
 			ok = sc.usage()
+		case "stop_reason":
+			_, ok = sc.strToken()
 		case "metadata":
 			start := sc.i
 			if ok = sc.peek() == '{' && sc.value(0); ok {
@@ -253,11 +258,12 @@ func scanSummary(line []byte) (s summaryEntry, ok bool) {
 var entryKeys = map[string]uint32{
 	"type": 1 << 0, "ts": 1 << 1, "role": 1 << 2, "content": 1 << 3, "usage": 1 << 4, "metadata": 1 << 5,
 	"api_style": 1 << 6, "base_url": 1 << 7, "model": 1 << 8, "reasoning": 1 << 9, "more": 1 << 10,
+	"stop_reason": 1 << 11,
 }
 
 var blockKeys = map[string]uint32{
 	"type": 1 << 0, "text": 1 << 1, "signature": 1 << 2, "tool_use_id": 1 << 3, "name": 1 << 4,
-	"input": 1 << 5, "is_error": 1 << 6, "mode": 1 << 7,
+	"input": 1 << 5, "is_error": 1 << 6, "mode": 1 << 7, "data": 1 << 8,
 }
 
 var usageKeys = map[string]uint32{
@@ -621,7 +627,7 @@ func (sc *scanner) content() ([]summaryBlock, bool) {
 				return sc.value(1)
 			case "is_error":
 				return sc.literal("true") || sc.literal("false")
-			default: // signature, tool_use_id, name, mode
+			default: // signature, tool_use_id, name, mode, data
 				_, ok := sc.strToken()
 				return ok
 			}

@@ -67,12 +67,16 @@ func TestSummarizeLineMatchesDecodeLine(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		// A compaction summary and a typed prompt with escapes, appended.
+		// A compaction summary, a typed prompt with escapes and an answer
+		// cut off after redacted thinking, appended.
 		extra, err := sessionlog.EncodeBatch(id, false, []agent.PersistentMessage{
 			{Message: agent.Message{Role: agent.RoleUser, Content: []agent.Block{agent.TextBlock("summary")},
 				Metadata: map[string]any{agent.MetadataCompaction: true, "n": 3.5}}},
 			{Message: agent.UserText(fmt.Sprintf("fix \"it\"\n\tnow <%d> é ✓ \x01", seed))},
 			{Message: agent.SystemText("be terse", agent.SystemAppend), Identity: agent.WireIdentity{Model: "ignored"}},
+			{Message: agent.Message{Role: agent.RoleAssistant, StopReason: "max_tokens", Content: []agent.Block{
+				{Type: agent.BlockRedactedThinking, Data: "EmwKAhgBEgy3va+/="}, agent.TextBlock("cut o"),
+			}}, Identity: agent.WireIdentity{Model: "m"}},
 		}, start)
 		if err != nil {
 			t.Fatal(err)
@@ -139,6 +143,16 @@ var summaryLines = []string{
 	`{"type":"message","ts":"2026-01-01T00:00:00Z","role":"user","content":[{"type":"te\u0078t","text":"escaped type"}]}`,
 	`{"type":"message","ts":"2026-01-01T00:00:00Z","role":"user","content":[{"type":"text","text":"x"}],"api_style":"a","base_url":"b","model":"c","reasoning":"d"}`,
 	`{"type":"message","ts":"2026-01-01T00:00:00Z","role":"system","content":[{"type":"system","text":"x","mode":"append"}],"model":"c"}`,
+	`{"type":"message","ts":"2026-01-01T00:00:00Z","role":"assistant","content":[{"type":"redacted_thinking","data":"EmwK+/="}],"stop_reason":"max_tokens"}`,
+	`{"type":"message","ts":"2026-01-01T00:00:00Z","role":"assistant","content":[],"stop_reason":null}`,
+	`{"type":"message","ts":"2026-01-01T00:00:00Z","role":"assistant","content":[],"stop_reason":1}`,
+	`{"type":"message","ts":"2026-01-01T00:00:00Z","role":"assistant","content":[],"stop_reason":"a","stop_reason":"b"}`,
+	`{"type":"message","ts":"2026-01-01T00:00:00Z","role":"assistant","content":[],"Stop_Reason":"end_turn"}`,
+	`{"type":"message","ts":"2026-01-01T00:00:00Z","role":"assistant","content":[],"stop_reason":"bad \q"}`,
+	`{"type":"message","ts":"2026-01-01T00:00:00Z","role":"assistant","content":[{"type":"redacted_thinking","data":null}]}`,
+	`{"type":"message","ts":"2026-01-01T00:00:00Z","role":"assistant","content":[{"type":"redacted_thinking","data":{}}]}`,
+	`{"type":"message","ts":"2026-01-01T00:00:00Z","role":"assistant","content":[{"type":"redacted_thinking","data":"a","data":"b"}]}`,
+	`{"type":"message","ts":"2026-01-01T00:00:00Z","role":"assistant","content":[{"type":"redacted_thinking","DATA":"x"}]}`,
 	`null`,
 	`[]`,
 	``,
