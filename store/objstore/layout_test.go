@@ -234,7 +234,7 @@ func TestLayout(t *testing.T) {
 }
 
 // TestLayoutOneSegment: a session whose log is one segment has no
-// manifest (the package doc's first-segment rule): the segment and the
+// manifest (docs/DESIGN.md §P2): the segment and the
 // index entry say everything; the append that adds a second segment
 // creates the manifest.
 func TestLayoutOneSegment(t *testing.T) {
