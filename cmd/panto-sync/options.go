@@ -69,7 +69,9 @@ func commonFlags() []cli.Flag {
 	}
 }
 
-func remoteFlags() []cli.Flag { return append([]cli.Flag{endpointFlag(), stallFlag()}, commonFlags()...) }
+func remoteFlags() []cli.Flag {
+	return append([]cli.Flag{endpointFlag(), stallFlag()}, commonFlags()...)
+}
 
 func dryRunFlag() cli.Flag {
 	return &cli.BoolFlag{Name: "dry-run", Aliases: []string{"n"}, Usage: "say what would be done; change nothing"}
