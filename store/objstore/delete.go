@@ -305,4 +305,3 @@ func (s *Store) ensureFeature(ctx context.Context, f string) error {
 	}
 	return nil
 }
-
