@@ -229,10 +229,14 @@ func AmbiguousError(prefix string, candidates []string) error {
 }
 
 // DeletedError is the error of a session that was deleted: it is not
-// found, and it says when it went.
+// found, and it says when it went, and (when the store kept them) the
+// committed length and sha256 of its log then, so that a caller can tell
+// a copy written to after the deletion from one that was deleted.
 type DeletedError struct {
 	ID      string
 	Deleted time.Time
+	Length  int64
+	SHA256  string
 }
 
 func (e *DeletedError) Error() string {

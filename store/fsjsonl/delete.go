@@ -66,7 +66,7 @@ func (s *Store) deleted(id string) error {
 	if err != nil || t == nil {
 		return err
 	}
-	return &agent.DeletedError{ID: id, Deleted: t.Deleted}
+	return &agent.DeletedError{ID: id, Deleted: t.Deleted, Length: t.At.Length, SHA256: t.At.SHA256}
 }
 
 // Delete removes session t.ID's file and leaves tombstone t, if t covers

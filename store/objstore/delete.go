@@ -168,7 +168,7 @@ func (s *Store) decodeTombstone(data []byte) (manifest.Tombstone, bool) {
 // session id was expected: an agent.DeletedError, that keeps the
 // tombstone for this package.
 func deletedError(id string, t manifest.Tombstone) error {
-	return &buriedError{DeletedError: agent.DeletedError{ID: id, Deleted: t.Deleted}, tomb: t}
+	return &buriedError{DeletedError: agent.DeletedError{ID: id, Deleted: t.Deleted, Length: t.Length, SHA256: t.SHA256}, tomb: t}
 }
 
 type buriedError struct {
