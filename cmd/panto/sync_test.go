@@ -2,10 +2,12 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/panto-dev/panto/agent"
 	"github.com/panto-dev/panto/internal/fakeprovider"
@@ -73,7 +75,10 @@ func TestResumeOnAnotherMachine(t *testing.T) {
 
 func runSync(t *testing.T, s3 *miniotest.Server, args ...string) {
 	t.Helper()
-	cmd := exec.Command(syncBin, args...)
+	ctx, cancel := context.WithTimeout(context.Background(), processTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, syncBin, args...)
+	cmd.WaitDelay = 5 * time.Second
 	cmd.Env = append([]string{"HOME=" + t.TempDir(), "PATH=/usr/bin:/bin"}, minioEnv(s3)...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
