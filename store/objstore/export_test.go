@@ -20,6 +20,7 @@ func sum(b []byte) string { s := sha256.Sum256(b); return hex.EncodeToString(s[:
 // and read back byte for byte; Sessions reports length and hash from the
 // index.
 func TestAppendRaw(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	e := newEnv(t)
 	s := e.open(t)
