@@ -39,6 +39,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/panto-dev/panto/agent"
 	"github.com/panto-dev/panto/store"
 )
 
@@ -175,7 +176,11 @@ type Summary struct {
 	// FlushErr is why the record step failed: the data is written, but
 	// the destination's listings may lag until the next run.
 	FlushErr error
-	Elapsed  time.Duration
+	// ListErr is set when a side listed only part of its sessions (a
+	// damaged index, agent.ErrIncompleteList): the copy went on with the
+	// rest, and the error says how to repair the side.
+	ListErr error
+	Elapsed time.Duration
 }
 
 // Copy plans every session of src and dst and copies what the source is
@@ -187,6 +192,10 @@ func Copy(ctx context.Context, src, dst store.LogStore, opts Options) (Summary, 
 	start := time.Now()
 	opts.defaults()
 	plans, err := PlanAll(ctx, src, dst, opts)
+	var listErr error
+	if errors.Is(err, agent.ErrIncompleteList) {
+		listErr, err = err, nil
+	}
 	if err != nil {
 		return Summary{}, err
 	}
@@ -201,6 +210,7 @@ func Copy(ctx context.Context, src, dst store.LogStore, opts Options) (Summary, 
 	}
 	events := Transfer(ctx, src, dst, plans, opts)
 	sum := Record(ctx, src, dst, events, opts)
+	sum.ListErr = listErr
 	sum.Elapsed = time.Since(start)
 	return sum, nil
 }
@@ -260,24 +270,32 @@ func Record(ctx context.Context, src, dst store.LogStore, events []Event, opts O
 }
 
 // PlanAll lists both sides and plans every selected session, in id order.
+// A side that lists only part of its sessions (agent.ErrIncompleteList)
+// does not stop it: the plans of what was listed come back with that
+// error. A session missing from the destination's listing is safe to copy
+// as new: the conditional append finds what the destination holds.
 func PlanAll(ctx context.Context, src, dst store.LogStore, opts Options) ([]Plan, error) {
 	opts.defaults()
 	var srcLogs, dstLogs []store.Log
+	var partial [2]error
 	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() (err error) {
-		srcLogs, err = src.Logs(gctx)
-		if err != nil {
-			err = fmt.Errorf("list the source: %w", err)
-		}
-		return err
-	})
-	g.Go(func() (err error) {
-		dstLogs, err = dst.Logs(gctx)
-		if err != nil {
-			err = fmt.Errorf("list the destination: %w", err)
-		}
-		return err
-	})
+	for i, side := range []struct {
+		s    store.LogStore
+		logs *[]store.Log
+		name string
+	}{{src, &srcLogs, "source"}, {dst, &dstLogs, "destination"}} {
+		g.Go(func() error {
+			var err error
+			*side.logs, err = side.s.Logs(gctx)
+			if err != nil {
+				err = fmt.Errorf("list the %s: %w", side.name, err)
+			}
+			if errors.Is(err, agent.ErrIncompleteList) {
+				partial[i], err = err, nil
+			}
+			return err
+		})
+	}
 	if err := g.Wait(); err != nil {
 		return nil, err
 	}
@@ -312,7 +330,7 @@ func PlanAll(ctx context.Context, src, dst store.LogStore, opts Options) ([]Plan
 		})
 	}
 	_ = wg.Wait()
-	return plans, nil
+	return plans, errors.Join(partial[0], partial[1])
 }
 
 // transfer carries plans out.

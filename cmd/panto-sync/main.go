@@ -6,7 +6,7 @@
 //	pull    bucket -> DIR        (replica.Copy, the bucket the source)
 //	copy    SRC -> DST           (any two stores)
 //	status  what push and pull would do (replica.PlanAll)
-//	ls, verify, compact          one store
+//	ls, verify, repair, compact  one store
 //
 // The engine is package replica; this command keeps the flags, the
 // output and the exit codes: main.go dispatches, each command lives in its
@@ -75,7 +75,7 @@ Exit status: 0 all done, 1 an error (one line on stderr says what to fix),
 		ErrWriter:       stderr,
 		HideHelpCommand: true,
 		Commands: []*cli.Command{
-			pushCommand(), pullCommand(), copyCommand(), statusCommand(), lsCommand(), verifyCommand(), compactCommand(),
+			pushCommand(), pullCommand(), copyCommand(), statusCommand(), lsCommand(), verifyCommand(), repairCommand(), compactCommand(),
 		},
 		ExitErrHandler: func(*cli.Context, error) {}, // run maps errors to exit codes
 		OnUsageError: func(c *cli.Context, err error, _ bool) error {

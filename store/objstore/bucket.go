@@ -62,6 +62,18 @@ func (b *bucket) get(ctx context.Context, rel, ifNoneMatch string) ([]byte, stri
 	return data, aws.ToString(out.ETag), nil
 }
 
+// exists reports whether the object rel exists (a HEAD).
+func (s *Store) exists(ctx context.Context, rel string) (bool, error) {
+	_, err := s.b.api.HeadObject(ctx, &s3.HeadObjectInput{Bucket: &s.b.name, Key: aws.String(s.b.key(rel))})
+	if err == nil {
+		return true, nil
+	}
+	if err := classify(err); errors.Is(err, errNotFound) {
+		return false, nil
+	}
+	return false, fmt.Errorf("head %s: %w", s.b.key(rel), classify(err))
+}
+
 // put stores data under rel if cond holds and returns the new ETag.
 func (b *bucket) put(ctx context.Context, rel string, data []byte, cond putCond, contentType string) (string, error) {
 	in := &s3.PutObjectInput{
@@ -122,6 +134,30 @@ func isLoopback(host string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
+}
+
+// list returns the keys (relative to the prefix) of the objects under
+// rel, and with a delimiter the common prefixes, page after page. No
+// routine path lists (docs/DESIGN.md §P6): only the explicit checks do.
+func (b *bucket) list(ctx context.Context, rel, delimiter string) (keys, prefixes []string, err error) {
+	in := &s3.ListObjectsV2Input{Bucket: &b.name, Prefix: aws.String(b.key(rel))}
+	if delimiter != "" {
+		in.Delimiter = aws.String(delimiter)
+	}
+	p := s3.NewListObjectsV2Paginator(b.api, in)
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			return nil, nil, fmt.Errorf("list %s: %w", b.key(rel), classify(err))
+		}
+		for _, o := range page.Contents {
+			keys = append(keys, strings.TrimPrefix(aws.ToString(o.Key), b.prefix))
+		}
+		for _, cp := range page.CommonPrefixes {
+			prefixes = append(prefixes, strings.TrimPrefix(aws.ToString(cp.Prefix), b.prefix))
+		}
+	}
+	return keys, prefixes, nil
 }
 
 // delete removes an object; a missing object is not an error.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -166,11 +167,19 @@ func (s *Store) settle(ctx context.Context) error {
 		sh.mu.Unlock()
 	}
 	s.mu.Unlock()
-	g, gctx := errgroup.WithContext(ctx)
-	for _, name := range queued {
-		g.Go(func() error { return s.writeShard(gctx, name) })
+	// Each shard on its own: one that cannot be written (a damaged one,
+	// say) must not cancel the others.
+	errs := make([]error, len(queued))
+	var wg sync.WaitGroup
+	for i, name := range queued {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = s.writeShard(ctx, name)
+		}()
 	}
-	return g.Wait()
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // waitIdle waits until no checkpoint is being written.

@@ -30,12 +30,15 @@ func (s *Store) Logs(ctx context.Context) ([]store.Log, error) {
 		return nil, fmt.Errorf("list sessions: %w", err)
 	}
 	all, err := s.readIndex(ctx, manifest.ShardNames())
-	if err != nil {
+	if all == nil {
 		return nil, fmt.Errorf("list sessions: %w", err)
 	}
 	out := make([]store.Log, 0, len(all))
 	for _, e := range all {
 		out = append(out, store.Log{Info: e.Info, Checkpoint: store.Checkpoint{Length: e.Length, SHA256: e.SHA256}})
+	}
+	if err != nil {
+		return out, fmt.Errorf("list sessions: %w", err)
 	}
 	return out, nil
 }
@@ -210,10 +213,8 @@ func (r *logReader) Close() error {
 // format; beginning with the header line when at is the empty log) as one
 // new segment, if and only if the log is exactly at; it returns the
 // checkpoint after data. Otherwise it fails with a *store.ChangedError
-// saying what the log holds. It is idempotent: when the segment right
-// after at already holds exactly data (an earlier attempt whose answer
-// was lost, or another copy of the same bytes), it succeeds without
-// writing, and brings the checkpoints up to date.
+// saying what the log holds, and brings the session's checkpoints up to
+// date (the caller's listing may have lagged because they did).
 //
 // data is read during the call and not retained after it returns, so the
 // caller may reuse it.

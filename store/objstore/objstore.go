@@ -95,6 +95,11 @@ var (
 	// ErrCorrupt: an object does not match what the manifest says of it,
 	// or does not decode. The message names the object.
 	ErrCorrupt = errors.New("corrupt object")
+	// ErrIndexDamaged: an index shard does not decode (overwritten,
+	// truncated, replaced): the sessions it lists are missing from lists
+	// until `panto-sync repair` rebuilds it; their data is untouched, and
+	// the other shards list as before.
+	ErrIndexDamaged = fmt.Errorf("%w: the bucket's index is damaged", agent.ErrIncompleteList)
 	// ErrOutcomeUnknown: an append's write failed without an answer and
 	// the bucket could not be asked afterwards whether it landed: the
 	// batch is either wholly present or wholly absent, but which is not
@@ -125,6 +130,9 @@ type Store struct {
 	markerMu   sync.Mutex
 	marker     manifest.Marker
 	markerEtag string
+	// created: this Store created the prefix (its marker), so a session
+	// this Store did not write cannot be in it.
+	created bool
 
 	mu       sync.Mutex
 	sessions map[string]*sessionState
@@ -361,7 +369,7 @@ func (s *Store) checkMarker(ctx context.Context, endpoint string) error {
 			if err != nil {
 				return explainOpenError(err, s.b.name, endpoint)
 			}
-			s.marker, s.markerEtag = fresh, etag
+			s.marker, s.markerEtag, s.created = fresh, etag, true
 			return nil
 		}
 		if err != nil {
