@@ -38,6 +38,7 @@ func (e *env) removeObjects(t *testing.T, prefix string) int {
 // from the original catalog puts their entries back without sending their
 // data; repair does the same from the bucket alone.
 func TestIndexDeleted(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	dir, ids := catalog(t, 6)
 	e.must(t, 0, "push", "--dir", dir, e.url)
@@ -96,6 +97,7 @@ func TestIndexDeleted(t *testing.T) {
 // and to run repair (exit 1); status, push and pull go on with the rest;
 // verify names it; repair rebuilds it.
 func TestIndexShardDamaged(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	dir, ids := catalog(t, 24)
 	e.must(t, 0, "push", "--dir", dir, e.url)
@@ -162,6 +164,7 @@ func TestIndexShardDamaged(t *testing.T) {
 // changed in place (same size, the mtime put back), and an edit followed by
 // an append. push and status exit 3 and touch neither side.
 func TestEditedFileDiverges(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	dir, ids := catalog(t, 3)
 	e.must(t, 0, "push", "--dir", dir, e.url)

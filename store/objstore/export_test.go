@@ -68,7 +68,7 @@ func TestAppendRaw(t *testing.T) {
 	// own: its first append of a session makes no HEAD.
 	fresh := newEnv(t)
 	rec = &recorder{}
-	mine, err := objstore.Open(ctx, fresh.url, rec.option())
+	mine, err := objstore.Open(ctx, fresh.url, fresh.reach(rec.option())...)
 	if err != nil {
 		t.Fatal(err)
 	}
