@@ -10,6 +10,7 @@ import (
 )
 
 func TestSessions(t *testing.T) {
+	t.Parallel()
 	for _, kind := range backendKinds {
 		t.Run(kind.name, func(t *testing.T) {
 			b := kind.make(t)
@@ -40,6 +41,7 @@ func TestSessions(t *testing.T) {
 // TestStoreFlagPlacement: --store and --endpoint work before and after
 // the subcommand, and override the environment.
 func TestStoreFlagPlacement(t *testing.T) {
+	t.Parallel()
 	b := fsBackend(t)
 	pc := providerCases[0]
 	srv := fakeprovider.New(t, pc.style, pc.key)

@@ -20,6 +20,7 @@ import (
 // Its first answer was truncated after redacted thinking: the stop reason
 // and the thinking's opaque data travel with the lines.
 func TestResumeOnAnotherMachine(t *testing.T) {
+	t.Parallel()
 	const redacted = "EmwKAhgBEgy3va+/3Q4l=="
 	for _, pc := range providerCases {
 		t.Run(pc.style, func(t *testing.T) {
