@@ -196,6 +196,7 @@ func pantoCmd(t *testing.T, dir string, env []string, args ...string) *exec.Cmd 
 		"XDG_DATA_HOME=" + filepath.Join(home, "data"),
 		"XDG_STATE_HOME=" + filepath.Join(home, "state"),
 		"PATH=" + os.Getenv("PATH"),
+		"TMPDIR=" + os.TempDir(),
 	}, env...)
 	return cmd
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -80,7 +81,7 @@ func runSync(t *testing.T, s3 *miniotest.Server, args ...string) {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, syncBin, args...)
 	cmd.WaitDelay = 5 * time.Second
-	cmd.Env = append([]string{"HOME=" + t.TempDir(), "PATH=/usr/bin:/bin"}, minioEnv(s3)...)
+	cmd.Env = append([]string{"HOME=" + t.TempDir(), "PATH=/usr/bin:/bin", "TMPDIR=" + os.TempDir()}, minioEnv(s3)...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Run(); err != nil {
