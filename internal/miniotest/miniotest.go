@@ -77,13 +77,18 @@ func (s *Server) AWSEnv() []string {
 }
 
 // Env returns the whole environment of a child process that reaches the
-// server: PATH, an empty HOME, TMPDIR (the harness's root) and AWSEnv.
-// Nothing else is inherited, so no credential source of the machine
-// (AWS_PROFILE, web identity, container credentials) reaches the child.
+// server: PATH, a new empty HOME (so that children of parallel tests share
+// no ~/.aws or session directory), TMPDIR (the harness's root) and
+// AWSEnv. Nothing else is inherited, so no credential source of the
+// machine (AWS_PROFILE, web identity, container credentials) reaches the
+// child.
 func (s *Server) Env() []string {
-	home := os.TempDir()
-	if h, err := active(); err == nil {
-		home = h.home
+	home, err := os.MkdirTemp("", "home-")
+	if err != nil {
+		home = os.TempDir()
+		if h, err := active(); err == nil {
+			home = h.home
+		}
 	}
 	return append([]string{
 		"PATH=" + os.Getenv("PATH"),
