@@ -38,6 +38,7 @@ import (
 	"time"
 
 	"golang.org/x/sync/errgroup"
+	"golang.org/x/sync/semaphore"
 
 	"github.com/panto-dev/panto/agent"
 	"github.com/panto-dev/panto/store"
@@ -219,7 +220,7 @@ func Copy(ctx context.Context, src, dst store.LogStore, opts Options) (Summary, 
 // each (a session never started because ctx ended fails as interrupted).
 func Transfer(ctx context.Context, src, dst store.LogStore, plans []Plan, opts Options) []Event {
 	opts.defaults()
-	t := &transfer{src: src, dst: dst, opts: opts}
+	t := &transfer{src: src, dst: dst, opts: opts, budget: semaphore.NewWeighted(max(maxInFlight, int64(opts.ChunkSize)))}
 	events := make([]Event, len(plans))
 	var g errgroup.Group
 	g.SetLimit(opts.Concurrency)
@@ -338,7 +339,14 @@ type transfer struct {
 	src, dst store.LogStore
 	opts     Options
 	mu       sync.Mutex // serializes Report
+	// budget bounds the chunk bytes held at once by all the sessions
+	// being copied, so that many large sessions copied at once take no
+	// more memory than a few.
+	budget *semaphore.Weighted
 }
+
+// maxInFlight is the chunk bytes all sessions of a copy hold at once.
+const maxInFlight = 64 << 20
 
 func (t *transfer) report(e Event) {
 	if t.opts.Report == nil {

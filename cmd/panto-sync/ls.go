@@ -57,7 +57,7 @@ func runLs(c *cli.Context) (ret error) {
 		}
 		return usageError(c, fmt.Sprintf("unexpected argument %q (filter sessions with --include GLOB)", o.Args[1]))
 	}
-	s, err := end{spec: o.Args[0], endpoint: o.Endpoint}.open(c.Context, "store")
+	s, err := o.end(o.Args[0], o.Endpoint).open(c.Context, "store")
 	if err != nil {
 		return err
 	}

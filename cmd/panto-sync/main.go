@@ -20,6 +20,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"strings"
 	"syscall"
 
@@ -33,7 +34,17 @@ const (
 	exitDiverged = 3
 )
 
+// memoryLimit is the heap size past which the garbage collector works
+// harder (debug.SetMemoryLimit), unless GOMEMLIMIT says otherwise: sync
+// holds at most a few chunks of a session at once (replica, objstore's
+// read-ahead), and the collector, left to double the heap past what is
+// live, would make the peak twice that.
+const memoryLimit = 192 << 20
+
 func main() {
+	if os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(memoryLimit)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	go func() { // the first signal stops new work; a second one kills
 		<-ctx.Done()

@@ -41,7 +41,7 @@ func runRepair(c *cli.Context) error {
 	if len(o.Args) != 1 {
 		return usageError(c, "give the one store to repair: s3://BUCKET[/PREFIX]")
 	}
-	s, err := end{spec: o.Args[0], endpoint: o.Endpoint}.open(c.Context, "store")
+	s, err := o.end(o.Args[0], o.Endpoint).open(c.Context, "store")
 	if err != nil {
 		return err
 	}

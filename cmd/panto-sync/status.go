@@ -43,7 +43,7 @@ func runStatus(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	remote, err := end{spec: bucket, endpoint: o.Endpoint}.open(c.Context, "bucket")
+	remote, err := o.end(bucket, o.Endpoint).open(c.Context, "bucket")
 	if err != nil {
 		return err
 	}

@@ -58,7 +58,7 @@ func runEach(c *cli.Context, cmd string, fn func(ctx context.Context, s store.Lo
 	if len(o.Args) == 0 {
 		return usageError(c, "missing the store: give s3://BUCKET[/PREFIX] or a directory")
 	}
-	s, err := end{spec: o.Args[0], endpoint: o.Endpoint}.open(c.Context, "store")
+	s, err := o.end(o.Args[0], o.Endpoint).open(c.Context, "store")
 	if err != nil {
 		return err
 	}

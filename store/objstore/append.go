@@ -83,7 +83,7 @@ func (s *Store) refresh(ctx context.Context, id string, st *sessionState) error 
 		return err
 	}
 	stored := len(m.Segments)
-	if _, err := s.catchUpFrom(ctx, m); err != nil {
+	if _, err := s.catchUpFrom(ctx, m, 0); err != nil {
 		st.loaded = false
 		return err
 	}
@@ -229,7 +229,7 @@ func (s *Store) atExpected(ctx context.Context, id string, m *manifest.Manifest,
 		return nil
 	}
 	if m.Length < expect.Length {
-		if _, err := s.catchUp(ctx, m); err != nil {
+		if _, err := s.catchUp(ctx, m, 0); err != nil {
 			return fmt.Errorf("append to session %s: %w", id, err)
 		}
 		if at() {
@@ -270,7 +270,7 @@ func (s *Store) putSegment(ctx context.Context, key string, m, next *manifest.Ma
 	case errors.Is(err, errPrecondition):
 		// Another writer committed at this position, or our own PUT did
 		// and the SDK's retry of it got the 412.
-		probed, cerr := s.catchUp(ctx, m)
+		probed, cerr := s.catchUp(ctx, m, 0)
 		if cerr != nil {
 			return segmentFailed, cerr
 		}
@@ -308,7 +308,7 @@ func (s *Store) landed(ctx context.Context, m *manifest.Manifest, seg manifest.S
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	probe := m.Clone()
-	found, err := s.catchUp(ctx, probe)
+	found, err := s.catchUp(ctx, probe, 0)
 	if err != nil {
 		return false, err
 	}

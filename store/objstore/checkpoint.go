@@ -99,8 +99,8 @@ func (s *Store) compactIfDue(ctx context.Context, id string, st *sessionState) e
 		return err
 	}
 	defer st.mu.unlock()
-	if len(st.m.Segments) <= s.compactThreshold {
-		return nil
+	if len(st.m.Segments) <= s.compactThreshold || len(mergeRuns(st.m.Segments, mergeMax)) == 0 {
+		return nil // few segments, or only large ones
 	}
 	return s.compactLocked(ctx, id, st)
 }
@@ -297,7 +297,7 @@ func (s *Store) putManifest(ctx context.Context, id string, st *sessionState) er
 			return err
 		}
 		stored := len(remote.Segments)
-		probed, err := s.catchUp(ctx, remote)
+		probed, err := s.catchUp(ctx, remote, 0)
 		if err != nil {
 			return err
 		}

@@ -494,7 +494,7 @@ func (s *Store) resolveObjects(ctx context.Context, id string) (*agent.Session, 
 	if err != nil {
 		return nil, fmt.Errorf("resolve %q: %w", id, err)
 	}
-	if _, err := s.catchUp(ctx, m); err != nil {
+	if _, err := s.catchUp(ctx, m, 0); err != nil {
 		return nil, fmt.Errorf("resolve %q: %w", id, err)
 	}
 	if m.Length == 0 {

@@ -54,7 +54,7 @@ func (s *Store) Checkpoints(ctx context.Context, id string) ([]store.Checkpoint,
 	if err != nil {
 		return nil, err
 	}
-	if _, err := s.catchUpFrom(ctx, m); err != nil {
+	if _, err := s.catchUpFrom(ctx, m, 0); err != nil {
 		return nil, fmt.Errorf("checkpoints of session %s: %w", id, err)
 	}
 	if m.Length == 0 {
@@ -67,10 +67,14 @@ func (s *Store) Checkpoints(ctx context.Context, id string) ([]store.Checkpoint,
 	return out, nil
 }
 
-// readAhead is how many segments a log reader fetches ahead of the one it
-// returns bytes from: a load's segments come in parallel, and the memory
-// a read holds stays bounded by this many segments.
-const readAhead = 8
+// A log reader fetches up to readAhead segments, and readAheadBytes of
+// them, ahead of the one it returns bytes from: a load's segments come in
+// parallel, and the memory a read holds stays bounded whatever the
+// session's size.
+const (
+	readAhead      = 8
+	readAheadBytes = 16 << 20
+)
 
 // ReadLog returns a reader of session id's committed bytes from offset
 // from to the end of the log as it is now, and the checkpoint at that end.
@@ -93,7 +97,7 @@ func (s *Store) ReadLog(ctx context.Context, id string, from int64) (io.ReadClos
 		}
 	}
 	caught := m.Clone()
-	probed, err := s.catchUpFrom(ctx, caught)
+	probed, err := s.catchUpFrom(ctx, caught, readAheadBytes/2)
 	if err != nil {
 		r.Close()
 		return nil, store.Checkpoint{}, fmt.Errorf("read session %s: %w", id, err)
@@ -161,8 +165,16 @@ func (r *logReader) add(seg manifest.Segment, raw []byte) {
 // startAheadLocked starts the fetches of the segments up to readAhead
 // past the one being read. Callers hold r.mu.
 func (r *logReader) startAheadLocked() {
+	var ahead int64
+	for _, p := range r.segs[r.next:r.begun] {
+		ahead += p.seg.Length
+	}
 	for ; r.begun < len(r.segs) && r.begun < r.next+readAhead; r.begun++ {
 		p := r.segs[r.begun]
+		if r.begun > r.next && ahead+p.seg.Length > readAheadBytes {
+			break
+		}
+		ahead += p.seg.Length
 		if p.raw != nil {
 			continue
 		}
@@ -249,7 +261,7 @@ func (s *Store) Verify(ctx context.Context, id string) error {
 	if err != nil {
 		return fmt.Errorf("verify session %s: %w", id, err)
 	}
-	if _, err := s.catchUpFrom(ctx, m); err != nil {
+	if _, err := s.catchUpFrom(ctx, m, 0); err != nil {
 		return fmt.Errorf("verify session %s: %w", id, err)
 	}
 	if m.Length == 0 {

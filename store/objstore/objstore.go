@@ -154,6 +154,7 @@ type options struct {
 	maxAttempts      int
 	deferIndex       bool
 	manifestEvery    int
+	idleTimeout      time.Duration
 }
 
 // WithEndpoint sets the S3 endpoint URL (e.g. http://127.0.0.1:9000 for
@@ -212,6 +213,17 @@ func WithManifestInterval(n int) Option { return func(o *options) { o.manifestEv
 // re-run (AppendRaw finds its own segments) writes it.
 func WithDeferredIndex() Option { return func(o *options) { o.deferIndex = true } }
 
+// DefaultIdleTimeout is how long a connection to the server may make no
+// progress before its request fails (and is retried): a stalled network
+// must not hang a command, and a slow one that still moves bytes must
+// not fail it, so this bounds silence, not the length of a request.
+const DefaultIdleTimeout = 30 * time.Second
+
+// WithIdleTimeout sets how long a connection may move no byte, in either
+// direction, before its request fails (default DefaultIdleTimeout; 0 or
+// less: never).
+func WithIdleTimeout(d time.Duration) Option { return func(o *options) { o.idleTimeout = d } }
+
 // WithMaxAttempts bounds the attempts of each conditional-write loop
 // (default 10) and of the SDK's retries of one request (at most 5).
 func WithMaxAttempts(n int) Option { return func(o *options) { o.maxAttempts = n } }
@@ -228,7 +240,7 @@ const maxIdleConnsPerHost = 64
 // creates) the format marker, so a missing bucket, an unreachable
 // endpoint or rejected credentials fail here with one line saying which.
 func Open(ctx context.Context, rawURL string, opts ...Option) (*Store, error) {
-	o := options{clock: time.Now, compactThreshold: 32, compactGrace: time.Hour, maxAttempts: 10, manifestEvery: 8}
+	o := options{clock: time.Now, compactThreshold: 32, compactGrace: time.Hour, maxAttempts: 10, manifestEvery: 8, idleTimeout: DefaultIdleTimeout}
 	for _, fn := range opts {
 		fn(&o)
 	}
@@ -261,6 +273,7 @@ func Open(ctx context.Context, rawURL string, opts ...Option) (*Store, error) {
 		cfg.HTTPClient = httpClient.WithTransportOptions(func(tr *http.Transport) {
 			tr.MaxIdleConns = max(tr.MaxIdleConns, 2*maxIdleConnsPerHost)
 			tr.MaxIdleConnsPerHost = max(tr.MaxIdleConnsPerHost, maxIdleConnsPerHost)
+			tr.DialContext = stallTimeout(tr.DialContext, o.idleTimeout)
 		})
 	}
 	sdkAttempts := min(max(o.maxAttempts, 1), 5)

@@ -37,7 +37,7 @@ func (s *Store) readManifest(ctx context.Context, id string) (*manifest.Manifest
 	return m, etag, nil
 }
 
-// fetched is a segment and its raw bytes.
+// fetched is a segment and, when it was kept, its raw bytes.
 type fetched struct {
 	seg manifest.Segment
 	raw []byte
@@ -45,8 +45,11 @@ type fetched struct {
 
 // catchUp probes for segments committed after m (GET seg/<m.Length> until
 // 404) and extends m with them, checking that each holds whole committed
-// lines that continue the log. It returns the segments found.
-func (s *Store) catchUp(ctx context.Context, m *manifest.Manifest) ([]fetched, error) {
+// lines that continue the log. It returns the segments found, the raw
+// bytes of the first ones up to keep bytes in all (a reader serves them
+// without fetching them again; keeping them all would make memory grow
+// with the session).
+func (s *Store) catchUp(ctx context.Context, m *manifest.Manifest, keep int64) ([]fetched, error) {
 	var found []fetched
 	for {
 		key := s.sessionKey(m.ID, manifest.SegmentName(m.Length))
@@ -65,6 +68,11 @@ func (s *Store) catchUp(ctx context.Context, m *manifest.Manifest) ([]fetched, e
 		if err != nil {
 			return found, fmt.Errorf("%w: %w", ErrCorrupt, err)
 		}
+		if int64(len(raw)) > keep {
+			raw, keep = nil, 0
+		} else {
+			keep -= int64(len(raw))
+		}
 		found = append(found, fetched{seg: seg, raw: raw})
 	}
 }
@@ -78,7 +86,7 @@ func (s *Store) catchUp(ctx context.Context, m *manifest.Manifest) ([]fetched, e
 // (a shorter prefix), never lead: when it is past the manifest, its
 // length must end a probed segment whose prefix hash is its sha256, else
 // ErrCorrupt naming the objects.
-func (s *Store) catchUpFrom(ctx context.Context, m *manifest.Manifest) ([]fetched, error) {
+func (s *Store) catchUpFrom(ctx context.Context, m *manifest.Manifest, keep int64) ([]fetched, error) {
 	storedLen := m.Length
 	var (
 		found []fetched
@@ -101,7 +109,7 @@ func (s *Store) catchUpFrom(ctx context.Context, m *manifest.Manifest) ([]fetche
 	})
 	g.Go(func() error {
 		var err error
-		found, err = s.catchUp(gctx, m)
+		found, err = s.catchUp(gctx, m, keep)
 		return err
 	})
 	if err := g.Wait(); err != nil {
@@ -115,7 +123,10 @@ func (s *Store) catchUpFrom(ctx context.Context, m *manifest.Manifest) ([]fetche
 	if entry.Length > m.Length {
 		// The index was read after a segment the probe had not seen yet
 		// committed: probe on.
-		more, err := s.catchUp(ctx, m)
+		for _, f := range found {
+			keep -= int64(len(f.raw))
+		}
+		more, err := s.catchUp(ctx, m, keep)
 		if err != nil {
 			return nil, err
 		}

@@ -186,7 +186,7 @@ func (s *Store) sessionStates(ctx context.Context, ids []string) (map[string]man
 		g.Go(func() error {
 			m, _, err := s.readManifest(gctx, id)
 			if err == nil {
-				_, err = s.catchUp(gctx, m)
+				_, err = s.catchUp(gctx, m, 0)
 			}
 			mu.Lock()
 			defer mu.Unlock()
