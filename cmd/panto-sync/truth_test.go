@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/minio/minio-go/v7"
+
+	"github.com/panto-dev/panto/internal/miniotest"
 )
 
 // The bucket is the truth: a lost or damaged index, or a file edited
@@ -39,7 +41,10 @@ func (e *env) removeObjects(t *testing.T, prefix string) int {
 // data; repair does the same from the bucket alone.
 func TestIndexDeleted(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	miniotest.Matrix(t, func(t *testing.T, srv *miniotest.Server) { testIndexDeleted(t, newEnvOn(t, srv)) })
+}
+
+func testIndexDeleted(t *testing.T, e *env) {
 	dir, ids := catalog(t, 6)
 	e.must(t, 0, "push", "--dir", dir, e.url)
 	if n := e.removeObjects(t, "panto/index/"); n == 0 {
@@ -98,7 +103,10 @@ func TestIndexDeleted(t *testing.T) {
 // verify names it; repair rebuilds it.
 func TestIndexShardDamaged(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	miniotest.Matrix(t, func(t *testing.T, srv *miniotest.Server) { testIndexShardDamaged(t, newEnvOn(t, srv)) })
+}
+
+func testIndexShardDamaged(t *testing.T, e *env) {
 	dir, ids := catalog(t, 24)
 	e.must(t, 0, "push", "--dir", dir, e.url)
 	e.must(t, 0, "repair", e.url) // folds each shard's deltas into a base

@@ -53,7 +53,8 @@ type Capabilities struct {
 	// Multipart: a multipart upload completes and reads back whole.
 	Multipart bool
 	// ListPrefix: ListObjectsV2 with a prefix lists exactly the keys
-	// under it.
+	// under it, and with the delimiter / one level of them: the keys and
+	// the common prefixes (as the object store's repair lists).
 	ListPrefix bool
 }
 
