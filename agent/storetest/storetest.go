@@ -84,6 +84,7 @@ func Run(t *testing.T, h Harness) {
 		t.Run("Reopen", func(t *testing.T) { testReopen(t, h) })
 	}
 	runLogStore(t, h)
+	runDeleter(t, h)
 }
 
 // Identities used across the suite.
