@@ -16,7 +16,7 @@
 // not system ones, no provenance (and so no key material) comes back,
 // list order and summaries, resolve by id or prefix, latest, not-found and
 // invalid-id errors, and concurrent appenders (through one handle and,
-// with Reopen, through two). Checks of the stored bytes belong in each
+// with Reopen, through three). Checks of the stored bytes belong in each
 // store's own tests. The suite is kept small enough to run against a real
 // object store on every test run.
 package storetest
@@ -751,7 +751,8 @@ func testConcurrentAppenders(t *testing.T, h Harness) {
 	s := h.New(t)
 	handles := []agent.SessionStore{s}
 	if h.Reopen != nil {
-		handles = append(handles, h.Reopen(t, s))
+		// Several independent handles, as several processes would append.
+		handles = append(handles, h.Reopen(t, s), h.Reopen(t, s))
 	}
 	id := "concurrent-" + agent.NewSessionID()
 	batchSize := func(b int) int { return 2 + b%2 }

@@ -54,6 +54,7 @@ func deleteAll(t *testing.T, s *objstore.Store, id string) store.Tombstone {
 // of the same shard keeps its own; a reader holding a manifest from before
 // the deletion is told it was deleted, and the marker requires tombstones.
 func TestDeleteLeavesNoContent(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	e := newEnv(t)
 	s := e.open(t, objstore.WithManifestInterval(2), objstore.WithCompactThreshold(3), objstore.WithCompactGrace(time.Hour))
@@ -112,6 +113,7 @@ func TestDeleteLeavesNoContent(t *testing.T) {
 // commit point leaves the session deleted (reads say so), and the next
 // Delete finishes it: nothing of its content is left.
 func TestDeleteInterrupted(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	for cut := 1; cut <= 6; cut++ {
 		e := newEnv(t)
