@@ -161,6 +161,18 @@ func (t *transfer) keepBoth(ctx context.Context, p Plan) Event {
 // the copies' hashes) is found and, if that run was cut short, completed.
 // In a dry run it says how much it would move.
 func (t *transfer) copyAs(ctx context.Context, from store.LogStore, id, newID string, cp store.Checkpoint) (int64, string, error) {
+	n, note, err := t.copyAsOnce(ctx, from, id, newID, cp)
+	if errors.Is(err, store.ErrChanged) {
+		// Another writer stored newID meanwhile: the same copy when it is
+		// this copy made elsewhere (the same fork, pulled and pushed back
+		// in this run), which the second attempt finds and checks.
+		m, again, err := t.copyAsOnce(ctx, from, id, newID, cp)
+		return n + m, again, err
+	}
+	return n, note, err
+}
+
+func (t *transfer) copyAsOnce(ctx context.Context, from store.LogStore, id, newID string, cp store.Checkpoint) (int64, string, error) {
 	have, err := checkpointOf(ctx, t.dst, newID)
 	if err != nil {
 		return 0, "", err
@@ -285,15 +297,11 @@ func conflictNote(p Plan) string {
 // checkpointOf returns the checkpoint of session id in s, the empty one
 // when s does not hold it.
 func checkpointOf(ctx context.Context, s store.LogStore, id string) (store.Checkpoint, error) {
-	r, end, err := s.ReadLog(ctx, id, 0)
+	cp, err := store.Head(ctx, s, id)
 	if errors.Is(err, agent.ErrSessionNotFound) {
 		return store.Checkpoint{}, nil
 	}
-	if err != nil {
-		return store.Checkpoint{}, err
-	}
-	r.Close()
-	return end, nil
+	return cp, err
 }
 
 // skipPrefix reads cp.Length bytes of r and checks that they hash to

@@ -235,6 +235,28 @@ type Deleter interface {
 	Tombstones(ctx context.Context) ([]Tombstone, error)
 }
 
+// Head returns the checkpoint of session id's committed log: from a
+// Checkpointer's list, which costs no read of the log, else from the
+// checkpoint a ReadLog reports (its reader is closed unread).
+func Head(ctx context.Context, s LogStore, id string) (Checkpoint, error) {
+	if c, ok := s.(Checkpointer); ok {
+		cps, err := c.Checkpoints(ctx, id)
+		if err != nil {
+			return Checkpoint{}, err
+		}
+		if len(cps) == 0 {
+			return Checkpoint{}, agent.NotFoundError(id)
+		}
+		return cps[len(cps)-1], nil
+	}
+	r, cp, err := s.ReadLog(ctx, id, 0)
+	if err != nil {
+		return Checkpoint{}, err
+	}
+	r.Close()
+	return cp, nil
+}
+
 // Compacter is a store that can rewrite a session's log as fewer objects
 // without changing its bytes.
 type Compacter interface {

@@ -17,7 +17,9 @@ of is left alone. Each of SRC and DST is a directory, file:///DIR or s3://BUCKET
 buckets on different servers take --src-endpoint and --dst-endpoint (--endpoint sets
 both). A session whose copies diverged is left alone and reported (exit 3), or with
 --on-diverge=keep-both the source's copy is stored in DST as a new session linked to
-the original. Nothing in SRC is ever written, and nothing in DST is overwritten.
+the original. A deletion in SRC (its tombstone) is carried to DST, whose copy goes;
+nothing deleted comes back. Nothing in SRC is ever written, and nothing in DST is
+overwritten, except that a deletion removes DST's copy of what SRC deleted.
 
 Examples:
    panto-sync copy ~/.local/share/panto/sessions s3://archive/panto

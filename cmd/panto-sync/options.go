@@ -78,7 +78,7 @@ func dryRunFlag() cli.Flag {
 }
 
 func onDivergeFlag(other string) cli.Flag {
-	return &cli.StringFlag{Name: "on-diverge", Value: divergeFail, Usage: "when a session diverged: `POLICY` fail (report it, touch neither side, exit 3) or keep-both (store the " + other + " copy as a new session linked to the original)"}
+	return &cli.StringFlag{Name: "on-diverge", Value: divergeFail, Usage: "when a session diverged: `POLICY` fail (report it, touch neither side, exit 3) or keep-both (store the " + other + " copy as a new session linked to the original); also for a session deleted on one side and written to on the other"}
 }
 
 // parseOptions reads the common flags of c; its arguments are left in

@@ -13,8 +13,11 @@ func pullCommand() *cli.Command {
 a local file the bytes the bucket holds after it (with fsync). Pulling a pushed catalog
 into an empty directory reproduces every file byte for byte. A session whose copies
 diverged is left alone and reported (exit 3), or with --on-diverge=keep-both the remote
-copy is written as a new local session linked to the original. Session ids that could
-escape --dir are refused. pull is "panto-sync copy s3://... DIR".
+copy is written as a new local session linked to the original. A session deleted in
+the bucket is deleted locally (the file goes, a tombstone stays in .panto-deleted); a
+session deleted on one side and written to on the other after is a conflict, reported
+with exit 3. Session ids that could escape --dir are refused. pull is
+"panto-sync copy s3://... DIR".
 
 Examples:
    panto-sync pull s3://my-bucket/panto

@@ -14,7 +14,11 @@ already holds a prefix of, the bytes after it (as one new segment, or several of
 most 8 MiB for a large tail). A file's torn last line (a write in progress) is not
 pushed. A session whose copies diverged is left alone and reported (exit 3), or with
 --on-diverge=keep-both the local copy is pushed as a new session linked to the
-original. push is "panto-sync copy DIR s3://..." with the local catalog as the source.
+original. A session deleted locally (panto rm) is deleted in the bucket too, leaving
+its tombstone; one deleted in the bucket is left alone here (pull deletes it). A
+session deleted on one side and written to on the other after the deletion is a
+conflict: reported, both untouched, exit 3 (keep-both keeps the written copy as a new
+session). push is "panto-sync copy DIR s3://..." with the local catalog as the source.
 
 Examples:
    panto-sync push s3://my-bucket/panto

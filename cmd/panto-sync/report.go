@@ -24,6 +24,9 @@ type direction struct {
 	tailAction string
 	dstNew     string
 	dstTail    string
+	// the deletions: the source's, which this command carries, and the
+	// destination's, which only the command the other way carries
+	deleteAction, dstDelete string
 	// local: --json says local_length and remote_length (push and pull),
 	// not src_length and dst_length.
 	localSrc, localDst bool
@@ -31,11 +34,14 @@ type direction struct {
 
 var (
 	pushDirection = direction{cmd: "push", done: "pushed", src: "local", dst: "remote", other: "pull",
-		newAction: "push-new", tailAction: "push-tail", dstNew: "pull-new", dstTail: "pull-tail", localSrc: true}
+		newAction: "push-new", tailAction: "push-tail", dstNew: "pull-new", dstTail: "pull-tail",
+		deleteAction: "push-delete", dstDelete: "pull-delete", localSrc: true}
 	pullDirection = direction{cmd: "pull", done: "pulled", src: "remote", dst: "local", other: "push",
-		newAction: "pull-new", tailAction: "pull-tail", dstNew: "push-new", dstTail: "push-tail", localDst: true}
+		newAction: "pull-new", tailAction: "pull-tail", dstNew: "push-new", dstTail: "push-tail",
+		deleteAction: "pull-delete", dstDelete: "push-delete", localDst: true}
 	copyDirection = direction{cmd: "copy", done: "copied", src: "source", dst: "destination",
-		newAction: "copy-new", tailAction: "copy-tail", dstNew: "dst-only", dstTail: "dst-ahead"}
+		newAction: "copy-new", tailAction: "copy-tail", dstNew: "dst-only", dstTail: "dst-ahead",
+		deleteAction: "copy-delete", dstDelete: "dst-deleted"}
 )
 
 // action names a plan's relation from the command's point of view.
@@ -43,15 +49,37 @@ func (d direction) action(r replica.Relation) string {
 	return map[replica.Relation]string{
 		replica.Same: "same", replica.SrcOnly: d.newAction, replica.SrcAhead: d.tailAction,
 		replica.DstOnly: d.dstNew, replica.DstAhead: d.dstTail, replica.Diverged: "diverged",
+		replica.SrcDeleted: d.deleteAction, replica.DstDeleted: d.dstDelete, replica.DeleteConflict: "delete-conflict",
 	}[r]
+}
+
+// deletedAt is when the side that deleted p's session deleted it.
+func deletedAt(p replica.Plan) *time.Time {
+	switch {
+	case p.SrcTomb != nil:
+		return &p.SrcTomb.Deleted
+	case p.DstTomb != nil:
+		return &p.DstTomb.Deleted
+	}
+	return nil
+}
+
+// conflictText says what a deletion conflict is, in the command's words.
+func (d direction) conflictText(p replica.Plan) string {
+	deleter, writer, tomb, have := d.src, d.dst, p.SrcTomb, p.Dst.Length
+	if tomb == nil {
+		deleter, writer, tomb, have = d.dst, d.src, p.DstTomb, p.Src.Length
+	}
+	return fmt.Sprintf("deleted in the %s on %s at %d B, and the %s holds %d B written after that", deleter, tomb.Deleted.Local().Format("2006-01-02 15:04"), tomb.At.Length, writer, have)
 }
 
 // Event is one thing that happened to one session, as --json prints it.
 // Its field names are what scripts read: TestJSONFieldNames holds them.
 type Event struct {
-	// Event says what happened: pushed, pulled, copied, unchanged,
-	// skipped, diverged, kept-both, failed, refused; status for status;
-	// with --dry-run, would-push, would-pull, would-copy, would-keep-both.
+	// Event says what happened: pushed, pulled, copied, deleted,
+	// unchanged, skipped, diverged, conflict, kept-both, failed, refused;
+	// status for status; with --dry-run, would-push, would-pull,
+	// would-copy, would-delete, would-keep-both.
 	Event  string `json:"event"`
 	ID     string `json:"id"`
 	Action string `json:"action,omitempty"`
@@ -63,6 +91,8 @@ type Event struct {
 	DstLength    *int64 `json:"dst_length,omitempty"`
 	// Bytes is what was (or would be) transferred.
 	Bytes int64 `json:"bytes"`
+	// DeletedAt is when the side that deleted the session did.
+	DeletedAt *time.Time `json:"deleted_at,omitempty"`
 	// NewID is the session keep-both made, a copy of ForkedFrom.
 	NewID      string `json:"new_id,omitempty"`
 	ForkedFrom string `json:"forked_from,omitempty"`
@@ -154,7 +184,7 @@ func (r *reporter) event(e replica.Event) {
 // describeEvent is e as the command says it.
 func (r *reporter) describeEvent(e replica.Event) Event {
 	d := r.d
-	out := Event{ID: e.ID, Action: d.action(e.Relation), Bytes: e.Bytes, Note: e.Note}
+	out := Event{ID: e.ID, Action: d.action(e.Relation), Bytes: e.Bytes, Note: e.Note, DeletedAt: deletedAt(e.Plan)}
 	src, dst := e.Src.Length, e.Dst.Length
 	switch {
 	case d.localSrc:
@@ -185,13 +215,35 @@ func (r *reporter) describeEvent(e replica.Event) Event {
 		if e.DryRun {
 			out.Text = fmt.Sprintf("would %s %s  +%s (%s %d → %d B)", d.cmd, e.ID, humanBytes(e.Bytes), d.dst, dst, dst+e.Bytes)
 		}
+	case replica.Deleted:
+		out.Event = would("deleted")
+		if e.DryRun {
+			out.Event = "would-delete"
+		}
+		what := fmt.Sprintf("deleted   %s in the %s", e.ID, d.dst)
+		if dst == 0 {
+			what = fmt.Sprintf("deleted   %s: the %s holds no copy; recorded the tombstone there", e.ID, d.dst)
+		}
+		if e.DryRun {
+			what = fmt.Sprintf("would delete %s in the %s", e.ID, d.dst)
+		}
+		out.Text = fmt.Sprintf("%s (deleted in the %s on %s)", what, d.src, e.SrcTomb.Deleted.Local().Format("2006-01-02 15:04"))
+	case replica.Conflicted:
+		out.Event = "conflict"
+		out.Text = fmt.Sprintf("conflict  %s: %s; left both untouched (re-run with --on-diverge=keep-both to keep the surviving copy as a new session)", e.ID, d.conflictText(e.Plan))
 	case replica.Skipped:
 		out.Event = "skipped"
 		ahead := fmt.Sprintf("the %s is ahead by %s", d.dst, humanBytes(dst-src))
-		if e.Relation == replica.DstOnly {
+		switch e.Relation {
+		case replica.DstOnly:
 			ahead = "only the " + d.dst + " holds it"
+		case replica.DstDeleted:
+			ahead = fmt.Sprintf("deleted in the %s on %s", d.dst, e.DstTomb.Deleted.Local().Format("2006-01-02 15:04"))
+			if d.other != "" {
+				ahead += "; run " + d.other + " to delete the " + d.src + " copy"
+			}
 		}
-		if d.other != "" {
+		if d.other != "" && e.Relation != replica.DstDeleted {
 			ahead += "; run " + d.other
 		}
 		out.Text = fmt.Sprintf("skipped   %s: %s", e.ID, ahead)
@@ -200,6 +252,10 @@ func (r *reporter) describeEvent(e replica.Event) Event {
 		out.Text = fmt.Sprintf("diverged  %s: %s %d B and %s %d B, neither is a prefix of the other; left both untouched (re-run with --on-diverge=keep-both to keep both)", e.ID, d.src, src, d.dst, dst)
 	case replica.KeptBoth:
 		out.Event, out.NewID, out.ForkedFrom = would("kept-both"), e.NewID, e.ID
+		if e.Relation == replica.DeleteConflict {
+			out.Text = d.keptSurvivorText(e)
+			break
+		}
 		switch {
 		case e.DryRun:
 			out.Event = "would-keep-both"
@@ -229,7 +285,7 @@ func (r *reporter) print(e Event) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.counts[e.Event]++
-	loud := e.Event == "failed" || e.Event == "refused" || e.Event == "diverged"
+	loud := e.Event == "failed" || e.Event == "refused" || e.Event == "diverged" || e.Event == "conflict"
 	if r.json {
 		if r.quiet && !loud {
 			return
@@ -283,18 +339,45 @@ func (r *reporter) summary(sum replica.Summary) int {
 	if n := r.counts["skipped"]; n > 0 {
 		s.Text += fmt.Sprintf(", %d skipped", n)
 	}
+	if n := r.counts["deleted"] + r.counts["would-delete"]; n > 0 {
+		s.Text += fmt.Sprintf(", %d %s", n, map[bool]string{false: "deleted", true: "would delete"}[r.dryRun])
+	}
 	if n := r.counts["kept-both"] + r.counts["would-keep-both"]; n > 0 {
 		s.Text += fmt.Sprintf(", %d kept both", n)
 	}
-	s.Text += fmt.Sprintf(", %d diverged, %d failed in %.2fs", s.Diverged, s.Failed, s.Seconds)
+	conflicts := r.counts["conflict"]
+	s.Text += fmt.Sprintf(", %d diverged", s.Diverged-conflicts)
+	if conflicts > 0 {
+		s.Text += fmt.Sprintf(", %d deletion conflicts", conflicts)
+	}
+	s.Text += fmt.Sprintf(", %d failed in %.2fs", s.Failed, s.Seconds)
 	switch s.ExitCode {
 	case exitError:
 		s.Text += "; fix the failures above and re-run"
 	case exitDiverged:
-		s.Text += "; see the divergences above (--on-diverge=keep-both keeps both copies)"
+		s.Text += "; see the sessions above (--on-diverge=keep-both keeps both copies, or the surviving copy of a deleted session)"
 	}
 	r.printSummary(s)
 	return s.ExitCode
+}
+
+// keptSurvivorText says what keep-both did with a deletion conflict.
+func (d direction) keptSurvivorText(e replica.Event) string {
+	survivor := d.dst
+	if e.DstTomb != nil {
+		survivor = d.src
+	}
+	switch {
+	case e.DryRun:
+		return fmt.Sprintf("would keep both %s: %s; would store the %s copy as new session %s", e.ID, d.conflictText(e.Plan), survivor, e.NewID)
+	case e.DstTomb != nil:
+		other := "a copy the other way"
+		if d.other != "" {
+			other = "the next " + d.other + " --on-diverge=keep-both"
+		}
+		return fmt.Sprintf("kept both %s: %s; stored the %s copy as new %s session %s (forked_from %s); %s renames the %s copy to it, and the deletion stands", e.ID, d.conflictText(e.Plan), survivor, d.dst, e.NewID, e.ID, other, d.src)
+	}
+	return fmt.Sprintf("kept both %s: %s; stored the %s copy as new session %s (forked_from %s), then the deletion went through", e.ID, d.conflictText(e.Plan), survivor, e.NewID, e.ID)
 }
 
 func (r *reporter) stopProgress() {

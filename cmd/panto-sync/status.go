@@ -19,7 +19,9 @@ func statusCommand() *cli.Command {
 		Description: `status compares each local session with the bucket's copy (lengths and prefix
 hashes; it changes nothing) and prints one line per session that differs: only local
 or local ahead (push would upload), only remote or remote ahead (pull would download),
-or diverged. It exits 3 when a session diverged.
+or diverged; deleted on one side (the next push or pull carries the deletion), or a
+conflict: deleted on one side and written to on the other after. It exits 3 when a
+session diverged or conflicts.
 
 Examples:
    panto-sync status s3://my-bucket/panto
@@ -62,7 +64,7 @@ func runStatus(c *cli.Context) error {
 		switch e.Event {
 		case "failed", "refused":
 			sum.Failed++
-		case "diverged":
+		case "diverged", "conflict":
 			sum.Diverged++
 		}
 		sum.Bytes += e.Bytes
@@ -79,7 +81,7 @@ func runStatus(c *cli.Context) error {
 		sum.ExitCode = exitDiverged
 	}
 	sum.Seconds = time.Since(start).Seconds()
-	sum.Text = fmt.Sprintf("status: %d sessions, %d to transfer (%s), %d unchanged, %d diverged, %d failed", sum.Sessions, rep.counts["status"], humanBytes(sum.Bytes), rep.counts["unchanged"], sum.Diverged, sum.Failed)
+	sum.Text = fmt.Sprintf("status: %d sessions, %d to transfer (%s), %d unchanged, %d diverged, %d deletion conflicts, %d failed", sum.Sessions, rep.counts["status"], humanBytes(sum.Bytes), rep.counts["unchanged"], rep.counts["diverged"], rep.counts["conflict"], sum.Failed)
 	rep.printSummary(sum)
 	if sum.ExitCode != exitOK {
 		return exitCode(sum.ExitCode)
@@ -91,7 +93,7 @@ func runStatus(c *cli.Context) error {
 // source, the bucket the destination).
 func (r *reporter) describePlan(p replica.Plan) Event {
 	local, remote := p.Src.Length, p.Dst.Length
-	e := Event{ID: p.ID, Action: r.d.action(p.Relation), LocalLength: &local, RemoteLength: &remote}
+	e := Event{ID: p.ID, Action: r.d.action(p.Relation), LocalLength: &local, RemoteLength: &remote, DeletedAt: deletedAt(p)}
 	if p.Err != nil {
 		e.Event, e.Error = "failed", p.Err.Error()
 		e.Text = fmt.Sprintf("failed    %s: %v", p.ID, p.Err)
@@ -108,12 +110,24 @@ func (r *reporter) describePlan(p replica.Plan) Event {
 		replica.DstOnly:  "only remote: pull downloads it",
 		replica.DstAhead: fmt.Sprintf("remote is ahead by %s: pull appends the tail", humanBytes(diff)),
 		replica.Diverged: "diverged: neither is a prefix of the other",
+		replica.SrcDeleted: "deleted locally: push deletes the remote copy",
+		replica.DstDeleted: "deleted in the bucket: pull deletes the local copy",
 	}[p.Relation]
-	switch p.Relation {
-	case replica.Same:
+	switch {
+	case p.Relation == replica.Same, p.Relation == replica.SrcDeleted && remote == 0 && p.DstTomb != nil,
+		p.Relation == replica.DstDeleted && local == 0:
+		// Both deleted it (or the deleting side's copy is all there is).
 		e.Event = "unchanged"
-	case replica.Diverged:
+	case p.Relation == replica.SrcDeleted && remote == 0:
+		e.Event = "status"
+		what = "deleted locally: push records the deletion in the bucket"
+	case p.Relation == replica.Diverged:
 		e.Event = "diverged"
+	case p.Relation == replica.DeleteConflict:
+		e.Event = "conflict"
+		what = "conflict: " + r.d.conflictText(p)
+	case p.Relation == replica.SrcDeleted || p.Relation == replica.DstDeleted:
+		e.Event = "status"
 	default:
 		e.Event, e.Bytes = "status", diff
 	}

@@ -4,10 +4,12 @@
 //	panto [flags] [PROMPT]   one-shot, or interactive with no PROMPT on a terminal
 //	panto sessions [--json]  the sessions of the store, newest first
 //	panto show ID [--json]   a session's transcript
+//	panto rm ID...           delete sessions, leaving tombstones
+//	panto prune --older-than 90d   delete the sessions idle that long
 //
 // main.go only wires the commands; each lives in its own file (chat.go,
-// repl.go, sessions.go, show.go), with the flags shared between them in
-// options.go.
+// repl.go, sessions.go, show.go, rm.go, prune.go), with the flags shared
+// between them in options.go.
 package main
 
 import (
@@ -16,6 +18,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/urfave/cli/v2"
 )
@@ -28,10 +31,12 @@ type env struct {
 	getenv         func(string) string
 	// stdinIsTerminal says whether stdin is an interactive terminal.
 	stdinIsTerminal bool
+	// now is the clock (prune's cutoff, a tombstone's time).
+	now func() time.Time
 }
 
 func main() {
-	e := &env{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv, stdinIsTerminal: isTerminal(os.Stdin)}
+	e := &env{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv, stdinIsTerminal: isTerminal(os.Stdin), now: time.Now}
 	os.Exit(run(context.Background(), e, os.Args))
 }
 
@@ -50,7 +55,7 @@ func newApp(e *env) *cli.App {
 	return &cli.App{
 		Name:      "panto",
 		Usage:     "a terminal LLM agent whose conversations are durable session logs",
-		UsageText: "panto [flags] [PROMPT]\npanto sessions [--json]\npanto show ID [--json]",
+		UsageText: "panto [flags] [PROMPT]\npanto sessions [--json]\npanto show ID [--json]\npanto rm ID|PREFIX... [--yes]\npanto prune --older-than DURATION [--dry-run]",
 		Description: `With a PROMPT (or a prompt on stdin), panto answers once and exits; with neither, on
 a terminal, it starts an interactive session. Every message is stored as it is
 added, so a session can be resumed later (-c, -r ID), also on another machine
@@ -70,7 +75,7 @@ The API key comes from PANTO_API_KEY, else OPENAI_API_KEY or ANTHROPIC_API_KEY
 by --api-style; it is never stored or printed.`,
 		Flags:                  chatFlags(),
 		Action:                 func(c *cli.Context) error { return chat(c, e) },
-		Commands:               []*cli.Command{sessionsCommand(e), showCommand(e)},
+		Commands:               []*cli.Command{sessionsCommand(e), showCommand(e), rmCommand(e), pruneCommand(e)},
 		Writer:                 e.stdout,
 		ErrWriter:              e.stderr,
 		HideHelpCommand:        true,

@@ -20,6 +20,7 @@ import (
 	"github.com/panto-dev/panto/internal/fakeprovider"
 	"github.com/panto-dev/panto/internal/miniotest"
 	"github.com/panto-dev/panto/store/backends"
+	"github.com/panto-dev/panto/store/fsjsonl"
 	"github.com/panto-dev/panto/store/objstore"
 )
 
@@ -64,7 +65,13 @@ type backend struct {
 	// decompressed), for scanning.
 	bytes func(t *testing.T) []byte
 	open  func(t *testing.T) agent.SessionStore
+	// openAt opens the store with its clock, which stamps the lines
+	// written, set to clock.
+	openAt func(t *testing.T, clock func() time.Time) agent.SessionStore
 }
+
+// storeEnv points panto at the backend's store.
+func (b backend) storeEnv() []string { return append([]string{"PANTO_STORE=" + b.spec}, b.env...) }
 
 // backendKinds are the stores every end-to-end test runs against.
 var backendKinds = []struct {
@@ -81,6 +88,13 @@ func fsBackend(t *testing.T) backend {
 		bytes: dirBytes(dir),
 	}
 	fsb.open = func(t *testing.T) agent.SessionStore { return openStoreForTest(t, fsb.spec, "") }
+	fsb.openAt = func(t *testing.T, clock func() time.Time) agent.SessionStore {
+		st, err := fsjsonl.Open(dir, fsjsonl.WithClock(clock))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
 	return fsb
 }
 
@@ -94,13 +108,14 @@ func s3Backend(t *testing.T) backend {
 		env:   minioEnv(srv),
 		bytes: bucketBytes(srv, bucket),
 	}
-	s3b.open = func(t *testing.T) agent.SessionStore {
-		st, err := objstore.Open(t.Context(), s3b.spec, objstore.WithEndpoint(srv.Endpoint()), objstore.WithS3Options(srv.SetCredentials))
+	s3b.openAt = func(t *testing.T, clock func() time.Time) agent.SessionStore {
+		st, err := objstore.Open(t.Context(), s3b.spec, objstore.WithEndpoint(srv.Endpoint()), objstore.WithS3Options(srv.SetCredentials), objstore.WithClock(clock))
 		if err != nil {
 			t.Fatalf("open store %s: %v", s3b.spec, err)
 		}
 		return st
 	}
+	s3b.open = func(t *testing.T) agent.SessionStore { return s3b.openAt(t, time.Now) }
 	return s3b
 }
 

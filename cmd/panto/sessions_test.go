@@ -103,7 +103,7 @@ func TestStoreFlagPlacement(t *testing.T) {
 
 func listIDs(t *testing.T, b backend) []string {
 	t.Helper()
-	r := runPanto(t, t.TempDir(), nil, "", "sessions", "--json", "--store", b.spec)
+	r := runPanto(t, t.TempDir(), b.env, "", "sessions", "--json", "--store", b.spec)
 	var list []sessionJSON
 	if err := json.Unmarshal([]byte(r.stdout), &list); err != nil {
 		t.Fatalf("sessions --json: %v: %s %s", err, r.stdout, r.stderr)

@@ -50,7 +50,7 @@ func FuzzIndexShard(f *testing.F) {
 	empty, _ := c.EncodeIndexShard(NewIndexShard("a"))
 	f.Add(empty)
 	base := s.Clone()
-	base.Through, base.Pruned, base.Written = 32, 16, time.Date(2026, 11, 30, 3, 0, 0, 0, time.UTC)
+	base.Through, base.Pruned, base.Purge, base.Written = 32, 16, 24, time.Date(2026, 11, 30, 3, 0, 0, 0, time.UTC)
 	folded, _ := c.EncodeIndexShard(base)
 	f.Add(folded)
 	f.Add(c.Compress([]byte(`{"version":1,"shard":"0","sessions":{"x":{}}}`)))

@@ -56,9 +56,14 @@ type IndexShard struct {
 	// Through is the last delta folded into this base (0: none): readers
 	// apply the deltas numbered from Through+1 on. The deltas up to
 	// Pruned may have been deleted. Written is when the base was written.
-	// All three are zero in a delta.
+	// Purge, when above Pruned, says the deltas up to it hold summaries
+	// of sessions deleted since, and must be deleted now, not after the
+	// usual delay: a deletion cut short between writing this base and
+	// deleting them is finished by the next writer that reads it. All
+	// four are zero in a delta.
 	Through  int64
 	Pruned   int64
+	Purge    int64
 	Written  time.Time
 	Sessions map[string]IndexEntry
 	// Tombstones are the shard's deleted sessions: an id here has no
@@ -220,8 +225,8 @@ func (s *IndexShard) validate() error {
 	if len(s.Shard) != 1 || !bytes.Contains([]byte(hexDigits), []byte(s.Shard)) {
 		return fmt.Errorf("%w: index shard name %q", ErrInvalid, s.Shard)
 	}
-	if s.Pruned < 0 || s.Through < s.Pruned {
-		return fmt.Errorf("%w: index shard %s: through %d, pruned %d", ErrInvalid, s.Shard, s.Through, s.Pruned)
+	if s.Pruned < 0 || s.Through < s.Pruned || s.Purge < 0 || s.Through < s.Purge {
+		return fmt.Errorf("%w: index shard %s: through %d, pruned %d, purge %d", ErrInvalid, s.Shard, s.Through, s.Pruned, s.Purge)
 	}
 	for id, e := range s.Sessions {
 		if err := agent.ValidateSessionID(id); err != nil {

@@ -144,6 +144,7 @@ type wireShard struct {
 	Shard      string                   `json:"shard"`
 	Through    int64                    `json:"through,omitempty"`
 	Pruned     int64                    `json:"pruned,omitempty"`
+	Purge      int64                    `json:"purge,omitempty"`
 	Written    time.Time                `json:"written,omitzero"`
 	Sessions   map[string]wireEntry     `json:"sessions"`
 	Tombstones map[string]wireTombstone `json:"tombstones,omitempty"`
@@ -158,7 +159,7 @@ type wireTombstone struct {
 }
 
 func shardToWire(s *IndexShard) wireShard {
-	w := wireShard{Version: Version, Shard: s.Shard, Through: s.Through, Pruned: s.Pruned, Sessions: make(map[string]wireEntry, len(s.Sessions))}
+	w := wireShard{Version: Version, Shard: s.Shard, Through: s.Through, Pruned: s.Pruned, Purge: s.Purge, Sessions: make(map[string]wireEntry, len(s.Sessions))}
 	if !s.Written.IsZero() {
 		w.Written = s.Written.UTC()
 	}
@@ -175,7 +176,7 @@ func shardToWire(s *IndexShard) wireShard {
 }
 
 func (w *wireShard) shard() *IndexShard {
-	s := &IndexShard{Shard: w.Shard, Through: w.Through, Pruned: w.Pruned, Written: w.Written, Sessions: make(map[string]IndexEntry, len(w.Sessions))}
+	s := &IndexShard{Shard: w.Shard, Through: w.Through, Pruned: w.Pruned, Purge: w.Purge, Written: w.Written, Sessions: make(map[string]IndexEntry, len(w.Sessions))}
 	for id, e := range w.Sessions {
 		s.Sessions[id] = IndexEntry{Info: e.info(id), Length: e.Length, SHA256: e.SHA256}
 	}

@@ -59,7 +59,7 @@ func TestWireGolden(t *testing.T) {
 		t.Fatal(err)
 	}
 	sh := NewIndexShard(ShardOf(m.ID))
-	sh.Through, sh.Pruned, sh.Written = 32, 16, t0
+	sh.Through, sh.Pruned, sh.Purge, sh.Written = 32, 16, 24, t0
 	sh.Put(m.Entry())
 	compressed, err := c.EncodeIndexShard(sh)
 	if err != nil {

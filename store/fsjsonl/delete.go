@@ -159,7 +159,10 @@ func (s *Store) writeTombstone(t store.Tombstone) error {
 }
 
 // Tombstones lists the catalog's tombstones younger than
-// store.TombstoneRetention, and removes the older ones.
+// store.TombstoneRetention, and removes the older ones. A session file
+// its tombstone outlived (a deletion cut short between the two) is
+// removed: sync, which lists tombstones before it plans, sees a deleted
+// session on both sides as done, and would not come back for it.
 func (s *Store) Tombstones(ctx context.Context) ([]store.Tombstone, error) {
 	entries, err := os.ReadDir(filepath.Join(s.dir, TombstoneDir))
 	if errors.Is(err, fs.ErrNotExist) {
@@ -187,6 +190,13 @@ func (s *Store) Tombstones(ctx context.Context) ([]store.Tombstone, error) {
 		if s.now().Sub(t.Deleted) > store.TombstoneRetention {
 			os.Remove(s.tombstonePath(id)) // best-effort: it only stops being listed
 			continue
+		}
+		if path, err := s.Path(id); err == nil {
+			if _, err := os.Lstat(path); err == nil {
+				if err := s.removeFile(ctx, id, path); err != nil {
+					return nil, err
+				}
+			}
 		}
 		out = append(out, *t)
 	}

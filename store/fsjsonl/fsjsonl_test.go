@@ -562,3 +562,41 @@ func TestHelperProcess(t *testing.T) {
 		}
 	}
 }
+
+// TestDeleteCutShort: a deletion cut short after its tombstone, the file
+// still there, is finished by the next listing of tombstones (what a sync
+// does first), so that a sync that finds the session deleted on both
+// sides leaves no copy of it behind.
+func TestDeleteCutShort(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	s, err := fsjsonl.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := agent.NewSessionID()
+	if err := s.AppendMessages(ctx, id, batch("secret", 2)); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, id+".jsonl")
+	data := readFile(t, path)
+	at, err := store.Head(ctx, s, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Delete(ctx, store.Tombstone{ID: id, Deleted: time.Now(), At: at}); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, path, data) // as a crash before the unlink leaves it
+	if logs, err := s.Logs(ctx); err != nil || len(logs) != 0 {
+		t.Fatalf("Logs with the file back = %v, %v; want none", logs, err)
+	}
+	tombs, err := s.Tombstones(ctx)
+	if err != nil || len(tombs) != 1 || tombs[0].ID != id {
+		t.Fatalf("Tombstones = %v, %v", tombs, err)
+	}
+	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the file its tombstone outlived: %v, want removed", err)
+	}
+}

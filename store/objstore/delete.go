@@ -19,11 +19,11 @@ import (
 // holding a tombstone instead of lines — so that a deletion and an append
 // racing for that position cannot both win. Then the first segment is
 // replaced by a tombstone too (If-Match): seg/0 marks the session as
-// existing for ever (§P5), and a create of the id fails on it; the index
-// shard buries the session and is rewritten without it, its older deltas
-// deleted; last, every other object of the session is deleted (listed:
-// deletion is explicit, never routine). Each step is idempotent, so a
-// deletion cut short is finished by the next one.
+// existing for ever (§P5), and a create of the id fails on it. Then every
+// other object of the session is deleted (listed: deletion is explicit,
+// never routine). Last, the index shard buries the session and is
+// rewritten without it, its older deltas deleted. Each step is
+// idempotent, so a deletion cut short is finished by the next one.
 
 var _ store.Deleter = (*Store)(nil)
 
@@ -99,13 +99,21 @@ func (s *Store) finishDelete(ctx context.Context, id string, tomb manifest.Tombs
 			return fail(err)
 		}
 	}
+	// The content goes before the index buries the session: a deletion
+	// cut short in between is listed as live (its reads say deleted), so
+	// the next deletion or sync that meets it finishes it. The other way
+	// round, it would be listed as deleted with its segments still there,
+	// and nothing would come back for them.
+	if err := s.sweep(ctx, id, end); err != nil {
+		return err
+	}
 	name := s.queueTombstone(tomb)
 	if !s.deferIndex {
 		if err := s.writeShard(ctx, name); err != nil {
 			return fail(err)
 		}
 	}
-	return s.sweep(ctx, id, end)
+	return nil
 }
 
 // sweep deletes every object of session id but its tombstones: seg/0 and
@@ -197,6 +205,7 @@ func (s *Store) Tombstones(ctx context.Context) ([]store.Tombstone, error) {
 	if tombs == nil && err != nil {
 		return nil, fmt.Errorf("list deleted sessions: %w", err)
 	}
+	s.finishPurges(ctx)
 	out := make([]store.Tombstone, 0, len(tombs))
 	for _, t := range tombs {
 		if s.now().Sub(t.Deleted) <= store.TombstoneRetention {
@@ -218,42 +227,85 @@ func (s *Store) expireTombstones(base *manifest.IndexShard) {
 	}
 }
 
-// purgeShard writes v, a reading of shard name that has just buried a
-// session, as its new base, and deletes every delta it folds: they hold
-// the deleted session's summary, which must not outlive it. A writer that
-// read the shard before this base may still write a delta the base
-// folds; readers skip it, so the index lags for the sessions it names
-// (§P2), and their next append puts them back.
-func (s *Store) purgeShard(ctx context.Context, name string, v shardView) error {
-	for attempt := 0; ; attempt++ {
-		base := v.shard.Clone()
-		base.Through, base.Pruned, base.Written = v.applied, v.applied, s.now().UTC()
-		s.expireTombstones(base)
-		data, err := s.codec.EncodeIndexShard(base)
-		if err != nil {
-			return err
-		}
-		etag, err := s.put(ctx, shardKey(name), data, putCond{ifMatch: v.etag, ifNoneMatch: v.etag == ""}, "application/zstd")
-		if err == nil {
-			w := shardView{shard: base, etag: etag, base: &manifest.IndexShard{Through: base.Through, Pruned: base.Pruned, Written: base.Written}, applied: v.applied}
-			st := s.shardState(name)
-			st.mu.Lock()
-			if w.newer(st.view) {
-				st.view, st.fresh = w, s.now()
-			}
-			st.mu.Unlock()
-			return s.deleteDeltas(ctx, name, base.Through)
-		}
-		if !errors.Is(err, errPrecondition) && !errors.Is(err, errConflict) || attempt+1 >= s.maxAttempts {
-			return fmt.Errorf("purge index shard %s: %w", name, err)
-		}
-		if v, err = s.readShardView(ctx, name); err != nil {
-			return fmt.Errorf("purge index shard %s: %w", name, err)
+// purgingBase is next, the reading v with a burial applied, as the new
+// base of its shard: it folds every delta v applied, and asks for them to
+// be deleted at once (Purge), since they hold the buried session's
+// summary, which must not outlive it. The base says so until the deltas
+// are gone (finishPurge), so that a purge cut short between the two is
+// finished by the next writer that reads the shard, or by the next
+// listing of tombstones (a sync's). A writer that read the shard before
+// this base may still write a delta the base folds; readers skip it, so
+// the index lags for the sessions it names (§P2), and their next append
+// puts them back.
+func (s *Store) purgingBase(next *manifest.IndexShard, v shardView) *manifest.IndexShard {
+	base := next.Clone()
+	base.Through, base.Purge, base.Pruned, base.Written = v.applied, v.applied, 0, s.now().UTC()
+	if v.base != nil {
+		base.Pruned = v.base.Pruned
+	}
+	s.expireTombstones(base)
+	return base
+}
+
+// finishPurge deletes the deltas v's base asks to purge, then writes the
+// base again saying they are gone. A base written by another writer in
+// between keeps the request (folds carry Purge), and is finished by
+// whoever reads it next.
+func (s *Store) finishPurge(ctx context.Context, name string, v shardView) error {
+	if !v.purgePending() {
+		return nil
+	}
+	if err := s.deleteDeltas(ctx, name, v.base.Purge); err != nil {
+		return err
+	}
+	base := v.shard.Clone()
+	base.Through, base.Pruned, base.Purge, base.Written = v.applied, v.base.Purge, 0, s.now().UTC()
+	_, err := s.putBase(ctx, name, base, v.etag)
+	if err != nil && !errors.Is(err, errPrecondition) && !errors.Is(err, errConflict) {
+		return fmt.Errorf("purge index shard %s: %w", name, err)
+	}
+	return nil
+}
+
+// putBase writes base as shard name's base if the stored one still has
+// ETag etag ("": none), and makes it the view of the shard.
+func (s *Store) putBase(ctx context.Context, name string, base *manifest.IndexShard, etag string) (shardView, error) {
+	data, err := s.codec.EncodeIndexShard(base)
+	if err != nil {
+		return shardView{}, err
+	}
+	etag, err = s.put(ctx, shardKey(name), data, putCond{ifMatch: etag, ifNoneMatch: etag == ""}, "application/zstd")
+	if err != nil {
+		return shardView{}, err
+	}
+	w := baseView(base, etag, base.Through)
+	st := s.shardState(name)
+	st.mu.Lock()
+	if w.newer(st.view) {
+		st.view, st.fresh = w, s.now()
+	}
+	st.mu.Unlock()
+	return w, nil
+}
+
+// finishPurges finishes the purges cut short that the shards of the last
+// reading ask for (Tombstones calls it: a sync lists them before it
+// plans). A failure leaves the request for the next writer.
+func (s *Store) finishPurges(ctx context.Context) {
+	for _, name := range manifest.ShardNames() {
+		st := s.shardState(name)
+		st.mu.Lock()
+		v := st.view
+		st.mu.Unlock()
+		if v.purgePending() {
+			_ = s.finishPurge(ctx, name, v)
 		}
 	}
 }
 
-// deleteDeltas deletes the deltas of shard name numbered up to through.
+// deleteDeltas deletes the deltas of shard name numbered up to through,
+// found by listing: also those a writer wrote after an earlier purge had
+// deleted them.
 func (s *Store) deleteDeltas(ctx context.Context, name string, through int64) error {
 	keys, _, err := s.b.list(ctx, "index/"+name+"/", "")
 	if err != nil {

@@ -74,8 +74,20 @@ func deltaKey(name string, n int64) string {
 type shardView struct {
 	shard   *manifest.IndexShard
 	etag    string
-	base    *manifest.IndexShard // Through, Pruned, Written; nil when none
+	base    *manifest.IndexShard // Through, Pruned, Purge, Written; nil when none
 	applied int64
+}
+
+// baseView is the view of base, just read or written with etag.
+func baseView(base *manifest.IndexShard, etag string, applied int64) shardView {
+	meta := &manifest.IndexShard{Through: base.Through, Pruned: base.Pruned, Purge: base.Purge, Written: base.Written}
+	return shardView{shard: base, etag: etag, base: meta, applied: applied}
+}
+
+// purgePending reports whether v's base asks for its deltas to be
+// deleted now (manifest.IndexShard.Purge): a purge cut short.
+func (v shardView) purgePending() bool {
+	return v.base != nil && v.base.Purge > v.base.Pruned
 }
 
 func (v shardView) through() int64 {
@@ -131,7 +143,7 @@ func (s *Store) readShardView(ctx context.Context, name string) (shardView, erro
 		if err != nil {
 			return shardView{}, err
 		}
-		v = shardView{shard: base, etag: etag, base: &manifest.IndexShard{Through: base.Through, Pruned: base.Pruned, Written: base.Written}, applied: base.Through}
+		v = baseView(base, etag, base.Through)
 	}
 	// The first probe alone (a shard nobody changed costs one 404), then
 	// up to deltaProbes at once: a cold reader of a shard with many
@@ -242,7 +254,8 @@ func (s *Store) queueIndex(e manifest.IndexEntry) string {
 }
 
 // queueTombstone queues tombstone t for the next write of its shard, which
-// also purges the shard (purgeShard), and returns the shard's name.
+// writes it as a base that purges the shard (purgingBase), and returns the
+// shard's name.
 func (s *Store) queueTombstone(t manifest.Tombstone) string {
 	name := manifest.ShardOf(t.ID)
 	st := s.shardState(name)
@@ -311,31 +324,39 @@ func (s *Store) writeShard(ctx context.Context, name string) error {
 				delta.Bury(t)
 			}
 		}
-		if len(delta.Sessions) == 0 && len(delta.Tombstones) == 0 {
+		if len(delta.Sessions) == 0 && len(delta.Tombstones) == 0 && !v.purgePending() {
 			return nil
 		}
-		data, err := s.codec.EncodeIndexShard(delta)
-		if err != nil {
-			return err
-		}
-		n := v.applied + 1
-		_, err = s.put(ctx, deltaKey(name, n), data, putCond{ifNoneMatch: true}, "application/zstd")
-		if err == nil {
-			// Not fresher than before: the write tells nothing of a base
-			// folded since the view was read.
-			w := shardView{shard: next, etag: v.etag, base: v.base, applied: n}
-			st.mu.Lock()
-			if w.newer(st.view) {
-				st.view = w
+		var err error
+		if purge || v.purgePending() {
+			// A burial is written as a new base, never as a delta: the
+			// deltas before it hold the buried session's summary, and
+			// the base that says they must go is the one that buries it.
+			var w shardView
+			if w, err = s.putBase(ctx, name, s.purgingBase(next, v), v.etag); err == nil {
+				return s.finishPurge(ctx, name, w)
 			}
-			st.mu.Unlock()
-			switch {
-			case purge:
-				return s.purgeShard(ctx, name, w)
-			case n-w.through() >= indexFoldEvery:
-				s.foldShard(ctx, name, w)
+		} else {
+			data, eerr := s.codec.EncodeIndexShard(delta)
+			if eerr != nil {
+				return eerr
 			}
-			return nil
+			n := v.applied + 1
+			_, err = s.put(ctx, deltaKey(name, n), data, putCond{ifNoneMatch: true}, "application/zstd")
+			if err == nil {
+				// Not fresher than before: the write tells nothing of a
+				// base folded since the view was read.
+				w := shardView{shard: next, etag: v.etag, base: v.base, applied: n}
+				st.mu.Lock()
+				if w.newer(st.view) {
+					st.view = w
+				}
+				st.mu.Unlock()
+				if n-w.through() >= indexFoldEvery {
+					s.foldShard(ctx, name, w)
+				}
+				return nil
+			}
 		}
 		if !errors.Is(err, errPrecondition) && !errors.Is(err, errConflict) {
 			requeue()
@@ -364,7 +385,7 @@ func (s *Store) foldShard(ctx context.Context, name string, v shardView) {
 	s.expireTombstones(base)
 	var pruneFrom, pruneTo int64
 	if v.base != nil {
-		base.Pruned = v.base.Pruned
+		base.Pruned, base.Purge = v.base.Pruned, v.base.Purge
 		if v.base.Through > v.base.Pruned && s.now().Sub(v.base.Written) > s.indexPruneAfter {
 			pruneFrom, pruneTo = v.base.Pruned+1, v.base.Through
 			base.Pruned = v.base.Through
@@ -378,7 +399,7 @@ func (s *Store) foldShard(ctx context.Context, name string, v shardView) {
 	if err != nil {
 		return
 	}
-	w := shardView{shard: base, etag: etag, base: &manifest.IndexShard{Through: base.Through, Pruned: base.Pruned, Written: base.Written}, applied: v.applied}
+	w := baseView(base, etag, v.applied)
 	st := s.shardState(name)
 	st.mu.Lock()
 	if w.newer(st.view) {

@@ -272,21 +272,16 @@ func (s *Store) rebuildShard(ctx context.Context, name string, truth map[string]
 	// Pruned stays 0: the deltas this base folds are deleted by a later
 	// fold, once the base is old enough that no writer still numbers from
 	// before it (§P3) — unless the shard buries a session, whose summary
-	// the old deltas hold: they go now (purgeShard).
+	// the old deltas hold: they go now (Purge, finishPurge).
 	shard.Through, shard.Written = through, s.now().UTC()
 	if len(shard.Tombstones) > 0 {
-		shard.Pruned = through
-		defer func() {
-			if err == nil {
-				err = s.deleteDeltas(ctx, name, through)
-			}
-		}()
+		shard.Purge = through
 	}
-	data, err := s.codec.EncodeIndexShard(shard)
+	w, err := s.putBase(ctx, name, shard, etag)
 	if err != nil {
 		return err
 	}
-	if _, err := s.put(ctx, shardKey(name), data, putCond{ifMatch: etag, ifNoneMatch: etag == ""}, "application/zstd"); err != nil {
+	if err := s.finishPurge(ctx, name, w); err != nil {
 		return err
 	}
 	st := s.shardState(name)

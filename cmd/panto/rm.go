@@ -1,0 +1,214 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/panto-dev/panto/agent"
+	"github.com/panto-dev/panto/store"
+)
+
+func rmCommand(e *env) *cli.Command {
+	return &cli.Command{
+		Name:      "rm",
+		Usage:     "delete sessions, leaving a tombstone that sync carries",
+		UsageText: "panto rm [--yes] [--json] ID|PREFIX...",
+		Description: `Deletes each session named by its id or a unique prefix of it: its content goes
+(the file, or every object of it in a bucket), and a tombstone stays that holds
+no content, only the id, when it was deleted and the length and sha256 of the
+log then. panto-sync carries the tombstone, so the deletion reaches every copy
+and no push or pull brings the session back.
+
+On a terminal, rm shows what will go and asks once; elsewhere it needs --yes.
+A session deleted already is reported, not an error.
+
+Examples:
+   panto rm 3f9a                   delete one session, after asking
+   panto rm --yes 3f9a 71c0        delete two, without asking
+   panto rm --store s3://my-bucket/panto --yes --json 3f9a`,
+		Flags: append(storeFlags(false),
+			&cli.BoolFlag{Name: "yes", Aliases: []string{"y"}, Usage: "delete without asking"},
+			&cli.BoolFlag{Name: "json", Usage: "print what was deleted as JSON"},
+		),
+		Action: func(c *cli.Context) error {
+			if c.NArg() == 0 {
+				return errors.New("rm: name the sessions to delete: panto rm ID|PREFIX... (see panto sessions)")
+			}
+			st, del, err := openDeleter(c, "rm")
+			if err != nil {
+				return err
+			}
+			// The background writes of the deletions (objstore's index)
+			// finish before panto exits, so that others stop listing them.
+			defer flushStore(c.Context, st, e.stderr)
+			var targets []agent.SessionInfo
+			report := newRemovalReport(c, e)
+			seen := map[string]bool{}
+			for _, arg := range c.Args().Slice() {
+				s, err := st.Resolve(c.Context, arg)
+				var dead *agent.DeletedError
+				switch {
+				case errors.As(err, &dead):
+					// Deleting it again finishes a removal that was cut
+					// short (a killed rm); it changes nothing otherwise.
+					t := store.Tombstone{ID: dead.ID, Deleted: dead.Deleted, At: store.Checkpoint{Length: dead.Length, SHA256: dead.SHA256}}
+					if err := del.Delete(c.Context, t); err != nil {
+						return fmt.Errorf("rm %s: %w", arg, err)
+					}
+					report.add(removal{ID: dead.ID, Deleted: dead.Deleted, Length: dead.Length, SHA256: dead.SHA256, Already: true})
+					continue
+				case err != nil:
+					return fmt.Errorf("rm %s: %w", arg, err)
+				}
+				if !seen[s.Info.ID] {
+					seen[s.Info.ID] = true
+					targets = append(targets, s.Info)
+				}
+			}
+			return report.finish(removeSessions(c.Context, e, c, del, targets, report))
+		},
+	}
+}
+
+// deleter is what rm and prune need of a store.
+type deleter interface {
+	store.LogStore
+	store.Deleter
+}
+
+// openDeleter opens the store the flags name, if it can delete sessions.
+func openDeleter(c *cli.Context, cmd string) (agent.SessionStore, deleter, error) {
+	st, spec, err := openStore(c)
+	if err != nil {
+		return nil, nil, err
+	}
+	d, ok := st.(deleter)
+	switch {
+	case spec.Kind == store.KindNone:
+		return nil, nil, fmt.Errorf("%s: --store none keeps no sessions, so there is nothing to delete; name the store that holds them", cmd)
+	case !ok:
+		return nil, nil, fmt.Errorf("%s: the %s store cannot delete sessions", cmd, spec.Kind)
+	}
+	return st, d, nil
+}
+
+// removal is what rm and prune report of one session (--json).
+type removal struct {
+	ID      string    `json:"id"`
+	Deleted time.Time `json:"deleted"`
+	Length  int64     `json:"length"`
+	SHA256  string    `json:"sha256,omitempty"`
+	// Already: the session had been deleted before this run, on Deleted.
+	Already  bool   `json:"already_deleted,omitempty"`
+	Messages int    `json:"messages,omitempty"`
+	Title    string `json:"last_user_message,omitempty"`
+}
+
+// removeSessions asks once (unless --yes), then deletes targets in order,
+// reporting each as it goes. It stops at the first error.
+func removeSessions(ctx context.Context, e *env, c *cli.Context, d deleter, targets []agent.SessionInfo, report *removalReport) error {
+	if len(targets) == 0 {
+		return nil
+	}
+	if err := confirmRemoval(e, c, targets); err != nil {
+		return err
+	}
+	for _, info := range targets {
+		r, err := removeSession(ctx, d, info, e.now())
+		if err != nil {
+			return err
+		}
+		report.add(r)
+	}
+	return nil
+}
+
+// removeSession deletes one session at the checkpoint it holds now.
+func removeSession(ctx context.Context, d deleter, info agent.SessionInfo, now time.Time) (removal, error) {
+	id := info.ID
+	at, err := store.Head(ctx, d, id)
+	if err != nil && !errors.Is(err, agent.ErrSessionNotFound) {
+		return removal{}, fmt.Errorf("rm %s: %w", shortID(id), err)
+	}
+	t := store.Tombstone{ID: id, Deleted: now.UTC().Truncate(time.Second), At: at}
+	if err := d.Delete(ctx, t); err != nil {
+		if errors.Is(err, store.ErrChanged) {
+			return removal{}, fmt.Errorf("rm %s: the session was written to while it was being deleted (is a panto still running in it?); nothing was deleted, run rm again: %w", shortID(id), err)
+		}
+		return removal{}, fmt.Errorf("rm %s: %w", shortID(id), err)
+	}
+	return removal{ID: id, Deleted: t.Deleted, Length: at.Length, SHA256: at.SHA256, Messages: info.MessageCount, Title: info.LastUserMessage}, nil
+}
+
+// confirmRemoval shows targets and asks once on a terminal; off a terminal
+// it refuses without --yes, since nobody can answer.
+func confirmRemoval(e *env, c *cli.Context, targets []agent.SessionInfo) error {
+	if c.Bool("yes") {
+		return nil
+	}
+	noun := "session"
+	if len(targets) > 1 {
+		noun = "sessions"
+	}
+	if !e.stdinIsTerminal {
+		return fmt.Errorf("%s: %d %s to delete; stdin is not a terminal to confirm on, so add --yes", c.Command.Name, len(targets), noun)
+	}
+	writeSessionTable(e.stderr, targets, "")
+	fmt.Fprintf(e.stderr, "Delete %d %s? Their content goes for good; a tombstone stays. [y/N] ", len(targets), noun)
+	if !answeredYes(e.stdin) {
+		return fmt.Errorf("%s: nothing deleted", c.Command.Name)
+	}
+	return nil
+}
+
+// answeredYes reads one line and reports whether it says yes.
+func answeredYes(r io.Reader) bool {
+	line, _ := bufio.NewReader(r).ReadString('\n')
+	switch strings.ToLower(strings.TrimSpace(line)) {
+	case "y", "yes":
+		return true
+	}
+	return false
+}
+
+// removalReport prints what rm and prune deleted: a line per session as
+// it goes (a long prune shows its progress), or with --json one array at
+// the end.
+type removalReport struct {
+	e    *env
+	json bool
+	rs   []removal
+}
+
+func newRemovalReport(c *cli.Context, e *env) *removalReport {
+	return &removalReport{e: e, json: c.Bool("json"), rs: []removal{}}
+}
+
+func (p *removalReport) add(r removal) {
+	p.rs = append(p.rs, r)
+	switch {
+	case p.json:
+	case r.Already:
+		fmt.Fprintf(p.e.stdout, "%s was deleted already, on %s\n", shortID(r.ID), r.Deleted.Local().Format("2006-01-02 15:04"))
+	default:
+		fmt.Fprintf(p.e.stdout, "deleted %s (%d messages) %s\n", shortID(r.ID), r.Messages, clip(r.Title, 60))
+	}
+}
+
+// finish prints the JSON, then returns err, so that a failure part way
+// still says what went.
+func (p *removalReport) finish(err error) error {
+	if p.json {
+		if jerr := writeJSON(p.e.stdout, p.rs); jerr != nil && err == nil {
+			err = jerr
+		}
+	}
+	return err
+}
