@@ -87,7 +87,7 @@ type Plan struct {
 	// SrcTomb and DstTomb are each side's tombstone of the session, if it
 	// deleted it.
 	SrcTomb, DstTomb *store.Tombstone
-	Relation Relation
+	Relation         Relation
 	// Err is why the session cannot be planned (an id that is not safe
 	// to use, a side that could not be read); nothing is done to it.
 	Err error

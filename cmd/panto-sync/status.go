@@ -104,12 +104,12 @@ func (r *reporter) describePlan(p replica.Plan) Event {
 		diff = -diff
 	}
 	what := map[replica.Relation]string{
-		replica.Same:     "same bytes on both sides",
-		replica.SrcOnly:  "only local: push uploads it",
-		replica.SrcAhead: fmt.Sprintf("local is ahead by %s: push uploads the tail", humanBytes(diff)),
-		replica.DstOnly:  "only remote: pull downloads it",
-		replica.DstAhead: fmt.Sprintf("remote is ahead by %s: pull appends the tail", humanBytes(diff)),
-		replica.Diverged: "diverged: neither is a prefix of the other",
+		replica.Same:       "same bytes on both sides",
+		replica.SrcOnly:    "only local: push uploads it",
+		replica.SrcAhead:   fmt.Sprintf("local is ahead by %s: push uploads the tail", humanBytes(diff)),
+		replica.DstOnly:    "only remote: pull downloads it",
+		replica.DstAhead:   fmt.Sprintf("remote is ahead by %s: pull appends the tail", humanBytes(diff)),
+		replica.Diverged:   "diverged: neither is a prefix of the other",
 		replica.SrcDeleted: "deleted locally: push deletes the remote copy",
 		replica.DstDeleted: "deleted in the bucket: pull deletes the local copy",
 	}[p.Relation]
