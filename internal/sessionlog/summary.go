@@ -35,30 +35,47 @@ import (
 // inside content strings) it is several times faster than DecodeLine.
 // FuzzSummarize checks that both paths agree with DecodeLine.
 func (d *Decoder) SummarizeLine(line []byte) (bool, error) {
+	_, ok, err := d.SummarizeTurn(line)
+	return ok, err
+}
+
+// Turn is what a message line says of what its turn cost: when it was
+// written, its role, the endpoint and the tokens billed (nil when none).
+type Turn struct {
+	TS       time.Time
+	Role     agent.Role
+	Identity agent.WireIdentity
+	Usage    *agent.Usage
+}
+
+// SummarizeTurn is SummarizeLine that also returns the line's Turn (the
+// zero Turn for the header), for a reader that sums usage without
+// decoding content.
+func (d *Decoder) SummarizeTurn(line []byte) (Turn, bool, error) {
 	if d.Header == nil {
 		_, ok, err := d.DecodeLine(line)
-		return ok, err
+		return Turn{}, ok, err
 	}
 	d.Line++
 	s, ok := scanSummary(line)
 	if !ok {
 		var err error
 		if s, err = jsonSummary(line); err != nil {
-			return false, fmt.Errorf("%s:%d: %w: %v", d.Name, d.Line, ErrMalformed, err)
+			return Turn{}, false, fmt.Errorf("%s:%d: %w: %v", d.Name, d.Line, ErrMalformed, err)
 		}
 	}
 	if s.Type != TypeMessage {
-		return false, fmt.Errorf("%s:%d: %w: unexpected line type %q", d.Name, d.Line, ErrMalformed, s.Type)
+		return Turn{}, false, fmt.Errorf("%s:%d: %w: unexpected line type %q", d.Name, d.Line, ErrMalformed, s.Type)
 	}
 	switch s.Role {
 	case agent.RoleSystem, agent.RoleUser, agent.RoleAssistant:
 	default:
-		return false, fmt.Errorf("%s:%d: %w: unknown role %q", d.Name, d.Line, ErrMalformed, s.Role)
+		return Turn{}, false, fmt.Errorf("%s:%d: %w: unknown role %q", d.Name, d.Line, ErrMalformed, s.Role)
 	}
 	// The message as far as SessionInfo.Update looks at it: block types,
-	// the metadata, and the texts of a user message that is not a tool
-	// result.
-	m := agent.Message{Role: s.Role, Metadata: s.Metadata, Content: make([]agent.Block, len(s.Content))}
+	// the metadata, the usage, and the texts of a user message that is
+	// not a tool result.
+	m := agent.Message{Role: s.Role, Metadata: s.Metadata, Usage: s.Usage, Content: make([]agent.Block, len(s.Content))}
 	for i, b := range s.Content {
 		m.Content[i].Type = b.Type
 	}
@@ -69,13 +86,12 @@ func (d *Decoder) SummarizeLine(line []byte) (bool, error) {
 			}
 		}
 	}
-	d.Info.Update(agent.PersistentMessage{Message: m, Identity: agent.WireIdentity{
-		APIStyle: s.APIStyle, BaseURL: s.BaseURL, Model: s.Model, Reasoning: s.Reasoning,
-	}})
+	ident := agent.WireIdentity{APIStyle: s.APIStyle, BaseURL: s.BaseURL, Model: s.Model, Reasoning: s.Reasoning}
+	d.Info.Update(agent.PersistentMessage{Message: m, Identity: ident})
 	if s.TS.After(d.Info.Modified) {
 		d.Info.Modified = s.TS
 	}
-	return true, nil
+	return Turn{TS: s.TS, Role: s.Role, Identity: ident, Usage: s.Usage}, true, nil
 }
 
 // summaryEntry is entry as SummarizeLine reads it: the same fields with
@@ -236,7 +252,8 @@ func scanSummary(line []byte) (s summaryEntry, ok bool) {
 			n, ok = sc.int()
 			s.More = int(n)
 		case "usage":
-			ok = sc.usage()
+			s.Usage = &agent.Usage{}
+			ok = sc.usage(s.Usage)
 		case "stop_reason":
 			_, ok = sc.strToken()
 		case "metadata":
@@ -595,9 +612,21 @@ func (sc *scanner) object(keys map[string]uint32, field func(key string) bool) b
 	}
 }
 
-func (sc *scanner) usage() bool {
-	return sc.object(usageKeys, func(string) bool {
-		_, ok := sc.int()
+func (sc *scanner) usage(u *agent.Usage) bool {
+	return sc.object(usageKeys, func(key string) bool {
+		n, ok := sc.int()
+		switch key {
+		case "input_tokens":
+			u.InputTokens = n
+		case "output_tokens":
+			u.OutputTokens = n
+		case "cache_read_tokens":
+			u.CacheReadTokens = n
+		case "cache_write_tokens":
+			u.CacheWriteTokens = n
+		case "reasoning_tokens":
+			u.ReasoningTokens = n
+		}
 		return ok
 	})
 }

@@ -76,7 +76,8 @@ func TestSummarizeLineMatchesDecodeLine(t *testing.T) {
 			{Message: agent.SystemText("be terse", agent.SystemAppend), Identity: agent.WireIdentity{Model: "ignored"}},
 			{Message: agent.Message{Role: agent.RoleAssistant, StopReason: "max_tokens", Content: []agent.Block{
 				{Type: agent.BlockRedactedThinking, Data: "EmwKAhgBEgy3va+/="}, agent.TextBlock("cut o"),
-			}}, Identity: agent.WireIdentity{Model: "m"}},
+			}}, Identity: agent.WireIdentity{Model: "m"}, Usage: &agent.Usage{InputTokens: 7, CacheWriteTokens: 1 << 40, ReasoningTokens: 3}},
+			{Message: agent.TitleMessage(fmt.Sprintf("title \"%d\" ✓", seed))},
 		}, start)
 		if err != nil {
 			t.Fatal(err)
@@ -86,7 +87,8 @@ func TestSummarizeLineMatchesDecodeLine(t *testing.T) {
 		if err != nil {
 			t.Fatalf("seed %d: %v", seed, err)
 		}
-		if d.Info.MessageCount == 0 || d.Info.LastUserMessage == "" {
+		if d.Info.MessageCount == 0 || d.Info.LastUserMessage == "" || d.Info.Title != fmt.Sprintf("title \"%d\" ✓", seed) ||
+			d.Info.Usage.CacheWriteTokens < 1<<40 || d.Info.Usage.InputTokens <= 7 || d.Info.Usage.OutputTokens == 0 {
 			t.Fatalf("seed %d: info %+v", seed, d.Info)
 		}
 		lines := 0
@@ -153,6 +155,17 @@ var summaryLines = []string{
 	`{"type":"message","ts":"2026-01-01T00:00:00Z","role":"assistant","content":[{"type":"redacted_thinking","data":{}}]}`,
 	`{"type":"message","ts":"2026-01-01T00:00:00Z","role":"assistant","content":[{"type":"redacted_thinking","data":"a","data":"b"}]}`,
 	`{"type":"message","ts":"2026-01-01T00:00:00Z","role":"assistant","content":[{"type":"redacted_thinking","DATA":"x"}]}`,
+	`{"type":"message","ts":"2026-01-01T00:00:00Z","role":"assistant","content":[],"usage":{"input_tokens":1,"output_tokens":2,"cache_read_tokens":3,"cache_write_tokens":4,"reasoning_tokens":5}}`,
+	`{"type":"message","ts":"2026-01-01T00:00:00Z","role":"assistant","content":[],"usage":{"reasoning_tokens":5,"input_tokens":-1}}`,
+	`{"type":"message","ts":"2026-01-01T00:00:00Z","role":"assistant","content":[],"usage":{}}`,
+	`{"type":"message","ts":"2026-01-01T00:00:00Z","role":"assistant","content":[],"usage":null}`,
+	`{"type":"message","ts":"2026-01-01T00:00:00Z","role":"assistant","content":[],"usage":{"input_tokens":1,"input_tokens":2}}`,
+	`{"type":"message","ts":"2026-01-01T00:00:00Z","role":"assistant","content":[],"usage":{"Input_Tokens":9}}`,
+	`{"type":"message","ts":"2026-01-01T00:00:00Z","role":"assistant","content":[],"usage":{"input_tokens":null}}`,
+	`{"type":"message","ts":"2026-01-01T00:00:00Z","role":"system","content":[],"metadata":{"panto.title":"a title"}}`,
+	`{"type":"message","ts":"2026-01-01T00:00:00Z","role":"system","content":[],"metadata":{"panto.title":""}}`,
+	`{"type":"message","ts":"2026-01-01T00:00:00Z","role":"system","content":[],"metadata":{"panto.title":7}}`,
+	`{"type":"message","ts":"2026-01-01T00:00:00Z","role":"user","content":[],"metadata":{"panto.title":"not on a user"}}`,
 	`null`,
 	`[]`,
 	``,
@@ -218,6 +231,34 @@ func TestScanStringEdges(t *testing.T) {
 					t.Errorf("text %q cut at the end of the line: accepted", text)
 				}
 			}
+		}
+	}
+}
+
+// TestForkedHeader: the header's fork link reaches the summary, on both
+// paths, and an older header without one leaves it empty.
+func TestForkedHeader(t *testing.T) {
+	body := `{"type":"message","ts":"2026-01-01T00:00:00Z","role":"user","content":[{"type":"text","text":"hi"}]}` + "\n"
+	tests := []struct {
+		header   string
+		parent   string
+		forkedAt int
+		bad      bool
+	}{
+		{`{"type":"session","version":1,"id":"s","created":"2026-01-01T00:00:00Z","more":1}`, "", 0, false},
+		{`{"type":"session","version":1,"id":"s","created":"2026-01-01T00:00:00Z","forked_from":"p1","more":1}`, "p1", 0, false},
+		{`{"type":"session","version":1,"id":"s","created":"2026-01-01T00:00:00Z","forked_from":"p1","forked_at":12,"more":1}`, "p1", 12, false},
+		{`{"type":"session","version":1,"id":"s","created":"2026-01-01T00:00:00Z","forked_from":3,"more":1}`, "", 0, true},
+		{`{"type":"session","version":1,"id":"s","created":"2026-01-01T00:00:00Z","forked_at":1.5,"more":1}`, "", 0, true},
+	}
+	for _, tt := range tests {
+		d, err := bothPaths(t, sessionlog.Decoder{Name: "f"}, []byte(tt.header+"\n"+body))
+		if (err != nil) != tt.bad {
+			t.Errorf("%s: err %v, want bad %v", tt.header, err, tt.bad)
+			continue
+		}
+		if err == nil && (d.Info.Parent != tt.parent || d.Info.ForkedAt != tt.forkedAt) {
+			t.Errorf("%s: parent %q at %d, want %q at %d", tt.header, d.Info.Parent, d.Info.ForkedAt, tt.parent, tt.forkedAt)
 		}
 	}
 }
