@@ -31,10 +31,25 @@ type wireSummary struct {
 	BaseURL         string    `json:"base_url,omitempty"`
 	Model           string    `json:"model,omitempty"`
 	Reasoning       string    `json:"reasoning,omitempty"`
+	// Added in 3 (optional: absent in what an older 3 writer wrote).
+	Title    string     `json:"title,omitempty"`
+	Parent   string     `json:"parent,omitempty"`
+	ForkedAt int        `json:"forked_at,omitempty"`
+	Usage    *wireUsage `json:"usage,omitempty"`
+}
+
+// wireUsage is a session's token totals, spelled as the line format
+// spells a message's usage.
+type wireUsage struct {
+	InputTokens      int64 `json:"input_tokens,omitempty"`
+	OutputTokens     int64 `json:"output_tokens,omitempty"`
+	CacheReadTokens  int64 `json:"cache_read_tokens,omitempty"`
+	CacheWriteTokens int64 `json:"cache_write_tokens,omitempty"`
+	ReasoningTokens  int64 `json:"reasoning_tokens,omitempty"`
 }
 
 func summaryToWire(info agent.SessionInfo) wireSummary {
-	return wireSummary{
+	w := wireSummary{
 		Created:         info.Created.UTC(),
 		Modified:        info.Modified.UTC(),
 		Messages:        info.MessageCount,
@@ -43,11 +58,19 @@ func summaryToWire(info agent.SessionInfo) wireSummary {
 		BaseURL:         info.BaseURL,
 		Model:           info.Model,
 		Reasoning:       string(info.Reasoning),
+		Title:           info.Title,
+		Parent:          info.Parent,
+		ForkedAt:        info.ForkedAt,
 	}
+	if info.Usage != (agent.Usage{}) {
+		u := wireUsage(info.Usage)
+		w.Usage = &u
+	}
+	return w
 }
 
 func (w wireSummary) info(id string) agent.SessionInfo {
-	return agent.SessionInfo{
+	info := agent.SessionInfo{
 		ID:              id,
 		Created:         w.Created,
 		Modified:        w.Modified,
@@ -57,7 +80,14 @@ func (w wireSummary) info(id string) agent.SessionInfo {
 		BaseURL:         w.BaseURL,
 		Model:           w.Model,
 		Reasoning:       agent.ReasoningEffort(w.Reasoning),
+		Title:           w.Title,
+		Parent:          w.Parent,
+		ForkedAt:        w.ForkedAt,
 	}
+	if w.Usage != nil {
+		info.Usage = agent.Usage(*w.Usage)
+	}
+	return info
 }
 
 // wireLog is the line decoder's state after the manifest's Length bytes:
