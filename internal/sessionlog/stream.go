@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 
 	"github.com/panto-dev/panto/agent"
 )
@@ -121,7 +122,8 @@ func firstBatchEnd(name string, data []byte) (int, error) {
 // summary. name is used in errors.
 func Check(name, id string, r io.Reader, length int64, sha256Hex string) (agent.SessionInfo, error) {
 	h := sha256.New()
-	br := bufio.NewReaderSize(io.TeeReader(r, h), 1<<20)
+	br := getReader(io.TeeReader(r, h))
+	defer putReader(br)
 	d := Decoder{Name: name}
 	var n int64
 	var last []byte
@@ -162,6 +164,22 @@ func Check(name, id string, r io.Reader, length int64, sha256Hex string) (agent.
 	return d.Info, nil
 }
 
+// readers recycles the buffered readers of ReadLines and Check: a list of
+// a cold catalog reads every file through one, and a buffer each would be
+// a megabyte of garbage per file.
+var readers = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 256<<10) }}
+
+func getReader(r io.Reader) *bufio.Reader {
+	br := readers.Get().(*bufio.Reader)
+	br.Reset(r)
+	return br
+}
+
+func putReader(br *bufio.Reader) {
+	br.Reset(nil) // hold no reference to the file it read
+	readers.Put(br)
+}
+
 // readLine reads one line, '\n' included, however long.
 func readLine(br *bufio.Reader) ([]byte, error) {
 	line, err := br.ReadSlice('\n')
@@ -181,7 +199,8 @@ func readLine(br *bufio.Reader) ([]byte, error) {
 // committed: callers that read committed bytes never see one). The line
 // is valid only during the call.
 func ReadLines(r io.Reader, fn func(line []byte, last bool) error) error {
-	br := bufio.NewReaderSize(r, 1<<20)
+	br := getReader(r)
+	defer putReader(br)
 	for {
 		line, err := readLine(br)
 		if len(line) > 0 {

@@ -1,24 +1,28 @@
 // Package fsjsonl is panto's default session store: a directory (a
 // "catalog") holding one <id>.jsonl file per session, in the line format
 // of internal/sessionlog, byte for byte what the object store keeps and
-// what panto-sync pushes and pulls.
+// what panto-sync pushes and pulls. It implements agent.SessionStore and
+// the raw-log vocabulary of package store (log.go). docs/DESIGN.md, "The
+// local catalog", is the design.
 //
 // # Appends
 //
 // An append opens the session's file, takes an exclusive flock (so two
 // processes, or two goroutines, never interleave), finds the committed
-// length (sessionlog.CommittedLength, reading only the file's tail), cuts
-// off any torn tail a crash left behind (this is the repair), writes the
-// whole batch with one write at the committed end and fsyncs before it
-// returns; creating the file also fsyncs the directory. A crash at any
-// point leaves either the old committed bytes or the new ones: a batch
-// cut short is a torn tail that readers ignore and the next append cuts.
-// The batch is encoded before any file is touched, so a message that
-// cannot be encoded fails the append with nothing written.
+// length (sessionlog.CommittedLength, reading only the file's tail),
+// refuses a file whose header names a newer line format, cuts off any
+// torn tail a crash left behind (this is the repair), writes the whole
+// batch with one write at the committed end and fsyncs before it returns;
+// creating the file also fsyncs the directory. A crash at any point
+// leaves either the old committed bytes or the new ones: a batch cut
+// short is a torn tail that readers ignore and the next append cuts. The
+// batch is encoded before any file is touched, so a message that cannot
+// be encoded fails the append with nothing written.
 //
-// Readers (Load, List, ReadCommitted) take a shared flock while they
-// read, so they never see an append half-way, nor a repair racing with
-// their read.
+// Readers (Load, List, ReadLog) take a shared flock while they find the
+// committed length, so they never see an append half-way, nor a repair
+// racing with their read; bytes below it never change, so ReadLog streams
+// them after releasing it.
 //
 // Ids are validated (agent.ValidateSessionID) before any path is built:
 // nothing outside [A-Za-z0-9_-] reaches the file system, so no id can
@@ -28,36 +32,39 @@
 // fails with an error naming file:line (wrapping sessionlog.ErrMalformed),
 // and never drops it silently. List still lists such a session with what
 // could be read before the bad line, so that the other sessions and the
-// broken one stay visible; loading it reports where it is broken.
+// broken one stay visible; loading it reports where it is broken, and
+// Logs reports it in the session's Err.
 //
-// # The list cache
+// # The summary cache
 //
-// List, Resolve and Latest need each session's summary (count, last user
-// message, identity, times). Reading 10,000 whole files for every List
-// would be slow, so the directory holds a summary cache, .panto-index.json
-// (not a *.jsonl, so never taken for a session), mapping each id to the
-// identity of the file version it summarises (inode, size, mtime in ns),
-// its committed length, the last bytes before that length (an anchor),
-// and the resumable sessionlog.Decoder state at that length. Then:
+// List, Logs, Resolve and Latest need each session's summary (count, last
+// user message, identity, times) and, for sync, the sha256 of its
+// committed bytes. Reading 10,000 whole files for every List would be
+// slow, so the directory holds a summary cache, .panto-index.json (not a
+// *.jsonl, so never taken for a session), mapping each id to the identity
+// of the file version it summarises (inode, size, mtime and ctime in ns),
+// its committed length, their sha256 and the hash state after them, and
+// the resumable sessionlog.Decoder state at that length. Then:
 //
 //   - a file whose identity matches and that had no torn tail costs only
 //     the stat that ReadDir gives;
-//   - a file that grew on the same inode, with its anchor bytes unchanged,
-//     is decoded only from the cached committed length;
-//   - anything else (new, replaced by rename, shrunk, torn tail, anchor
-//     mismatch) is decoded in full;
+//   - any other file is read as a stream and hashed in full; when the
+//     bytes of its cached length still hash to the cached sha256 (it
+//     grew), only the lines after them are decoded, else all are;
 //   - a file that is gone drops out of the cache.
 //
-// Why this can never go stale in a way a user sees: every writer of
-// session files (this package's appends, panto-sync through AppendRaw)
-// only ever grows a file that has no torn tail, so a changed file has a
-// changed size; the only in-place shrink is the repair of a torn tail,
-// and entries with a torn tail are never trusted on stat alone. Summaries
-// are taken under the shared lock from the file's own fstat, so they
-// never describe an append half-way. The cache is an optimisation only:
-// it is written atomically (temp file + rename) and best-effort (a
-// read-only directory still lists), any process may overwrite it, and a
-// cache that is missing, unreadable or from another version is rebuilt.
+// Why this never goes stale: no summary or hash is taken on trust for
+// bytes that were not re-read. Every change to a file changes its ctime,
+// which no user can set back (an editor may restore the mtime, or keep
+// the size); a file with a torn tail, whose repair rewrites bytes in
+// place, is never trusted on its stat at all. Summaries are taken under
+// the shared lock from the file's own fstat, so they never describe an
+// append half-way. The cache is an optimisation only: it is written
+// atomically (temp file + rename) and best-effort (a read-only directory
+// still lists), any process may overwrite it, and a cache that is
+// missing, unreadable or from another version is rebuilt. AppendLog keeps
+// it up to date as it writes (a pull appends chunk after chunk), and
+// Flush saves it.
 package fsjsonl
 
 import (

@@ -18,9 +18,9 @@ import (
 // writer, one per session at a time, which coalesces the appends that
 // commit while it writes. What readers see:
 //
-//   - Load, ReadRaw and Checkpoints, in any process, see a returned append
-//     at once: they probe for segments past the manifest (rule 2).
-//   - List, Latest, Resolve and Sessions of this Store first wait for its
+//   - Load, ReadLog and Checkpoints, in any process, see a returned append
+//     at once: they probe for segments past the manifest (§P4).
+//   - List, Latest, Resolve and Logs of this Store first wait for its
 //     pending checkpoints (Flush), so a Store always lists its own appends.
 //   - Another Store lists a returned append once its checkpoint lands, a
 //     round trip later, or after the writer's Flush. A session's first

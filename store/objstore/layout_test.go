@@ -181,7 +181,7 @@ func TestLayout(t *testing.T) {
 	nseg, nindex := 0, 0
 	for _, k := range keys {
 		switch {
-		case k == "pfx/panto-store.json", k == "pfx/sessions/"+id+"/manifest.json":
+		case k == "pfx/panto-store.json", k == "pfx/panto-probe.json", k == "pfx/sessions/"+id+"/manifest.json":
 		case segKey.MatchString(k):
 			nseg++
 		case indexKey.MatchString(k) && strings.HasPrefix(k, "pfx/index/c"):
@@ -190,7 +190,7 @@ func TestLayout(t *testing.T) {
 			t.Errorf("unexpected object %s", k)
 		}
 	}
-	if nseg != len(batches) || nindex == 0 || len(keys) != len(batches)+2+nindex {
+	if nseg != len(batches) || nindex == 0 || len(keys) != len(batches)+3+nindex {
 		t.Fatalf("objects %q", keys)
 	}
 	if !bytes.Equal(segs, want) {
@@ -234,7 +234,7 @@ func TestLayout(t *testing.T) {
 }
 
 // TestLayoutOneSegment: a session whose log is one segment has no
-// manifest (the package doc's first-segment rule): the segment and the
+// manifest (docs/DESIGN.md §P2): the segment and the
 // index entry say everything; the append that adds a second segment
 // creates the manifest.
 func TestLayoutOneSegment(t *testing.T) {
@@ -256,7 +256,7 @@ func TestLayoutOneSegment(t *testing.T) {
 	}
 	entry := indexEntries(t, objs, "c")[id]
 	slices.Sort(keys)
-	want := []string{"pfx/index/c/00000000000000000001.json.zst", "pfx/panto-store.json", "pfx/sessions/" + id + "/" + manifest.SegmentName(0)}
+	want := []string{"pfx/index/c/00000000000000000001.json.zst", "pfx/panto-probe.json", "pfx/panto-store.json", "pfx/sessions/" + id + "/" + manifest.SegmentName(0)}
 	if !slices.Equal(keys, want) {
 		t.Fatalf("objects %q, want %q", keys, want)
 	}

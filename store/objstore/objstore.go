@@ -296,7 +296,7 @@ func Open(ctx context.Context, rawURL string, opts ...Option) (*Store, error) {
 		sessions:         map[string]*sessionState{},
 		shards:           map[string]*shardState{},
 	}
-	if err := s.checkMarker(ctx, endpoint); err != nil {
+	if err := s.open(ctx, endpoint); err != nil {
 		return nil, err
 	}
 	return s, nil
@@ -321,8 +321,31 @@ func parseURL(raw string) (bucketName, prefix string, err error) {
 	return u.Host, p, nil
 }
 
-// checkMarker reads the format marker, creating it on a fresh prefix. It is
-// the first request of a Store, so its errors are explained for the user.
+// open reads (or creates) the format marker and, in parallel, probes that
+// the server honours conditional writes: Open's one round trip. These are
+// the Store's first requests, so their errors are explained for the user.
+func (s *Store) open(ctx context.Context, endpoint string) error {
+	var created, matched probeOutcome
+	var createErr, matchErr error
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); created, createErr = s.probePut(ctx, putCond{ifNoneMatch: true}) }()
+	go func() {
+		defer wg.Done()
+		matched, matchErr = s.probePut(ctx, putCond{ifMatch: `"00000000000000000000000000000000"`})
+	}()
+	markerErr := s.checkMarker(ctx, endpoint)
+	wg.Wait()
+	if markerErr != nil {
+		return markerErr
+	}
+	if err := errors.Join(createErr, matchErr); err != nil {
+		return explainOpenError(err, s.b.name, endpoint)
+	}
+	return s.probe(ctx, created, matched)
+}
+
+// checkMarker reads the format marker, creating it on a fresh prefix.
 func (s *Store) checkMarker(ctx context.Context, endpoint string) error {
 	for attempt := 0; attempt < s.maxAttempts; attempt++ {
 		data, etag, err := s.b.get(ctx, markerName, "")
@@ -331,6 +354,9 @@ func (s *Store) checkMarker(ctx context.Context, endpoint string) error {
 			etag, err = s.b.put(ctx, markerName, manifest.EncodeMarker(fresh), putCond{ifNoneMatch: true}, "application/json")
 			if errors.Is(err, errPrecondition) || errors.Is(err, errConflict) {
 				continue // created meanwhile: read it
+			}
+			if isNotImplemented(err) {
+				return s.notImplemented()
 			}
 			if err != nil {
 				return explainOpenError(err, s.b.name, endpoint)

@@ -1,0 +1,122 @@
+package objstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/aws/smithy-go"
+)
+
+// ErrConditionalWrites: the server does not honour conditional writes
+// (If-None-Match: * and If-Match on PutObject), on which every append and
+// checkpoint relies (docs/DESIGN.md §P1–§P3). Several S3-compatible
+// servers accept the headers and ignore them; against one of those,
+// concurrent appends overwrite each other and acknowledged messages are
+// lost, so the store refuses it at Open.
+var ErrConditionalWrites = errors.New("the S3 server does not honour conditional writes")
+
+// probeName is the object the probe writes: always these bytes, so that a
+// server that ignores the conditions overwrites it with itself.
+const probeName = "panto-probe.json"
+
+var probeBody = []byte(`{"format":"panto-probe","about":"panto checks at every open that the server refuses a create of an existing object and a replace of a changed one; this object may be deleted"}`)
+
+// probeOutcome is what one conditional PUT of the probe came to.
+type probeOutcome int
+
+const (
+	probeRefused     probeOutcome = iota // 412: the condition was honoured
+	probeWritten                         // the PUT succeeded
+	probeMissing                         // If-Match on a missing object: 404
+	probeUnsupported                     // 501 NotImplemented, or the header is refused
+	probeForbidden                       // the credentials cannot write
+)
+
+// probe checks, on every Open (a server can change under a prefix), that
+// the server honours both conditions: a create-if-absent of the probe
+// object, which exists, must be refused, and so must a replace whose
+// If-Match names a wrong ETag. The two PUTs run in parallel with the
+// marker read, so Open still costs one round trip; only the first Open of
+// a prefix, whose create makes the probe object, asks once more.
+//
+// It returns nil when the server honours both, or when the credentials
+// cannot write at all (then no write of this Store can succeed either).
+func (s *Store) probe(ctx context.Context, created probeOutcome, matched probeOutcome) error {
+	for attempt := 0; ; attempt++ {
+		switch {
+		case created == probeForbidden || matched == probeForbidden:
+			return nil
+		case created == probeUnsupported || matched == probeUnsupported:
+			return s.notImplemented()
+		case matched == probeWritten:
+			return fmt.Errorf("%w: %w: s3://%s/%s: it replaced an object whose If-Match named a wrong ETag, so two writers would overwrite each other's checkpoints: use a server that honours If-Match (AWS S3, MinIO, Cloudflare R2, versitygw 1.8 or later) or keep sessions in a directory",
+				ErrOpen, ErrConditionalWrites, s.b.name, s.b.prefix)
+		case created == probeWritten && attempt > 0:
+			return fmt.Errorf("%w: %w: s3://%s/%s: it created an object that already existed although the PUT said If-None-Match: *, so concurrent appends would overwrite each other and lose messages: use a server that honours it (AWS S3, MinIO, Cloudflare R2, versitygw 1.8 or later) or keep sessions in a directory",
+				ErrOpen, ErrConditionalWrites, s.b.name, s.b.prefix)
+		case created == probeRefused && matched == probeRefused:
+			return nil
+		}
+		// The probe object did not exist (this create made it, or the
+		// If-Match found nothing): ask again, now that it does.
+		if attempt > 0 {
+			return fmt.Errorf("%w: s3://%s/%s: the conditional-write probe gave no clear answer (create %d, replace %d)", ErrOpen, s.b.name, s.b.prefix, created, matched)
+		}
+		var err error
+		if created, err = s.probePut(ctx, putCond{ifNoneMatch: true}); err != nil {
+			return err
+		}
+		if matched, err = s.probePut(ctx, putCond{ifMatch: `"00000000000000000000000000000000"`}); err != nil {
+			return err
+		}
+	}
+}
+
+// notImplemented is the error of a server that answers 501 to the
+// conditional headers.
+func (s *Store) notImplemented() error {
+	return fmt.Errorf("%w: %w: s3://%s/%s: it answers NotImplemented to If-None-Match or If-Match on PutObject; panto needs both to append without locks: use a server that has them (AWS S3, MinIO, Cloudflare R2, versitygw 1.8 or later) or keep sessions in a directory",
+		ErrOpen, ErrConditionalWrites, s.b.name, s.b.prefix)
+}
+
+// isNotImplemented reports whether err is a 501 NotImplemented answer.
+func isNotImplemented(err error) bool {
+	var api smithy.APIError
+	if errors.As(err, &api) && api.ErrorCode() == "NotImplemented" {
+		return true
+	}
+	var status interface{ HTTPStatusCode() int }
+	return errors.As(err, &status) && status.HTTPStatusCode() == http.StatusNotImplemented
+}
+
+// probePut is one conditional PUT of the probe object.
+func (s *Store) probePut(ctx context.Context, cond putCond) (probeOutcome, error) {
+	_, err := s.b.put(ctx, probeName, probeBody, cond, "application/json")
+	if err == nil {
+		return probeWritten, nil
+	}
+	if errors.Is(err, errPrecondition) || errors.Is(err, errConflict) {
+		return probeRefused, nil
+	}
+	var api smithy.APIError
+	name := ""
+	if errors.As(err, &api) {
+		name = api.ErrorCode()
+	}
+	var status interface{ HTTPStatusCode() int }
+	code := 0
+	if errors.As(err, &status) {
+		code = status.HTTPStatusCode()
+	}
+	switch {
+	case isNotImplemented(err):
+		return probeUnsupported, nil
+	case errors.Is(err, errNotFound) && cond.ifMatch != "":
+		return probeMissing, nil
+	case name == "AccessDenied" || code == http.StatusForbidden:
+		return probeForbidden, nil
+	}
+	return 0, err
+}
