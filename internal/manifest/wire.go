@@ -32,10 +32,16 @@ type wireSummary struct {
 	Model           string    `json:"model,omitempty"`
 	Reasoning       string    `json:"reasoning,omitempty"`
 	// Added in 3 (optional: absent in what an older 3 writer wrote).
-	Title    string     `json:"title,omitempty"`
-	Parent   string     `json:"parent,omitempty"`
-	ForkedAt int        `json:"forked_at,omitempty"`
-	Usage    *wireUsage `json:"usage,omitempty"`
+	Title  string      `json:"title,omitempty"`
+	Parent *wireParent `json:"parent,omitempty"`
+	Usage  *wireUsage  `json:"usage,omitempty"`
+}
+
+// wireParent is the session a session was copied from, and how many of
+// its messages a fork took (absent: all, a keep-both copy).
+type wireParent struct {
+	ID       string `json:"id"`
+	Messages int    `json:"messages,omitempty"`
 }
 
 // wireUsage is a session's token totals, spelled as the line format
@@ -59,8 +65,9 @@ func summaryToWire(info agent.SessionInfo) wireSummary {
 		Model:           info.Model,
 		Reasoning:       string(info.Reasoning),
 		Title:           info.Title,
-		Parent:          info.Parent,
-		ForkedAt:        info.ForkedAt,
+	}
+	if info.Parent != "" || info.ForkedAt != 0 {
+		w.Parent = &wireParent{ID: info.Parent, Messages: info.ForkedAt}
 	}
 	if info.Usage != (agent.Usage{}) {
 		u := wireUsage(info.Usage)
@@ -81,8 +88,9 @@ func (w wireSummary) info(id string) agent.SessionInfo {
 		Model:           w.Model,
 		Reasoning:       agent.ReasoningEffort(w.Reasoning),
 		Title:           w.Title,
-		Parent:          w.Parent,
-		ForkedAt:        w.ForkedAt,
+	}
+	if w.Parent != nil {
+		info.Parent, info.ForkedAt = w.Parent.ID, w.Parent.Messages
 	}
 	if w.Usage != nil {
 		info.Usage = agent.Usage(*w.Usage)
@@ -97,6 +105,9 @@ type wireLog struct {
 	Lines int `json:"lines"`
 	// Format is the line format version of the log's header.
 	Format int `json:"format"`
+	// SummaryVersion is manifest.SummaryVersion of the summary (absent:
+	// 0, a writer that predates it).
+	SummaryVersion int `json:"summary_version,omitempty"`
 	wireSummary
 }
 
@@ -132,7 +143,7 @@ func manifestToWire(m *Manifest) wireManifest {
 		Segments: make([]wireSegment, len(m.Segments)),
 	}
 	if h := m.Decoder.Header; h != nil {
-		w.Log = &wireLog{Lines: m.Decoder.Line, Format: h.Version, wireSummary: summaryToWire(m.Decoder.Info)}
+		w.Log = &wireLog{Lines: m.Decoder.Line, Format: h.Version, SummaryVersion: m.SummaryVersion, wireSummary: summaryToWire(m.Decoder.Info)}
 	}
 	for i, s := range m.Segments {
 		w.Segments[i] = wireSegment(s)
@@ -144,8 +155,9 @@ func manifestToWire(m *Manifest) wireManifest {
 }
 
 func (w *wireManifest) manifest() *Manifest {
-	m := &Manifest{ID: w.ID, Length: w.Length, SHA256: w.SHA256, HashState: w.HashState, Segments: make([]Segment, len(w.Segments))}
+	m := &Manifest{ID: w.ID, Length: w.Length, SHA256: w.SHA256, HashState: w.HashState, SummaryVersion: SummaryVersion, Segments: make([]Segment, len(w.Segments))}
 	if w.Log != nil {
+		m.SummaryVersion = w.Log.SummaryVersion
 		info := w.Log.info(w.ID)
 		m.Decoder = sessionlog.Decoder{
 			Line:   w.Log.Lines,

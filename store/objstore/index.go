@@ -435,7 +435,7 @@ func (s *Store) Resolve(ctx context.Context, idOrPrefix string) (*agent.Session,
 	case 1:
 		return &agent.Session{Info: all[matches[0]].Info, Store: s}, nil
 	case 0:
-		m, _, err := s.readManifest(ctx, idOrPrefix)
+		m, _, err := s.readManifestToAppend(ctx, idOrPrefix) // it may repair the index
 		if err != nil {
 			return nil, fmt.Errorf("resolve %q: %w", idOrPrefix, err)
 		}
