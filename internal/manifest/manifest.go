@@ -160,7 +160,7 @@ type Manifest struct {
 	// SummaryVersion is what Decoder.Info folds (see the constant).
 	SummaryVersion int
 	Segments       []Segment
-	Pending  []PendingDelete
+	Pending        []PendingDelete
 }
 
 // New returns the manifest of an empty session.
