@@ -30,27 +30,11 @@
 // 1, 2, ... after the base's Through; a reader applies them in order with
 // Put.
 //
-// A session's summary, in a manifest's "log" and in each index entry, is
-// spelled:
-//
-//	"created", "modified"      RFC 3339 times
-//	"messages"                 the number of message lines
-//	"last_user_message"        the latest prompt a person typed (truncated)
-//	"api_style", "base_url", "model", "reasoning"   the latest endpoint
-//	"title"                    the latest title entry's text (absent: none)
-//	"parent", "forked_at"      the header's fork link (forked_from, forked_at)
-//	"usage"                    token totals: {"input_tokens", "output_tokens",
-//	                           "cache_read_tokens", "cache_write_tokens",
-//	                           "reasoning_tokens"}, zeros and the object itself
-//	                           omitted
-//
-// title, parent, forked_at and usage were added within version 3, as
-// optional fields: a 3 reader that predates them ignores them. Such a
-// reader also drops them when it rewrites a session's manifest or index
-// entry after an append, and a later writer resumes from what it wrote:
-// in a bucket shared with a panto that old, a session it appended to may
-// list without its title and with partial token totals (the log itself,
-// and so a pull, a fork or an export, is unaffected).
+// A session's summary, in manifests and index entries, holds the title,
+// the fork link and the token totals too (optional fields within version
+// 3). A manifest says in summary_version what its summary folds, so that
+// a writer does not resume from one an older panto folded without them
+// (see SummaryVersion and docs/DESIGN.md, "The bucket format").
 //
 // Every document carries its format version. This package writes Version
 // and reads every version from 1 on: version 1 and 2 documents (whose
