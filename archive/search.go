@@ -1,0 +1,285 @@
+package archive
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"regexp"
+	"regexp/syntax"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/panto-dev/panto/agent"
+	"github.com/panto-dev/panto/internal/sessionlog"
+	"github.com/panto-dev/panto/store"
+)
+
+// Query is what to search for.
+type Query struct {
+	// Pattern is text to find, case-insensitively; with the prefix "re:",
+	// a regular expression (Go syntax), also case-insensitive unless it
+	// says (?-i).
+	Pattern string
+	// Thinking searches thinking blocks too. They are left out by default:
+	// they repeat what the answer says, and would drown its hits.
+	Thinking bool
+	// Limit ends the search after this many matches (0: no limit).
+	Limit int
+}
+
+// Match is one message that matches: its first match, with some context
+// on one line, and how many matches it holds.
+type Match struct {
+	Session agent.SessionInfo
+	// Message is the message's number in its session, from 1 (the
+	// numbering of panto show and panto fork --at).
+	Message int
+	TS      time.Time
+	Role    agent.Role
+	// Block is the kind of block the first match is in: text, tool_use
+	// (its name or its JSON input), tool_result or thinking; Tool is the
+	// tool a tool_use block calls.
+	Block agent.BlockType
+	Tool  string
+	// Before, Text and After are the snippet: the text matched and what
+	// surrounds it, whitespace folded to single spaces.
+	Before, Text, After string
+	// Count is the number of matches in the message's searched blocks.
+	Count int
+}
+
+// ErrBadQuery: the pattern is empty or not a valid regular expression.
+var ErrBadQuery = errors.New("bad search query")
+
+// snippetRunes is how much context a snippet shows on each side.
+const snippetRunes = 60
+
+// Search finds the messages of every session of st that match q, newest
+// session first and in order within a session, and calls fn for each
+// until q.Limit matches were found. The text of user and assistant
+// messages is searched, tool calls and results included; system
+// messages, titles and redacted thinking are not, thinking only with
+// q.Thinking.
+//
+// Most lines hold no match, so a line's raw bytes are tested for a
+// literal the pattern needs (prefilter) before the line is decoded.
+func Search(ctx context.Context, st store.LogStore, q Query, o Options, fn func(Match) error) (Stats, error) {
+	m, err := compile(q)
+	if err != nil {
+		return Stats{}, err
+	}
+	sessions, broken, err := listed(ctx, st, nil)
+	if err != nil {
+		return Stats{}, fmt.Errorf("search: %w", err)
+	}
+	found := 0
+	stats, err := eachLog(ctx, st, sessions, o,
+		func(ctx context.Context, info agent.SessionInfo, r io.Reader) ([]Match, error) {
+			return m.session(ctx, info, r)
+		},
+		func(_ agent.SessionInfo, matches []Match) error {
+			for _, mt := range matches {
+				if err := fn(mt); err != nil {
+					return err
+				}
+				if found++; q.Limit > 0 && found >= q.Limit {
+					return errStop
+				}
+			}
+			return nil
+		})
+	stats.Skipped = append(broken, stats.Skipped...)
+	if err != nil {
+		return stats, fmt.Errorf("search: %w", err)
+	}
+	return stats, nil
+}
+
+// matcher is a compiled query.
+type matcher struct {
+	re       *regexp.Regexp
+	pre      prefilter
+	thinking bool
+	limit    int
+}
+
+func compile(q Query) (*matcher, error) {
+	expr, isRE := strings.CutPrefix(q.Pattern, "re:")
+	if expr == "" {
+		return nil, fmt.Errorf("%w: give something to find", ErrBadQuery)
+	}
+	lit := expr
+	if isRE {
+		parsed, err := syntax.Parse(expr, syntax.Perl)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrBadQuery, err)
+		}
+		lit = requiredLiteral(parsed.Simplify())
+	} else {
+		expr = regexp.QuoteMeta(expr)
+	}
+	re, err := regexp.Compile("(?i)" + expr)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrBadQuery, err)
+	}
+	return &matcher{re: re, pre: newPrefilter(lit), thinking: q.Thinking, limit: q.Limit}, nil
+}
+
+// requiredLiteral returns a string every match of re contains (the
+// longest one it finds cheaply), or "".
+func requiredLiteral(re *syntax.Regexp) string {
+	switch re.Op {
+	case syntax.OpLiteral:
+		return string(re.Rune)
+	case syntax.OpCapture, syntax.OpPlus:
+		return requiredLiteral(re.Sub[0])
+	case syntax.OpRepeat:
+		if re.Min >= 1 {
+			return requiredLiteral(re.Sub[0])
+		}
+	case syntax.OpConcat:
+		best := ""
+		for _, sub := range re.Sub {
+			if l := requiredLiteral(sub); len(l) > len(best) {
+				best = l
+			}
+		}
+		return best
+	}
+	return ""
+}
+
+// session searches one session's log. A message line is decoded only
+// when its raw bytes pass the prefilter.
+func (m *matcher) session(ctx context.Context, info agent.SessionInfo, r io.Reader) ([]Match, error) {
+	var out []Match
+	d := sessionlog.Decoder{Name: info.ID}
+	var scratch []byte
+	n := 0
+	err := sessionlog.ReadLines(r, func(line []byte, last bool) error {
+		if last {
+			return nil // not committed (ReadLog returns none)
+		}
+		if d.Header == nil {
+			_, _, err := d.DecodeEntry(line)
+			return err
+		}
+		n++
+		if n%256 == 0 {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+		}
+		var ok bool
+		if scratch, ok = m.pre.candidate(scratch, line); !ok {
+			return nil
+		}
+		d.Line = n // the header is line 1: message n is line n+1
+		e, _, err := d.DecodeEntry(line)
+		if err != nil {
+			return err
+		}
+		if mt, ok := m.message(e); ok {
+			mt.Session, mt.Message = info, n
+			out = append(out, mt)
+			if m.limit > 0 && len(out) >= m.limit {
+				return errStop // no session yields more than the limit
+			}
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, errStop) {
+		return nil, err
+	}
+	return out, nil
+}
+
+// message matches one decoded message.
+func (m *matcher) message(e sessionlog.Entry) (Match, bool) {
+	msg := e.Message
+	if msg.Role == agent.RoleSystem {
+		return Match{}, false
+	}
+	var first Match
+	count := 0
+	for _, b := range msg.Content {
+		// Each text is matched on its own: a match across two would
+		// not be in the line as such, and the prefilter would miss it.
+		var texts []string
+		switch b.Type {
+		case agent.BlockText, agent.BlockToolResult:
+			texts = []string{b.Text}
+		case agent.BlockToolUse:
+			texts = []string{b.ToolName, string(b.Input)}
+		case agent.BlockThinking:
+			if m.thinking {
+				texts = []string{b.Text}
+			}
+		}
+		for _, text := range texts {
+			for _, loc := range m.re.FindAllStringIndex(text, -1) {
+				if loc[0] == loc[1] {
+					continue // an empty match shows nothing
+				}
+				if count == 0 {
+					first = Match{TS: e.TS, Role: msg.Role, Block: b.Type, Text: fold(text[loc[0]:loc[1]])}
+					if b.Type == agent.BlockToolUse {
+						first.Tool = b.ToolName
+					}
+					first.Before, first.After = context2(text, loc[0], loc[1])
+				}
+				count++
+			}
+		}
+	}
+	first.Count = count
+	return first, count > 0
+}
+
+// context2 returns up to snippetRunes runes before start and after end in
+// text, folded, with an ellipsis where text goes on.
+func context2(text string, start, end int) (before, after string) {
+	b := start
+	for i := 0; i < snippetRunes && b > 0; i++ {
+		_, size := utf8.DecodeLastRuneInString(text[:b])
+		b -= size
+	}
+	a := end
+	for i := 0; i < snippetRunes && a < len(text); i++ {
+		_, size := utf8.DecodeRuneInString(text[a:])
+		a += size
+	}
+	before, after = foldKeepEdges(text[b:start]), foldKeepEdges(text[end:a])
+	if b > 0 {
+		before = "…" + strings.TrimLeft(before, " ")
+	}
+	if a < len(text) {
+		after = strings.TrimRight(after, " ") + "…"
+	}
+	return before, after
+}
+
+// fold puts s on one line: runs of white space become one space.
+func fold(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+// foldKeepEdges is fold that keeps one space where s begins or ends with
+// white space, so that the snippet's parts join as the text did.
+func foldKeepEdges(s string) string {
+	f := fold(s)
+	if f == "" {
+		if s != "" {
+			return " "
+		}
+		return ""
+	}
+	if r, _ := utf8.DecodeRuneInString(s); unicode.IsSpace(r) {
+		f = " " + f
+	}
+	if r, _ := utf8.DecodeLastRuneInString(s); unicode.IsSpace(r) {
+		f += " "
+	}
+	return f
+}
