@@ -245,4 +245,3 @@ func appendRaw(t *testing.T, path string, data []byte) {
 		t.Fatal(err)
 	}
 }
-

@@ -17,12 +17,13 @@ import (
 // oddLog is a log whose texts are spelled in ways panto's encoder never
 // writes, or hold runes that fold to ASCII letters: what the prefilter
 // must not miss.
-const oddLog = `{"type":"session","version":1,"id":"odd","created":"2026-01-01T00:00:00Z","more":5}
-{"type":"message","ts":"2026-01-01T00:00:00Z","role":"user","content":[{"type":"text","text":"\u0041BC \u002Fpath \/x caf\u00e9 \u0022q\u0022"}],"more":4}
-{"type":"message","ts":"2026-01-01T00:00:00Z","role":"assistant","content":[{"type":"text","text":"` + "\u212a" + `ELVIN ` + "\u017f" + `top and \u212aing \u017Fun"}],"more":3}
-{"type":"message","ts":"2026-01-01T00:00:00Z","role":"user","content":[{"type":"tool_result","tool_use_id":"t","text":"tab\there\nnew line \\ back \"quoted\" \u001b[0m del` + "\x7f" + `"}],"more":2}
-{"type":"message","ts":"2026-01-01T00:00:00Z","role":"assistant","content":[{"type":"tool_use","tool_use_id":"t","name":"run","input":{"cmd":"ls \"a b\"","n":[1,2]}}],"more":1}
+const oddLog = `{"type":"session","version":1,"id":"odd","created":"2026-01-01T00:00:00Z"}
+{"type":"message","ts":"2026-01-01T00:00:00Z","role":"user","content":[{"type":"text","text":"\u0041BC \u002Fpath \/x caf\u00e9 \u0022q\u0022"}]}
+{"type":"message","ts":"2026-01-01T00:00:00Z","role":"assistant","content":[{"type":"text","text":"` + "\u212a" + `ELVIN ` + "\u017f" + `top and \u212aing \u017Fun"}]}
+{"type":"message","ts":"2026-01-01T00:00:00Z","role":"user","content":[{"type":"tool_result","tool_use_id":"t","text":"tab\there\nnew line \\ back \"quoted\" \u001b[0m del` + "\x7f" + `"}]}
+{"type":"message","ts":"2026-01-01T00:00:00Z","role":"assistant","content":[{"type":"tool_use","tool_use_id":"t","name":"run","input":{"cmd":"ls \"a b\"","n":[1,2]}}]}
 {"type":"message","ts":"2026-01-01T00:00:00Z","content":[{"type":"thinking","text":"Straße ǅ ΣΑΣ"}],"role":"assistant"}
+{"type":"message","ts":"2026-01-01T00:00:00Z","role":"user","content":[{"type":"text","text":"in dir\/file"}]}
 `
 
 // TestPrefilterNeverMisses: searching with the prefilter finds exactly
@@ -52,7 +53,7 @@ func TestPrefilterNeverMisses(t *testing.T) {
 		}
 	}
 	r := rand.New(rand.NewPCG(1, 2))
-	queries := []string{"abc", "/path", "/x", "café", `"q"`, "kelvin", "KING", "stop", "sun", "k", "s", `"quoted"`,
+	queries := []string{"dir/file", "abc", "/path", "/x", "café", `"q"`, "kelvin", "KING", "stop", "sun", "k", "s", `"quoted"`,
 		"tab\there", "new line", `\ back`, "\x1b[0m", "del\x7f", `ls "a b"`, `"n":[1,2]`, "strasse", "straße", "ǆ", "σας", "ΣΑΣ",
 		`re:\bk\w+`, `re:s(top|un)`, `re:(?-i)ELVIN`, `re:[a-c]{3} /`, `re:tab\s+here`, `re:x*`}
 	for range 80 {
@@ -101,7 +102,7 @@ func TestPrefilterNeverMisses(t *testing.T) {
 		t.Fatalf("only %d matches over %d queries: the test proves little", passed, len(queries))
 	}
 	// The odd spellings are found at all (not only equally missed).
-	for _, q := range []string{"abc", "/path", "kelvin", "stop", "\"q\""} {
+	for _, q := range []string{"abc", "/path", "kelvin", "stop", "\"q\"", "dir/file"} {
 		m, _ := compile(Query{Pattern: q})
 		if got, _ := m.session(t.Context(), agent.SessionInfo{ID: "odd"}, strings.NewReader(oddLog)); len(got) == 0 {
 			t.Errorf("%q is not found in the odd log", q)
