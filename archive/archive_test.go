@@ -13,6 +13,7 @@ import (
 	"github.com/panto-dev/panto/agent/storetest"
 	"github.com/panto-dev/panto/archive"
 	"github.com/panto-dev/panto/internal/miniotest"
+	"github.com/panto-dev/panto/internal/sessionlog"
 	"github.com/panto-dev/panto/store"
 	"github.com/panto-dev/panto/store/fsjsonl"
 	"github.com/panto-dev/panto/store/objstore"
@@ -183,10 +184,32 @@ func TestUsageByModel(t *testing.T) {
 		if stats.Sessions != 2 {
 			t.Errorf("stats %+v", stats)
 		}
-		// Nothing was written in the future.
-		got, stats, err = archive.UsageByModel(t.Context(), s, time.Now().Add(time.Hour), archive.Options{})
+		// A session modified since (an hour ahead, to leave the others
+		// out), with an older turn: only the newer turn counts.
+		now := time.Now().UTC().Add(time.Hour)
+		old, err := sessionlog.EncodeBatch("three", true, []agent.PersistentMessage{turn(modelB, 7000, 7)}, now.Add(-48*time.Hour))
+		if err != nil {
+			t.Fatal(err)
+		}
+		recent, err := sessionlog.EncodeBatch("three", false, []agent.PersistentMessage{turn(modelB, 30, 3)}, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.AppendLog(t.Context(), "three", store.Checkpoint{}, append(old, recent...)); err != nil {
+			t.Fatal(err)
+		}
+		flush(t, s)
+		got, _, err = archive.UsageByModel(t.Context(), s, now.Add(-30*time.Minute), archive.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != 1 || got[0].Model != "model-b" || got[0].Turns != 1 || got[0].Usage.InputTokens != 30 {
+			t.Errorf("usage of the last hour: %+v", got)
+		}
+		// Nothing was written after that.
+		got, stats, err = archive.UsageByModel(t.Context(), s, now.Add(time.Minute), archive.Options{})
 		if err != nil || len(got) != 0 || stats.Sessions != 0 {
-			t.Errorf("since an hour ahead: %+v, %+v, %v", got, stats, err)
+			t.Errorf("since after the last turn: %+v, %+v, %v", got, stats, err)
 		}
 	})
 }

@@ -26,8 +26,9 @@ const oddLog = `{"type":"session","version":1,"id":"odd","created":"2026-01-01T0
 {"type":"message","ts":"2026-01-01T00:00:00Z","role":"user","content":[{"type":"text","text":"in dir\/file"}]}
 `
 
-// TestPrefilterNeverMisses: searching with the prefilter finds exactly
-// what decoding every line finds, for queries cut from the texts
+// TestPrefilterNeverMisses: searching with the prefilter (and the byte
+// search of ASCII literals) finds exactly what decoding every line and
+// matching it with the regexp finds, for queries cut from the texts
 // themselves (case flipped at random), tricky literals, and regular
 // expressions, over realistic logs and odd spellings.
 func TestPrefilterNeverMisses(t *testing.T) {
@@ -80,7 +81,7 @@ func TestPrefilterNeverMisses(t *testing.T) {
 				t.Fatalf("%q: %v", q, err)
 			}
 			brute := *m
-			brute.pre = prefilter{}
+			brute.pre, brute.lit = prefilter{}, nil // every line decoded, every text through the regexp
 			for id, log := range logs {
 				info := agent.SessionInfo{ID: id}
 				got, err := m.session(t.Context(), info, bytes.NewReader(log))

@@ -1,6 +1,7 @@
 package archive
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -100,10 +101,45 @@ func Search(ctx context.Context, st store.LogStore, q Query, o Options, fn func(
 
 // matcher is a compiled query.
 type matcher struct {
-	re       *regexp.Regexp
-	pre      prefilter
+	re *regexp.Regexp
+	// lit is a plain query that is all ASCII, lowered: it is matched
+	// without the regexp (whose case folding is several times slower than
+	// a byte search) in a text free of wide.
+	lit  []byte
+	wide [][]byte
+	pre  prefilter
+
 	thinking bool
 	limit    int
+}
+
+// findAll returns the spans of the matches in text, as the regexp's
+// FindAllStringIndex (leftmost, not overlapping). For an ASCII literal
+// the case folding of (?i) is ASCII's as long as text holds no non-ASCII
+// rune that folds to one of its letters (the Kelvin sign, the long s).
+func (m *matcher) findAll(scratch []byte, text string) ([][]int, []byte) {
+	if m.lit == nil || m.hasWide(text) {
+		return m.re.FindAllStringIndex(text, -1), scratch
+	}
+	low := lowerASCII(scratch, []byte(text))
+	var out [][]int
+	for at := 0; ; {
+		i := bytes.Index(low[at:], m.lit)
+		if i < 0 {
+			return out, low
+		}
+		out = append(out, []int{at + i, at + i + len(m.lit)})
+		at += i + len(m.lit)
+	}
+}
+
+func (m *matcher) hasWide(text string) bool {
+	for _, w := range m.wide {
+		if strings.Contains(text, string(w)) {
+			return true
+		}
+	}
+	return false
 }
 
 func compile(q Query) (*matcher, error) {
@@ -125,7 +161,25 @@ func compile(q Query) (*matcher, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrBadQuery, err)
 	}
-	return &matcher{re: re, pre: newPrefilter(lit), thinking: q.Thinking, limit: q.Limit}, nil
+	m := &matcher{re: re, pre: newPrefilter(lit), thinking: q.Thinking, limit: q.Limit}
+	if !isRE && isASCII(lit) {
+		m.lit = lowerASCII(nil, []byte(lit))
+		for _, c := range m.lit {
+			for _, r := range wideFolds(rune(c)) {
+				m.wide = append(m.wide, []byte(string(r)))
+			}
+		}
+	}
+	return m, nil
+}
+
+func isASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
 }
 
 // requiredLiteral returns a string every match of re contains (the
@@ -157,7 +211,7 @@ func requiredLiteral(re *syntax.Regexp) string {
 func (m *matcher) session(ctx context.Context, info agent.SessionInfo, r io.Reader) ([]Match, error) {
 	var out []Match
 	d := sessionlog.Decoder{Name: info.ID}
-	var scratch []byte
+	var scratch, textScratch []byte
 	n := 0
 	err := sessionlog.ReadLines(r, func(line []byte, last bool) error {
 		if last {
@@ -182,7 +236,8 @@ func (m *matcher) session(ctx context.Context, info agent.SessionInfo, r io.Read
 		if err != nil {
 			return err
 		}
-		if mt, ok := m.message(e); ok {
+		var mt Match
+		if mt, textScratch, ok = m.message(textScratch, e); ok {
 			mt.Session, mt.Message = info, n
 			out = append(out, mt)
 			if m.limit > 0 && len(out) >= m.limit {
@@ -197,11 +252,12 @@ func (m *matcher) session(ctx context.Context, info agent.SessionInfo, r io.Read
 	return out, nil
 }
 
-// message matches one decoded message.
-func (m *matcher) message(e sessionlog.Entry) (Match, bool) {
+// message matches one decoded message; scratch is a buffer it may use,
+// returned for the next call.
+func (m *matcher) message(scratch []byte, e sessionlog.Entry) (Match, []byte, bool) {
 	msg := e.Message
 	if msg.Role == agent.RoleSystem {
-		return Match{}, false
+		return Match{}, scratch, false
 	}
 	var first Match
 	count := 0
@@ -220,7 +276,9 @@ func (m *matcher) message(e sessionlog.Entry) (Match, bool) {
 			}
 		}
 		for _, text := range texts {
-			for _, loc := range m.re.FindAllStringIndex(text, -1) {
+			var locs [][]int
+			locs, scratch = m.findAll(scratch, text)
+			for _, loc := range locs {
 				if loc[0] == loc[1] {
 					continue // an empty match shows nothing
 				}
@@ -236,7 +294,7 @@ func (m *matcher) message(e sessionlog.Entry) (Match, bool) {
 		}
 	}
 	first.Count = count
-	return first, count > 0
+	return first, scratch, count > 0
 }
 
 // context2 returns up to snippetRunes runes before start and after end in

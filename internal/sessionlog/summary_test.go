@@ -262,3 +262,55 @@ func TestForkedHeader(t *testing.T) {
 		}
 	}
 }
+
+// FuzzUnquote: the scanner's unquote decodes every valid string token as
+// encoding/json does (escapes, surrogate pairs and lone surrogates,
+// invalid UTF-8).
+func FuzzUnquote(f *testing.F) {
+	for _, s := range []string{``, `plain`, `tab\there`, `\u00e9\u00E9`, `\ud83d\ude80`, `\ud83d`, `\ud83dx`, `\ude80\ud83d`, `\ud83d\u0041`,
+		"\xff\xfe é", `\"\\\/\b\f\n\r\t`, "é\\n\xc3", `\u0000`, `a\ud800\udc00b`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		tok := append(append([]byte{'"'}, body...), '"')
+		var want string
+		if json.Unmarshal(tok, &want) != nil {
+			return
+		}
+		if got := sessionlog.Unquote(tok); got != want {
+			t.Fatalf("%q: unquote %q, encoding/json %q", tok, got, want)
+		}
+	})
+}
+
+// TestScanMessageText: the raw texts the scanner gives are what
+// DecodeEntry decodes, and it leaves alone the lines it cannot read.
+func TestScanMessageText(t *testing.T) {
+	for _, l := range summaryLines {
+		mt, ok := sessionlog.ScanMessageText([]byte(l))
+		d := sessionlog.Decoder{Name: "f"}
+		if _, _, err := d.DecodeLine([]byte(testHeader)); err != nil {
+			t.Fatal(err)
+		}
+		e, isMsg, err := d.DecodeEntry([]byte(l))
+		if !ok {
+			continue
+		}
+		if err != nil || !isMsg {
+			t.Fatalf("%s: scanned, but DecodeEntry: %v", l, err)
+		}
+		if !mt.TS.Equal(e.TS) || mt.Role != e.Message.Role || len(mt.Blocks) != len(e.Message.Content) {
+			t.Fatalf("%s: scanned %+v, decoded %+v", l, mt, e)
+		}
+		for i, b := range mt.Blocks {
+			want := e.Message.Content[i]
+			if b.Type != want.Type || sessionlog.Unquote(b.Text) != want.Text || sessionlog.Unquote(b.Name) != want.ToolName || !bytes.Equal(b.Input, want.Input) {
+				t.Errorf("%s: block %d scanned %+v, decoded %+v", l, i, b, want)
+			}
+		}
+	}
+	mt, ok := sessionlog.ScanMessageText([]byte(`{"type":"message","ts":"2026-01-01T00:00:00Z","role":"assistant","content":[{"type":"tool_use","tool_use_id":"t","name":"run","input":{"cmd":"ls \"a b\"","n":[1, 2]}}]}`))
+	if !ok || string(mt.Blocks[0].Input) != `{"cmd":"ls \"a b\"","n":[1, 2]}` || sessionlog.Unquote(mt.Blocks[0].Name) != "run" {
+		t.Errorf("tool use scanned %+v, %v", mt, ok)
+	}
+}
