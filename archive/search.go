@@ -3,6 +3,7 @@ package archive
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -118,7 +119,19 @@ type matcher struct {
 // the case folding of (?i) is ASCII's as long as text holds no non-ASCII
 // rune that folds to one of its letters (the Kelvin sign, the long s).
 func (m *matcher) findAll(scratch []byte, text string) ([][]int, []byte) {
-	if m.lit == nil || m.hasWide(text) {
+	if m.lit == nil {
+		// A regexp: a text without the literal it needs (the
+		// prefilter's, exact in a decoded text free of wide folds) cannot
+		// match, and is cheaper to rule out than to run the regexp over.
+		if p := m.pre; p.lit != nil && !containsAny(text, p.wide) {
+			scratch = lowerASCII(scratch, []byte(text))
+			if !bytes.Contains(scratch, p.lit) {
+				return nil, scratch
+			}
+		}
+		return m.re.FindAllStringIndex(text, -1), scratch
+	}
+	if containsAny(text, m.wide) {
 		return m.re.FindAllStringIndex(text, -1), scratch
 	}
 	low := lowerASCII(scratch, []byte(text))
@@ -133,8 +146,8 @@ func (m *matcher) findAll(scratch []byte, text string) ([][]int, []byte) {
 	}
 }
 
-func (m *matcher) hasWide(text string) bool {
-	for _, w := range m.wide {
+func containsAny(text string, subs [][]byte) bool {
+	for _, w := range subs {
 		if strings.Contains(text, string(w)) {
 			return true
 		}
@@ -231,13 +244,19 @@ func (m *matcher) session(ctx context.Context, info agent.SessionInfo, r io.Read
 		if scratch, ok = m.pre.candidate(scratch, line); !ok {
 			return nil
 		}
-		d.Line = n // the header is line 1: message n is line n+1
-		e, _, err := d.DecodeEntry(line)
-		if err != nil {
-			return err
+		mtext, ok := sessionlog.ScanMessageText(line)
+		if !ok {
+			// A line the fast scanner does not read: decode it (and
+			// name it, if it is malformed).
+			d.Line = n // the header is line 1: message n is line n+1
+			e, _, err := d.DecodeEntry(line)
+			if err != nil {
+				return err
+			}
+			mtext = messageText(e)
 		}
 		var mt Match
-		if mt, textScratch, ok = m.message(textScratch, e); ok {
+		if mt, textScratch, ok = m.message(textScratch, mtext); ok {
 			mt.Session, mt.Message = info, n
 			out = append(out, mt)
 			if m.limit > 0 && len(out) >= m.limit {
@@ -252,27 +271,38 @@ func (m *matcher) session(ctx context.Context, info agent.SessionInfo, r io.Read
 	return out, nil
 }
 
-// message matches one decoded message; scratch is a buffer it may use,
-// returned for the next call.
-func (m *matcher) message(scratch []byte, e sessionlog.Entry) (Match, []byte, bool) {
-	msg := e.Message
+// messageText is a decoded entry as ScanMessageText gives a line.
+func messageText(e sessionlog.Entry) sessionlog.MessageText {
+	mt := sessionlog.MessageText{TS: e.TS, Role: e.Message.Role}
+	for _, b := range e.Message.Content {
+		tb := sessionlog.TextBlock{Type: b.Type, Input: b.Input}
+		tb.Text, _ = json.Marshal(b.Text)
+		tb.Name, _ = json.Marshal(b.ToolName)
+		mt.Blocks = append(mt.Blocks, tb)
+	}
+	return mt
+}
+
+// message matches one message; scratch is a buffer it may use, returned
+// for the next call. Only the texts searched are unquoted.
+func (m *matcher) message(scratch []byte, msg sessionlog.MessageText) (Match, []byte, bool) {
 	if msg.Role == agent.RoleSystem {
 		return Match{}, scratch, false
 	}
 	var first Match
 	count := 0
-	for _, b := range msg.Content {
+	for _, b := range msg.Blocks {
 		// Each text is matched on its own: a match across two would
 		// not be in the line as such, and the prefilter would miss it.
 		var texts []string
 		switch b.Type {
 		case agent.BlockText, agent.BlockToolResult:
-			texts = []string{b.Text}
+			texts = []string{sessionlog.Unquote(b.Text)}
 		case agent.BlockToolUse:
-			texts = []string{b.ToolName, string(b.Input)}
+			texts = []string{sessionlog.Unquote(b.Name), string(b.Input)}
 		case agent.BlockThinking:
 			if m.thinking {
-				texts = []string{b.Text}
+				texts = []string{sessionlog.Unquote(b.Text)}
 			}
 		}
 		for _, text := range texts {
@@ -283,9 +313,9 @@ func (m *matcher) message(scratch []byte, e sessionlog.Entry) (Match, []byte, bo
 					continue // an empty match shows nothing
 				}
 				if count == 0 {
-					first = Match{TS: e.TS, Role: msg.Role, Block: b.Type, Text: fold(text[loc[0]:loc[1]])}
+					first = Match{TS: msg.TS, Role: msg.Role, Block: b.Type, Text: fold(text[loc[0]:loc[1]])}
 					if b.Type == agent.BlockToolUse {
-						first.Tool = b.ToolName
+						first.Tool = sessionlog.Unquote(b.Name)
 					}
 					first.Before, first.After = context2(text, loc[0], loc[1])
 				}
