@@ -170,9 +170,13 @@ func TestUsageByModel(t *testing.T) {
 		appendOK(t, s, "one", turn(modelA, 100, 10), turn(modelB, 1000, 1))
 		appendOK(t, s, "two", turn(modelA, 5, 5), agent.PersistentMessage{Message: agent.UserText("no usage"), Identity: modelA})
 		flush(t, s)
-		got, stats, err := archive.UsageByModel(t.Context(), s, time.Time{}, archive.Options{})
+		report, stats, err := archive.UsageByModel(t.Context(), s, time.Time{}, archive.Options{})
 		if err != nil {
 			t.Fatal(err)
+		}
+		got := report.Models
+		if report.Total.Sessions != 2 || report.Total.Turns != 3 || report.Total.Usage.InputTokens != 1105 {
+			t.Errorf("total %+v", report.Total)
 		}
 		want := []archive.ModelUsage{
 			{Model: "model-b", APIStyle: agent.APIStyleOpenAIChat, Sessions: 1, Turns: 1, Usage: agent.Usage{InputTokens: 1000, OutputTokens: 1, CacheReadTokens: 1}},
@@ -199,17 +203,18 @@ func TestUsageByModel(t *testing.T) {
 			t.Fatal(err)
 		}
 		flush(t, s)
-		got, _, err = archive.UsageByModel(t.Context(), s, now.Add(-30*time.Minute), archive.Options{})
+		report, _, err = archive.UsageByModel(t.Context(), s, now.Add(-30*time.Minute), archive.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
+		got = report.Models
 		if len(got) != 1 || got[0].Model != "model-b" || got[0].Turns != 1 || got[0].Usage.InputTokens != 30 {
 			t.Errorf("usage of the last hour: %+v", got)
 		}
 		// Nothing was written after that.
-		got, stats, err = archive.UsageByModel(t.Context(), s, now.Add(time.Minute), archive.Options{})
-		if err != nil || len(got) != 0 || stats.Sessions != 0 {
-			t.Errorf("since after the last turn: %+v, %+v, %v", got, stats, err)
+		report, stats, err = archive.UsageByModel(t.Context(), s, now.Add(time.Minute), archive.Options{})
+		if err != nil || len(report.Models) != 0 || stats.Sessions != 0 {
+			t.Errorf("since after the last turn: %+v, %+v, %v", report, stats, err)
 		}
 	})
 }

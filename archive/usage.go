@@ -16,13 +16,22 @@ import (
 // ModelUsage is what one model cost over the sessions read.
 type ModelUsage struct {
 	// Model is the model as the wire named it ("" when entries name
-	// none); APIStyle the style of its latest turn.
+	// none); APIStyle the style it was reached through (the last one
+	// read, if several).
 	Model    string
 	APIStyle agent.APIStyle
 	// Sessions is the number of sessions it served, Turns the number of
 	// entries that carried usage.
 	Sessions, Turns int
 	Usage           agent.Usage
+}
+
+// UsageReport is the usage of a store's sessions: per model, most tokens
+// first, and in all (Total.Model empty, Total.Sessions the sessions with
+// any usage counted).
+type UsageReport struct {
+	Models []ModelUsage
+	Total  ModelUsage
 }
 
 // Total is the sum of the token counts of u.
@@ -35,19 +44,23 @@ func Total(u agent.Usage) int64 {
 // sessions modified since are read; a session's summary has its totals,
 // but not per model, nor per turn: a session may change models, and a
 // turn's time is in its line.
-func UsageByModel(ctx context.Context, st store.LogStore, since time.Time, o Options) ([]ModelUsage, Stats, error) {
+func UsageByModel(ctx context.Context, st store.LogStore, since time.Time, o Options) (UsageReport, Stats, error) {
 	sessions, broken, err := listed(ctx, st, func(info agent.SessionInfo) bool {
 		return since.IsZero() || !info.Modified.Before(since)
 	})
 	if err != nil {
-		return nil, Stats{}, fmt.Errorf("usage: %w", err)
+		return UsageReport{}, Stats{}, fmt.Errorf("usage: %w", err)
 	}
+	var report UsageReport
 	byModel := map[string]*ModelUsage{}
 	stats, err := eachLog(ctx, st, sessions, o,
 		func(ctx context.Context, info agent.SessionInfo, r io.Reader) (map[string]*ModelUsage, error) {
 			return sessionUsage(ctx, info, r, since)
 		},
 		func(_ agent.SessionInfo, per map[string]*ModelUsage) error {
+			if len(per) > 0 {
+				report.Total.Sessions++
+			}
 			for model, u := range per {
 				sum := byModel[model]
 				if sum == nil {
@@ -58,24 +71,26 @@ func UsageByModel(ctx context.Context, st store.LogStore, since time.Time, o Opt
 				sum.Sessions++
 				sum.Turns += u.Turns
 				sum.Usage.Add(u.Usage)
+				report.Total.Turns += u.Turns
+				report.Total.Usage.Add(u.Usage)
 			}
 			return nil
 		})
 	stats.Skipped = append(broken, stats.Skipped...)
 	if err != nil {
-		return nil, stats, fmt.Errorf("usage: %w", err)
+		return UsageReport{}, stats, fmt.Errorf("usage: %w", err)
 	}
-	out := make([]ModelUsage, 0, len(byModel))
+	report.Models = make([]ModelUsage, 0, len(byModel))
 	for _, u := range byModel {
-		out = append(out, *u)
+		report.Models = append(report.Models, *u)
 	}
-	slices.SortFunc(out, func(a, b ModelUsage) int {
+	slices.SortFunc(report.Models, func(a, b ModelUsage) int {
 		if c := cmp.Compare(Total(b.Usage), Total(a.Usage)); c != 0 {
 			return c
 		}
 		return cmp.Compare(a.Model, b.Model)
 	})
-	return out, stats, nil
+	return report, stats, nil
 }
 
 // sessionUsage sums one session's usage per model, through the summary
