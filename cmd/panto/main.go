@@ -77,8 +77,8 @@ Examples:
 
 The API key comes from PANTO_API_KEY, else OPENAI_API_KEY or ANTHROPIC_API_KEY
 by --api-style; it is never stored or printed.`,
-		Flags:                  chatFlags(),
-		Action:                 func(c *cli.Context) error { return chat(c, e) },
+		Flags:  chatFlags(),
+		Action: func(c *cli.Context) error { return chat(c, e) },
 		Commands: []*cli.Command{
 			sessionsCommand(e), showCommand(e), titleCommand(e), forkCommand(e),
 			exportCommand(e), searchCommand(e), usageCommand(e),
