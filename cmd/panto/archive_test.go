@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/panto-dev/panto/agent"
 	"github.com/panto-dev/panto/agent/storetest"
@@ -226,4 +227,122 @@ func parentLog(t *testing.T, b backend) []byte {
 		t.Fatal(err)
 	}
 	return data
+}
+
+// thinkingID is a newer session whose answer thinks "the secret plan".
+const thinkingID = "b0000000000000000000000000000002"
+
+func seedSearch(t *testing.T, b backend) {
+	t.Helper()
+	seed(t, b, roundTripID, storetest.RoundTripMessages()...)
+	time.Sleep(20 * time.Millisecond) // newer
+	answer := agent.Message{Role: agent.RoleAssistant, StopReason: "end_turn", Usage: &agent.Usage{InputTokens: 50, OutputTokens: 7}, Content: []agent.Block{
+		{Type: agent.BlockThinking, Text: "the secret plan is to say little", Signature: "s"},
+		agent.TextBlock("There is a plan, and it exits with status 0."),
+	}}
+	ident := agent.WireIdentity{APIStyle: agent.APIStyleOpenAIChat, BaseURL: "http://b.test/v1", Model: "model-b"}
+	seed(t, b, thinkingID,
+		agent.PersistentMessage{Message: agent.UserText("what is the plan?"), Identity: ident},
+		agent.PersistentMessage{Message: answer, Usage: answer.Usage, Identity: ident})
+}
+
+func TestSearch(t *testing.T) {
+	for _, kind := range backendKinds {
+		t.Run(kind.name, func(t *testing.T) {
+			b := kind.make(t)
+			seedSearch(t, b)
+			// A hit in a tool result, case-insensitively.
+			r := pantoOn(t, b, "search", "EXIT STATUS 1")
+			if !strings.Contains(r.stdout, roundTripID[:8]+" #5 user (tool_result)\n    exit status 1: \"quotes\" <tags> & unicode ✓\n") {
+				t.Errorf("search in tool results:\n%s", r.stdout)
+			}
+			if !strings.Contains(r.stderr, "1 match in 2 sessions") || !strings.Contains(r.stderr, "read in") {
+				t.Errorf("search says %q", r.stderr)
+			}
+			// Thinking only when asked.
+			if r := pantoOn(t, b, "search", "secret plan"); r.stdout != "" || !strings.Contains(r.stderr, "0 matches") {
+				t.Errorf("search without --thinking found thinking: %q %q", r.stdout, r.stderr)
+			}
+			r = pantoOn(t, b, "search", "--thinking", "secret plan")
+			if !strings.Contains(r.stdout, thinkingID[:8]+" #2 assistant (thinking)") {
+				t.Errorf("search --thinking:\n%s", r.stdout)
+			}
+			// --json, one object per match, newest session first; a
+			// regular expression; flags after the query.
+			r = pantoOn(t, b, "search", `re:exit(s| status)`, "--json")
+			var matches []map[string]any
+			for _, line := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
+				matches = append(matches, jsonObject(t, line))
+			}
+			if len(matches) != 2 {
+				t.Fatalf("search --json: %d matches:\n%s", len(matches), r.stdout)
+			}
+			m := matches[1]
+			want := []string{"block", "count", "match", "message", "role", "session", "snippet", "ts"}
+			if !reflect.DeepEqual(keys(m), want) {
+				t.Errorf("match fields %v, want %v", keys(m), want)
+			}
+			if m["session"] != roundTripID || m["message"] != float64(5) || m["block"] != "tool_result" || m["match"] != "exit status" ||
+				!strings.HasPrefix(m["snippet"].(string), "exit status 1") || m["count"] != float64(1) || m["role"] != "user" {
+				t.Errorf("match %v", m)
+			}
+			if first := matches[0]; first["session"] != thinkingID || first["match"] != "exits" || first["message"] != float64(2) {
+				t.Errorf("first match %v", first)
+			}
+			// A tool call by its input; --limit.
+			if r := pantoOn(t, b, "search", "go test ./...", "--json"); !strings.Contains(r.stdout, `"tool": "run"`) && !strings.Contains(r.stdout, `"tool":"run"`) {
+				t.Errorf("search in tool input: %s", r.stdout)
+			}
+			if r := pantoOn(t, b, "search", "--limit", "1", "e"); strings.Count(r.stdout, "\n    ") != 1 || !strings.Contains(r.stderr, "--limit 1") {
+				t.Errorf("--limit 1: %q %q", r.stdout, r.stderr)
+			}
+			pantoFails(t, b, "give the text to find", "search")
+			pantoFails(t, b, "re:EXPR", "search", "re:a(b")
+		})
+	}
+}
+
+func TestUsage(t *testing.T) {
+	for _, kind := range backendKinds {
+		t.Run(kind.name, func(t *testing.T) {
+			b := kind.make(t)
+			seedSearch(t, b)
+			r := pantoOn(t, b, "usage", "--json")
+			u := jsonObject(t, r.stdout)
+			if !reflect.DeepEqual(keys(u), []string{"bytes_read", "models", "sessions_read", "total"}) {
+				t.Errorf("usage --json fields %v", keys(u))
+			}
+			models, _ := u["models"].([]any)
+			if len(models) != 2 {
+				t.Fatalf("usage --json: %d models: %s", len(models), r.stdout)
+			}
+			a := models[0].(map[string]any)
+			want := []string{"answers", "api_style", "cache_read_tokens", "cache_write_tokens", "input_tokens", "model", "output_tokens", "reasoning_tokens", "sessions"}
+			if !reflect.DeepEqual(keys(a), want) {
+				t.Errorf("model fields %v, want %v", keys(a), want)
+			}
+			if a["model"] != "model-a" || a["input_tokens"] != float64(1200) || a["output_tokens"] != float64(348) || a["answers"] != float64(2) || a["sessions"] != float64(1) {
+				t.Errorf("model-a %v", a)
+			}
+			total := u["total"].(map[string]any)
+			if total["input_tokens"] != float64(1250) || total["output_tokens"] != float64(355) || total["sessions"] != float64(2) || u["sessions_read"] != float64(2) {
+				t.Errorf("total %v, sessions read %v", total, u["sessions_read"])
+			}
+			r = pantoOn(t, b, "usage")
+			for _, w := range []string{"MODEL", "model-a", "model-b", "total", "1,250", "1,000"} {
+				if !strings.Contains(r.stdout, w) {
+					t.Errorf("usage lacks %q:\n%s", w, r.stdout)
+				}
+			}
+			// The last hour holds it all; nothing is that far ahead.
+			if r := pantoOn(t, b, "usage", "--since", "1h", "--json"); jsonObject(t, r.stdout)["total"].(map[string]any)["input_tokens"] != float64(1250) {
+				t.Errorf("usage --since 1h: %s", r.stdout)
+			}
+			pantoFails(t, b, "positive duration", "usage", "--since", "-1h")
+			// show ends with the session's totals.
+			if r := pantoOn(t, b, "show", roundTripID); !strings.HasSuffix(r.stdout, "tokens: 1,200 input · 348 output · 1,000 cache read · 67 cache write · 89 reasoning\n") {
+				t.Errorf("show does not end with the totals:\n%s", r.stdout[max(0, len(r.stdout)-300):])
+			}
+		})
+	}
 }
