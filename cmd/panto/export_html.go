@@ -28,7 +28,7 @@ var exportHTML = template.Must(template.New("export").Funcs(template.FuncMap{
 	"parent":   parentLine,
 	"json":     prettyJSON,
 	"segments": textSegments,
-	"lines":    func(s string) int { return strings.Count(strings.TrimRight(s, "\n"), "\n") + 1 },
+	"lines":    func(s string) string { return plural(strings.Count(strings.TrimRight(s, "\n"), "\n")+1, "line") },
 	"size":     func(s string) string { return byteSize(int64(len(s))) },
 	"title":    func(m agent.Message) (string, error) { t, _ := m.Title(); return t, nil },
 	"isTitle":  func(m agent.Message) bool { _, ok := m.Title(); return ok },
