@@ -25,7 +25,7 @@ func exportSeed(t *testing.T, b backend) {
 // What every export of the round-trip session must show: each block
 // kind, each assistant's stop reason and what it means.
 var exportMust = []string{
-	"Please fix the bug in main.go", // user text, with markup to escape
+	"Please fix the bug in main.go",  // user text, with markup to escape
 	"Let me look at the file first.", // thinking
 	"[redacted thinking]",
 	"I'll read it.",
