@@ -14,7 +14,8 @@
 // append, a batch is all or nothing, every block kind, the stop reason
 // and metadata round-trip, the wire identity is kept for user and assistant entries but
 // not system ones, no provenance (and so no key material) comes back,
-// list order and summaries, resolve by id or prefix, latest, not-found and
+// list order and summaries (the title, token totals and a fork's parent
+// link included), resolve by id or prefix, latest, not-found and
 // invalid-id errors, and concurrent appenders (through one handle and,
 // with Reopen, through two). Checks of the stored bytes belong in each
 // store's own tests. The suite is kept small enough to run against a real
