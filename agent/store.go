@@ -102,7 +102,9 @@ type SessionStore interface {
 	// Create mints a handle on a new session with a fresh random id. It does
 	// no I/O: the session comes into existence with its first append.
 	Create() *Session
-	// List returns every session, newest first by Modified.
+	// List returns every session, newest first by Modified. When part of
+	// the store's catalog cannot be read, it returns the sessions it could
+	// list with an error wrapping ErrIncompleteList.
 	List(ctx context.Context) ([]SessionInfo, error)
 	// Resolve returns the session whose id is idOrPrefix, or the only one
 	// whose id starts with it. It fails with ErrSessionNotFound when none
@@ -191,6 +193,10 @@ var (
 	ErrSessionNotFound = errors.New("session not found")
 	// ErrAmbiguousSessionID: a prefix matches more than one session.
 	ErrAmbiguousSessionID = errors.New("ambiguous session id")
+	// ErrIncompleteList: a List could not read part of the store's
+	// catalog; the sessions it returns with this error are the rest. The
+	// error says what is damaged and how to repair it.
+	ErrIncompleteList = errors.New("the session list is incomplete")
 	// ErrInvalidSessionID: the id has characters outside the id alphabet
 	// (letters, digits, '-' and '_'), is empty, or is too long.
 	ErrInvalidSessionID = errors.New("invalid session id")

@@ -162,14 +162,18 @@ func (c *countingReader) Read(p []byte) (int, error) {
 }
 
 // listed returns the sessions of st, newest first, that pass keep, and
-// the listing's broken sessions as errors.
+// as errors the listing's broken sessions and, when the listing is
+// incomplete (agent.ErrIncompleteList), why.
 func listed(ctx context.Context, st store.LogStore, keep func(agent.SessionInfo) bool) ([]agent.SessionInfo, []error, error) {
 	logs, err := st.Logs(ctx)
-	if err != nil {
+	var broken []error
+	switch {
+	case errors.Is(err, agent.ErrIncompleteList):
+		broken = append(broken, err) // the rest is read
+	case err != nil:
 		return nil, nil, err
 	}
 	var out []agent.SessionInfo
-	var broken []error
 	for _, l := range logs {
 		switch {
 		case l.Err != nil:

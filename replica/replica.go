@@ -38,7 +38,9 @@ import (
 	"time"
 
 	"golang.org/x/sync/errgroup"
+	"golang.org/x/sync/semaphore"
 
+	"github.com/panto-dev/panto/agent"
 	"github.com/panto-dev/panto/store"
 )
 
@@ -175,7 +177,11 @@ type Summary struct {
 	// FlushErr is why the record step failed: the data is written, but
 	// the destination's listings may lag until the next run.
 	FlushErr error
-	Elapsed  time.Duration
+	// ListErr is set when a side listed only part of its sessions (a
+	// damaged index, agent.ErrIncompleteList): the copy went on with the
+	// rest, and the error says how to repair the side.
+	ListErr error
+	Elapsed time.Duration
 }
 
 // Copy plans every session of src and dst and copies what the source is
@@ -187,6 +193,10 @@ func Copy(ctx context.Context, src, dst store.LogStore, opts Options) (Summary, 
 	start := time.Now()
 	opts.defaults()
 	plans, err := PlanAll(ctx, src, dst, opts)
+	var listErr error
+	if errors.Is(err, agent.ErrIncompleteList) {
+		listErr, err = err, nil
+	}
 	if err != nil {
 		return Summary{}, err
 	}
@@ -201,6 +211,7 @@ func Copy(ctx context.Context, src, dst store.LogStore, opts Options) (Summary, 
 	}
 	events := Transfer(ctx, src, dst, plans, opts)
 	sum := Record(ctx, src, dst, events, opts)
+	sum.ListErr = listErr
 	sum.Elapsed = time.Since(start)
 	return sum, nil
 }
@@ -209,7 +220,7 @@ func Copy(ctx context.Context, src, dst store.LogStore, opts Options) (Summary, 
 // each (a session never started because ctx ended fails as interrupted).
 func Transfer(ctx context.Context, src, dst store.LogStore, plans []Plan, opts Options) []Event {
 	opts.defaults()
-	t := &transfer{src: src, dst: dst, opts: opts}
+	t := &transfer{src: src, dst: dst, opts: opts, budget: semaphore.NewWeighted(max(maxInFlight, int64(opts.ChunkSize)))}
 	events := make([]Event, len(plans))
 	var g errgroup.Group
 	g.SetLimit(opts.Concurrency)
@@ -260,24 +271,32 @@ func Record(ctx context.Context, src, dst store.LogStore, events []Event, opts O
 }
 
 // PlanAll lists both sides and plans every selected session, in id order.
+// A side that lists only part of its sessions (agent.ErrIncompleteList)
+// does not stop it: the plans of what was listed come back with that
+// error. A session missing from the destination's listing is safe to copy
+// as new: the conditional append finds what the destination holds.
 func PlanAll(ctx context.Context, src, dst store.LogStore, opts Options) ([]Plan, error) {
 	opts.defaults()
 	var srcLogs, dstLogs []store.Log
+	var partial [2]error
 	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() (err error) {
-		srcLogs, err = src.Logs(gctx)
-		if err != nil {
-			err = fmt.Errorf("list the source: %w", err)
-		}
-		return err
-	})
-	g.Go(func() (err error) {
-		dstLogs, err = dst.Logs(gctx)
-		if err != nil {
-			err = fmt.Errorf("list the destination: %w", err)
-		}
-		return err
-	})
+	for i, side := range []struct {
+		s    store.LogStore
+		logs *[]store.Log
+		name string
+	}{{src, &srcLogs, "source"}, {dst, &dstLogs, "destination"}} {
+		g.Go(func() error {
+			var err error
+			*side.logs, err = side.s.Logs(gctx)
+			if err != nil {
+				err = fmt.Errorf("list the %s: %w", side.name, err)
+			}
+			if errors.Is(err, agent.ErrIncompleteList) {
+				partial[i], err = err, nil
+			}
+			return err
+		})
+	}
 	if err := g.Wait(); err != nil {
 		return nil, err
 	}
@@ -312,7 +331,7 @@ func PlanAll(ctx context.Context, src, dst store.LogStore, opts Options) ([]Plan
 		})
 	}
 	_ = wg.Wait()
-	return plans, nil
+	return plans, errors.Join(partial[0], partial[1])
 }
 
 // transfer carries plans out.
@@ -320,7 +339,14 @@ type transfer struct {
 	src, dst store.LogStore
 	opts     Options
 	mu       sync.Mutex // serializes Report
+	// budget bounds the chunk bytes held at once by all the sessions
+	// being copied, so that many large sessions copied at once take no
+	// more memory than a few.
+	budget *semaphore.Weighted
 }
+
+// maxInFlight is the chunk bytes all sessions of a copy hold at once.
+const maxInFlight = 64 << 20
 
 func (t *transfer) report(e Event) {
 	if t.opts.Report == nil {

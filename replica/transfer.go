@@ -48,7 +48,7 @@ func (t *transfer) session(ctx context.Context, p Plan) Event {
 		if t.opts.DryRun {
 			return Event{Plan: p, Kind: kind, Bytes: p.Tail(), DryRun: true}
 		}
-		n, end, err := t.copyTail(ctx, p)
+		n, end, err := t.copyTailBudgeted(ctx, p)
 		moved += n
 		var changed *store.ChangedError
 		if errors.As(err, &changed) && attempt+1 < replans {
@@ -70,6 +70,17 @@ func (t *transfer) session(ctx context.Context, p Plan) Event {
 		p.Src = end
 		return Event{Plan: p, Kind: kind, Bytes: moved, Note: note}
 	}
+}
+
+// copyTailBudgeted is copyTail within the copy's memory budget: a session
+// takes as much of it as its chunks hold at most.
+func (t *transfer) copyTailBudgeted(ctx context.Context, p Plan) (int64, store.Checkpoint, error) {
+	weight := min(max(p.Tail(), 64<<10), int64(t.opts.ChunkSize))
+	if err := t.budget.Acquire(ctx, weight); err != nil {
+		return 0, store.Checkpoint{}, fmt.Errorf("interrupted before it was copied; run again: %w", err)
+	}
+	defer t.budget.Release(weight)
+	return t.copyTail(ctx, p)
 }
 
 // copyTail appends the source's bytes after the destination's end (p.Dst)

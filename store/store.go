@@ -65,7 +65,9 @@ type LogStore interface {
 	// Logs lists every session with committed bytes, in a number of
 	// requests that does not grow with the number of sessions. A store
 	// that lists from a summary written after the data (objstore's index)
-	// may show a session behind what it holds, never ahead of it.
+	// may show a session behind what it holds, never ahead of it. When
+	// part of that summary cannot be read, Logs returns what it could list
+	// with an error wrapping agent.ErrIncompleteList.
 	Logs(ctx context.Context) ([]Log, error)
 	// ReadLog returns the committed bytes of session id from offset from
 	// to the end of the log as it was committed when ReadLog was called,
@@ -77,9 +79,11 @@ type LogStore interface {
 	// (beginning with the header line when at is the empty log), if and
 	// only if the log holds exactly at; it returns the checkpoint after
 	// data. Otherwise it fails with a *ChangedError (errors.Is ErrChanged)
-	// saying what the log holds, and writes nothing. When the log already
-	// holds data right after at (an earlier attempt whose answer was lost),
-	// it succeeds without writing. data is not retained after the call.
+	// saying what the log holds, and writes nothing: also when the log
+	// holds data after at already (an earlier run's append), so that the
+	// caller learns it wrote nothing. A write whose answer was lost within
+	// the call (a retried request) is its own, and succeeds. data is not
+	// retained after the call.
 	AppendLog(ctx context.Context, id string, at Checkpoint, data []byte) (Checkpoint, error)
 }
 
@@ -202,4 +206,36 @@ func Compact(ctx context.Context, s agent.SessionStore, id string) (bool, error)
 		return false, nil
 	}
 	return true, c.Compact(ctx, id)
+}
+
+// IndexRepairer is a store whose listing is a summary written after the
+// data (objstore's index), which can be checked against the data and
+// rebuilt from it. Both calls find the sessions by listing the store's
+// objects, which no routine call does.
+type IndexRepairer interface {
+	// CheckIndex compares the listing with the sessions the store holds.
+	CheckIndex(ctx context.Context) (IndexReport, error)
+	// RepairIndex rebuilds what CheckIndex finds wrong, and reports what it
+	// found. It is safe to run while others write.
+	RepairIndex(ctx context.Context) (IndexReport, error)
+}
+
+// IndexReport is what CheckIndex or RepairIndex found.
+type IndexReport struct {
+	// Sessions are the sessions the store holds (readable or not), sorted.
+	Sessions []string
+	// Unindexed are sessions the listing lacks; Stale those it shows at
+	// another checkpoint than they hold; Orphans listed sessions that do
+	// not exist; Damaged the parts of the listing that do not decode.
+	Unindexed, Stale, Orphans, Damaged []string
+	// Unreadable are sessions whose own objects could not be read (the
+	// error says which object); they are neither indexed nor dropped.
+	Unreadable map[string]error
+	// Rebuilt are the parts of the listing RepairIndex wrote.
+	Rebuilt []string
+}
+
+// Clean reports whether the listing and the sessions agree.
+func (r IndexReport) Clean() bool {
+	return len(r.Unindexed)+len(r.Stale)+len(r.Orphans)+len(r.Damaged) == 0
 }

@@ -167,9 +167,11 @@ func testAppendLog(t *testing.T, h Harness, s store.LogStore) {
 	if cp1 != checkpointOf(b1) {
 		t.Errorf("AppendLog returned %v, want %v", cp1, checkpointOf(b1))
 	}
-	// Again: the append already happened, so it succeeds and writes nothing.
-	if cp, err := s.AppendLog(ctx, id, store.Checkpoint{}, b1); err != nil || cp != cp1 {
-		t.Errorf("the same create again: %v, %v; want success at %v", cp, err, cp1)
+	// Again: the log is not empty any more, so it is refused, saying what
+	// it holds (and the caller learns it wrote nothing).
+	var changed *store.ChangedError
+	if _, err := s.AppendLog(ctx, id, store.Checkpoint{}, b1); !errors.As(err, &changed) || changed.Have != cp1 {
+		t.Errorf("the same create again: %v; want a ChangedError saying the log holds %v", err, cp1)
 	}
 	// Two batches in one append.
 	both := append(append([]byte{}, b2...), b3...)
@@ -178,14 +180,13 @@ func testAppendLog(t *testing.T, h Harness, s store.LogStore) {
 	if err != nil || cp2 != checkpointOf(all) {
 		t.Fatalf("AppendLog at %v: %v, %v; want %v", cp1, cp2, err, checkpointOf(all))
 	}
-	if cp, err := s.AppendLog(ctx, id, cp1, both); err != nil || cp != cp2 {
-		t.Errorf("the same append again: %v, %v; want success at %v", cp, err, cp2)
+	if _, err := s.AppendLog(ctx, id, cp1, both); !errors.As(err, &changed) || changed.Have != cp2 {
+		t.Errorf("the same append again: %v; want a ChangedError saying the log holds %v", err, cp2)
 	}
 	// Anywhere but the end is refused, saying what the log holds.
 	b4 := encodeBatch(t, id, false, "six")
 	for _, at := range []store.Checkpoint{{}, cp1, {Length: cp2.Length, SHA256: cp1.SHA256}, {Length: cp2.Length + 5, SHA256: cp2.SHA256}} {
 		_, err := s.AppendLog(ctx, id, at, b4)
-		var changed *store.ChangedError
 		if !errors.As(err, &changed) || !errors.Is(err, store.ErrChanged) {
 			t.Errorf("AppendLog at %v of a log at %v: %v, want a *store.ChangedError", at, cp2, err)
 			continue

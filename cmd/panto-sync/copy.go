@@ -37,9 +37,10 @@ Examples:
 			if len(o.Args) != 2 {
 				return usageError(c, fmt.Sprintf("give SRC and DST (got %d arguments)", len(o.Args)))
 			}
-			src := end{spec: o.Args[0], endpoint: firstNonEmpty(c.String("src-endpoint"), o.Endpoint)}
-			dst := end{spec: o.Args[1], endpoint: firstNonEmpty(c.String("dst-endpoint"), o.Endpoint), create: !o.DryRun}
-			if src == (end{spec: dst.spec, endpoint: dst.endpoint}) {
+			src := o.end(o.Args[0], firstNonEmpty(c.String("src-endpoint"), o.Endpoint))
+			dst := o.end(o.Args[1], firstNonEmpty(c.String("dst-endpoint"), o.Endpoint))
+			dst.create = !o.DryRun
+			if src.spec == dst.spec && src.endpoint == dst.endpoint {
 				return usageError(c, "SRC and DST are the same store")
 			}
 			return runCopy(c, o, copyDirection, src, dst)

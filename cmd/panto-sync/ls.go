@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -9,6 +10,8 @@ import (
 	"time"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/panto-dev/panto/agent"
 )
 
 func lsCommand() *cli.Command {
@@ -43,7 +46,7 @@ type lsEntry struct {
 	Error           string    `json:"error,omitempty"`
 }
 
-func runLs(c *cli.Context) error {
+func runLs(c *cli.Context) (ret error) {
 	o, err := parseOptions(c)
 	if err != nil {
 		return err
@@ -54,14 +57,20 @@ func runLs(c *cli.Context) error {
 		}
 		return usageError(c, fmt.Sprintf("unexpected argument %q (filter sessions with --include GLOB)", o.Args[1]))
 	}
-	s, err := end{spec: o.Args[0], endpoint: o.Endpoint}.open(c.Context, "store")
+	s, err := o.end(o.Args[0], o.Endpoint).open(c.Context, "store")
 	if err != nil {
 		return err
 	}
 	logs, err := s.Logs(c.Context)
-	if err != nil {
+	if err != nil && !errors.Is(err, agent.ErrIncompleteList) {
 		return fmt.Errorf("list sessions in %s: %w", o.Args[0], err)
 	}
+	// A damaged index lists the rest: print them, then say what is missing.
+	defer func() {
+		if err != nil && ret == nil {
+			ret = fmt.Errorf("%s: %w", o.Args[0], err)
+		}
+	}()
 	var entries []lsEntry
 	var total int64
 	for _, l := range logs {

@@ -6,7 +6,7 @@
 //	pull    bucket -> DIR        (replica.Copy, the bucket the source)
 //	copy    SRC -> DST           (any two stores)
 //	status  what push and pull would do (replica.PlanAll)
-//	ls, verify, compact          one store
+//	ls, verify, repair, compact  one store
 //
 // The engine is package replica; this command keeps the flags, the
 // output and the exit codes: main.go dispatches, each command lives in its
@@ -20,6 +20,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"strings"
 	"syscall"
 
@@ -33,7 +34,17 @@ const (
 	exitDiverged = 3
 )
 
+// memoryLimit is the heap size past which the garbage collector works
+// harder (debug.SetMemoryLimit), unless GOMEMLIMIT says otherwise: sync
+// holds at most a few chunks of a session at once (replica, objstore's
+// read-ahead), and the collector, left to double the heap past what is
+// live, would make the peak twice that.
+const memoryLimit = 192 << 20
+
 func main() {
+	if os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(memoryLimit)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	go func() { // the first signal stops new work; a second one kills
 		<-ctx.Done()
@@ -75,7 +86,7 @@ Exit status: 0 all done, 1 an error (one line on stderr says what to fix),
 		ErrWriter:       stderr,
 		HideHelpCommand: true,
 		Commands: []*cli.Command{
-			pushCommand(), pullCommand(), copyCommand(), statusCommand(), lsCommand(), verifyCommand(), compactCommand(),
+			pushCommand(), pullCommand(), copyCommand(), statusCommand(), lsCommand(), verifyCommand(), repairCommand(), compactCommand(),
 		},
 		ExitErrHandler: func(*cli.Context, error) {}, // run maps errors to exit codes
 		OnUsageError: func(c *cli.Context, err error, _ bool) error {

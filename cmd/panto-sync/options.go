@@ -6,6 +6,7 @@ import (
 	"os"
 	"path"
 	"strings"
+	"time"
 
 	"github.com/urfave/cli/v2"
 	"golang.org/x/term"
@@ -23,6 +24,7 @@ const (
 type options struct {
 	Dir         string
 	Endpoint    string
+	Stall       time.Duration
 	JSON        bool
 	Quiet       bool
 	DryRun      bool
@@ -52,6 +54,10 @@ func endpointFlag() cli.Flag {
 	return &cli.StringFlag{Name: "endpoint", Usage: "S3 endpoint `URL` (e.g. http://127.0.0.1:9000 for MinIO); default: AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL or AWS", EnvVars: []string{"PANTO_ENDPOINT"}}
 }
 
+func stallFlag() cli.Flag {
+	return &cli.DurationFlag{Name: "stall-timeout", Value: 30 * time.Second, Usage: "fail (and retry) an S3 request whose connection moves no byte for `DURATION`", EnvVars: []string{"PANTO_S3_STALL_TIMEOUT"}}
+}
+
 // commonFlags are the output and selection flags of every command.
 func commonFlags() []cli.Flag {
 	return []cli.Flag{
@@ -63,7 +69,9 @@ func commonFlags() []cli.Flag {
 	}
 }
 
-func remoteFlags() []cli.Flag { return append([]cli.Flag{endpointFlag()}, commonFlags()...) }
+func remoteFlags() []cli.Flag {
+	return append([]cli.Flag{endpointFlag(), stallFlag()}, commonFlags()...)
+}
 
 func dryRunFlag() cli.Flag {
 	return &cli.BoolFlag{Name: "dry-run", Aliases: []string{"n"}, Usage: "say what would be done; change nothing"}
@@ -79,6 +87,7 @@ func parseOptions(c *cli.Context) (*options, error) {
 	o := &options{
 		Dir:         c.String("dir"),
 		Endpoint:    c.String("endpoint"),
+		Stall:       c.Duration("stall-timeout"),
 		JSON:        c.Bool("json"),
 		Quiet:       c.Bool("quiet"),
 		DryRun:      c.Bool("dry-run"),

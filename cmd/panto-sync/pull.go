@@ -30,7 +30,7 @@ Examples:
 			if err != nil {
 				return err
 			}
-			return runCopy(c, o, pullDirection, end{spec: bucket, endpoint: o.Endpoint}, end{spec: o.Dir, create: !o.DryRun})
+			return runCopy(c, o, pullDirection, o.end(bucket, o.Endpoint), end{spec: o.Dir, create: !o.DryRun})
 		},
 	}
 }

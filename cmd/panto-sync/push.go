@@ -31,7 +31,7 @@ Examples:
 			if err != nil {
 				return err
 			}
-			return runCopy(c, o, pushDirection, end{spec: o.Dir}, end{spec: bucket, endpoint: o.Endpoint})
+			return runCopy(c, o, pushDirection, end{spec: o.Dir}, o.end(bucket, o.Endpoint))
 		},
 	}
 }

@@ -264,6 +264,10 @@ func (r *reporter) summary(sum replica.Summary) int {
 		s.Failed++
 		fmt.Fprintf(r.errOut, "panto-sync: %s: the data is copied but the %s's index lags; run again to repair it\n", oneLine(sum.FlushErr.Error()), r.d.dst)
 	}
+	if sum.ListErr != nil {
+		s.Failed++
+		fmt.Fprintf(r.errOut, "panto-sync: %s\n", oneLine(sum.ListErr.Error()))
+	}
 	switch {
 	case s.Failed > 0:
 		s.ExitCode = exitError

@@ -1,11 +1,13 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/panto-dev/panto/agent"
 	"github.com/panto-dev/panto/replica"
 )
 
@@ -41,12 +43,13 @@ func runStatus(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	remote, err := end{spec: bucket, endpoint: o.Endpoint}.open(c.Context, "bucket")
+	remote, err := o.end(bucket, o.Endpoint).open(c.Context, "bucket")
 	if err != nil {
 		return err
 	}
 	plans, err := replica.PlanAll(c.Context, local, remote, replica.Options{Concurrency: o.Concurrency, Select: o.selected})
-	if err != nil {
+	listErr := err
+	if err != nil && !errors.Is(err, agent.ErrIncompleteList) {
 		return err
 	}
 	o.DryRun = true
@@ -65,6 +68,10 @@ func runStatus(c *cli.Context) error {
 		sum.Bytes += e.Bytes
 	}
 	sum.Counts = rep.counts
+	if listErr != nil {
+		sum.Failed++
+		fmt.Fprintf(o.Stderr, "panto-sync: %s\n", oneLine(listErr.Error()))
+	}
 	switch {
 	case sum.Failed > 0:
 		sum.ExitCode = exitError

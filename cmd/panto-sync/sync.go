@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -16,9 +17,15 @@ import (
 type end struct {
 	spec     string
 	endpoint string
+	stall    time.Duration
 	// create: a missing directory is created (the destination of a pull
 	// or copy); otherwise it is an error.
 	create bool
+}
+
+// end is one side as the flags of o name it.
+func (o *options) end(spec, endpoint string) end {
+	return end{spec: spec, endpoint: endpoint, stall: o.Stall}
 }
 
 // open opens the store of e. Sync appends to many sessions and flushes
@@ -34,7 +41,7 @@ func (e end) open(ctx context.Context, what string) (store.LogStore, error) {
 			return nil, fmt.Errorf("no session catalog at %s: give the %s as a directory of <id>.jsonl files (--dir DIR for push)", spec.Dir, what)
 		}
 	}
-	s, err := backends.OpenLog(ctx, e.spec, backends.Options{Endpoint: e.endpoint, Bulk: true})
+	s, err := backends.OpenLog(ctx, e.spec, backends.Options{Endpoint: e.endpoint, Bulk: true, StallTimeout: e.stall})
 	if err != nil {
 		return nil, err
 	}

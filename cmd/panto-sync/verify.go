@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -22,7 +23,10 @@ func verifyCommand() *cli.Command {
 		Description: `verify reads each session back (all sessions, or the ids given, which may be unique
 prefixes): in a bucket every segment against its manifest's sha256s, prefix hashes and
 line counts, in a directory every line of every file. A failure names the session and
-the object or file:line; it exits 1 if any session fails.
+the object or file:line. Checking a whole bucket also lists its objects to compare the
+index with the sessions it holds: sessions missing from the index, entries without a
+session, stale entries and damaged shards are reported, with the advice to run
+panto-sync repair. It exits 1 if anything is wrong.
 
 Examples:
    panto-sync verify s3://my-bucket/panto
@@ -54,17 +58,31 @@ func runEach(c *cli.Context, cmd string, fn func(ctx context.Context, s store.Lo
 	if len(o.Args) == 0 {
 		return usageError(c, "missing the store: give s3://BUCKET[/PREFIX] or a directory")
 	}
-	s, err := end{spec: o.Args[0], endpoint: o.Endpoint}.open(c.Context, "store")
+	s, err := o.end(o.Args[0], o.Endpoint).open(c.Context, "store")
 	if err != nil {
 		return err
 	}
-	logs, err := s.Logs(c.Context)
-	if err != nil {
-		return fmt.Errorf("list sessions in %s: %w", o.Args[0], err)
+	logs, listErr := s.Logs(c.Context)
+	if listErr != nil && !errors.Is(listErr, agent.ErrIncompleteList) {
+		return fmt.Errorf("list sessions in %s: %w", o.Args[0], listErr)
 	}
 	all := make([]string, 0, len(logs))
 	for _, l := range logs {
 		all = append(all, l.Info.ID)
+	}
+	var indexEvents []Event
+	var indexErr error
+	if cmd == "verify" && len(o.Args) == 1 {
+		// A whole store: check its index too, and verify every session it
+		// holds, listed or not.
+		var held []string
+		held, indexEvents, indexErr = checkIndex(c.Context, s, o.Args[0])
+		if indexErr != nil && indexEvents == nil {
+			return indexErr
+		}
+		if held != nil {
+			all, listErr = held, nil // the index check says what is missing, with what to do
+		}
 	}
 	sort.Strings(all)
 	ids, err := pickIDs(all, o.Args[1:])
@@ -95,10 +113,21 @@ func runEach(c *cli.Context, cmd string, fn func(ctx context.Context, s store.Lo
 		})
 	}
 	_ = g.Wait()
+	for _, e := range indexEvents {
+		if e.Event != "failed" { // unreadable sessions failed their own verify above
+			rep.print(e)
+		}
+	}
 	sum := Summary{Command: cmd, DryRun: o.DryRun, Sessions: len(selected), Counts: rep.counts}
 	for _, e := range events {
 		if e.Event == "failed" {
 			sum.Failed++
+		}
+	}
+	for _, err := range []error{listErr, indexErr} {
+		if err != nil {
+			sum.Failed++
+			fmt.Fprintf(o.Stderr, "panto-sync: %s\n", oneLine(err.Error()))
 		}
 	}
 	if sum.Failed > 0 {

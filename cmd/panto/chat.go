@@ -83,7 +83,7 @@ func chat(c *cli.Context, e *env) error {
 
 	resume := c.String("resume")
 	if c.Bool("pick") {
-		if resume, err = pickSession(c.Context, st, nil); err != nil {
+		if resume, err = pickSession(c.Context, st, e.stderr, nil); err != nil {
 			return err
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"time"
 
@@ -22,10 +23,15 @@ import (
 var errNoPick = errors.New("no session picked (Esc): pass -r ID to resume one, or run panto without -r for a new one")
 
 // pickSession lists the sessions of st, newest first, and returns the id
-// of the one picked. screen is nil but in tests (the terminal).
-func pickSession(ctx context.Context, st agent.SessionStore, screen tcell.Screen) (string, error) {
+// of the one picked; a listing that is incomplete (a damaged catalog) is
+// offered as it is, warn saying so. screen is nil but in tests (the
+// terminal).
+func pickSession(ctx context.Context, st agent.SessionStore, warn io.Writer, screen tcell.Screen) (string, error) {
 	list, err := st.List(ctx)
-	if err != nil {
+	switch {
+	case errors.Is(err, agent.ErrIncompleteList) && len(list) > 0:
+		fmt.Fprintf(warn, "panto: warning: %s\n", oneLine(err.Error()))
+	case err != nil:
 		return "", fmt.Errorf("list sessions: %w", err)
 	}
 	if len(list) == 0 {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"text/tabwriter"
@@ -36,24 +37,37 @@ Examples:
 				return err
 			}
 			list, err := st.List(c.Context)
-			if err != nil {
+			if err != nil && !errors.Is(err, agent.ErrIncompleteList) {
 				return fmt.Errorf("list sessions: %w", err)
 			}
-			if c.Bool("json") {
-				out := make([]sessionJSON, 0, len(list))
-				for _, s := range list {
-					out = append(out, toSessionJSON(s))
-				}
-				return writeJSON(e.stdout, out)
+			// Part of the catalog is damaged: list the rest, then say so.
+			partial := err
+			if err := printSessions(c, e, list); err != nil {
+				return err
 			}
-			if len(list) == 0 {
-				fmt.Fprintln(e.stderr, "no sessions yet")
-				return nil
+			if partial != nil {
+				return fmt.Errorf("list sessions: %w", partial)
 			}
-			writeSessionTable(e.stdout, list, "")
 			return nil
 		},
 	}
+}
+
+// printSessions prints list as a table, or as JSON with --json.
+func printSessions(c *cli.Context, e *env, list []agent.SessionInfo) error {
+	if c.Bool("json") {
+		out := make([]sessionJSON, 0, len(list))
+		for _, s := range list {
+			out = append(out, toSessionJSON(s))
+		}
+		return writeJSON(e.stdout, out)
+	}
+	if len(list) == 0 {
+		fmt.Fprintln(e.stderr, "no sessions yet")
+		return nil
+	}
+	writeSessionTable(e.stdout, list, "")
+	return nil
 }
 
 // sessionJSON is the --json shape of a session.

@@ -7,6 +7,7 @@ package backends
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/panto-dev/panto/agent"
 	"github.com/panto-dev/panto/store"
@@ -25,6 +26,10 @@ type Options struct {
 	// at the end (panto-sync): the object store then writes each index
 	// shard once, at the Flush, instead of after every append.
 	Bulk bool
+	// StallTimeout bounds how long a connection to an S3 server may move
+	// no byte before its request fails and is retried (0: the object
+	// store's default, objstore.DefaultIdleTimeout).
+	StallTimeout time.Duration
 }
 
 // Open parses spec (see store.ParseSpec) and opens the store it names.
@@ -53,6 +58,9 @@ func OpenSpec(ctx context.Context, s store.Spec, opts Options) (agent.SessionSto
 		}
 		if opts.Bulk {
 			o = append(o, objstore.WithDeferredIndex())
+		}
+		if opts.StallTimeout > 0 {
+			o = append(o, objstore.WithIdleTimeout(opts.StallTimeout))
 		}
 		st, err := objstore.Open(ctx, s.URL, o...)
 		if err != nil {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/panto-dev/panto/agent"
+	"github.com/panto-dev/panto/internal/sessiongen"
 	"github.com/panto-dev/panto/internal/sessionlog"
 	"github.com/panto-dev/panto/store/fsjsonl"
 )
@@ -144,4 +145,53 @@ func BenchmarkResolveLatest(b *testing.B) {
 			}
 		}
 	})
+}
+
+// BenchmarkLogsChanged is the cost of seeing every change below what was
+// listed before: Logs of a realistic catalog (1,000 sessions, about 50 MB,
+// from internal/sessiongen) after one message was appended to some share
+// of its files. Each changed file is read again and hashed in full (its
+// cached prefix must still hash the same before its summary is resumed);
+// an unchanged one costs its stat.
+func BenchmarkLogsChanged(b *testing.B) {
+	dir := b.TempDir()
+	g := sessiongen.New(1)
+	at := time.Date(2026, 6, 1, 9, 0, 0, 0, time.UTC)
+	var ids []string
+	var total int64
+	for i := range 1000 {
+		id := fmt.Sprintf("%032x", i+1)
+		data, err := g.Session(id, 10_000+int(g.Rand().ExpFloat64()*40_000), at)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, id+fsjsonl.Ext), data, 0o600); err != nil {
+			b.Fatal(err)
+		}
+		ids = append(ids, id)
+		total += int64(len(data))
+	}
+	ctx := context.Background()
+	s := open(b, dir)
+	if _, err := s.Logs(ctx); err != nil {
+		b.Fatal(err)
+	}
+	b.Logf("catalog: %d sessions, %d bytes", len(ids), total)
+	for _, share := range []int{0, 1, 10, 100} {
+		b.Run(fmt.Sprintf("changed=%d%%", share), func(b *testing.B) {
+			n := len(ids) * share / 100
+			for b.Loop() {
+				b.StopTimer()
+				for _, id := range ids[:n] {
+					if err := s.AppendMessages(ctx, id, []agent.PersistentMessage{{Message: agent.UserText("one more question")}}); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.StartTimer()
+				if logs, err := s.Logs(ctx); err != nil || len(logs) != len(ids) {
+					b.Fatalf("Logs: %d, %v", len(logs), err)
+				}
+			}
+		})
+	}
 }

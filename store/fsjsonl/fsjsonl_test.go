@@ -394,12 +394,12 @@ func TestAppendLog(t *testing.T) {
 	if fi, _ := os.Stat(path); fi.Mode().Perm() != 0o600 {
 		t.Errorf("created file mode %v, want 0600", fi.Mode().Perm())
 	}
-	// The same create again is the append that already happened.
-	if cp, err := s.AppendLog(ctx, id, store.Checkpoint{}, first); err != nil || cp != atFirst {
-		t.Errorf("AppendLog create again: %v, %v; want the checkpoint after it", cp, err)
+	// The same create again is refused: the file holds it already.
+	var changed *store.ChangedError
+	if _, err := s.AppendLog(ctx, id, store.Checkpoint{}, first); !errors.As(err, &changed) || changed.Have != atFirst {
+		t.Errorf("AppendLog create again: %v; want a ChangedError saying it holds %v", err, atFirst)
 	}
 	other := encode(t, id, true, batch("other", 1), t0)
-	var changed *store.ChangedError
 	if _, err := s.AppendLog(ctx, id, store.Checkpoint{}, other); !errors.As(err, &changed) || changed.Have != atFirst {
 		t.Errorf("AppendLog create over an existing file: %v, want a ChangedError saying it holds %v", err, atFirst)
 	}

@@ -1,7 +1,6 @@
 package fsjsonl
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding"
@@ -152,9 +151,6 @@ func (s *Store) AppendLog(ctx context.Context, id string, at store.Checkpoint, d
 		return fail(err)
 	}
 	if have := e.checkpoint(); have != at {
-		if cp, ok := holdsAfter(l.f, have, at, data); ok {
-			return cp, nil
-		}
 		return fail(&store.ChangedError{ID: id, Want: at, Have: have})
 	}
 	next, h, err := extend(path, e, data)
@@ -240,26 +236,6 @@ func extend(path string, e *indexEntry, data []byte) (*indexEntry, hash.Hash, er
 	h.Write(data)
 	next := &indexEntry{Committed: e.Committed + int64(len(data)), SHA256: hex.EncodeToString(h.Sum(nil)), Decoder: d}
 	return next, h, nil
-}
-
-// holdsAfter reports whether the log of f (whose committed bytes are
-// have) holds exactly data right after the prefix at: an append that
-// already happened. It returns the checkpoint after data.
-func holdsAfter(f *os.File, have, at store.Checkpoint, data []byte) (store.Checkpoint, bool) {
-	end := at.Length + int64(len(data))
-	if have.Length < end {
-		return store.Checkpoint{}, false
-	}
-	h := sha256.New()
-	if _, err := io.Copy(h, io.NewSectionReader(f, 0, at.Length)); err != nil || hex.EncodeToString(h.Sum(nil)) != at.SHA256 && at.Length > 0 {
-		return store.Checkpoint{}, false
-	}
-	got := make([]byte, len(data))
-	if _, err := f.ReadAt(got, at.Length); err != nil || !bytes.Equal(got, data) {
-		return store.Checkpoint{}, false
-	}
-	h.Write(got)
-	return store.Checkpoint{Length: end, SHA256: hex.EncodeToString(h.Sum(nil))}, true
 }
 
 // update records e as the cache entry of session id (a version this Store

@@ -2,8 +2,6 @@ package objstore
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -79,13 +77,13 @@ func (st *sessionState) advance(m *manifest.Manifest, now time.Time) { st.m, st.
 // refresh re-reads the stored manifest and catches up with the segments
 // committed after it (§P4). Callers hold st.mu.
 func (s *Store) refresh(ctx context.Context, id string, st *sessionState) error {
-	m, etag, err := s.readManifestToAppend(ctx, id)
+	m, etag, err := s.readManifestFolded(ctx, id)
 	if err != nil {
 		st.loaded = false
 		return err
 	}
 	stored := len(m.Segments)
-	if _, err := s.catchUpFrom(ctx, m); err != nil {
+	if _, err := s.catchUpFrom(ctx, m, 0); err != nil {
 		st.loaded = false
 		return err
 	}
@@ -144,10 +142,10 @@ func (s *Store) commitBatch(ctx context.Context, id string, st *sessionState, en
 	transient := 0
 	for attempt := 0; ; attempt++ {
 		if expect != nil {
-			seg, found, err := s.atExpected(ctx, id, m, *expect, encode)
+			err := s.atExpected(ctx, id, m, *expect)
 			st.advance(m, s.now()) // m may have caught up
-			if err != nil || found {
-				return seg, err
+			if err != nil {
+				return manifest.Segment{}, err
 			}
 		}
 		raw, err := encode(m.Length == 0)
@@ -193,10 +191,24 @@ func (s *Store) commitBatch(ctx context.Context, id string, st *sessionState, en
 // prepare makes st a manifest that is safe to append to. Callers hold
 // st.mu.
 func (s *Store) prepare(ctx context.Context, id string, st *sessionState, expect *store.Checkpoint) error {
-	// A caller that expects a new session needs no read: the segment PUT's
-	// If-None-Match refuses an existing one (and the 412 path catches up).
+	// A caller that expects a new session needs no manifest read: the
+	// segment PUT's If-None-Match refuses an existing one. But the PUT
+	// would send the whole log first, and a session missing from the
+	// caller's listing may be one the index lost (docs/DESIGN.md §P2):
+	// unless this Store created the prefix, look for seg/0 first (a
+	// session that exists always has it, §P5). Found, the log is read
+	// properly.
 	if !st.loaded && expect != nil && expect.Length == 0 {
-		st.adopt(manifest.New(id), "", s.now())
+		exists := false
+		if !s.created {
+			var err error
+			if exists, err = s.exists(ctx, s.sessionKey(id, manifest.SegmentName(0))); err != nil {
+				return fmt.Errorf("look for session %s: %w", id, err)
+			}
+		}
+		if !exists {
+			st.adopt(manifest.New(id), "", s.now())
+		}
 	}
 	// A manifest older than half the grace period may list segment names
 	// that compaction has since deleted (§P5): re-read it.
@@ -207,44 +219,25 @@ func (s *Store) prepare(ctx context.Context, id string, st *sessionState, expect
 }
 
 // atExpected checks that m is at the checkpoint expect, catching m up
-// when it is behind. found reports that the log already holds encode's
-// bytes right after expect (an earlier attempt of this very append, whose
-// answer was lost): seg is that segment, and nothing is to be written.
-// Otherwise a log not at expect is a *store.ChangedError.
-func (s *Store) atExpected(ctx context.Context, id string, m *manifest.Manifest, expect store.Checkpoint, encode func(header bool) ([]byte, error)) (seg manifest.Segment, found bool, err error) {
+// when it is behind; a log not at expect is a *store.ChangedError. (A log
+// that holds the caller's bytes after expect already — an earlier run's
+// append — is not at expect either: the caller learns that it wrote
+// nothing, and plans from what the log holds.)
+func (s *Store) atExpected(ctx context.Context, id string, m *manifest.Manifest, expect store.Checkpoint) error {
 	at := func() bool { return m.Length == expect.Length && m.SHA256 == expect.SHA256 }
 	if at() {
-		return manifest.Segment{}, false, nil
+		return nil
 	}
 	if m.Length < expect.Length {
-		if _, err := s.catchUp(ctx, m); err != nil {
-			return manifest.Segment{}, false, fmt.Errorf("append to session %s: %w", id, err)
+		if _, err := s.catchUp(ctx, m, 0); err != nil {
+			return fmt.Errorf("append to session %s: %w", id, err)
 		}
 		if at() {
-			return manifest.Segment{}, false, nil
+			return nil
 		}
 	}
-	if raw, err := encode(expect.Length == 0); err == nil {
-		if seg, ok := segmentAfter(m, expect, raw); ok {
-			return seg, true, nil
-		}
-	}
-	return manifest.Segment{}, false, fmt.Errorf("append to session %s: %w", id,
+	return fmt.Errorf("append to session %s: %w", id,
 		&store.ChangedError{ID: id, Want: expect, Have: store.Checkpoint{Length: m.Length, SHA256: m.SHA256}})
-}
-
-// segmentAfter returns the segment of m that starts right after the
-// prefix at and holds exactly raw, if there is one.
-func segmentAfter(m *manifest.Manifest, at store.Checkpoint, raw []byte) (manifest.Segment, bool) {
-	sum := sha256.Sum256(raw)
-	prefix := ""
-	for _, seg := range m.Segments {
-		if seg.Start == at.Length && prefix == at.SHA256 {
-			return seg, seg.Length == int64(len(raw)) && seg.SHA256 == hex.EncodeToString(sum[:])
-		}
-		prefix = seg.PrefixSHA256
-	}
-	return manifest.Segment{}, false
 }
 
 // The outcomes of one segment PUT.
@@ -277,7 +270,7 @@ func (s *Store) putSegment(ctx context.Context, key string, m, next *manifest.Ma
 	case errors.Is(err, errPrecondition):
 		// Another writer committed at this position, or our own PUT did
 		// and the SDK's retry of it got the 412.
-		probed, cerr := s.catchUp(ctx, m)
+		probed, cerr := s.catchUp(ctx, m, 0)
 		if cerr != nil {
 			return segmentFailed, cerr
 		}
@@ -315,7 +308,7 @@ func (s *Store) landed(ctx context.Context, m *manifest.Manifest, seg manifest.S
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	probe := m.Clone()
-	found, err := s.catchUp(ctx, probe)
+	found, err := s.catchUp(ctx, probe, 0)
 	if err != nil {
 		return false, err
 	}

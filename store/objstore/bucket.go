@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
@@ -60,6 +61,18 @@ func (b *bucket) get(ctx context.Context, rel, ifNoneMatch string) ([]byte, stri
 		return nil, "", fmt.Errorf("get %s: %w", b.key(rel), err)
 	}
 	return data, aws.ToString(out.ETag), nil
+}
+
+// exists reports whether the object rel exists (a HEAD).
+func (s *Store) exists(ctx context.Context, rel string) (bool, error) {
+	_, err := s.b.api.HeadObject(ctx, &s3.HeadObjectInput{Bucket: &s.b.name, Key: aws.String(s.b.key(rel))})
+	if err == nil {
+		return true, nil
+	}
+	if err := classify(err); errors.Is(err, errNotFound) {
+		return false, nil
+	}
+	return false, fmt.Errorf("head %s: %w", s.b.key(rel), classify(err))
 }
 
 // put stores data under rel if cond holds and returns the new ETag.
@@ -122,6 +135,70 @@ func isLoopback(host string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
+}
+
+// stallTimeout wraps a dialer so that every read and write of its
+// connections fails after d without progress (an idle deadline, pushed
+// back by each byte that moves).
+func stallTimeout(dial func(ctx context.Context, network, addr string) (net.Conn, error), d time.Duration) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	if dial == nil {
+		dial = (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext
+	}
+	if d <= 0 {
+		return dial
+	}
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := dial(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return &idleConn{Conn: c, idle: d}, nil
+	}
+}
+
+// idleConn is a connection whose reads and writes time out after idle
+// without progress.
+type idleConn struct {
+	net.Conn
+	idle time.Duration
+}
+
+func (c *idleConn) Read(b []byte) (int, error) {
+	if err := c.Conn.SetReadDeadline(time.Now().Add(c.idle)); err != nil {
+		return 0, err
+	}
+	return c.Conn.Read(b)
+}
+
+func (c *idleConn) Write(b []byte) (int, error) {
+	if err := c.Conn.SetWriteDeadline(time.Now().Add(c.idle)); err != nil {
+		return 0, err
+	}
+	return c.Conn.Write(b)
+}
+
+// list returns the keys (relative to the prefix) of the objects under
+// rel, and with a delimiter the common prefixes, page after page. No
+// routine path lists (docs/DESIGN.md §P6): only the explicit checks do.
+func (b *bucket) list(ctx context.Context, rel, delimiter string) (keys, prefixes []string, err error) {
+	in := &s3.ListObjectsV2Input{Bucket: &b.name, Prefix: aws.String(b.key(rel))}
+	if delimiter != "" {
+		in.Delimiter = aws.String(delimiter)
+	}
+	p := s3.NewListObjectsV2Paginator(b.api, in)
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			return nil, nil, fmt.Errorf("list %s: %w", b.key(rel), classify(err))
+		}
+		for _, o := range page.Contents {
+			keys = append(keys, strings.TrimPrefix(aws.ToString(o.Key), b.prefix))
+		}
+		for _, cp := range page.CommonPrefixes {
+			prefixes = append(prefixes, strings.TrimPrefix(aws.ToString(cp.Prefix), b.prefix))
+		}
+	}
+	return keys, prefixes, nil
 }
 
 // delete removes an object; a missing object is not an error.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -98,8 +99,8 @@ func (s *Store) compactIfDue(ctx context.Context, id string, st *sessionState) e
 		return err
 	}
 	defer st.mu.unlock()
-	if len(st.m.Segments) <= s.compactThreshold {
-		return nil
+	if len(st.m.Segments) <= s.compactThreshold || len(mergeRuns(st.m.Segments, mergeMax)) == 0 {
+		return nil // few segments, or only large ones
 	}
 	return s.compactLocked(ctx, id, st)
 }
@@ -166,11 +167,19 @@ func (s *Store) settle(ctx context.Context) error {
 		sh.mu.Unlock()
 	}
 	s.mu.Unlock()
-	g, gctx := errgroup.WithContext(ctx)
-	for _, name := range queued {
-		g.Go(func() error { return s.writeShard(gctx, name) })
+	// Each shard on its own: one that cannot be written (a damaged one,
+	// say) must not cancel the others.
+	errs := make([]error, len(queued))
+	var wg sync.WaitGroup
+	for i, name := range queued {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = s.writeShard(ctx, name)
+		}()
 	}
-	return g.Wait()
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // waitIdle waits until no checkpoint is being written.
@@ -283,12 +292,12 @@ func (s *Store) putManifest(ctx context.Context, id string, st *sessionState) er
 		if !errors.Is(err, errPrecondition) && !errors.Is(err, errConflict) {
 			return err
 		}
-		remote, retag, err := s.readManifestToAppend(ctx, id)
+		remote, retag, err := s.readManifestFolded(ctx, id)
 		if err != nil {
 			return err
 		}
 		stored := len(remote.Segments)
-		probed, err := s.catchUp(ctx, remote)
+		probed, err := s.catchUp(ctx, remote, 0)
 		if err != nil {
 			return err
 		}

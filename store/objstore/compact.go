@@ -14,10 +14,16 @@ import (
 	"github.com/panto-dev/panto/internal/manifest"
 )
 
-// Compact merges the session's segments into one object and deletes the
-// objects replaced by earlier compactions whose grace period has passed.
-// It is idempotent; a session with one segment only has its due deletions
-// done.
+// mergeMax bounds the raw bytes of a merged object: compaction merges
+// runs of consecutive segments up to this size, so that neither the
+// memory it takes nor any object grows with the session (a long session
+// keeps one merged object per 32 MiB).
+const mergeMax = 32 << 20
+
+// Compact merges runs of the session's small segments into merged objects
+// (at most mergeMax raw bytes each) and deletes the objects replaced by
+// earlier compactions whose grace period has passed. It is idempotent; a
+// session with nothing to merge only has its due deletions done.
 func (s *Store) Compact(ctx context.Context, id string) error {
 	if err := agent.ValidateSessionID(id); err != nil {
 		return err
@@ -36,10 +42,34 @@ func (s *Store) Compact(ctx context.Context, id string) error {
 	return s.compactLocked(ctx, id, st)
 }
 
-// compactLocked compacts the session described by st (caught up). The
-// merged object is written under MergedName, a name no appender uses; the
-// manifest swap is a compare-and-swap; the replaced segments stay for the
-// grace period, recorded in the manifest. Callers hold st.mu.
+// mergeRuns returns the runs [from, to) of consecutive segments to merge,
+// each of at least two segments and at most max raw bytes together. A
+// segment of an eighth of max or more (a chunk of a copy, or an earlier
+// merge) is never merged again: it is big enough that reading it costs
+// one request among few, and rewriting it to absorb small ones would
+// rewrite the session over and over.
+func mergeRuns(segs []manifest.Segment, max int64) [][2]int {
+	var runs [][2]int
+	for i := 0; i < len(segs); {
+		j, size := i, int64(0)
+		for j < len(segs) && segs[j].Length < max/8 && size+segs[j].Length <= max {
+			size += segs[j].Length
+			j++
+		}
+		if j-i < 2 {
+			i++
+			continue
+		}
+		runs = append(runs, [2]int{i, j})
+		i = j
+	}
+	return runs
+}
+
+// compactLocked compacts the session described by st (caught up) (§P5).
+// Each merged object is written under MergedName, a name no appender
+// uses; the manifest swap is a compare-and-swap; the replaced segments
+// stay for the grace period, recorded in the manifest. Callers hold st.mu.
 func (s *Store) compactLocked(ctx context.Context, id string, st *sessionState) error {
 	for attempt := 0; attempt < s.maxAttempts; attempt++ {
 		m := st.m
@@ -52,19 +82,22 @@ func (s *Store) compactLocked(ctx context.Context, id string, st *sessionState) 
 				keep = append(keep, p)
 			}
 		}
-		merge := len(m.Segments) > 1
-		if !merge && len(due) == 0 {
+		runs := mergeRuns(m.Segments, mergeMax)
+		if len(runs) == 0 && len(due) == 0 {
 			return nil
 		}
 		next := m.Clone()
 		next.Pending = keep
-		if merge {
-			merged, err := s.mergeSegments(ctx, id, m)
+		next.Segments = next.Segments[:0]
+		prev := 0
+		for _, run := range runs {
+			next.Segments = append(next.Segments, m.Segments[prev:run[0]]...)
+			merged, err := s.mergeSegments(ctx, id, m.Segments[run[0]:run[1]])
 			if err != nil {
 				return fmt.Errorf("compact session %s: %w", id, err)
 			}
-			next.Segments = []manifest.Segment{merged}
-			for _, old := range m.Segments {
+			next.Segments = append(next.Segments, merged)
+			for _, old := range m.Segments[run[0]:run[1]] {
 				if old.Name() == manifest.SegmentName(0) {
 					// The first segment stays: while it exists, a create
 					// of the session (If-None-Match on seg/0, which skips
@@ -75,7 +108,9 @@ func (s *Store) compactLocked(ctx context.Context, id string, st *sessionState) 
 				}
 				next.Pending = append(next.Pending, manifest.PendingDelete{Name: old.Name(), After: now.Add(s.compactGrace).UTC()})
 			}
+			prev = run[1]
 		}
+		next.Segments = append(next.Segments, m.Segments[prev:]...)
 		data, err := manifest.Encode(next)
 		if err != nil {
 			return err
@@ -93,7 +128,7 @@ func (s *Store) compactLocked(ctx context.Context, id string, st *sessionState) 
 		if err != nil {
 			return fmt.Errorf("compact session %s: %w", id, err)
 		}
-		st.m, st.etag, st.stored, st.fresh = next, etag, len(next.Segments), s.now()
+		st.adopt(next, etag, s.now())
 		// The manifest no longer mentions the due objects: delete them. A
 		// failed delete leaves garbage, never a dangling reference.
 		for _, p := range due {
@@ -106,14 +141,14 @@ func (s *Store) compactLocked(ctx context.Context, id string, st *sessionState) 
 	return fmt.Errorf("compact session %s: too many concurrent updates", id)
 }
 
-// mergeSegments reads every segment of m (verified, in parallel) and
-// writes their concatenation as one merged object.
-func (s *Store) mergeSegments(ctx context.Context, id string, m *manifest.Manifest) (manifest.Segment, error) {
-	raws := make([][]byte, len(m.Segments))
+// mergeSegments reads a run of consecutive segments (verified, in
+// parallel) and writes their concatenation as one merged object.
+func (s *Store) mergeSegments(ctx context.Context, id string, run []manifest.Segment) (manifest.Segment, error) {
+	raws := make([][]byte, len(run))
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(s.parallel)
 	lines := 0
-	for i, seg := range m.Segments {
+	for i, seg := range run {
 		lines += seg.Lines
 		g.Go(func() error {
 			var err error
@@ -126,13 +161,11 @@ func (s *Store) mergeSegments(ctx context.Context, id string, m *manifest.Manife
 	}
 	raw := bytes.Join(raws, nil)
 	sum := sha256.Sum256(raw)
-	if hex.EncodeToString(sum[:]) != m.SHA256 {
-		return manifest.Segment{}, fmt.Errorf("%w: session %s: segments do not chain to the manifest's prefix hash", ErrCorrupt, id)
-	}
+	last := run[len(run)-1]
 	comp := s.codec.CompressSmaller(raw)
 	seg := manifest.Segment{
-		Start: 0, Length: m.Length, Compressed: int64(len(comp)),
-		SHA256: m.SHA256, Lines: lines, PrefixSHA256: m.SHA256, Merged: true,
+		Start: run[0].Start, Length: last.End() - run[0].Start, Compressed: int64(len(comp)),
+		SHA256: hex.EncodeToString(sum[:]), Lines: lines, PrefixSHA256: last.PrefixSHA256, Merged: true,
 	}
 	// Unconditional: the name fixes the range, and the range's bytes are
 	// fixed by the prefix hash, so a rewrite stores the same bytes.

@@ -12,6 +12,7 @@ import (
 	"github.com/panto-dev/panto/agent"
 	"github.com/panto-dev/panto/internal/sessionlog"
 	"github.com/panto-dev/panto/store"
+	"github.com/panto-dev/panto/store/objstore"
 )
 
 func sum(b []byte) string { s := sha256.Sum256(b); return hex.EncodeToString(s[:]) }
@@ -42,20 +43,44 @@ func TestAppendRaw(t *testing.T) {
 	if err := appendRaw(ctx, s, id, 0, "", append(append([]byte{}, b1...), b2...)); err != nil {
 		t.Fatal(err)
 	}
-	// A new session costs no read and no manifest: segment PUT, then the
-	// index (GETs of the uncached shard's base and first delta, then the
-	// PUT of its next delta).
-	if reqs := rec.take(); count(reqs, "PUT") != 2 || count(reqs, "GET") > 2 || len(reqs) != 4 ||
+	// A new session costs no manifest: a HEAD of seg/0 (this Store did
+	// not create the prefix, so the session may be one its index lost:
+	// the HEAD spares sending the whole log to find out), the segment
+	// PUT, then the index (GETs of the uncached shard's base and first
+	// delta, then the PUT of its next delta).
+	if reqs := rec.take(); count(reqs, "HEAD") != 1 || count(reqs, "PUT") != 2 || count(reqs, "GET") > 2 || len(reqs) != 5 ||
 		slices.ContainsFunc(reqs, func(r request) bool { return strings.HasSuffix(r.path, "manifest.json") }) {
 		t.Fatalf("append of a new session: %+v", reqs)
 	}
-	// A raw append of a new session over an existing one is refused.
-	if err := appendRaw(ctx, e.open(t), id, 0, "", b1); !errors.Is(err, store.ErrChanged) {
+	// A raw append of a new session over an existing one is refused, and
+	// sends no segment: the HEAD found it.
+	rec = &recorder{}
+	other := e.open(t, rec.option())
+	rec.take()
+	if err := appendRaw(ctx, other, id, 0, "", b1); !errors.Is(err, store.ErrChanged) {
 		t.Fatalf("second creation: %v", err)
+	}
+	if reqs := rec.take(); slices.ContainsFunc(reqs, func(r request) bool { return r.method == "PUT" && strings.Contains(r.path, "/seg/") }) {
+		t.Fatalf("the creation of an existing session sent a segment: %+v", reqs)
+	}
+	// A Store that created the prefix knows every session in it is its
+	// own: its first append of a session makes no HEAD.
+	fresh := newEnv(t)
+	rec = &recorder{}
+	mine, err := objstore.Open(ctx, fresh.url, rec.option())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec.take()
+	if err := appendRaw(ctx, mine, id, 0, "", b1); err != nil {
+		t.Fatal(err)
+	}
+	if reqs := rec.take(); count(reqs, "HEAD") != 0 {
+		t.Fatalf("a new session in a prefix this Store created: %+v", reqs)
 	}
 	l := int64(len(b1) + len(b2))
 	h := sum(append(append([]byte{}, b1...), b2...))
-	other := e.open(t)
+	other = e.open(t)
 	for _, c := range []struct {
 		length int64
 		sha    string
@@ -73,9 +98,12 @@ func TestAppendRaw(t *testing.T) {
 	if err := appendRaw(ctx, s, id, l, h, b4); !errors.Is(err, store.ErrChanged) {
 		t.Fatalf("append through a stale store: %v", err)
 	}
-	// ... unless the segment there holds exactly its bytes (a retry of the
-	// same push): that is success, and the bytes are there once.
-	if err := appendRaw(ctx, s, id, l, h, b3); err != nil {
+	// ... and so must a repeat of the append that already happened (a
+	// re-run of the same push), saying what the log holds: nothing is
+	// written twice, and the caller learns that it wrote nothing.
+	var changed *store.ChangedError
+	all3 := append(append(append([]byte{}, b1...), b2...), b3...)
+	if err := appendRaw(ctx, s, id, l, h, b3); !errors.As(err, &changed) || changed.Have != (store.Checkpoint{Length: int64(len(all3)), SHA256: sum(all3)}) {
 		t.Fatalf("repeated append of the same bytes: %v", err)
 	}
 	all := append(append(append([]byte{}, b1...), b2...), b3...)

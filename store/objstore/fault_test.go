@@ -17,6 +17,7 @@ import (
 	"github.com/panto-dev/panto/internal/manifest"
 	"github.com/panto-dev/panto/internal/miniotest"
 	"github.com/panto-dev/panto/internal/sessionlog"
+	"github.com/panto-dev/panto/store"
 	"github.com/panto-dev/panto/store/objstore"
 )
 
@@ -476,8 +477,9 @@ func TestVerifyTamperedManifest(t *testing.T) {
 
 // TestAppendRawRetryRepairsIndex: a push that died after committing its
 // segment but before the index learned of it is repaired by the re-run,
-// which finds its own bytes already there: for a new session and for a
-// tail.
+// which is told the log holds its bytes already (so it plans again from
+// there) and writes the checkpoints the dead one did not: for a new
+// session and for a tail.
 func TestAppendRawRetryRepairsIndex(t *testing.T) {
 	for _, tail := range []bool{false, true} {
 		name := "new session"
@@ -523,15 +525,16 @@ func TestAppendRawRetryRepairsIndex(t *testing.T) {
 				t.Fatalf("before the re-run the index should lag at %d: %v %+v", expectLen, err, remote)
 			}
 			rerun := e.open(t)
-			if err := appendRaw(ctx, rerun, id, expectLen, expectSum, data); err != nil {
-				t.Fatalf("re-run: %v", err)
-			}
-			if err := rerun.Flush(ctx); err != nil {
-				t.Fatalf("re-run: %v", err)
-			}
 			all := append(append([]byte{}, head...), more...)
 			if !tail {
 				all = head
+			}
+			var changed *store.ChangedError
+			if err := appendRaw(ctx, rerun, id, expectLen, expectSum, data); !errors.As(err, &changed) || changed.Have.Length != int64(len(all)) {
+				t.Fatalf("re-run: %v, want a ChangedError saying the log holds %d bytes", err, len(all))
+			}
+			if err := rerun.Flush(ctx); err != nil {
+				t.Fatalf("re-run: %v", err)
 			}
 			remote, err := sessionsOf(ctx, e.open(t))
 			if err != nil {

@@ -357,13 +357,20 @@ func (s *Store) foldShard(ctx context.Context, name string, v shardView) {
 }
 
 // readIndex reads the named shards in parallel and returns their entries.
+// A shard that does not decode does not hide the others: their entries
+// come back with an error wrapping ErrIndexDamaged that names it (a
+// failure to reach the bucket fails the whole read).
 func (s *Store) readIndex(ctx context.Context, names []string) (map[string]manifest.IndexEntry, error) {
 	shards := make([]*manifest.IndexShard, len(names))
+	damaged := make([]error, len(names))
 	g, gctx := errgroup.WithContext(ctx)
 	for i, name := range names {
 		g.Go(func() error {
 			var err error
 			shards[i], err = s.readShard(gctx, name)
+			if errors.Is(err, ErrCorrupt) {
+				damaged[i], err = err, nil
+			}
 			return err
 		})
 	}
@@ -372,11 +379,38 @@ func (s *Store) readIndex(ctx context.Context, names []string) (map[string]manif
 	}
 	all := map[string]manifest.IndexEntry{}
 	for _, sh := range shards {
+		if sh == nil {
+			continue
+		}
 		for id, e := range sh.Sessions {
 			all[id] = e
 		}
 	}
-	return all, nil
+	return all, s.damage(names, damaged)
+}
+
+// damage is the error of the shards of names that did not decode (errs,
+// parallel to names), or nil.
+func (s *Store) damage(names []string, errs []error) error {
+	var bad []string
+	var first error
+	for i, err := range errs {
+		if err != nil {
+			bad = append(bad, names[i])
+			if first == nil {
+				first = err
+			}
+		}
+	}
+	if len(bad) == 0 {
+		return nil
+	}
+	which := fmt.Sprintf("index shard %s is", bad[0])
+	if len(bad) > 1 {
+		which = fmt.Sprintf("index shards %s are", strings.Join(bad, ", "))
+	}
+	return fmt.Errorf("%w: %s damaged, so the sessions listed there are missing (their data is untouched): run `panto-sync repair s3://%s/%s` (%v)",
+		ErrIndexDamaged, which, s.b.name, strings.TrimSuffix(s.b.prefix, "/"), first)
 }
 
 func sortNewestFirst(infos []agent.SessionInfo) {
@@ -395,7 +429,7 @@ func (s *Store) List(ctx context.Context) ([]agent.SessionInfo, error) {
 		return nil, fmt.Errorf("list sessions: %w", err)
 	}
 	all, err := s.readIndex(ctx, manifest.ShardNames())
-	if err != nil {
+	if all == nil {
 		return nil, fmt.Errorf("list sessions: %w", err)
 	}
 	infos := make([]agent.SessionInfo, 0, len(all))
@@ -403,6 +437,9 @@ func (s *Store) List(ctx context.Context) ([]agent.SessionInfo, error) {
 		infos = append(infos, e.Info)
 	}
 	sortNewestFirst(infos)
+	if err != nil {
+		return infos, fmt.Errorf("list sessions: %w", err)
+	}
 	return infos, nil
 }
 
@@ -419,7 +456,15 @@ func (s *Store) Resolve(ctx context.Context, idOrPrefix string) (*agent.Session,
 		return nil, fmt.Errorf("resolve %q: %w", idOrPrefix, err)
 	}
 	all, err := s.readIndex(ctx, []string{manifest.ShardOf(idOrPrefix)})
+	if all == nil {
+		return nil, fmt.Errorf("resolve %q: %w", idOrPrefix, err)
+	}
 	if err != nil {
+		// The shard is damaged: a full id is still found through its own
+		// objects; a prefix cannot be resolved until the shard is repaired.
+		if sess, ferr := s.resolveObjects(ctx, idOrPrefix); ferr == nil {
+			return sess, nil
+		}
 		return nil, fmt.Errorf("resolve %q: %w", idOrPrefix, err)
 	}
 	if e, ok := all[idOrPrefix]; ok {
@@ -435,30 +480,38 @@ func (s *Store) Resolve(ctx context.Context, idOrPrefix string) (*agent.Session,
 	case 1:
 		return &agent.Session{Info: all[matches[0]].Info, Store: s}, nil
 	case 0:
-		m, _, err := s.readManifestToAppend(ctx, idOrPrefix) // it may repair the index
-		if err != nil {
-			return nil, fmt.Errorf("resolve %q: %w", idOrPrefix, err)
-		}
-		if _, err := s.catchUp(ctx, m); err != nil {
-			return nil, fmt.Errorf("resolve %q: %w", idOrPrefix, err)
-		}
-		if m.Length > 0 {
-			// Repair the index the crashed writer did not update; it is a
-			// checkpoint, so a failure here changes nothing.
-			_ = s.updateIndex(ctx, m.Entry())
-			return &agent.Session{Info: m.Info(), Store: s}, nil
-		}
-		return nil, agent.NotFoundError(idOrPrefix)
+		return s.resolveObjects(ctx, idOrPrefix)
 	}
 	slices.Sort(matches)
 	return nil, agent.AmbiguousError(idOrPrefix, matches)
 }
 
-// Latest returns the most recently modified session in the index.
+// resolveObjects finds session id, which the index does not list (its
+// first append crashed before the index was written, or the shard is
+// damaged), through its own objects, and puts it back in the index.
+func (s *Store) resolveObjects(ctx context.Context, id string) (*agent.Session, error) {
+	m, _, err := s.readManifestFolded(ctx, id) // its summary goes to the index
+	if err != nil {
+		return nil, fmt.Errorf("resolve %q: %w", id, err)
+	}
+	if _, err := s.catchUp(ctx, m, 0); err != nil {
+		return nil, fmt.Errorf("resolve %q: %w", id, err)
+	}
+	if m.Length == 0 {
+		return nil, agent.NotFoundError(id)
+	}
+	// Repair the index the crashed writer did not update; it is a
+	// checkpoint, so a failure here changes nothing.
+	_ = s.updateIndex(ctx, m.Entry())
+	return &agent.Session{Info: m.Info(), Store: s}, nil
+}
+
+// Latest returns the most recently modified session in the index. With
+// a damaged shard it fails: the latest session may be one it hides.
 func (s *Store) Latest(ctx context.Context) (*agent.Session, error) {
 	infos, err := s.List(ctx)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("latest session: %w", err)
 	}
 	if len(infos) == 0 {
 		return nil, fmt.Errorf("latest session: %w", agent.ErrSessionNotFound)

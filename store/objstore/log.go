@@ -30,12 +30,15 @@ func (s *Store) Logs(ctx context.Context) ([]store.Log, error) {
 		return nil, fmt.Errorf("list sessions: %w", err)
 	}
 	all, err := s.readIndex(ctx, manifest.ShardNames())
-	if err != nil {
+	if all == nil {
 		return nil, fmt.Errorf("list sessions: %w", err)
 	}
 	out := make([]store.Log, 0, len(all))
 	for _, e := range all {
 		out = append(out, store.Log{Info: e.Info, Checkpoint: store.Checkpoint{Length: e.Length, SHA256: e.SHA256}})
+	}
+	if err != nil {
+		return out, fmt.Errorf("list sessions: %w", err)
 	}
 	return out, nil
 }
@@ -51,7 +54,7 @@ func (s *Store) Checkpoints(ctx context.Context, id string) ([]store.Checkpoint,
 	if err != nil {
 		return nil, err
 	}
-	if _, err := s.catchUpFrom(ctx, m); err != nil {
+	if _, err := s.catchUpFrom(ctx, m, 0); err != nil {
 		return nil, fmt.Errorf("checkpoints of session %s: %w", id, err)
 	}
 	if m.Length == 0 {
@@ -64,10 +67,14 @@ func (s *Store) Checkpoints(ctx context.Context, id string) ([]store.Checkpoint,
 	return out, nil
 }
 
-// readAhead is how many segments a log reader fetches ahead of the one it
-// returns bytes from: a load's segments come in parallel, and the memory
-// a read holds stays bounded by this many segments.
-const readAhead = 8
+// A log reader fetches up to readAhead segments, and readAheadBytes of
+// them, ahead of the one it returns bytes from: a load's segments come in
+// parallel, and the memory a read holds stays bounded whatever the
+// session's size.
+const (
+	readAhead      = 8
+	readAheadBytes = 16 << 20
+)
 
 // ReadLog returns a reader of session id's committed bytes from offset
 // from to the end of the log as it is now, and the checkpoint at that end.
@@ -90,7 +97,7 @@ func (s *Store) ReadLog(ctx context.Context, id string, from int64) (io.ReadClos
 		}
 	}
 	caught := m.Clone()
-	probed, err := s.catchUpFrom(ctx, caught)
+	probed, err := s.catchUpFrom(ctx, caught, readAheadBytes/2)
 	if err != nil {
 		r.Close()
 		return nil, store.Checkpoint{}, fmt.Errorf("read session %s: %w", id, err)
@@ -158,8 +165,16 @@ func (r *logReader) add(seg manifest.Segment, raw []byte) {
 // startAheadLocked starts the fetches of the segments up to readAhead
 // past the one being read. Callers hold r.mu.
 func (r *logReader) startAheadLocked() {
+	var ahead int64
+	for _, p := range r.segs[r.next:r.begun] {
+		ahead += p.seg.Length
+	}
 	for ; r.begun < len(r.segs) && r.begun < r.next+readAhead; r.begun++ {
 		p := r.segs[r.begun]
+		if r.begun > r.next && ahead+p.seg.Length > readAheadBytes {
+			break
+		}
+		ahead += p.seg.Length
 		if p.raw != nil {
 			continue
 		}
@@ -210,10 +225,8 @@ func (r *logReader) Close() error {
 // format; beginning with the header line when at is the empty log) as one
 // new segment, if and only if the log is exactly at; it returns the
 // checkpoint after data. Otherwise it fails with a *store.ChangedError
-// saying what the log holds. It is idempotent: when the segment right
-// after at already holds exactly data (an earlier attempt whose answer
-// was lost, or another copy of the same bytes), it succeeds without
-// writing, and brings the checkpoints up to date.
+// saying what the log holds, and brings the session's checkpoints up to
+// date (the caller's listing may have lagged because they did).
 //
 // data is read during the call and not retained after it returns, so the
 // caller may reuse it.
@@ -248,7 +261,7 @@ func (s *Store) Verify(ctx context.Context, id string) error {
 	if err != nil {
 		return fmt.Errorf("verify session %s: %w", id, err)
 	}
-	if _, err := s.catchUpFrom(ctx, m); err != nil {
+	if _, err := s.catchUpFrom(ctx, m, 0); err != nil {
 		return fmt.Errorf("verify session %s: %w", id, err)
 	}
 	if m.Length == 0 {

@@ -95,6 +95,11 @@ var (
 	// ErrCorrupt: an object does not match what the manifest says of it,
 	// or does not decode. The message names the object.
 	ErrCorrupt = errors.New("corrupt object")
+	// ErrIndexDamaged: an index shard does not decode (overwritten,
+	// truncated, replaced): the sessions it lists are missing from lists
+	// until `panto-sync repair` rebuilds it; their data is untouched, and
+	// the other shards list as before.
+	ErrIndexDamaged = fmt.Errorf("%w: the bucket's index is damaged", agent.ErrIncompleteList)
 	// ErrOutcomeUnknown: an append's write failed without an answer and
 	// the bucket could not be asked afterwards whether it landed: the
 	// batch is either wholly present or wholly absent, but which is not
@@ -125,6 +130,9 @@ type Store struct {
 	markerMu   sync.Mutex
 	marker     manifest.Marker
 	markerEtag string
+	// created: this Store created the prefix (its marker), so a session
+	// this Store did not write cannot be in it.
+	created bool
 
 	mu       sync.Mutex
 	sessions map[string]*sessionState
@@ -146,6 +154,7 @@ type options struct {
 	maxAttempts      int
 	deferIndex       bool
 	manifestEvery    int
+	idleTimeout      time.Duration
 }
 
 // WithEndpoint sets the S3 endpoint URL (e.g. http://127.0.0.1:9000 for
@@ -204,6 +213,17 @@ func WithManifestInterval(n int) Option { return func(o *options) { o.manifestEv
 // re-run (AppendRaw finds its own segments) writes it.
 func WithDeferredIndex() Option { return func(o *options) { o.deferIndex = true } }
 
+// DefaultIdleTimeout is how long a connection to the server may make no
+// progress before its request fails (and is retried): a stalled network
+// must not hang a command, and a slow one that still moves bytes must
+// not fail it, so this bounds silence, not the length of a request.
+const DefaultIdleTimeout = 30 * time.Second
+
+// WithIdleTimeout sets how long a connection may move no byte, in either
+// direction, before its request fails (default DefaultIdleTimeout; 0 or
+// less: never).
+func WithIdleTimeout(d time.Duration) Option { return func(o *options) { o.idleTimeout = d } }
+
 // WithMaxAttempts bounds the attempts of each conditional-write loop
 // (default 10) and of the SDK's retries of one request (at most 5).
 func WithMaxAttempts(n int) Option { return func(o *options) { o.maxAttempts = n } }
@@ -220,7 +240,7 @@ const maxIdleConnsPerHost = 64
 // creates) the format marker, so a missing bucket, an unreachable
 // endpoint or rejected credentials fail here with one line saying which.
 func Open(ctx context.Context, rawURL string, opts ...Option) (*Store, error) {
-	o := options{clock: time.Now, compactThreshold: 32, compactGrace: time.Hour, maxAttempts: 10, manifestEvery: 8}
+	o := options{clock: time.Now, compactThreshold: 32, compactGrace: time.Hour, maxAttempts: 10, manifestEvery: 8, idleTimeout: DefaultIdleTimeout}
 	for _, fn := range opts {
 		fn(&o)
 	}
@@ -253,6 +273,7 @@ func Open(ctx context.Context, rawURL string, opts ...Option) (*Store, error) {
 		cfg.HTTPClient = httpClient.WithTransportOptions(func(tr *http.Transport) {
 			tr.MaxIdleConns = max(tr.MaxIdleConns, 2*maxIdleConnsPerHost)
 			tr.MaxIdleConnsPerHost = max(tr.MaxIdleConnsPerHost, maxIdleConnsPerHost)
+			tr.DialContext = stallTimeout(tr.DialContext, o.idleTimeout)
 		})
 	}
 	sdkAttempts := min(max(o.maxAttempts, 1), 5)
@@ -361,7 +382,7 @@ func (s *Store) checkMarker(ctx context.Context, endpoint string) error {
 			if err != nil {
 				return explainOpenError(err, s.b.name, endpoint)
 			}
-			s.marker, s.markerEtag = fresh, etag
+			s.marker, s.markerEtag, s.created = fresh, etag, true
 			return nil
 		}
 		if err != nil {

@@ -38,13 +38,13 @@ func (s *Store) readManifest(ctx context.Context, id string) (*manifest.Manifest
 	return m, etag, nil
 }
 
-// readManifestToAppend is readManifest for a writer, which resumes the
-// summary from the manifest: a summary an older panto folded (without
-// the title, fork link and token totals, manifest.StaleSummary) is
-// folded again from the listed segments, fetched in parallel. That costs
-// a read of the log, once per process and stale session, until the next
-// manifest this panto writes.
-func (s *Store) readManifestToAppend(ctx context.Context, id string) (*manifest.Manifest, string, error) {
+// readManifestFolded is readManifest for a caller that writes the
+// summary on (an append resumes it, the index lists it): a summary an
+// older panto folded (without the title, fork link and token totals,
+// manifest.StaleSummary) is folded again from the listed segments,
+// fetched in parallel. That costs a read of the log, once per process
+// and stale session, until the next manifest this panto writes.
+func (s *Store) readManifestFolded(ctx context.Context, id string) (*manifest.Manifest, string, error) {
 	m, etag, err := s.readManifest(ctx, id)
 	if err != nil || !m.StaleSummary() {
 		return m, etag, err
@@ -68,7 +68,7 @@ func (s *Store) readManifestToAppend(ctx context.Context, id string) (*manifest.
 	return m, etag, nil
 }
 
-// fetched is a segment and its raw bytes.
+// fetched is a segment and, when it was kept, its raw bytes.
 type fetched struct {
 	seg manifest.Segment
 	raw []byte
@@ -76,8 +76,11 @@ type fetched struct {
 
 // catchUp probes for segments committed after m (GET seg/<m.Length> until
 // 404) and extends m with them, checking that each holds whole committed
-// lines that continue the log. It returns the segments found.
-func (s *Store) catchUp(ctx context.Context, m *manifest.Manifest) ([]fetched, error) {
+// lines that continue the log. It returns the segments found, the raw
+// bytes of the first ones up to keep bytes in all (a reader serves them
+// without fetching them again; keeping them all would make memory grow
+// with the session).
+func (s *Store) catchUp(ctx context.Context, m *manifest.Manifest, keep int64) ([]fetched, error) {
 	var found []fetched
 	for {
 		key := s.sessionKey(m.ID, manifest.SegmentName(m.Length))
@@ -96,6 +99,11 @@ func (s *Store) catchUp(ctx context.Context, m *manifest.Manifest) ([]fetched, e
 		if err != nil {
 			return found, fmt.Errorf("%w: %w", ErrCorrupt, err)
 		}
+		if int64(len(raw)) > keep {
+			raw, keep = nil, 0
+		} else {
+			keep -= int64(len(raw))
+		}
 		found = append(found, fetched{seg: seg, raw: raw})
 	}
 }
@@ -109,7 +117,7 @@ func (s *Store) catchUp(ctx context.Context, m *manifest.Manifest) ([]fetched, e
 // (a shorter prefix), never lead: when it is past the manifest, its
 // length must end a probed segment whose prefix hash is its sha256, else
 // ErrCorrupt naming the objects.
-func (s *Store) catchUpFrom(ctx context.Context, m *manifest.Manifest) ([]fetched, error) {
+func (s *Store) catchUpFrom(ctx context.Context, m *manifest.Manifest, keep int64) ([]fetched, error) {
 	storedLen := m.Length
 	var (
 		found []fetched
@@ -119,6 +127,11 @@ func (s *Store) catchUpFrom(ctx context.Context, m *manifest.Manifest) ([]fetche
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error {
 		shard, err := s.readShard(gctx, manifest.ShardOf(m.ID))
+		if errors.Is(err, ErrCorrupt) {
+			// A damaged shard says nothing, as an entry never written
+			// does: the session still loads (§P2, §P4).
+			return nil
+		}
 		if err != nil {
 			return err
 		}
@@ -127,7 +140,7 @@ func (s *Store) catchUpFrom(ctx context.Context, m *manifest.Manifest) ([]fetche
 	})
 	g.Go(func() error {
 		var err error
-		found, err = s.catchUp(gctx, m)
+		found, err = s.catchUp(gctx, m, keep)
 		return err
 	})
 	if err := g.Wait(); err != nil {
@@ -141,7 +154,10 @@ func (s *Store) catchUpFrom(ctx context.Context, m *manifest.Manifest) ([]fetche
 	if entry.Length > m.Length {
 		// The index was read after a segment the probe had not seen yet
 		// committed: probe on.
-		more, err := s.catchUp(ctx, m)
+		for _, f := range found {
+			keep -= int64(len(f.raw))
+		}
+		more, err := s.catchUp(ctx, m, keep)
 		if err != nil {
 			return nil, err
 		}

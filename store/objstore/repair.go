@@ -1,0 +1,259 @@
+package objstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/panto-dev/panto/agent"
+	"github.com/panto-dev/panto/internal/manifest"
+	"github.com/panto-dev/panto/store"
+)
+
+// The index is a cache of the sessions' own objects (docs/DESIGN.md §P2,
+// §P3): it can always be rebuilt from them. CheckIndex and RepairIndex
+// list the bucket to find every session (the one place this package
+// lists: they are explicit, never routine), read each session's manifest
+// and probe its segments as a load does, and compare what they find with
+// the index.
+
+var _ store.IndexRepairer = (*Store)(nil)
+
+// CheckIndex compares the index with the sessions the bucket holds.
+func (s *Store) CheckIndex(ctx context.Context) (store.IndexReport, error) {
+	report, _, err := s.checkIndex(ctx)
+	return report, err
+}
+
+// RepairIndex rebuilds each shard the check finds wrong as a new base
+// holding exactly the sessions of the shard as they are (If-Match on the
+// shard's base, so that it loses to, and retries after, a writer folding
+// the shard meanwhile). The deltas written after the ones the base folds
+// are applied on top of it as usual, so a session appended during the
+// repair is at worst listed a checkpoint behind (§P2), never lost.
+func (s *Store) RepairIndex(ctx context.Context) (store.IndexReport, error) {
+	for attempt := 0; ; attempt++ {
+		report, truth, err := s.checkIndex(ctx)
+		if err != nil || report.Clean() {
+			return report, err
+		}
+		shards := map[string]bool{}
+		for _, list := range [][]string{report.Unindexed, report.Stale, report.Orphans} {
+			for _, id := range list {
+				shards[manifest.ShardOf(id)] = true
+			}
+		}
+		for _, name := range report.Damaged {
+			shards[name] = true
+		}
+		var lost bool
+		for _, name := range sortedKeys(shards) {
+			err := s.rebuildShard(ctx, name, truth)
+			if errors.Is(err, errPrecondition) || errors.Is(err, errConflict) {
+				lost = true // someone folded the shard meanwhile: check again
+				continue
+			}
+			if err != nil {
+				return report, fmt.Errorf("repair the index: %w", err)
+			}
+			report.Rebuilt = append(report.Rebuilt, name)
+		}
+		if !lost {
+			return report, nil
+		}
+		if attempt+1 >= s.maxAttempts {
+			return report, fmt.Errorf("repair the index: shards kept changing under the repair (%d attempts)", attempt+1)
+		}
+		if err := backoff(ctx, attempt); err != nil {
+			return report, err
+		}
+	}
+}
+
+// checkIndex finds every session by listing, reads each one's state, and
+// compares with the index. It returns the entry of every readable
+// session.
+func (s *Store) checkIndex(ctx context.Context) (store.IndexReport, map[string]manifest.IndexEntry, error) {
+	var report store.IndexReport
+	if err := s.settle(ctx); err != nil && ctx.Err() != nil {
+		return report, nil, err
+	}
+	ids, err := s.listSessions(ctx)
+	if err != nil {
+		return report, nil, fmt.Errorf("list the sessions of s3://%s/%s: %w", s.b.name, s.b.prefix, err)
+	}
+	truth, unreadable, err := s.sessionStates(ctx, ids)
+	if err != nil {
+		return report, nil, err
+	}
+	for id := range truth {
+		report.Sessions = append(report.Sessions, id)
+	}
+	for id := range unreadable {
+		report.Sessions = append(report.Sessions, id)
+	}
+	slices.Sort(report.Sessions)
+	report.Unreadable = unreadable
+	indexed := map[string]manifest.IndexEntry{}
+	for _, name := range manifest.ShardNames() {
+		sh, err := s.readShard(ctx, name)
+		if errors.Is(err, ErrCorrupt) {
+			report.Damaged = append(report.Damaged, name)
+			continue
+		}
+		if err != nil {
+			return report, nil, fmt.Errorf("read the index: %w", err)
+		}
+		for id, e := range sh.Sessions {
+			indexed[id] = e
+		}
+	}
+	damaged := func(id string) bool { return slices.Contains(report.Damaged, manifest.ShardOf(id)) }
+	var recheck []string
+	for id, t := range truth {
+		e, ok := indexed[id]
+		switch {
+		case damaged(id):
+			// Rebuilt with its shard; not counted twice.
+		case !ok:
+			report.Unindexed = append(report.Unindexed, id)
+		case e.Length > t.Length:
+			recheck = append(recheck, id) // appended since it was read?
+		case e.Length != t.Length || e.SHA256 != t.SHA256:
+			report.Stale = append(report.Stale, id)
+		}
+	}
+	// An entry ahead of the session may be an append made since it was
+	// read: read it again, and call the entry stale only if it still leads.
+	again, _, err := s.sessionStates(ctx, recheck)
+	if err != nil {
+		return report, nil, err
+	}
+	for _, id := range recheck {
+		if t, ok := again[id]; ok && t.Length >= indexed[id].Length {
+			truth[id] = t
+			if t.Length == indexed[id].Length && t.SHA256 == indexed[id].SHA256 {
+				continue
+			}
+		}
+		report.Stale = append(report.Stale, id)
+	}
+	for id := range indexed {
+		if _, ok := truth[id]; !ok && unreadable[id] == nil && !damaged(id) {
+			report.Orphans = append(report.Orphans, id)
+		}
+	}
+	for _, list := range []*[]string{&report.Unindexed, &report.Stale, &report.Orphans} {
+		slices.Sort(*list)
+	}
+	return report, truth, nil
+}
+
+// listSessions returns the ids of the session directories of the prefix.
+func (s *Store) listSessions(ctx context.Context) ([]string, error) {
+	_, dirs, err := s.b.list(ctx, "sessions/", "/")
+	if err != nil {
+		return nil, err
+	}
+	ids := make([]string, 0, len(dirs))
+	for _, d := range dirs {
+		id := strings.TrimSuffix(strings.TrimPrefix(d, "sessions/"), "/")
+		if agent.ValidateSessionID(id) == nil {
+			ids = append(ids, id)
+		}
+	}
+	return ids, nil
+}
+
+// sessionStates reads each session's manifest and probes its segments
+// (§P4, without the index, which is what is being checked), in parallel.
+// A session whose objects cannot be read is in unreadable, with why; one
+// with no segment at all (only stray objects) is in neither.
+func (s *Store) sessionStates(ctx context.Context, ids []string) (map[string]manifest.IndexEntry, map[string]error, error) {
+	var mu sync.Mutex
+	truth := map[string]manifest.IndexEntry{}
+	unreadable := map[string]error{}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(16)
+	for _, id := range ids {
+		g.Go(func() error {
+			m, _, err := s.readManifestFolded(gctx, id) // the summary goes to the index
+			if err == nil {
+				_, err = s.catchUp(gctx, m, 0)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case errors.Is(err, ErrCorrupt) || errors.Is(err, manifest.ErrInvalid):
+				unreadable[id] = err
+			case err != nil:
+				return err
+			case m.Length > 0:
+				truth[id] = m.Entry()
+			}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, nil, fmt.Errorf("read the sessions: %w", err)
+	}
+	return truth, unreadable, nil
+}
+
+// rebuildShard writes shard name's base anew, holding exactly the entries
+// of truth that fall in it, folding every delta written so far.
+func (s *Store) rebuildShard(ctx context.Context, name string, truth map[string]manifest.IndexEntry) error {
+	_, etag, err := s.b.get(ctx, shardKey(name), "")
+	if err != nil && !errors.Is(err, errNotFound) {
+		return err
+	}
+	keys, _, err := s.b.list(ctx, "index/"+name+"/", "")
+	if err != nil {
+		return err
+	}
+	var through int64
+	for _, k := range keys {
+		base := strings.TrimSuffix(k[strings.LastIndexByte(k, '/')+1:], ".json.zst")
+		if n, err := strconv.ParseInt(base, 10, 64); err == nil && n > through {
+			through = n
+		}
+	}
+	shard := manifest.NewIndexShard(name)
+	for id, e := range truth {
+		if manifest.ShardOf(id) == name {
+			shard.Sessions[id] = e
+		}
+	}
+	// Pruned stays 0: the deltas this base folds are deleted by a later
+	// fold, once the base is old enough that no writer still numbers from
+	// before it (§P3).
+	shard.Through, shard.Written = through, s.now().UTC()
+	data, err := s.codec.EncodeIndexShard(shard)
+	if err != nil {
+		return err
+	}
+	if _, err := s.put(ctx, shardKey(name), data, putCond{ifMatch: etag, ifNoneMatch: etag == ""}, "application/zstd"); err != nil {
+		return err
+	}
+	st := s.shardState(name)
+	st.mu.Lock()
+	st.loaded, st.fresh = false, time.Time{} // read it again before the next write
+	st.mu.Unlock()
+	return nil
+}
+
+func sortedKeys(m map[string]bool) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
