@@ -28,7 +28,7 @@ func writeMarkdown(w io.Writer, doc *exportDoc) error {
 		fmt.Fprintf(bw, "- %s%s\n", strings.ToUpper(line[:1]), line[1:])
 	}
 	fmt.Fprintf(bw, "- %s\n", plural(len(doc.Messages), "message"))
-	fmt.Fprintf(bw, "- Tokens: %s\n", totalsText(info.Usage))
+	fmt.Fprintf(bw, "- Tokens: %s\n\n", totalsText(info.Usage))
 	for _, m := range doc.Messages {
 		writeMarkdownMessage(bw, m)
 	}
@@ -48,12 +48,13 @@ func writeMarkdownMessage(w *bufio.Writer, m exportMessage) {
 	if id := identityText(m.Identity); id != "" && msg.Role != agent.RoleSystem {
 		head = append(head, id)
 	}
-	fmt.Fprintf(w, "\n## %s\n\n", strings.Join(head, " · "))
+	// Every block ends with a blank line.
+	fmt.Fprintf(w, "## %s\n\n", strings.Join(head, " · "))
 	if title, ok := msg.Title(); ok {
 		if title == "" {
-			fmt.Fprintf(w, "*Title cleared.*\n")
+			fmt.Fprintf(w, "*Title cleared.*\n\n")
 		} else {
-			fmt.Fprintf(w, "*Title set: %s*\n", title)
+			fmt.Fprintf(w, "*Title set: %s*\n\n", title)
 		}
 		return
 	}
