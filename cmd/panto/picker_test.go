@@ -40,23 +40,28 @@ func simulate(t *testing.T, keys ...tcell.Key) (string, error, string) {
 	}
 	done := make(chan outcome, 1)
 	p := newPicker(list, now)
+	p.app.SetScreen(screen) // here: it initialises the screen, which is not safe to read meanwhile
 	go func() {
-		id, err := p.run(screen)
+		id, err := p.run(nil)
 		done <- outcome{id, err}
 	}()
+	// The screen is read in the picker's event loop, which also draws it
+	// (GetContents hands out the cells it draws in).
 	text := func() string {
-		cells, w, _ := screen.GetContents()
 		var b strings.Builder
-		for i, c := range cells {
-			if i > 0 && i%w == 0 {
-				b.WriteByte('\n')
+		p.app.QueueUpdate(func() {
+			cells, w, _ := screen.GetContents()
+			for i, c := range cells {
+				if i > 0 && i%w == 0 {
+					b.WriteByte('\n')
+				}
+				if len(c.Runes) > 0 {
+					b.WriteRune(c.Runes[0])
+				} else {
+					b.WriteByte(' ')
+				}
 			}
-			if len(c.Runes) > 0 {
-				b.WriteRune(c.Runes[0])
-			} else {
-				b.WriteByte(' ')
-			}
-		}
+		})
 		return b.String()
 	}
 	waitFor(t, func() bool { return strings.Contains(text(), "resume ›") })
