@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"math/rand/v2"
+	"regexp/syntax"
 	"strings"
 	"testing"
 	"time"
@@ -56,7 +57,8 @@ func TestPrefilterNeverMisses(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	queries := []string{"dir/file", "abc", "/path", "/x", "café", `"q"`, "kelvin", "KING", "stop", "sun", "k", "s", `"quoted"`,
 		"tab\there", "new line", `\ back`, "\x1b[0m", "del\x7f", `ls "a b"`, `"n":[1,2]`, "strasse", "straße", "ǆ", "σας", "ΣΑΣ",
-		`re:\bk\w+`, `re:s(top|un)`, `re:(?-i)ELVIN`, `re:[a-c]{3} /`, `re:tab\s+here`, `re:x*`}
+		`re:\bk\w+`, `re:s(top|un)`, `re:(?-i)ELVIN`, `re:[a-c]{3} /`, `re:tab\s+here`, `re:x*`,
+		`re:func \w+`, `re:^abc`, `re:(?m)^in dir`, `re:(?m)ing$`, `re:ing$`, `re:ere[^x]new`, `re:a.c`, `re:(?s)ab.`, `re:err\b`}
 	for range 80 {
 		text := texts[r.IntN(len(texts))]
 		if text == "" || !utf8.ValidString(text) {
@@ -155,5 +157,20 @@ func TestPrefilterLiteral(t *testing.T) {
 	}
 	if p := newPrefilter("path/to"); !p.slash {
 		t.Error("a literal with '/' does not look for \\/")
+	}
+}
+
+func TestSpansLines(t *testing.T) {
+	for expr, want := range map[string]bool{
+		`func \w+`: false, `a.c`: false, `(?m)^x$`: false, `\bword\b`: false, `[a-z]+`: false,
+		`^x`: true, `x$`: true, `\Ax`: true, `a\nb`: true, `a\sb`: true, `[^a]`: true, `(?s)a.b`: true, `x|y\n`: true,
+	} {
+		re, err := syntax.Parse(expr, syntax.Perl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := spansLines(re); got != want {
+			t.Errorf("%s: spansLines %v, want %v", expr, got, want)
+		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"io"
 	"regexp"
 	"regexp/syntax"
+	"slices"
 	"strings"
 	"time"
 	"unicode"
@@ -109,6 +110,10 @@ type matcher struct {
 	lit  []byte
 	wide [][]byte
 	pre  prefilter
+	// lineLocal: no match of the regexp holds a newline or depends on
+	// where the text begins or ends, so only the lines that hold its
+	// literal need it run over them.
+	lineLocal bool
 
 	thinking bool
 	limit    int
@@ -123,13 +128,34 @@ func (m *matcher) findAll(scratch []byte, text string) ([][]int, []byte) {
 		// A regexp: a text without the literal it needs (the
 		// prefilter's, exact in a decoded text free of wide folds) cannot
 		// match, and is cheaper to rule out than to run the regexp over.
-		if p := m.pre; p.lit != nil && !containsAny(text, p.wide) {
-			scratch = lowerASCII(scratch, []byte(text))
+		p := m.pre
+		if p.lit == nil || containsAny(text, p.wide) {
+			return m.re.FindAllStringIndex(text, -1), scratch
+		}
+		scratch = lowerASCII(scratch, []byte(text))
+		if !m.lineLocal {
 			if !bytes.Contains(scratch, p.lit) {
 				return nil, scratch
 			}
+			return m.re.FindAllStringIndex(text, -1), scratch
 		}
-		return m.re.FindAllStringIndex(text, -1), scratch
+		var out [][]int
+		for at := 0; at < len(text); {
+			i := bytes.Index(scratch[at:], p.lit)
+			if i < 0 {
+				break
+			}
+			start := bytes.LastIndexByte(scratch[:at+i], '\n') + 1
+			end := len(text)
+			if j := bytes.IndexByte(scratch[at+i:], '\n'); j >= 0 {
+				end = at + i + j
+			}
+			for _, loc := range m.re.FindAllStringIndex(text[start:end], -1) {
+				out = append(out, []int{start + loc[0], start + loc[1]})
+			}
+			at = end + 1
+		}
+		return out, scratch
 	}
 	if containsAny(text, m.wide) {
 		return m.re.FindAllStringIndex(text, -1), scratch
@@ -160,13 +186,14 @@ func compile(q Query) (*matcher, error) {
 	if expr == "" {
 		return nil, fmt.Errorf("%w: give something to find", ErrBadQuery)
 	}
-	lit := expr
+	lit, lineLocal := expr, false
 	if isRE {
 		parsed, err := syntax.Parse(expr, syntax.Perl)
 		if err != nil {
 			return nil, fmt.Errorf("%w: %v", ErrBadQuery, err)
 		}
 		lit = requiredLiteral(parsed.Simplify())
+		lineLocal = !spansLines(parsed)
 	} else {
 		expr = regexp.QuoteMeta(expr)
 	}
@@ -174,7 +201,7 @@ func compile(q Query) (*matcher, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrBadQuery, err)
 	}
-	m := &matcher{re: re, pre: newPrefilter(lit), thinking: q.Thinking, limit: q.Limit}
+	m := &matcher{re: re, pre: newPrefilter(lit), lineLocal: lineLocal, thinking: q.Thinking, limit: q.Limit}
 	if !isRE && isASCII(lit) {
 		m.lit = lowerASCII(nil, []byte(lit))
 		for _, c := range m.lit {
@@ -217,6 +244,27 @@ func requiredLiteral(re *syntax.Regexp) string {
 		return best
 	}
 	return ""
+}
+
+// spansLines reports whether a match of re may hold a newline, or
+// depends on where the text begins or ends (^, $, \A, \z without (?m)):
+// either would change if the regexp ran over each line on its own.
+func spansLines(re *syntax.Regexp) bool {
+	switch re.Op {
+	case syntax.OpAnyChar, syntax.OpBeginText, syntax.OpEndText:
+		return true
+	case syntax.OpLiteral:
+		if slices.Contains(re.Rune, '\n') {
+			return true
+		}
+	case syntax.OpCharClass:
+		for i := 0; i+1 < len(re.Rune); i += 2 {
+			if re.Rune[i] <= '\n' && '\n' <= re.Rune[i+1] {
+				return true
+			}
+		}
+	}
+	return slices.ContainsFunc(re.Sub, spansLines)
 }
 
 // session searches one session's log. A message line is decoded only
