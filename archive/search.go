@@ -342,15 +342,29 @@ func (m *matcher) message(scratch []byte, msg sessionlog.MessageText) (Match, []
 	for _, b := range msg.Blocks {
 		// Each text is matched on its own: a match across two would
 		// not be in the line as such, and the prefilter would miss it.
-		var texts []string
+		var raws [][]byte
 		switch b.Type {
 		case agent.BlockText, agent.BlockToolResult:
-			texts = []string{sessionlog.Unquote(b.Text)}
+			raws = [][]byte{b.Text}
 		case agent.BlockToolUse:
-			texts = []string{sessionlog.Unquote(b.Name), string(b.Input)}
+			raws = [][]byte{b.Name, b.Input}
 		case agent.BlockThinking:
 			if m.thinking {
-				texts = []string{sessionlog.Unquote(b.Text)}
+				raws = [][]byte{b.Text}
+			}
+		}
+		var texts []string
+		for k, raw := range raws {
+			// What the prefilter rules out of a line it rules out of a
+			// part of it, which then costs no unquoting.
+			var ok bool
+			if scratch, ok = m.pre.candidate(scratch, raw); !ok {
+				continue
+			}
+			if b.Type == agent.BlockToolUse && k == 1 {
+				texts = append(texts, string(raw)) // the input is JSON as it is
+			} else {
+				texts = append(texts, sessionlog.Unquote(raw))
 			}
 		}
 		for _, text := range texts {

@@ -154,39 +154,47 @@ func unquote(tok []byte) string {
 	if bytes.IndexByte(body[i:], '\\') < 0 && utf8.Valid(body[i:]) {
 		return string(body)
 	}
-	out := make([]byte, i, len(body)+8)
-	copy(out, body[:i])
-	for i < len(body) {
-		c := body[i]
-		switch {
-		case c == '\\':
-			e := body[i+1]
-			i += 2
-			if e != 'u' {
-				out = append(out, unescape[e])
-				continue
-			}
-			r := hex4(body[i:])
-			i += 4
-			if utf16.IsSurrogate(r) {
-				if i+6 <= len(body) && body[i] == '\\' && body[i+1] == 'u' {
-					if pair := utf16.DecodeRune(r, hex4(body[i+2:])); pair != utf8.RuneError {
-						out = utf8.AppendRune(out, pair)
-						i += 6
-						continue
-					}
-				}
-				r = utf8.RuneError
-			}
-			out = utf8.AppendRune(out, r)
-		case c < utf8.RuneSelf:
-			out = append(out, c)
-			i++
-		default:
-			r, size := utf8.DecodeRune(body[i:])
-			out = utf8.AppendRune(out, r)
-			i += size
+	out := make([]byte, 0, len(body))
+	for len(body) > 0 {
+		// A run of plain bytes, copied whole when it is valid UTF-8 (it
+		// nearly always is), then an escape.
+		j := bytes.IndexByte(body, '\\')
+		run := body
+		if j >= 0 {
+			run = body[:j]
 		}
+		if utf8.Valid(run) {
+			out = append(out, run...)
+		} else {
+			for k := 0; k < len(run); {
+				r, size := utf8.DecodeRune(run[k:])
+				out = utf8.AppendRune(out, r) // an invalid byte is U+FFFD
+				k += size
+			}
+		}
+		if j < 0 {
+			break
+		}
+		body = body[j:]
+		e := body[1]
+		if e != 'u' {
+			out = append(out, unescape[e])
+			body = body[2:]
+			continue
+		}
+		r := hex4(body[2:])
+		body = body[6:]
+		if utf16.IsSurrogate(r) {
+			if len(body) >= 6 && body[0] == '\\' && body[1] == 'u' {
+				if pair := utf16.DecodeRune(r, hex4(body[2:])); pair != utf8.RuneError {
+					out = utf8.AppendRune(out, pair)
+					body = body[6:]
+					continue
+				}
+			}
+			r = utf8.RuneError
+		}
+		out = utf8.AppendRune(out, r)
 	}
 	return string(out)
 }
