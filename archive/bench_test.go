@@ -16,6 +16,8 @@ import (
 // the benchmark writes it first, untimed), as `panto search` does in a
 // fresh process whose summary cache is warm: open the store, list it,
 // read and search every session. No limit, so every byte is searched.
+// Beside the wall time it reports the CPU time per search (of the two
+// cores): the machine is shared, and others' load inflates the former.
 //
 //	go test ./archive -run XXX -bench SearchCatalog -benchtime 5x
 func BenchmarkSearchCatalog(b *testing.B) {
@@ -56,6 +58,7 @@ func BenchmarkSearchCatalog(b *testing.B) {
 		b.Run(bc.name, func(b *testing.B) {
 			b.SetBytes(total)
 			matches := 0
+			cpu := cpuTime()
 			for b.Loop() {
 				s, err := fsjsonl.Open(dir)
 				if err != nil {
@@ -74,6 +77,7 @@ func BenchmarkSearchCatalog(b *testing.B) {
 				}
 			}
 			b.ReportMetric(float64(matches), "matches")
+			b.ReportMetric(float64(cpuTime()-cpu)/float64(b.N)/1e6, "cpu-ms/op")
 		})
 	}
 }

@@ -88,15 +88,20 @@ func (p *prefilter) candidate(scratch, line []byte) ([]byte, bool) {
 		return scratch, true
 	}
 	low := lowerASCII(scratch, line)
-	if bytes.Contains(low, p.lit) || escapesPrintable(line) || p.slash && bytes.Contains(line, []byte(`\/`)) {
-		return low, true
+	return low, p.passes(line, low)
+}
+
+// passes is candidate for raw JSON whose lowered copy is low.
+func (p *prefilter) passes(raw, low []byte) bool {
+	if p.lit == nil || bytes.Contains(low, p.lit) || escapesPrintable(raw) || p.slash && bytes.Contains(raw, []byte(`\/`)) {
+		return true
 	}
 	for _, w := range p.wide {
 		if bytes.Contains(low, w) {
-			return low, true
+			return true
 		}
 	}
-	return low, false
+	return false
 }
 
 // escapesPrintable reports whether line holds a \u00XX escape of a

@@ -304,7 +304,7 @@ func (m *matcher) session(ctx context.Context, info agent.SessionInfo, r io.Read
 			mtext = messageText(e)
 		}
 		var mt Match
-		if mt, textScratch, ok = m.message(textScratch, mtext); ok {
+		if mt, textScratch, ok = m.message(textScratch, mtext, line, scratch); ok {
 			mt.Session, mt.Message = info, n
 			out = append(out, mt)
 			if m.limit > 0 && len(out) >= m.limit {
@@ -319,6 +319,16 @@ func (m *matcher) session(ctx context.Context, info agent.SessionInfo, r io.Read
 	return out, nil
 }
 
+// within returns the part of low that lowers raw when raw is a part of
+// line (as ScanMessageText's tokens are) and low lowers line.
+func within(line, low, raw []byte) ([]byte, bool) {
+	off := cap(line) - cap(raw)
+	if len(low) != len(line) || off < 0 || off+len(raw) > len(line) || &line[off] != &raw[0] {
+		return nil, false
+	}
+	return low[off : off+len(raw)], true
+}
+
 // messageText is a decoded entry as ScanMessageText gives a line.
 func messageText(e sessionlog.Entry) sessionlog.MessageText {
 	mt := sessionlog.MessageText{TS: e.TS, Role: e.Message.Role}
@@ -331,9 +341,10 @@ func messageText(e sessionlog.Entry) sessionlog.MessageText {
 	return mt
 }
 
-// message matches one message; scratch is a buffer it may use, returned
-// for the next call. Only the texts searched are unquoted.
-func (m *matcher) message(scratch []byte, msg sessionlog.MessageText) (Match, []byte, bool) {
+// message matches one message, read from line (whose lowered copy is
+// low, when the prefilter made one); scratch is a buffer it may use,
+// returned for the next call. Only the texts searched are unquoted.
+func (m *matcher) message(scratch []byte, msg sessionlog.MessageText, line, low []byte) (Match, []byte, bool) {
 	if msg.Role == agent.RoleSystem {
 		return Match{}, scratch, false
 	}
@@ -357,9 +368,18 @@ func (m *matcher) message(scratch []byte, msg sessionlog.MessageText) (Match, []
 		for k, raw := range raws {
 			// What the prefilter rules out of a line it rules out of a
 			// part of it, which then costs no unquoting.
-			var ok bool
-			if scratch, ok = m.pre.candidate(scratch, raw); !ok {
+			if len(raw) == 0 {
 				continue
+			}
+			if lowRaw, ok := within(line, low, raw); ok {
+				if !m.pre.passes(raw, lowRaw) {
+					continue
+				}
+			} else {
+				var pass bool
+				if scratch, pass = m.pre.candidate(scratch, raw); !pass {
+					continue
+				}
 			}
 			if b.Type == agent.BlockToolUse && k == 1 {
 				texts = append(texts, string(raw)) // the input is JSON as it is

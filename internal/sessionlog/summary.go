@@ -1,7 +1,6 @@
 package sessionlog
 
 import (
-	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
@@ -141,62 +140,79 @@ func jsonSummary(line []byte) (summaryEntry, error) {
 // encoding/json decodes it into a Go string: escapes decoded, a lone
 // surrogate and an invalid UTF-8 byte each become U+FFFD. It is a reader
 // of every text a search decodes, so it does in one pass what
-// json.Unmarshal does in three.
+// json.Unmarshal does in three, and crosses plain ASCII eight bytes at a
+// time (escapes are frequent: every line of code ends in \n).
 func unquote(tok []byte) string {
 	body := tok[1 : len(tok)-1]
-	i := 0
-	for i < len(body) && body[i] != '\\' && body[i] < utf8.RuneSelf {
-		i++
-	}
-	if i == len(body) {
-		return string(body)
-	}
-	if bytes.IndexByte(body[i:], '\\') < 0 && utf8.Valid(body[i:]) {
-		return string(body)
-	}
-	out := make([]byte, 0, len(body))
-	for len(body) > 0 {
-		// A run of plain bytes, copied whole when it is valid UTF-8 (it
-		// nearly always is), then an escape.
-		j := bytes.IndexByte(body, '\\')
-		run := body
-		if j >= 0 {
-			run = body[:j]
-		}
-		if utf8.Valid(run) {
-			out = append(out, run...)
-		} else {
-			for k := 0; k < len(run); {
-				r, size := utf8.DecodeRune(run[k:])
-				out = utf8.AppendRune(out, r) // an invalid byte is U+FFFD
-				k += size
+	var out []byte // nil while body needs no decoding
+	start := 0     // of the bytes not yet copied to out
+	for i := 0; i < len(body); {
+		for i+8 <= len(body) {
+			if m := backslashOrHigh8(binary.LittleEndian.Uint64(body[i:])); m != 0 {
+				i += bits.TrailingZeros64(m) >> 3
+				break
 			}
+			i += 8
 		}
-		if j < 0 {
+		for i < len(body) && body[i] != '\\' && body[i] < utf8.RuneSelf {
+			i++
+		}
+		if i >= len(body) {
 			break
 		}
-		body = body[j:]
-		e := body[1]
-		if e != 'u' {
-			out = append(out, unescape[e])
-			body = body[2:]
+		if c := body[i]; c >= utf8.RuneSelf {
+			r, size := utf8.DecodeRune(body[i:])
+			if r != utf8.RuneError || size != 1 {
+				i += size
+				continue
+			}
+			out = append(out, body[start:i]...)
+			out = utf8.AppendRune(out, utf8.RuneError) // an invalid byte
+			i++
+			start = i
 			continue
 		}
-		r := hex4(body[2:])
-		body = body[6:]
+		// An escape.
+		if out == nil {
+			out = make([]byte, 0, len(body))
+		}
+		out = append(out, body[start:i]...)
+		if e := body[i+1]; e != 'u' {
+			out = append(out, unescape[e])
+			i += 2
+			start = i
+			continue
+		}
+		r := hex4(body[i+2:])
+		i += 6
 		if utf16.IsSurrogate(r) {
-			if len(body) >= 6 && body[0] == '\\' && body[1] == 'u' {
-				if pair := utf16.DecodeRune(r, hex4(body[2:])); pair != utf8.RuneError {
-					out = utf8.AppendRune(out, pair)
-					body = body[6:]
-					continue
+			if i+6 <= len(body) && body[i] == '\\' && body[i+1] == 'u' {
+				if pair := utf16.DecodeRune(r, hex4(body[i+2:])); pair != utf8.RuneError {
+					r = pair
+					i += 6
+				} else {
+					r = utf8.RuneError
 				}
+			} else {
+				r = utf8.RuneError
 			}
-			r = utf8.RuneError
 		}
 		out = utf8.AppendRune(out, r)
+		start = i
 	}
-	return string(out)
+	if out == nil {
+		return string(body)
+	}
+	return string(append(out, body[start:]...))
+}
+
+// backslashOrHigh8 flags (bit 7 of each byte) the bytes of w, eight
+// string bytes in little-endian order, that are a backslash or not
+// ASCII; as special8, the lowest flag is exact.
+func backslashOrHigh8(w uint64) uint64 {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	backslash := w ^ (ones * '\\')
+	return ((backslash-ones)&^backslash | w) & highs
 }
 
 // unescape is what a one-letter escape stands for.
