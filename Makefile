@@ -1,23 +1,33 @@
-# The pinned MinIO the tests run against (started by internal/miniotest).
+# The pinned S3 servers the tests run against (started by
+# internal/miniotest; gofakes3, the third, is a Go dependency).
 MINIO_PKG := github.com/minio/minio@v0.0.0-20260212201848-7aac2a2c5b7c
+VERSITYGW_PKG := github.com/versity/versitygw/cmd/versitygw@v1.8.0
 GOBIN_DIR := $(or $(shell go env GOBIN),$(shell go env GOPATH)/bin)
 
-.PHONY: all build test minio bench fuzz vet
+.PHONY: all build test servers minio versitygw bench fuzz vet
 
 all: build
 
 build:
 	go build -o bin/ ./cmd/...
 
-# test installs MinIO when it is missing; the test binaries start it.
-test: minio
+# test installs the servers that are missing; the test binaries start them.
+test: servers
 	go vet ./...
 	go test -race -timeout 45m ./...
+
+servers: minio versitygw
 
 minio:
 	@if command -v minio >/dev/null 2>&1 || [ -x "$(GOBIN_DIR)/minio" ] || [ -n "$$PANTO_MINIO" ]; then :; else \
 		echo "MinIO not found: installing $(MINIO_PKG) (a few minutes, once)"; \
 		go install $(MINIO_PKG); \
+	fi
+
+versitygw:
+	@if command -v versitygw >/dev/null 2>&1 || [ -x "$(GOBIN_DIR)/versitygw" ] || [ -n "$$PANTO_VERSITYGW" ]; then :; else \
+		echo "versitygw not found: installing $(VERSITYGW_PKG) (about two minutes, once)"; \
+		go install $(VERSITYGW_PKG); \
 	fi
 
 bench: minio

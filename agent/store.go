@@ -193,6 +193,9 @@ var (
 	ErrSessionNotFound = errors.New("session not found")
 	// ErrAmbiguousSessionID: a prefix matches more than one session.
 	ErrAmbiguousSessionID = errors.New("ambiguous session id")
+	// ErrSessionDeleted: the session was deleted (a *DeletedError says
+	// when); errors.Is(err, ErrSessionNotFound) holds too.
+	ErrSessionDeleted = errors.New("session deleted")
 	// ErrIncompleteList: a List could not read part of the store's
 	// catalog; the sessions it returns with this error are the rest. The
 	// error says what is damaged and how to repair it.
@@ -247,6 +250,26 @@ func AmbiguousError(prefix string, candidates []string) error {
 		more = fmt.Sprintf(" and %d more", len(candidates)-shown)
 	}
 	return fmt.Errorf("%w: %q matches %d sessions (%v%s); give more characters", ErrAmbiguousSessionID, prefix, len(candidates), list, more)
+}
+
+// DeletedError is the error of a session that was deleted: it is not
+// found, and it says when it went, and (when the store kept them) the
+// committed length and sha256 of its log then, so that a caller can tell
+// a copy written to after the deletion from one that was deleted.
+type DeletedError struct {
+	ID      string
+	Deleted time.Time
+	Length  int64
+	SHA256  string
+}
+
+func (e *DeletedError) Error() string {
+	return fmt.Sprintf("%v: %s was deleted on %s", ErrSessionDeleted, e.ID, e.Deleted.Local().Format("2006-01-02 15:04"))
+}
+
+// Is makes errors.Is true for ErrSessionDeleted and ErrSessionNotFound.
+func (e *DeletedError) Is(target error) bool {
+	return target == ErrSessionDeleted || target == ErrSessionNotFound
 }
 
 // NotFoundError builds the error for an id or prefix that matches nothing.

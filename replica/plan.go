@@ -14,10 +14,9 @@ import (
 // planner relates the two sides of each session.
 type planner struct{ src, dst store.LogStore }
 
-// plan relates session id's copies, s in the source and d in the
-// destination (nil when the side does not list it).
-func (pl *planner) plan(ctx context.Context, id string, s, d *store.Log) Plan {
-	p := Plan{ID: id}
+// plan relates session id's copies on the two sides.
+func (pl *planner) plan(ctx context.Context, id string, src, dst sideOf) Plan {
+	p := Plan{ID: id, SrcTomb: src.tomb, DstTomb: dst.tomb}
 	// Ids come from the other side, maybe a bucket anyone can write to:
 	// check them before any path or key is made of them.
 	if err := agent.ValidateSessionID(id); err != nil {
@@ -28,7 +27,7 @@ func (pl *planner) plan(ctx context.Context, id string, s, d *store.Log) Plan {
 		log  *store.Log
 		cp   *store.Checkpoint
 		name string
-	}{{s, &p.Src, "source"}, {d, &p.Dst, "destination"}} {
+	}{{src.log, &p.Src, "source"}, {dst.log, &p.Dst, "destination"}} {
 		if side.log == nil {
 			continue
 		}
@@ -40,11 +39,41 @@ func (pl *planner) plan(ctx context.Context, id string, s, d *store.Log) Plan {
 	if p.Err != nil {
 		return p
 	}
+	if src.tomb != nil || dst.tomb != nil {
+		p.Relation = relateDeleted(src.tomb, dst.tomb, p.Src, p.Dst)
+		return p
+	}
 	var err error
 	if p.Relation, err = relate(ctx, pl.src, pl.dst, id, p.Src, p.Dst); err != nil {
 		p.Err = err
 	}
 	return p
+}
+
+// relateDeleted relates the copies of a session at least one side deleted
+// (st and dt its tombstones, s and d what each side still holds of it). A
+// tombstone covers what was deleted and any copy behind it; a copy it
+// does not cover was written to after the deletion.
+func relateDeleted(st, dt *store.Tombstone, s, d store.Checkpoint) Relation {
+	switch {
+	case st != nil && dt != nil:
+		// Both deleted it: what is left on either side (a deletion cut
+		// short) goes when it is covered.
+		if d.Length > 0 && st.Covers(d) {
+			return SrcDeleted
+		}
+		return Same
+	case st != nil:
+		if d.Length == 0 || st.Covers(d) {
+			return SrcDeleted
+		}
+		return DeleteConflict
+	default:
+		if s.Length == 0 || dt.Covers(s) {
+			return DstDeleted
+		}
+		return DeleteConflict
+	}
 }
 
 // relate relates the source's and the destination's copies of session

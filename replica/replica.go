@@ -60,9 +60,22 @@ const (
 	DstAhead
 	// Diverged: neither holds a prefix of the other.
 	Diverged
+	// SrcDeleted: the source deleted the session, and the destination's
+	// copy (if any) is what was deleted or behind it: the deletion goes to
+	// the destination.
+	SrcDeleted
+	// DstDeleted: the destination deleted it, and the source's copy (if
+	// any) is what was deleted or behind it: only a copy the other way
+	// carries that deletion.
+	DstDeleted
+	// DeleteConflict: one side deleted the session and the other wrote to
+	// it after the deletion (more bytes than the tombstone covers, or
+	// other bytes): both are left alone.
+	DeleteConflict
 )
 
-var relationNames = map[Relation]string{Same: "same", SrcOnly: "src-only", DstOnly: "dst-only", SrcAhead: "src-ahead", DstAhead: "dst-ahead", Diverged: "diverged"}
+var relationNames = map[Relation]string{Same: "same", SrcOnly: "src-only", DstOnly: "dst-only", SrcAhead: "src-ahead", DstAhead: "dst-ahead", Diverged: "diverged",
+	SrcDeleted: "src-deleted", DstDeleted: "dst-deleted", DeleteConflict: "delete-conflict"}
 
 func (r Relation) String() string { return relationNames[r] }
 
@@ -71,6 +84,9 @@ type Plan struct {
 	ID string
 	// Src and Dst are the committed bytes of each side (zero when absent).
 	Src, Dst store.Checkpoint
+	// SrcTomb and DstTomb are each side's tombstone of the session, if it
+	// deleted it.
+	SrcTomb, DstTomb *store.Tombstone
 	Relation Relation
 	// Err is why the session cannot be planned (an id that is not safe
 	// to use, a side that could not be read); nothing is done to it.
@@ -108,9 +124,16 @@ const (
 	Failed
 	// Refused: the id is not one any store could hold safely.
 	Refused
+	// Deleted: the source's deletion reached the destination: its copy is
+	// gone (or, when it had none, its tombstone recorded).
+	Deleted
+	// Conflicted: deleted on one side, written to on the other after the
+	// deletion; both are left alone (see Options.KeepBoth).
+	Conflicted
 )
 
-var kindNames = map[Kind]string{Unchanged: "unchanged", Created: "created", Appended: "appended", Skipped: "skipped", Divergent: "diverged", KeptBoth: "kept-both", Failed: "failed", Refused: "refused"}
+var kindNames = map[Kind]string{Unchanged: "unchanged", Created: "created", Appended: "appended", Skipped: "skipped", Divergent: "diverged", KeptBoth: "kept-both", Failed: "failed", Refused: "refused",
+	Deleted: "deleted", Conflicted: "conflict"}
 
 func (k Kind) String() string { return kindNames[k] }
 
@@ -140,7 +163,11 @@ type Options struct {
 	// DryRun plans and reports, and writes nothing.
 	DryRun bool
 	// KeepBoth stores the source's copy of a diverged session as a new
-	// session in the destination, linked to the original.
+	// session in the destination, linked to the original. For a session
+	// deleted on one side and written to on the other after the deletion,
+	// it keeps the surviving copy as a new session (in the destination:
+	// the source's survivor is copied there; the destination's is renamed,
+	// and the deletion then goes through).
 	KeepBoth bool
 	// ChunkSize bounds one append (default 8 MiB): a longer tail is
 	// appended in chunks of whole batches, so that memory stays bounded
@@ -171,8 +198,10 @@ type Summary struct {
 	Sessions int
 	Counts   map[Kind]int
 	// Bytes is what was moved (in a dry run: what would be).
-	Bytes    int64
-	Failed   int
+	Bytes  int64
+	Failed int
+	// Diverged counts the sessions left alone because both sides changed
+	// them: diverged copies, and deletion conflicts.
 	Diverged int
 	// FlushErr is why the record step failed: the data is written, but
 	// the destination's listings may lag until the next run.
@@ -252,7 +281,7 @@ func Record(ctx context.Context, src, dst store.LogStore, events []Event, opts O
 		switch e.Kind {
 		case Failed, Refused:
 			sum.Failed++
-		case Divergent:
+		case Divergent, Conflicted:
 			sum.Diverged++
 		}
 		if e.Err == nil {
@@ -277,17 +306,16 @@ func Record(ctx context.Context, src, dst store.LogStore, events []Event, opts O
 // as new: the conditional append finds what the destination holds.
 func PlanAll(ctx context.Context, src, dst store.LogStore, opts Options) ([]Plan, error) {
 	opts.defaults()
-	var srcLogs, dstLogs []store.Log
 	var partial [2]error
+	var listed [2]sideListing
 	g, gctx := errgroup.WithContext(ctx)
 	for i, side := range []struct {
 		s    store.LogStore
-		logs *[]store.Log
 		name string
-	}{{src, &srcLogs, "source"}, {dst, &dstLogs, "destination"}} {
+	}{{src, "source"}, {dst, "destination"}} {
 		g.Go(func() error {
 			var err error
-			*side.logs, err = side.s.Logs(gctx)
+			listed[i], err = list(gctx, side.s)
 			if err != nil {
 				err = fmt.Errorf("list the %s: %w", side.name, err)
 			}
@@ -300,19 +328,25 @@ func PlanAll(ctx context.Context, src, dst store.LogStore, opts Options) ([]Plan
 	if err := g.Wait(); err != nil {
 		return nil, err
 	}
-	sides := map[string]*[2]*store.Log{}
-	for i, logs := range [][]store.Log{srcLogs, dstLogs} {
-		for k := range logs {
-			l := &logs[k]
-			if opts.Select != nil && !opts.Select(l.Info.ID) {
-				continue
+	sides := map[string]*[2]sideOf{}
+	at := func(id string) *[2]sideOf {
+		s := sides[id]
+		if s == nil {
+			s = &[2]sideOf{}
+			sides[id] = s
+		}
+		return s
+	}
+	for i, l := range listed {
+		for k := range l.logs {
+			if id := l.logs[k].Info.ID; opts.Select == nil || opts.Select(id) {
+				at(id)[i].log = &l.logs[k]
 			}
-			s := sides[l.Info.ID]
-			if s == nil {
-				s = &[2]*store.Log{}
-				sides[l.Info.ID] = s
+		}
+		for k := range l.tombs {
+			if id := l.tombs[k].ID; opts.Select == nil || opts.Select(id) {
+				at(id)[i].tomb = &l.tombs[k]
 			}
-			s[i] = l
 		}
 	}
 	ids := make([]string, 0, len(sides))
@@ -332,6 +366,38 @@ func PlanAll(ctx context.Context, src, dst store.LogStore, opts Options) ([]Plan
 	}
 	_ = wg.Wait()
 	return plans, errors.Join(partial[0], partial[1])
+}
+
+// sideListing is what one side lists: its sessions, and the tombstones of
+// those it deleted (when it is a store.Deleter).
+type sideListing struct {
+	logs  []store.Log
+	tombs []store.Tombstone
+}
+
+// sideOf is what one side holds of one session.
+type sideOf struct {
+	log  *store.Log
+	tomb *store.Tombstone
+}
+
+// list lists s's sessions and tombstones (an incomplete listing comes with
+// its error, agent.ErrIncompleteList).
+func list(ctx context.Context, s store.LogStore) (sideListing, error) {
+	var l sideListing
+	var err error
+	l.logs, err = s.Logs(ctx)
+	if err != nil && !errors.Is(err, agent.ErrIncompleteList) {
+		return l, err
+	}
+	if d, ok := s.(store.Deleter); ok {
+		var terr error
+		if l.tombs, terr = d.Tombstones(ctx); terr != nil && !errors.Is(terr, agent.ErrIncompleteList) {
+			return l, terr
+		}
+		err = errors.Join(err, terr)
+	}
+	return l, err
 }
 
 // transfer carries plans out.

@@ -3,6 +3,7 @@ package replica
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -488,4 +489,113 @@ func TestPullV2Bucket(t *testing.T) {
 		t.Fatalf("push to the v2 bucket: %+v", sum)
 	}
 	same(t, local, openBucket(t, "s3://"+bucket+"/old"))
+}
+
+// tombstoneOf deletes session id of s at what s holds, now.
+func deleteNow(t *testing.T, s interface {
+	store.LogStore
+	store.Deleter
+}, id string) store.Tombstone {
+	t.Helper()
+	at, err := checkpointOf(t.Context(), s, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tomb := store.Tombstone{ID: id, Deleted: time.Now().UTC().Truncate(time.Second), At: at}
+	if err := s.Delete(t.Context(), tomb); err != nil {
+		t.Fatal(err)
+	}
+	return tomb
+}
+
+// TestCopyCarriesDeletions: a deletion on the source reaches the
+// destination's copy, and a copy that does not have the session keeps the
+// tombstone; a session deleted in the destination is never brought back;
+// one written to after the deletion is a conflict, left alone, which
+// KeepBoth resolves by keeping the survivor as a new session.
+func TestCopyCarriesDeletions(t *testing.T) {
+	for _, kind := range []string{"dir", "bucket"} {
+		t.Run(kind, func(t *testing.T) {
+			a := dirStore(t)
+			var b interface {
+				store.LogStore
+				store.Deleter
+			} = dirStore(t)
+			if kind == "bucket" {
+				b, _, _ = bucketStore(t, "del")
+			}
+			ids := []string{"d1000000000000000000000000000001", "d2000000000000000000000000000002", "d3000000000000000000000000000003", "d4000000000000000000000000000004"}
+			for _, id := range ids {
+				write(t, a, id, batch(t, id, true, 2, "hello "+id))
+			}
+			copyAll(t, a, b, Options{})
+			// 1: deleted in a; b holds what was deleted.
+			deleteNow(t, a, ids[0])
+			// 2: deleted in a at a later point than b holds (b is behind).
+			write(t, a, ids[1], batch(t, ids[1], false, 1, "more in a"))
+			deleteNow(t, a, ids[1])
+			// 3: deleted in a; b was written to after (more bytes).
+			deleteNow(t, a, ids[2])
+			write(t, b, ids[2], batch(t, ids[2], false, 1, "written in b after the deletion"))
+			// 4: deleted in b; a still holds it: a copy a→b must not bring it back.
+			deleteNow(t, b, ids[3])
+			// 5: a tombstone of a session b never had.
+			ghost := "d5000000000000000000000000000005"
+			if err := a.Delete(t.Context(), store.Tombstone{ID: ghost, Deleted: time.Now(), At: store.Checkpoint{Length: 10, SHA256: strings.Repeat("a", 64)}}); err != nil {
+				t.Fatal(err)
+			}
+			if err := store.Flush(t.Context(), b); err != nil {
+				t.Fatal(err)
+			}
+			dry, events := copyAll(t, a, b, Options{DryRun: true})
+			if dry.Counts[Deleted] != 3 || !eventOf(events, ids[0]).DryRun {
+				t.Errorf("dry run: %+v", dry)
+			}
+			sum, events := copyAll(t, a, b, Options{})
+			want := map[string]Kind{ids[0]: Deleted, ids[1]: Deleted, ids[2]: Conflicted, ids[3]: Skipped, ghost: Deleted}
+			for id, k := range want {
+				if got := eventOf(events, id).Kind; got != k {
+					t.Errorf("%s: %v, want %v", id, got, k)
+				}
+			}
+			if sum.Diverged != 1 {
+				t.Errorf("summary: %+v, want the conflict counted", sum)
+			}
+			bl := logs(t, b)
+			if _, ok := bl[ids[0]]; ok {
+				t.Errorf("%s still in the destination", ids[0])
+			}
+			if _, ok := bl[ids[1]]; ok {
+				t.Errorf("%s still in the destination", ids[1])
+			}
+			if _, ok := bl[ids[2]]; !ok {
+				t.Errorf("the conflicted %s was touched", ids[2])
+			}
+			if _, ok := logs(t, a)[ids[3]]; !ok {
+				t.Errorf("%s, deleted in the destination, went from the source", ids[3])
+			}
+			if err := b.AppendMessages(t.Context(), ghost, []agent.PersistentMessage{{Message: agent.UserText("x")}}); !errors.Is(err, agent.ErrSessionDeleted) {
+				t.Errorf("the buried %s takes appends in the destination: %v", ghost, err)
+			}
+			// The conflict, resolved: b's survivor is kept as a new session,
+			// and the deletion goes through.
+			survivor := bytesOf(t, b, ids[2])
+			sum, events = copyAll(t, a, b, Options{KeepBoth: true})
+			e := eventOf(events, ids[2])
+			if e.Kind != KeptBoth || e.NewID == "" {
+				t.Fatalf("keep-both of a deletion conflict: %+v", e)
+			}
+			kept := bytesOf(t, b, e.NewID)
+			if !bytes.Equal(kept[bytes.IndexByte(kept, '\n'):], survivor[bytes.IndexByte(survivor, '\n'):]) {
+				t.Error("the kept copy is not the survivor")
+			}
+			if _, err := b.Load(t.Context(), ids[2]); !errors.Is(err, agent.ErrSessionDeleted) {
+				t.Errorf("after keep-both the original is not deleted: %v", err)
+			}
+			// Once more: nothing to do.
+			if sum, _ := copyAll(t, a, b, Options{KeepBoth: true}); sum.Bytes != 0 || sum.Diverged != 0 || sum.Failed != 0 {
+				t.Errorf("a second run: %+v", sum)
+			}
+		})
+	}
 }

@@ -29,6 +29,10 @@ func (t *transfer) session(ctx context.Context, p Plan) Event {
 	note := ""
 	for attempt := 0; ; attempt++ {
 		switch p.Relation {
+		case SrcDeleted, DstDeleted, DeleteConflict:
+			e := t.deletion(ctx, p)
+			e.Bytes += moved
+			return e
 		case Same:
 			return Event{Plan: p, Kind: Unchanged, Bytes: moved, Note: note}
 		case DstOnly:
@@ -50,6 +54,14 @@ func (t *transfer) session(ctx context.Context, p Plan) Event {
 		}
 		n, end, err := t.copyTailBudgeted(ctx, p)
 		moved += n
+		var gone *agent.DeletedError
+		if errors.As(err, &gone) && attempt+1 < replans {
+			// The destination deleted it and did not list the tombstone (a
+			// listing that lagged, or a deletion older than the retention).
+			p.DstTomb = &store.Tombstone{ID: p.ID, Deleted: gone.Deleted, At: store.Checkpoint{Length: gone.Length, SHA256: gone.SHA256}}
+			p.Dst, p.Relation = store.Checkpoint{}, relateDeleted(nil, p.DstTomb, p.Src, store.Checkpoint{})
+			continue
+		}
 		var changed *store.ChangedError
 		if errors.As(err, &changed) && attempt+1 < replans {
 			// The destination moved since it was listed (another writer,
@@ -129,50 +141,145 @@ func (t *transfer) appendStream(ctx context.Context, id string, at store.Checkpo
 
 // keepBoth stores the source's copy of a diverged session in the
 // destination as a new session (forkID), whose header links the original;
-// neither copy of the original is touched. A copy made by an earlier run
-// (the same id, since it derives from the two copies' hashes) is found
-// and, if that run was cut short, completed.
+// neither copy of the original is touched.
 func (t *transfer) keepBoth(ctx context.Context, p Plan) Event {
 	newID := forkID(p.ID, p.Src.SHA256, p.Dst.SHA256)
 	e := Event{Plan: p, Kind: KeptBoth, NewID: newID}
+	n, note, err := t.copyAs(ctx, t.src, p.ID, newID, p.Src)
+	e.Bytes, e.Note, e.DryRun = n, note, t.opts.DryRun
+	if err != nil {
+		f := failed(p, fmt.Errorf("keep both: %w", err))
+		f.Bytes = n
+		return f
+	}
+	return e
+}
+
+// copyAs copies session id of from (whose log is at cp) into the
+// destination as session newID, its header rewritten to link id. A copy
+// made by an earlier run (the same id, since the callers derive it from
+// the copies' hashes) is found and, if that run was cut short, completed.
+// In a dry run it says how much it would move.
+func (t *transfer) copyAs(ctx context.Context, from store.LogStore, id, newID string, cp store.Checkpoint) (int64, string, error) {
 	have, err := checkpointOf(ctx, t.dst, newID)
 	if err != nil {
-		return failed(p, fmt.Errorf("keep both: %w", err))
+		return 0, "", err
 	}
 	if t.opts.DryRun {
-		e.Bytes, e.DryRun = max(p.Src.Length-have.Length, 0), true
-		return e
+		return max(cp.Length-have.Length, 0), "", nil
 	}
-	r, end, err := t.src.ReadLog(ctx, p.ID, 0)
+	r, end, err := from.ReadLog(ctx, id, 0)
 	if err != nil {
-		return failed(p, fmt.Errorf("keep both: read the source: %w", err))
+		return 0, "", fmt.Errorf("read %s: %w", id, err)
 	}
 	defer r.Close()
-	fork, grew, err := forkReader(r, newID, p.ID)
+	fork, grew, err := forkReader(r, newID, id)
 	if err != nil {
-		return failed(p, fmt.Errorf("keep both: %w", err))
+		return 0, "", err
 	}
+	note := ""
 	if have.Length > 0 {
 		// What an earlier run copied must be the start of this copy.
 		if err := skipPrefix(fork, have); err != nil {
-			return failed(p, fmt.Errorf("keep both: the destination's %s is not a copy of this session: %w", newID, err))
+			return 0, "", fmt.Errorf("the destination's %s is not a copy of this session: %w", newID, err)
 		}
-		e.Note = "already kept"
+		note = "already kept"
 	}
 	n, at, err := t.appendStream(ctx, newID, have, fork)
-	e.Bytes = n
 	if err == nil && at.Length != end.Length+grew {
 		err = fmt.Errorf("the copy %s holds %d bytes, want %d", newID, at.Length, end.Length+grew)
 	}
 	if err != nil {
-		f := failed(p, fmt.Errorf("keep both: store the copy as %s: %w", newID, err))
+		return n, note, fmt.Errorf("store the copy as %s: %w", newID, err)
+	}
+	if n > 0 && have.Length > 0 {
+		note = "completed the copy an earlier run began"
+	}
+	return n, note, nil
+}
+
+// deletion carries out the plan of a session one side deleted.
+func (t *transfer) deletion(ctx context.Context, p Plan) Event {
+	switch p.Relation {
+	case DstDeleted:
+		if p.Src.Length == 0 {
+			return Event{Plan: p, Kind: Unchanged}
+		}
+		return Event{Plan: p, Kind: Skipped, Note: "deleted in the destination on " + p.DstTomb.Deleted.Local().Format("2006-01-02 15:04")}
+	case DeleteConflict:
+		if t.opts.KeepBoth {
+			return t.keepSurvivor(ctx, p)
+		}
+		return Event{Plan: p, Kind: Conflicted, Note: conflictNote(p)}
+	}
+	// SrcDeleted: the deletion goes to the destination.
+	d, ok := t.dst.(store.Deleter)
+	if !ok {
+		return failed(p, errors.New("the destination cannot delete sessions"))
+	}
+	if t.opts.DryRun {
+		return Event{Plan: p, Kind: Deleted, DryRun: true}
+	}
+	err := d.Delete(ctx, *p.SrcTomb)
+	var changed *store.ChangedError
+	if errors.As(err, &changed) {
+		// The destination was written to since it was listed: after the
+		// deletion, so this is a conflict now.
+		p.Dst, p.Relation = changed.Have, relateDeleted(p.SrcTomb, p.DstTomb, p.Src, changed.Have)
+		if p.Relation == DeleteConflict {
+			return t.deletion(ctx, p)
+		}
+		err = d.Delete(ctx, *p.SrcTomb)
+	}
+	if err != nil {
+		return failed(p, fmt.Errorf("delete: %w", err))
+	}
+	return Event{Plan: p, Kind: Deleted}
+}
+
+// keepSurvivor resolves a deletion conflict with KeepBoth: the copy
+// written after the deletion becomes a new session (in the destination),
+// whose header links the deleted one. A survivor in the destination is
+// renamed there (copied, then the deletion goes through); one in the
+// source is copied to the destination, and the copy the other way
+// renames it on its side. Both ways derive the same new id, so the two
+// copies are one session.
+func (t *transfer) keepSurvivor(ctx context.Context, p Plan) Event {
+	var from store.LogStore
+	var cp store.Checkpoint
+	var tomb *store.Tombstone
+	if p.SrcTomb != nil { // the survivor is the destination's
+		from, cp, tomb = t.dst, p.Dst, p.SrcTomb
+	} else {
+		from, cp, tomb = t.src, p.Src, p.DstTomb
+	}
+	newID := forkID(p.ID, cp.SHA256, tomb.At.SHA256)
+	n, note, err := t.copyAs(ctx, from, p.ID, newID, cp)
+	e := Event{Plan: p, Kind: KeptBoth, NewID: newID, Bytes: n, Note: note, DryRun: t.opts.DryRun}
+	if err == nil && p.SrcTomb != nil && !t.opts.DryRun {
+		// Saved: now the deletion goes through, of what is there.
+		d, ok := t.dst.(store.Deleter)
+		if !ok {
+			err = errors.New("the destination cannot delete sessions")
+		} else {
+			err = d.Delete(ctx, store.Tombstone{ID: p.ID, Deleted: tomb.Deleted, At: cp})
+		}
+	}
+	if err != nil {
+		f := failed(p, fmt.Errorf("keep the survivor: %w", err))
 		f.Bytes = n
 		return f
 	}
-	if n > 0 && have.Length > 0 {
-		e.Note = "completed the copy an earlier run began"
-	}
 	return e
+}
+
+func conflictNote(p Plan) string {
+	if p.SrcTomb != nil {
+		return fmt.Sprintf("deleted in the source on %s at %d bytes, written to in the destination after (%d bytes)",
+			p.SrcTomb.Deleted.Local().Format("2006-01-02 15:04"), p.SrcTomb.At.Length, p.Dst.Length)
+	}
+	return fmt.Sprintf("deleted in the destination on %s at %d bytes, written to in the source after (%d bytes)",
+		p.DstTomb.Deleted.Local().Format("2006-01-02 15:04"), p.DstTomb.At.Length, p.Src.Length)
 }
 
 // checkpointOf returns the checkpoint of session id in s, the empty one

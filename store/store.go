@@ -16,6 +16,7 @@
 //	Verifier       a deep check of one session               (Verify)
 //	Compacter      fewer objects for one session             (Compact)
 //	Flusher        background writes made durable/visible    (Flush)
+//	Deleter        deletions that sync carries (tombstones)
 //
 // store/fsjsonl and store/objstore implement LogStore; agent/storetest's
 // RunLogStore is the conformance suite of this vocabulary. docs/DESIGN.md
@@ -27,6 +28,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/panto-dev/panto/agent"
 	"github.com/panto-dev/panto/internal/sessionlog"
@@ -191,6 +193,46 @@ func Verify(ctx context.Context, s LogStore, id string) error {
 	defer r.Close()
 	_, err = sessionlog.Check(id, id, r, end.Length, end.SHA256)
 	return err
+}
+
+// Tombstone is what remains of a deleted session: when it was deleted and
+// the checkpoint of its log then. It holds no content (a length and a
+// hash), and it is what sync carries so that a deletion reaches every
+// copy and nothing brings the session back.
+type Tombstone struct {
+	ID      string
+	Deleted time.Time
+	At      Checkpoint
+}
+
+// Covers reports whether t covers a copy of its session at cp: the bytes
+// that were deleted, or a copy behind them (shorter). A copy longer than
+// what was deleted, or as long with other bytes, was written to after the
+// deletion: deleting it would lose what was added.
+func (t Tombstone) Covers(cp Checkpoint) bool {
+	return cp.Length < t.At.Length || cp == t.At
+}
+
+// TombstoneRetention is how long a store lists a tombstone. Sync carries a
+// deletion to every copy it meets within that time; after it, a catalog
+// forgets the tombstone, and a bucket keeps only a content-free marker
+// object that refuses to let the id be written again (docs/DESIGN.md,
+// "Deleting sessions").
+const TombstoneRetention = 90 * 24 * time.Hour
+
+// Deleter is a store that deletes sessions and keeps their tombstones.
+type Deleter interface {
+	// Delete removes the content of session t.ID and leaves tombstone t,
+	// if t covers the log the store holds (t.Covers); otherwise it fails
+	// with a *ChangedError saying what it holds, and touches nothing. A
+	// store that does not hold the session records the tombstone alone
+	// (so that no copy can come back later). Deleting a deleted session
+	// changes nothing. The session's appends and reads fail with an
+	// agent.DeletedError from then on.
+	Delete(ctx context.Context, t Tombstone) error
+	// Tombstones lists the tombstones younger than TombstoneRetention, in
+	// a bounded number of requests.
+	Tombstones(ctx context.Context) ([]Tombstone, error)
 }
 
 // Compacter is a store that can rewrite a session's log as fewer objects

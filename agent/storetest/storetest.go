@@ -17,7 +17,7 @@
 // list order and summaries (the title, token totals and a fork's parent
 // link included), resolve by id or prefix, latest, not-found and
 // invalid-id errors, and concurrent appenders (through one handle and,
-// with Reopen, through two). Checks of the stored bytes belong in each
+// with Reopen, through three). Checks of the stored bytes belong in each
 // store's own tests. The suite is kept small enough to run against a real
 // object store on every test run.
 package storetest
@@ -86,6 +86,7 @@ func Run(t *testing.T, h Harness) {
 		t.Run("Reopen", func(t *testing.T) { testReopen(t, h) })
 	}
 	runLogStore(t, h)
+	runDeleter(t, h)
 }
 
 // Identities used across the suite.
@@ -753,7 +754,8 @@ func testConcurrentAppenders(t *testing.T, h Harness) {
 	s := h.New(t)
 	handles := []agent.SessionStore{s}
 	if h.Reopen != nil {
-		handles = append(handles, h.Reopen(t, s))
+		// Several independent handles, as several processes would append.
+		handles = append(handles, h.Reopen(t, s), h.Reopen(t, s))
 	}
 	id := "concurrent-" + agent.NewSessionID()
 	batchSize := func(b int) int { return 2 + b%2 }

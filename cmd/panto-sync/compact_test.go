@@ -6,6 +6,7 @@ import (
 )
 
 func TestCompact(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	dir, ids := catalog(t, 3)
 	e.must(t, 0, "push", "--dir", dir, e.url)

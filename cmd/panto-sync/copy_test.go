@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/panto-dev/panto/internal/miniotest"
 )
 
 // TestCopy round-trips a catalog dir → bucket → another bucket's prefix →
@@ -13,7 +15,11 @@ import (
 // appended bytes move, at every hop), and reports a divergence with exit 3
 // touching neither side.
 func TestCopy(t *testing.T) {
-	e := newEnv(t)
+	t.Parallel()
+	miniotest.Matrix(t, func(t *testing.T, srv *miniotest.Server) { testCopy(t, newEnvOn(t, srv)) })
+}
+
+func testCopy(t *testing.T, e *env) {
 	dir, ids := catalog(t, 8)
 	other := "s3://" + e.srv.NewBucket(t) + "/elsewhere/deep"
 	back := filepath.Join(t.TempDir(), "back") // does not exist yet

@@ -7,6 +7,7 @@ import (
 )
 
 func TestLs(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	dir, ids := catalog(t, 3)
 	e.must(t, 0, "push", "--dir", dir, e.url)

@@ -29,7 +29,8 @@ var (
 	buildErr  error
 )
 
-// binary builds panto-sync once per test binary.
+// binary builds panto-sync once per test binary, under the harness's
+// temporary root (removed with it however the binary ends).
 func binary(t testing.TB) string {
 	t.Helper()
 	buildOnce.Do(func() {
@@ -39,7 +40,9 @@ func binary(t testing.TB) string {
 			return
 		}
 		binPath = filepath.Join(dir, "panto-sync")
-		out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		defer cancel()
+		out, err := exec.CommandContext(ctx, "go", "build", "-o", binPath, ".").CombinedOutput()
 		if err != nil {
 			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
 		}
@@ -50,20 +53,43 @@ func binary(t testing.TB) string {
 	return binPath
 }
 
-// env is a MinIO server, a bucket on it, and the environment that
-// reaches it.
+// env is a server, a bucket on it, and the environment that reaches it.
+// The binary gets the server's minimal environment (srv.Env); stores
+// opened in the test reach it with explicit options, so that tests can
+// run in parallel.
 type env struct {
 	srv    *miniotest.Server
 	bucket string
 	url    string
 }
 
+// newEnv is a fresh bucket on the shared MinIO.
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	srv := miniotest.Shared(t)
-	srv.SetEnv(t)
+	return newEnvOn(t, miniotest.Shared(t))
+}
+
+// newEnvOn is a fresh bucket on srv.
+func newEnvOn(t *testing.T, srv *miniotest.Server) *env {
+	t.Helper()
 	b := srv.NewBucket(t)
 	return &env{srv: srv, bucket: b, url: "s3://" + b + "/panto"}
+}
+
+// processTimeout bounds each run of the binary: past it the process is
+// killed and Wait returns.
+const processTimeout = 3 * time.Minute
+
+// command is the binary with args, bounded by processTimeout, in the
+// server's environment.
+func (e *env) command(t *testing.T, args ...string) *exec.Cmd {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), processTimeout)
+	t.Cleanup(cancel)
+	cmd := exec.CommandContext(ctx, binary(t), args...)
+	cmd.WaitDelay = 5 * time.Second
+	cmd.Env = e.srv.Env()
+	return cmd
 }
 
 // result is one run of the binary.
@@ -83,10 +109,8 @@ func (e *env) run(t *testing.T, args ...string) result {
 // server's).
 func (e *env) runEnv(t *testing.T, extra []string, args ...string) result {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, binary(t), args...)
-	cmd.Env = append(e.srv.Env(), extra...)
+	cmd := e.command(t, args...)
+	cmd.Env = append(cmd.Env, extra...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()

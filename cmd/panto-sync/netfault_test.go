@@ -16,6 +16,7 @@ import (
 // converges: every session byte for byte, nothing lost, nothing twice,
 // and the bucket's index whole.
 func TestSyncFaultsOnTheWire(t *testing.T) {
+	t.Parallel()
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewPCG(seed, 4))

@@ -3,6 +3,7 @@ package main
 import "testing"
 
 func TestSelected(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		include, exclude []string
 		id               string
@@ -25,6 +26,7 @@ func TestSelected(t *testing.T) {
 }
 
 func TestHumanBytes(t *testing.T) {
+	t.Parallel()
 	for n, want := range map[int64]string{0: "0 B", 999: "999 B", 1000: "1.0 kB", 1500000: "1.5 MB", 2_000_000_000: "2.0 GB"} {
 		if got := humanBytes(n); got != want {
 			t.Errorf("humanBytes(%d) = %q, want %q", n, got, want)

@@ -13,12 +13,14 @@ import (
 	"github.com/panto-dev/panto/agent"
 	"github.com/panto-dev/panto/store"
 	"github.com/panto-dev/panto/store/objstore"
+
+	"github.com/panto-dev/panto/internal/miniotest"
 )
 
 // objstore opens the bucket directly, as another machine would.
 func (e *env) objstore(t *testing.T) *objstore.Store {
 	t.Helper()
-	s, err := objstore.Open(context.Background(), e.url, objstore.WithEndpoint(e.srv.Endpoint()))
+	s, err := objstore.Open(context.Background(), e.url, objstore.WithEndpoint(e.srv.Endpoint()), objstore.WithS3Options(e.srv.SetCredentials))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,6 +74,7 @@ func (e *env) remoteLogs(t *testing.T) map[string]store.Log {
 }
 
 func TestPullRemoteAppends(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	dir, ids := catalog(t, 6)
 	e.must(t, 0, "push", "--dir", dir, e.url)
@@ -120,7 +123,11 @@ func TestPullRemoteAppends(t *testing.T) {
 }
 
 func TestDivergence(t *testing.T) {
-	e := newEnv(t)
+	t.Parallel()
+	miniotest.Matrix(t, func(t *testing.T, srv *miniotest.Server) { testDivergence(t, newEnvOn(t, srv)) })
+}
+
+func testDivergence(t *testing.T, e *env) {
 	dir, ids := catalog(t, 4)
 	e.must(t, 0, "push", "--dir", dir, e.url)
 	id := ids[0]

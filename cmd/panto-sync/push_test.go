@@ -5,7 +5,6 @@ import (
 	"context"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -16,6 +15,8 @@ import (
 	"github.com/minio/minio-go/v7"
 
 	"github.com/panto-dev/panto/internal/manifest"
+
+	"github.com/panto-dev/panto/internal/miniotest"
 )
 
 // segments counts the segment objects of each session in the bucket,
@@ -36,7 +37,11 @@ func (e *env) segments(t *testing.T) map[string]int {
 }
 
 func TestPushPullRoundTrip(t *testing.T) {
-	e := newEnv(t)
+	t.Parallel()
+	miniotest.Matrix(t, func(t *testing.T, srv *miniotest.Server) { testPushPullRoundTrip(t, newEnvOn(t, srv)) })
+}
+
+func testPushPullRoundTrip(t *testing.T, e *env) {
 	dir, ids := catalog(t, 12)
 	r := e.must(t, 0, "push", "--dir", dir, "--json", e.url)
 	evs, sum := events(t, r.stdout)
@@ -63,7 +68,11 @@ func TestPushPullRoundTrip(t *testing.T) {
 }
 
 func TestPushIncremental(t *testing.T) {
-	e := newEnv(t)
+	t.Parallel()
+	miniotest.Matrix(t, func(t *testing.T, srv *miniotest.Server) { testPushIncremental(t, newEnvOn(t, srv)) })
+}
+
+func testPushIncremental(t *testing.T, e *env) {
 	dir, ids := catalog(t, 10)
 	e.must(t, 0, "push", "--dir", dir, e.url)
 	before := e.segments(t)
@@ -141,6 +150,7 @@ func TestPushIncremental(t *testing.T) {
 }
 
 func TestPushTornAndMalformed(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	dir, ids := catalog(t, 4)
 	// A torn batch: its committed part is pushed, the rest is not.
@@ -186,6 +196,7 @@ func TestPushTornAndMalformed(t *testing.T) {
 func itoa(n int) string { return strconv.Itoa(n) }
 
 func TestPushDryRun(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	dir, ids := catalog(t, 5)
 	r := e.must(t, 0, "push", "--dir", dir, "--dry-run", "--json", e.url)
@@ -209,6 +220,7 @@ func TestPushDryRun(t *testing.T) {
 }
 
 func TestPushKilled(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	dir, _ := catalog(t, 30)
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))
@@ -220,8 +232,7 @@ func TestPushKilled(t *testing.T) {
 			appendBatch(t, dir, f, false)
 		}
 		newSession(t, dir, 3)
-		cmd := exec.Command(binary(t), "push", "--dir", dir, "--concurrency", "4", "--quiet", e.url)
-		cmd.Env = e.srv.Env()
+		cmd := e.command(t, "push", "--dir", dir, "--concurrency", "4", "--quiet", e.url)
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
@@ -278,6 +289,7 @@ func readCatalogIDs(t *testing.T, dir string) []string {
 }
 
 func TestPushErrorsAreOneLine(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	dir, _ := catalog(t, 1)
 	tests := []struct {
@@ -314,6 +326,7 @@ func TestPushErrorsAreOneLine(t *testing.T) {
 }
 
 func TestHelpHasExamples(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	for _, cmd := range []string{"push", "pull", "copy", "status", "ls", "verify", "compact"} {
 		r := e.must(t, 0, cmd, "--help")
@@ -324,6 +337,7 @@ func TestHelpHasExamples(t *testing.T) {
 }
 
 func TestPushAfterBucketWiped(t *testing.T) {
+	t.Parallel()
 	// The state file remembers what was pushed; it must not hide a bucket
 	// that lost it.
 	e := newEnv(t)
@@ -346,6 +360,7 @@ func TestPushAfterBucketWiped(t *testing.T) {
 }
 
 func TestPushInterrupted(t *testing.T) {
+	t.Parallel()
 	// Ctrl-C stops new work but lets started appends finish with their
 	// manifest and index updates: nothing is left for the next run to
 	// repair, and a pull right after reproduces what was pushed.
@@ -355,8 +370,7 @@ func TestPushInterrupted(t *testing.T) {
 	interrupted := 0
 	for i := 0; i < 5; i++ {
 		newSession(t, dir, 2)
-		cmd := exec.Command(binary(t), "push", "--dir", dir, "--concurrency", "4", "--json", e.url)
-		cmd.Env = e.srv.Env()
+		cmd := e.command(t, "push", "--dir", dir, "--concurrency", "4", "--json", e.url)
 		var out bytes.Buffer
 		cmd.Stdout = &out
 		if err := cmd.Start(); err != nil {
@@ -392,6 +406,7 @@ func TestPushInterrupted(t *testing.T) {
 // line yet (its first append in progress) is not a session yet: neither
 // pushed nor failed; once its line is complete it is pushed.
 func TestPushNewUncommitted(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	dir, ids := catalog(t, 2)
 	path := filepath.Join(dir, ids[0]+".jsonl")

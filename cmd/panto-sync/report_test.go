@@ -8,6 +8,7 @@ import (
 )
 
 func TestReporter(t *testing.T) {
+	t.Parallel()
 	evs := []Event{
 		{Event: "pushed", ID: "a", Bytes: 10, Text: "pushed    a"},
 		{Event: "unchanged", ID: "b", Text: "unchanged b"},

@@ -6,6 +6,7 @@ import (
 )
 
 func TestStatus(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	dir, ids := catalog(t, 4)
 	e.must(t, 0, "push", "--dir", dir, "--include", ids[0], "--include", ids[1], "--include", ids[2], e.url)

@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/minio/minio-go/v7"
+
+	"github.com/panto-dev/panto/internal/miniotest"
 )
 
 // The bucket is the truth: a lost or damaged index, or a file edited
@@ -38,7 +40,11 @@ func (e *env) removeObjects(t *testing.T, prefix string) int {
 // from the original catalog puts their entries back without sending their
 // data; repair does the same from the bucket alone.
 func TestIndexDeleted(t *testing.T) {
-	e := newEnv(t)
+	t.Parallel()
+	miniotest.Matrix(t, func(t *testing.T, srv *miniotest.Server) { testIndexDeleted(t, newEnvOn(t, srv)) })
+}
+
+func testIndexDeleted(t *testing.T, e *env) {
 	dir, ids := catalog(t, 6)
 	e.must(t, 0, "push", "--dir", dir, e.url)
 	if n := e.removeObjects(t, "panto/index/"); n == 0 {
@@ -96,7 +102,11 @@ func TestIndexDeleted(t *testing.T) {
 // and to run repair (exit 1); status, push and pull go on with the rest;
 // verify names it; repair rebuilds it.
 func TestIndexShardDamaged(t *testing.T) {
-	e := newEnv(t)
+	t.Parallel()
+	miniotest.Matrix(t, func(t *testing.T, srv *miniotest.Server) { testIndexShardDamaged(t, newEnvOn(t, srv)) })
+}
+
+func testIndexShardDamaged(t *testing.T, e *env) {
 	dir, ids := catalog(t, 24)
 	e.must(t, 0, "push", "--dir", dir, e.url)
 	e.must(t, 0, "repair", e.url) // folds each shard's deltas into a base
@@ -162,6 +172,7 @@ func TestIndexShardDamaged(t *testing.T) {
 // changed in place (same size, the mtime put back), and an edit followed by
 // an append. push and status exit 3 and touch neither side.
 func TestEditedFileDiverges(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	dir, ids := catalog(t, 3)
 	e.must(t, 0, "push", "--dir", dir, e.url)

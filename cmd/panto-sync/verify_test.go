@@ -11,6 +11,7 @@ import (
 )
 
 func TestVerify(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	dir, ids := catalog(t, 5)
 	e.must(t, 0, "push", "--dir", dir, e.url)

@@ -18,6 +18,7 @@ import (
 var sessionLine = regexp.MustCompile(`session ([0-9a-f]{32}) \(resume: panto -r ([0-9a-f]{8})\)`)
 
 func TestOneShot(t *testing.T) {
+	t.Parallel()
 	eachCase(t, func(t *testing.T, b backend, pc providerCase) {
 		srv := fakeprovider.New(t, pc.style, pc.key, fakeprovider.Reply{Thinking: "hmm", Signature: "sig", Text: "Hello from the fake model.", InputTokens: 11, OutputTokens: 5})
 		r := runPanto(t, t.TempDir(), pc.env(b), "", append(pc.flags(srv), "--system", "be terse", "--reasoning", "low", "say hello")...)
@@ -68,6 +69,7 @@ func TestOneShot(t *testing.T) {
 }
 
 func TestPromptFromStdin(t *testing.T) {
+	t.Parallel()
 	b := fsBackend(t)
 	pc := providerCases[0]
 	srv := fakeprovider.New(t, pc.style, pc.key)
@@ -85,6 +87,7 @@ func TestPromptFromStdin(t *testing.T) {
 }
 
 func TestToolCallRoundTrip(t *testing.T) {
+	t.Parallel()
 	eachCase(t, func(t *testing.T, b backend, pc providerCase) {
 		work := t.TempDir()
 		if err := os.WriteFile(filepath.Join(work, "notes.txt"), []byte("the secret word is pumpkin\n"), 0o644); err != nil {
@@ -125,6 +128,7 @@ func TestToolCallRoundTrip(t *testing.T) {
 }
 
 func TestResume(t *testing.T) {
+	t.Parallel()
 	eachCase(t, func(t *testing.T, b backend, pc providerCase) {
 		srv := fakeprovider.New(t, pc.style, pc.key)
 		dir := t.TempDir()
@@ -173,6 +177,7 @@ func TestResume(t *testing.T) {
 }
 
 func TestProviderErrors(t *testing.T) {
+	t.Parallel()
 	eachCase(t, func(t *testing.T, b backend, pc providerCase) {
 		tests := []struct {
 			name   string
@@ -224,6 +229,7 @@ func TestProviderErrors(t *testing.T) {
 }
 
 func TestMissingKey(t *testing.T) {
+	t.Parallel()
 	b := fsBackend(t)
 	for _, pc := range providerCases {
 		t.Run(pc.style, func(t *testing.T) {
@@ -250,6 +256,7 @@ func TestMissingKey(t *testing.T) {
 }
 
 func TestNoSession(t *testing.T) {
+	t.Parallel()
 	pc := providerCases[0]
 	srv := fakeprovider.New(t, pc.style, pc.key)
 	home := t.TempDir()
@@ -265,6 +272,7 @@ func TestNoSession(t *testing.T) {
 // TestOneShotInterrupt: Ctrl-C during a one-shot reply ends panto with
 // one line; the prompt stays stored.
 func TestOneShotInterrupt(t *testing.T) {
+	t.Parallel()
 	b := fsBackend(t)
 	pc := providerCases[0]
 	srv := fakeprovider.New(t, pc.style, pc.key)
@@ -306,6 +314,7 @@ func TestOneShotInterrupt(t *testing.T) {
 
 // TestAllowShell: run_shell is offered and runs only with --allow-shell.
 func TestAllowShell(t *testing.T) {
+	t.Parallel()
 	b := fsBackend(t)
 	pc := providerCases[1]
 	call := fakeprovider.Reply{ToolCalls: []fakeprovider.ToolCall{{ID: "t1", Name: "run_shell", Args: `{"command":"echo shell-ran-$((40+2))"}`}}}

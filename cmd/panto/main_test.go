@@ -20,28 +20,32 @@ import (
 	"github.com/panto-dev/panto/internal/fakeprovider"
 	"github.com/panto-dev/panto/internal/miniotest"
 	"github.com/panto-dev/panto/store/backends"
+	"github.com/panto-dev/panto/store/objstore"
 )
 
 // pantoBin is the binary under test and syncBin panto-sync, built once by
 // TestMain.
 var pantoBin, syncBin string
 
-func TestMain(m *testing.M) {
+func TestMain(m *testing.M) { miniotest.Main(m, buildBinaries) }
+
+// buildBinaries builds panto and panto-sync under the harness's temporary
+// root, which Main removes with everything else however the binary ends.
+func buildBinaries() error {
 	dir, err := os.MkdirTemp("", "panto-bin-")
 	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
+		return err
 	}
 	pantoBin = filepath.Join(dir, "panto")
 	syncBin = filepath.Join(dir, "panto-sync")
-	build := exec.Command("go", "build", "-o", dir+"/", ".", "../panto-sync")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	build := exec.CommandContext(ctx, "go", "build", "-o", dir+"/", ".", "../panto-sync")
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "build panto and panto-sync:", err)
-		os.Exit(1)
+		return fmt.Errorf("build panto and panto-sync: %w", err)
 	}
-	defer os.RemoveAll(dir)
-	miniotest.Main(m)
+	return nil
 }
 
 // The keys the fake servers accept; they must never reach a store.
@@ -91,8 +95,11 @@ func s3Backend(t *testing.T) backend {
 		bytes: bucketBytes(srv, bucket),
 	}
 	s3b.open = func(t *testing.T) agent.SessionStore {
-		srv.SetEnv(t)
-		return openStoreForTest(t, s3b.spec, "")
+		st, err := objstore.Open(t.Context(), s3b.spec, objstore.WithEndpoint(srv.Endpoint()), objstore.WithS3Options(srv.SetCredentials))
+		if err != nil {
+			t.Fatalf("open store %s: %v", s3b.spec, err)
+		}
+		return st
 	}
 	return s3b
 }
@@ -151,15 +158,7 @@ func bucketBytes(srv *miniotest.Server, bucket string) func(t *testing.T) []byte
 	}
 }
 
-func minioEnv(srv *miniotest.Server) []string {
-	return []string{
-		"AWS_ACCESS_KEY_ID=" + miniotest.AccessKey,
-		"AWS_SECRET_ACCESS_KEY=" + miniotest.SecretKey,
-		"AWS_REGION=" + miniotest.Region,
-		"AWS_ENDPOINT_URL_S3=" + srv.Endpoint(),
-		"AWS_EC2_METADATA_DISABLED=true",
-	}
-}
+func minioEnv(srv *miniotest.Server) []string { return srv.AWSEnv() }
 
 func openStoreForTest(t *testing.T, spec, endpoint string) agent.SessionStore {
 	t.Helper()
@@ -176,19 +175,28 @@ type result struct {
 	code           int
 }
 
+// processTimeout bounds each run of a binary under test.
+const processTimeout = 2 * time.Minute
+
 // pantoCmd prepares the binary with a clean environment: a private HOME
 // and XDG directories, the given variables, nothing inherited that could
 // point panto elsewhere.
 func pantoCmd(t *testing.T, dir string, env []string, args ...string) *exec.Cmd {
 	t.Helper()
 	home := filepath.Join(t.TempDir(), "home")
-	cmd := exec.Command(pantoBin, args...)
+	// Every wait on the process is bounded: past the deadline it is
+	// killed, and Wait returns.
+	ctx, cancel := context.WithTimeout(context.Background(), processTimeout)
+	t.Cleanup(cancel)
+	cmd := exec.CommandContext(ctx, pantoBin, args...)
+	cmd.WaitDelay = 5 * time.Second
 	cmd.Dir = dir
 	cmd.Env = append([]string{
 		"HOME=" + home,
 		"XDG_DATA_HOME=" + filepath.Join(home, "data"),
 		"XDG_STATE_HOME=" + filepath.Join(home, "state"),
 		"PATH=" + os.Getenv("PATH"),
+		"TMPDIR=" + os.TempDir(),
 	}, env...)
 	return cmd
 }

@@ -8,6 +8,7 @@ import (
 )
 
 func TestNewProvider(t *testing.T) {
+	t.Parallel()
 	envOf := func(kv ...string) func(string) string {
 		m := map[string]string{}
 		for i := 0; i+1 < len(kv); i += 2 {
@@ -53,6 +54,7 @@ func TestNewProvider(t *testing.T) {
 }
 
 func TestInherit(t *testing.T) {
+	t.Parallel()
 	info := agent.SessionInfo{APIStyle: agent.APIStyleAnthropicMessages, BaseURL: "http://h", Model: "m", Reasoning: agent.ReasoningLow}
 	tests := []struct {
 		name     string

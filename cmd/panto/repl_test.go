@@ -16,6 +16,7 @@ import (
 )
 
 func TestInteractiveCompact(t *testing.T) {
+	t.Parallel()
 	eachCase(t, func(t *testing.T, b backend, pc providerCase) {
 		srv := fakeprovider.New(t, pc.style, pc.key,
 			fakeprovider.Reply{Text: "Paris is the capital."},
@@ -57,6 +58,7 @@ func TestInteractiveCompact(t *testing.T) {
 }
 
 func TestInteractiveCommands(t *testing.T) {
+	t.Parallel()
 	b := fsBackend(t)
 	pc := providerCases[0]
 	srv := fakeprovider.New(t, pc.style, pc.key)
@@ -88,6 +90,7 @@ func TestInteractiveCommands(t *testing.T) {
 // cancelled, the prompt stays stored, the assistant's tool call without a
 // result does not, and the session goes on.
 func TestInteractiveCancel(t *testing.T) {
+	t.Parallel()
 	b := fsBackend(t)
 	pc := providerCases[1]
 	srv := fakeprovider.New(t, pc.style, pc.key)

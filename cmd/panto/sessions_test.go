@@ -10,6 +10,7 @@ import (
 )
 
 func TestSessions(t *testing.T) {
+	t.Parallel()
 	for _, kind := range backendKinds {
 		t.Run(kind.name, func(t *testing.T) {
 			b := kind.make(t)
@@ -40,6 +41,7 @@ func TestSessions(t *testing.T) {
 // TestStoreFlagPlacement: --store and --endpoint work before and after
 // the subcommand, and override the environment.
 func TestStoreFlagPlacement(t *testing.T) {
+	t.Parallel()
 	b := fsBackend(t)
 	pc := providerCases[0]
 	srv := fakeprovider.New(t, pc.style, pc.key)
@@ -71,7 +73,7 @@ func TestStoreFlagPlacement(t *testing.T) {
 	// --endpoint, before and after, reaches MinIO without AWS_ENDPOINT_URL_S3.
 	srvS3 := miniotest.Shared(t)
 	bucket := srvS3.NewBucket(t)
-	creds := []string{"AWS_ACCESS_KEY_ID=" + miniotest.AccessKey, "AWS_SECRET_ACCESS_KEY=" + miniotest.SecretKey, "AWS_REGION=" + miniotest.Region, "AWS_EC2_METADATA_DISABLED=true", pc.keyVar + "=" + pc.key}
+	creds := []string{"AWS_ACCESS_KEY_ID=" + srvS3.AccessKey(), "AWS_SECRET_ACCESS_KEY=" + srvS3.SecretKey(), "AWS_REGION=" + miniotest.Region, "AWS_EC2_METADATA_DISABLED=true", pc.keyVar + "=" + pc.key}
 	spec := "s3://" + bucket
 	if r := runPanto(t, t.TempDir(), creds, "", append(pc.flags(srv), "--store", spec, "--endpoint", srvS3.Endpoint(), "in the bucket")...); r.code != 0 {
 		t.Fatalf("exit %d: %s", r.code, r.stderr)

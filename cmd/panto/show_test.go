@@ -12,6 +12,7 @@ import (
 )
 
 func TestShow(t *testing.T) {
+	t.Parallel()
 	for _, kind := range backendKinds {
 		t.Run(kind.name, func(t *testing.T) {
 			b := kind.make(t)

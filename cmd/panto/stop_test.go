@@ -12,6 +12,7 @@ import (
 )
 
 func TestStopNoticeSaysWhatToDo(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		reason agent.StopReason
 		want   []string // all in the notice; none: no notice
@@ -58,6 +59,7 @@ func (pc providerCase) truncation() string {
 // was sent, and the ones that are not a whole answer are said after it,
 // on stderr, so that stdout still carries the answer alone.
 func TestStopReasonsOneShot(t *testing.T) {
+	t.Parallel()
 	reasons := map[string][]struct{ reason, notice string }{
 		fakeprovider.OpenAI: {{"stop", ""}, {"length", "output token limit (length)"}, {"content_filter", "content filter cut the answer off (content_filter)"}},
 		fakeprovider.Anthropic: {{"end_turn", ""}, {"stop_sequence", ""}, {"max_tokens", "output token limit (max_tokens)"},
@@ -90,6 +92,7 @@ func TestStopReasonsOneShot(t *testing.T) {
 // by show and show --json, and a resumed session sends it back, the
 // redacted thinking verbatim.
 func TestTruncatedAnswerShownAndResumed(t *testing.T) {
+	t.Parallel()
 	const redacted = "EmwKAhgBEgy3va+/3Q4lYz0K=="
 	eachCase(t, func(t *testing.T, b backend, pc providerCase) {
 		srv := fakeprovider.New(t, pc.style, pc.key,
@@ -163,6 +166,7 @@ func TestTruncatedAnswerShownAndResumed(t *testing.T) {
 // fails, the session keeps the call with a result that says it did not
 // run, and asked to continue the model sees that result.
 func TestCutOffToolCallNotRun(t *testing.T) {
+	t.Parallel()
 	for _, pc := range providerCases {
 		t.Run(pc.style, func(t *testing.T) {
 			b := fsBackend(t)
@@ -206,6 +210,7 @@ func TestCutOffToolCallNotRun(t *testing.T) {
 // gets its notice, a cut-off tool call and a cut-off summary their
 // errors, and the session goes on.
 func TestInteractiveStopNotices(t *testing.T) {
+	t.Parallel()
 	for _, pc := range providerCases {
 		t.Run(pc.style, func(t *testing.T) {
 			b := fsBackend(t)
@@ -245,6 +250,7 @@ func TestInteractiveStopNotices(t *testing.T) {
 // TestMaxTokensFlag: the limit the truncation notice tells the user to
 // raise is the one sent, in each wire's own field.
 func TestMaxTokensFlag(t *testing.T) {
+	t.Parallel()
 	field := map[string]string{fakeprovider.OpenAI: "max_completion_tokens", fakeprovider.Anthropic: "max_tokens"}
 	for _, pc := range providerCases {
 		t.Run(pc.style, func(t *testing.T) {

@@ -2,10 +2,13 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/panto-dev/panto/agent"
 	"github.com/panto-dev/panto/internal/fakeprovider"
@@ -18,6 +21,7 @@ import (
 // Its first answer was truncated after redacted thinking: the stop reason
 // and the thinking's opaque data travel with the lines.
 func TestResumeOnAnotherMachine(t *testing.T) {
+	t.Parallel()
 	const redacted = "EmwKAhgBEgy3va+/3Q4l=="
 	for _, pc := range providerCases {
 		t.Run(pc.style, func(t *testing.T) {
@@ -73,8 +77,11 @@ func TestResumeOnAnotherMachine(t *testing.T) {
 
 func runSync(t *testing.T, s3 *miniotest.Server, args ...string) {
 	t.Helper()
-	cmd := exec.Command(syncBin, args...)
-	cmd.Env = append([]string{"HOME=" + t.TempDir(), "PATH=/usr/bin:/bin"}, minioEnv(s3)...)
+	ctx, cancel := context.WithTimeout(context.Background(), processTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, syncBin, args...)
+	cmd.WaitDelay = 5 * time.Second
+	cmd.Env = append([]string{"HOME=" + t.TempDir(), "PATH=/usr/bin:/bin", "TMPDIR=" + os.TempDir()}, minioEnv(s3)...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Run(); err != nil {

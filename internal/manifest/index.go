@@ -61,6 +61,9 @@ type IndexShard struct {
 	Pruned   int64
 	Written  time.Time
 	Sessions map[string]IndexEntry
+	// Tombstones are the shard's deleted sessions: an id here has no
+	// entry in Sessions, and none can be put back.
+	Tombstones map[string]Tombstone
 }
 
 // NewIndexShard returns an empty shard.
@@ -72,6 +75,9 @@ func NewIndexShard(shard string) *IndexShard {
 // session (a checkpoint may lag, never go back). It reports whether the
 // shard changed.
 func (s *IndexShard) Put(e IndexEntry) bool {
+	if _, gone := s.Tombstones[e.Info.ID]; gone {
+		return false // a deleted session never comes back
+	}
 	old, ok := s.Sessions[e.Info.ID]
 	if ok && (old.Length > e.Length || old == e) {
 		return false
@@ -80,12 +86,34 @@ func (s *IndexShard) Put(e IndexEntry) bool {
 	return true
 }
 
-// Clone returns a copy whose session map can be changed independently.
+// Bury records tombstone t: the session's entry goes, and no entry can
+// be put back. It reports whether the shard changed.
+func (s *IndexShard) Bury(t Tombstone) bool {
+	if old, ok := s.Tombstones[t.ID]; ok && !t.Deleted.Before(old.Deleted) {
+		_, listed := s.Sessions[t.ID]
+		delete(s.Sessions, t.ID)
+		return listed
+	}
+	if s.Tombstones == nil {
+		s.Tombstones = map[string]Tombstone{}
+	}
+	s.Tombstones[t.ID] = t
+	delete(s.Sessions, t.ID)
+	return true
+}
+
+// Clone returns a copy whose maps can be changed independently.
 func (s *IndexShard) Clone() *IndexShard {
 	c := *s
 	c.Sessions = make(map[string]IndexEntry, len(s.Sessions))
 	for k, v := range s.Sessions {
 		c.Sessions[k] = v
+	}
+	if s.Tombstones != nil {
+		c.Tombstones = make(map[string]Tombstone, len(s.Tombstones))
+		for k, v := range s.Tombstones {
+			c.Tombstones[k] = v
+		}
 	}
 	return &c
 }
@@ -204,6 +232,14 @@ func (s *IndexShard) validate() error {
 		}
 		if e.Length <= 0 || !isSHA256(e.SHA256) {
 			return fmt.Errorf("%w: index shard %s: session %s has length %d sha256 %q", ErrInvalid, s.Shard, id, e.Length, e.SHA256)
+		}
+		if _, gone := s.Tombstones[id]; gone {
+			return fmt.Errorf("%w: index shard %s: session %s is both listed and deleted", ErrInvalid, s.Shard, id)
+		}
+	}
+	for id, t := range s.Tombstones {
+		if err := agent.ValidateSessionID(id); err != nil || ShardOf(id) != s.Shard || t.ID != id {
+			return fmt.Errorf("%w: index shard %s: misfiled tombstone %q", ErrInvalid, s.Shard, id)
 		}
 	}
 	return nil

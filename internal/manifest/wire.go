@@ -182,12 +182,21 @@ type wireEntry struct {
 }
 
 type wireShard struct {
-	Version  int                  `json:"version"`
-	Shard    string               `json:"shard"`
-	Through  int64                `json:"through,omitempty"`
-	Pruned   int64                `json:"pruned,omitempty"`
-	Written  time.Time            `json:"written,omitzero"`
-	Sessions map[string]wireEntry `json:"sessions"`
+	Version    int                      `json:"version"`
+	Shard      string                   `json:"shard"`
+	Through    int64                    `json:"through,omitempty"`
+	Pruned     int64                    `json:"pruned,omitempty"`
+	Written    time.Time                `json:"written,omitzero"`
+	Sessions   map[string]wireEntry     `json:"sessions"`
+	Tombstones map[string]wireTombstone `json:"tombstones,omitempty"`
+}
+
+// wireTombstone is a deleted session, in a shard: when, and the length
+// and hash of its log then (no content).
+type wireTombstone struct {
+	Deleted time.Time `json:"deleted"`
+	Length  int64     `json:"length"`
+	SHA256  string    `json:"sha256,omitempty"`
 }
 
 func shardToWire(s *IndexShard) wireShard {
@@ -198,6 +207,12 @@ func shardToWire(s *IndexShard) wireShard {
 	for id, e := range s.Sessions {
 		w.Sessions[id] = wireEntry{Length: e.Length, SHA256: e.SHA256, wireSummary: summaryToWire(e.Info)}
 	}
+	for id, t := range s.Tombstones {
+		if w.Tombstones == nil {
+			w.Tombstones = map[string]wireTombstone{}
+		}
+		w.Tombstones[id] = wireTombstone{Deleted: t.Deleted.UTC(), Length: t.Length, SHA256: t.SHA256}
+	}
 	return w
 }
 
@@ -205,6 +220,12 @@ func (w *wireShard) shard() *IndexShard {
 	s := &IndexShard{Shard: w.Shard, Through: w.Through, Pruned: w.Pruned, Written: w.Written, Sessions: make(map[string]IndexEntry, len(w.Sessions))}
 	for id, e := range w.Sessions {
 		s.Sessions[id] = IndexEntry{Info: e.info(id), Length: e.Length, SHA256: e.SHA256}
+	}
+	for id, t := range w.Tombstones {
+		if s.Tombstones == nil {
+			s.Tombstones = map[string]Tombstone{}
+		}
+		s.Tombstones[id] = Tombstone{ID: id, Deleted: t.Deleted, Length: t.Length, SHA256: t.SHA256}
 	}
 	return s
 }

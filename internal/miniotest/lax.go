@@ -29,23 +29,32 @@ const (
 
 // LaxProxy is a server in front of s that behaves like an S3 server with
 // weaker conditional writes than S3's (mode: DropConditions, DropIfMatch,
-// RefuseConditions). A dropped header was signed by the client, so the
-// proxy signs the request again, as the server's own front end would have
-// checked it and then ignored the header. It returns the proxy's endpoint
-// and a count of the conditional PUTs it saw.
+// DropIfNoneMatch, RefuseConditions), stopped when the test ends. It
+// returns the proxy's endpoint and a count of the conditional PUTs it saw.
+// The lax kinds (LaxKinds) are these proxies in front of the shared MinIO.
 func LaxProxy(t testing.TB, s *Server, mode string) (string, *atomic.Int64) {
 	t.Helper()
+	h, conditional := laxHandler(s, mode)
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return srv.URL, conditional
+}
+
+// laxHandler is the proxy of LaxProxy. A dropped header was signed by the
+// client, so the proxy signs the request again, as the server's own front
+// end would have checked it and then ignored the header.
+func laxHandler(s *Server, mode string) (http.Handler, *atomic.Int64) {
 	target, err := url.Parse(s.Endpoint())
 	if err != nil {
-		t.Fatal(err)
+		panic(err) // an Endpoint is always a URL
 	}
 	proxy := httputil.NewSingleHostReverseProxy(target)
 	signer := v4.NewSigner()
-	creds := aws.Credentials{AccessKeyID: AccessKey, SecretAccessKey: SecretKey}
+	creds := aws.Credentials{AccessKeyID: s.accessKey, SecretAccessKey: s.secretKey}
 	var conditional atomic.Int64
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPut || r.Header.Get("If-None-Match") == "" && r.Header.Get("If-Match") == "" {
-			proxy.ServeHTTP(w, r)
+			proxy.ServeHTTP(w, r) // the Host header stays the proxy's, which is what was signed
 			return
 		}
 		conditional.Add(1)
@@ -74,7 +83,5 @@ func LaxProxy(t testing.TB, s *Server, mode string) (string, *atomic.Int64) {
 			return
 		}
 		proxy.ServeHTTP(w, r)
-	}))
-	t.Cleanup(srv.Close)
-	return srv.URL, &conditional
+	}), &conditional
 }

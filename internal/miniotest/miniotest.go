@@ -1,12 +1,23 @@
-// Package miniotest starts real MinIO servers for tests: S3 behaviour is
-// tested against the real thing, never a mock.
+// Package miniotest runs real S3 servers for tests: S3 behaviour is
+// tested against real servers, never a mock.
 //
-// A test binary shares one server, started on first use on a free
-// loopback port with a temporary data directory; its TestMain calls Main
-// so that the server stops when the tests end. Tests that stop or restart
-// the server (fault tests) start their own with New.
+// What a test gets: a Server of any Kind (MinIO, versitygw, gofakes3, or
+// a lax proxy that mishandles conditional writes) on a free loopback port,
+// with credentials of its own; its Endpoint, an Env for child processes
+// (PATH, HOME, TMPDIR and the AWS variables, nothing else), SetCredentials
+// for an in-process S3 client, a minio-go Client for setup and for reading
+// a bucket back independently of the code under test, NewBucket for a
+// bucket of the test's own, and Stop (Kill and Restart for fault tests).
+// Matrix runs a subtest per kind that honours conditional writes, Lax one
+// per kind that panto must refuse; each Kind says what it Supports, as
+// TestCapabilities measures it. Every server started is stopped however
+// the test binary ends, and everything written lives under one temporary
+// root that is removed with it (see Main).
 //
-// A missing minio binary fails the test with the command that installs it.
+// A test binary shares one server per kind, started on first use; its
+// TestMain calls Main. Tests that stop or restart a server (fault tests)
+// start their own with New or NewOf. A missing server binary fails the
+// test with the command that installs it.
 package miniotest
 
 import (
@@ -15,95 +26,140 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"net"
-	"net/http"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
 )
 
-// MinIOVersion is the pinned MinIO release the Makefile installs.
-const MinIOVersion = "github.com/minio/minio@v0.0.0-20260212201848-7aac2a2c5b7c"
+// Region is the region of every test server.
+const Region = "us-east-1"
 
-// Credentials of every test server.
-const (
-	AccessKey = "panto-test"
-	SecretKey = "panto-test-secret-key"
-	Region    = "us-east-1"
-)
-
-// Server is a running MinIO server.
+// Server is a running S3 server.
 type Server struct {
+	// Kind is what runs behind the endpoint.
+	Kind *Kind
 	// Addr is host:port on loopback.
 	Addr string
-	dir  string
-	bin  string
-	cmd  *exec.Cmd
-	log  *os.File
-	mu   sync.Mutex
+
+	accessKey, secretKey string
+	proc                 *process // a server process; nil for one in this process
+	stop                 func()   // stops an in-process server
 }
 
 // Endpoint is the server's URL.
 func (s *Server) Endpoint() string { return "http://" + s.Addr }
 
-// Env returns the environment a child process needs to reach the server
-// through the standard AWS variables, on top of os.Environ.
-func (s *Server) Env() []string {
-	return append(os.Environ(),
-		"AWS_ACCESS_KEY_ID="+AccessKey,
-		"AWS_SECRET_ACCESS_KEY="+SecretKey,
-		"AWS_REGION="+Region,
-		"AWS_ENDPOINT_URL_S3="+s.Endpoint(),
+// AccessKey and SecretKey are the server's credentials, random per
+// server: a request that reaches another server on the same port (a
+// clash of two test binaries) is refused, not served.
+func (s *Server) AccessKey() string { return s.accessKey }
+
+// SecretKey: see AccessKey.
+func (s *Server) SecretKey() string { return s.secretKey }
+
+// AWSEnv returns the standard AWS variables that point a child process
+// at the server.
+func (s *Server) AWSEnv() []string {
+	return []string{
+		"AWS_ACCESS_KEY_ID=" + s.accessKey,
+		"AWS_SECRET_ACCESS_KEY=" + s.secretKey,
+		"AWS_REGION=" + Region,
+		"AWS_ENDPOINT_URL_S3=" + s.Endpoint(),
 		"AWS_EC2_METADATA_DISABLED=true",
-	)
+	}
+}
+
+// Env returns the whole environment of a child process that reaches the
+// server: PATH, a new empty HOME (so that children of parallel tests share
+// no ~/.aws or session directory), TMPDIR (the harness's root) and
+// AWSEnv. Nothing else is inherited, so no credential source of the
+// machine (AWS_PROFILE, web identity, container credentials) reaches the
+// child.
+func (s *Server) Env() []string {
+	home, err := os.MkdirTemp("", "home-")
+	if err != nil {
+		home = os.TempDir()
+		if h, err := active(); err == nil {
+			home = h.home
+		}
+	}
+	return append([]string{
+		"PATH=" + os.Getenv("PATH"),
+		"HOME=" + home,
+		"TMPDIR=" + os.TempDir(),
+	}, s.AWSEnv()...)
 }
 
 // SetEnv points the standard AWS variables of this process at the server
-// for the duration of the test.
+// for the duration of the test. It uses t.Setenv, so the test cannot be
+// parallel: prefer SetCredentials and an explicit endpoint.
 func (s *Server) SetEnv(t testing.TB) {
-	t.Setenv("AWS_ACCESS_KEY_ID", AccessKey)
-	t.Setenv("AWS_SECRET_ACCESS_KEY", SecretKey)
-	t.Setenv("AWS_REGION", Region)
-	t.Setenv("AWS_ENDPOINT_URL_S3", s.Endpoint())
-	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
+	t.Helper()
+	for _, kv := range s.AWSEnv() {
+		k, v, _ := strings.Cut(kv, "=")
+		t.Setenv(k, v)
+	}
+}
+
+// Credentials returns the server's credentials for an AWS SDK client.
+func (s *Server) Credentials() aws.CredentialsProvider {
+	return aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) {
+		return aws.Credentials{AccessKeyID: s.accessKey, SecretAccessKey: s.secretKey, Source: "miniotest"}, nil
+	})
+}
+
+// SetCredentials sets the server's credentials and region on the options
+// of an S3 client (for objstore.WithS3Options), leaving the endpoint to
+// the caller.
+func (s *Server) SetCredentials(o *s3.Options) {
+	o.Credentials = s.Credentials()
+	o.Region = Region
 }
 
 // Client returns a minio-go client, for bucket setup and for reading the
 // bucket back independently of the code under test.
 func (s *Server) Client(t testing.TB) *minio.Client {
 	t.Helper()
-	c, err := minio.New(s.Addr, &minio.Options{
-		Creds:  credentials.NewStaticV4(AccessKey, SecretKey, ""),
-		Secure: false,
-		Region: Region,
-	})
+	c, err := s.client()
 	if err != nil {
 		t.Fatalf("minio client: %v", err)
 	}
 	return c
 }
 
+func (s *Server) client() (*minio.Client, error) {
+	return minio.New(s.Addr, &minio.Options{
+		Creds:  credentials.NewStaticV4(s.accessKey, s.secretKey, ""),
+		Secure: false,
+		Region: Region,
+	})
+}
+
 // NewBucket creates a bucket with a unique name and returns the name.
 func (s *Server) NewBucket(t testing.TB) string {
 	t.Helper()
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	name := "panto-" + strings.ToLower(sanitize(t.Name())) + "-" + hex.EncodeToString(b[:])
-	if len(name) > 63 {
-		name = name[len(name)-63:]
-		name = "p" + strings.TrimLeft(name[1:], "-.")
-	}
+	name := bucketName(t.Name())
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := s.Client(t).MakeBucket(ctx, name, minio.MakeBucketOptions{Region: Region}); err != nil {
-		t.Fatalf("make bucket %s: %v", name, err)
+		t.Fatalf("make bucket %s on %s: %v", name, s.Kind.Name, err)
+	}
+	return name
+}
+
+// bucketName is a valid, unique bucket name made of the test's name.
+func bucketName(testName string) string {
+	name := "panto-" + sanitize(testName) + "-" + randomHex(6)
+	if len(name) > 63 {
+		name = name[len(name)-63:]
+		name = "p" + strings.TrimLeft(name[1:], "-.")
 	}
 	return name
 }
@@ -120,41 +176,103 @@ func sanitize(s string) string {
 	return strings.Trim(b.String(), "-")
 }
 
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// Stop stops the server and removes its data.
+func (s *Server) Stop() {
+	if s.proc != nil {
+		s.proc.kill()
+		os.RemoveAll(s.proc.dir)
+	}
+	if s.stop != nil {
+		s.stop()
+	}
+}
+
+// Kill stops the server abruptly (SIGKILL to its process group), keeping
+// its data, as a crash or a network outage would look to a client. Only
+// a server process can be killed.
+func (s *Server) Kill() {
+	if s.proc == nil {
+		panic("miniotest: Kill of a " + s.Kind.Name + " server, which runs in the test process")
+	}
+	s.proc.kill()
+}
+
+// Restart starts a killed server again on the same address and data. It
+// fails, rather than use another server, if something else took the port.
+func (s *Server) Restart() error {
+	if s.proc == nil {
+		return fmt.Errorf("miniotest: a %s server cannot be restarted", s.Kind.Name)
+	}
+	err := s.proc.launch(s)
+	if errors.Is(err, errPortTaken) {
+		return fmt.Errorf("restart %s on %s: %w", s.Kind.Name, s.Addr, err)
+	}
+	return err
+}
+
+// shared holds the binary's shared server of each kind.
 var (
-	sharedOnce sync.Once
-	shared     *Server
-	sharedErr  error
+	sharedMu sync.Mutex
+	shared   = map[*Kind]*sharedServer{}
 )
 
-// Shared returns the test binary's shared server, starting it on first use.
-func Shared(t testing.TB) *Server {
-	t.Helper()
-	sharedOnce.Do(func() { shared, sharedErr = Start() })
-	if sharedErr != nil {
-		t.Fatalf("%v", sharedErr)
-	}
-	return shared
+type sharedServer struct {
+	once sync.Once
+	srv  *Server
+	err  error
 }
 
-// Main runs the tests of a binary and stops the shared server after them.
-// Call it from TestMain: func TestMain(m *testing.M) { miniotest.Main(m) }.
-//
-// It also turns off the AWS SDK's EC2 metadata lookup for the whole binary
-// and its children: a test that runs without credentials must fail on the
-// loopback server, not send a request to 169.254.169.254.
-func Main(m *testing.M) {
-	os.Setenv("AWS_EC2_METADATA_DISABLED", "true")
-	code := m.Run()
-	if shared != nil {
-		shared.Stop()
+// Shared returns the test binary's shared MinIO, starting it on first use.
+func Shared(t testing.TB) *Server { t.Helper(); return SharedOf(t, MinIO) }
+
+// SharedOf returns the test binary's shared server of kind k, starting it
+// on first use. A server that cannot start fails every test that asks.
+func SharedOf(t testing.TB, k *Kind) *Server {
+	t.Helper()
+	s, err := sharedOf(k)
+	if err != nil {
+		t.Fatalf("%v", err)
 	}
-	os.Exit(code)
+	return s
 }
 
-// New starts a server of the test's own, stopped when the test ends.
-func New(t testing.TB) *Server {
+func sharedOf(k *Kind) (*Server, error) {
+	sharedMu.Lock()
+	ss := shared[k]
+	if ss == nil {
+		ss = &sharedServer{}
+		shared[k] = ss
+	}
+	sharedMu.Unlock()
+	ss.once.Do(func() { ss.srv, ss.err = Start(k) })
+	return ss.srv, ss.err
+}
+
+// stopShared stops every shared server (Main, after the tests).
+func stopShared() {
+	sharedMu.Lock()
+	defer sharedMu.Unlock()
+	for _, ss := range shared {
+		if ss.srv != nil {
+			ss.srv.Stop()
+		}
+	}
+}
+
+// New starts a MinIO of the test's own, stopped when the test ends.
+func New(t testing.TB) *Server { t.Helper(); return NewOf(t, MinIO) }
+
+// NewOf starts a server of kind k of the test's own, stopped when the
+// test ends.
+func NewOf(t testing.TB, k *Kind) *Server {
 	t.Helper()
-	s, err := Start()
+	s, err := Start(k)
 	if err != nil {
 		t.Fatalf("%v", err)
 	}
@@ -162,154 +280,27 @@ func New(t testing.TB) *Server {
 	return s
 }
 
-// Binary finds the minio binary: $PANTO_MINIO, then PATH, then
-// $GOBIN and $GOPATH/bin (where `go install` puts it).
-func Binary() (string, error) {
-	if p := os.Getenv("PANTO_MINIO"); p != "" {
-		return p, nil
-	}
-	if p, err := exec.LookPath("minio"); err == nil {
-		return p, nil
-	}
-	var dirs []string
-	if gobin := os.Getenv("GOBIN"); gobin != "" {
-		dirs = append(dirs, gobin)
-	}
-	if out, err := exec.Command("go", "env", "GOPATH").Output(); err == nil {
-		for _, p := range filepath.SplitList(strings.TrimSpace(string(out))) {
-			dirs = append(dirs, filepath.Join(p, "bin"))
-		}
-	}
-	if home, err := os.UserHomeDir(); err == nil {
-		dirs = append(dirs, filepath.Join(home, "go", "bin"))
-	}
-	for _, d := range dirs {
-		p := filepath.Join(d, "minio")
-		if fi, err := os.Stat(p); err == nil && !fi.IsDir() {
-			return p, nil
-		}
-	}
-	return "", fmt.Errorf("minio not found: these tests need a real MinIO server; install it with `go install %s` (or run `make test`, which does), or set PANTO_MINIO to its path", MinIOVersion)
-}
-
-// Start starts a server on a free loopback port with a fresh data
-// directory.
-func Start() (*Server, error) {
-	bin, err := Binary()
-	if err != nil {
+// Start starts a server of kind k; the caller stops it.
+func Start(k *Kind) (*Server, error) {
+	if _, err := active(); err != nil {
 		return nil, err
 	}
-	dir, err := os.MkdirTemp("", "panto-minio-")
-	if err != nil {
-		return nil, fmt.Errorf("minio data dir: %w", err)
-	}
-	port, err := freePort()
-	if err != nil {
-		return nil, err
-	}
-	s := &Server{Addr: fmt.Sprintf("127.0.0.1:%d", port), dir: dir, bin: bin}
-	if err := s.start(); err != nil {
-		os.RemoveAll(dir)
-		return nil, err
+	s := &Server{Kind: k, accessKey: "panto-" + randomHex(6), secretKey: randomHex(16)}
+	if err := k.start(s); err != nil {
+		return nil, fmt.Errorf("start %s: %w", k.Name, err)
 	}
 	return s, nil
 }
 
-func (s *Server) start() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	console, err := freePort()
-	if err != nil {
-		return err
+// Pid is the server's process id, or 0 for a server in the test process.
+func (s *Server) Pid() int {
+	if s.proc == nil {
+		return 0
 	}
-	log, err := os.OpenFile(filepath.Join(s.dir, "minio.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return fmt.Errorf("minio log: %w", err)
+	s.proc.mu.Lock()
+	defer s.proc.mu.Unlock()
+	if s.proc.cmd == nil {
+		return 0
 	}
-	data := filepath.Join(s.dir, "data")
-	cmd := exec.Command(s.bin, "server", "--quiet", "--address", s.Addr, "--console-address", fmt.Sprintf("127.0.0.1:%d", console), data)
-	cmd.Env = append(os.Environ(),
-		"MINIO_ROOT_USER="+AccessKey,
-		"MINIO_ROOT_PASSWORD="+SecretKey,
-		"MINIO_BROWSER=off",
-		"MINIO_UPDATE=off",
-		"MINIO_REGION="+Region,
-	)
-	cmd.Stdout, cmd.Stderr = log, log
-	if err := cmd.Start(); err != nil {
-		log.Close()
-		return fmt.Errorf("start minio %s: %w", s.bin, err)
-	}
-	s.cmd, s.log = cmd, log
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	deadline := time.Now().Add(90 * time.Second)
-	for time.Now().Before(deadline) {
-		select {
-		case err := <-exited:
-			out, _ := os.ReadFile(log.Name())
-			return fmt.Errorf("minio exited at start (%v): %s", err, lastLines(string(out), 10))
-		default:
-		}
-		resp, err := http.Get(s.Endpoint() + "/minio/health/live")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				go func() { <-exited }() // reap when stopped
-				return nil
-			}
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	_ = cmd.Process.Kill()
-	return errors.New("minio did not become healthy within 90s; see " + log.Name())
-}
-
-// Stop kills the server and removes its data.
-func (s *Server) Stop() {
-	s.Kill()
-	os.RemoveAll(s.dir)
-}
-
-// Kill stops the server abruptly (SIGKILL), keeping its data, as a crash
-// or a network outage would look to a client.
-func (s *Server) Kill() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.cmd != nil && s.cmd.Process != nil {
-		_ = s.cmd.Process.Kill()
-		for i := 0; i < 100; i++ { // wait until the port is free
-			c, err := net.DialTimeout("tcp", s.Addr, 50*time.Millisecond)
-			if err != nil {
-				break
-			}
-			c.Close()
-			time.Sleep(50 * time.Millisecond)
-		}
-		s.cmd = nil
-	}
-	if s.log != nil {
-		s.log.Close()
-		s.log = nil
-	}
-}
-
-// Restart starts a killed server again on the same address and data.
-func (s *Server) Restart() error { return s.start() }
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("find a free port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
-func lastLines(s string, n int) string {
-	lines := strings.Split(strings.TrimSpace(s), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, " | ")
+	return s.proc.cmd.Process.Pid
 }

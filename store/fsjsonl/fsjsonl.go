@@ -248,8 +248,20 @@ func (s *Store) lock(ctx context.Context, id string, create bool) (*lockedFile, 
 	if err != nil {
 		return nil, err
 	}
+	if err := s.deleted(id); err != nil {
+		return nil, err
+	}
 	f, created, err := openLocked(ctx, path, create, true)
 	if err != nil {
+		return nil, err
+	}
+	// A deletion may have gone between the check and the lock: a deleted
+	// session takes no append, and is not recreated by one.
+	if err := s.deleted(id); err != nil {
+		if created {
+			os.Remove(path)
+		}
+		f.Close()
 		return nil, err
 	}
 	l := &lockedFile{s: s, f: f, path: path, created: created}
@@ -431,6 +443,9 @@ func readLocked(ctx context.Context, path string) ([]byte, error) {
 func (s *Store) Load(ctx context.Context, id string) (*agent.Conversation, error) {
 	path, err := s.Path(id)
 	if err != nil {
+		return nil, fmt.Errorf("load session: %w", err)
+	}
+	if err := s.deleted(id); err != nil {
 		return nil, fmt.Errorf("load session: %w", err)
 	}
 	data, err := readLocked(ctx, path)

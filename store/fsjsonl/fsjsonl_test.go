@@ -2,6 +2,7 @@ package fsjsonl_test
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -492,8 +493,12 @@ func TestTwoProcesses(t *testing.T) {
 	dir := t.TempDir()
 	const batches = 40
 	var cmds []*exec.Cmd
+	// Bounded: past the deadline the helpers are killed and Wait returns.
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
 	for w := range 2 {
-		cmd := exec.Command(os.Args[0], "-test.run=^TestHelperProcess$")
+		cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestHelperProcess$")
+		cmd.WaitDelay = 5 * time.Second
 		cmd.Env = append(os.Environ(), "FSJSONL_HELPER=1", "FSJSONL_DIR="+dir, "FSJSONL_WRITER="+strconv.Itoa(w), "FSJSONL_BATCHES="+strconv.Itoa(batches))
 		cmd.Stderr = os.Stderr
 		if err := cmd.Start(); err != nil {

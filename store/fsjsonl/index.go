@@ -329,6 +329,7 @@ func (s *Store) Logs(ctx context.Context) ([]store.Log, error) {
 		fi fs.FileInfo
 	}
 	files := make([]file, 0, len(entries))
+	deleted := s.tombstoned() // a crash may leave a deleted file beside its tombstone
 	for i, de := range entries {
 		if i%256 == 0 {
 			if err := ctx.Err(); err != nil {
@@ -338,6 +339,9 @@ func (s *Store) Logs(ctx context.Context) ([]store.Log, error) {
 		id, ok := idOf(de.Name())
 		if !ok {
 			s.removeStaleTemp(de)
+			continue
+		}
+		if deleted[id] {
 			continue
 		}
 		fi, err := s.stat(de)
@@ -442,6 +446,9 @@ func (s *Store) Resolve(ctx context.Context, idOrPrefix string) (*agent.Session,
 	s.mu.Lock()
 	loaded := s.index != nil
 	s.mu.Unlock()
+	if err := s.deleted(idOrPrefix); err != nil {
+		return nil, fmt.Errorf("resolve session: %w", err)
+	}
 	// A full id needs only its own file.
 	if fi, err := os.Stat(filepath.Join(s.dir, idOrPrefix+Ext)); err == nil && fi.Mode().IsRegular() {
 		e, ok, err := s.entry(ctx, idOrPrefix, fi, loaded)
@@ -456,9 +463,10 @@ func (s *Store) Resolve(ctx context.Context, idOrPrefix string) (*agent.Session,
 	if err != nil {
 		return nil, fmt.Errorf("resolve session: %w", err)
 	}
+	deleted := s.tombstoned()
 	var candidates []string
 	for _, id := range ids {
-		if id != idOrPrefix && strings.HasPrefix(id, idOrPrefix) {
+		if id != idOrPrefix && strings.HasPrefix(id, idOrPrefix) && !deleted[id] {
 			candidates = append(candidates, id)
 		}
 	}
@@ -487,6 +495,18 @@ func (s *Store) Resolve(ctx context.Context, idOrPrefix string) (*agent.Session,
 	}
 	switch len(matches) {
 	case 0:
+		// A prefix of one deleted session says so.
+		var gone []string
+		for id := range deleted {
+			if strings.HasPrefix(id, idOrPrefix) {
+				gone = append(gone, id)
+			}
+		}
+		if len(gone) == 1 {
+			if err := s.deleted(gone[0]); err != nil {
+				return nil, fmt.Errorf("resolve session: %w", err)
+			}
+		}
 		return nil, fmt.Errorf("resolve session: %w", agent.NotFoundError(idOrPrefix))
 	case 1:
 		return &agent.Session{Info: found, Store: s}, nil

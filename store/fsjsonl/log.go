@@ -54,6 +54,9 @@ func (s *Store) openEntry(ctx context.Context, id string) (*os.File, *indexEntry
 	if err != nil {
 		return nil, nil, err
 	}
+	if err := s.deleted(id); err != nil {
+		return nil, nil, err
+	}
 	f, _, err := openLocked(ctx, path, false, false)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil, agent.NotFoundError(id)
@@ -127,6 +130,9 @@ func (s *Store) AppendLog(ctx context.Context, id string, at store.Checkpoint, d
 		return fail(err)
 	} else if n != len(data) {
 		return fail(fmt.Errorf("%w: data does not end with a complete batch (%d of %d bytes committed)", sessionlog.ErrMalformed, n, len(data)))
+	}
+	if err := s.deleted(id); err != nil {
+		return fail(err)
 	}
 	if at.Length == 0 {
 		if cp, done, err := s.createLog(ctx, id, path, data); err != nil || done {

@@ -34,6 +34,7 @@ func bareClient(b *testing.B, e *env) *s3.Client {
 	return s3.NewFromConfig(cfg, func(o *s3.Options) {
 		o.BaseEndpoint = aws.String(e.srv.Endpoint())
 		o.UsePathStyle = true
+		e.srv.SetCredentials(o)
 		o.RequestChecksumCalculation = aws.RequestChecksumCalculationWhenRequired
 		o.ResponseChecksumValidation = aws.ResponseChecksumValidationWhenRequired
 	})
@@ -229,7 +230,6 @@ func population(b *testing.B, n int) *env {
 	defer popMu.Unlock()
 	key := fmt.Sprint(n)
 	if e, ok := pops[key]; ok {
-		e.srv.SetEnv(b)
 		return e
 	}
 	e := newEnv(b)
@@ -349,7 +349,6 @@ func BenchmarkLoad1000(b *testing.B) {
 				}
 				b.Logf("1000 appends in %v", time.Since(start))
 			}
-			e.srv.SetEnv(b)
 			rec := &recorder{}
 			r := e.open(b, rec.option())
 			b.ResetTimer()

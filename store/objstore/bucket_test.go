@@ -16,6 +16,7 @@ import (
 // TestPayloadSigning: a PUT's body is signed (its sha256 in the SigV4
 // payload hash) only over plain HTTP to another host.
 func TestPayloadSigning(t *testing.T) {
+	t.Parallel()
 	body := []byte("a segment")
 	sum := sha256.Sum256(body)
 	signed := hex.EncodeToString(sum[:])

@@ -161,7 +161,7 @@ func (s *Store) settle(ctx context.Context) error {
 	s.mu.Lock()
 	for name, sh := range s.shards {
 		sh.mu.Lock()
-		if len(sh.pending) > 0 {
+		if len(sh.pending) > 0 || len(sh.buried) > 0 {
 			queued = append(queued, name)
 		}
 		sh.mu.Unlock()

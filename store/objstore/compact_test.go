@@ -49,6 +49,7 @@ func readManifest(t testing.TB, e *env, id string) *manifest.Manifest {
 // one object under a new name; the old ones stay for the grace period and
 // are deleted by a later compaction; the bytes never change.
 func TestCompaction(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	e := newEnv(t)
 	const grace = 1500 * time.Millisecond
@@ -139,6 +140,7 @@ func TestCompaction(t *testing.T) {
 // TestStaleSegmentIgnored: a segment name below the manifest's end,
 // re-created after compaction deleted it (a stalled writer), is never read.
 func TestStaleSegmentIgnored(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	e := newEnv(t)
 	s := e.open(t, objstore.WithCompactThreshold(0), objstore.WithCompactGrace(0))

@@ -48,6 +48,7 @@ func uploadFixture(t *testing.T, e *env, dir string) {
 // reads back byte for byte, verifies, and takes appends, which are
 // written in format 3 (and upgrade the marker first).
 func TestV2Bucket(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	e := newEnv(t)
 	uploadFixture(t, e, v2Fixture)

@@ -21,6 +21,7 @@ func sum(b []byte) string { s := sha256.Sum256(b); return hex.EncodeToString(s[:
 // and read back byte for byte; Sessions reports length and hash from the
 // index.
 func TestAppendRaw(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	e := newEnv(t)
 	s := e.open(t)
@@ -67,7 +68,7 @@ func TestAppendRaw(t *testing.T) {
 	// own: its first append of a session makes no HEAD.
 	fresh := newEnv(t)
 	rec = &recorder{}
-	mine, err := objstore.Open(ctx, fresh.url, rec.option())
+	mine, err := objstore.Open(ctx, fresh.url, fresh.reach(rec.option())...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,6 +25,7 @@ import (
 // its last checkpoint (the process "dies": every later request fails); a
 // fresh Store then loads, lists and appends correctly.
 func TestCrashPoints(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name string
 		// crash reports whether the request (in order) is the first one
@@ -162,8 +163,8 @@ func TestCrashPoints(t *testing.T) {
 // restarts it: each append either failed and is absent, or succeeded and
 // is present; none is half there or twice.
 func TestServerKilledMidAppend(t *testing.T) {
+	t.Parallel()
 	srv := miniotest.New(t)
-	srv.SetEnv(t)
 	bucketName := srv.NewBucket(t)
 	e := &env{srv: srv, bucket: bucketName, url: "s3://" + bucketName}
 	ctx := context.Background()
@@ -258,6 +259,7 @@ func TestServerKilledMidAppend(t *testing.T) {
 // TestFlippedByte: a segment altered in the bucket fails Load and Verify
 // with an error naming the object.
 func TestFlippedByte(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	e := newEnv(t)
 	s := e.open(t, objstore.WithCompactThreshold(0))
@@ -316,6 +318,7 @@ func TestFlippedByte(t *testing.T) {
 // Verify with ErrCorrupt naming the object; so does a damaged frame, and a
 // segment the index counts that is gone.
 func TestFlippedByteNoManifest(t *testing.T) {
+	t.Parallel()
 	t.Run("one segment", func(t *testing.T) { testFlippedByteNoManifest(t, 1) })
 	t.Run("past the manifest", func(t *testing.T) { testFlippedByteNoManifest(t, 11) })
 }
@@ -436,6 +439,7 @@ func testFlippedByteNoManifest(t *testing.T, appends int) {
 // altered still loads (every segment's own hash holds) but fails Verify,
 // which names the segment whose boundary is wrong.
 func TestVerifyTamperedManifest(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	e := newEnv(t)
 	s := e.open(t, objstore.WithCompactThreshold(0), objstore.WithManifestInterval(1))
@@ -481,6 +485,7 @@ func TestVerifyTamperedManifest(t *testing.T) {
 // there) and writes the checkpoints the dead one did not: for a new
 // session and for a tail.
 func TestAppendRawRetryRepairsIndex(t *testing.T) {
+	t.Parallel()
 	for _, tail := range []bool{false, true} {
 		name := "new session"
 		if tail {
@@ -554,6 +559,7 @@ func TestAppendRawRetryRepairsIndex(t *testing.T) {
 // that the deferred index was not written) and why, and a later Flush
 // that can write them succeeds.
 func TestFlushReportsFailedCheckpoints(t *testing.T) {
+	t.Parallel()
 	for _, deferred := range []bool{false, true} {
 		t.Run(fmt.Sprintf("deferred=%v", deferred), func(t *testing.T) {
 			ctx := context.Background()

@@ -46,6 +46,10 @@ type shardState struct {
 	view    shardView
 	fresh   time.Time // when the view was last read from the bucket
 	pending map[string]manifest.IndexEntry
+	buried  map[string]manifest.Tombstone // tombstones waiting to be written
+	// purge: a session of the shard was deleted, so the next write folds
+	// the shard and deletes its older deltas, which hold its summary.
+	purge bool
 }
 
 func (s *Store) shardState(name string) *shardState {
@@ -144,6 +148,9 @@ func (s *Store) readShardView(ctx context.Context, name string) (shardView, erro
 			for _, e := range delta.Sessions {
 				v.shard.Put(e)
 			}
+			for _, t := range delta.Tombstones {
+				v.shard.Bury(t)
+			}
 			v.applied++
 		}
 		if len(found) < batch {
@@ -234,6 +241,20 @@ func (s *Store) queueIndex(e manifest.IndexEntry) string {
 	return name
 }
 
+// queueTombstone queues tombstone t for the next write of its shard, which
+// also purges the shard (purgeShard), and returns the shard's name.
+func (s *Store) queueTombstone(t manifest.Tombstone) string {
+	name := manifest.ShardOf(t.ID)
+	st := s.shardState(name)
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.buried == nil {
+		st.buried = map[string]manifest.Tombstone{}
+	}
+	st.buried[t.ID], st.purge = t, true
+	return name
+}
+
 // writeShard writes the entries queued for shard name, if any, as the
 // shard's next delta. A 412 means another writer took that number: read
 // its delta and take the next one.
@@ -242,12 +263,12 @@ func (s *Store) writeShard(ctx context.Context, name string) error {
 	st.wmu.Lock()
 	defer st.wmu.Unlock()
 	st.mu.Lock()
-	batch := st.pending
-	st.pending = nil
+	batch, buried, purge := st.pending, st.buried, st.purge
+	st.pending, st.buried, st.purge = nil, nil, false
 	v := st.view
 	loaded := st.loaded && v.shard != nil && s.now().Sub(st.fresh) < indexStale
 	st.mu.Unlock()
-	if len(batch) == 0 {
+	if len(batch) == 0 && len(buried) == 0 {
 		return nil // written by the writer before us, or nothing queued
 	}
 	requeue := func() {
@@ -261,6 +282,13 @@ func (s *Store) writeShard(ctx context.Context, name string) error {
 				st.pending[id] = e
 			}
 		}
+		for id, t := range buried {
+			if st.buried == nil {
+				st.buried = map[string]manifest.Tombstone{}
+			}
+			st.buried[id] = t
+		}
+		st.purge = st.purge || purge
 	}
 	for attempt := 0; attempt < s.maxAttempts; attempt++ {
 		if !loaded {
@@ -278,7 +306,12 @@ func (s *Store) writeShard(ctx context.Context, name string) error {
 				delta.Put(e)
 			}
 		}
-		if len(delta.Sessions) == 0 {
+		for _, t := range buried {
+			if next.Bury(t) || next.Tombstones[t.ID] == t {
+				delta.Bury(t)
+			}
+		}
+		if len(delta.Sessions) == 0 && len(delta.Tombstones) == 0 {
 			return nil
 		}
 		data, err := s.codec.EncodeIndexShard(delta)
@@ -296,7 +329,10 @@ func (s *Store) writeShard(ctx context.Context, name string) error {
 				st.view = w
 			}
 			st.mu.Unlock()
-			if n-w.through() >= indexFoldEvery {
+			switch {
+			case purge:
+				return s.purgeShard(ctx, name, w)
+			case n-w.through() >= indexFoldEvery:
 				s.foldShard(ctx, name, w)
 			}
 			return nil
@@ -325,6 +361,7 @@ func (s *Store) writeShard(ctx context.Context, name string) error {
 func (s *Store) foldShard(ctx context.Context, name string, v shardView) {
 	base := v.shard.Clone()
 	base.Through, base.Written = v.applied, s.now().UTC()
+	s.expireTombstones(base)
 	var pruneFrom, pruneTo int64
 	if v.base != nil {
 		base.Pruned = v.base.Pruned
@@ -361,6 +398,12 @@ func (s *Store) foldShard(ctx context.Context, name string, v shardView) {
 // come back with an error wrapping ErrIndexDamaged that names it (a
 // failure to reach the bucket fails the whole read).
 func (s *Store) readIndex(ctx context.Context, names []string) (map[string]manifest.IndexEntry, error) {
+	all, _, err := s.readIndexAll(ctx, names)
+	return all, err
+}
+
+// readIndexAll is readIndex that also returns the shards' tombstones.
+func (s *Store) readIndexAll(ctx context.Context, names []string) (map[string]manifest.IndexEntry, map[string]manifest.Tombstone, error) {
 	shards := make([]*manifest.IndexShard, len(names))
 	damaged := make([]error, len(names))
 	g, gctx := errgroup.WithContext(ctx)
@@ -375,9 +418,10 @@ func (s *Store) readIndex(ctx context.Context, names []string) (map[string]manif
 		})
 	}
 	if err := g.Wait(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	all := map[string]manifest.IndexEntry{}
+	tombs := map[string]manifest.Tombstone{}
 	for _, sh := range shards {
 		if sh == nil {
 			continue
@@ -385,8 +429,11 @@ func (s *Store) readIndex(ctx context.Context, names []string) (map[string]manif
 		for id, e := range sh.Sessions {
 			all[id] = e
 		}
+		for id, t := range sh.Tombstones {
+			tombs[id] = t
+		}
 	}
-	return all, s.damage(names, damaged)
+	return all, tombs, s.damage(names, damaged)
 }
 
 // damage is the error of the shards of names that did not decode (errs,
@@ -455,9 +502,12 @@ func (s *Store) Resolve(ctx context.Context, idOrPrefix string) (*agent.Session,
 	if err := s.settle(ctx); ctx.Err() != nil {
 		return nil, fmt.Errorf("resolve %q: %w", idOrPrefix, err)
 	}
-	all, err := s.readIndex(ctx, []string{manifest.ShardOf(idOrPrefix)})
+	all, tombs, err := s.readIndexAll(ctx, []string{manifest.ShardOf(idOrPrefix)})
 	if all == nil {
 		return nil, fmt.Errorf("resolve %q: %w", idOrPrefix, err)
+	}
+	if t, ok := tombs[idOrPrefix]; ok {
+		return nil, fmt.Errorf("resolve %q: %w", idOrPrefix, deletedError(idOrPrefix, t))
 	}
 	if err != nil {
 		// The shard is damaged: a full id is still found through its own
@@ -480,6 +530,16 @@ func (s *Store) Resolve(ctx context.Context, idOrPrefix string) (*agent.Session,
 	case 1:
 		return &agent.Session{Info: all[matches[0]].Info, Store: s}, nil
 	case 0:
+		// A prefix of one deleted session says so.
+		var gone []manifest.Tombstone
+		for id, t := range tombs {
+			if strings.HasPrefix(id, idOrPrefix) {
+				gone = append(gone, t)
+			}
+		}
+		if len(gone) == 1 && gone[0].ID != idOrPrefix {
+			return nil, fmt.Errorf("resolve %q: %w", idOrPrefix, deletedError(gone[0].ID, gone[0]))
+		}
 		return s.resolveObjects(ctx, idOrPrefix)
 	}
 	slices.Sort(matches)

@@ -22,6 +22,7 @@ func idIn(name string) string { return name + agent.NewSessionID()[1:] }
 // fresh Store and one that read the shard at the start both list every
 // session, and no delta is left at or below what the base says is pruned.
 func TestIndexDeltas(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	e := newEnv(t)
 	a, b := e.open(t), e.open(t)
@@ -105,6 +106,7 @@ func TestIndexDeltas(t *testing.T) {
 // deltas race for numbers, and group commits within each Store) lose no
 // entry.
 func TestIndexConcurrentWriters(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	e := newEnv(t)
 	const stores, writers, sessions = 4, 2, 5

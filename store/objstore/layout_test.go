@@ -135,6 +135,7 @@ func indexEntries(t testing.TB, objs []object, name string) map[string]manifest.
 // exactly the bytes of the line codec for the same appends at the same
 // times: byte for byte the file store/fsjsonl writes.
 func TestLayout(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	e := newEnv(t)
 	clock := fixedClock()
@@ -238,6 +239,7 @@ func TestLayout(t *testing.T) {
 // index entry say everything; the append that adds a second segment
 // creates the manifest.
 func TestLayoutOneSegment(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	e := newEnv(t)
 	s := e.open(t, objstore.WithClock(fixedClock()), objstore.WithCompactThreshold(0))
@@ -291,6 +293,7 @@ func TestLayoutOneSegment(t *testing.T) {
 // caller's path and a checkpoint of 1 PUT (index shard), or 2 in parallel
 // (index shard and manifest) every 8 segments; no GET or LIST.
 func TestRequestsPerAppend(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	e := newEnv(t)
 	rec := &recorder{}
@@ -376,6 +379,7 @@ func TestRequestsPerAppend(t *testing.T) {
 // TestNoKeyInBucket: an API key that reaches the store (in provenance, the
 // only place an agent could leak it) appears in no object.
 func TestNoKeyInBucket(t *testing.T) {
+	t.Parallel()
 	const key = "sk-panto-test-KEYMARKER-0123456789"
 	ctx := context.Background()
 	e := newEnv(t)

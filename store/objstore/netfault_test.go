@@ -32,6 +32,7 @@ var netFaults = []faultnet.Fault{
 // line, and afterwards the session holds every acknowledged batch exactly
 // once, in order, and any other batch at most once, whole.
 func TestAppendFaultsOnTheWire(t *testing.T) {
+	t.Parallel()
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewPCG(seed, 3))

@@ -27,26 +27,39 @@ func fixedClock() func() time.Time {
 	return func() time.Time { n++; return t0.Add(time.Duration(n) * time.Second) }
 }
 
-// env is a bucket on the shared server, with the AWS variables pointing at it.
+// env is a bucket on a server. Stores reach it through explicit options
+// (its endpoint and credentials), never the process's environment, so
+// that tests can run in parallel.
 type env struct {
 	srv    *miniotest.Server
 	bucket string
 	url    string
 }
 
+// newEnv is a fresh bucket on the shared MinIO.
 func newEnv(t testing.TB) *env {
 	t.Helper()
-	srv := miniotest.Shared(t)
-	srv.SetEnv(t)
+	return newEnvOn(t, miniotest.Shared(t))
+}
+
+// newEnvOn is a fresh bucket on srv.
+func newEnvOn(t testing.TB, srv *miniotest.Server) *env {
+	t.Helper()
 	b := srv.NewBucket(t)
 	return &env{srv: srv, bucket: b, url: "s3://" + b + "/pfx"}
+}
+
+// reach are the options that point a store at the env's server; options
+// after them win (WithEndpoint of a proxy, say).
+func (e *env) reach(opts ...objstore.Option) []objstore.Option {
+	return append([]objstore.Option{objstore.WithEndpoint(e.srv.Endpoint()), objstore.WithS3Options(e.srv.SetCredentials)}, opts...)
 }
 
 func (e *env) open(t testing.TB, opts ...objstore.Option) *objstore.Store {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	s, err := objstore.Open(ctx, e.url, opts...)
+	s, err := objstore.Open(ctx, e.url, e.reach(opts...)...)
 	if err != nil {
 		t.Fatalf("open %s: %v", e.url, err)
 	}
@@ -70,6 +83,7 @@ func texts(c *agent.Conversation) []string {
 }
 
 func TestAppendLoadListResolve(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	e := newEnv(t)
 	s := e.open(t, objstore.WithClock(fixedClock()))
@@ -143,6 +157,7 @@ func TestAppendLoadListResolve(t *testing.T) {
 // TestEscapingIDs: ids that would escape the session's directory are
 // refused by every entry point, before any request.
 func TestEscapingIDs(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	e := newEnv(t)
 	rec := &recorder{}
@@ -173,6 +188,7 @@ func TestEscapingIDs(t *testing.T) {
 // TestPutUnsignedOnLoopback: to the loopback MinIO, PUTs carry no payload
 // hash (see payloadSigning), and MinIO takes them.
 func TestPutUnsignedOnLoopback(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	rec := &recorder{}
 	s := e.open(t, rec.option())

@@ -17,6 +17,7 @@ import (
 // handles appending to one session through a server that ignores the
 // headers would keep a fraction of what they were told was stored.
 func TestProbeRefusesLaxServers(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	for _, tt := range []struct{ mode, want string }{
 		{miniotest.DropConditions, "If-Match"},
@@ -30,7 +31,7 @@ func TestProbeRefusesLaxServers(t *testing.T) {
 			// Twice: on a fresh prefix (the probe object is created by the
 			// first Open) and on one that has it.
 			for round := range 2 {
-				_, err := objstore.Open(ctx, e.url, objstore.WithEndpoint(lax))
+				_, err := objstore.Open(ctx, e.url, e.reach(objstore.WithEndpoint(lax))...)
 				if !errors.Is(err, objstore.ErrConditionalWrites) || !errors.Is(err, objstore.ErrOpen) {
 					t.Fatalf("round %d: Open through a %s server: %v, want ErrConditionalWrites", round, tt.mode, err)
 				}

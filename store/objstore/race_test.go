@@ -11,6 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
 	"github.com/panto-dev/panto/agent"
 	"github.com/panto-dev/panto/store/objstore"
 )
@@ -55,6 +58,7 @@ func checkBatches(t *testing.T, c *agent.Conversation, writers, batches int) {
 // TestRaceGoroutines: writers with a Store each (so they really race for
 // segment positions) and writers sharing one Store append to one session.
 func TestRaceGoroutines(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	e := newEnv(t)
 	id := agent.NewSessionID()
@@ -109,6 +113,7 @@ func TestRaceGoroutines(t *testing.T) {
 // TestRaceProcesses: two OS processes (this test binary re-executed) and
 // a goroutine of this one append to one session.
 func TestRaceProcesses(t *testing.T) {
+	t.Parallel()
 	if os.Getenv("PANTO_OBJSTORE_CHILD") != "" {
 		t.Skip("child")
 	}
@@ -118,9 +123,17 @@ func TestRaceProcesses(t *testing.T) {
 	const batches = 8
 	var cmds []*exec.Cmd
 	var outs []*strings.Builder
+	// The children are bounded: past the deadline they are killed and
+	// Wait returns.
+	cctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	defer cancel()
 	for w := 1; w <= 2; w++ {
-		cmd := exec.Command(os.Args[0], "-test.run=^TestChildAppender$", "-test.count=1")
+		cmd := exec.CommandContext(cctx, os.Args[0], "-test.run=^TestChildAppender$", "-test.count=1")
+		cmd.WaitDelay = 5 * time.Second
+		// The child's harness takes AWS_* out of its environment: the
+		// server is named in its own variables.
 		cmd.Env = append(e.srv.Env(), "PANTO_OBJSTORE_CHILD=1", "CHILD_URL="+e.url, "CHILD_ID="+id,
+			"CHILD_ENDPOINT="+e.srv.Endpoint(), "CHILD_ACCESS_KEY="+e.srv.AccessKey(), "CHILD_SECRET_KEY="+e.srv.SecretKey(),
 			"CHILD_WRITER="+strconv.Itoa(w), "CHILD_BATCHES="+strconv.Itoa(batches))
 		out := &strings.Builder{}
 		cmd.Stdout, cmd.Stderr = out, out
@@ -165,7 +178,13 @@ func TestChildAppender(t *testing.T) {
 	n, _ := strconv.Atoi(os.Getenv("CHILD_BATCHES"))
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	s, err := objstore.Open(ctx, os.Getenv("CHILD_URL"), objstore.WithCompactThreshold(4), objstore.WithCompactGrace(2*time.Second))
+	creds := objstore.WithS3Options(func(o *s3.Options) {
+		o.Credentials = aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) {
+			return aws.Credentials{AccessKeyID: os.Getenv("CHILD_ACCESS_KEY"), SecretAccessKey: os.Getenv("CHILD_SECRET_KEY")}, nil
+		})
+	})
+	s, err := objstore.Open(ctx, os.Getenv("CHILD_URL"), objstore.WithEndpoint(os.Getenv("CHILD_ENDPOINT")), creds,
+		objstore.WithCompactThreshold(4), objstore.WithCompactGrace(2*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}

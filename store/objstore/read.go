@@ -95,6 +95,9 @@ func (s *Store) catchUp(ctx context.Context, m *manifest.Manifest, keep int64) (
 		if err != nil {
 			return found, fmt.Errorf("%s: %w: %v", s.objectURL(key), ErrCorrupt, err)
 		}
+		if t, ok := manifest.DecodeTombstone(raw); ok {
+			return found, deletedError(m.ID, t)
+		}
 		seg, err := m.Append(s.objectURL(key), raw, int64(len(data)))
 		if err != nil {
 			return found, fmt.Errorf("%w: %w", ErrCorrupt, err)
@@ -199,6 +202,11 @@ func (s *Store) fetchSegment(ctx context.Context, id string, seg manifest.Segmen
 	data, _, err := s.b.get(ctx, key, "")
 	if err != nil {
 		if errors.Is(err, errNotFound) {
+			// A manifest read before the session was deleted lists
+			// segments that are gone: say it was deleted.
+			if t, ok := s.tombstoneAt(ctx, id); ok {
+				return nil, deletedError(id, t)
+			}
 			return nil, fmt.Errorf("%s: %w: listed in the manifest but missing: %w", s.objectURL(key), ErrCorrupt, err)
 		}
 		return nil, err
@@ -206,6 +214,9 @@ func (s *Store) fetchSegment(ctx context.Context, id string, seg manifest.Segmen
 	raw, err := s.codec.Decompress(data)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w: %v", s.objectURL(key), ErrCorrupt, err)
+	}
+	if t, ok := manifest.DecodeTombstone(raw); ok {
+		return nil, deletedError(id, t)
 	}
 	sum := sha256.Sum256(raw)
 	if int64(len(raw)) != seg.Length || hex.EncodeToString(sum[:]) != seg.SHA256 {

@@ -28,7 +28,7 @@ var _ store.IndexRepairer = (*Store)(nil)
 
 // CheckIndex compares the index with the sessions the bucket holds.
 func (s *Store) CheckIndex(ctx context.Context) (store.IndexReport, error) {
-	report, _, err := s.checkIndex(ctx)
+	report, _, _, err := s.checkIndex(ctx)
 	return report, err
 }
 
@@ -40,9 +40,12 @@ func (s *Store) CheckIndex(ctx context.Context) (store.IndexReport, error) {
 // repair is at worst listed a checkpoint behind (§P2), never lost.
 func (s *Store) RepairIndex(ctx context.Context) (store.IndexReport, error) {
 	for attempt := 0; ; attempt++ {
-		report, truth, err := s.checkIndex(ctx)
-		if err != nil || report.Clean() {
+		report, truth, buried, err := s.checkIndex(ctx)
+		if err != nil {
 			return report, err
+		}
+		if report.Clean() {
+			return report, s.sweepBuried(ctx, buried)
 		}
 		shards := map[string]bool{}
 		for _, list := range [][]string{report.Unindexed, report.Stale, report.Orphans} {
@@ -55,7 +58,7 @@ func (s *Store) RepairIndex(ctx context.Context) (store.IndexReport, error) {
 		}
 		var lost bool
 		for _, name := range sortedKeys(shards) {
-			err := s.rebuildShard(ctx, name, truth)
+			err := s.rebuildShard(ctx, name, truth, buried)
 			if errors.Is(err, errPrecondition) || errors.Is(err, errConflict) {
 				lost = true // someone folded the shard meanwhile: check again
 				continue
@@ -66,7 +69,7 @@ func (s *Store) RepairIndex(ctx context.Context) (store.IndexReport, error) {
 			report.Rebuilt = append(report.Rebuilt, name)
 		}
 		if !lost {
-			return report, nil
+			return report, s.sweepBuried(ctx, buried)
 		}
 		if attempt+1 >= s.maxAttempts {
 			return report, fmt.Errorf("repair the index: shards kept changing under the repair (%d attempts)", attempt+1)
@@ -79,19 +82,18 @@ func (s *Store) RepairIndex(ctx context.Context) (store.IndexReport, error) {
 
 // checkIndex finds every session by listing, reads each one's state, and
 // compares with the index. It returns the entry of every readable
-// session.
-func (s *Store) checkIndex(ctx context.Context) (store.IndexReport, map[string]manifest.IndexEntry, error) {
-	var report store.IndexReport
+// session, and the tombstone of every deleted one.
+func (s *Store) checkIndex(ctx context.Context) (report store.IndexReport, truth map[string]manifest.IndexEntry, buried map[string]manifest.Tombstone, err error) {
 	if err := s.settle(ctx); err != nil && ctx.Err() != nil {
-		return report, nil, err
+		return report, nil, nil, err
 	}
 	ids, err := s.listSessions(ctx)
 	if err != nil {
-		return report, nil, fmt.Errorf("list the sessions of s3://%s/%s: %w", s.b.name, s.b.prefix, err)
+		return report, nil, nil, fmt.Errorf("list the sessions of s3://%s/%s: %w", s.b.name, s.b.prefix, err)
 	}
-	truth, unreadable, err := s.sessionStates(ctx, ids)
+	truth, buried, unreadable, err := s.sessionStatesAll(ctx, ids)
 	if err != nil {
-		return report, nil, err
+		return report, nil, nil, err
 	}
 	for id := range truth {
 		report.Sessions = append(report.Sessions, id)
@@ -102,6 +104,7 @@ func (s *Store) checkIndex(ctx context.Context) (store.IndexReport, map[string]m
 	slices.Sort(report.Sessions)
 	report.Unreadable = unreadable
 	indexed := map[string]manifest.IndexEntry{}
+	indexedTombs := map[string]manifest.Tombstone{}
 	for _, name := range manifest.ShardNames() {
 		sh, err := s.readShard(ctx, name)
 		if errors.Is(err, ErrCorrupt) {
@@ -109,12 +112,30 @@ func (s *Store) checkIndex(ctx context.Context) (store.IndexReport, map[string]m
 			continue
 		}
 		if err != nil {
-			return report, nil, fmt.Errorf("read the index: %w", err)
+			return report, nil, nil, fmt.Errorf("read the index: %w", err)
 		}
 		for id, e := range sh.Sessions {
 			indexed[id] = e
 		}
+		for id, t := range sh.Tombstones {
+			indexedTombs[id] = t
+		}
 	}
+	// A deleted session: its index entry must be its tombstone (while the
+	// retention lasts), and nothing of its content may be left.
+	for id, t := range buried {
+		switch _, listed := indexed[id]; {
+		case slices.Contains(report.Damaged, manifest.ShardOf(id)):
+		case listed:
+			report.Stale = append(report.Stale, id)
+		case s.now().Sub(t.Deleted) <= store.TombstoneRetention:
+			if _, ok := indexedTombs[id]; !ok {
+				report.Unindexed = append(report.Unindexed, id)
+			}
+		}
+		delete(indexed, id) // not an orphan either way
+	}
+
 	damaged := func(id string) bool { return slices.Contains(report.Damaged, manifest.ShardOf(id)) }
 	var recheck []string
 	for id, t := range truth {
@@ -134,7 +155,7 @@ func (s *Store) checkIndex(ctx context.Context) (store.IndexReport, map[string]m
 	// read: read it again, and call the entry stale only if it still leads.
 	again, _, err := s.sessionStates(ctx, recheck)
 	if err != nil {
-		return report, nil, err
+		return report, nil, nil, err
 	}
 	for _, id := range recheck {
 		if t, ok := again[id]; ok && t.Length >= indexed[id].Length {
@@ -153,7 +174,7 @@ func (s *Store) checkIndex(ctx context.Context) (store.IndexReport, map[string]m
 	for _, list := range []*[]string{&report.Unindexed, &report.Stale, &report.Orphans} {
 		slices.Sort(*list)
 	}
-	return report, truth, nil
+	return report, truth, buried, nil
 }
 
 // listSessions returns the ids of the session directories of the prefix.
@@ -177,8 +198,16 @@ func (s *Store) listSessions(ctx context.Context) ([]string, error) {
 // A session whose objects cannot be read is in unreadable, with why; one
 // with no segment at all (only stray objects) is in neither.
 func (s *Store) sessionStates(ctx context.Context, ids []string) (map[string]manifest.IndexEntry, map[string]error, error) {
+	truth, _, unreadable, err := s.sessionStatesAll(ctx, ids)
+	return truth, unreadable, err
+}
+
+// sessionStatesAll is sessionStates that also returns the tombstones of
+// the deleted sessions among ids.
+func (s *Store) sessionStatesAll(ctx context.Context, ids []string) (map[string]manifest.IndexEntry, map[string]manifest.Tombstone, map[string]error, error) {
 	var mu sync.Mutex
 	truth := map[string]manifest.IndexEntry{}
+	tombs := map[string]manifest.Tombstone{}
 	unreadable := map[string]error{}
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(16)
@@ -188,9 +217,12 @@ func (s *Store) sessionStates(ctx context.Context, ids []string) (map[string]man
 			if err == nil {
 				_, err = s.catchUp(gctx, m, 0)
 			}
+			tomb, deleted := tombstoneOf(err)
 			mu.Lock()
 			defer mu.Unlock()
 			switch {
+			case deleted:
+				tombs[id] = tomb
 			case errors.Is(err, ErrCorrupt) || errors.Is(err, manifest.ErrInvalid):
 				unreadable[id] = err
 			case err != nil:
@@ -202,14 +234,14 @@ func (s *Store) sessionStates(ctx context.Context, ids []string) (map[string]man
 		})
 	}
 	if err := g.Wait(); err != nil {
-		return nil, nil, fmt.Errorf("read the sessions: %w", err)
+		return nil, nil, nil, fmt.Errorf("read the sessions: %w", err)
 	}
-	return truth, unreadable, nil
+	return truth, tombs, unreadable, nil
 }
 
 // rebuildShard writes shard name's base anew, holding exactly the entries
 // of truth that fall in it, folding every delta written so far.
-func (s *Store) rebuildShard(ctx context.Context, name string, truth map[string]manifest.IndexEntry) error {
+func (s *Store) rebuildShard(ctx context.Context, name string, truth map[string]manifest.IndexEntry, buried map[string]manifest.Tombstone) (err error) {
 	_, etag, err := s.b.get(ctx, shardKey(name), "")
 	if err != nil && !errors.Is(err, errNotFound) {
 		return err
@@ -231,10 +263,25 @@ func (s *Store) rebuildShard(ctx context.Context, name string, truth map[string]
 			shard.Sessions[id] = e
 		}
 	}
+	for id, t := range buried {
+		if manifest.ShardOf(id) == name {
+			shard.Bury(t)
+		}
+	}
+	s.expireTombstones(shard)
 	// Pruned stays 0: the deltas this base folds are deleted by a later
 	// fold, once the base is old enough that no writer still numbers from
-	// before it (§P3).
+	// before it (§P3) — unless the shard buries a session, whose summary
+	// the old deltas hold: they go now (purgeShard).
 	shard.Through, shard.Written = through, s.now().UTC()
+	if len(shard.Tombstones) > 0 {
+		shard.Pruned = through
+		defer func() {
+			if err == nil {
+				err = s.deleteDeltas(ctx, name, through)
+			}
+		}()
+	}
 	data, err := s.codec.EncodeIndexShard(shard)
 	if err != nil {
 		return err
@@ -246,6 +293,18 @@ func (s *Store) rebuildShard(ctx context.Context, name string, truth map[string]
 	st.mu.Lock()
 	st.loaded, st.fresh = false, time.Time{} // read it again before the next write
 	st.mu.Unlock()
+	return nil
+}
+
+// sweepBuried deletes what is left of the content of the deleted sessions
+// the last check found (a deletion cut short, or a writer that appended
+// to a session being deleted with a stale view of it).
+func (s *Store) sweepBuried(ctx context.Context, buried map[string]manifest.Tombstone) error {
+	for id, t := range buried {
+		if err := s.finishDelete(ctx, id, t, -1); err != nil {
+			return fmt.Errorf("repair the index: %w", err)
+		}
+	}
 	return nil
 }
 

@@ -1,0 +1,60 @@
+package manifest
+
+import (
+	"bytes"
+	"encoding/json"
+	"time"
+)
+
+// FeatureTombstones is the marker feature of a prefix that holds deleted
+// sessions: a reader that does not know tombstones would list them, and
+// a writer bring them back, so such a panto must refuse the prefix.
+const FeatureTombstones = "tombstones"
+
+// Tombstone is what the bucket keeps of a deleted session: in its index
+// shard, and as the object that takes the place of its first segment
+// (and of the segment after its last), so that the id can never be
+// written again. It holds no content: when, and the length and sha256 of
+// the log at deletion.
+type Tombstone struct {
+	ID      string
+	Deleted time.Time
+	Length  int64
+	SHA256  string
+}
+
+// tombstoneFormat names a tombstone object. Stored where a segment would
+// be, it is compressed like one; decompressed, its first bytes tell it from
+// a log (which starts with a line of type session or message).
+const tombstoneFormat = "panto-tombstone"
+
+var tombstonePrefix = []byte(`{"format":"` + tombstoneFormat + `"`)
+
+type wireTombstoneObject struct {
+	Format  string    `json:"format"`
+	Version int       `json:"version"`
+	ID      string    `json:"id"`
+	Deleted time.Time `json:"deleted"`
+	Length  int64     `json:"length"`
+	SHA256  string    `json:"sha256,omitempty"`
+}
+
+// EncodeTombstone returns the stored form of a tombstone object.
+func EncodeTombstone(t Tombstone) []byte {
+	data, _ := marshalWire(wireTombstoneObject{Format: tombstoneFormat, Version: Version, ID: t.ID, Deleted: t.Deleted.UTC(), Length: t.Length, SHA256: t.SHA256}) // plain fields always encode
+	return data
+}
+
+// DecodeTombstone reports whether data, the raw (decompressed) bytes of
+// an object read where a segment was expected, is a tombstone, and
+// returns it.
+func DecodeTombstone(data []byte) (Tombstone, bool) {
+	if !bytes.HasPrefix(data, tombstonePrefix) {
+		return Tombstone{}, false
+	}
+	var w wireTombstoneObject
+	if json.Unmarshal(data, &w) != nil || w.Format != tombstoneFormat || w.ID == "" {
+		return Tombstone{}, false
+	}
+	return Tombstone{ID: w.ID, Deleted: w.Deleted, Length: w.Length, SHA256: w.SHA256}, true
+}

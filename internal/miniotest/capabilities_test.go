@@ -1,0 +1,233 @@
+package miniotest_test
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/minio/minio-go/v7"
+
+	"github.com/panto-dev/panto/internal/miniotest"
+)
+
+// TestCapabilities measures, on every kind of server, the behaviours in
+// miniotest.Capabilities and fails where a kind's declared Supports (the
+// README's table) says otherwise. Run with -v for the table's rows.
+func TestCapabilities(t *testing.T) {
+	miniotest.Each(t, miniotest.Kinds, func(t *testing.T, s *miniotest.Server) {
+		got := measure(t, s)
+		t.Logf("| %s | %s |", s.Kind.Name, row(got))
+		if got != s.Kind.Supports {
+			t.Errorf("%s measured %+v\ndeclared %+v", s.Kind.Name, got, s.Kind.Supports)
+		}
+	})
+}
+
+func row(c miniotest.Capabilities) string {
+	yes := func(b bool) string {
+		if b {
+			return "yes"
+		}
+		return "no"
+	}
+	return strings.Join([]string{yes(c.CreateIfAbsent), yes(c.RacingCreates), yes(c.ReplaceIfMatch), yes(c.RacingReplaces),
+		yes(c.GetIfNoneMatch), yes(c.Multipart), yes(c.ListPrefix)}, " | ")
+}
+
+// prober sends the requests of a measurement with the AWS SDK, as the
+// object store does (its payload hash, no extra checksums, no retries),
+// and reads back with minio-go.
+type prober struct {
+	t      *testing.T
+	api    *s3.Client
+	mc     *minio.Client
+	bucket string
+}
+
+func newProber(t *testing.T, s *miniotest.Server) *prober {
+	api := s3.New(s3.Options{
+		Region:                     miniotest.Region,
+		BaseEndpoint:               aws.String(s.Endpoint()),
+		UsePathStyle:               true,
+		Credentials:                s.Credentials(),
+		RequestChecksumCalculation: aws.RequestChecksumCalculationWhenRequired,
+		ResponseChecksumValidation: aws.ResponseChecksumValidationWhenRequired,
+		Retryer:                    aws.NopRetryer{},
+	})
+	return &prober{t: t, api: api, mc: s.Client(t), bucket: s.NewBucket(t)}
+}
+
+// status is the HTTP status of a request's outcome: 200 for success.
+func status(err error) int {
+	if err == nil {
+		return 200
+	}
+	var st interface{ HTTPStatusCode() int }
+	if errors.As(err, &st) {
+		return st.HTTPStatusCode()
+	}
+	return -1
+}
+
+// put writes body under key with the given conditions and returns the
+// ETag and the status.
+func (p *prober) put(key, body, ifNoneMatch, ifMatch string) (string, int) {
+	in := &s3.PutObjectInput{Bucket: &p.bucket, Key: &key, Body: strings.NewReader(body), ContentLength: aws.Int64(int64(len(body)))}
+	if ifNoneMatch != "" {
+		in.IfNoneMatch = &ifNoneMatch
+	}
+	if ifMatch != "" {
+		in.IfMatch = &ifMatch
+	}
+	out, err := p.api.PutObject(p.t.Context(), in)
+	if err != nil {
+		return "", status(err)
+	}
+	return aws.ToString(out.ETag), 200
+}
+
+// get reads key back with minio-go.
+func (p *prober) get(key string) string {
+	o, err := p.mc.GetObject(p.t.Context(), p.bucket, key, minio.GetObjectOptions{})
+	if err != nil {
+		p.t.Fatalf("get %s: %v", key, err)
+	}
+	defer o.Close()
+	b, err := io.ReadAll(o)
+	if err != nil {
+		p.t.Fatalf("get %s: %v", key, err)
+	}
+	return string(b)
+}
+
+// race sends n PUTs of key at once, each with its own body and the given
+// conditions, and reports whether exactly one succeeded and its body is
+// what the key holds.
+func (p *prober) race(key string, n int, ifNoneMatch, ifMatch string) bool {
+	var wg sync.WaitGroup
+	codes := make([]int, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, codes[i] = p.put(key, fmt.Sprintf("writer %d", i), ifNoneMatch, ifMatch)
+		}()
+	}
+	wg.Wait()
+	winners := 0
+	var winner string
+	for i, c := range codes {
+		if c == 200 {
+			winners++
+			winner = fmt.Sprintf("writer %d", i)
+		}
+	}
+	return winners == 1 && p.get(key) == winner
+}
+
+const wrongETag = `"00000000000000000000000000000000"`
+
+func measure(t *testing.T, s *miniotest.Server) miniotest.Capabilities {
+	p := newProber(t, s)
+	var c miniotest.Capabilities
+
+	_, created := p.put("create", "first", "*", "")
+	_, again := p.put("create", "second", "*", "")
+	c.CreateIfAbsent = created == 200 && again == 412 && p.get("create") == "first"
+
+	c.RacingCreates = true
+	for round := range 5 {
+		if !p.race(fmt.Sprintf("race-create-%d", round), 8, "*", "") {
+			c.RacingCreates = false
+		}
+	}
+
+	etag, _ := p.put("replace", "v1", "", "")
+	_, wrong := p.put("replace", "v2", "", wrongETag)
+	kept := p.get("replace")
+	_, right := p.put("replace", "v3", "", etag)
+	c.ReplaceIfMatch = wrong == 412 && kept == "v1" && right == 200 && p.get("replace") == "v3"
+
+	c.RacingReplaces = true
+	for round := range 5 {
+		key := fmt.Sprintf("race-replace-%d", round)
+		etag, _ := p.put(key, "base", "", "")
+		if etag == "" || !p.race(key, 8, "", etag) {
+			c.RacingReplaces = false
+		}
+	}
+
+	_, err := p.api.GetObject(t.Context(), &s3.GetObjectInput{Bucket: &p.bucket, Key: aws.String("replace"), IfNoneMatch: aws.String(etagOf(t, p, "replace"))})
+	c.GetIfNoneMatch = status(err) == 304
+
+	c.Multipart = p.multipart()
+	c.ListPrefix = p.listPrefix()
+	return c
+}
+
+func etagOf(t *testing.T, p *prober, key string) string {
+	info, err := p.mc.StatObject(t.Context(), p.bucket, key, minio.StatObjectOptions{})
+	if err != nil {
+		t.Fatalf("stat %s: %v", key, err)
+	}
+	return `"` + strings.Trim(info.ETag, `"`) + `"`
+}
+
+// multipart uploads 11 MiB in 5 MiB parts and reads it back.
+func (p *prober) multipart() bool {
+	data := bytes.Repeat([]byte("0123456789abcdef"), 11<<16)
+	_, err := p.mc.PutObject(p.t.Context(), p.bucket, "multi", bytes.NewReader(data), int64(len(data)), minio.PutObjectOptions{PartSize: 5 << 20})
+	if err != nil {
+		p.t.Logf("multipart upload: %v", err)
+		return false
+	}
+	if got := p.get("multi"); got != string(data) {
+		p.t.Logf("multipart upload of %d bytes read back as %d bytes", len(data), len(got))
+		return false
+	}
+	return true
+}
+
+// listPrefix lists the keys under a prefix, three of them in two levels,
+// with one key beside it: all of them (no delimiter), then one level
+// (delimiter /: two keys and one common prefix), as repair lists.
+func (p *prober) listPrefix() bool {
+	for _, k := range []string{"list/a", "list/b", "list/c/d", "listless"} {
+		if _, code := p.put(k, k, "", ""); code != 200 {
+			return false
+		}
+	}
+	all, ok := p.list("list/", false)
+	level, ok2 := p.list("list/", true)
+	return ok && ok2 && all == "list/a,list/b,list/c/d" && level == "list/a,list/b,list/c/"
+}
+
+// list returns the keys (and common prefixes) under prefix, sorted and
+// joined, with or without the delimiter /.
+func (p *prober) list(prefix string, delimited bool) (string, bool) {
+	in := &s3.ListObjectsV2Input{Bucket: &p.bucket, Prefix: &prefix}
+	if delimited {
+		in.Delimiter = aws.String("/")
+	}
+	out, err := p.api.ListObjectsV2(p.t.Context(), in)
+	if err != nil {
+		p.t.Logf("list %s (delimited %v): %v", prefix, delimited, err)
+		return "", false
+	}
+	var got []string
+	for _, o := range out.Contents {
+		got = append(got, aws.ToString(o.Key))
+	}
+	for _, cp := range out.CommonPrefixes {
+		got = append(got, aws.ToString(cp.Prefix))
+	}
+	sort.Strings(got)
+	return strings.Join(got, ","), true
+}

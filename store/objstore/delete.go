@@ -1,0 +1,307 @@
+package objstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/panto-dev/panto/agent"
+	"github.com/panto-dev/panto/internal/manifest"
+	"github.com/panto-dev/panto/store"
+)
+
+// Deleting a session (package store's Deleter; docs/DESIGN.md, "Deleting
+// sessions"). The commit point is the same as an append's (§P1): a
+// create, with If-None-Match: *, of the segment after the log's end —
+// holding a tombstone instead of lines — so that a deletion and an append
+// racing for that position cannot both win. Then the first segment is
+// replaced by a tombstone too (If-Match): seg/0 marks the session as
+// existing for ever (§P5), and a create of the id fails on it; the index
+// shard buries the session and is rewritten without it, its older deltas
+// deleted; last, every other object of the session is deleted (listed:
+// deletion is explicit, never routine). Each step is idempotent, so a
+// deletion cut short is finished by the next one.
+
+var _ store.Deleter = (*Store)(nil)
+
+// Delete removes session t.ID's content and leaves tombstone t, if t
+// covers the log (store.Tombstone.Covers); otherwise a *store.ChangedError.
+func (s *Store) Delete(ctx context.Context, t store.Tombstone) error {
+	if err := agent.ValidateSessionID(t.ID); err != nil {
+		return err
+	}
+	id := t.ID
+	fail := func(err error) error { return fmt.Errorf("delete session %s: %w", id, err) }
+	if err := s.ensureFeature(ctx, manifest.FeatureTombstones); err != nil {
+		return fail(err)
+	}
+	tomb := manifest.Tombstone{ID: id, Deleted: t.Deleted.UTC(), Length: t.At.Length, SHA256: t.At.SHA256}
+	st := s.state(id)
+	if err := st.mu.lock(ctx); err != nil {
+		return fail(err)
+	}
+	defer st.mu.unlock()
+	for attempt := 0; ; attempt++ {
+		err := s.refresh(ctx, id, st)
+		if old, ok := tombstoneOf(err); ok {
+			// Deleted already (maybe by a run cut short): finish it.
+			return s.finishDelete(ctx, id, old, -1)
+		}
+		if err != nil {
+			return fail(err)
+		}
+		have := store.Checkpoint{Length: st.m.Length, SHA256: st.m.SHA256}
+		if !t.Covers(have) {
+			return fail(&store.ChangedError{ID: id, Want: t.At, Have: have})
+		}
+		// The commit point: the position after the log's end.
+		_, err = s.put(ctx, s.sessionKey(id, manifest.SegmentName(have.Length)), s.tombstoneObject(tomb), putCond{ifNoneMatch: true}, "application/zstd")
+		if err == nil {
+			st.loaded = false
+			return s.finishDelete(ctx, id, tomb, have.Length)
+		}
+		if !errors.Is(err, errPrecondition) && !errors.Is(err, errConflict) {
+			return fail(err)
+		}
+		// An append (or a create, for a session we did not hold) won the
+		// position: read what is there now, and decide again.
+		if attempt+1 >= s.maxAttempts {
+			return fail(fmt.Errorf("gave up after %d attempts: %w", attempt+1, err))
+		}
+		if err := backoff(ctx, attempt); err != nil {
+			return fail(err)
+		}
+	}
+}
+
+// finishDelete is a deletion after its commit point (at end, the log's
+// length then; -1 when not known): the first segment replaced by the
+// tombstone, the index buried and purged, every other object of the
+// session deleted.
+func (s *Store) finishDelete(ctx context.Context, id string, tomb manifest.Tombstone, end int64) error {
+	fail := func(err error) error { return fmt.Errorf("delete session %s: %w", id, err) }
+	first := s.sessionKey(id, manifest.SegmentName(0))
+	if end != 0 {
+		data, etag, err := s.b.get(ctx, first, "")
+		switch {
+		case errors.Is(err, errNotFound):
+			_, err = s.put(ctx, first, s.tombstoneObject(tomb), putCond{ifNoneMatch: true}, "application/zstd")
+		case err != nil:
+		default:
+			if _, ok := s.decodeTombstone(data); !ok {
+				_, err = s.put(ctx, first, s.tombstoneObject(tomb), putCond{ifMatch: etag}, "application/zstd")
+			}
+		}
+		if err != nil && !errors.Is(err, errPrecondition) {
+			return fail(err)
+		}
+	}
+	name := s.queueTombstone(tomb)
+	if !s.deferIndex {
+		if err := s.writeShard(ctx, name); err != nil {
+			return fail(err)
+		}
+	}
+	return s.sweep(ctx, id, end)
+}
+
+// sweep deletes every object of session id but its tombstones: seg/0 and
+// the segment at end (its commit point; -1: keep every tombstone found).
+func (s *Store) sweep(ctx context.Context, id string, end int64) error {
+	keys, _, err := s.b.list(ctx, s.sessionKey(id, ""), "")
+	if err != nil {
+		return fmt.Errorf("delete session %s: %w", id, err)
+	}
+	keep := map[string]bool{s.sessionKey(id, manifest.SegmentName(0)): true}
+	if end >= 0 {
+		keep[s.sessionKey(id, manifest.SegmentName(end))] = true
+	}
+	for _, k := range keys {
+		if keep[k] {
+			continue
+		}
+		if end < 0 && strings.HasSuffix(k, ".jsonl.zst") && !strings.Contains(k, "-") {
+			if data, _, err := s.b.get(ctx, k, ""); err == nil {
+				if _, ok := s.decodeTombstone(data); ok {
+					continue // the commit point of the deletion
+				}
+			}
+		}
+		if err := s.b.delete(ctx, k); err != nil {
+			return fmt.Errorf("delete session %s: %w", id, err)
+		}
+	}
+	return nil
+}
+
+// tombstoneAt reads the tombstone that took the place of session id's
+// first segment.
+func (s *Store) tombstoneAt(ctx context.Context, id string) (manifest.Tombstone, bool) {
+	data, _, err := s.b.get(ctx, s.sessionKey(id, manifest.SegmentName(0)), "")
+	if err != nil {
+		return manifest.Tombstone{}, false
+	}
+	t, ok := s.decodeTombstone(data)
+	return t, ok && t.ID == id
+}
+
+// tombstoneObject is the stored form of a tombstone where a segment would
+// be: compressed like one.
+func (s *Store) tombstoneObject(t manifest.Tombstone) []byte {
+	return s.codec.Compress(manifest.EncodeTombstone(t))
+}
+
+// decodeTombstone reports whether data, an object stored where a segment
+// would be, is a tombstone.
+func (s *Store) decodeTombstone(data []byte) (manifest.Tombstone, bool) {
+	raw, err := s.codec.Decompress(data)
+	if err != nil {
+		return manifest.Tombstone{}, false
+	}
+	return manifest.DecodeTombstone(raw)
+}
+
+// deletedError is the error of reading a tombstone where a segment of
+// session id was expected: an agent.DeletedError, that keeps the
+// tombstone for this package.
+func deletedError(id string, t manifest.Tombstone) error {
+	return &buriedError{DeletedError: agent.DeletedError{ID: id, Deleted: t.Deleted, Length: t.Length, SHA256: t.SHA256}, tomb: t}
+}
+
+type buriedError struct {
+	agent.DeletedError
+	tomb manifest.Tombstone
+}
+
+func (e *buriedError) Unwrap() error { return &e.DeletedError }
+
+// tombstoneOf returns the tombstone a read ran into, if it did.
+func tombstoneOf(err error) (manifest.Tombstone, bool) {
+	var b *buriedError
+	if errors.As(err, &b) {
+		return b.tomb, true
+	}
+	return manifest.Tombstone{}, false
+}
+
+// Tombstones lists the bucket's tombstones younger than
+// store.TombstoneRetention, from the index shards.
+func (s *Store) Tombstones(ctx context.Context) ([]store.Tombstone, error) {
+	if err := s.settle(ctx); ctx.Err() != nil {
+		return nil, fmt.Errorf("list deleted sessions: %w", err)
+	}
+	_, tombs, err := s.readIndexAll(ctx, manifest.ShardNames())
+	if tombs == nil && err != nil {
+		return nil, fmt.Errorf("list deleted sessions: %w", err)
+	}
+	out := make([]store.Tombstone, 0, len(tombs))
+	for _, t := range tombs {
+		if s.now().Sub(t.Deleted) <= store.TombstoneRetention {
+			out = append(out, store.Tombstone{ID: t.ID, Deleted: t.Deleted, At: store.Checkpoint{Length: t.Length, SHA256: t.SHA256}})
+		}
+	}
+	slices.SortFunc(out, func(a, b store.Tombstone) int { return strings.Compare(a.ID, b.ID) })
+	return out, err
+}
+
+// expireTombstones drops from a base the tombstones older than the
+// retention: listings stop carrying them (the session's seg/0 tombstone
+// still refuses the id).
+func (s *Store) expireTombstones(base *manifest.IndexShard) {
+	for id, t := range base.Tombstones {
+		if s.now().Sub(t.Deleted) > store.TombstoneRetention {
+			delete(base.Tombstones, id)
+		}
+	}
+}
+
+// purgeShard writes v, a reading of shard name that has just buried a
+// session, as its new base, and deletes every delta it folds: they hold
+// the deleted session's summary, which must not outlive it. A writer that
+// read the shard before this base may still write a delta the base
+// folds; readers skip it, so the index lags for the sessions it names
+// (§P2), and their next append puts them back.
+func (s *Store) purgeShard(ctx context.Context, name string, v shardView) error {
+	for attempt := 0; ; attempt++ {
+		base := v.shard.Clone()
+		base.Through, base.Pruned, base.Written = v.applied, v.applied, s.now().UTC()
+		s.expireTombstones(base)
+		data, err := s.codec.EncodeIndexShard(base)
+		if err != nil {
+			return err
+		}
+		etag, err := s.put(ctx, shardKey(name), data, putCond{ifMatch: v.etag, ifNoneMatch: v.etag == ""}, "application/zstd")
+		if err == nil {
+			w := shardView{shard: base, etag: etag, base: &manifest.IndexShard{Through: base.Through, Pruned: base.Pruned, Written: base.Written}, applied: v.applied}
+			st := s.shardState(name)
+			st.mu.Lock()
+			if w.newer(st.view) {
+				st.view, st.fresh = w, s.now()
+			}
+			st.mu.Unlock()
+			return s.deleteDeltas(ctx, name, base.Through)
+		}
+		if !errors.Is(err, errPrecondition) && !errors.Is(err, errConflict) || attempt+1 >= s.maxAttempts {
+			return fmt.Errorf("purge index shard %s: %w", name, err)
+		}
+		if v, err = s.readShardView(ctx, name); err != nil {
+			return fmt.Errorf("purge index shard %s: %w", name, err)
+		}
+	}
+}
+
+// deleteDeltas deletes the deltas of shard name numbered up to through.
+func (s *Store) deleteDeltas(ctx context.Context, name string, through int64) error {
+	keys, _, err := s.b.list(ctx, "index/"+name+"/", "")
+	if err != nil {
+		return fmt.Errorf("purge index shard %s: %w", name, err)
+	}
+	for _, k := range keys {
+		n, err := strconv.ParseInt(strings.TrimSuffix(k[strings.LastIndexByte(k, '/')+1:], ".json.zst"), 10, 64)
+		if err != nil || n > through {
+			continue
+		}
+		if err := s.b.delete(ctx, k); err != nil {
+			return fmt.Errorf("purge index shard %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// ensureFeature adds feature f to the marker's required features before
+// the first write that needs it (If-Match on the marker; a lost race
+// reads it again).
+func (s *Store) ensureFeature(ctx context.Context, f string) error {
+	if err := s.ensureMarker(ctx); err != nil {
+		return err
+	}
+	s.markerMu.Lock()
+	defer s.markerMu.Unlock()
+	for attempt := 0; !slices.Contains(s.marker.Requires, f); attempt++ {
+		if attempt >= s.maxAttempts {
+			return fmt.Errorf("add %s to the format marker: too many concurrent updates", f)
+		}
+		up := manifest.Marker{Version: s.marker.Version, Requires: append(slices.Clone(s.marker.Requires), f)}
+		etag, err := s.b.put(ctx, markerName, manifest.EncodeMarker(up), putCond{ifMatch: s.markerEtag}, "application/json")
+		if err == nil {
+			s.marker, s.markerEtag = up, etag
+			return nil
+		}
+		if !errors.Is(err, errPrecondition) && !errors.Is(err, errConflict) {
+			return fmt.Errorf("add %s to the format marker: %w", f, err)
+		}
+		data, etag, err := s.b.get(ctx, markerName, "")
+		if err != nil {
+			return fmt.Errorf("add %s to the format marker: %w", f, err)
+		}
+		m, err := manifest.DecodeMarker(data)
+		if err != nil {
+			return err
+		}
+		s.marker, s.markerEtag = m, etag
+	}
+	return nil
+}

@@ -1,0 +1,171 @@
+package objstore_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/panto-dev/panto/agent"
+	"github.com/panto-dev/panto/store"
+	"github.com/panto-dev/panto/store/objstore"
+)
+
+// secretTexts are what the deleted session holds; no object may hold any
+// of them once the deletion has reached the bucket.
+var secretTexts = []string{"my password is hunter2-tr0ub4dor", "AWS_SECRET=deleted-session-secret"}
+
+// scanFor returns the keys of the objects of the env's bucket (decompressed
+// where they are zstd) that hold any of texts.
+func (e *env) scanFor(t *testing.T, texts ...string) []string {
+	t.Helper()
+	var hits []string
+	for _, o := range e.readBucket(t) {
+		for _, text := range texts {
+			if bytes.Contains(o.data, []byte(text)) {
+				hits = append(hits, o.key)
+				break
+			}
+		}
+	}
+	return hits
+}
+
+func deleteAll(t *testing.T, s *objstore.Store, id string) store.Tombstone {
+	t.Helper()
+	logs, err := sessionsOf(context.Background(), s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tomb := store.Tombstone{ID: id, Deleted: time.Now().UTC(), At: logs[id].Checkpoint}
+	if err := s.Delete(context.Background(), tomb); err != nil {
+		t.Fatalf("Delete: %v", err)
+	}
+	return tomb
+}
+
+// TestDeleteLeavesNoContent: after a deletion, no object of the bucket
+// holds any of the session's text — not its segments, compacted or not,
+// nor its manifest, nor the index (base or deltas) — while another session
+// of the same shard keeps its own; a reader holding a manifest from before
+// the deletion is told it was deleted, and the marker requires tombstones.
+func TestDeleteLeavesNoContent(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newEnv(t)
+	s := e.open(t, objstore.WithManifestInterval(2), objstore.WithCompactThreshold(3), objstore.WithCompactGrace(time.Hour))
+	id := "a0" + agent.NewSessionID()[2:]
+	other := "a1" + agent.NewSessionID()[2:] // the same index shard
+	for i, text := range secretTexts {
+		for k := range 3 {
+			if err := s.AppendMessages(ctx, id, []agent.PersistentMessage{user(text), msg(agent.RoleAssistant, "noted "+text)}); err != nil {
+				t.Fatal(err)
+			}
+			_ = i + k
+		}
+	}
+	if err := s.AppendMessages(ctx, other, []agent.PersistentMessage{user("keep me")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Compact(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	if hits := e.scanFor(t, secretTexts...); len(hits) == 0 {
+		t.Fatal("test setup: the secrets are nowhere in the bucket before the deletion")
+	}
+	// A reader that has read the manifest before the deletion.
+	early := e.open(t)
+	if _, err := early.Load(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+
+	deleteAll(t, s, id)
+	if hits := e.scanFor(t, secretTexts...); len(hits) > 0 {
+		t.Errorf("after the deletion these objects still hold the session's text: %v", hits)
+	}
+	if conv, err := e.open(t).Load(ctx, other); err != nil || conv.Messages[0].Text() != "keep me" {
+		t.Errorf("the other session of the shard: %v", err)
+	}
+	for _, r := range []*objstore.Store{early, e.open(t)} {
+		_, err := r.Load(ctx, id)
+		if !errors.Is(err, agent.ErrSessionDeleted) || errors.Is(err, objstore.ErrCorrupt) {
+			t.Errorf("Load of a deleted session: %v, want ErrSessionDeleted and not ErrCorrupt", err)
+		}
+	}
+	if m := e.object(t, "pfx/panto-store.json"); !strings.Contains(string(m), `"requires":["tombstones"]`) {
+		t.Errorf("the marker does not require tombstones: %s", m)
+	}
+	// The index is whole, and a repair changes nothing.
+	report, err := e.open(t).CheckIndex(ctx)
+	if err != nil || !report.Clean() {
+		t.Errorf("index after the deletion: %+v, %v", report, err)
+	}
+}
+
+// TestDeleteInterrupted: a deletion cut off at any request after its
+// commit point leaves the session deleted (reads say so), and the next
+// Delete finishes it: nothing of its content is left.
+func TestDeleteInterrupted(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for cut := 1; cut <= 6; cut++ {
+		e := newEnv(t)
+		s := e.open(t)
+		id := agent.NewSessionID()
+		for range 3 {
+			if err := s.AppendMessages(ctx, id, []agent.PersistentMessage{user(secretTexts[0])}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := s.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		at := mustLogs(t, s)[id].Checkpoint
+		rec := &recorder{}
+		d := e.open(t, rec.option(), objstore.WithMaxAttempts(1))
+		var n atomic.Int64
+		committed := atomic.Bool{}
+		rec.setFault(func(r *http.Request) error {
+			if isPut(r, ".jsonl.zst") && !committed.Load() {
+				committed.Store(true) // the commit point goes through
+				return nil
+			}
+			if committed.Load() && n.Add(1) >= int64(cut) {
+				return errInjected
+			}
+			return nil
+		})
+		err := d.Delete(ctx, store.Tombstone{ID: id, Deleted: time.Now(), At: at})
+		if err == nil && n.Load() < int64(cut) {
+			continue // finished before the cut
+		}
+		if _, lerr := e.open(t).Load(ctx, id); !errors.Is(lerr, agent.ErrSessionDeleted) {
+			t.Fatalf("cut %d: Load after a deletion cut after its commit point: %v", cut, lerr)
+		}
+		if err := e.open(t).Delete(ctx, store.Tombstone{ID: id, Deleted: time.Now(), At: at}); err != nil {
+			t.Fatalf("cut %d: the second Delete: %v", cut, err)
+		}
+		if hits := e.scanFor(t, secretTexts[0]); len(hits) > 0 {
+			t.Fatalf("cut %d: content left after the deletion was finished: %v", cut, hits)
+		}
+		if logs := mustLogs(t, e.open(t)); len(logs) != 0 {
+			t.Fatalf("cut %d: Logs after the deletion: %v", cut, logs)
+		}
+	}
+}
+
+func mustLogs(t *testing.T, s *objstore.Store) map[string]store.Log {
+	t.Helper()
+	logs, err := sessionsOf(context.Background(), s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return logs
+}
