@@ -339,6 +339,14 @@ func TestUsage(t *testing.T) {
 				t.Errorf("usage --since 1h: %s", r.stdout)
 			}
 			pantoFails(t, b, "positive duration", "usage", "--since", "-1h")
+			// show --json has them too, as panto sessions --json spells them.
+			shown := jsonObject(t, pantoOn(t, b, "show", "--json", roundTripID).stdout)
+			if !sameKeys(keys(shown), []string{"messages", "session"}) {
+				t.Errorf("show --json fields %v", keys(shown))
+			}
+			if su, _ := shown["session"].(map[string]any)["usage"].(map[string]any); su["cache_write_tokens"] != float64(67) {
+				t.Errorf("show --json usage %v", su)
+			}
 			// show ends with the session's totals.
 			if r := pantoOn(t, b, "show", roundTripID); !strings.HasSuffix(r.stdout, "tokens: 1,200 input · 348 output · 1,000 cache read · 67 cache write · 89 reasoning\n") {
 				t.Errorf("show does not end with the totals:\n%s", r.stdout[max(0, len(r.stdout)-300):])

@@ -145,7 +145,12 @@ func TestFilterSessions(t *testing.T) {
 // one left; off a terminal, -r without an id is an error that says to
 // pass one.
 func TestResumePicker(t *testing.T) {
-	b := fsBackend(t)
+	for _, kind := range backendKinds {
+		t.Run(kind.name, func(t *testing.T) { testResumePicker(t, kind.make(t)) })
+	}
+}
+
+func testResumePicker(t *testing.T, b backend) {
 	pc := providerCases[0]
 	srv := fakeprovider.New(t, pc.style, pc.key)
 	var ids []string
