@@ -135,6 +135,12 @@ func (a *Agent) AddSystemMessage(ctx context.Context, text string, mode SystemMo
 	return a.add(ctx, SystemText(text, mode))
 }
 
+// SetTitle adds and persists a title entry (TitleMessage); an empty title
+// clears the session's title.
+func (a *Agent) SetTitle(ctx context.Context, title string) error {
+	return a.add(ctx, TitleMessage(title))
+}
+
 // add appends msgs to the conversation and persists them as one batch. On
 // a persist failure the messages are taken back out, so the conversation
 // never holds what the store does not.

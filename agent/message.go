@@ -85,6 +85,15 @@ type Usage struct {
 	ReasoningTokens  int64 `json:"reasoning_tokens,omitempty"`
 }
 
+// Add adds the counts of v to u.
+func (u *Usage) Add(v Usage) {
+	u.InputTokens += v.InputTokens
+	u.OutputTokens += v.OutputTokens
+	u.CacheReadTokens += v.CacheReadTokens
+	u.CacheWriteTokens += v.CacheWriteTokens
+	u.ReasoningTokens += v.ReasoningTokens
+}
+
 // Message is one entry of a conversation.
 type Message struct {
 	Role    Role
@@ -162,3 +171,29 @@ func (m Message) IsCompactionSummary() bool {
 
 // MetadataCompaction is the metadata key that marks a compaction summary.
 const MetadataCompaction = "panto.compaction"
+
+// MetadataTitle is the metadata key of a title entry (see TitleMessage).
+const MetadataTitle = "panto.title"
+
+// TitleMessage returns a title entry: a system message with no content
+// whose metadata holds the session's title. The latest one in a session
+// is its title (SessionInfo.Title); an empty title clears it.
+//
+// A title is an entry of the log rather than a field kept beside it, so
+// that it syncs, merges and forks with the messages. It is a system
+// message with no content so that every panto reads it, those that
+// predate titles included: a system message without blocks adds nothing
+// to the system prompt, and system messages are never sent as context.
+func TitleMessage(title string) Message {
+	return Message{Role: RoleSystem, Content: []Block{}, Metadata: map[string]any{MetadataTitle: title}}
+}
+
+// Title returns the title a title entry sets, and false for any other
+// message.
+func (m Message) Title() (string, bool) {
+	if m.Role != RoleSystem {
+		return "", false
+	}
+	title, ok := m.Metadata[MetadataTitle].(string)
+	return title, ok
+}

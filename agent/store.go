@@ -75,11 +75,26 @@ type SessionInfo struct {
 	BaseURL   string
 	Model     string
 	Reasoning ReasoningEffort
+	// Title is the text of the latest title entry (see TitleMessage);
+	// empty when there is none, or when the latest one cleared it.
+	// Stores may truncate it (see MaxTitle).
+	Title string
+	// Parent is the session this one was copied from, as its log's header
+	// says: by a fork, which starts with the parent's first ForkedAt
+	// messages, or by sync's keep-both, which copies the whole log
+	// (ForkedAt 0). Empty for a session that was started afresh.
+	Parent   string
+	ForkedAt int
+	// Usage is the sum of the token usage of every entry.
+	Usage Usage
 }
 
 // MaxLastUserMessage is the number of runes of SessionInfo.LastUserMessage
 // a store keeps.
 const MaxLastUserMessage = 200
+
+// MaxTitle is the number of runes of SessionInfo.Title a store keeps.
+const MaxTitle = 200
 
 // SessionStore persists sessions. Implementations must be safe for
 // concurrent use by multiple goroutines.
@@ -139,13 +154,22 @@ func (s *Session) Append(ctx context.Context, msgs []PersistentMessage) error {
 }
 
 // Update folds one appended entry into the info: the count, the last
-// user message and the last wire identity. Stores use it to keep their
-// summaries the same way.
+// user message, the last wire identity, the latest title and the token
+// totals. Stores use it to keep their summaries the same way.
 func (info *SessionInfo) Update(pm PersistentMessage) {
 	info.MessageCount++
 	m := pm.Message
 	if m.Role == RoleUser && !m.IsToolResult() && !m.IsCompactionSummary() {
 		info.LastUserMessage = Truncate(m.Text(), MaxLastUserMessage)
+	}
+	if title, ok := m.Title(); ok {
+		info.Title = Truncate(title, MaxTitle)
+	}
+	// The usage a store writes for the entry (see PersistentMessage).
+	if u := pm.Usage; u != nil {
+		info.Usage.Add(*u)
+	} else if u := m.Usage; u != nil {
+		info.Usage.Add(*u)
 	}
 	if m.Role != RoleSystem && pm.Identity != (WireIdentity{}) {
 		info.APIStyle = pm.Identity.APIStyle

@@ -9,22 +9,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"time"
 
 	"github.com/panto-dev/panto/internal/sessionlog"
 )
-
-// forkHeader is a session header with a link to the session it was
-// copied from. Readers of the line format ignore fields they do not know,
-// so the link survives every store without a change to the codec.
-type forkHeader struct {
-	Type       string    `json:"type"`
-	Version    int       `json:"version"`
-	ID         string    `json:"id"`
-	Created    time.Time `json:"created"`
-	ForkedFrom string    `json:"forked_from"`
-	More       int       `json:"more,omitempty"`
-}
 
 // forkID is the id of the copy KeepBoth makes of session id when its
 // copies hold srcSHA and dstSHA: derived from the three, so that running
@@ -55,7 +42,9 @@ func forkReader(log io.Reader, newID, from string) (io.Reader, int64, error) {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
-	if err := enc.Encode(forkHeader{Type: h.Type, Version: h.Version, ID: newID, Created: h.Created, ForkedFrom: from, More: h.More}); err != nil {
+	// The header links the copy to its original (sessionlog.Header's
+	// forked_from; no forked_at: the copy holds the whole log).
+	if err := enc.Encode(sessionlog.Header{Type: h.Type, Version: h.Version, ID: newID, Created: h.Created, ForkedFrom: from, More: h.More}); err != nil {
 		return nil, 0, fmt.Errorf("copy session %s as %s: %w", from, newID, err)
 	}
 	return io.MultiReader(&buf, br), int64(buf.Len() - len(line)), nil

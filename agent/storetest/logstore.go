@@ -34,6 +34,7 @@ func runLogStore(t *testing.T, h Harness) {
 	t.Run("AppendLogRefuses", func(t *testing.T) { testAppendLogRefuses(t, logStore(t)) })
 	t.Run("PrefixCheckpoint", func(t *testing.T) { testPrefixCheckpoint(t, logStore(t)) })
 	t.Run("RawCopy", func(t *testing.T) { testRawCopy(t, h, logStore(t), logStore(t)) })
+	t.Run("ForkLink", func(t *testing.T) { testForkLink(t, h, logStore(t)) })
 	if h.Reopen != nil {
 		t.Run("AppendLogRace", func(t *testing.T) {
 			s := logStore(t)
@@ -293,7 +294,7 @@ func testPrefixCheckpoint(t *testing.T, s store.LogStore) {
 func testRawCopy(t *testing.T, h Harness, src, dst store.LogStore) {
 	ctx := t.Context()
 	id := "copy-" + agent.NewSessionID()
-	for _, m := range roundTripMessages() {
+	for _, m := range RoundTripMessages() {
 		appendOK(t, src, id, []agent.PersistentMessage{m})
 	}
 	raw, end := readLog(t, src, id, 0)
@@ -366,4 +367,38 @@ func testAppendLogRace(t *testing.T, a, b store.LogStore) {
 	if conv := loadOK(t, b, id); len(conv.Messages) != 7 {
 		t.Errorf("%d messages after 6 rounds, want 7", len(conv.Messages))
 	}
+}
+
+// testForkLink: a fork (sessionlog.Fork of one session's log, appended
+// raw as a new session) lists with its parent and fork point, and with
+// its own summary of the messages it holds; the parent is untouched.
+func testForkLink(t *testing.T, h Harness, s store.LogStore) {
+	ctx := t.Context()
+	msgs := RoundTripMessages()
+	appendOK(t, s, "fork-parent", msgs)
+	parent, end := readLog(t, s, "fork-parent", 0)
+	data, n, err := sessionlog.Fork(bytes.NewReader(parent), "fork-parent", "fork-child", 5, time.Now())
+	if err != nil || n != 5 {
+		t.Fatalf("Fork: %d messages, %v", n, err)
+	}
+	if _, err := s.AppendLog(ctx, "fork-child", store.Checkpoint{}, data); err != nil {
+		t.Fatalf("AppendLog of the fork: %v", err)
+	}
+	h.settle(t, s)
+	var want agent.SessionInfo
+	for _, m := range msgs[:5] {
+		want.Update(m)
+	}
+	for from, info := range map[string]agent.SessionInfo{"List": infoOf(t, s, "fork-child"), "Logs": logsByID(t, s)["fork-child"].Info} {
+		if info.Parent != "fork-parent" || info.ForkedAt != 5 || info.MessageCount != 5 || info.Usage != want.Usage || info.LastUserMessage != want.LastUserMessage {
+			t.Errorf("%s: fork info %+v; want parent fork-parent at 5, 5 messages, usage %+v", from, info, want.Usage)
+		}
+	}
+	if info := infoOf(t, s, "fork-parent"); info.Parent != "" || info.MessageCount != len(msgs) {
+		t.Errorf("parent info after the fork: %+v", info)
+	}
+	if after, cp := readLog(t, s, "fork-parent", 0); !bytes.Equal(after, parent) || cp != end {
+		t.Error("the fork changed its parent's log")
+	}
+	sameTexts(t, "Load of the fork", loadOK(t, s, "fork-child"), msgs[:5])
 }

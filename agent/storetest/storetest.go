@@ -14,7 +14,8 @@
 // append, a batch is all or nothing, every block kind, the stop reason
 // and metadata round-trip, the wire identity is kept for user and assistant entries but
 // not system ones, no provenance (and so no key material) comes back,
-// list order and summaries, resolve by id or prefix, latest, not-found and
+// list order and summaries (the title, token totals and a fork's parent
+// link included), resolve by id or prefix, latest, not-found and
 // invalid-id errors, and concurrent appenders (through one handle and,
 // with Reopen, through three). Checks of the stored bytes belong in each
 // store's own tests. The suite is kept small enough to run against a real
@@ -79,6 +80,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("Resolve", func(t *testing.T) { testResolve(t, h) })
 	t.Run("InvalidIDs", func(t *testing.T) { testInvalidIDs(t, h) })
 	t.Run("Latest", func(t *testing.T) { testLatest(t, h) })
+	t.Run("TitleAndUsage", func(t *testing.T) { testTitleAndUsage(t, h) })
 	t.Run("ConcurrentAppenders", func(t *testing.T) { testConcurrentAppenders(t, h) })
 	if h.Reopen != nil {
 		t.Run("Reopen", func(t *testing.T) { testReopen(t, h) })
@@ -307,9 +309,10 @@ func testBatchAtomicity(t *testing.T, h Harness) {
 	sameTexts(t, "Load after the next batch", loadOK(t, s, id), append(append([]agent.PersistentMessage{}, first...), more...))
 }
 
-// roundTripMessages holds every block kind, stop reasons, usage and
-// metadata.
-func roundTripMessages() []agent.PersistentMessage {
+// RoundTripMessages holds every block kind, stop reasons, usage and
+// metadata: what the suite checks a store keeps, and what a reader of
+// sessions (an export, say) must render.
+func RoundTripMessages() []agent.PersistentMessage {
 	usage := &agent.Usage{InputTokens: 1200, OutputTokens: 345, CacheReadTokens: 1000, CacheWriteTokens: 67, ReasoningTokens: 89}
 	assistant := agent.Message{
 		Role: agent.RoleAssistant,
@@ -364,7 +367,7 @@ func roundTripMessages() []agent.PersistentMessage {
 func testRoundTrip(t *testing.T, h Harness) {
 	s := h.New(t)
 	id := "roundtrip-" + agent.NewSessionID()
-	msgs := roundTripMessages()
+	msgs := RoundTripMessages()
 	// Two batches, so that a store's batch boundaries are crossed too.
 	appendOK(t, s, id, msgs[:3])
 	appendOK(t, s, id, msgs[3:])
@@ -940,5 +943,51 @@ func testReopen(t *testing.T, h Harness) {
 		if err != nil || sess.Info.MessageCount != 3 {
 			t.Errorf("handle %d: Resolve(reopen-a) = %+v, %v; want 3 messages", i+1, sess, err)
 		}
+	}
+}
+
+// testTitleAndUsage: the summary a store lists (List, Resolve, and
+// another handle's List) holds the latest title and the token totals of
+// every entry, as agent.SessionInfo.Update folds them, across batches.
+func testTitleAndUsage(t *testing.T, h Harness) {
+	s := h.New(t)
+	ctx := t.Context()
+	id := "titled-" + agent.NewSessionID()
+	msgs := RoundTripMessages()
+	appendOK(t, s, id, msgs[:4])
+	appendOK(t, s, id, []agent.PersistentMessage{pm(agent.TitleMessage("first title"), identityS)})
+	appendOK(t, s, id, msgs[4:])
+	appendOK(t, s, id, []agent.PersistentMessage{pm(agent.TitleMessage("The \"latest\" title ✓"), identityS)})
+	var want agent.SessionInfo
+	for _, m := range msgs {
+		want.Update(m)
+	}
+	if want.Usage == (agent.Usage{}) {
+		t.Fatal("the round-trip messages hold no usage")
+	}
+	check := func(from string, info agent.SessionInfo) {
+		t.Helper()
+		if info.Title != "The \"latest\" title ✓" || info.Usage != want.Usage || info.MessageCount != len(msgs)+2 {
+			t.Errorf("%s: title %q, usage %+v, %d messages; want the latest title, usage %+v, %d messages", from, info.Title, info.Usage, info.MessageCount, want.Usage, len(msgs)+2)
+		}
+	}
+	check("List", infoOf(t, s, id))
+	sess, err := s.Resolve(ctx, id)
+	if err != nil {
+		t.Fatalf("Resolve(%s): %v", id, err)
+	}
+	check("Resolve", sess.Info)
+	conv := loadOK(t, s, id)
+	if title, ok := conv.Messages[4].Title(); !ok || title != "first title" {
+		t.Errorf("Load: message 5 is %+v, want the first title entry", conv.Messages[4])
+	}
+	if h.Reopen != nil {
+		h.settle(t, s)
+		check("List of another handle", infoOf(t, h.Reopen(t, s), id))
+	}
+	// A title can be cleared.
+	appendOK(t, s, id, []agent.PersistentMessage{pm(agent.TitleMessage(""), identityS)})
+	if info := infoOf(t, s, id); info.Title != "" {
+		t.Errorf("after a title was cleared: title %q", info.Title)
 	}
 }

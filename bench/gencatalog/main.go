@@ -13,10 +13,6 @@ import (
 	"flag"
 	"fmt"
 	"log"
-	"math"
-	"os"
-	"path/filepath"
-	"time"
 
 	"github.com/panto-dev/panto/internal/sessiongen"
 )
@@ -40,31 +36,9 @@ func main() {
 		fmt.Printf("appended %d bytes to %d sessions\n", bytes, n)
 		return
 	}
-	if err := os.MkdirAll(*dir, 0o755); err != nil {
+	written, err := g.Catalog(*dir, *sessions, *mb*1e6)
+	if err != nil {
 		log.Fatalf("gencatalog: %v", err)
-	}
-	// Session sizes: log-normal, scaled to the total.
-	sizes := make([]float64, *sessions)
-	var sum float64
-	for i := range sizes {
-		sizes[i] = math.Exp(g.Rand().NormFloat64() * 1.0)
-		sum += sizes[i]
-	}
-	total := *mb * 1e6
-	var written int64
-	start := time.Date(2026, 6, 1, 9, 0, 0, 0, time.UTC)
-	for i, s := range sizes {
-		target := int(s / sum * total)
-		id := fmt.Sprintf("%016x%016x", g.Rand().Uint64(), g.Rand().Uint64()) // random like agent.NewSessionID, but seeded
-		at := start.Add(time.Duration(i) * 7 * time.Minute)
-		data, err := g.Session(id, target, at)
-		if err != nil {
-			log.Fatalf("gencatalog: %v", err)
-		}
-		if err := os.WriteFile(filepath.Join(*dir, id+".jsonl"), data, 0o644); err != nil {
-			log.Fatalf("gencatalog: %v", err)
-		}
-		written += int64(len(data))
 	}
 	fmt.Printf("wrote %d sessions, %d bytes\n", *sessions, written)
 }

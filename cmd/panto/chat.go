@@ -28,7 +28,9 @@ func chatFlags() []cli.Flag {
 	flags := storeFlags(true)
 	return append(flags,
 		&cli.BoolFlag{Name: "continue", Aliases: []string{"c"}, Usage: "continue the latest session"},
-		&cli.StringFlag{Name: "resume", Aliases: []string{"r"}, Usage: "resume the session with this `ID` or unique id prefix"},
+		&cli.StringFlag{Name: "resume", Aliases: []string{"r"}, Usage: "resume the session with this `ID` or unique id prefix; with no ID, on a terminal, pick it from a list"},
+		// -r without an id becomes --pick (normalizeArgs).
+		&cli.BoolFlag{Name: "pick", Hidden: true},
 		&cli.StringFlag{Name: "api-style", Value: string(agent.APIStyleOpenAIChat), Usage: "provider protocol: openai-chat or anthropic-messages", EnvVars: []string{"PANTO_API_STYLE"}},
 		&cli.StringFlag{Name: "base-url", Usage: "provider API root (default https://api.openai.com/v1 or https://api.anthropic.com by --api-style)", EnvVars: []string{"PANTO_BASE_URL"}},
 		&cli.StringFlag{Name: "model", Usage: fmt.Sprintf("model name (default %s or %s by --api-style)", defaultOpenAIModel, defaultAnthropicModel), EnvVars: []string{"PANTO_MODEL"}},
@@ -56,8 +58,11 @@ type chatSession struct {
 
 // chat is the root command: one-shot with a prompt, interactive without.
 func chat(c *cli.Context, e *env) error {
-	if c.Bool("continue") && c.String("resume") != "" {
+	if c.Bool("continue") && (c.String("resume") != "" || c.Bool("pick")) {
 		return errors.New("-c and -r both given: use one")
+	}
+	if c.Bool("pick") && !e.stdinIsTerminal {
+		return errors.New("-r without an id picks a session on a terminal, and this is not one: pass -r ID (panto sessions lists them)")
 	}
 	interactive := c.Bool("interactive") || (c.NArg() == 0 && e.stdinIsTerminal)
 
@@ -76,7 +81,13 @@ func chat(c *cli.Context, e *env) error {
 	defer flushStore(c.Context, st, e.stderr)
 	cs := &chatSession{e: e, store: st, spec: spec, persist: spec.Kind != store.KindNone, system: c.String("system")}
 
-	sess, err := resolveSession(c.Context, st, c.Bool("continue"), c.String("resume"))
+	resume := c.String("resume")
+	if c.Bool("pick") {
+		if resume, err = pickSession(c.Context, st, e.stderr, nil); err != nil {
+			return err
+		}
+	}
+	sess, err := resolveSession(c.Context, st, c.Bool("continue"), resume)
 	if err != nil {
 		return err
 	}

@@ -1,15 +1,22 @@
 // Command panto is a terminal LLM agent whose conversations are durable
 // session logs, on disk or in a bucket.
 //
-//	panto [flags] [PROMPT]   one-shot, or interactive with no PROMPT on a terminal
-//	panto sessions [--json]  the sessions of the store, newest first
-//	panto show ID [--json]   a session's transcript
-//	panto rm ID...           delete sessions, leaving tombstones
+//	panto [flags] [PROMPT]      one-shot, or interactive with no PROMPT on a terminal
+//	panto -r                    pick a session to resume from a list (on a terminal)
+//	panto sessions [--json]     the sessions of the store, newest first
+//	panto show ID [--json]      a session's transcript
+//	panto title ID TEXT         name a session
+//	panto fork ID [--at N]      a new session from a session's first N messages
+//	panto export ID [--format md|html|json] [-o FILE]
+//	panto search QUERY [--json] every session's messages, searched
+//	panto usage [--since DUR]   tokens per model
+//	panto rm ID...              delete sessions, leaving tombstones
 //	panto prune --older-than 90d   delete the sessions idle that long
 //
 // main.go only wires the commands; each lives in its own file (chat.go,
-// repl.go, sessions.go, show.go, rm.go, prune.go), with the flags shared
-// between them in options.go.
+// repl.go, picker.go, sessions.go, show.go, title.go, fork.go, export.go,
+// search.go, usage.go, rm.go, prune.go), with the flags shared between
+// them in options.go. The reading of many sessions is package archive's.
 package main
 
 import (
@@ -29,14 +36,15 @@ type env struct {
 	stdin          io.Reader
 	stdout, stderr io.Writer
 	getenv         func(string) string
-	// stdinIsTerminal says whether stdin is an interactive terminal.
-	stdinIsTerminal bool
+	// stdinIsTerminal says whether stdin is an interactive terminal,
+	// stdoutIsTerminal whether stdout is one (search marks its matches).
+	stdinIsTerminal, stdoutIsTerminal bool
 	// now is the clock (prune's cutoff, a tombstone's time).
 	now func() time.Time
 }
 
 func main() {
-	e := &env{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv, stdinIsTerminal: isTerminal(os.Stdin), now: time.Now}
+	e := &env{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv, stdinIsTerminal: isTerminal(os.Stdin), stdoutIsTerminal: isTerminal(os.Stdout), now: time.Now}
 	os.Exit(run(context.Background(), e, os.Args))
 }
 
@@ -44,7 +52,7 @@ func main() {
 // printed as one line.
 func run(ctx context.Context, e *env, args []string) int {
 	app := newApp(e)
-	if err := app.RunContext(ctx, args); err != nil {
+	if err := app.RunContext(ctx, normalizeArgs(app, args)); err != nil {
 		fmt.Fprintf(e.stderr, "panto: %s\n", oneLine(err.Error()))
 		return 1
 	}
@@ -55,7 +63,7 @@ func newApp(e *env) *cli.App {
 	return &cli.App{
 		Name:      "panto",
 		Usage:     "a terminal LLM agent whose conversations are durable session logs",
-		UsageText: "panto [flags] [PROMPT]\npanto sessions [--json]\npanto show ID [--json]\npanto rm ID|PREFIX... [--yes]\npanto prune --older-than DURATION [--dry-run]",
+		UsageText: "panto [flags] [PROMPT]\npanto -r [ID]\npanto COMMAND [flags] ARGS (see panto COMMAND --help)",
 		Description: `With a PROMPT (or a prompt on stdin), panto answers once and exits; with neither, on
 a terminal, it starts an interactive session. Every message is stored as it is
 added, so a session can be resumed later (-c, -r ID), also on another machine
@@ -67,15 +75,19 @@ Examples:
    panto                                       interactive
    panto -c                                    continue the latest session
    panto -r 3f9a "and now the tests"           resume a session by id prefix
+   panto -r                                    pick the session to resume from a list
    panto --store s3://my-bucket/panto          sessions in a bucket (AWS env for credentials)
    panto --api-style anthropic-messages --model claude-sonnet-4-5 --reasoning medium
    panto --base-url http://localhost:11434/v1 --model llama3.2   a local OpenAI-compatible server
 
 The API key comes from PANTO_API_KEY, else OPENAI_API_KEY or ANTHROPIC_API_KEY
 by --api-style; it is never stored or printed.`,
-		Flags:                  chatFlags(),
-		Action:                 func(c *cli.Context) error { return chat(c, e) },
-		Commands:               []*cli.Command{sessionsCommand(e), showCommand(e), rmCommand(e), pruneCommand(e)},
+		Flags:  chatFlags(),
+		Action: func(c *cli.Context) error { return chat(c, e) },
+		Commands: []*cli.Command{
+			sessionsCommand(e), showCommand(e), titleCommand(e), forkCommand(e),
+			exportCommand(e), searchCommand(e), usageCommand(e), rmCommand(e), pruneCommand(e),
+		},
 		Writer:                 e.stdout,
 		ErrWriter:              e.stderr,
 		HideHelpCommand:        true,
@@ -87,4 +99,81 @@ by --api-style; it is never stored or printed.`,
 // oneLine folds an error message onto one line.
 func oneLine(s string) string {
 	return strings.Join(strings.Fields(s), " ")
+}
+
+// normalizeArgs prepares the command line for the cli package, which
+// stops reading flags at the first argument and wants a value for every
+// string flag:
+//   - a bare -r (--resume) among the root flags, with no id after it,
+//     becomes --pick: panto -r opens the session picker;
+//   - a subcommand's flags may come after its arguments (panto search
+//     QUERY --json): they are moved before them. After "--" nothing is a
+//     flag.
+func normalizeArgs(app *cli.App, args []string) []string {
+	if len(args) < 2 {
+		return args
+	}
+	out := []string{args[0]}
+	rest := args[1:]
+	for len(rest) > 0 {
+		a := rest[0]
+		if a == "--" || !strings.HasPrefix(a, "-") || a == "-" {
+			break
+		}
+		rest = rest[1:]
+		name, _, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if (name == "r" || name == "resume") && !hasValue && (len(rest) == 0 || strings.HasPrefix(rest[0], "-")) {
+			out = append(out, "--pick")
+			continue
+		}
+		out = append(out, a)
+		if !hasValue && takesValue(app.Flags, name) && len(rest) > 0 {
+			out, rest = append(out, rest[0]), rest[1:]
+		}
+	}
+	if len(rest) == 0 {
+		return out
+	}
+	cmd := app.Command(rest[0])
+	if cmd == nil {
+		return append(out, rest...) // a prompt
+	}
+	out = append(out, rest[0])
+	var flags, positional []string
+	dashes := false
+	for i := 1; i < len(rest); i++ {
+		a := rest[i]
+		switch {
+		case dashes || a == "-" || !strings.HasPrefix(a, "-"):
+			positional = append(positional, a)
+		case a == "--":
+			dashes = true
+		default:
+			flags = append(flags, a)
+			name, _, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
+			if !hasValue && takesValue(cmd.Flags, name) && i+1 < len(rest) {
+				i++
+				flags = append(flags, rest[i])
+			}
+		}
+	}
+	out = append(out, flags...)
+	if dashes {
+		out = append(out, "--")
+	}
+	return append(out, positional...)
+}
+
+// takesValue reports whether the flag of this name is one that takes a
+// value (anything but a bool flag).
+func takesValue(flags []cli.Flag, name string) bool {
+	for _, f := range flags {
+		for _, n := range f.Names() {
+			if n == name {
+				_, isBool := f.(*cli.BoolFlag)
+				return !isBool
+			}
+		}
+	}
+	return false
 }

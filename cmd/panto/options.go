@@ -209,3 +209,30 @@ func resolveSession(ctx context.Context, st agent.SessionStore, latest bool, id 
 }
 
 func isTerminal(f *os.File) bool { return term.IsTerminal(int(f.Fd())) }
+
+// openLogStore opens the store the flags name as a store.LogStore: what
+// the commands that read sessions as logs (fork, export, search, usage)
+// need; none keeps nothing to read.
+func openLogStore(c *cli.Context) (store.LogStore, error) {
+	st, _, err := openStore(c)
+	if err != nil {
+		return nil, err
+	}
+	ls, ok := st.(store.LogStore)
+	if !ok {
+		return nil, errors.New("the store is none, which keeps no sessions: give --store DIR or s3://BUCKET[/PREFIX]")
+	}
+	return ls, nil
+}
+
+// resolveID resolves the command's first argument, an id or id prefix.
+func resolveID(c *cli.Context, st agent.SessionStore, what string) (*agent.Session, error) {
+	if c.NArg() < 1 {
+		return nil, fmt.Errorf("%s: give a session id or id prefix (panto sessions lists them)", what)
+	}
+	sess, err := st.Resolve(c.Context, c.Args().First())
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	return sess, nil
+}

@@ -138,23 +138,47 @@ func clip(s string, n int) string {
 	return agent.Truncate(strings.Join(strings.Fields(s), " "), n)
 }
 
-// writeTranscript prints messages for people.
-func writeTranscript(w io.Writer, msgs []agent.Message) {
+// writeTranscript prints messages for people, numbered from first (the
+// numbers of panto search and panto fork --at); 0 leaves them out.
+func writeTranscript(w io.Writer, msgs []agent.Message, first int) {
 	for i, m := range msgs {
 		if i > 0 {
 			fmt.Fprintln(w)
 		}
-		writeMessage(w, m)
+		n := 0
+		if first > 0 {
+			n = first + i
+		}
+		writeMessage(w, m, n)
 	}
 }
 
-func writeMessage(w io.Writer, m agent.Message) {
-	label := string(m.Role)
+// roleLabel names what a message is: its role, or what a user or system
+// message stands for.
+func roleLabel(m agent.Message) string {
 	switch {
 	case m.IsCompactionSummary():
-		label = "summary"
+		return "summary"
 	case m.IsToolResult():
-		label = "tool"
+		return "tool"
+	}
+	if _, ok := m.Title(); ok {
+		return "title"
+	}
+	return string(m.Role)
+}
+
+func writeMessage(w io.Writer, m agent.Message, n int) {
+	label := roleLabel(m)
+	if n > 0 {
+		label = fmt.Sprintf("#%d %s", n, label)
+	}
+	if title, ok := m.Title(); ok {
+		if title == "" {
+			title = "(cleared)"
+		}
+		fmt.Fprintf(w, "── %s\n%s\n", label, title)
+		return
 	}
 	// The stop reason as the wire said it; a kind that needs the reader's
 	// attention is spelled out.

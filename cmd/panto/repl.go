@@ -9,15 +9,21 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/peterh/liner"
 
 	"github.com/panto-dev/panto/agent"
+	"github.com/panto-dev/panto/archive"
+	"github.com/panto-dev/panto/store"
 )
 
 const replHelp = `Type a prompt and press Enter. Commands:
   /compact [INSTRUCTIONS]  summarise the conversation so far; later turns send the summary instead
+  /title [TEXT]            name this session (no TEXT: show its title)
+  /fork [N]                go on in a new session holding this one's first N messages (default: all)
   /sessions                list the sessions of the store
   /new                     start a new session
   /help                    this help
@@ -152,7 +158,7 @@ func (cs *chatSession) banner(resumed bool) {
 	}
 	if last := lastExchange(cs.agent.Conversation().Messages); len(last) > 0 {
 		fmt.Fprintln(e.stdout, "Last exchange:")
-		writeTranscript(e.stdout, last)
+		writeTranscript(e.stdout, last, 0)
 		fmt.Fprintln(e.stdout)
 	}
 }
@@ -199,6 +205,10 @@ func (cs *chatSession) command(ctx context.Context, line string) (quit bool, err
 		} else {
 			fmt.Fprintln(e.stdout, "new conversation (not stored)")
 		}
+	case "/title":
+		return false, cs.title(ctx, arg)
+	case "/fork":
+		return false, cs.fork(ctx, arg)
 	case "/sessions":
 		list, err := cs.store.List(ctx)
 		if err != nil {
@@ -225,4 +235,59 @@ func (cs *chatSession) command(ctx context.Context, line string) (quit bool, err
 		return false, fmt.Errorf("unknown command %s: /help lists them", name)
 	}
 	return false, nil
+}
+
+// title sets the session's title, or shows it.
+func (cs *chatSession) title(ctx context.Context, arg string) error {
+	info := cs.agent.Session().Info
+	if arg == "" {
+		if info.Title == "" {
+			fmt.Fprintln(cs.e.stdout, "no title yet: /title TEXT names this session")
+		} else {
+			fmt.Fprintf(cs.e.stdout, "title: %s\n", info.Title)
+		}
+		return nil
+	}
+	if !cs.persist {
+		return errors.New("/title: nothing is stored (--no-session), so there is nothing to name")
+	}
+	if err := cs.agent.SetTitle(ctx, cleanTitle(arg)); err != nil {
+		return fmt.Errorf("/title: %w", err)
+	}
+	fmt.Fprintf(cs.e.stdout, "title: %s\n", cs.agent.Session().Info.Title)
+	return nil
+}
+
+// fork goes on in a fork of the current session (archive.Fork), its first
+// N messages.
+func (cs *chatSession) fork(ctx context.Context, arg string) error {
+	ls, ok := cs.store.(store.LogStore)
+	if !ok || !cs.persist {
+		return errors.New("/fork: nothing is stored (--no-session), so there is nothing to fork")
+	}
+	at := 0
+	if arg != "" {
+		n, err := strconv.Atoi(arg)
+		if err != nil || n < 1 {
+			return fmt.Errorf("/fork %s: give a number of messages, 1 or more (/fork alone takes them all)", arg)
+		}
+		at = n
+	}
+	parent := cs.agent.Session().Info.ID
+	if len(cs.agent.Conversation().Messages) == 0 {
+		return errors.New("/fork: this session holds no message yet")
+	}
+	sess, err := archive.Fork(ctx, ls, parent, at, time.Now())
+	if err != nil {
+		return err
+	}
+	conv, err := sess.Load(ctx)
+	if err != nil {
+		return fmt.Errorf("/fork: load the new session %s: %w", sess.Info.ID, err)
+	}
+	if err := cs.start(ctx, sess, conv); err != nil {
+		return err
+	}
+	fmt.Fprintf(cs.e.stdout, "forked: now in session %s, the first %s of %s\n", sess.Info.ID, plural(sess.Info.ForkedAt, "message"), shortID(parent))
+	return nil
 }

@@ -178,3 +178,44 @@ wait:
 		t.Errorf("the cancelled prompt was not kept: %+v", conv.Messages[0])
 	}
 }
+
+// TestInteractiveTitleAndFork: /title names the session (and shows the
+// name); /fork N goes on in a new session holding the first N messages,
+// linked to the one it came from, which is left as it was.
+func TestInteractiveTitleAndFork(t *testing.T) {
+	for _, kind := range backendKinds {
+		t.Run(kind.name, func(t *testing.T) {
+			b := kind.make(t)
+			pc := providerCases[0]
+			srv := fakeprovider.New(t, pc.style, pc.key)
+			input := "/title\n/title  Chat   about X \n/title\nhello\n/fork 3\nin the fork\n/fork 99\n/quit\n"
+			r := runPanto(t, t.TempDir(), pc.env(b), input, append(pc.flags(srv), "-i")...)
+			if r.code != 0 {
+				t.Fatalf("exit %d; stderr %s", r.code, r.stderr)
+			}
+			for _, want := range []string{"no title yet", "title: Chat about X\n", "forked: now in session ", "the first 3 messages of ", "reply 2"} {
+				if !strings.Contains(r.stdout, want) {
+					t.Errorf("stdout lacks %q:\n%s", want, r.stdout)
+				}
+			}
+			if !strings.Contains(r.stderr, "error: the session holds 5 messages") && !strings.Contains(r.stderr, "holds 5 messages") {
+				t.Errorf("/fork 99: stderr %q", r.stderr)
+			}
+			list, err := b.open(t).List(context.Background())
+			if err != nil || len(list) != 2 {
+				t.Fatalf("sessions %+v, %v", list, err)
+			}
+			fork, parent := list[0], list[1]
+			if fork.Parent != parent.ID || fork.ForkedAt != 3 || fork.MessageCount != 5 || fork.Title != "Chat about X" || fork.LastUserMessage != "in the fork" {
+				t.Errorf("fork %+v", fork)
+			}
+			if parent.MessageCount != 3 || parent.Title != "Chat about X" || parent.LastUserMessage != "hello" {
+				t.Errorf("parent %+v", parent)
+			}
+			// The fork's second turn sent the parent's first.
+			if body := string(srv.Requests()[1].Body); !strings.Contains(body, "hello") || !strings.Contains(body, "in the fork") {
+				t.Errorf("the turn in the fork sent %s", body)
+			}
+		})
+	}
+}

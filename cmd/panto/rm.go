@@ -106,9 +106,10 @@ type removal struct {
 	Length  int64     `json:"length"`
 	SHA256  string    `json:"sha256,omitempty"`
 	// Already: the session had been deleted before this run, on Deleted.
-	Already  bool   `json:"already_deleted,omitempty"`
-	Messages int    `json:"messages,omitempty"`
-	Title    string `json:"last_user_message,omitempty"`
+	Already         bool   `json:"already_deleted,omitempty"`
+	Messages        int    `json:"messages,omitempty"`
+	Title           string `json:"title,omitempty"`
+	LastUserMessage string `json:"last_user_message,omitempty"`
 }
 
 // removeSessions asks once (unless --yes), then deletes targets in order,
@@ -144,7 +145,7 @@ func removeSession(ctx context.Context, d deleter, info agent.SessionInfo, now t
 		}
 		return removal{}, fmt.Errorf("rm %s: %w", shortID(id), err)
 	}
-	return removal{ID: id, Deleted: t.Deleted, Length: at.Length, SHA256: at.SHA256, Messages: info.MessageCount, Title: info.LastUserMessage}, nil
+	return removal{ID: id, Deleted: t.Deleted, Length: at.Length, SHA256: at.SHA256, Messages: info.MessageCount, Title: info.Title, LastUserMessage: info.LastUserMessage}, nil
 }
 
 // confirmRemoval shows targets and asks once on a terminal; off a terminal
@@ -198,7 +199,7 @@ func (p *removalReport) add(r removal) {
 	case r.Already:
 		fmt.Fprintf(p.e.stdout, "%s was deleted already, on %s\n", shortID(r.ID), r.Deleted.Local().Format("2006-01-02 15:04"))
 	default:
-		fmt.Fprintf(p.e.stdout, "deleted %s (%d messages) %s\n", shortID(r.ID), r.Messages, clip(r.Title, 60))
+		fmt.Fprintf(p.e.stdout, "deleted %s (%d messages) %s\n", shortID(r.ID), r.Messages, clip(headline(agent.SessionInfo{Title: r.Title, LastUserMessage: r.LastUserMessage}), 60))
 	}
 }
 

@@ -3,20 +3,27 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
+	"strings"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/panto-dev/panto/agent"
 )
 
 func showCommand(e *env) *cli.Command {
 	return &cli.Command{
 		Name:      "show",
 		Usage:     "print a session's transcript",
-		UsageText: "panto show ID [--store SPEC] [--endpoint URL] [--json]",
-		Description: `Prints the session with this id or unique id prefix, oldest message first.
+		UsageText: "panto show [--store SPEC] [--endpoint URL] [--json] ID",
+		Description: `Prints the session with this id or unique id prefix, oldest message first, each
+message numbered (the numbers panto search prints and panto fork --at takes), then
+the session's token totals. A fork says where it was forked from.
 
 Examples:
    panto show 3f9a
-   panto show 3f9a --json | jq '.messages[-1]'`,
+   panto show 3f9a --json | jq '.messages[-1]'
+   panto show 3f9a --json | jq .session.usage`,
 		Flags: append(storeFlags(false),
 			&cli.BoolFlag{Name: "json", Usage: "print JSON: the session's info and its messages"},
 		),
@@ -46,17 +53,88 @@ Examples:
 				}
 				return writeJSON(e.stdout, out)
 			}
-			fmt.Fprintf(e.stdout, "session %s · %s · %s\n\n", sess.Info.ID, plural(len(conv.Messages), "message"), sess.Info.Modified.Local().Format("2006-01-02 15:04"))
-			writeTranscript(e.stdout, conv.Messages)
+			info := sess.Info
+			head := []string{"session " + info.ID}
+			if info.Title != "" {
+				head = append(head, fmt.Sprintf("%q", info.Title))
+			}
+			head = append(head, plural(len(conv.Messages), "message"), info.Modified.Local().Format("2006-01-02 15:04"))
+			fmt.Fprintln(e.stdout, strings.Join(head, " · "))
+			if line := parentLine(info); line != "" {
+				fmt.Fprintln(e.stdout, line)
+			}
+			fmt.Fprintln(e.stdout)
+			writeTranscript(e.stdout, conv.Messages, 1)
+			fmt.Fprintln(e.stdout)
+			writeTotals(e.stdout, info.Usage)
 			return nil
 		},
 	}
 }
 
-// plural says "1 message", "2 messages".
+// parentLine says where a session was copied from, "" for one that was
+// started afresh.
+func parentLine(info agent.SessionInfo) string {
+	switch {
+	case info.Parent == "":
+		return ""
+	case info.ForkedAt > 0:
+		return fmt.Sprintf("forked from %s at message %d", info.Parent, info.ForkedAt)
+	}
+	return fmt.Sprintf("copied from %s (panto-sync kept both copies of a diverged session)", info.Parent)
+}
+
+// writeTotals prints a session's token totals.
+func writeTotals(w io.Writer, u agent.Usage) {
+	if u == (agent.Usage{}) {
+		fmt.Fprintln(w, "tokens: none recorded")
+		return
+	}
+	fmt.Fprintf(w, "tokens: %s\n", usageLine(u))
+}
+
+// usageLine spells a token count on one line, the zero counts left out
+// (but for input and output).
+func usageLine(u agent.Usage) string {
+	parts := []string{thousands(u.InputTokens) + " input", thousands(u.OutputTokens) + " output"}
+	for _, p := range []struct {
+		n    int64
+		what string
+	}{{u.CacheReadTokens, "cache read"}, {u.CacheWriteTokens, "cache write"}, {u.ReasoningTokens, "reasoning"}} {
+		if p.n != 0 {
+			parts = append(parts, thousands(p.n)+" "+p.what)
+		}
+	}
+	return strings.Join(parts, " · ")
+}
+
+// thousands writes n with thousands separators: 1,234,567.
+func thousands(n int64) string {
+	s := fmt.Sprint(n)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	var b strings.Builder
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	if neg {
+		return "-" + b.String()
+	}
+	return b.String()
+}
+
+// plural says "1 message", "2 messages", "2 matches".
 func plural(n int, noun string) string {
 	if n == 1 {
 		return "1 " + noun
+	}
+	for _, end := range []string{"ch", "sh", "s", "x"} {
+		if strings.HasSuffix(noun, end) {
+			return fmt.Sprintf("%d %ses", n, noun)
+		}
 	}
 	return fmt.Sprintf("%d %ss", n, noun)
 }

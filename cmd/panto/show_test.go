@@ -34,7 +34,7 @@ func TestShow(t *testing.T) {
 			if r.code != 0 {
 				t.Fatalf("show: exit %d: %s", r.code, r.stderr)
 			}
-			for _, want := range []string{"session " + id, "── user\nread a.txt", "[thinking] look first", `→ read_file {"path":"a.txt"}`, "── assistant · tool_use\n[thinking] look first", "── tool\n← alpha", "── assistant · end_turn\nIt says alpha."} {
+			for _, want := range []string{"session " + id, "── #1 user\nread a.txt", "[thinking] look first", `→ read_file {"path":"a.txt"}`, "── #2 assistant · tool_use\n[thinking] look first", "── #3 tool\n← alpha", "── #4 assistant · end_turn\nIt says alpha."} {
 				if !strings.Contains(r.stdout, want) {
 					t.Errorf("show lacks %q:\n%s", want, r.stdout)
 				}

@@ -111,7 +111,7 @@ func TestTruncatedAnswerShownAndResumed(t *testing.T) {
 		id := m[1]
 
 		r = runPanto(t, work, pc.env(b), "", "show", id)
-		wantShow := []string{"── assistant · " + pc.truncation() + " (truncated)\n"}
+		wantShow := []string{"── #2 assistant · " + pc.truncation() + " (truncated)\n"}
 		if pc.style == fakeprovider.Anthropic {
 			wantShow = append(wantShow, "[redacted thinking]")
 		}

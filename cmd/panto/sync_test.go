@@ -88,3 +88,50 @@ func runSync(t *testing.T, s3 *miniotest.Server, args ...string) {
 		t.Fatalf("panto-sync %q: %v: %s", args, err, out.String())
 	}
 }
+
+// TestTitleAndForkTravel: a title and a fork made on machine A are seen
+// on machine B after panto-sync push and pull (and straight from the
+// bucket, whose index entries carry them); a title B sets later wins on
+// A after the way back.
+func TestTitleAndForkTravel(t *testing.T) {
+	pc := providerCases[0]
+	srv := fakeprovider.New(t, pc.style, pc.key, fakeprovider.Reply{Text: "an answer", InputTokens: 40, OutputTokens: 9})
+	s3 := miniotest.Shared(t)
+	remote := "s3://" + s3.NewBucket(t) + "/team"
+	key := pc.keyVar + "=" + pc.key
+	machineA := backend{name: "machine A", spec: filepath.Join(t.TempDir(), "a")}
+	machineB := backend{name: "machine B", spec: filepath.Join(t.TempDir(), "b")}
+	bucket := backend{name: "bucket", spec: remote, env: minioEnv(s3)}
+
+	r := runPanto(t, t.TempDir(), []string{key}, "", append(pc.flags(srv), "--store", machineA.spec, "the first question")...)
+	m := sessionLine.FindStringSubmatch(r.stderr)
+	if r.code != 0 || m == nil {
+		t.Fatalf("machine A: exit %d: %s", r.code, r.stderr)
+	}
+	id := m[1]
+	pantoOn(t, machineA, "title", id, "Made on A")
+	forkID := jsonObject(t, pantoOn(t, machineA, "fork", "--at", "1", "--json", id).stdout)["id"].(string)
+	runSync(t, s3, "push", "--dir", machineA.spec, remote)
+	runSync(t, s3, "pull", "--dir", machineB.spec, remote)
+
+	for _, where := range []backend{machineB, bucket} {
+		list := sessionsJSON(t, where)
+		p, f := list[id], list[forkID]
+		if p["title"] != "Made on A" || p["usage"].(map[string]any)["output_tokens"] != float64(9) {
+			t.Errorf("%s: the session %v", where.name, p)
+		}
+		if f["parent"] != id || f["forked_at"] != float64(1) || f["messages"] != float64(1) {
+			t.Errorf("%s: the fork %v", where.name, f)
+		}
+		if show := pantoOn(t, where, "show", forkID).stdout; !strings.Contains(show, "forked from "+id+" at message 1") {
+			t.Errorf("%s: show of the fork:\n%s", where.name, show)
+		}
+	}
+
+	pantoOn(t, machineB, "title", id, "Renamed on B")
+	runSync(t, s3, "push", "--dir", machineB.spec, remote)
+	runSync(t, s3, "pull", "--dir", machineA.spec, remote)
+	if got := sessionsJSON(t, machineA)[id]["title"]; got != "Renamed on B" {
+		t.Errorf("machine A after the way back: title %v", got)
+	}
+}

@@ -30,6 +30,12 @@
 // 1, 2, ... after the base's Through; a reader applies them in order with
 // Put.
 //
+// A session's summary, in manifests and index entries, holds the title,
+// the fork link and the token totals too (optional fields within version
+// 3). A manifest says in summary_version what its summary folds, so that
+// a writer does not resume from one an older panto folded without them
+// (see SummaryVersion and docs/DESIGN.md, "The bucket format").
+//
 // Every document carries its format version. This package writes Version
 // and reads every version from 1 on: version 1 and 2 documents (whose
 // session summaries were Go struct layouts) through frozen structs of
@@ -58,6 +64,15 @@ import (
 // Version is the format version this package writes and the newest it
 // reads: 3, tagged wire structs (docs/DESIGN.md, "Versions").
 const Version = 3
+
+// SummaryVersion says what a manifest's summary folds, so that a summary
+// folded by a writer that did not know a field is not taken for one that
+// is: 0, the count, the last prompt, the endpoint and the times (every
+// writer of formats 1 and 2, and of 3 before the title); 1, also the
+// title, the fork link and the token totals. A writer refolds a summary
+// of an older version from the log before it appends (Refold), so that
+// what it writes is whole.
+const SummaryVersion = 1
 
 var (
 	// ErrInvalid: a document does not decode or breaks an invariant.
@@ -125,15 +140,46 @@ type Manifest struct {
 	// HashState is the marshalled crypto/sha256 state after raw[0:Length].
 	HashState []byte
 	// Decoder is the line decoder's state after raw[0:Length].
-	Decoder  sessionlog.Decoder
-	Segments []Segment
-	Pending  []PendingDelete
+	Decoder sessionlog.Decoder
+	// SummaryVersion is what Decoder.Info folds (see the constant).
+	SummaryVersion int
+	Segments       []Segment
+	Pending        []PendingDelete
 }
 
 // New returns the manifest of an empty session.
 func New(id string) *Manifest {
 	st, _ := sha256.New().(encoding.BinaryMarshaler).MarshalBinary() // sha256 state always marshals
-	return &Manifest{ID: id, HashState: st, Segments: []Segment{}}
+	return &Manifest{ID: id, HashState: st, SummaryVersion: SummaryVersion, Segments: []Segment{}}
+}
+
+// StaleSummary reports whether the summary was folded by a writer that
+// folds less than this one (SummaryVersion): its fields of later
+// versions are missing or partial, those of its own version are right.
+func (m *Manifest) StaleSummary() bool {
+	return m.Length > 0 && m.SummaryVersion < SummaryVersion
+}
+
+// Refold replaces the summary with one folded from raw, the whole log
+// (m.Length bytes whose sha256 is m.SHA256); name names it in errors.
+func (m *Manifest) Refold(name string, raw []byte) error {
+	if sum := sha256.Sum256(raw); int64(len(raw)) != m.Length || hex.EncodeToString(sum[:]) != m.SHA256 {
+		return fmt.Errorf("%s: %w: refold: %d bytes with sha256 %x, the manifest says %d bytes with sha256 %s", name, ErrInvalid, len(raw), sum, m.Length, m.SHA256)
+	}
+	d := sessionlog.Decoder{Name: name}
+	if err := sessionlog.Lines(raw, func(line []byte) error {
+		_, err := d.SummarizeLine(line)
+		return err
+	}); err != nil {
+		return err
+	}
+	if d.Header == nil || d.Header.ID != m.ID {
+		return fmt.Errorf("%s: %w: log header is not that of session %s", name, ErrInvalid, m.ID)
+	}
+	d.Name = ""
+	d.Header.More = 0
+	m.Decoder, m.SummaryVersion = d, SummaryVersion
+	return nil
 }
 
 // Info is the session's summary after the committed lines.

@@ -31,10 +31,31 @@ type wireSummary struct {
 	BaseURL         string    `json:"base_url,omitempty"`
 	Model           string    `json:"model,omitempty"`
 	Reasoning       string    `json:"reasoning,omitempty"`
+	// Added in 3 (optional: absent in what an older 3 writer wrote).
+	Title  string      `json:"title,omitempty"`
+	Parent *wireParent `json:"parent,omitempty"`
+	Usage  *wireUsage  `json:"usage,omitempty"`
+}
+
+// wireParent is the session a session was copied from, and how many of
+// its messages a fork took (absent: all, a keep-both copy).
+type wireParent struct {
+	ID       string `json:"id"`
+	Messages int    `json:"messages,omitempty"`
+}
+
+// wireUsage is a session's token totals, spelled as the line format
+// spells a message's usage.
+type wireUsage struct {
+	InputTokens      int64 `json:"input_tokens,omitempty"`
+	OutputTokens     int64 `json:"output_tokens,omitempty"`
+	CacheReadTokens  int64 `json:"cache_read_tokens,omitempty"`
+	CacheWriteTokens int64 `json:"cache_write_tokens,omitempty"`
+	ReasoningTokens  int64 `json:"reasoning_tokens,omitempty"`
 }
 
 func summaryToWire(info agent.SessionInfo) wireSummary {
-	return wireSummary{
+	w := wireSummary{
 		Created:         info.Created.UTC(),
 		Modified:        info.Modified.UTC(),
 		Messages:        info.MessageCount,
@@ -43,11 +64,20 @@ func summaryToWire(info agent.SessionInfo) wireSummary {
 		BaseURL:         info.BaseURL,
 		Model:           info.Model,
 		Reasoning:       string(info.Reasoning),
+		Title:           info.Title,
 	}
+	if info.Parent != "" || info.ForkedAt != 0 {
+		w.Parent = &wireParent{ID: info.Parent, Messages: info.ForkedAt}
+	}
+	if info.Usage != (agent.Usage{}) {
+		u := wireUsage(info.Usage)
+		w.Usage = &u
+	}
+	return w
 }
 
 func (w wireSummary) info(id string) agent.SessionInfo {
-	return agent.SessionInfo{
+	info := agent.SessionInfo{
 		ID:              id,
 		Created:         w.Created,
 		Modified:        w.Modified,
@@ -57,7 +87,15 @@ func (w wireSummary) info(id string) agent.SessionInfo {
 		BaseURL:         w.BaseURL,
 		Model:           w.Model,
 		Reasoning:       agent.ReasoningEffort(w.Reasoning),
+		Title:           w.Title,
 	}
+	if w.Parent != nil {
+		info.Parent, info.ForkedAt = w.Parent.ID, w.Parent.Messages
+	}
+	if w.Usage != nil {
+		info.Usage = agent.Usage(*w.Usage)
+	}
+	return info
 }
 
 // wireLog is the line decoder's state after the manifest's Length bytes:
@@ -67,6 +105,9 @@ type wireLog struct {
 	Lines int `json:"lines"`
 	// Format is the line format version of the log's header.
 	Format int `json:"format"`
+	// SummaryVersion is manifest.SummaryVersion of the summary (absent:
+	// 0, a writer that predates it).
+	SummaryVersion int `json:"summary_version,omitempty"`
 	wireSummary
 }
 
@@ -102,7 +143,7 @@ func manifestToWire(m *Manifest) wireManifest {
 		Segments: make([]wireSegment, len(m.Segments)),
 	}
 	if h := m.Decoder.Header; h != nil {
-		w.Log = &wireLog{Lines: m.Decoder.Line, Format: h.Version, wireSummary: summaryToWire(m.Decoder.Info)}
+		w.Log = &wireLog{Lines: m.Decoder.Line, Format: h.Version, SummaryVersion: m.SummaryVersion, wireSummary: summaryToWire(m.Decoder.Info)}
 	}
 	for i, s := range m.Segments {
 		w.Segments[i] = wireSegment(s)
@@ -114,8 +155,9 @@ func manifestToWire(m *Manifest) wireManifest {
 }
 
 func (w *wireManifest) manifest() *Manifest {
-	m := &Manifest{ID: w.ID, Length: w.Length, SHA256: w.SHA256, HashState: w.HashState, Segments: make([]Segment, len(w.Segments))}
+	m := &Manifest{ID: w.ID, Length: w.Length, SHA256: w.SHA256, HashState: w.HashState, SummaryVersion: SummaryVersion, Segments: make([]Segment, len(w.Segments))}
 	if w.Log != nil {
+		m.SummaryVersion = w.Log.SummaryVersion
 		info := w.Log.info(w.ID)
 		m.Decoder = sessionlog.Decoder{
 			Line:   w.Log.Lines,

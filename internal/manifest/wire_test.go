@@ -32,6 +32,10 @@ func filledInfo(id string) agent.SessionInfo {
 			f.SetInt(int64(i + 1))
 		case f.Kind() == reflect.Bool:
 			f.SetBool(true)
+		case f.Kind() == reflect.Struct: // of integers, such as agent.Usage
+			for j := 0; j < f.NumField(); j++ {
+				f.Field(j).SetInt(int64(100*(i+1) + j))
+			}
 		default:
 			panic("filledInfo: set field " + v.Type().Field(i).Name + " of kind " + f.Kind().String())
 		}

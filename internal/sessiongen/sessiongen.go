@@ -80,6 +80,38 @@ func (g *Generator) Session(id string, target int, at time.Time) ([]byte, error)
 	return out, nil
 }
 
+// Catalog writes sessions session files into dir (made if missing),
+// about totalBytes in all, with log-normal sizes: the catalog of
+// bench/gencatalog and of the benchmarks that read one. It returns the
+// bytes written.
+func (g *Generator) Catalog(dir string, sessions int, totalBytes float64) (int64, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return 0, err
+	}
+	sizes := make([]float64, sessions)
+	var sum float64
+	for i := range sizes {
+		sizes[i] = math.Exp(g.r.NormFloat64() * 1.0)
+		sum += sizes[i]
+	}
+	var written int64
+	start := time.Date(2026, 6, 1, 9, 0, 0, 0, time.UTC)
+	for i, s := range sizes {
+		target := int(s / sum * totalBytes)
+		id := fmt.Sprintf("%016x%016x", g.r.Uint64(), g.r.Uint64()) // random like agent.NewSessionID, but seeded
+		at := start.Add(time.Duration(i) * 7 * time.Minute)
+		data, err := g.Session(id, target, at)
+		if err != nil {
+			return written, err
+		}
+		if err := os.WriteFile(filepath.Join(dir, id+".jsonl"), data, 0o644); err != nil {
+			return written, err
+		}
+		written += int64(len(data))
+	}
+	return written, nil
+}
+
 // AppendSome appends one user message (one batch) to frac of the
 // sessions in dir, picked at random.
 func (g *Generator) AppendSome(dir string, frac float64) (int, int64, error) {

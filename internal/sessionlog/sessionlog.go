@@ -8,6 +8,29 @@
 //	{"type":"message","ts":"…","role":"user","content":[…],…}
 //	{"type":"message","ts":"…","role":"assistant","content":[…],"usage":{…},"stop_reason":"end_turn",…}
 //
+// The header of a session copied from another says so:
+//
+//	{"type":"session",…,"forked_from":"<parent id>","forked_at":12,"more":12}
+//
+// forked_from names the parent; forked_at is the number of the parent's
+// messages a fork (Fork) starts with. panto-sync's keep-both writes
+// forked_from alone: its copy holds the parent's whole log as it was.
+//
+// A title is a message line of its own, a system message with no content
+// whose metadata holds the title (agent.TitleMessage); the latest one is
+// the session's title:
+//
+//	{"type":"message","ts":"…","role":"system","content":[],"metadata":{"panto.title":"…"}}
+//
+// Both were added within version 1 because a panto that predates them
+// reads them without a fault: the decoder ignores header fields it does
+// not know (such a panto lists a fork as a session of its own, without
+// its link), and a system message with no content adds nothing to the
+// system prompt and is never sent to a provider (such a panto counts the
+// title as a message and shows it as an empty system entry). A new line
+// type or role would not do: a decoder refuses those, and the session
+// would be unreadable to every older panto.
+//
 // Every line ends in '\n'. A batch (one atomic append) is written in one
 // go, and each of its lines says in "more" how many lines of the same
 // batch follow it; the first batch of a log includes the header. The
@@ -55,7 +78,12 @@ type Header struct {
 	Version int       `json:"version"`
 	ID      string    `json:"id"`
 	Created time.Time `json:"created"`
-	More    int       `json:"more,omitempty"`
+	// ForkedFrom is the session this log was copied from, ForkedAt the
+	// number of its messages a fork started with (0: the whole log, as
+	// keep-both copies it). See the package doc.
+	ForkedFrom string `json:"forked_from,omitempty"`
+	ForkedAt   int    `json:"forked_at,omitempty"`
+	More       int    `json:"more,omitempty"`
 }
 
 // entry is a message line. Provenance is not kept, and system entries
@@ -91,33 +119,39 @@ func EncodeBatch(id string, header bool, msgs []agent.PersistentMessage, at time
 	}
 	for i, pm := range msgs {
 		remaining--
-		e := entry{
-			Type:       TypeMessage,
-			TS:         at,
-			Role:       pm.Message.Role,
-			Content:    pm.Message.Content,
-			Usage:      pm.Usage,
-			StopReason: pm.Message.StopReason,
-			Metadata:   pm.Message.Metadata,
-			More:       remaining,
-		}
-		if e.Usage == nil {
-			e.Usage = pm.Message.Usage
-		}
-		if e.Content == nil {
-			e.Content = []agent.Block{}
-		}
-		if pm.Message.Role != agent.RoleSystem {
-			e.APIStyle = pm.Identity.APIStyle
-			e.BaseURL = pm.Identity.BaseURL
-			e.Model = pm.Identity.Model
-			e.Reasoning = pm.Identity.Reasoning
-		}
+		e := entryOf(pm, at)
+		e.More = remaining
 		if err := writeLine(&buf, e); err != nil {
 			return nil, fmt.Errorf("encode message %d of session %s: %w", i, id, err)
 		}
 	}
 	return buf.Bytes(), nil
+}
+
+// entryOf is the line of pm written at time at.
+func entryOf(pm agent.PersistentMessage, at time.Time) entry {
+	e := entry{
+		Type:       TypeMessage,
+		TS:         at,
+		Role:       pm.Message.Role,
+		Content:    pm.Message.Content,
+		Usage:      pm.Usage,
+		StopReason: pm.Message.StopReason,
+		Metadata:   pm.Message.Metadata,
+	}
+	if e.Usage == nil {
+		e.Usage = pm.Message.Usage
+	}
+	if e.Content == nil {
+		e.Content = []agent.Block{}
+	}
+	if pm.Message.Role != agent.RoleSystem {
+		e.APIStyle = pm.Identity.APIStyle
+		e.BaseURL = pm.Identity.BaseURL
+		e.Model = pm.Identity.Model
+		e.Reasoning = pm.Identity.Reasoning
+	}
+	return e
 }
 
 func writeLine(buf *bytes.Buffer, v any) error {
@@ -184,9 +218,23 @@ type Decoder struct {
 // DecodeLine decodes the next line (without its '\n'). It returns the
 // message and true for a message line, false for the header.
 func (d *Decoder) DecodeLine(line []byte) (agent.Message, bool, error) {
+	e, ok, err := d.DecodeEntry(line)
+	return e.Message, ok, err
+}
+
+// Entry is a message line as stored: the message, when it was written
+// and the endpoint of its turn (empty for a system message).
+type Entry struct {
+	TS       time.Time
+	Message  agent.Message
+	Identity agent.WireIdentity
+}
+
+// DecodeEntry is DecodeLine that returns the whole entry.
+func (d *Decoder) DecodeEntry(line []byte) (Entry, bool, error) {
 	d.Line++
-	fail := func(format string, args ...any) (agent.Message, bool, error) {
-		return agent.Message{}, false, fmt.Errorf("%s:%d: %w: %s", d.Name, d.Line, ErrMalformed, fmt.Sprintf(format, args...))
+	fail := func(format string, args ...any) (Entry, bool, error) {
+		return Entry{}, false, fmt.Errorf("%s:%d: %w: %s", d.Name, d.Line, ErrMalformed, fmt.Sprintf(format, args...))
 	}
 	var li lineInfo
 	if err := json.Unmarshal(line, &li); err != nil {
@@ -201,7 +249,7 @@ func (d *Decoder) DecodeLine(line []byte) (agent.Message, bool, error) {
 			return fail("header: %v", err)
 		}
 		if h.Version > Version {
-			return agent.Message{}, false, fmt.Errorf("%s:%d: %w (format version %d, this panto reads up to %d): upgrade panto", d.Name, d.Line, ErrNewerVersion, h.Version, Version)
+			return Entry{}, false, fmt.Errorf("%s:%d: %w (format version %d, this panto reads up to %d): upgrade panto", d.Name, d.Line, ErrNewerVersion, h.Version, Version)
 		}
 		if h.Version < 1 {
 			return fail("header has no format version")
@@ -213,7 +261,9 @@ func (d *Decoder) DecodeLine(line []byte) (agent.Message, bool, error) {
 		d.Info.ID = h.ID
 		d.Info.Created = h.Created
 		d.Info.Modified = h.Created
-		return agent.Message{}, false, nil
+		d.Info.Parent = h.ForkedFrom
+		d.Info.ForkedAt = h.ForkedAt
+		return Entry{}, false, nil
 	}
 	if li.Type != TypeMessage {
 		return fail("unexpected line type %q", li.Type)
@@ -229,13 +279,12 @@ func (d *Decoder) DecodeLine(line []byte) (agent.Message, bool, error) {
 		return fail("unknown role %q", e.Role)
 	}
 	m := agent.Message{Role: e.Role, Content: e.Content, Usage: e.Usage, StopReason: e.StopReason, Metadata: e.Metadata}
-	d.Info.Update(agent.PersistentMessage{Message: m, Identity: agent.WireIdentity{
-		APIStyle: e.APIStyle, BaseURL: e.BaseURL, Model: e.Model, Reasoning: e.Reasoning,
-	}})
+	ident := agent.WireIdentity{APIStyle: e.APIStyle, BaseURL: e.BaseURL, Model: e.Model, Reasoning: e.Reasoning}
+	d.Info.Update(agent.PersistentMessage{Message: m, Identity: ident})
 	if e.TS.After(d.Info.Modified) {
 		d.Info.Modified = e.TS
 	}
-	return m, true, nil
+	return Entry{TS: e.TS, Message: m, Identity: ident}, true, nil
 }
 
 // Log is a decoded log.

@@ -76,7 +76,8 @@ func TestSummarizeLineMatchesDecodeLine(t *testing.T) {
 			{Message: agent.SystemText("be terse", agent.SystemAppend), Identity: agent.WireIdentity{Model: "ignored"}},
 			{Message: agent.Message{Role: agent.RoleAssistant, StopReason: "max_tokens", Content: []agent.Block{
 				{Type: agent.BlockRedactedThinking, Data: "EmwKAhgBEgy3va+/="}, agent.TextBlock("cut o"),
-			}}, Identity: agent.WireIdentity{Model: "m"}},
+			}}, Identity: agent.WireIdentity{Model: "m"}, Usage: &agent.Usage{InputTokens: 7, CacheWriteTokens: 1 << 40, ReasoningTokens: 3}},
+			{Message: agent.TitleMessage(fmt.Sprintf("title \"%d\" ✓", seed))},
 		}, start)
 		if err != nil {
 			t.Fatal(err)
@@ -86,7 +87,8 @@ func TestSummarizeLineMatchesDecodeLine(t *testing.T) {
 		if err != nil {
 			t.Fatalf("seed %d: %v", seed, err)
 		}
-		if d.Info.MessageCount == 0 || d.Info.LastUserMessage == "" {
+		if d.Info.MessageCount == 0 || d.Info.LastUserMessage == "" || d.Info.Title != fmt.Sprintf("title \"%d\" ✓", seed) ||
+			d.Info.Usage.CacheWriteTokens < 1<<40 || d.Info.Usage.InputTokens <= 7 || d.Info.Usage.OutputTokens == 0 {
 			t.Fatalf("seed %d: info %+v", seed, d.Info)
 		}
 		lines := 0
@@ -153,6 +155,17 @@ var summaryLines = []string{
 	`{"type":"message","ts":"2026-01-01T00:00:00Z","role":"assistant","content":[{"type":"redacted_thinking","data":{}}]}`,
 	`{"type":"message","ts":"2026-01-01T00:00:00Z","role":"assistant","content":[{"type":"redacted_thinking","data":"a","data":"b"}]}`,
 	`{"type":"message","ts":"2026-01-01T00:00:00Z","role":"assistant","content":[{"type":"redacted_thinking","DATA":"x"}]}`,
+	`{"type":"message","ts":"2026-01-01T00:00:00Z","role":"assistant","content":[],"usage":{"input_tokens":1,"output_tokens":2,"cache_read_tokens":3,"cache_write_tokens":4,"reasoning_tokens":5}}`,
+	`{"type":"message","ts":"2026-01-01T00:00:00Z","role":"assistant","content":[],"usage":{"reasoning_tokens":5,"input_tokens":-1}}`,
+	`{"type":"message","ts":"2026-01-01T00:00:00Z","role":"assistant","content":[],"usage":{}}`,
+	`{"type":"message","ts":"2026-01-01T00:00:00Z","role":"assistant","content":[],"usage":null}`,
+	`{"type":"message","ts":"2026-01-01T00:00:00Z","role":"assistant","content":[],"usage":{"input_tokens":1,"input_tokens":2}}`,
+	`{"type":"message","ts":"2026-01-01T00:00:00Z","role":"assistant","content":[],"usage":{"Input_Tokens":9}}`,
+	`{"type":"message","ts":"2026-01-01T00:00:00Z","role":"assistant","content":[],"usage":{"input_tokens":null}}`,
+	`{"type":"message","ts":"2026-01-01T00:00:00Z","role":"system","content":[],"metadata":{"panto.title":"a title"}}`,
+	`{"type":"message","ts":"2026-01-01T00:00:00Z","role":"system","content":[],"metadata":{"panto.title":""}}`,
+	`{"type":"message","ts":"2026-01-01T00:00:00Z","role":"system","content":[],"metadata":{"panto.title":7}}`,
+	`{"type":"message","ts":"2026-01-01T00:00:00Z","role":"user","content":[],"metadata":{"panto.title":"not on a user"}}`,
 	`null`,
 	`[]`,
 	``,
@@ -219,5 +232,85 @@ func TestScanStringEdges(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestForkedHeader: the header's fork link reaches the summary, on both
+// paths, and an older header without one leaves it empty.
+func TestForkedHeader(t *testing.T) {
+	body := `{"type":"message","ts":"2026-01-01T00:00:00Z","role":"user","content":[{"type":"text","text":"hi"}]}` + "\n"
+	tests := []struct {
+		header   string
+		parent   string
+		forkedAt int
+		bad      bool
+	}{
+		{`{"type":"session","version":1,"id":"s","created":"2026-01-01T00:00:00Z","more":1}`, "", 0, false},
+		{`{"type":"session","version":1,"id":"s","created":"2026-01-01T00:00:00Z","forked_from":"p1","more":1}`, "p1", 0, false},
+		{`{"type":"session","version":1,"id":"s","created":"2026-01-01T00:00:00Z","forked_from":"p1","forked_at":12,"more":1}`, "p1", 12, false},
+		{`{"type":"session","version":1,"id":"s","created":"2026-01-01T00:00:00Z","forked_from":3,"more":1}`, "", 0, true},
+		{`{"type":"session","version":1,"id":"s","created":"2026-01-01T00:00:00Z","forked_at":1.5,"more":1}`, "", 0, true},
+	}
+	for _, tt := range tests {
+		d, err := bothPaths(t, sessionlog.Decoder{Name: "f"}, []byte(tt.header+"\n"+body))
+		if (err != nil) != tt.bad {
+			t.Errorf("%s: err %v, want bad %v", tt.header, err, tt.bad)
+			continue
+		}
+		if err == nil && (d.Info.Parent != tt.parent || d.Info.ForkedAt != tt.forkedAt) {
+			t.Errorf("%s: parent %q at %d, want %q at %d", tt.header, d.Info.Parent, d.Info.ForkedAt, tt.parent, tt.forkedAt)
+		}
+	}
+}
+
+// FuzzUnquote: the scanner's unquote decodes every valid string token as
+// encoding/json does (escapes, surrogate pairs and lone surrogates,
+// invalid UTF-8).
+func FuzzUnquote(f *testing.F) {
+	for _, s := range []string{``, `plain`, `tab\there`, `\u00e9\u00E9`, `\ud83d\ude80`, `\ud83d`, `\ud83dx`, `\ude80\ud83d`, `\ud83d\u0041`,
+		"\xff\xfe é", `\"\\\/\b\f\n\r\t`, "é\\n\xc3", `\u0000`, `a\ud800\udc00b`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		tok := append(append([]byte{'"'}, body...), '"')
+		var want string
+		if json.Unmarshal(tok, &want) != nil {
+			return
+		}
+		if got := sessionlog.Unquote(tok); got != want {
+			t.Fatalf("%q: unquote %q, encoding/json %q", tok, got, want)
+		}
+	})
+}
+
+// TestScanMessageText: the raw texts the scanner gives are what
+// DecodeEntry decodes, and it leaves alone the lines it cannot read.
+func TestScanMessageText(t *testing.T) {
+	for _, l := range summaryLines {
+		mt, ok := sessionlog.ScanMessageText([]byte(l))
+		d := sessionlog.Decoder{Name: "f"}
+		if _, _, err := d.DecodeLine([]byte(testHeader)); err != nil {
+			t.Fatal(err)
+		}
+		e, isMsg, err := d.DecodeEntry([]byte(l))
+		if !ok {
+			continue
+		}
+		if err != nil || !isMsg {
+			t.Fatalf("%s: scanned, but DecodeEntry: %v", l, err)
+		}
+		if !mt.TS.Equal(e.TS) || mt.Role != e.Message.Role || len(mt.Blocks) != len(e.Message.Content) {
+			t.Fatalf("%s: scanned %+v, decoded %+v", l, mt, e)
+		}
+		for i, b := range mt.Blocks {
+			want := e.Message.Content[i]
+			if b.Type != want.Type || sessionlog.Unquote(b.Text) != want.Text || sessionlog.Unquote(b.Name) != want.ToolName || !bytes.Equal(b.Input, want.Input) {
+				t.Errorf("%s: block %d scanned %+v, decoded %+v", l, i, b, want)
+			}
+		}
+	}
+	mt, ok := sessionlog.ScanMessageText([]byte(`{"type":"message","ts":"2026-01-01T00:00:00Z","role":"assistant","content":[{"type":"tool_use","tool_use_id":"t","name":"run","input":{"cmd":"ls \"a b\"","n":[1, 2]}}]}`))
+	if !ok || string(mt.Blocks[0].Input) != `{"cmd":"ls \"a b\"","n":[1, 2]}` || sessionlog.Unquote(mt.Blocks[0].Name) != "run" {
+		t.Errorf("tool use scanned %+v, %v", mt, ok)
 	}
 }

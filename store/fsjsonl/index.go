@@ -29,8 +29,10 @@ const IndexFile = ".panto-index.json"
 
 // indexVersion changes whenever the cache's meaning changes; a cache of
 // another version is ignored and rebuilt. 2: entries keep the sha256 of
-// the committed bytes, files are keyed by ctime too.
-const indexVersion = 2
+// the committed bytes, files are keyed by ctime too. 3: summaries hold
+// the title, the fork link and token totals, which a version 2 entry
+// never folded.
+const indexVersion = 3
 
 // index is the summary cache (see the package doc).
 type index struct {

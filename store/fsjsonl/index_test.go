@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -307,4 +308,37 @@ func TestLogsSeeEdits(t *testing.T) {
 func sum(b []byte) string {
 	h := sha256.Sum256(b)
 	return hex.EncodeToString(h[:])
+}
+
+// TestListCacheOfAnOlderPanto: a cache an older panto wrote (version 2,
+// whose summaries never folded titles or token totals) is not trusted,
+// even for files it describes exactly: List folds them again.
+func TestListCacheOfAnOlderPanto(t *testing.T) {
+	dir := t.TempDir()
+	s := mustOpen(t, dir)
+	answer := agent.AssistantText("a")
+	answer.Usage = &agent.Usage{InputTokens: 7, OutputTokens: 3}
+	mustAppend(t, s, "x", []agent.PersistentMessage{{Message: agent.UserText("q")}, {Message: answer, Usage: answer.Usage}, {Message: agent.TitleMessage("named")}})
+	if got, _, _ := listed(t, s); got["x"].Title != "named" || got["x"].Usage.OutputTokens != 3 {
+		t.Fatalf("List = %+v", got)
+	}
+	// The same cache as a version 2 panto would have written it.
+	var cache map[string]any
+	if err := json.Unmarshal(readAll(t, filepath.Join(dir, IndexFile)), &cache); err != nil {
+		t.Fatal(err)
+	}
+	cache["version"] = 2
+	for _, e := range cache["sessions"].(map[string]any) {
+		info := e.(map[string]any)["decoder"].(map[string]any)["info"].(map[string]any)
+		delete(info, "Title")
+		delete(info, "Usage")
+	}
+	old, _ := json.Marshal(cache)
+	if err := os.WriteFile(filepath.Join(dir, IndexFile), old, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	got, _, _ := listed(t, mustOpen(t, dir))
+	if got["x"].Title != "named" || got["x"].Usage.OutputTokens != 3 {
+		t.Errorf("List from an older panto's cache: %+v", got["x"])
+	}
 }

@@ -77,7 +77,7 @@ func (st *sessionState) advance(m *manifest.Manifest, now time.Time) { st.m, st.
 // refresh re-reads the stored manifest and catches up with the segments
 // committed after it (§P4). Callers hold st.mu.
 func (s *Store) refresh(ctx context.Context, id string, st *sessionState) error {
-	m, etag, err := s.readManifest(ctx, id)
+	m, etag, err := s.readManifestFolded(ctx, id)
 	if err != nil {
 		st.loaded = false
 		return err

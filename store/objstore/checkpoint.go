@@ -292,7 +292,7 @@ func (s *Store) putManifest(ctx context.Context, id string, st *sessionState) er
 		if !errors.Is(err, errPrecondition) && !errors.Is(err, errConflict) {
 			return err
 		}
-		remote, retag, err := s.readManifest(ctx, id)
+		remote, retag, err := s.readManifestFolded(ctx, id)
 		if err != nil {
 			return err
 		}

@@ -128,6 +128,25 @@ func TestV2Bucket(t *testing.T) {
 	if err := fresh.AppendMessages(ctx, c, []agent.PersistentMessage{user("more")}); err != nil {
 		t.Fatal(err)
 	}
+	// Format 2 summaries never folded token totals: the append folded
+	// the whole log again rather than resume from the stale summary.
+	if err := fresh.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(filepath.Join(v2Fixture, "jsonl", c+".jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	parsed, err := sessionlog.Parse("fixture", raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if parsed.Info.Usage == (agent.Usage{}) {
+		t.Fatalf("the fixture session %s has no usage to fold", c)
+	}
+	if logs, err := sessionsOf(ctx, e.open(t)); err != nil || logs[c].Info.Usage != parsed.Info.Usage || logs[c].Info.MessageCount != 11 {
+		t.Fatalf("list after an append to a format 2 session: %v, usage %+v, want %+v", err, logs[c].Info.Usage, parsed.Info.Usage)
+	}
 	if err := fresh.Compact(ctx, c); err != nil {
 		t.Fatal(err)
 	}

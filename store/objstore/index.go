@@ -571,7 +571,7 @@ func (s *Store) Resolve(ctx context.Context, idOrPrefix string) (*agent.Session,
 // first append crashed before the index was written, or the shard is
 // damaged), through its own objects, and puts it back in the index.
 func (s *Store) resolveObjects(ctx context.Context, id string) (*agent.Session, error) {
-	m, _, err := s.readManifest(ctx, id)
+	m, _, err := s.readManifestFolded(ctx, id) // its summary goes to the index
 	if err != nil {
 		return nil, fmt.Errorf("resolve %q: %w", id, err)
 	}

@@ -280,7 +280,7 @@ func (s *Store) Verify(ctx context.Context, id string) error {
 	if err != nil {
 		return fmt.Errorf("verify session %s: %w: %w", id, ErrCorrupt, err)
 	}
-	if !sameInfo(info, m.Info()) {
+	if !sameInfo(info, m.Info(), m.StaleSummary()) {
 		return fmt.Errorf("verify session %s: %w: the parsed log does not match the manifest's summary", id, ErrCorrupt)
 	}
 	return nil
@@ -322,8 +322,16 @@ func (c *prefixChain) Write(b []byte) (int, error) {
 	return n, nil
 }
 
-func sameInfo(a, b agent.SessionInfo) bool {
+// sameInfo compares two summaries; with stale, only in what a summary of
+// manifest.SummaryVersion 0 folds, since an older writer did not fold the
+// rest.
+func sameInfo(a, b agent.SessionInfo, stale bool) bool {
 	ok := a.Created.Equal(b.Created) && a.Modified.Equal(b.Modified)
 	a.Created, a.Modified = b.Created, b.Modified
+	if stale {
+		for _, info := range []*agent.SessionInfo{&a, &b} {
+			info.Title, info.Parent, info.ForkedAt, info.Usage = "", "", 0, agent.Usage{}
+		}
+	}
 	return ok && a == b
 }

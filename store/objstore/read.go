@@ -1,6 +1,7 @@
 package objstore
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -33,6 +34,36 @@ func (s *Store) readManifest(ctx context.Context, id string) (*manifest.Manifest
 	}
 	if m.ID != id {
 		return nil, "", fmt.Errorf("%s: %w: manifest of session %q", s.objectURL(key), ErrCorrupt, m.ID)
+	}
+	return m, etag, nil
+}
+
+// readManifestFolded is readManifest for a caller that writes the
+// summary on (an append resumes it, the index lists it): a summary an
+// older panto folded (without the title, fork link and token totals,
+// manifest.StaleSummary) is folded again from the listed segments,
+// fetched in parallel. That costs a read of the log, once per process
+// and stale session, until the next manifest this panto writes.
+func (s *Store) readManifestFolded(ctx context.Context, id string) (*manifest.Manifest, string, error) {
+	m, etag, err := s.readManifest(ctx, id)
+	if err != nil || !m.StaleSummary() {
+		return m, etag, err
+	}
+	raws := make([][]byte, len(m.Segments))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(s.parallel)
+	for i, seg := range m.Segments {
+		g.Go(func() error {
+			var err error
+			raws[i], err = s.fetchSegment(gctx, id, seg)
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, "", fmt.Errorf("refold the summary of session %s: %w", id, err)
+	}
+	if err := m.Refold(s.objectURL(s.sessionKey(id, "")), bytes.Join(raws, nil)); err != nil {
+		return nil, "", fmt.Errorf("refold the summary of session %s: %w: %w", id, ErrCorrupt, err)
 	}
 	return m, etag, nil
 }

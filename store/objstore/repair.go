@@ -213,7 +213,7 @@ func (s *Store) sessionStatesAll(ctx context.Context, ids []string) (map[string]
 	g.SetLimit(16)
 	for _, id := range ids {
 		g.Go(func() error {
-			m, _, err := s.readManifest(gctx, id)
+			m, _, err := s.readManifestFolded(gctx, id) // the summary goes to the index
 			if err == nil {
 				_, err = s.catchUp(gctx, m, 0)
 			}

@@ -1,0 +1,275 @@
+package archive_test
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/panto-dev/panto/agent"
+	"github.com/panto-dev/panto/agent/storetest"
+	"github.com/panto-dev/panto/archive"
+	"github.com/panto-dev/panto/internal/miniotest"
+	"github.com/panto-dev/panto/internal/sessionlog"
+	"github.com/panto-dev/panto/store"
+	"github.com/panto-dev/panto/store/fsjsonl"
+	"github.com/panto-dev/panto/store/objstore"
+)
+
+func TestMain(m *testing.M) { miniotest.Main(m) }
+
+// stores are the stores every test runs on: a directory and a bucket.
+var stores = []struct {
+	name string
+	open func(t *testing.T) store.LogStore
+}{
+	{"fs", func(t *testing.T) store.LogStore {
+		s, err := fsjsonl.Open(t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}},
+	{"s3", func(t *testing.T) store.LogStore {
+		srv := miniotest.Shared(t)
+		srv.SetEnv(t)
+		s, err := objstore.Open(t.Context(), "s3://"+srv.NewBucket(t)+"/archive")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}},
+}
+
+func eachStore(t *testing.T, fn func(t *testing.T, s store.LogStore)) {
+	for _, st := range stores {
+		t.Run(st.name, func(t *testing.T) { fn(t, st.open(t)) })
+	}
+}
+
+var (
+	modelA = agent.WireIdentity{APIStyle: agent.APIStyleAnthropicMessages, BaseURL: "https://a.test", Model: "model-a"}
+	modelB = agent.WireIdentity{APIStyle: agent.APIStyleOpenAIChat, BaseURL: "https://b.test/v1", Model: "model-b"}
+)
+
+func appendOK(t *testing.T, s store.LogStore, id string, msgs ...agent.PersistentMessage) {
+	t.Helper()
+	if err := s.AppendMessages(t.Context(), id, msgs); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func flush(t *testing.T, s store.LogStore) {
+	t.Helper()
+	if err := store.Flush(t.Context(), s); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func search(t *testing.T, s store.LogStore, q archive.Query) ([]archive.Match, archive.Stats) {
+	t.Helper()
+	var got []archive.Match
+	stats, err := archive.Search(t.Context(), s, q, archive.Options{Parallel: 3}, func(m archive.Match) error {
+		got = append(got, m)
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("search %q: %v", q.Pattern, err)
+	}
+	return got, stats
+}
+
+func where(ms []archive.Match) string {
+	var parts []string
+	for _, m := range ms {
+		parts = append(parts, fmt.Sprintf("%s#%d:%s", m.Session.ID, m.Message, m.Block))
+	}
+	return strings.Join(parts, " ")
+}
+
+func TestSearch(t *testing.T) {
+	eachStore(t, func(t *testing.T, s store.LogStore) {
+		// "every" holds every block kind: its tool result (message 5)
+		// says "exit status 1", its thinking (message 4) "look at the
+		// file".
+		appendOK(t, s, "every", storetest.RoundTripMessages()...)
+		time.Sleep(10 * time.Millisecond)
+		thinking := agent.Message{Role: agent.RoleAssistant, Content: []agent.Block{
+			{Type: agent.BlockThinking, Text: "the secret plan is in the thinking"},
+			agent.TextBlock("Nothing to see; the PLAN is public."),
+		}}
+		appendOK(t, s, "newer",
+			agent.PersistentMessage{Message: agent.UserText("what is the plan? (also: exit status)"), Identity: modelB},
+			agent.PersistentMessage{Message: thinking, Identity: modelB},
+			agent.PersistentMessage{Message: agent.TitleMessage("the plan title")},
+		)
+		flush(t, s)
+
+		got, stats := search(t, s, archive.Query{Pattern: "EXIT STATUS"})
+		if w := where(got); w != "newer#1:text every#5:tool_result" {
+			t.Errorf("exit status: %s", w)
+		}
+		if stats.Sessions != 2 || stats.Bytes == 0 || len(stats.Skipped) != 0 {
+			t.Errorf("stats %+v", stats)
+		}
+		hit := got[1]
+		if hit.Text != "exit status" || hit.Before != "" || !strings.HasPrefix(hit.After, ` 1: "quotes" <tags>`) || hit.Count != 1 || hit.Role != agent.RoleUser || hit.TS.IsZero() {
+			t.Errorf("tool result hit %+v", hit)
+		}
+
+		// Thinking is searched only when asked; titles never.
+		if got, _ := search(t, s, archive.Query{Pattern: "secret plan"}); len(got) != 0 {
+			t.Errorf("secret plan without --thinking: %s", where(got))
+		}
+		got, _ = search(t, s, archive.Query{Pattern: "secret plan", Thinking: true})
+		if where(got) != "newer#2:thinking" {
+			t.Errorf("secret plan with thinking: %s", where(got))
+		}
+		got, _ = search(t, s, archive.Query{Pattern: "plan", Thinking: true})
+		if where(got) != "newer#1:text newer#2:thinking" || got[1].Count != 2 {
+			t.Errorf("plan with thinking: %s (%+v)", where(got), got)
+		}
+		// A tool call is found by its name and input; text by a regular
+		// expression; nothing in system prompts.
+		if got, _ := search(t, s, archive.Query{Pattern: "go test ./..."}); where(got) != "every#4:tool_use" || got[0].Tool != "run" {
+			t.Errorf("tool input: %s", where(got))
+		}
+		if got, _ := search(t, s, archive.Query{Pattern: `re:fix(ed)?\b`}); where(got) != "every#3:text every#6:text" {
+			t.Errorf("regexp: %s", where(got))
+		}
+		if got, _ := search(t, s, archive.Query{Pattern: "careful assistant"}); len(got) != 0 {
+			t.Errorf("system prompt: %s", where(got))
+		}
+		if got, _ := search(t, s, archive.Query{Pattern: `"urgent" <b>&</b>`}); where(got) != "every#3:text" {
+			t.Errorf("quotes and markup: %s", where(got))
+		}
+		if got, _ := search(t, s, archive.Query{Pattern: "ÉMOJI 🚀"}); where(got) != "every#3:text" {
+			t.Errorf("non-ASCII, case folded: %s", where(got))
+		}
+		if got, _ := search(t, s, archive.Query{Pattern: "e", Limit: 3}); len(got) != 3 {
+			t.Errorf("limit 3: %d matches", len(got))
+		}
+		for _, bad := range []string{"", "re:", "re:a(b"} {
+			if _, err := archive.Search(t.Context(), s, archive.Query{Pattern: bad}, archive.Options{}, func(archive.Match) error { return nil }); !errors.Is(err, archive.ErrBadQuery) {
+				t.Errorf("query %q: %v", bad, err)
+			}
+		}
+	})
+}
+
+func TestUsageByModel(t *testing.T) {
+	eachStore(t, func(t *testing.T, s store.LogStore) {
+		turn := func(id agent.WireIdentity, in, out int64) agent.PersistentMessage {
+			m := agent.AssistantText("answer")
+			m.Usage = &agent.Usage{InputTokens: in, OutputTokens: out, CacheReadTokens: 1}
+			return agent.PersistentMessage{Message: m, Usage: m.Usage, Identity: id}
+		}
+		appendOK(t, s, "one", turn(modelA, 100, 10), turn(modelB, 1000, 1))
+		appendOK(t, s, "two", turn(modelA, 5, 5), agent.PersistentMessage{Message: agent.UserText("no usage"), Identity: modelA})
+		flush(t, s)
+		report, stats, err := archive.UsageByModel(t.Context(), s, time.Time{}, archive.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := report.Models
+		if report.Total.Sessions != 2 || report.Total.Turns != 3 || report.Total.Usage.InputTokens != 1105 {
+			t.Errorf("total %+v", report.Total)
+		}
+		want := []archive.ModelUsage{
+			{Model: "model-b", APIStyle: agent.APIStyleOpenAIChat, Sessions: 1, Turns: 1, Usage: agent.Usage{InputTokens: 1000, OutputTokens: 1, CacheReadTokens: 1}},
+			{Model: "model-a", APIStyle: agent.APIStyleAnthropicMessages, Sessions: 2, Turns: 2, Usage: agent.Usage{InputTokens: 105, OutputTokens: 15, CacheReadTokens: 2}},
+		}
+		if a, b := fmt.Sprintf("%+v", got), fmt.Sprintf("%+v", want); a != b {
+			t.Errorf("usage\n got %s\nwant %s", a, b)
+		}
+		if stats.Sessions != 2 {
+			t.Errorf("stats %+v", stats)
+		}
+		// A session modified since (an hour ahead, to leave the others
+		// out), with an older turn: only the newer turn counts.
+		now := time.Now().UTC().Add(time.Hour)
+		old, err := sessionlog.EncodeBatch("three", true, []agent.PersistentMessage{turn(modelB, 7000, 7)}, now.Add(-48*time.Hour))
+		if err != nil {
+			t.Fatal(err)
+		}
+		recent, err := sessionlog.EncodeBatch("three", false, []agent.PersistentMessage{turn(modelB, 30, 3)}, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.AppendLog(t.Context(), "three", store.Checkpoint{}, append(old, recent...)); err != nil {
+			t.Fatal(err)
+		}
+		flush(t, s)
+		report, _, err = archive.UsageByModel(t.Context(), s, now.Add(-30*time.Minute), archive.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = report.Models
+		if len(got) != 1 || got[0].Model != "model-b" || got[0].Turns != 1 || got[0].Usage.InputTokens != 30 {
+			t.Errorf("usage of the last hour: %+v", got)
+		}
+		// Nothing was written after that.
+		report, stats, err = archive.UsageByModel(t.Context(), s, now.Add(time.Minute), archive.Options{})
+		if err != nil || len(report.Models) != 0 || stats.Sessions != 0 {
+			t.Errorf("since after the last turn: %+v, %+v, %v", report, stats, err)
+		}
+	})
+}
+
+func TestFork(t *testing.T) {
+	eachStore(t, func(t *testing.T, s store.LogStore) {
+		msgs := storetest.RoundTripMessages()
+		appendOK(t, s, "parent", msgs...)
+		fork, err := archive.Fork(t.Context(), s, "parent", 3, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fork.Info.Parent != "parent" || fork.Info.ForkedAt != 3 || fork.Info.MessageCount != 3 || fork.Info.ID == "parent" {
+			t.Errorf("fork info %+v", fork.Info)
+		}
+		conv, err := s.Load(t.Context(), fork.Info.ID)
+		if err != nil || len(conv.Messages) != 3 || conv.Messages[2].Text() != msgs[2].Message.Text() {
+			t.Fatalf("fork holds %+v, %v", conv, err)
+		}
+		// At the tool call, the fork would hold calls without results.
+		if _, err := archive.Fork(t.Context(), s, "parent", 4, time.Now()); err == nil || !strings.Contains(err.Error(), "fork at 5") {
+			t.Errorf("fork at a tool call: %v", err)
+		}
+		if _, err := archive.Fork(t.Context(), s, "nosuch", 0, time.Now()); !errors.Is(err, agent.ErrSessionNotFound) {
+			t.Errorf("fork of a missing session: %v", err)
+		}
+	})
+}
+
+// TestSearchSkipsBrokenSession: a session that cannot be read is
+// reported, the others are searched.
+func TestSearchSkipsBrokenSession(t *testing.T) {
+	dir := t.TempDir()
+	s, err := fsjsonl.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendOK(t, s, "good", agent.PersistentMessage{Message: agent.UserText("needle here")})
+	appendOK(t, s, "bad", agent.PersistentMessage{Message: agent.UserText("needle there")})
+	path, _ := s.Path("bad")
+	data, _ := json.Marshal(map[string]any{"type": "bogus"})
+	appendRaw(t, path, append(data, '\n'))
+	got, stats := search(t, s, archive.Query{Pattern: "needle"})
+	if where(got) != "good#1:text" || len(stats.Skipped) != 1 || !strings.Contains(stats.Skipped[0].Error(), "bad") {
+		t.Errorf("matches %s, skipped %v", where(got), stats.Skipped)
+	}
+}
+
+func appendRaw(t *testing.T, path string, data []byte) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, append(b, data...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,146 @@
+package archive
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"unicode"
+	"unicode/utf8"
+)
+
+// prefilter decides from a line's raw JSON bytes whether its decoded
+// texts may match, so that the lines that cannot (nearly all of them) are
+// never decoded: what makes searching a catalog cost about a read of it.
+//
+// It looks for a literal every match must contain, in the line with ASCII
+// letters lowered. That is exact only for what the JSON spells as itself,
+// so the literal is the longest run of the pattern's characters that are:
+// ASCII but for '"', '\' and control characters (which JSON escapes).
+// Then a line whose text holds the literal holds its bytes, unless the
+// text spells it another way, which a line that passes anyway covers:
+//
+//   - a non-ASCII rune that case-folds to a letter of the literal (the
+//     Kelvin sign to k, the long s to s), raw or escaped;
+//   - an escape that panto's encoder never writes but another may: \u00XX
+//     for a printable character, \/ for '/'.
+type prefilter struct {
+	lit   []byte // lowered; nil: every line passes
+	slash bool   // lit holds '/'
+	// wide are the spellings, raw and escaped (lowered), of the non-ASCII
+	// runes that fold to a letter of lit.
+	wide [][]byte
+}
+
+func newPrefilter(pattern string) prefilter {
+	var best, run []byte
+	for _, r := range pattern {
+		if r < utf8.RuneSelf && plainJSON(byte(r)) {
+			run = append(run, lowerByte(byte(r)))
+			if len(run) > len(best) {
+				best = run
+			}
+			continue
+		}
+		run = nil
+	}
+	if len(best) == 0 {
+		return prefilter{}
+	}
+	p := prefilter{lit: best, slash: bytes.IndexByte(best, '/') >= 0}
+	seen := map[rune]bool{}
+	for _, c := range best {
+		for _, r := range wideFolds(rune(c)) {
+			if !seen[r] {
+				seen[r] = true
+				p.wide = append(p.wide, []byte(string(r)), []byte(fmt.Sprintf(`\u%04x`, r)))
+			}
+		}
+	}
+	return p
+}
+
+// plainJSON reports whether encoding/json writes the ASCII byte c as
+// itself in a string.
+func plainJSON(c byte) bool { return c >= 0x20 && c != '"' && c != '\\' }
+
+// wideFolds returns the non-ASCII runes that fold to r.
+func wideFolds(r rune) []rune {
+	var out []rune
+	for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
+		if f >= utf8.RuneSelf {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+func lowerByte(c byte) byte {
+	if c >= 'A' && c <= 'Z' {
+		return c + 'a' - 'A'
+	}
+	return c
+}
+
+// candidate reports whether line may hold a match; scratch is a buffer it
+// may reuse, returned for the next call.
+func (p *prefilter) candidate(scratch, line []byte) ([]byte, bool) {
+	if p.lit == nil {
+		return scratch, true
+	}
+	low := lowerASCII(scratch, line)
+	return low, p.passes(line, low)
+}
+
+// passes is candidate for raw JSON whose lowered copy is low.
+func (p *prefilter) passes(raw, low []byte) bool {
+	if p.lit == nil || bytes.Contains(low, p.lit) || escapesPrintable(raw) || p.slash && bytes.Contains(raw, []byte(`\/`)) {
+		return true
+	}
+	for _, w := range p.wide {
+		if bytes.Contains(low, w) {
+			return true
+		}
+	}
+	return false
+}
+
+// escapesPrintable reports whether line holds a \u00XX escape of a
+// printable ASCII character (panto's encoder escapes only control
+// characters so).
+func escapesPrintable(line []byte) bool {
+	for {
+		i := bytes.Index(line, []byte(`\u00`))
+		if i < 0 || i+5 >= len(line) {
+			return false
+		}
+		if c := line[i+4]; c >= '2' && c <= '7' {
+			return true
+		}
+		line = line[i+4:]
+	}
+}
+
+// lowerASCII returns src with A-Z lowered, in dst's storage; other bytes
+// are kept. Eight bytes at a time: it runs over every byte searched.
+func lowerASCII(dst, src []byte) []byte {
+	if cap(dst) < len(src) {
+		dst = make([]byte, len(src), len(src)+len(src)/4)
+	}
+	dst = dst[:len(src)]
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	i := 0
+	for ; i+8 <= len(src); i += 8 {
+		w := binary.LittleEndian.Uint64(src[i:])
+		low7 := w &^ highs
+		// High bit of each byte: its low 7 bits are >= 'A', and > 'Z'
+		// (no carry crosses a byte: both sums stay below 0x100).
+		ge := low7 + ones*(0x80-'A')
+		gt := low7 + ones*(0x80-'Z'-1)
+		upper := ge &^ gt &^ w & highs
+		binary.LittleEndian.PutUint64(dst[i:], w|upper>>2)
+	}
+	for ; i < len(src); i++ {
+		dst[i] = lowerByte(src[i])
+	}
+	return dst
+}

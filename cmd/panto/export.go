@@ -1,0 +1,190 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/panto-dev/panto/agent"
+	"github.com/panto-dev/panto/internal/sessionlog"
+	"github.com/panto-dev/panto/store"
+)
+
+// This file is panto export: one session as Markdown (to paste), as one
+// self-contained HTML file (to read, on a phone too), or as JSON (for
+// scripts). The renderers are in export_md.go, export_html.go and
+// export_json.go; they share the exported view of a session below, read
+// from the log itself so that every entry has its time and endpoint.
+
+func exportCommand(e *env) *cli.Command {
+	return &cli.Command{
+		Name:      "export",
+		Usage:     "write a session as Markdown, HTML or JSON",
+		UsageText: "panto export [--store SPEC] [--endpoint URL] [--format md|html|json] [-o FILE] ID",
+		Description: `Writes the session with this id or unique id prefix, every message with its number,
+time and model: Markdown to paste; one self-contained HTML file to read in a browser
+(no network; tool calls, their results and thinking fold away); JSON for scripts.
+Each answer shows its stop reason and its tokens. Without -o it goes to stdout;
+the format defaults to the extension of -o, else Markdown.
+
+Examples:
+   panto export 3f9a > session.md
+   panto export 3f9a -o session.html
+   panto export 3f9a --format json | jq '.messages[] | select(.role == "assistant") | .usage'`,
+		Flags: append(storeFlags(false),
+			&cli.StringFlag{Name: "format", Usage: "md, html or json (default: by the extension of -o, else md)"},
+			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "write to `FILE` instead of stdout"},
+		),
+		Action: func(c *cli.Context) error {
+			format, err := exportFormat(c.String("format"), c.String("output"))
+			if err != nil {
+				return err
+			}
+			st, err := openLogStore(c)
+			if err != nil {
+				return err
+			}
+			sess, err := resolveID(c, st, "export")
+			if err != nil {
+				return err
+			}
+			doc, err := readExport(c.Context, st, sess.Info)
+			if err != nil {
+				return err
+			}
+			var buf bytes.Buffer
+			switch format {
+			case "md":
+				err = writeMarkdown(&buf, doc)
+			case "html":
+				err = writeHTML(&buf, doc)
+			case "json":
+				err = writeExportJSON(&buf, doc)
+			}
+			if err != nil {
+				return fmt.Errorf("export %s: %w", sess.Info.ID, err)
+			}
+			out := c.String("output")
+			if out == "" {
+				_, err = e.stdout.Write(buf.Bytes())
+				return err
+			}
+			// Private like the session it holds.
+			if err := os.WriteFile(out, buf.Bytes(), 0o600); err != nil {
+				return fmt.Errorf("export %s: %w", sess.Info.ID, err)
+			}
+			fmt.Fprintf(e.stderr, "session %s: %s, %s written to %s\n", shortID(sess.Info.ID), plural(len(doc.Messages), "message"), byteSize(int64(buf.Len())), out)
+			return nil
+		},
+	}
+}
+
+// exportFormat is the format asked for, else the one of the output
+// file's extension, else Markdown.
+func exportFormat(format, output string) (string, error) {
+	if format == "" {
+		switch strings.ToLower(filepath.Ext(output)) {
+		case ".html", ".htm":
+			return "html", nil
+		case ".json":
+			return "json", nil
+		}
+		return "md", nil
+	}
+	switch format {
+	case "md", "markdown":
+		return "md", nil
+	case "html", "json":
+		return format, nil
+	}
+	return "", fmt.Errorf("export: --format %q: want md, html or json", format)
+}
+
+// exportDoc is a session as the exports show it.
+type exportDoc struct {
+	Info     agent.SessionInfo
+	Messages []exportMessage
+}
+
+// exportMessage is one entry with its number (from 1) and where it
+// stands.
+type exportMessage struct {
+	N int
+	sessionlog.Entry
+	// Label is what it is: user, assistant, tool, summary, system, title.
+	Label string
+}
+
+// readExport reads session info's log whole.
+func readExport(ctx context.Context, st store.LogStore, info agent.SessionInfo) (*exportDoc, error) {
+	r, _, err := st.ReadLog(ctx, info.ID, 0)
+	if err != nil {
+		return nil, fmt.Errorf("export %s: %w", info.ID, err)
+	}
+	defer r.Close()
+	doc := &exportDoc{}
+	d := sessionlog.Decoder{Name: info.ID}
+	err = sessionlog.ReadLines(r, func(line []byte, last bool) error {
+		if last {
+			return nil
+		}
+		e, ok, err := d.DecodeEntry(line)
+		if ok {
+			doc.Messages = append(doc.Messages, exportMessage{N: len(doc.Messages) + 1, Entry: e, Label: roleLabel(e.Message)})
+		}
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("export %s: %w", info.ID, err)
+	}
+	if d.Header == nil {
+		return nil, fmt.Errorf("export %s: %w", info.ID, errors.New("the log is empty"))
+	}
+	// The summary of these very bytes (the listed one may lag in a
+	// bucket's index).
+	doc.Info = d.Info
+	return doc, nil
+}
+
+// stopText says why an assistant message ended: the wire's word and
+// what it means.
+func stopText(r agent.StopReason) string {
+	if r == "" {
+		return "no stop reason recorded"
+	}
+	return fmt.Sprintf("stop: %s (%s)", r, r.Kind())
+}
+
+// identityText names the endpoint of an entry.
+func identityText(id agent.WireIdentity) string {
+	s := id.Model
+	if id.Reasoning != "" {
+		s += " · reasoning " + string(id.Reasoning)
+	}
+	return s
+}
+
+// exportTime is how the exports spell a time: UTC, to the second.
+func exportTime(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 UTC") }
+
+// longestRun is the longest run of c in s (to pick a fence longer than
+// any in a code block).
+func longestRun(s string, c byte) int {
+	best, run := 0, 0
+	for i := 0; i < len(s); i++ {
+		if s[i] == c {
+			run++
+			best = max(best, run)
+		} else {
+			run = 0
+		}
+	}
+	return best
+}

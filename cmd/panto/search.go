@@ -1,0 +1,140 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/panto-dev/panto/archive"
+)
+
+func searchCommand(e *env) *cli.Command {
+	return &cli.Command{
+		Name:      "search",
+		Usage:     "find text in every session",
+		UsageText: "panto search [--store SPEC] [--endpoint URL] [--json] [--limit N] [--thinking] QUERY...",
+		Description: `Searches the messages of every session of the store, newest session first: what
+was typed, answered, the tool calls and their results (not system prompts, nor
+thinking unless --thinking). QUERY is text, matched case-insensitively; re:EXPR is a
+regular expression (Go syntax, case-insensitive unless it says (?-i)). Each match
+prints the session, the message number (panto show numbers messages so, panto fork
+--at takes it) and the text around it; the last line, on stderr, says how much
+was read.
+
+Examples:
+   panto search "connection refused"
+   panto search 're:func \w+Handler\('
+   panto search --thinking "why not"
+   panto search timeout --json --limit 0 | jq -r .session | sort -u`,
+		Flags: append(storeFlags(false),
+			&cli.BoolFlag{Name: "json", Usage: "print one JSON object per match"},
+			&cli.IntFlag{Name: "limit", Value: 100, Usage: "stop after N matches (0: no limit)"},
+			&cli.BoolFlag{Name: "thinking", Usage: "search thinking blocks too"},
+		),
+		Action: func(c *cli.Context) error {
+			query := strings.Join(c.Args().Slice(), " ")
+			if strings.TrimSpace(query) == "" {
+				return errors.New(`search: give the text to find (or re:EXPR), e.g. panto search "connection refused"`)
+			}
+			if c.Int("limit") < 0 {
+				return fmt.Errorf("search: --limit %d: give 0 (no limit) or more", c.Int("limit"))
+			}
+			st, err := openLogStore(c)
+			if err != nil {
+				return err
+			}
+			q := archive.Query{Pattern: query, Thinking: c.Bool("thinking"), Limit: c.Int("limit")}
+			n := 0
+			var print func(archive.Match) error
+			if c.Bool("json") {
+				enc := json.NewEncoder(e.stdout)
+				enc.SetEscapeHTML(false)
+				print = func(m archive.Match) error { return enc.Encode(toMatchJSON(m)) }
+			} else {
+				print = func(m archive.Match) error { return writeMatch(e.stdout, m, e.stdoutIsTerminal) }
+			}
+			stats, err := archive.Search(c.Context, st, q, archive.Options{}, func(m archive.Match) error {
+				n++
+				return print(m)
+			})
+			if errors.Is(err, archive.ErrBadQuery) {
+				return fmt.Errorf("%w (a regular expression is re:EXPR, in Go syntax)", err)
+			}
+			if err != nil {
+				return err
+			}
+			for _, skipped := range stats.Skipped {
+				fmt.Fprintf(e.stderr, "panto: warning: not searched: %s\n", oneLine(skipped.Error()))
+			}
+			more := ""
+			if q.Limit > 0 && n >= q.Limit {
+				more = fmt.Sprintf(" (stopped at --limit %d)", q.Limit)
+			}
+			fmt.Fprintf(e.stderr, "%s in %s, %s read in %s%s\n", plural(n, "match"), plural(stats.Sessions, "session"), byteSize(stats.Bytes), stats.Elapsed.Round(time.Millisecond), more)
+			return nil
+		},
+	}
+}
+
+// matchJSON is the --json shape of a match.
+type matchJSON struct {
+	Session string    `json:"session"`
+	Title   string    `json:"title,omitempty"`
+	Message int       `json:"message"`
+	TS      time.Time `json:"ts"`
+	Role    string    `json:"role"`
+	Block   string    `json:"block"`
+	Tool    string    `json:"tool,omitempty"`
+	// Snippet is Before + Match + After.
+	Snippet string `json:"snippet"`
+	Match   string `json:"match"`
+	Count   int    `json:"count"`
+}
+
+func toMatchJSON(m archive.Match) matchJSON {
+	return matchJSON{
+		Session: m.Session.ID, Title: m.Session.Title, Message: m.Message, TS: m.TS,
+		Role: string(m.Role), Block: string(m.Block), Tool: m.Tool,
+		Snippet: m.Before + m.Text + m.After, Match: m.Text, Count: m.Count,
+	}
+}
+
+// writeMatch prints a match on two lines: where, then the snippet (the
+// match in bold on a terminal).
+func writeMatch(w io.Writer, m archive.Match, terminal bool) error {
+	where := string(m.Block)
+	if m.Tool != "" {
+		where += " " + m.Tool
+	}
+	if m.Count > 1 {
+		where += fmt.Sprintf(", %d matches", m.Count)
+	}
+	head := shortID(m.Session.ID)
+	if m.Session.Title != "" {
+		head += " " + fmt.Sprintf("%q", clip(m.Session.Title, 40))
+	}
+	text := m.Text
+	if terminal {
+		text = "\x1b[1m" + text + "\x1b[0m"
+	}
+	_, err := fmt.Fprintf(w, "%s #%d %s (%s)\n    %s%s%s\n", head, m.Message, m.Role, where, m.Before, text, m.After)
+	return err
+}
+
+// byteSize says n bytes in B, kB, MB or GB.
+func byteSize(n int64) string {
+	switch {
+	case n < 1000:
+		return fmt.Sprintf("%d B", n)
+	case n < 1e6:
+		return fmt.Sprintf("%.1f kB", float64(n)/1e3)
+	case n < 1e9:
+		return fmt.Sprintf("%.1f MB", float64(n)/1e6)
+	}
+	return fmt.Sprintf("%.2f GB", float64(n)/1e9)
+}
