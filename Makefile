@@ -4,7 +4,7 @@ MINIO_PKG := github.com/minio/minio@v0.0.0-20260212201848-7aac2a2c5b7c
 VERSITYGW_PKG := github.com/versity/versitygw/cmd/versitygw@v1.8.0
 GOBIN_DIR := $(or $(shell go env GOBIN),$(shell go env GOPATH)/bin)
 
-.PHONY: all build test servers minio versitygw bench fuzz vet
+.PHONY: all build test servers minio versitygw chromium bench fuzz vet
 
 all: build
 
@@ -16,7 +16,15 @@ test: servers
 	go vet ./...
 	go test -race -timeout 45m ./...
 
-servers: minio versitygw
+servers: minio versitygw chromium
+
+# chromium renders the HTML export in cmd/panto's tests (Debian's package).
+chromium:
+	@if command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1; then :; else \
+		echo "chromium not found: installing Debian's package"; \
+		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium; \
+	fi
 
 minio:
 	@if command -v minio >/dev/null 2>&1 || [ -x "$(GOBIN_DIR)/minio" ] || [ -n "$$PANTO_MINIO" ]; then :; else \
