@@ -3,8 +3,11 @@ package replica
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -597,5 +600,69 @@ func TestCopyCarriesDeletions(t *testing.T) {
 				t.Errorf("a second run: %+v", sum)
 			}
 		})
+	}
+}
+
+// rawLogs is a source that serves logs as bytes, whatever their format:
+// how a bucket a newer panto wrote reads (objstore serves the segments a
+// manifest lists without decoding them).
+type rawLogs struct {
+	store.LogStore // unused: a source is only listed and read
+	logs           map[string][]byte
+}
+
+func (r rawLogs) Logs(context.Context) ([]store.Log, error) {
+	var out []store.Log
+	for id, b := range r.logs {
+		out = append(out, store.Log{Info: agent.SessionInfo{ID: id}, Checkpoint: store.Checkpoint{Length: int64(len(b)), SHA256: hexSum(b)}})
+	}
+	return out, nil
+}
+
+func (r rawLogs) ReadLog(_ context.Context, id string, from int64) (io.ReadCloser, store.Checkpoint, error) {
+	b := r.logs[id]
+	return io.NopCloser(bytes.NewReader(b[from:])), store.Checkpoint{Length: int64(len(b)), SHA256: hexSum(b)}, nil
+}
+
+func hexSum(b []byte) string { s := sha256.Sum256(b); return hex.EncodeToString(s[:]) }
+
+// TestCopyRefusesNewerFormat: sync never appends to, nor creates, a log of
+// a newer line format: a pulled tail of a session whose local copy a newer
+// panto wrote, and a new session of that format, both fail with a one-line
+// error saying to upgrade, and the destination is left as it was.
+func TestCopyRefusesNewerFormat(t *testing.T) {
+	newer := func(b []byte) []byte {
+		return bytes.Replace(b, fmt.Appendf(nil, `"version":%d,`, sessionlog.Version), fmt.Appendf(nil, `"version":%d,`, sessionlog.Version+1), 1)
+	}
+	tail, fresh := "newer-tail", "newer-new"
+	head := newer(batch(t, tail, true, 2, "a newer panto's"))
+	src := rawLogs{logs: map[string][]byte{
+		tail:  append(append([]byte{}, head...), batch(t, tail, false, 1, "its next batch")...),
+		fresh: newer(batch(t, fresh, true, 1, "another")),
+	}}
+	dst := dirStore(t)
+	path, _ := dst.Path(tail)
+	if err := os.WriteFile(path, head, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var events []Event
+	sum, err := Copy(t.Context(), src, dst, Options{Report: func(e Event) { events = append(events, e) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Failed != 2 {
+		t.Errorf("copy of two sessions of a newer format: %+v %v", sum, kinds(events))
+	}
+	for _, id := range []string{tail, fresh} {
+		ev := eventOf(events, id)
+		if ev.Kind != Failed || !errors.Is(ev.Err, sessionlog.ErrNewerVersion) || strings.Contains(ev.Err.Error(), "\n") || !strings.Contains(ev.Err.Error(), "upgrade panto") {
+			t.Errorf("%s: %v %v, want failed with one line saying to upgrade panto", id, ev.Kind, ev.Err)
+		}
+	}
+	if got, _ := os.ReadFile(path); !bytes.Equal(got, head) {
+		t.Errorf("the local copy of a newer format was changed: %d bytes, were %d", len(got), len(head))
+	}
+	if _, err := os.Stat(filepath.Join(dst.Dir(), fresh+".jsonl")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a new session of a newer format was created: %v", err)
 	}
 }

@@ -16,8 +16,9 @@
 // not system ones, no provenance (and so no key material) comes back,
 // list order and summaries (the title, token totals and a fork's parent
 // link included), resolve by id or prefix, latest, not-found and
-// invalid-id errors, and concurrent appenders (through one handle and,
-// with Reopen, through three). Checks of the stored bytes belong in each
+// invalid-id errors, concurrent appenders (through one handle and,
+// with Reopen, through three), and, with Newer, that no append adds to a
+// log of a newer line format. Checks of the stored bytes belong in each
 // store's own tests. The suite is kept small enough to run against a real
 // object store on every test run.
 package storetest
@@ -52,6 +53,12 @@ type Harness struct {
 	// Discards is true for a store that keeps nothing (null): the suite
 	// then checks that behaviour instead.
 	Discards bool
+	// Newer, if set, stores log (a session's committed bytes, whose header
+	// names a newer line format) as session id in s, the way a newer
+	// panto would, below the store's API; it returns a function that
+	// reads back everything stored of the session, so the suite can see
+	// that a refused append touched nothing.
+	Newer func(t *testing.T, s agent.SessionStore, id string, log []byte) (stored func() []byte)
 }
 
 func (h Harness) settle(t *testing.T, s agent.SessionStore) {
@@ -87,6 +94,7 @@ func Run(t *testing.T, h Harness) {
 	}
 	runLogStore(t, h)
 	runDeleter(t, h)
+	runNewer(t, h)
 }
 
 // Identities used across the suite.

@@ -1,6 +1,7 @@
 package fsjsonl_test
 
 import (
+	"os"
 	"testing"
 
 	"github.com/panto-dev/panto/agent"
@@ -22,6 +23,24 @@ func TestConformance(t *testing.T) {
 		New: func(t *testing.T) agent.SessionStore { return open(t, t.TempDir()) },
 		Reopen: func(t *testing.T, s agent.SessionStore) agent.SessionStore {
 			return open(t, s.(*fsjsonl.Store).Dir())
+		},
+		// A newer panto's session is its file; what is stored of it is
+		// the file's bytes.
+		Newer: func(t *testing.T, s agent.SessionStore, id string, log []byte) func() []byte {
+			path, err := s.(*fsjsonl.Store).Path(id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(path, log, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			return func() []byte {
+				b, err := os.ReadFile(path)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return b
+			}
 		},
 	})
 }

@@ -138,6 +138,9 @@ func (s *Store) commitBatch(ctx context.Context, id string, st *sessionState, en
 	if err := s.prepare(ctx, id, st, expect); err != nil {
 		return manifest.Segment{}, fmt.Errorf("append to session %s: %w", id, err)
 	}
+	if err := s.checkFormat(id, st.m); err != nil {
+		return manifest.Segment{}, fmt.Errorf("append to session %s: %w", id, err)
+	}
 	m := st.m.Clone()
 	transient := 0
 	for attempt := 0; ; attempt++ {
@@ -216,6 +219,20 @@ func (s *Store) prepare(ctx context.Context, id string, st *sessionState, expect
 		return s.refresh(ctx, id, st)
 	}
 	return nil
+}
+
+// checkFormat refuses to append to a log whose header names a newer line
+// format: the lines of this panto's format would be mixed into it. A log
+// probed from its first segment was refused by its decoder already; one
+// read from a manifest is known by the manifest's decoder state, since
+// no appender reads the log's start again.
+func (s *Store) checkFormat(id string, m *manifest.Manifest) error {
+	h := m.Decoder.Header
+	if h == nil || h.Version <= sessionlog.Version {
+		return nil
+	}
+	return fmt.Errorf("%s: %w (format version %d, this panto reads up to %d): upgrade panto",
+		s.objectURL(s.sessionKey(id, "manifest.json")), sessionlog.ErrNewerVersion, h.Version, sessionlog.Version)
 }
 
 // atExpected checks that m is at the checkpoint expect, catching m up

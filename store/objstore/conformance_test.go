@@ -40,6 +40,14 @@ func TestConformance(t *testing.T) {
 					t.Fatal(err)
 				}
 			},
+			// With a manifest: it is all an appender reads of the
+			// log's start, so the format must be taken from it.
+			Newer: func(t *testing.T, s agent.SessionStore, id string, log []byte) func() []byte {
+				mu.Lock()
+				e := envs[s]
+				mu.Unlock()
+				return putNewer(t, e, id, log, true)
+			},
 		})
 	})
 }

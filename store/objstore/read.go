@@ -100,7 +100,7 @@ func (s *Store) catchUp(ctx context.Context, m *manifest.Manifest, keep int64) (
 		}
 		seg, err := m.Append(s.objectURL(key), raw, int64(len(data)))
 		if err != nil {
-			return found, fmt.Errorf("%w: %w", ErrCorrupt, err)
+			return found, corruptUnlessNewer(err)
 		}
 		if int64(len(raw)) > keep {
 			raw, keep = nil, 0
@@ -242,12 +242,22 @@ func (s *Store) Load(ctx context.Context, id string) (*agent.Conversation, error
 	}
 	log, err := sessionlog.Parse(s.objectURL(s.sessionKey(id, "")), raw)
 	if err != nil {
-		return nil, fmt.Errorf("load session %s: %w: %w", id, ErrCorrupt, err)
+		return nil, fmt.Errorf("load session %s: %w", id, corruptUnlessNewer(err))
 	}
 	if log == nil || int64(log.Committed) != end.Length {
 		return nil, fmt.Errorf("load session %s: %w: %d of %d bytes are committed lines", id, ErrCorrupt, committed(log), end.Length)
 	}
 	return &agent.Conversation{Messages: log.Messages}, nil
+}
+
+// corruptUnlessNewer wraps a decoding error in ErrCorrupt, unless it
+// says the log is of a newer line format: that is no damage, and what to
+// do about it (upgrade panto) is not what to do about corruption.
+func corruptUnlessNewer(err error) error {
+	if errors.Is(err, sessionlog.ErrNewerVersion) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", ErrCorrupt, err)
 }
 
 func committed(l *sessionlog.Log) int {
