@@ -23,20 +23,28 @@ type recorder struct {
 	mu    sync.Mutex
 	reqs  []request
 	fault func(r *http.Request) error // nil: no fault
+	// lose, when it says so of a request, forwards it and its answer
+	// reaches the server's side only: the client gets errAnswerLost.
+	lose func(r *http.Request) bool
 }
 
 type request struct {
 	method, path string
 	payload      string // X-Amz-Content-Sha256
-	status       int
+	status       int    // as the server answered, also when the answer was lost
+	lost         bool   // the answer was dropped before the client saw it
 	start, end   time.Time
 }
 
 var errInjected = errors.New("injected fault: connection lost")
 
+// errAnswerLost is what the client sees of a request whose answer was
+// dropped: the connection broke after the server had acted on it.
+var errAnswerLost = errors.New("injected fault: connection lost before the answer")
+
 func (r *recorder) Do(req *http.Request) (*http.Response, error) {
 	r.mu.Lock()
-	fault := r.fault
+	fault, lose := r.fault, r.lose
 	r.mu.Unlock()
 	if fault != nil {
 		if err := fault(req); err != nil {
@@ -48,6 +56,13 @@ func (r *recorder) Do(req *http.Request) (*http.Response, error) {
 	rec := request{method: req.Method, path: req.URL.Path, payload: req.Header.Get("X-Amz-Content-Sha256"), start: start, end: time.Now()}
 	if resp != nil {
 		rec.status = resp.StatusCode
+	}
+	if err == nil && lose != nil && lose(req) {
+		// The server has acted on the request and answered; the answer
+		// goes no further.
+		rec.lost = true
+		resp.Body.Close()
+		resp, err = nil, errAnswerLost
 	}
 	r.mu.Lock()
 	r.reqs = append(r.reqs, rec)
@@ -66,6 +81,13 @@ func (r *recorder) option() objstore.Option {
 func (r *recorder) setFault(f func(*http.Request) error) {
 	r.mu.Lock()
 	r.fault = f
+	r.mu.Unlock()
+}
+
+// setLose makes the answers of the requests f picks lost (nil: none).
+func (r *recorder) setLose(f func(*http.Request) bool) {
+	r.mu.Lock()
+	r.lose = f
 	r.mu.Unlock()
 }
 
