@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -219,67 +218,6 @@ func TestPushDryRun(t *testing.T) {
 	}
 }
 
-func TestPushKilled(t *testing.T) {
-	t.Parallel()
-	e := newEnv(t)
-	dir, _ := catalog(t, 30)
-	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))
-	runs := 12
-	for i := 0; i < runs; i++ {
-		// Grow some sessions between kills, so that kills land in tail
-		// pushes as well as in new sessions.
-		for _, f := range readCatalogIDs(t, dir)[:3] {
-			appendBatch(t, dir, f, false)
-		}
-		newSession(t, dir, 3)
-		cmd := e.command(t, "push", "--dir", dir, "--concurrency", "4", "--quiet", e.url)
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		time.Sleep(time.Duration(rng.IntN(400)) * time.Millisecond)
-		_ = cmd.Process.Signal(syscall.SIGKILL)
-		_ = cmd.Wait()
-	}
-	e.must(t, 0, "push", "--dir", dir, e.url)
-	r := e.must(t, 0, "push", "--dir", dir, "--json", e.url)
-	if _, sum := events(t, r.stdout); sum.Bytes != 0 {
-		t.Errorf("push after convergence moved %d bytes", sum.Bytes)
-	}
-	// Converged: the bucket holds every session byte for byte, nothing
-	// lost and nothing twice (read through the sessions themselves).
-	local := readCatalog(t, dir)
-	for name, want := range local {
-		if got := e.remoteBytes(t, strings.TrimSuffix(name, ".jsonl")); !bytes.Equal(got, want) {
-			t.Fatalf("%s: the bucket holds %d bytes, the file %d", name, len(got), len(want))
-		}
-	}
-	// A pull reproduces the catalog. The one thing a kill can leave behind
-	// is the bucket's index lagging a session whose segment committed just
-	// before the kill (objstore updates the index only after a successful
-	// append); such a session comes back as a committed prefix, or not at
-	// all, until its next append. Anything else is a failure.
-	into := t.TempDir()
-	e.must(t, 0, "pull", "--dir", into, e.url)
-	pulled := readCatalog(t, into)
-	lagging := 0
-	for name, want := range local {
-		got, ok := pulled[name]
-		switch {
-		case ok && bytes.Equal(got, want):
-		case !ok || bytes.HasPrefix(want, got):
-			lagging++
-		default:
-			t.Errorf("%s: pulled %d bytes that are not the pushed ones", name, len(got))
-		}
-	}
-	if len(pulled) > len(local) {
-		t.Errorf("pulled %d sessions, pushed %d", len(pulled), len(local))
-	}
-	if lagging > 0 {
-		t.Logf("objstore's index lags %d of %d sessions after %d kills (see the report: objstore has no index repair)", lagging, len(local), runs)
-	}
-}
-
 func readCatalogIDs(t *testing.T, dir string) []string {
 	var ids []string
 	for name := range readCatalog(t, dir) {
@@ -363,43 +301,57 @@ func TestPushInterrupted(t *testing.T) {
 	t.Parallel()
 	// Ctrl-C stops new work but lets started appends finish with their
 	// manifest and index updates: nothing is left for the next run to
-	// repair, and a pull right after reproduces what was pushed.
+	// repair, and a pull right after reproduces what was pushed: every
+	// session the push reported pushed (or found unchanged) comes back
+	// whole, and any other whole or not at all.
 	e := newEnv(t)
 	dir, _ := catalog(t, 60)
-	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 2))
+	k := e.killer(t, 50*time.Millisecond)
 	interrupted := 0
+	into := t.TempDir()
 	for i := 0; i < 5; i++ {
-		newSession(t, dir, 2)
+		grow(t, dir, k.rng, 6)
 		cmd := e.command(t, "push", "--dir", dir, "--concurrency", "4", "--json", e.url)
-		var out bytes.Buffer
-		cmd.Stdout = &out
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
+		var out, errb bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &errb
+		mid := k.signal(t, cmd, syscall.SIGINT, e.objectCount(t, "panto"))
+		if out.Len() == 0 {
+			// Interrupted while it listed: nothing was planned, so
+			// nothing is reported but the one-line error.
+			if msg := strings.TrimSuffix(errb.String(), "\n"); cmd.ProcessState.ExitCode() != 1 || msg == "" || strings.Contains(msg, "\n") {
+				t.Fatalf("run %d: the push printed nothing (%v), stderr %q", i, cmd.ProcessState, errb.String())
+			}
+			continue
 		}
-		time.Sleep(time.Duration(100+rng.IntN(300)) * time.Millisecond)
-		_ = cmd.Process.Signal(syscall.SIGINT)
-		err := cmd.Wait()
-		if err != nil && out.Len() > 0 { // interrupted: it still reports, in JSON, and exits 1
-			interrupted++
-			evs, sum := events(t, out.String())
-			if sum.ExitCode != 1 || byEvent(evs)["failed"] == 0 {
-				t.Errorf("interrupted push: %+v", sum)
+		evs, sum := events(t, out.String())
+		if code := cmd.ProcessState.ExitCode(); code != 0 { // interrupted: it still reports, in JSON, and exits 1
+			if mid {
+				interrupted++
+			}
+			if code != 1 || sum.ExitCode != 1 || byEvent(evs)["failed"] == 0 {
+				t.Errorf("interrupted push: exit %d, %+v", code, sum)
 			}
 		}
-		into := t.TempDir()
 		e.must(t, 0, "pull", "--dir", into, e.url)
-		for name, got := range readCatalog(t, into) {
-			want, _ := os.ReadFile(filepath.Join(dir, name))
-			if !bytes.Equal(got, want) {
-				t.Fatalf("run %d: %s pulled back as %d bytes, the file has %d", i, name, len(got), len(want))
+		pulled, local := readCatalog(t, into), readCatalog(t, dir)
+		for _, ev := range evs {
+			name := ev.ID + ".jsonl"
+			if (ev.Event == "pushed" || ev.Event == "unchanged") && !bytes.Equal(pulled[name], local[name]) {
+				t.Errorf("run %d: %s was %s, and pulled back as %d bytes; the file has %d", i, ev.ID, ev.Event, len(pulled[name]), len(local[name]))
+			}
+		}
+		for name, got := range pulled { // the files only gain sessions
+			if !bytes.Equal(got, local[name]) {
+				t.Errorf("run %d: %s pulled back as %d bytes, the file has %d", i, name, len(got), len(local[name]))
 			}
 		}
 	}
-	t.Logf("%d of 5 pushes were interrupted midway", interrupted)
+	t.Logf("%d of 5 pushes were interrupted mid-transfer", interrupted)
+	if interrupted == 0 {
+		t.Error("no push was interrupted mid-transfer: each finished, or had written nothing, at its SIGINT")
+	}
 	e.must(t, 0, "push", "--dir", dir, e.url)
-	into := t.TempDir()
-	e.must(t, 0, "pull", "--dir", into, e.url)
-	sameCatalog(t, dir, into)
+	e.converged(t, dir, e.url)
 }
 
 // TestPushNewUncommitted: a new session whose file holds no committed
