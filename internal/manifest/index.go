@@ -107,6 +107,19 @@ func (s *IndexShard) Bury(t Tombstone) bool {
 	return true
 }
 
+// Apply folds delta, the shard's next delta, into s: what a reader does
+// with each delta after the base, and what a fold writes as the next base.
+// Its entries are put (never replacing a longer log), its tombstones
+// buried (a buried session is never listed again).
+func (s *IndexShard) Apply(delta *IndexShard) {
+	for _, e := range delta.Sessions {
+		s.Put(e)
+	}
+	for _, t := range delta.Tombstones {
+		s.Bury(t)
+	}
+}
+
 // Clone returns a copy whose maps can be changed independently.
 func (s *IndexShard) Clone() *IndexShard {
 	c := *s

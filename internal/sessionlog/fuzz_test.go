@@ -3,6 +3,11 @@ package sessionlog_test
 import (
 	"bytes"
 	"encoding/json"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
 	"reflect"
 	"testing"
 	"time"
@@ -149,4 +154,58 @@ func canonical(t *testing.T, m agent.Message) string {
 		t.Fatalf("marshal %+v: %v", m, err)
 	}
 	return string(out)
+}
+
+// TestMakeFuzzListsEveryTarget: `make fuzz` runs every fuzz target of the
+// repository, so that a new one is not left out as FuzzSummarizeLine
+// was: each func Fuzz* of a _test.go file is listed in the Makefile's
+// FUZZ_TARGETS as package:name, and each listed one exists.
+func TestMakeFuzzListsEveryTarget(t *testing.T) {
+	root := filepath.Join("..", "..")
+	makefile, err := os.ReadFile(filepath.Join(root, "Makefile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	listed := map[string]bool{}
+	for _, m := range regexp.MustCompile(`([\w/]+:Fuzz\w+)`).FindAllStringSubmatch(string(makefile), -1) {
+		listed[m[1]] = true
+	}
+	found := map[string]bool{}
+	decl := regexp.MustCompile(`(?m)^func (Fuzz\w+)\(`)
+	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata") && path != root {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		src, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		pkg, _ := filepath.Rel(root, filepath.Dir(path))
+		for _, m := range decl.FindAllStringSubmatch(string(src), -1) {
+			found[filepath.ToSlash(pkg)+":"+m[1]] = true
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for target := range found {
+		if !listed[target] {
+			t.Errorf("%s is not in the Makefile's FUZZ_TARGETS", target)
+		}
+	}
+	for target := range listed {
+		if !found[target] {
+			t.Errorf("the Makefile lists %s, which does not exist", target)
+		}
+	}
+	if len(found) == 0 {
+		t.Fatal("no fuzz target found")
+	}
 }

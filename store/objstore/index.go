@@ -157,12 +157,7 @@ func (s *Store) readShardView(ctx context.Context, name string) (shardView, erro
 			if !owned {
 				v.shard, owned = v.shard.Clone(), true
 			}
-			for _, e := range delta.Sessions {
-				v.shard.Put(e)
-			}
-			for _, t := range delta.Tombstones {
-				v.shard.Bury(t)
-			}
+			v.shard.Apply(delta)
 			v.applied++
 		}
 		if len(found) < batch {
