@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -97,7 +98,7 @@ func TestRmAsksOnATerminal(t *testing.T) {
 	for _, answer := range []string{"\n", "no\n", "y\n"} {
 		var out, errb bytes.Buffer
 		e := &env{stdin: strings.NewReader(answer), stdout: &out, stderr: &errb, getenv: func(string) string { return "" }, stdinIsTerminal: true, now: time.Now}
-		code := run(t.Context(), e, []string{"panto", "rm", "--store", dir, id[:6]})
+		code := runInProcess(t.Context(), e, []string{"panto", "rm", "--store", dir, id[:6]})
 		if !strings.Contains(errb.String(), "ask before deleting me") || !strings.Contains(errb.String(), "[y/N]") {
 			t.Errorf("answer %q: the question does not show the session: %q", answer, errb.String())
 		}
@@ -165,7 +166,7 @@ func TestPruneClock(t *testing.T) {
 	} {
 		var out, errb bytes.Buffer
 		e := &env{stdin: strings.NewReader(""), stdout: &out, stderr: &errb, getenv: func(string) string { return "" }, now: func() time.Time { return tc.now }}
-		if code := run(t.Context(), e, []string{"panto", "prune", "--store", dir, "--older-than", "2d", "--yes", "--json"}); code != 0 {
+		if code := runInProcess(t.Context(), e, []string{"panto", "prune", "--store", dir, "--older-than", "2d", "--yes", "--json"}); code != 0 {
 			t.Fatalf("at %v: exit %d: %s", tc.now, code, errb.String())
 		}
 		var got []removal
@@ -287,4 +288,17 @@ func TestRmKilled(t *testing.T) {
 			}
 		})
 	}
+}
+
+// inProcess serializes the runs of panto inside the test process:
+// urfave/cli applies its package-level HelpFlag to every App it runs, so
+// two Apps running at once race on it (the binary runs one).
+var inProcess sync.Mutex
+
+// runInProcess is run for tests that drive panto in process (a fake
+// terminal, a fixed clock), one at a time.
+func runInProcess(ctx context.Context, e *env, args []string) int {
+	inProcess.Lock()
+	defer inProcess.Unlock()
+	return run(ctx, e, args)
 }
