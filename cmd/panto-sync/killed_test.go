@@ -52,6 +52,10 @@ type killer struct {
 	e     *env
 	rng   *rand.Rand
 	after time.Duration // the kill's moment is at most this long after the first write
+	// onlyAfterWrite: every signal waits for the first write (a SIGINT
+	// before the command has set up its handler kills it outright, as it
+	// would any program).
+	onlyAfterWrite bool
 }
 
 func (e *env) killer(t *testing.T, after time.Duration) *killer {
@@ -78,7 +82,7 @@ func (k *killer) signal(t *testing.T, cmd *exec.Cmd, sig syscall.Signal, progres
 	}
 	done := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(done) }()
-	if k.rng.IntN(4) > 0 {
+	if k.onlyAfterWrite || k.rng.IntN(4) > 0 {
 		tick := time.NewTicker(5 * time.Millisecond)
 		for wrote := false; !wrote; {
 			select {

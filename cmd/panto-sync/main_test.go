@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -17,6 +16,7 @@ import (
 	"time"
 
 	"github.com/panto-dev/panto/agent"
+	"github.com/panto-dev/panto/internal/cmdtest"
 	"github.com/panto-dev/panto/internal/miniotest"
 	"github.com/panto-dev/panto/internal/sessionlog"
 )
@@ -30,7 +30,8 @@ var (
 )
 
 // binary builds panto-sync once per test binary, under the harness's
-// temporary root (removed with it however the binary ends).
+// temporary root (removed with it however the binary ends), with the race
+// detector when the tests run under it (cmdtest.Build).
 func binary(t testing.TB) string {
 	t.Helper()
 	buildOnce.Do(func() {
@@ -42,10 +43,7 @@ func binary(t testing.TB) string {
 		binPath = filepath.Join(dir, "panto-sync")
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 		defer cancel()
-		out, err := exec.CommandContext(ctx, "go", "build", "-o", binPath, ".").CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
+		buildErr = cmdtest.Build(ctx, dir, ".")
 	})
 	if buildErr != nil {
 		t.Fatal(buildErr)
@@ -81,7 +79,8 @@ func newEnvOn(t *testing.T, srv *miniotest.Server) *env {
 const processTimeout = 3 * time.Minute
 
 // command is the binary with args, bounded by processTimeout, in the
-// server's environment.
+// server's environment. Its stderr is watched for race reports; a caller
+// that wants it too sets cmd.Stderr = cmdtest.Stderr(t, "panto-sync", w).
 func (e *env) command(t *testing.T, args ...string) *exec.Cmd {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), processTimeout)
@@ -89,6 +88,7 @@ func (e *env) command(t *testing.T, args ...string) *exec.Cmd {
 	cmd := exec.CommandContext(ctx, binary(t), args...)
 	cmd.WaitDelay = 5 * time.Second
 	cmd.Env = e.srv.Env()
+	cmd.Stderr = cmdtest.Stderr(t, "panto-sync "+strings.Join(args, " "), nil)
 	return cmd
 }
 
@@ -112,7 +112,7 @@ func (e *env) runEnv(t *testing.T, extra []string, args ...string) result {
 	cmd := e.command(t, args...)
 	cmd.Env = append(cmd.Env, extra...)
 	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
+	cmd.Stdout, cmd.Stderr = &out, cmdtest.Stderr(t, "panto-sync "+strings.Join(args, " "), &errb)
 	err := cmd.Run()
 	r := result{stdout: out.String(), stderr: errb.String()}
 	var ee *exec.ExitError

@@ -16,6 +16,7 @@ import (
 	"github.com/minio/minio-go/v7"
 
 	"github.com/panto-dev/panto/agent"
+	"github.com/panto-dev/panto/internal/cmdtest"
 	"github.com/panto-dev/panto/internal/manifest"
 
 	"github.com/panto-dev/panto/internal/miniotest"
@@ -329,13 +330,14 @@ func TestPushInterrupted(t *testing.T) {
 	e := newEnv(t)
 	dir, _ := catalog(t, 60)
 	k := e.killer(t, 50*time.Millisecond)
+	k.onlyAfterWrite = true
 	interrupted := 0
 	into := t.TempDir()
 	for i := 0; i < 5; i++ {
 		grow(t, dir, k.rng, 6)
 		cmd := e.command(t, "push", "--dir", dir, "--concurrency", "4", "--json", e.url)
 		var out, errb bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &errb
+		cmd.Stdout, cmd.Stderr = &out, cmdtest.Stderr(t, "panto-sync push", &errb)
 		mid := k.signal(t, cmd, syscall.SIGINT, e.objectCount(t, "panto"))
 		if out.Len() == 0 {
 			// Interrupted while it listed: nothing was planned, so

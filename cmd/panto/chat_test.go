@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/panto-dev/panto/agent"
+	"github.com/panto-dev/panto/internal/cmdtest"
 	"github.com/panto-dev/panto/internal/fakeprovider"
 )
 
@@ -288,7 +289,7 @@ func TestOneShotInterrupt(t *testing.T) {
 	})
 	cmd := pantoCmd(t, t.TempDir(), pc.env(b), append(pc.flags(srv), "a long question")...)
 	var stdout, stderr strings.Builder
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	cmd.Stdout, cmd.Stderr = &stdout, cmdtest.Stderr(t, "panto", &stderr)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

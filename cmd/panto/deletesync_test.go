@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/panto-dev/panto/internal/cmdtest"
 	"github.com/panto-dev/panto/internal/fakeprovider"
 	"github.com/panto-dev/panto/internal/miniotest"
 )
@@ -38,7 +39,7 @@ func syncJSON(t *testing.T, s3 *miniotest.Server, args ...string) (map[string]sy
 	cmd.WaitDelay = 5 * time.Second
 	cmd.Env = append([]string{"HOME=" + t.TempDir(), "PATH=/usr/bin:/bin", "TMPDIR=" + os.TempDir()}, minioEnv(s3)...)
 	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
+	cmd.Stdout, cmd.Stderr = &out, cmdtest.Stderr(t, "panto-sync", &errb)
 	err := cmd.Run()
 	var ee *exec.ExitError
 	if err != nil && !errors.As(err, &ee) {

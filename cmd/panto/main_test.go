@@ -17,6 +17,7 @@ import (
 	"github.com/minio/minio-go/v7"
 
 	"github.com/panto-dev/panto/agent"
+	"github.com/panto-dev/panto/internal/cmdtest"
 	"github.com/panto-dev/panto/internal/fakeprovider"
 	"github.com/panto-dev/panto/internal/miniotest"
 	"github.com/panto-dev/panto/store/backends"
@@ -31,7 +32,8 @@ var pantoBin, syncBin string
 func TestMain(m *testing.M) { miniotest.Main(m, buildBinaries) }
 
 // buildBinaries builds panto and panto-sync under the harness's temporary
-// root, which Main removes with everything else however the binary ends.
+// root, which Main removes with everything else however the binary ends,
+// with the race detector when the tests run under it (cmdtest.Build).
 func buildBinaries() error {
 	dir, err := os.MkdirTemp("", "panto-bin-")
 	if err != nil {
@@ -41,9 +43,7 @@ func buildBinaries() error {
 	syncBin = filepath.Join(dir, "panto-sync")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	build := exec.CommandContext(ctx, "go", "build", "-o", dir+"/", ".", "../panto-sync")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
+	if err := cmdtest.Build(ctx, dir, ".", "../panto-sync"); err != nil {
 		return fmt.Errorf("build panto and panto-sync: %w", err)
 	}
 	return nil
@@ -213,6 +213,9 @@ func pantoCmd(t *testing.T, dir string, env []string, args ...string) *exec.Cmd 
 		"PATH=" + os.Getenv("PATH"),
 		"TMPDIR=" + os.TempDir(),
 	}, env...)
+	// Watched for race reports; a caller that wants stderr too sets
+	// cmd.Stderr = cmdtest.Stderr(t, "panto", w).
+	cmd.Stderr = cmdtest.Stderr(t, "panto", nil)
 	return cmd
 }
 
@@ -222,7 +225,7 @@ func runPanto(t *testing.T, dir string, env []string, stdin string, args ...stri
 	cmd := pantoCmd(t, dir, env, args...)
 	cmd.Stdin = strings.NewReader(stdin)
 	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
+	cmd.Stdout, cmd.Stderr = &out, cmdtest.Stderr(t, "panto", &errb)
 	done := make(chan error, 1)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/panto-dev/panto/internal/cmdtest"
 	"github.com/panto-dev/panto/internal/fakeprovider"
 )
 
@@ -123,7 +124,7 @@ func TestInteractiveCancel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd.Stderr = &stderr
+	cmd.Stderr = cmdtest.Stderr(t, "panto", &stderr)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

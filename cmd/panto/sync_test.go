@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/panto-dev/panto/agent"
+	"github.com/panto-dev/panto/internal/cmdtest"
 	"github.com/panto-dev/panto/internal/fakeprovider"
 	"github.com/panto-dev/panto/internal/miniotest"
 )
@@ -83,7 +84,8 @@ func runSync(t *testing.T, s3 *miniotest.Server, args ...string) {
 	cmd.WaitDelay = 5 * time.Second
 	cmd.Env = append([]string{"HOME=" + t.TempDir(), "PATH=/usr/bin:/bin", "TMPDIR=" + os.TempDir()}, minioEnv(s3)...)
 	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
+	w := cmdtest.Stderr(t, "panto-sync", &out) // one writer: one pipe for both
+	cmd.Stdout, cmd.Stderr = w, w
 	if err := cmd.Run(); err != nil {
 		t.Fatalf("panto-sync %q: %v: %s", args, err, out.String())
 	}
