@@ -139,6 +139,9 @@ type Store struct {
 	shards   map[string]*shardState
 	busy     int           // running checkpointLoops
 	idle     chan struct{} // closed when busy drops to 0
+
+	// adoptMu: one adoption of manifest.FeatureIndexBases at a time.
+	adoptMu sync.Mutex
 }
 
 // Option configures Open.
@@ -343,8 +346,9 @@ func parseURL(raw string) (bucketName, prefix string, err error) {
 }
 
 // open reads (or creates) the format marker and, in parallel, probes that
-// the server honours conditional writes: Open's one round trip. These are
-// the Store's first requests, so their errors are explained for the user.
+// the server honours conditional writes and reads the index shards for the
+// first listing: Open's one round trip. These are the Store's first
+// requests, so their errors are explained for the user.
 func (s *Store) open(ctx context.Context, endpoint string) error {
 	var created, matched probeOutcome
 	var createErr, matchErr error
@@ -355,8 +359,12 @@ func (s *Store) open(ctx context.Context, endpoint string) error {
 		defer wg.Done()
 		matched, matchErr = s.probePut(ctx, putCond{ifMatch: `"00000000000000000000000000000000"`})
 	}()
+	marker := make(chan struct{})
+	prefetched := s.prefetchIndex(ctx, marker)
 	markerErr := s.checkMarker(ctx, endpoint)
+	close(marker)
 	wg.Wait()
+	prefetched.Wait()
 	if markerErr != nil {
 		return markerErr
 	}
@@ -371,7 +379,7 @@ func (s *Store) checkMarker(ctx context.Context, endpoint string) error {
 	for attempt := 0; attempt < s.maxAttempts; attempt++ {
 		data, etag, err := s.b.get(ctx, markerName, "")
 		if errors.Is(err, errNotFound) {
-			fresh := manifest.Marker{Version: manifest.Version}
+			fresh := manifest.Marker{Version: manifest.Version, Requires: []string{manifest.FeatureIndexBases}}
 			etag, err = s.b.put(ctx, markerName, manifest.EncodeMarker(fresh), putCond{ifNoneMatch: true}, "application/json")
 			if errors.Is(err, errPrecondition) || errors.Is(err, errConflict) {
 				continue // created meanwhile: read it
