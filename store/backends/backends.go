@@ -34,6 +34,11 @@ type Options struct {
 	// Trace, when set, logs every request to an S3 server
 	// (objstore.WithTrace).
 	Trace *slog.Logger
+	// Snapshot is for a command that lists the store right after opening
+	// it: a bucket's listings in the two seconds after Open are then the
+	// reading made during Open (objstore.WithOpenSnapshot), which saves a
+	// round trip.
+	Snapshot bool
 }
 
 // Open parses spec (see store.ParseSpec) and opens the store it names.
@@ -65,6 +70,9 @@ func OpenSpec(ctx context.Context, s store.Spec, opts Options) (agent.SessionSto
 		}
 		if opts.StallTimeout > 0 {
 			o = append(o, objstore.WithIdleTimeout(opts.StallTimeout))
+		}
+		if opts.Snapshot {
+			o = append(o, objstore.WithOpenSnapshot())
 		}
 		if opts.Trace != nil {
 			o = append(o, objstore.WithTrace(opts.Trace))

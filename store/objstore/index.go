@@ -33,6 +33,11 @@ import (
 // a later write once that base is older than indexPruneAfter, so that a
 // reader that read the base before it and is still probing finds them.
 const (
+	// openSnapshotFor is how long after Open its reading of the index
+	// serves listings as it is (WithOpenSnapshot): long enough for a
+	// command's listings right after Open, short enough that nothing
+	// that runs for long sees the bucket as it was.
+	openSnapshotFor = 2 * time.Second
 	// indexStale: a cached shard older than this is read again before it
 	// vouches for the segments a reader probed (catchUpFrom).
 	indexStale      = 30 * time.Second
@@ -60,6 +65,9 @@ type shardState struct {
 	// If-Match), and the first listing asks for the base with it (a 304
 	// when nothing changed since Open).
 	prefetching chan struct{}
+	// snapshot: until then, a listing serves the cached reading (Open's,
+	// with this Store's writes since) as it is (WithOpenSnapshot).
+	snapshot time.Time
 }
 
 func (s *Store) shardState(name string) *shardState {
@@ -146,6 +154,9 @@ func (s *Store) prefetchIndex(ctx context.Context, marker <-chan struct{}) *sync
 			st.mu.Lock()
 			if !st.loaded || v.newer(st.view) {
 				st.view, st.loaded, st.fresh = v, true, s.now()
+				if s.openSnapshot {
+					st.snapshot = s.now().Add(openSnapshotFor)
+				}
 			}
 			st.mu.Unlock()
 		}()
@@ -163,11 +174,20 @@ func (s *Store) indexBases() bool {
 
 // readShard returns the stored shard (empty when absent), read now: a
 // listing reflects every write that completed before it began. After
-// Open's reading it costs a 304.
+// Open's reading it costs a 304; with WithOpenSnapshot the first listing
+// serves Open's reading itself.
 func (s *Store) readShard(ctx context.Context, name string) (*manifest.IndexShard, error) {
 	if err := s.awaitPrefetch(ctx, name); err != nil {
 		return nil, err
 	}
+	st := s.shardState(name)
+	st.mu.Lock()
+	if s.now().Before(st.snapshot) {
+		v := st.view
+		st.mu.Unlock()
+		return v.shard, nil
+	}
+	st.mu.Unlock()
 	v, err := s.readShardView(ctx, name)
 	if err != nil {
 		return nil, err

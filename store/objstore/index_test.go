@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/minio/minio-go/v7"
 
@@ -168,5 +169,49 @@ func TestIndexConcurrentWriters(t *testing.T) {
 		if want[info.ID] != info.MessageCount {
 			t.Errorf("%s: %d messages, want %d", info.ID, info.MessageCount, want[info.ID])
 		}
+	}
+}
+
+// TestOpenSnapshot: with WithOpenSnapshot, the listings right after Open
+// serve the index as Open read it, with no request, and with the Store's
+// own writes; a session another Store adds is listed once the snapshot's
+// two seconds are over. Without the option every listing reads the index.
+func TestOpenSnapshot(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newEnv(t)
+	if err := e.open(t).AppendMessages(ctx, idIn("1"), []agent.PersistentMessage{user("before")}); err != nil {
+		t.Fatal(err)
+	}
+	rec := &recorder{}
+	s := e.open(t, rec.option(), objstore.WithOpenSnapshot())
+	now := time.Now()
+	objstore.SetNow(s, func() time.Time { return now })
+	rec.take()
+	if err := e.open(t).AppendMessages(ctx, idIn("2"), []agent.PersistentMessage{user("by another")}); err != nil {
+		t.Fatal(err)
+	}
+	own := idIn("3")
+	if err := s.AppendMessages(ctx, own, []agent.PersistentMessage{user("own")}); err != nil {
+		t.Fatal(err)
+	}
+	rec.take()
+	infos, err := s.List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if reqs := rec.take(); len(reqs) != 0 || len(infos) != 2 {
+		t.Fatalf("list in the snapshot: %d sessions, %d requests, want 2 (Open's and its own) and none", len(infos), len(reqs))
+	}
+	now = now.Add(3 * time.Second)
+	if infos, err = s.List(ctx); err != nil || len(infos) != 3 {
+		t.Fatalf("list after the snapshot: %v, %d sessions, want 3", err, len(infos))
+	}
+	plain := e.open(t)
+	if err := e.open(t).AppendMessages(ctx, idIn("4"), []agent.PersistentMessage{user("later")}); err != nil {
+		t.Fatal(err)
+	}
+	if infos, err := plain.List(ctx); err != nil || len(infos) != 4 {
+		t.Fatalf("list without the option: %v, %d sessions, want 4", err, len(infos))
 	}
 }

@@ -140,6 +140,8 @@ type Store struct {
 	busy     int           // running checkpointLoops
 	idle     chan struct{} // closed when busy drops to 0
 
+	// openSnapshot: WithOpenSnapshot.
+	openSnapshot bool
 	// adoptMu: one adoption of manifest.FeatureIndexBases at a time.
 	adoptMu sync.Mutex
 }
@@ -158,6 +160,7 @@ type options struct {
 	deferIndex       bool
 	manifestEvery    int
 	idleTimeout      time.Duration
+	openSnapshot     bool
 }
 
 // WithEndpoint sets the S3 endpoint URL (e.g. http://127.0.0.1:9000 for
@@ -226,6 +229,15 @@ const DefaultIdleTimeout = 30 * time.Second
 // direction, before its request fails (default DefaultIdleTimeout; 0 or
 // less: never).
 func WithIdleTimeout(d time.Duration) Option { return func(o *options) { o.idleTimeout = d } }
+
+// WithOpenSnapshot makes the Store's listings of the index (List, Latest,
+// Resolve, Logs, Tombstones) in the two seconds after Open serve the
+// reading Open made, which goes out with Open's own requests, instead of
+// reading the index again: for a command that opens a store to list it at
+// once (panto sessions, panto -c, a sync), Open and the listing are one
+// round trip. Those listings show the bucket as it was during Open, plus
+// this Store's own writes; later ones read it again.
+func WithOpenSnapshot() Option { return func(o *options) { o.openSnapshot = true } }
 
 // WithMaxAttempts bounds the attempts of each conditional-write loop
 // (default 10) and of the SDK's retries of one request (at most 5).
@@ -315,6 +327,7 @@ func Open(ctx context.Context, rawURL string, opts ...Option) (*Store, error) {
 		maxAttempts:      max(o.maxAttempts, 1),
 		parallel:         8,
 		deferIndex:       o.deferIndex,
+		openSnapshot:     o.openSnapshot,
 		manifestEvery:    max(o.manifestEvery, 1),
 		indexPruneAfter:  indexPruneAfter,
 		sessions:         map[string]*sessionState{},
