@@ -25,7 +25,8 @@ type Options struct {
 	Endpoint string
 	// Bulk is for a caller that appends to many sessions and flushes once
 	// at the end (panto-sync): the object store then writes each index
-	// shard once, at the Flush, instead of after every append.
+	// shard once, at the Flush, instead of after every append, and a
+	// directory is fsynced once, at the Flush, for all the files created.
 	Bulk bool
 	// StallTimeout bounds how long a connection to an S3 server may move
 	// no byte before its request fails and is retried (0: the object
@@ -55,7 +56,11 @@ func Open(ctx context.Context, spec string, opts Options) (agent.SessionStore, e
 func OpenSpec(ctx context.Context, s store.Spec, opts Options) (agent.SessionStore, error) {
 	switch s.Kind {
 	case store.KindDir:
-		st, err := fsjsonl.Open(s.Dir)
+		var o []fsjsonl.Option
+		if opts.Bulk {
+			o = append(o, fsjsonl.WithBulkCreates())
+		}
+		st, err := fsjsonl.Open(s.Dir, o...)
 		if err != nil {
 			return nil, fmt.Errorf("store %s: %w", s.Dir, err)
 		}

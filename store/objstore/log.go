@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"hash"
 	"io"
@@ -92,9 +93,19 @@ func (s *Store) ReadLog(ctx context.Context, id string, from int64) (io.ReadClos
 	if err := agent.ValidateSessionID(id); err != nil {
 		return nil, store.Checkpoint{}, err
 	}
+	e, known := s.cachedEntry(id)
+	if known && e.Resume.Segments > 0 && e.Resume.Stored == 0 && e.Length <= readAheadBytes/2 {
+		r, end, err := s.readLogProbing(ctx, id, from, e)
+		if !errors.Is(err, ErrCorrupt) || errors.Is(err, agent.ErrSessionDeleted) {
+			return r, end, err
+		}
+		// The segments do not end where the entry says: a manifest
+		// written after the entry (a compaction, say) lists others. Read
+		// it.
+	}
 	var keys []string
 	first := s.sessionKey(id, manifest.SegmentName(0))
-	if e, ok := s.cachedEntry(id); ok {
+	if known {
 		if from == 0 && e.Length <= earlyFirstMax {
 			keys = append(keys, first)
 		}
@@ -145,6 +156,38 @@ func (s *Store) ReadLog(ctx context.Context, id string, from int64) (io.ReadClos
 		}
 	}
 	s.adoptRead(id, caught, etag, len(m.Segments), m)
+	return r, end, nil
+}
+
+// readLogProbing is ReadLog of a session whose index entry e says no
+// manifest is stored (a session pushed or created in one segment, or
+// appended to since by tails of fewer than 8 segments): it probes from
+// seg/0, the first segment and the probe at the indexed end sent at once,
+// so that a session of one segment reads in one round trip and one of n
+// segments in n. The probed bytes are checked against e (catchUpFrom).
+func (s *Store) readLogProbing(ctx context.Context, id string, from int64, e manifest.IndexEntry) (io.ReadCloser, store.Checkpoint, error) {
+	early := s.startGets(ctx, s.sessionKey(id, manifest.SegmentName(0)), s.sessionKey(id, manifest.SegmentName(e.Length)))
+	caught := manifest.New(id)
+	probed, err := s.catchUpFrom(ctx, caught, readAheadBytes/2, early)
+	if err != nil {
+		return nil, store.Checkpoint{}, fmt.Errorf("read session %s: %w", id, err)
+	}
+	end := store.Checkpoint{Length: caught.Length, SHA256: caught.SHA256}
+	switch {
+	case end.Length == 0:
+		return nil, end, agent.NotFoundError(id)
+	case end.Length < e.Length:
+		return nil, end, fmt.Errorf("read session %s: %w: its segments end at %d, the index says %d", id, ErrCorrupt, end.Length, e.Length)
+	case from < 0 || from > end.Length:
+		return nil, end, fmt.Errorf("read session %s: offset %d outside its %d bytes", id, from, end.Length)
+	}
+	r := newLogReader(ctx, s, id, from)
+	for _, p := range probed {
+		if p.seg.End() > from {
+			r.add(p.seg, p.raw)
+		}
+	}
+	s.adoptRead(id, caught, "", 0, caught)
 	return r, end, nil
 }
 
