@@ -177,22 +177,7 @@ func (s *Store) indexBases() bool {
 // Open's reading it costs a 304; with WithOpenSnapshot the first listing
 // serves Open's reading itself.
 func (s *Store) readShard(ctx context.Context, name string) (*manifest.IndexShard, error) {
-	if err := s.awaitPrefetch(ctx, name); err != nil {
-		return nil, err
-	}
-	st := s.shardState(name)
-	st.mu.Lock()
-	if s.now().Before(st.snapshot) {
-		v := st.view
-		st.mu.Unlock()
-		return v.shard, nil
-	}
-	st.mu.Unlock()
-	v, err := s.readShardView(ctx, name)
-	if err != nil {
-		return nil, err
-	}
-	return v.shard, nil
+	return s.shardReading(ctx, name, func(st *shardState) bool { return s.now().Before(st.snapshot) })
 }
 
 // awaitPrefetch waits for Open's reading of shard name, if one is under
@@ -213,12 +198,20 @@ func (s *Store) awaitPrefetch(ctx context.Context, name string) error {
 // reading serves as well (an index that lags vouches for less, never for
 // something wrong).
 func (s *Store) cachedShard(ctx context.Context, name string) (*manifest.IndexShard, error) {
+	return s.shardReading(ctx, name, func(st *shardState) bool {
+		return st.loaded && st.view.shard != nil && s.now().Sub(st.fresh) < indexStale
+	})
+}
+
+// shardReading returns the cached reading of shard name when serves says
+// it may serve (called with st.mu held), else a new reading.
+func (s *Store) shardReading(ctx context.Context, name string, serves func(st *shardState) bool) (*manifest.IndexShard, error) {
 	if err := s.awaitPrefetch(ctx, name); err != nil {
 		return nil, err
 	}
 	st := s.shardState(name)
 	st.mu.Lock()
-	if st.loaded && st.view.shard != nil && s.now().Sub(st.fresh) < indexStale {
+	if serves(st) {
 		v := st.view
 		st.mu.Unlock()
 		return v.shard, nil
