@@ -2,8 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
-	"io"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -13,7 +11,6 @@ import (
 	"time"
 
 	"github.com/klauspost/compress/zstd"
-	"github.com/minio/minio-go/v7"
 
 	"github.com/panto-dev/panto/store"
 	"github.com/panto-dev/panto/store/fsjsonl"
@@ -34,28 +31,13 @@ func (e *env) allBytes(t *testing.T) []byte {
 // followed by their decompressed bytes.
 func (e *env) objects(t *testing.T) map[string][]byte {
 	t.Helper()
-	ctx := context.Background()
-	c := e.srv.Client(t)
 	dec, _ := zstd.NewReader(nil)
 	defer dec.Close()
-	all := map[string][]byte{}
-	for obj := range c.ListObjects(ctx, e.bucket, minio.ListObjectsOptions{Recursive: true}) {
-		if obj.Err != nil {
-			t.Fatal(obj.Err)
-		}
-		o, err := c.GetObject(ctx, e.bucket, obj.Key, minio.GetObjectOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, err := io.ReadAll(o)
-		o.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
+	all := e.srv.Objects(t, e.bucket)
+	for key, b := range all {
 		if raw, err := dec.DecodeAll(b, nil); err == nil {
-			b = append(b, raw...)
+			all[key] = append(b, raw...)
 		}
-		all[obj.Key] = b
 	}
 	return all
 }

@@ -43,7 +43,7 @@ func (e end) open(ctx context.Context, what string) (store.LogStore, error) {
 			return nil, fmt.Errorf("no session catalog at %s: give the %s as a directory of <id>.jsonl files (--dir DIR for push)", spec.Dir, what)
 		}
 	}
-	s, err := backends.OpenLog(ctx, e.spec, backends.Options{Endpoint: e.endpoint, Bulk: true, StallTimeout: e.stall, Trace: e.trace})
+	s, err := backends.OpenLog(ctx, e.spec, backends.Options{Endpoint: e.endpoint, Bulk: true, StallTimeout: e.stall, Trace: e.trace, Snapshot: true})
 	if err != nil {
 		return nil, err
 	}

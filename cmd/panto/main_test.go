@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -14,7 +13,6 @@ import (
 	"time"
 
 	"github.com/klauspost/compress/zstd"
-	"github.com/minio/minio-go/v7"
 
 	"github.com/panto-dev/panto/agent"
 	"github.com/panto-dev/panto/internal/cmdtest"
@@ -142,29 +140,15 @@ func dirBytes(dir string) func(t *testing.T) []byte {
 // bytes of the zstd ones.
 func bucketBytes(srv *miniotest.Server, bucket string) func(t *testing.T) []byte {
 	return func(t *testing.T) []byte {
-		c := srv.Client(t)
-		ctx := context.Background()
 		dec, _ := zstd.NewReader(nil)
 		defer dec.Close()
 		var all []byte
-		for obj := range c.ListObjects(ctx, bucket, minio.ListObjectsOptions{Recursive: true}) {
-			if obj.Err != nil {
-				t.Fatalf("list bucket: %v", obj.Err)
-			}
-			o, err := c.GetObject(ctx, bucket, obj.Key, minio.GetObjectOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			b, err := io.ReadAll(o)
-			o.Close()
-			if err != nil {
-				t.Fatal(err)
-			}
+		for key, b := range srv.Objects(t, bucket) {
 			all = append(all, b...)
-			if strings.HasSuffix(obj.Key, ".zst") {
+			if strings.HasSuffix(key, ".zst") {
 				raw, err := dec.DecodeAll(b, nil)
 				if err != nil {
-					t.Fatalf("decompress %s: %v", obj.Key, err)
+					t.Fatalf("decompress %s: %v", key, err)
 				}
 				all = append(all, raw...)
 			}

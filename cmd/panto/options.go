@@ -55,7 +55,8 @@ func storeOptions(c *cli.Context) backends.Options {
 	if verbose {
 		trace = slog.New(slog.NewTextHandler(c.App.ErrWriter, nil))
 	}
-	return backends.Options{Endpoint: flagValue(c, "endpoint"), Trace: trace}
+	// Every command lists or resolves right after opening the store.
+	return backends.Options{Endpoint: flagValue(c, "endpoint"), Trace: trace, Snapshot: true}
 }
 
 // flagValue returns the value of a flag given to this command or to the

@@ -27,13 +27,13 @@ type Marker struct {
 	Version int
 	// Requires lists features beyond the version that change what a
 	// reader must do (docs/DESIGN.md, "Versions"); a panto that does not
-	// know one refuses the prefix. FeatureTombstones is the one there is.
+	// know one refuses the prefix: FeatureTombstones, FeatureIndexBases.
 	Requires []string
 }
 
 // knownFeatures are the features of Marker.Requires this package
 // implements.
-var knownFeatures = []string{FeatureTombstones}
+var knownFeatures = []string{FeatureTombstones, FeatureIndexBases}
 
 type wireMarker struct {
 	Format   string   `json:"format"`

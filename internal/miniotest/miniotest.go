@@ -26,6 +26,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"sync"
@@ -140,6 +141,32 @@ func (s *Server) client() (*minio.Client, error) {
 		Secure: false,
 		Region: Region,
 	})
+}
+
+// Objects reads every object of bucket back, by key, with minio-go: what
+// a test scans for text that must not be there.
+func (s *Server) Objects(t testing.TB, bucket string) map[string][]byte {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c := s.Client(t)
+	out := map[string][]byte{}
+	for obj := range c.ListObjects(ctx, bucket, minio.ListObjectsOptions{Recursive: true}) {
+		if obj.Err != nil {
+			t.Fatalf("list %s: %v", bucket, obj.Err)
+		}
+		o, err := c.GetObject(ctx, bucket, obj.Key, minio.GetObjectOptions{})
+		if err != nil {
+			t.Fatalf("get %s: %v", obj.Key, err)
+		}
+		b, err := io.ReadAll(o)
+		o.Close()
+		if err != nil {
+			t.Fatalf("read %s: %v", obj.Key, err)
+		}
+		out[obj.Key] = b
+	}
+	return out
 }
 
 // NewBucket creates a bucket with a unique name and returns the name.
