@@ -47,3 +47,7 @@ fuzz:
 	go test -run '^$$' -fuzz FuzzParse -fuzztime $(FUZZTIME) ./internal/sessionlog
 	go test -run '^$$' -fuzz FuzzManifest -fuzztime $(FUZZTIME) ./internal/manifest
 	go test -run '^$$' -fuzz FuzzIndexShard -fuzztime $(FUZZTIME) ./internal/manifest
+	go test -run '^$$' -fuzz FuzzSealedManifest -fuzztime $(FUZZTIME) ./internal/manifest
+	go test -run '^$$' -fuzz FuzzSealedIndexShard -fuzztime $(FUZZTIME) ./internal/manifest
+	go test -run '^$$' -fuzz FuzzParseKeyFile -fuzztime $(FUZZTIME) ./internal/seal
+	go test -run '^$$' -fuzz FuzzOpen -fuzztime $(FUZZTIME) ./internal/seal

@@ -45,25 +45,25 @@ func FuzzIndexShard(f *testing.F) {
 	m, _ := sample(f)
 	s := NewIndexShard(ShardOf(m.ID))
 	s.Put(IndexEntry{Info: m.Info(), Length: m.Length, SHA256: m.SHA256})
-	data, _ := c.EncodeIndexShard(s)
+	data, _ := c.EncodeIndexShard("index/x.json.zst", s)
 	f.Add(data)
-	empty, _ := c.EncodeIndexShard(NewIndexShard("a"))
+	empty, _ := c.EncodeIndexShard("index/x.json.zst", NewIndexShard("a"))
 	f.Add(empty)
 	base := s.Clone()
 	base.Through, base.Pruned, base.Purge, base.Written = 32, 16, 24, time.Date(2026, 11, 30, 3, 0, 0, 0, time.UTC)
-	folded, _ := c.EncodeIndexShard(base)
+	folded, _ := c.EncodeIndexShard("index/x.json.zst", base)
 	f.Add(folded)
 	f.Add(c.Compress([]byte(`{"version":1,"shard":"0","sessions":{"x":{}}}`)))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		s, err := c.DecodeIndexShard(data)
+		s, err := c.DecodeIndexShard("index/x.json.zst", data)
 		if err != nil {
 			return
 		}
-		again, err := c.EncodeIndexShard(s)
+		again, err := c.EncodeIndexShard("index/x.json.zst", s)
 		if err != nil {
 			t.Fatalf("accepted shard does not re-encode: %v", err)
 		}
-		if _, err := c.DecodeIndexShard(again); err != nil {
+		if _, err := c.DecodeIndexShard("index/x.json.zst", again); err != nil {
 			t.Fatalf("re-encoded shard does not decode: %v", err)
 		}
 	})

@@ -154,7 +154,7 @@ func (s *Store) commitBatch(ctx context.Context, id string, st *sessionState, en
 		}
 		next := m.Clone()
 		key := s.sessionKey(id, manifest.SegmentName(m.Length))
-		comp := s.codec.Compress(raw)
+		comp := s.codec.EncodeSegment(key, raw)
 		seg, err := next.Append(s.objectURL(key), raw, int64(len(comp)))
 		if err != nil {
 			return manifest.Segment{}, fmt.Errorf("append to session %s: %w", id, err)
@@ -262,7 +262,7 @@ const (
 // says what came of it. next is m extended with seg. transient counts the
 // failures without an answer so far.
 func (s *Store) putSegment(ctx context.Context, key string, m, next *manifest.Manifest, seg manifest.Segment, comp []byte, transient *int) (segmentOutcome, error) {
-	_, err := s.put(ctx, key, comp, putCond{ifNoneMatch: true}, "application/zstd")
+	_, err := s.put(ctx, key, comp, putCond{ifNoneMatch: true}, s.objectType())
 	switch {
 	case err == nil:
 		*m = *next

@@ -183,9 +183,9 @@ func (s *Store) readShardView(ctx context.Context, name string) (shardView, erro
 // name; an object that does not decode, or holds another shard, is
 // ErrCorrupt naming it.
 func (s *Store) decodeShardObject(key, name string, data []byte) (*manifest.IndexShard, error) {
-	sh, err := s.codec.DecodeIndexShard(data)
+	sh, err := s.codec.DecodeIndexShard(key, data)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w: %w", s.objectURL(key), ErrCorrupt, err)
+		return nil, s.corrupt(key, err)
 	}
 	if sh.Shard != name {
 		return nil, fmt.Errorf("%s: %w: holds shard %q", s.objectURL(key), ErrCorrupt, sh.Shard)
@@ -337,11 +337,11 @@ func (s *Store) writeShard(ctx context.Context, name string) error {
 				return s.finishPurge(ctx, name, w)
 			}
 		} else {
-			data, eerr := s.codec.EncodeIndexShard(delta)
+			n := v.applied + 1
+			data, eerr := s.codec.EncodeIndexShard(deltaKey(name, n), delta)
 			if eerr != nil {
 				return eerr
 			}
-			n := v.applied + 1
 			_, err = s.put(ctx, deltaKey(name, n), data, putCond{ifNoneMatch: true}, "application/zstd")
 			if err == nil {
 				// Not fresher than before: the write tells nothing of a
@@ -391,7 +391,7 @@ func (s *Store) foldShard(ctx context.Context, name string, v shardView) {
 			base.Pruned = v.base.Through
 		}
 	}
-	data, err := s.codec.EncodeIndexShard(base)
+	data, err := s.codec.EncodeIndexShard(shardKey(name), base)
 	if err != nil {
 		return
 	}

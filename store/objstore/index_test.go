@@ -80,7 +80,7 @@ func TestIndexDeltas(t *testing.T) {
 		case m[3] == "":
 			codec, _ := manifest.NewCodec()
 			var err error
-			if base, err = codec.DecodeIndexShard(codec.CompressSmaller(o.data)); err != nil {
+			if base, err = codec.DecodeIndexShard(o.key, codec.CompressSmaller(o.data)); err != nil {
 				t.Fatal(err)
 			}
 		default:
