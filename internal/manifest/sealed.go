@@ -66,19 +66,14 @@ func (c *Codec) EncodeTombstoneObject(name string, t Tombstone) []byte {
 // DecodeSegment returns the raw bytes of the object called name, stored
 // where a segment is (a segment's lines, or a tombstone: see
 // DecodeTombstone). A sealed data is decrypted in place: the caller must
-// not use data afterwards. The error wraps ErrInvalid, and the seal's
-// error when it does not open (internal/seal: ErrAuth, ErrWrongKey,
-// ErrNotSealed).
+// not use data afterwards. The error is the seal's when data does not
+// open (internal/seal: ErrAuth, ErrWrongKey, ErrNotSealed), else zstd's.
 func (c *Codec) DecodeSegment(name string, data []byte) ([]byte, error) {
 	frame, err := c.open(name, data)
 	if err != nil {
 		return nil, err
 	}
-	raw, err := c.Decompress(frame)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
-	}
-	return raw, nil
+	return c.Decompress(frame)
 }
 
 func (c *Codec) seal(name string, plaintext []byte) []byte {
@@ -92,11 +87,7 @@ func (c *Codec) open(name string, data []byte) ([]byte, error) {
 	if c.sealer == nil {
 		return data, nil
 	}
-	plain, err := c.sealer.Open(name, data)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
-	}
-	return plain, nil
+	return c.sealer.Open(name, data)
 }
 
 // EncodeManifest returns the stored form of m, the object called name:
@@ -129,9 +120,9 @@ func (c *Codec) DecodeManifest(name string, data []byte) (*Manifest, error) {
 	if w.Sealed == nil {
 		return nil, fmt.Errorf("%w: manifest: not sealed, in an encrypted prefix", ErrInvalid)
 	}
-	raw, err := c.openDocument(name, w.Sealed)
+	raw, err := c.openDocument(name, "manifest", w.Sealed)
 	if err != nil {
-		return nil, fmt.Errorf("manifest: %w", err)
+		return nil, err
 	}
 	m, err := Decode(raw)
 	if err != nil {
@@ -165,9 +156,9 @@ func (c *Codec) openShard(name string, raw []byte) (*IndexShard, error) {
 	if w.Sealed == nil {
 		return nil, fmt.Errorf("%w: index shard: not sealed, in an encrypted prefix", ErrInvalid)
 	}
-	doc, err := c.openDocument(name, w.Sealed)
+	doc, err := c.openDocument(name, "index shard", w.Sealed)
 	if err != nil {
-		return nil, fmt.Errorf("index shard: %w", err)
+		return nil, err
 	}
 	s, err := decodeShard(doc)
 	if err != nil {
@@ -181,14 +172,14 @@ func (c *Codec) openShard(name string, raw []byte) (*IndexShard, error) {
 }
 
 // openDocument opens a document's sealed field and decompresses it.
-func (c *Codec) openDocument(name string, sealed []byte) ([]byte, error) {
+func (c *Codec) openDocument(name, what string, sealed []byte) ([]byte, error) {
 	frame, err := c.open(name, sealed)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w: %s: %w", ErrInvalid, what, err)
 	}
 	raw, err := c.Decompress(frame)
 	if err != nil {
-		return nil, fmt.Errorf("%w: sealed document: %v", ErrInvalid, err)
+		return nil, fmt.Errorf("%w: %s: sealed content: %v", ErrInvalid, what, err)
 	}
 	return raw, nil
 }

@@ -160,7 +160,7 @@ var (
 	// ErrNotSealed: an object is not a sealed envelope (too short, or
 	// without the magic): in an encrypted prefix, plaintext that nobody
 	// sealed.
-	ErrNotSealed = errors.New("not sealed")
+	ErrNotSealed = errors.New("not sealed (plaintext, or not panto's, where only sealed objects may be)")
 	// ErrWrongKey: an object was sealed with another key (its header
 	// names that key's identifier).
 	ErrWrongKey = errors.New("sealed with another key")

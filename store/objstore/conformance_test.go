@@ -17,29 +17,41 @@ import (
 // one session through several such handles at once.
 func TestConformance(t *testing.T) {
 	t.Parallel()
+	miniotest.Matrix(t, func(t *testing.T, srv *miniotest.Server) { conformance(t, srv) })
+}
+
+// TestConformanceEncrypted is TestConformance on encrypted prefixes: every
+// handle opens its prefix with the prefix's key.
+func TestConformanceEncrypted(t *testing.T) {
+	t.Parallel()
 	miniotest.Matrix(t, func(t *testing.T, srv *miniotest.Server) {
-		var mu sync.Mutex
-		envs := map[agent.SessionStore]*env{}
-		storetest.Run(t, storetest.Harness{
-			New: func(t *testing.T) agent.SessionStore {
-				e := newEnvOn(t, srv)
-				s := e.open(t, objstore.WithCompactThreshold(4))
-				mu.Lock()
-				envs[s] = e
-				mu.Unlock()
-				return s
-			},
-			Reopen: func(t *testing.T, s agent.SessionStore) agent.SessionStore {
-				mu.Lock()
-				e := envs[s]
-				mu.Unlock()
-				return e.open(t, objstore.WithCompactThreshold(4))
-			},
-			Settle: func(t *testing.T, s agent.SessionStore) {
-				if err := s.(*objstore.Store).Flush(t.Context()); err != nil {
-					t.Fatal(err)
-				}
-			},
-		})
+		conformance(t, srv, objstore.WithKey(newKey(t)))
+	})
+}
+
+func conformance(t *testing.T, srv *miniotest.Server, opts ...objstore.Option) {
+	opts = append(opts, objstore.WithCompactThreshold(4))
+	var mu sync.Mutex
+	envs := map[agent.SessionStore]*env{}
+	storetest.Run(t, storetest.Harness{
+		New: func(t *testing.T) agent.SessionStore {
+			e := newEnvOn(t, srv)
+			s := e.open(t, opts...)
+			mu.Lock()
+			envs[s] = e
+			mu.Unlock()
+			return s
+		},
+		Reopen: func(t *testing.T, s agent.SessionStore) agent.SessionStore {
+			mu.Lock()
+			e := envs[s]
+			mu.Unlock()
+			return e.open(t, opts...)
+		},
+		Settle: func(t *testing.T, s agent.SessionStore) {
+			if err := s.(*objstore.Store).Flush(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+		},
 	})
 }
