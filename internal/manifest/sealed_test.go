@@ -247,7 +247,7 @@ func TestMarkerEncryption(t *testing.T) {
 		t.Fatalf("Require: %+v (from %+v)", up, back)
 	}
 	for data, want := range map[string]error{
-		`{"format":"panto-objstore","version":3,"requires":["encryption"]}`:                                                        ErrInvalid,
+		`{"format":"panto-objstore","version":3,"requires":["encryption"]}`:                                                           ErrInvalid,
 		`{"format":"panto-objstore","version":3,"encryption":{"scheme":"xchacha20poly1305-hkdf-sha256","key_id":"0123456789abcdef"}}`: ErrInvalid,
 		`{"format":"panto-objstore","version":3,"requires":["encryption"],"encryption":{"scheme":"rot13","key_id":"00"}}`:             ErrNewerVersion,
 		`{"format":"panto-objstore","version":3,"requires":["encryption"],"encryption":{"scheme":"","key_id":"00"}}`:                  ErrInvalid,
