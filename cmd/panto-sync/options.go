@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path"
 	"strings"
@@ -38,6 +39,8 @@ type options struct {
 	// Progress: draw a progress display (stdout is a terminal, and
 	// neither --json nor --quiet).
 	Progress bool
+	// Trace logs every S3 request (-v, PANTO_TRACE=1); nil: none.
+	Trace *slog.Logger
 }
 
 // dirFlag is --dir, whose default is the directory panto itself uses:
@@ -66,6 +69,7 @@ func commonFlags() []cli.Flag {
 		&cli.IntFlag{Name: "concurrency", Aliases: []string{"j"}, Value: 16, Usage: "sessions transferred at once"},
 		&cli.StringSliceFlag{Name: "include", Usage: "only session ids matching `GLOB` (repeatable)"},
 		&cli.StringSliceFlag{Name: "exclude", Usage: "skip session ids matching `GLOB` (repeatable)"},
+		&cli.BoolFlag{Name: "verbose", Aliases: []string{"v"}, Usage: "log every S3 request on stderr: method, key, status, bytes, milliseconds", EnvVars: []string{"PANTO_TRACE"}},
 	}
 }
 
@@ -98,6 +102,9 @@ func parseOptions(c *cli.Context) (*options, error) {
 		Args:        c.Args().Slice(),
 		Stdout:      c.App.Writer,
 		Stderr:      c.App.ErrWriter,
+	}
+	if c.Bool("verbose") {
+		o.Trace = slog.New(slog.NewTextHandler(o.Stderr, nil))
 	}
 	if o.Concurrency < 1 {
 		return nil, usageError(c, "--concurrency must be at least 1")

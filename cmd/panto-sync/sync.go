@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"time"
 
@@ -18,6 +19,7 @@ type end struct {
 	spec     string
 	endpoint string
 	stall    time.Duration
+	trace    *slog.Logger
 	// create: a missing directory is created (the destination of a pull
 	// or copy); otherwise it is an error.
 	create bool
@@ -25,7 +27,7 @@ type end struct {
 
 // end is one side as the flags of o name it.
 func (o *options) end(spec, endpoint string) end {
-	return end{spec: spec, endpoint: endpoint, stall: o.Stall}
+	return end{spec: spec, endpoint: endpoint, stall: o.Stall, trace: o.Trace}
 }
 
 // open opens the store of e. Sync appends to many sessions and flushes
@@ -41,7 +43,7 @@ func (e end) open(ctx context.Context, what string) (store.LogStore, error) {
 			return nil, fmt.Errorf("no session catalog at %s: give the %s as a directory of <id>.jsonl files (--dir DIR for push)", spec.Dir, what)
 		}
 	}
-	s, err := backends.OpenLog(ctx, e.spec, backends.Options{Endpoint: e.endpoint, Bulk: true, StallTimeout: e.stall})
+	s, err := backends.OpenLog(ctx, e.spec, backends.Options{Endpoint: e.endpoint, Bulk: true, StallTimeout: e.stall, Trace: e.trace})
 	if err != nil {
 		return nil, err
 	}

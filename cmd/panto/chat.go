@@ -74,7 +74,7 @@ func chat(c *cli.Context, e *env) error {
 	if err != nil {
 		return err
 	}
-	st, err := backends.OpenSpec(c.Context, spec, backends.Options{Endpoint: flagValue(c, "endpoint")})
+	st, err := backends.OpenSpec(c.Context, spec, storeOptions(c))
 	if err != nil {
 		return err
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"strings"
 
@@ -38,7 +39,23 @@ func storeFlags(withEnv bool) []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: "store", Usage: "where sessions live: a directory, file://DIR, s3://BUCKET[/PREFIX] or none (default: $XDG_DATA_HOME/panto/sessions)", EnvVars: env("PANTO_STORE")},
 		&cli.StringFlag{Name: "endpoint", Usage: "S3 endpoint URL of an s3:// store, e.g. http://127.0.0.1:9000 (default: AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL, else AWS)", EnvVars: env("PANTO_ENDPOINT")},
+		&cli.BoolFlag{Name: "verbose", Aliases: []string{"v"}, Usage: "log every request to an S3 store on stderr: method, key, status, bytes, milliseconds", EnvVars: []string{"PANTO_TRACE"}},
 	}
+}
+
+// storeOptions are the backend options the flags give: the endpoint, and
+// the request trace of -v (or PANTO_TRACE=1) before or after a
+// subcommand.
+func storeOptions(c *cli.Context) backends.Options {
+	verbose := false
+	for _, cc := range c.Lineage() {
+		verbose = verbose || cc.Bool("verbose")
+	}
+	var trace *slog.Logger
+	if verbose {
+		trace = slog.New(slog.NewTextHandler(c.App.ErrWriter, nil))
+	}
+	return backends.Options{Endpoint: flagValue(c, "endpoint"), Trace: trace}
 }
 
 // flagValue returns the value of a flag given to this command or to the
@@ -73,7 +90,7 @@ func openStore(c *cli.Context) (agent.SessionStore, store.Spec, error) {
 	if err != nil {
 		return nil, store.Spec{}, err
 	}
-	st, err := backends.OpenSpec(c.Context, spec, backends.Options{Endpoint: flagValue(c, "endpoint")})
+	st, err := backends.OpenSpec(c.Context, spec, storeOptions(c))
 	if err != nil {
 		return nil, spec, err
 	}

@@ -5,9 +5,9 @@
 // are toxiproxy's "toxics", each on the data going down (server to
 // client), up, or both.
 //
-// The sync benchmark uses the same proxy for its WAN profiles (latency
-// and bandwidth); the fault tests turn resets and stalls on and off while
-// a store or panto-sync works through it.
+// The fault tests turn resets and stalls on and off while a store or
+// panto-sync works through it. (The WAN benchmark, bench/wan, has a proxy
+// of its own: toxiproxy's rate limit applies to each connection alone.)
 package faultnet
 
 import (

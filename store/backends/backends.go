@@ -7,6 +7,7 @@ package backends
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/panto-dev/panto/agent"
@@ -30,6 +31,9 @@ type Options struct {
 	// no byte before its request fails and is retried (0: the object
 	// store's default, objstore.DefaultIdleTimeout).
 	StallTimeout time.Duration
+	// Trace, when set, logs every request to an S3 server
+	// (objstore.WithTrace).
+	Trace *slog.Logger
 }
 
 // Open parses spec (see store.ParseSpec) and opens the store it names.
@@ -61,6 +65,9 @@ func OpenSpec(ctx context.Context, s store.Spec, opts Options) (agent.SessionSto
 		}
 		if opts.StallTimeout > 0 {
 			o = append(o, objstore.WithIdleTimeout(opts.StallTimeout))
+		}
+		if opts.Trace != nil {
+			o = append(o, objstore.WithTrace(opts.Trace))
 		}
 		st, err := objstore.Open(ctx, s.URL, o...)
 		if err != nil {

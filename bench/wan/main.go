@@ -1,0 +1,654 @@
+// Command wan measures panto-sync and panto on a bucket over simulated
+// networks, side by side with rclone and aws s3 sync: one MinIO on
+// loopback, reached through a TCP proxy of its own (link.go) that delays
+// each direction by half a round trip and limits the rate all
+// connections share (toxiproxy, which internal/faultnet runs for the
+// fault tests, limits each connection alone, which would hand a tool
+// with 16 connections 16 times the bandwidth). Profiles:
+// loopback (no proxy delay), 20 ms round trip at 100 Mbit/s, 60 ms round
+// trip at 50 Mbit/s.
+//
+//	go run ./bench/wan                               # 300 sessions, every profile, 3 rounds
+//	go run ./bench/wan -sessions 5000 -profiles loopback -rounds 1
+//	go run ./bench/wan -rounds 1 -ops pull -tools panto,rclone
+//
+// For each catalog and profile it runs, per tool and round (each round on
+// new buckets, the tools taking turns in another order): full push,
+// no-op push, full pull into an empty directory, no-op pull, incremental
+// push (one message appended to 10% of the sessions), incremental pull,
+// and copy bucket to bucket; it prints the medians, the ratio of panto's
+// time to rclone's, and panto's requests (counted from its request
+// trace, PANTO_TRACE=1). Then, for panto on a bucket: a bare PutObject,
+// the first append of a session and a steady append, `panto -c` up to its
+// first provider request, and `panto sessions`, with their round trips
+// (time over the profile's round trip, less the loopback time).
+//
+// Needs: a minio binary ($PANTO_MINIO, PATH or $(go env GOPATH)/bin);
+// rclone and aws (awscli) when they are among -tools. rclone runs without
+// AWS_CA_BUNDLE, which Debian's build refuses.
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/minio/minio-go/v7"
+	"github.com/minio/minio-go/v7/pkg/credentials"
+
+	"github.com/panto-dev/panto/agent"
+	"github.com/panto-dev/panto/internal/sessiongen"
+	"github.com/panto-dev/panto/store/objstore"
+)
+
+// profile is a simulated network: a round trip and a rate each way.
+type profile struct {
+	name string
+	rtt  time.Duration
+	kbps int64 // KB/s each way; 0: unlimited
+}
+
+var profiles = []profile{
+	{"loopback", 0, 0},
+	{"20ms", 20 * time.Millisecond, 100_000 / 8},
+	{"60ms", 60 * time.Millisecond, 50_000 / 8},
+}
+
+const (
+	accessKey = "panto-bench"
+	secretKey = "panto-bench-secret"
+	region    = "us-east-1"
+)
+
+type bench struct {
+	work      string
+	minioAddr string
+	pantoSync string
+	panto     string
+	rounds    int
+	tools     []string
+	ops       []string
+	bucketN   int
+}
+
+func main() {
+	sessionsFlag := flag.String("sessions", "300", "catalog sizes, comma-separated (11 MB per 300 sessions)")
+	profilesFlag := flag.String("profiles", "loopback,20ms,60ms", "network profiles, comma-separated")
+	rounds := flag.Int("rounds", 3, "rounds per operation (the median is reported)")
+	toolsFlag := flag.String("tools", "panto,rclone,aws", "tools to compare")
+	opsFlag := flag.String("ops", "push,pull,copy,single", "what to measure: push, pull, copy (sync operations), single (panto on a bucket)")
+	flag.Parse()
+	log.SetFlags(0)
+	log.SetPrefix("wan: ")
+
+	work, err := os.MkdirTemp("", "panto-wan-")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(work)
+	b := &bench{work: work, rounds: *rounds, tools: strings.Split(*toolsFlag, ","), ops: strings.Split(*opsFlag, ",")}
+	stop, err := b.startMinIO()
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer stop()
+	if err := b.build(); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("# bench/wan: %s, %d rounds, tools %s\n\n", time.Now().UTC().Format("2006-01-02 15:04 UTC"), b.rounds, strings.Join(b.tools, ", "))
+	for _, ns := range strings.Split(*sessionsFlag, ",") {
+		n, err := strconv.Atoi(ns)
+		if err != nil || n < 1 {
+			log.Fatalf("-sessions %q: not a number", ns)
+		}
+		cat := filepath.Join(work, fmt.Sprintf("catalog-%d", n))
+		written, err := sessiongen.New(1).Catalog(cat, n, float64(n)*11e6/300)
+		if err != nil {
+			log.Fatal(err)
+		}
+		for _, pn := range strings.Split(*profilesFlag, ",") {
+			i := slices.IndexFunc(profiles, func(p profile) bool { return p.name == pn })
+			if i < 0 {
+				log.Fatalf("-profiles: no profile %q (loopback, 20ms, 60ms)", pn)
+			}
+			p := profiles[i]
+			ep, closeProxy, err := b.proxy(p)
+			if err != nil {
+				log.Fatal(err)
+			}
+			if b.wants("push") || b.wants("pull") || b.wants("copy") {
+				fmt.Printf("## %d sessions (%.1f MB), %s\n\n", n, float64(written)/1e6, describe(p))
+				b.syncTable(p, ep, cat)
+			}
+			closeProxy()
+		}
+	}
+	if b.wants("single") {
+		fmt.Printf("## panto on a bucket\n\n")
+		b.singleTable(strings.Split(*profilesFlag, ","))
+	}
+}
+
+func (b *bench) wants(op string) bool { return slices.Contains(b.ops, op) }
+
+func describe(p profile) string {
+	if p.rtt == 0 {
+		return "loopback"
+	}
+	return fmt.Sprintf("%v round trip, %d Mbit/s", p.rtt, p.kbps*8/1000)
+}
+
+// startMinIO starts MinIO on a free loopback port.
+func (b *bench) startMinIO() (func(), error) {
+	bin := os.Getenv("PANTO_MINIO")
+	if bin == "" {
+		bin, _ = exec.LookPath("minio")
+	}
+	if bin == "" {
+		gopath, _ := exec.Command("go", "env", "GOPATH").Output()
+		bin = filepath.Join(strings.TrimSpace(string(gopath)), "bin", "minio")
+	}
+	if _, err := os.Stat(bin); err != nil {
+		return nil, fmt.Errorf("no minio binary (set PANTO_MINIO, or run make minio): %w", err)
+	}
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	console, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	b.minioAddr = fmt.Sprintf("127.0.0.1:%d", port)
+	cmd := exec.Command(bin, "server", "--quiet", "--address", b.minioAddr, "--console-address", fmt.Sprintf("127.0.0.1:%d", console), filepath.Join(b.work, "minio"))
+	cmd.Env = append(os.Environ(), "MINIO_ROOT_USER="+accessKey, "MINIO_ROOT_PASSWORD="+secretKey, "MINIO_BROWSER=off", "MINIO_UPDATE=off", "MINIO_REGION="+region)
+	logf, err := os.Create(filepath.Join(b.work, "minio.log"))
+	if err != nil {
+		return nil, err
+	}
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	stop := func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }
+	for i := 0; i < 300; i++ {
+		if resp, err := http.Get("http://" + b.minioAddr + "/minio/health/live"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return stop, nil
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	stop()
+	return nil, errors.New("minio did not start")
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+func (b *bench) build() error {
+	b.pantoSync, b.panto = filepath.Join(b.work, "panto-sync"), filepath.Join(b.work, "panto")
+	out, err := exec.Command("go", "build", "-o", b.work+"/", "./cmd/panto-sync", "./cmd/panto").CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("build: %v\n%s", err, out)
+	}
+	return nil
+}
+
+// proxy returns the endpoint of MinIO as profile p reaches it: a link
+// delaying each direction by half the round trip, at a rate all the
+// connections share.
+func (b *bench) proxy(p profile) (string, func(), error) {
+	k, err := startLink(b.minioAddr, p.rtt, float64(p.kbps)*1000)
+	if err != nil {
+		return "", nil, err
+	}
+	return "http://" + k.addr(), k.close, nil
+}
+
+// newBucket makes a bucket on MinIO directly (not through the proxy).
+func (b *bench) newBucket(tag string) (string, error) {
+	b.bucketN++
+	name := strings.ToLower(fmt.Sprintf("wan-%s-%d", tag, b.bucketN))
+	c, err := minio.New(b.minioAddr, &minio.Options{Creds: credentials.NewStaticV4(accessKey, secretKey, ""), Region: region})
+	if err != nil {
+		return "", err
+	}
+	return name, c.MakeBucket(context.Background(), name, minio.MakeBucketOptions{Region: region})
+}
+
+// env is the environment of every tool: credentials and nothing of the
+// machine's (AWS_CA_BUNDLE least of all: Debian's rclone refuses it).
+func (b *bench) env(extra ...string) []string {
+	return append([]string{
+		"PATH=" + os.Getenv("PATH"), "HOME=" + filepath.Join(b.work, "home"), "TMPDIR=" + b.work,
+		"AWS_ACCESS_KEY_ID=" + accessKey, "AWS_SECRET_ACCESS_KEY=" + secretKey, "AWS_REGION=" + region,
+		"AWS_EC2_METADATA_DISABLED=true",
+	}, extra...)
+}
+
+// run is one timed run of a tool: its time and, for panto, the requests
+// its trace logged.
+type run struct {
+	d        time.Duration
+	requests int
+}
+
+func (b *bench) exec(args []string, extraEnv ...string) (run, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, args[0], args[1:]...)
+	cmd.Env = b.env(extraEnv...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	cmd.Stdout = io.Discard
+	start := time.Now()
+	err := cmd.Run()
+	r := run{d: time.Since(start), requests: strings.Count(stderr.String(), "msg=s3 ")}
+	if os.Getenv("WAN_TRACE") != "" {
+		fmt.Fprintf(os.Stderr, "== %s (%v, %d requests)\n%s", strings.Join(args, " "), r.d, r.requests, stderr.String())
+	}
+	if err != nil {
+		tail := stderr.String()
+		if len(tail) > 2000 {
+			tail = tail[len(tail)-2000:]
+		}
+		return r, fmt.Errorf("%s: %v: %s", strings.Join(args, " "), err, tail)
+	}
+	return r, nil
+}
+
+// syncOps are the sync operations, in the order a round runs them.
+var syncOps = []string{"full push", "no-op push", "full pull", "no-op pull", "incremental push", "incremental pull", "copy bucket to bucket"}
+
+// targets are the issue's, as ratios to rclone.
+var targets = map[string]string{
+	"full push": "≤ 0.5 (WAN)", "no-op push": "≤ 0.1", "full pull": "≤ 0.5 (WAN), ≤ 0.7 (5,000 loopback)",
+	"no-op pull": "≤ 0.1", "incremental push": "≤ 0.25 (WAN)",
+}
+
+// syncTable runs every sync operation for every tool and round, and
+// prints the medians.
+func (b *bench) syncTable(p profile, ep, catalog string) {
+	times := map[string]map[string][]time.Duration{} // op -> tool -> runs
+	reqs := map[string][]int{}                       // op -> panto's requests
+	for r := 0; r < b.rounds; r++ {
+		order := slices.Clone(b.tools)
+		for i := 0; i < r%len(order); i++ {
+			order = append(order[1:], order[0])
+		}
+		for _, tool := range order {
+			res, err := b.syncRound(tool, ep, catalog, uint64(r+1))
+			if err != nil {
+				log.Printf("%s, %s, round %d: %v", p.name, tool, r+1, err)
+				continue
+			}
+			for op, ru := range res {
+				if times[op] == nil {
+					times[op] = map[string][]time.Duration{}
+				}
+				times[op][tool] = append(times[op][tool], ru.d)
+				if tool == "panto" {
+					reqs[op] = append(reqs[op], ru.requests)
+				}
+			}
+		}
+	}
+	header := "| operation |"
+	sep := "|---|"
+	for _, tool := range b.tools {
+		header += " " + tool + " s |"
+		sep += "---|"
+	}
+	fmt.Println(header + " panto / rclone | target | panto requests |")
+	fmt.Println(sep + "---|---|---|")
+	for _, op := range syncOps {
+		if times[op] == nil || !b.wants(opKind(op)) {
+			continue
+		}
+		line := "| " + op + " |"
+		for _, tool := range b.tools {
+			line += " " + secs(median(times[op][tool])) + " |"
+		}
+		ratio := ""
+		if pt, rt := median(times[op]["panto"]), median(times[op]["rclone"]); pt > 0 && rt > 0 {
+			ratio = fmt.Sprintf("%.2f", pt.Seconds()/rt.Seconds())
+		}
+		n := ""
+		if len(reqs[op]) > 0 {
+			sort.Ints(reqs[op])
+			n = strconv.Itoa(reqs[op][len(reqs[op])/2])
+		}
+		fmt.Printf("%s %s | %s | %s |\n", line, ratio, targets[op], n)
+	}
+	fmt.Println()
+}
+
+// opKind is the -ops word of a sync operation.
+func opKind(op string) string {
+	for _, k := range []string{"push", "pull", "copy"} {
+		if strings.Contains(op, k) {
+			return k
+		}
+	}
+	return op
+}
+
+// syncRound runs the sync operations of one tool on new buckets.
+func (b *bench) syncRound(tool, ep, catalog string, seed uint64) (map[string]run, error) {
+	dir := filepath.Join(b.work, fmt.Sprintf("round-%s-%d", tool, b.bucketN))
+	cat, pulled := filepath.Join(dir, "cat"), filepath.Join(dir, "pulled")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	if out, err := exec.Command("cp", "-a", catalog, cat).CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("copy the catalog: %v: %s", err, out)
+	}
+	bucket, err := b.newBucket(tool)
+	if err != nil {
+		return nil, err
+	}
+	other, err := b.newBucket(tool)
+	if err != nil {
+		return nil, err
+	}
+	res := map[string]run{}
+	// Every step runs (each needs the ones before it); syncTable prints
+	// those -ops asks for.
+	step := func(op string, args []string) error {
+		r, err := b.exec(args, "PANTO_TRACE=1")
+		if err != nil {
+			return fmt.Errorf("%s: %w", op, err)
+		}
+		res[op] = r
+		return nil
+	}
+	push := b.command(tool, "push", ep, cat, "s3://"+bucket)
+	pull := b.command(tool, "pull", ep, "s3://"+bucket, pulled)
+	for _, s := range []struct {
+		op   string
+		args []string
+	}{{"full push", push}, {"no-op push", push}, {"full pull", pull}, {"no-op pull", pull}} {
+		if err := step(s.op, s.args); err != nil {
+			return res, err
+		}
+	}
+	if _, _, err := sessiongen.New(seed).AppendSome(cat, 0.1); err != nil {
+		return res, err
+	}
+	for _, s := range []struct {
+		op   string
+		args []string
+	}{{"incremental push", push}, {"incremental pull", pull}, {"copy bucket to bucket", b.command(tool, "copy", ep, "s3://"+bucket, "s3://"+other)}} {
+		if err := step(s.op, s.args); err != nil {
+			return res, err
+		}
+	}
+	return res, nil
+}
+
+// command is the command line of tool doing op from src to dst (a
+// directory or s3://BUCKET).
+func (b *bench) command(tool, op, ep, src, dst string) []string {
+	switch tool {
+	case "panto":
+		verb := op
+		args := []string{b.pantoSync, verb, "--quiet", "--endpoint", ep}
+		switch op {
+		case "push":
+			return append(args, "--dir", src, dst)
+		case "pull":
+			return append(args, "--dir", dst, src)
+		}
+		return append(args, src, dst)
+	case "rclone":
+		rc := func(s string) string {
+			if b, ok := strings.CutPrefix(s, "s3://"); ok {
+				return ":s3:" + b
+			}
+			return s
+		}
+		verb := "sync"
+		if op != "push" {
+			verb = "copy"
+		}
+		return []string{"env", "RCLONE_S3_PROVIDER=Minio", "RCLONE_S3_ENDPOINT=" + ep, "RCLONE_S3_ACCESS_KEY_ID=" + accessKey,
+			"RCLONE_S3_SECRET_ACCESS_KEY=" + secretKey, "RCLONE_S3_REGION=" + region, "RCLONE_S3_ENV_AUTH=false",
+			"rclone", verb, rc(src), rc(dst), "--transfers", "16", "--checkers", "16", "--exclude", ".panto*/**", "--exclude", ".panto*", "-q"}
+	case "aws":
+		return []string{"aws", "--endpoint-url", ep, "s3", "sync", src, dst, "--exclude", ".panto*", "--only-show-errors"}
+	}
+	log.Fatalf("unknown tool %q", tool)
+	return nil
+}
+
+func median(ds []time.Duration) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+func secs(d time.Duration) string {
+	if d == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%.2f", d.Seconds())
+}
+
+// single is one measurement of panto on a bucket, per profile.
+type single struct {
+	op     string
+	target string
+	// rtts: report round trips (the time above loopback's over the
+	// profile's round trip); else a ratio to the bare PUT.
+	rtts bool
+}
+
+var singles = []single{
+	{"bare PutObject (2 KB)", "", true},
+	{"first append of a session", "≤ 2 round trips", true},
+	{"steady append", "≤ 1.1x a bare PUT", true},
+	{"panto -c to the first provider request (60 messages)", "≤ 4 round trips + transfer", true},
+	{"panto sessions", "≤ 2 round trips", true},
+}
+
+// singleTable measures panto on a bucket on each profile.
+func (b *bench) singleTable(names []string) {
+	results := map[string]map[string]time.Duration{} // profile -> op -> median
+	for _, pn := range names {
+		i := slices.IndexFunc(profiles, func(p profile) bool { return p.name == pn })
+		p := profiles[i]
+		ep, closeProxy, err := b.proxy(p)
+		if err != nil {
+			log.Fatal(err)
+		}
+		results[p.name], err = b.singles(ep)
+		if err != nil {
+			log.Printf("%s: %v", p.name, err)
+		}
+		closeProxy()
+	}
+	fmt.Print("| operation |")
+	for _, pn := range names {
+		fmt.Printf(" %s ms |", pn)
+		if pn != "loopback" {
+			fmt.Printf(" %s round trips |", pn)
+		}
+	}
+	fmt.Println(" target |")
+	fmt.Print("|---|")
+	for _, pn := range names {
+		fmt.Print("---|")
+		if pn != "loopback" {
+			fmt.Print("---|")
+		}
+	}
+	fmt.Println("---|")
+	for _, s := range singles {
+		fmt.Printf("| %s |", s.op)
+		for _, pn := range names {
+			d := results[pn][s.op]
+			fmt.Printf(" %.1f |", float64(d.Microseconds())/1000)
+			if pn != "loopback" {
+				i := slices.IndexFunc(profiles, func(p profile) bool { return p.name == pn })
+				extra := d - results["loopback"][s.op]
+				fmt.Printf(" %.1f |", extra.Seconds()/profiles[i].rtt.Seconds())
+			}
+		}
+		fmt.Printf(" %s |\n", s.target)
+	}
+	fmt.Println()
+}
+
+// singles measures each single operation once per profile (medians of
+// several runs).
+func (b *bench) singles(ep string) (map[string]time.Duration, error) {
+	ctx := context.Background()
+	out := map[string]time.Duration{}
+	bucket, err := b.newBucket("single")
+	if err != nil {
+		return nil, err
+	}
+	url := "s3://" + bucket + "/panto"
+	c, err := minio.New(strings.TrimPrefix(ep, "http://"), &minio.Options{Creds: credentials.NewStaticV4(accessKey, secretKey, ""), Region: region})
+	if err != nil {
+		return nil, err
+	}
+	body := bytes.Repeat([]byte("x"), 2048)
+	var puts []time.Duration
+	for i := 0; i < 15; i++ {
+		start := time.Now()
+		if _, err := c.PutObject(ctx, bucket, fmt.Sprintf("bare/%d", i), bytes.NewReader(body), int64(len(body)), minio.PutObjectOptions{DisableContentSha256: true}); err != nil {
+			return nil, err
+		}
+		puts = append(puts, time.Since(start))
+	}
+	out["bare PutObject (2 KB)"] = median(puts[1:]) // the first dials
+
+	os.Setenv("AWS_ACCESS_KEY_ID", accessKey)
+	os.Setenv("AWS_SECRET_ACCESS_KEY", secretKey)
+	os.Setenv("AWS_REGION", region)
+	opts := []objstore.Option{objstore.WithEndpoint(ep)}
+	if os.Getenv("WAN_TRACE") != "" {
+		opts = append(opts, objstore.WithTrace(slog.New(slog.NewTextHandler(os.Stderr, nil))))
+	}
+	st, err := objstore.Open(ctx, url, opts...)
+	if err != nil {
+		return nil, err
+	}
+	msg := func(i int) []agent.PersistentMessage {
+		return []agent.PersistentMessage{{Message: agent.UserText(fmt.Sprintf("message %d %s", i, strings.Repeat("words ", 300)))}}
+	}
+	var firsts, steady []time.Duration
+	var last string
+	for i := 0; i < 8; i++ {
+		s := st.Create()
+		if os.Getenv("WAN_TRACE") != "" {
+			fmt.Fprintf(os.Stderr, "first append %d:\n", i)
+		}
+		start := time.Now()
+		if err := s.Append(ctx, msg(0)); err != nil {
+			return nil, err
+		}
+		firsts = append(firsts, time.Since(start))
+		last = s.Info.ID
+	}
+	if os.Getenv("WAN_TRACE") != "" {
+		fmt.Fprintf(os.Stderr, "steady appends:\n")
+	}
+	for i := 1; i < 60; i++ {
+		start := time.Now()
+		if err := st.AppendMessages(ctx, last, msg(i)); err != nil {
+			return nil, err
+		}
+		steady = append(steady, time.Since(start))
+	}
+	if err := st.Flush(ctx); err != nil {
+		return nil, err
+	}
+	out["first append of a session"] = median(firsts[1:])
+	out["steady append"] = median(steady)
+
+	var conts, lists []time.Duration
+	for i := 0; i < 5; i++ {
+		d, err := b.untilProvider(url, ep)
+		if err != nil {
+			return nil, err
+		}
+		conts = append(conts, d)
+		r, err := b.exec([]string{b.panto, "sessions", "--store", url, "--endpoint", ep}, "PANTO_TRACE="+os.Getenv("WAN_TRACE"))
+		if err != nil {
+			return nil, err
+		}
+		if os.Getenv("WAN_TRACE") != "" {
+			fmt.Fprintf(os.Stderr, "panto sessions: %d requests\n", r.requests)
+		}
+		lists = append(lists, r.d)
+	}
+	out["panto -c to the first provider request (60 messages)"] = median(conts)
+	out["panto sessions"] = median(lists)
+	return out, nil
+}
+
+// untilProvider runs panto -c on the bucket, with a provider that records
+// when its first request arrives and answers with an error, and returns
+// the time from the start of the process to that request.
+func (b *bench) untilProvider(url, ep string) (time.Duration, error) {
+	got := make(chan time.Time, 4)
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case got <- time.Now():
+		default:
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusBadRequest)
+		io.WriteString(w, `{"error":{"message":"bench: stop here","type":"invalid_request_error"}}`)
+	})}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	go srv.Serve(l)
+	defer srv.Close()
+	start := time.Now()
+	cmd := exec.Command(b.panto, "--store", url, "--endpoint", ep, "--base-url", "http://"+l.Addr().String()+"/v1", "-c", "and now?")
+	cmd.Env = b.env("PANTO_API_KEY=bench", "PANTO_TRACE="+os.Getenv("WAN_TRACE"))
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	_ = cmd.Run() // it fails on the provider's error, by design
+	if os.Getenv("WAN_TRACE") != "" {
+		fmt.Fprintf(os.Stderr, "panto -c:\n%s\n", stderr.String())
+	}
+	select {
+	case t := <-got:
+		return t.Sub(start), nil
+	default:
+		return 0, fmt.Errorf("panto -c never reached the provider: %s", stderr.String())
+	}
+}
