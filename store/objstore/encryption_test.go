@@ -338,6 +338,12 @@ func TestEncryptedScan(t *testing.T) {
 	key := newKey(t)
 	s := e.open(t, append(opts, objstore.WithKey(key))...)
 	secrets = fillBucket(t, s)
+	// The deletion added its feature to the marker, which is still the
+	// encrypted prefix's.
+	marker := string(e.rawObject(t, "pfx/panto-store.json"))
+	if want := fmt.Sprintf(`"requires":["encryption","tombstones"],"encryption":{"scheme":"%s","key_id":"%s"}`, seal.Scheme, key.ID()); !strings.Contains(marker, want) {
+		t.Errorf("marker after a deletion: %s", marker)
+	}
 	// A second compaction, after the grace period, deletes the replaced
 	// segments: what is left is what a long-lived bucket holds.
 	logs, err := s.Logs(ctx)

@@ -35,6 +35,13 @@
 // No routine path lists the bucket (§P6); every object read is verified
 // (§P7).
 //
+// A prefix created by a Store opened WithKey is encrypted (encryption.go,
+// docs/DESIGN.md §9): its marker requires encryption and names the key's
+// id, and the Store's Codec seals every object it writes, bound to its
+// name, and opens every object it reads. Everything above is the same in
+// both kinds of prefix; the checkpoints the Store hands sync are the
+// plaintext sha256 in both, kept sealed in an encrypted one.
+//
 // # Trying it
 //
 // docker-compose.minio.yml at the repository root runs a MinIO with a
