@@ -113,26 +113,7 @@ func (c *Codec) DecodeManifest(name string, data []byte) (*Manifest, error) {
 	if c.sealer == nil {
 		return Decode(data)
 	}
-	var w wireSealedManifest
-	if err := decodeSkeleton(data, "manifest", &w); err != nil {
-		return nil, err
-	}
-	if w.Sealed == nil {
-		return nil, fmt.Errorf("%w: manifest: not sealed, in an encrypted prefix", ErrInvalid)
-	}
-	raw, err := c.openDocument(name, "manifest", w.Sealed)
-	if err != nil {
-		return nil, err
-	}
-	m, err := Decode(raw)
-	if err != nil {
-		return nil, err
-	}
-	w.Sealed = nil
-	if err := sameSkeleton(w, manifestSkeleton(m)); err != nil {
-		return nil, fmt.Errorf("manifest of session %s: %w", m.ID, err)
-	}
-	return m, nil
+	return openSealed(c, name, "manifest", data, func(w *wireSealedManifest) *[]byte { return &w.Sealed }, Decode, manifestSkeleton)
 }
 
 // sealShard returns the sealed form of shard s, whose plaintext document
@@ -149,26 +130,36 @@ func (c *Codec) sealShard(name string, s *IndexShard, data []byte) ([]byte, erro
 
 // openShard parses a sealed shard (decompressed), the object called name.
 func (c *Codec) openShard(name string, raw []byte) (*IndexShard, error) {
-	var w wireSealedShard
-	if err := decodeSkeleton(raw, "index shard", &w); err != nil {
-		return nil, err
+	return openSealed(c, name, "index shard", raw, func(w *wireSealedShard) *[]byte { return &w.Sealed }, decodeShard, shardSkeleton)
+}
+
+// openSealed decodes the sealed document data, the object called name:
+// its skeleton (a W, whose sealed field sealedOf points at), then the
+// sealed content, opened, decompressed and decoded by decode, which must
+// have the skeleton it came in.
+func openSealed[T, W any](c *Codec, name, what string, data []byte, sealedOf func(*W) *[]byte, decode func([]byte) (T, error), skeleton func(T) W) (T, error) {
+	var zero T
+	var w W
+	if err := decodeSkeleton(data, what, &w); err != nil {
+		return zero, err
 	}
-	if w.Sealed == nil {
-		return nil, fmt.Errorf("%w: index shard: not sealed, in an encrypted prefix", ErrInvalid)
+	sealed := sealedOf(&w)
+	if *sealed == nil {
+		return zero, fmt.Errorf("%w: %s: not sealed, in an encrypted prefix", ErrInvalid, what)
 	}
-	doc, err := c.openDocument(name, "index shard", w.Sealed)
+	raw, err := c.openDocument(name, what, *sealed)
 	if err != nil {
-		return nil, err
+		return zero, err
 	}
-	s, err := decodeShard(doc)
+	doc, err := decode(raw)
 	if err != nil {
-		return nil, err
+		return zero, err
 	}
-	w.Sealed = nil
-	if err := sameSkeleton(w, shardSkeleton(s)); err != nil {
-		return nil, fmt.Errorf("index shard %s: %w", s.Shard, err)
+	*sealed = nil
+	if err := sameSkeleton(w, skeleton(doc)); err != nil {
+		return zero, fmt.Errorf("%s %s: %w", what, name, err)
 	}
-	return s, nil
+	return doc, nil
 }
 
 // openDocument opens a document's sealed field and decompresses it.

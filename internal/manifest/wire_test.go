@@ -78,21 +78,29 @@ func TestWireGolden(t *testing.T) {
 		"index-shard.json": shard,
 		"marker.json":      EncodeMarker(Marker{Version: Version}),
 	} {
-		path := filepath.Join("testdata", "golden", name)
-		if *update {
-			if err := os.WriteFile(path, append(got, '\n'), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			continue
-		}
-		want, err := os.ReadFile(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !bytes.Equal(got, bytes.TrimSuffix(want, []byte{'\n'})) {
+		want, ok := golden(t, name, got)
+		if ok && !bytes.Equal(got, want) {
 			t.Errorf("%s changed:\n got %s\nwant %s\nA change of the stored format must be deliberate: see TestWireGolden's doc.", name, got, want)
 		}
 	}
+}
+
+// golden returns the stored bytes of testdata/golden/name; with -update
+// it writes got there instead and reports false.
+func golden(t *testing.T, name string, got []byte) ([]byte, bool) {
+	t.Helper()
+	path := filepath.Join("testdata", "golden", name)
+	if *update {
+		if err := os.WriteFile(path, append(got, '\n'), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return nil, false
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bytes.TrimSuffix(want, []byte{'\n'}), true
 }
 
 // TestWireRoundTrip: every field of the summary survives the manifest and

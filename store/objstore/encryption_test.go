@@ -9,7 +9,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"strings"
 	"testing"
 	"time"
@@ -33,37 +32,6 @@ func newKey(t testing.TB) *seal.Key {
 		t.Fatal(err)
 	}
 	return k
-}
-
-// rawObject is one object of the bucket as stored: no decompression.
-type rawObject struct {
-	key, etag string
-	data      []byte
-}
-
-// rawBucket reads every object of the env's bucket with minio-go, as
-// stored.
-func (e *env) rawBucket(t testing.TB) []rawObject {
-	t.Helper()
-	ctx := context.Background()
-	c := e.srv.Client(t)
-	var out []rawObject
-	for info := range c.ListObjects(ctx, e.bucket, minio.ListObjectsOptions{Recursive: true}) {
-		if info.Err != nil {
-			t.Fatalf("list: %v", info.Err)
-		}
-		o, err := c.GetObject(ctx, e.bucket, info.Key, minio.GetObjectOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		data, err := io.ReadAll(o)
-		o.Close()
-		if err != nil {
-			t.Fatalf("read %s: %v", info.Key, err)
-		}
-		out = append(out, rawObject{key: info.Key, etag: info.ETag, data: data})
-	}
-	return out
 }
 
 // putRaw stores data under key (relative to the bucket) with minio-go,
