@@ -15,6 +15,11 @@
 #
 #   bench/encryption.sh                              # 1,000 sessions, ~200 MB
 #   SESSIONS=100 MB=20 ROUNDS=1 bench/encryption.sh  # a quick run
+#   TMPDIR=/dev/shm bench/encryption.sh              # MinIO's data, the catalog and the pulls in memory
+#
+# On a machine whose disk others share, a pull's time (a write and an
+# fsync per session) follows their load more than its own work: in
+# memory, the comparison of the two kinds is what is left.
 #
 # Needs: go, a minio binary ($PANTO_MINIO, PATH or $(go env GOPATH)/bin),
 # aws (awscli), curl. Everything runs in a temp dir that is removed at

@@ -1,10 +1,10 @@
 # bench/minio.sh: sourced by the benchmark scripts. It makes a temp dir
-# ($work, removed at exit), starts one MinIO on a free loopback port
+# ($work, under $TMPDIR, else /tmp; removed at exit), starts one MinIO on a free loopback port
 # ($endpoint, its metrics public; stopped at exit), and exports the AWS
 # variables that reach it. The caller sets work_prefix first (the temp
 # dir's name) and may run cd before sourcing.
 
-work=$(mktemp -d "/tmp/${work_prefix:-panto-bench}.XXXXXX")
+work=$(mktemp -d "${TMPDIR:-/tmp}/${work_prefix:-panto-bench}.XXXXXX")
 minio_pid=
 cleanup() {
 	if [ -n "$minio_pid" ]; then kill "$minio_pid" 2>/dev/null || true; wait "$minio_pid" 2>/dev/null || true; fi
