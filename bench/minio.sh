@@ -1,8 +1,8 @@
 # bench/minio.sh: sourced by the benchmark scripts. It makes a temp dir
-# ($work, under $TMPDIR, else /tmp; removed at exit), starts one MinIO on a free loopback port
-# ($endpoint, its metrics public; stopped at exit), and exports the AWS
-# variables that reach it. The caller sets work_prefix first (the temp
-# dir's name) and may run cd before sourcing.
+# ($work, under $TMPDIR, else /tmp; removed at exit), starts one MinIO
+# on a free loopback port ($endpoint, its metrics public; stopped at
+# exit), and exports the AWS variables that reach it. The caller sets
+# work_prefix first (the temp dir's name) and cds to the repository root.
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/${work_prefix:-panto-bench}.XXXXXX")
 minio_pid=
