@@ -383,21 +383,26 @@ type sideOf struct {
 
 // list lists s's sessions and tombstones (an incomplete listing comes with
 // its error, agent.ErrIncompleteList).
+// The two listings go out together: on a bucket each is a round trip.
 func list(ctx context.Context, s store.LogStore) (sideListing, error) {
 	var l sideListing
-	var err error
-	l.logs, err = s.Logs(ctx)
-	if err != nil && !errors.Is(err, agent.ErrIncompleteList) {
-		return l, err
-	}
+	var logsErr, tombsErr error
+	var wg sync.WaitGroup
 	if d, ok := s.(store.Deleter); ok {
-		var terr error
-		if l.tombs, terr = d.Tombstones(ctx); terr != nil && !errors.Is(terr, agent.ErrIncompleteList) {
-			return l, terr
-		}
-		err = errors.Join(err, terr)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			l.tombs, tombsErr = d.Tombstones(ctx)
+		}()
 	}
-	return l, err
+	l.logs, logsErr = s.Logs(ctx)
+	wg.Wait()
+	for _, err := range []error{logsErr, tombsErr} {
+		if err != nil && !errors.Is(err, agent.ErrIncompleteList) {
+			return l, err
+		}
+	}
+	return l, errors.Join(logsErr, tombsErr)
 }
 
 // transfer carries plans out.

@@ -84,6 +84,8 @@ type bench struct {
 	tools     []string
 	ops       []string
 	bucketN   int
+	// concurrency is panto-sync's --concurrency, 0 for its default.
+	concurrency int
 }
 
 func main() {
@@ -92,6 +94,7 @@ func main() {
 	rounds := flag.Int("rounds", 3, "rounds per operation (the median is reported)")
 	toolsFlag := flag.String("tools", "panto,rclone,aws", "tools to compare")
 	opsFlag := flag.String("ops", "push,pull,copy,single", "what to measure: push, pull, copy (sync operations), single (panto on a bucket)")
+	concurrency := flag.Int("concurrency", 0, "panto-sync --concurrency (0: its default)")
 	flag.Parse()
 	log.SetFlags(0)
 	log.SetPrefix("wan: ")
@@ -101,7 +104,7 @@ func main() {
 		log.Fatal(err)
 	}
 	defer os.RemoveAll(work)
-	b := &bench{work: work, rounds: *rounds, tools: strings.Split(*toolsFlag, ","), ops: strings.Split(*opsFlag, ",")}
+	b := &bench{work: work, rounds: *rounds, tools: strings.Split(*toolsFlag, ","), ops: strings.Split(*opsFlag, ","), concurrency: *concurrency}
 	stop, err := b.startMinIO()
 	if err != nil {
 		log.Fatal(err)
@@ -417,6 +420,9 @@ func (b *bench) command(tool, op, ep, src, dst string) []string {
 	case "panto":
 		verb := op
 		args := []string{b.pantoSync, verb, "--quiet", "--endpoint", ep}
+		if b.concurrency > 0 {
+			args = append(args, "--concurrency", strconv.Itoa(b.concurrency))
+		}
 		switch op {
 		case "push":
 			return append(args, "--dir", src, dst)

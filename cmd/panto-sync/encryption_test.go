@@ -118,7 +118,7 @@ func testEncryptedSync(t *testing.T, e *env) {
 	if evs, _ := events(t, r.stdout); byEvent(evs)["pushed"] != len(ids) {
 		t.Fatalf("push: %v", byEvent(evs))
 	}
-	if marker := e.objectText(t, "panto/panto-store.json"); !strings.Contains(marker, `"requires":["encryption"]`) || !strings.Contains(marker, id1) {
+	if marker := e.objectText(t, "panto/panto-store.json"); !strings.Contains(marker, `"encryption"],"encryption":{`) || !strings.Contains(marker, id1) {
 		t.Fatalf("marker %s", marker)
 	}
 	into := filepath.Join(t.TempDir(), "pulled")

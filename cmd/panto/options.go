@@ -65,7 +65,8 @@ func storeOptions(c *cli.Context, spec store.Spec) (backends.Options, error) {
 			return backends.Options{}, fmt.Errorf("%w: give the file panto-sync keygen wrote (--key-file, PANTO_KEY_FILE)", err)
 		}
 	}
-	return backends.Options{Endpoint: flagValue(c, "endpoint"), Trace: trace, Key: key}, nil
+	// Every command lists or resolves right after opening the store.
+	return backends.Options{Endpoint: flagValue(c, "endpoint"), Trace: trace, Snapshot: true, Key: key}, nil
 }
 
 // flagValue returns the value of a flag given to this command or to the

@@ -2,6 +2,10 @@ package manifest
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding"
+	"encoding/binary"
+	"encoding/hex"
 	"fmt"
 	"runtime"
 	"time"
@@ -9,6 +13,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 
 	"github.com/panto-dev/panto/agent"
+	"github.com/panto-dev/panto/internal/sessionlog"
 )
 
 // Shards is the number of index shards.
@@ -48,6 +53,67 @@ type IndexEntry struct {
 	// Length is the committed raw length; SHA256 the hex sha256 of it.
 	Length int64
 	SHA256 string
+	// Resume is what a writer needs to append to the session at Length
+	// without reading it; zero when the entry's writer did not record it.
+	Resume Resume
+}
+
+// Resume is the state after a session's first Length bytes that a
+// manifest keeps for the next append (its hash state and the line
+// decoder's), and where the session's segments are: so that sync can
+// append a tail to a session it has not read, in one request.
+type Resume struct {
+	// HashState is the marshalled crypto/sha256 state (a string, so that
+	// entries compare with ==).
+	HashState string
+	// Lines, Format and SummaryVersion are the line decoder's state (the
+	// summary is the entry's Info).
+	Lines, Format, SummaryVersion int
+	// Segments is the number of segments of the log at Length; Stored,
+	// how many of them the stored manifest lists (0: none is stored).
+	Segments, Stored int
+}
+
+// Resumable reports whether e carries the state of a current writer to
+// append from: a summary that folds what this package folds, sane counts,
+// and a hash state that sums to the entry's sha256 after exactly Length
+// bytes (a damaged or foreign one is not resumed from, so it can never
+// make an append's hashes wrong).
+func (e IndexEntry) Resumable() bool {
+	r := e.Resume
+	if e.Length <= 0 || r.SummaryVersion != SummaryVersion || r.Segments < 1 || r.Stored < 0 || r.Stored > r.Segments || r.Lines < 1 || r.Format < 1 {
+		return false
+	}
+	h := sha256.New()
+	if err := h.(encoding.BinaryUnmarshaler).UnmarshalBinary([]byte(r.HashState)); err != nil {
+		return false
+	}
+	return hex.EncodeToString(h.Sum(nil)) == e.SHA256 && hashedLength(r.HashState) == e.Length
+}
+
+// hashedLength is the byte count a marshalled sha256 state records (its
+// last 8 bytes, big-endian), or -1.
+func hashedLength(state string) int64 {
+	if len(state) < 8 {
+		return -1
+	}
+	return int64(binary.BigEndian.Uint64([]byte(state[len(state)-8:])))
+}
+
+// Manifest returns the manifest e resumes: its length, hashes and
+// decoder state, and no segments (those before Length are not known; a
+// writer appends after them, and reads the stored manifest before it
+// writes one). Callers check Resumable first.
+func (e IndexEntry) Manifest(id string) *Manifest {
+	return &Manifest{
+		ID: id, Length: e.Length, SHA256: e.SHA256, HashState: []byte(e.Resume.HashState),
+		SummaryVersion: e.Resume.SummaryVersion, Segments: []Segment{},
+		Decoder: sessionlog.Decoder{
+			Line:   e.Resume.Lines,
+			Header: &sessionlog.Header{Type: sessionlog.TypeSession, Version: e.Resume.Format, ID: id, Created: e.Info.Created},
+			Info:   e.Info,
+		},
+	}
 }
 
 // IndexShard is one shard of the catalog index: a base, or a delta of one.

@@ -191,9 +191,16 @@ func (m *Manifest) Refold(name string, raw []byte) error {
 // Info is the session's summary after the committed lines.
 func (m *Manifest) Info() agent.SessionInfo { return m.Decoder.Info }
 
-// Entry is the session's index entry.
+// Entry is the session's index entry, with the state to resume from; its
+// Resume.Segments counts m's segments and Resume.Stored is 0 (the caller
+// knows how many the stored manifest lists).
 func (m *Manifest) Entry() IndexEntry {
-	return IndexEntry{Info: m.Info(), Length: m.Length, SHA256: m.SHA256}
+	e := IndexEntry{Info: m.Info(), Length: m.Length, SHA256: m.SHA256}
+	if h := m.Decoder.Header; h != nil && m.Length > 0 {
+		e.Resume = Resume{HashState: string(m.HashState), Lines: m.Decoder.Line, Format: h.Version,
+			SummaryVersion: m.SummaryVersion, Segments: len(m.Segments)}
+	}
+	return e
 }
 
 // Clone returns a deep copy.

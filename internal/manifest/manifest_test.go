@@ -265,3 +265,53 @@ func TestStaleSummaryRefold(t *testing.T) {
 		t.Errorf("the refolded manifest encodes differently (%v):\n%s\n%s", err, again, data)
 	}
 }
+
+// TestEntryResumes: a manifest's index entry carries what an append
+// needs, so that appending to the entry's manifest gives the same
+// segment, hashes and summary as appending to the manifest itself; an
+// entry whose state does not sum to its hash is not resumed from.
+func TestEntryResumes(t *testing.T) {
+	m, _ := sample(t)
+	e := m.Entry()
+	if !e.Resumable() || e.Resume.Segments != len(m.Segments) {
+		t.Fatalf("entry of %d segments: %+v, resumable %v", len(m.Segments), e.Resume, e.Resumable())
+	}
+	// Through the wire, as a reader of the shard gets it.
+	sh := NewIndexShard(ShardOf(m.ID))
+	sh.Put(e)
+	c, _ := NewCodec()
+	data, err := c.EncodeIndexShard("index/x.json.zst", sh)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec, err := c.DecodeIndexShard("index/x.json.zst", data)
+	if err != nil || dec.Sessions[m.ID] != e {
+		t.Fatalf("entry through the wire: %v %+v", err, dec.Sessions[m.ID])
+	}
+	more := batch(t, m.ID, false, "one more")
+	full, part := m.Clone(), dec.Sessions[m.ID].Manifest(m.ID)
+	want, err := full.Append("full", more, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := part.Append("part", more, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != want || part.SHA256 != full.SHA256 || !bytes.Equal(part.HashState, full.HashState) || !reflect.DeepEqual(part.Info(), full.Info()) || part.Decoder.Line != full.Decoder.Line {
+		t.Fatalf("appended to the entry's manifest: %+v %+v; to the manifest: %+v %+v", got, part.Info(), want, full.Info())
+	}
+	for name, bad := range map[string]func(e *IndexEntry){
+		"another hash":     func(e *IndexEntry) { e.SHA256 = strings.Repeat("0", 64) },
+		"a shorter length": func(e *IndexEntry) { e.Length-- },
+		"a garbled state":  func(e *IndexEntry) { e.Resume.HashState = e.Resume.HashState[:20] },
+		"an older summary": func(e *IndexEntry) { e.Resume.SummaryVersion = 0 },
+		"no segments":      func(e *IndexEntry) { e.Resume.Segments = 0 },
+	} {
+		c := e
+		bad(&c)
+		if c.Resumable() {
+			t.Errorf("%s: resumable", name)
+		}
+	}
+}

@@ -29,7 +29,8 @@ type Marker struct {
 	Version int
 	// Requires lists features beyond the version that change what a
 	// reader must do (docs/DESIGN.md, "Versions"); a panto that does not
-	// know one refuses the prefix: FeatureTombstones, FeatureEncryption.
+	// know one refuses the prefix: FeatureTombstones, FeatureIndexBases,
+	// FeatureEncryption.
 	Requires []string
 	// Encryption is set in an encrypted prefix, whose Requires then holds
 	// FeatureEncryption; nil in a plaintext one. A prefix is one or the
@@ -53,7 +54,7 @@ type Encryption struct {
 
 // knownFeatures are the features of Marker.Requires this package
 // implements.
-var knownFeatures = []string{FeatureTombstones, FeatureEncryption}
+var knownFeatures = []string{FeatureTombstones, FeatureIndexBases, FeatureEncryption}
 
 // knownSchemes are the encryption schemes this panto reads and writes.
 var knownSchemes = []string{seal.Scheme}

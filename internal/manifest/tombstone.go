@@ -11,6 +11,12 @@ import (
 // a writer bring them back, so such a panto must refuse the prefix.
 const FeatureTombstones = "tombstones"
 
+// FeatureIndexBases is the marker feature of a prefix whose writers
+// replace each index shard's base (If-Match) instead of writing deltas
+// after it: its readers read the bases alone. An older panto would write
+// deltas those readers do not look for, so it must refuse the prefix.
+const FeatureIndexBases = "index-bases"
+
 // Tombstone is what the bucket keeps of a deleted session: in its index
 // shard, and as the object that takes the place of its first segment
 // (and of the segment after its last), so that the id can never be

@@ -179,6 +179,36 @@ type wireEntry struct {
 	Length int64  `json:"length"`
 	SHA256 string `json:"sha256"`
 	wireSummary
+	// Added in 3 (optional): what an append needs to go on without
+	// reading the session.
+	Resume *wireResume `json:"resume,omitempty"`
+}
+
+// wireResume is an entry's Resume: the hash state (base64), the
+// decoder's state, and the segment counts.
+type wireResume struct {
+	HashState      []byte `json:"hash_state"`
+	Lines          int    `json:"lines"`
+	Format         int    `json:"format"`
+	SummaryVersion int    `json:"summary_version,omitempty"`
+	Segments       int    `json:"segments"`
+	Stored         int    `json:"stored,omitempty"`
+}
+
+func entryToWire(e IndexEntry) wireEntry {
+	w := wireEntry{Length: e.Length, SHA256: e.SHA256, wireSummary: summaryToWire(e.Info)}
+	if r := e.Resume; r != (Resume{}) {
+		w.Resume = &wireResume{HashState: []byte(r.HashState), Lines: r.Lines, Format: r.Format, SummaryVersion: r.SummaryVersion, Segments: r.Segments, Stored: r.Stored}
+	}
+	return w
+}
+
+func (w wireEntry) entry(id string) IndexEntry {
+	e := IndexEntry{Info: w.info(id), Length: w.Length, SHA256: w.SHA256}
+	if r := w.Resume; r != nil {
+		e.Resume = Resume{HashState: string(r.HashState), Lines: r.Lines, Format: r.Format, SummaryVersion: r.SummaryVersion, Segments: r.Segments, Stored: r.Stored}
+	}
+	return e
 }
 
 type wireShard struct {
@@ -206,7 +236,7 @@ func shardToWire(s *IndexShard) wireShard {
 		w.Written = s.Written.UTC()
 	}
 	for id, e := range s.Sessions {
-		w.Sessions[id] = wireEntry{Length: e.Length, SHA256: e.SHA256, wireSummary: summaryToWire(e.Info)}
+		w.Sessions[id] = entryToWire(e)
 	}
 	for id, t := range s.Tombstones {
 		if w.Tombstones == nil {
@@ -220,7 +250,7 @@ func shardToWire(s *IndexShard) wireShard {
 func (w *wireShard) shard() *IndexShard {
 	s := &IndexShard{Shard: w.Shard, Through: w.Through, Pruned: w.Pruned, Purge: w.Purge, Written: w.Written, Sessions: make(map[string]IndexEntry, len(w.Sessions))}
 	for id, e := range w.Sessions {
-		s.Sessions[id] = IndexEntry{Info: e.info(id), Length: e.Length, SHA256: e.SHA256}
+		s.Sessions[id] = e.entry(id)
 	}
 	for id, t := range w.Tombstones {
 		if s.Tombstones == nil {

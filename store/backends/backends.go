@@ -26,7 +26,8 @@ type Options struct {
 	Endpoint string
 	// Bulk is for a caller that appends to many sessions and flushes once
 	// at the end (panto-sync): the object store then writes each index
-	// shard once, at the Flush, instead of after every append.
+	// shard once, at the Flush, instead of after every append, and a
+	// directory is fsynced once, at the Flush, for all the files created.
 	Bulk bool
 	// StallTimeout bounds how long a connection to an S3 server may move
 	// no byte before its request fails and is retried (0: the object
@@ -35,6 +36,11 @@ type Options struct {
 	// Trace, when set, logs every request to an S3 server
 	// (objstore.WithTrace).
 	Trace *slog.Logger
+	// Snapshot is for a command that lists the store right after opening
+	// it: a bucket's listings in the two seconds after Open are then the
+	// reading made during Open (objstore.WithOpenSnapshot), which saves a
+	// round trip.
+	Snapshot bool
 	// Key, when set, is the bucket key of an s3:// store
 	// (objstore.WithKey): a new prefix is created encrypted with it, an
 	// encrypted one must have been created with it, and a plaintext one
@@ -57,7 +63,11 @@ func Open(ctx context.Context, spec string, opts Options) (agent.SessionStore, e
 func OpenSpec(ctx context.Context, s store.Spec, opts Options) (agent.SessionStore, error) {
 	switch s.Kind {
 	case store.KindDir:
-		st, err := fsjsonl.Open(s.Dir)
+		var o []fsjsonl.Option
+		if opts.Bulk {
+			o = append(o, fsjsonl.WithBulkCreates())
+		}
+		st, err := fsjsonl.Open(s.Dir, o...)
 		if err != nil {
 			return nil, fmt.Errorf("store %s: %w", s.Dir, err)
 		}
@@ -72,6 +82,9 @@ func OpenSpec(ctx context.Context, s store.Spec, opts Options) (agent.SessionSto
 		}
 		if opts.StallTimeout > 0 {
 			o = append(o, objstore.WithIdleTimeout(opts.StallTimeout))
+		}
+		if opts.Snapshot {
+			o = append(o, objstore.WithOpenSnapshot())
 		}
 		if opts.Trace != nil {
 			o = append(o, objstore.WithTrace(opts.Trace))

@@ -78,6 +78,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/panto-dev/panto/agent"
@@ -94,6 +95,10 @@ const Ext = ".jsonl"
 type Store struct {
 	dir string
 	now func() time.Time
+	// bulk: the directory is fsynced once, at Flush, not after each new
+	// file (WithBulkCreates); dirDirty says a file was created since.
+	bulk     bool
+	dirDirty atomic.Bool
 
 	mu    sync.Mutex
 	index *index // the summary cache, loaded on first use
@@ -106,6 +111,26 @@ type Option func(*Store)
 // written (default time.Now). Tests use it to get deterministic bytes.
 func WithClock(now func() time.Time) Option {
 	return func(s *Store) { s.now = now }
+}
+
+// WithBulkCreates is for a caller that creates many session files and
+// flushes once at the end (panto-sync pull): each new file is still
+// written, fsynced and linked into place whole, but the directory is
+// fsynced once, at Flush, instead of after each one. A crash before the
+// Flush may lose the newest files (never leave a partial one); a pull
+// run again brings them back.
+func WithBulkCreates() Option {
+	return func(s *Store) { s.bulk = true }
+}
+
+// syncCreated makes a file just created in the directory durable: at
+// once, or at Flush for a bulk Store.
+func (s *Store) syncCreated() error {
+	if s.bulk {
+		s.dirDirty.Store(true)
+		return nil
+	}
+	return syncDir(s.dir)
 }
 
 // Open returns the store of dir, creating the directory (mode 0700:
@@ -222,7 +247,7 @@ func (s *Store) createWhole(ctx context.Context, path string, data []byte) (bool
 		// batch framing).
 		return false, nil
 	}
-	if err := syncDir(s.dir); err != nil {
+	if err := s.syncCreated(); err != nil {
 		return false, err
 	}
 	return true, nil
@@ -321,7 +346,7 @@ func (l *lockedFile) write(data []byte) error {
 		return err
 	}
 	if l.created {
-		if err := syncDir(l.s.dir); err != nil {
+		if err := l.s.syncCreated(); err != nil {
 			return err
 		}
 	}

@@ -123,6 +123,12 @@ func (s *Store) saveIndex() {
 // Flush writes the summary cache, so that the next process lists from it
 // (panto-sync updates it as it appends).
 func (s *Store) Flush(ctx context.Context) error {
+	if s.dirDirty.Swap(false) {
+		if err := syncDir(s.dir); err != nil {
+			s.dirDirty.Store(true)
+			return err
+		}
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.saveIndex()

@@ -24,6 +24,11 @@ type sessionState struct {
 	etag   string    // "" when no manifest is stored (as far as we know)
 	stored int       // segments of m the stored manifest lists
 	fresh  time.Time // when m was last confirmed against the bucket
+	// partial: m was resumed from the index entry (manifest.Resume), so
+	// its Segments start after the log's first partial segments, which
+	// this Store has not read; stored counts among those. A manifest is
+	// written only after the stored one is read (checkpoint).
+	partial int
 
 	// The background checkpoint (checkpoint.go), guarded by Store.mu.
 	dirty    bool          // committed segments not yet checkpointed
@@ -68,7 +73,27 @@ func (st *sessionState) adopt(m *manifest.Manifest, etag string, now time.Time) 
 // adoptStored is adopt for an m of which only the first stored segments
 // are in the stored manifest; the rest were committed after it.
 func (st *sessionState) adoptStored(m *manifest.Manifest, etag string, stored int, now time.Time) {
-	st.m, st.etag, st.stored, st.loaded, st.fresh = m, etag, stored, true, now
+	st.m, st.etag, st.stored, st.loaded, st.fresh, st.partial = m, etag, stored, true, now, 0
+}
+
+// adoptResume adopts the state index entry e resumes (e.Resumable): an
+// append goes on from it without reading the session. If the log grew
+// past e meanwhile, the conditional PUT of the next segment finds out.
+func (st *sessionState) adoptResume(e manifest.IndexEntry, now time.Time) {
+	st.m, st.etag, st.stored, st.loaded, st.fresh = e.Manifest(e.Info.ID), "", e.Resume.Stored, true, now
+	st.partial = e.Resume.Segments
+}
+
+// segments is the number of segments of the log as st knows it.
+func (st *sessionState) segments() int { return st.partial + len(st.m.Segments) }
+
+// entry is the session's index entry as st knows it.
+func (st *sessionState) entry() manifest.IndexEntry {
+	e := st.m.Entry()
+	if e.Resume.HashState != "" {
+		e.Resume.Segments, e.Resume.Stored = st.segments(), st.stored
+	}
+	return e
 }
 
 // advance records that m, which extends st.m, is what the bucket holds.
@@ -83,7 +108,7 @@ func (s *Store) refresh(ctx context.Context, id string, st *sessionState) error 
 		return err
 	}
 	stored := len(m.Segments)
-	if _, err := s.catchUpFrom(ctx, m, 0); err != nil {
+	if _, err := s.catchUpFrom(ctx, m, 0, nil); err != nil {
 		st.loaded = false
 		return err
 	}
@@ -139,7 +164,7 @@ func (s *Store) commitBatch(ctx context.Context, id string, st *sessionState, en
 		return manifest.Segment{}, fmt.Errorf("append to session %s: %w", id, err)
 	}
 	m := st.m.Clone()
-	transient := 0
+	tries := putTries{unanswered: -1}
 	for attempt := 0; ; attempt++ {
 		if expect != nil {
 			err := s.atExpected(ctx, id, m, *expect)
@@ -159,7 +184,7 @@ func (s *Store) commitBatch(ctx context.Context, id string, st *sessionState, en
 		if err != nil {
 			return manifest.Segment{}, fmt.Errorf("append to session %s: %w", id, err)
 		}
-		outcome, err := s.putSegment(ctx, key, m, next, seg, comp, &transient)
+		outcome, err := s.putSegment(ctx, key, m, next, seg, comp, &tries)
 		switch outcome {
 		case segmentCommitted:
 			st.advance(m, s.now())
@@ -198,6 +223,13 @@ func (s *Store) prepare(ctx context.Context, id string, st *sessionState, expect
 	// unless this Store created the prefix, look for seg/0 first (a
 	// session that exists always has it, §P5). Found, the log is read
 	// properly.
+	// A sync appending a tail at the checkpoint the index lists resumes
+	// from the index entry (docs/DESIGN.md §P2): one PUT, no read.
+	if !st.loaded && expect != nil && expect.Length > 0 {
+		if e, ok := s.cachedEntry(id); ok && e.Length == expect.Length && e.SHA256 == expect.SHA256 && e.Resumable() {
+			st.adoptResume(e, s.now())
+		}
+	}
 	if !st.loaded && expect != nil && expect.Length == 0 {
 		exists := false
 		if !s.created {
@@ -229,7 +261,7 @@ func (s *Store) atExpected(ctx context.Context, id string, m *manifest.Manifest,
 		return nil
 	}
 	if m.Length < expect.Length {
-		if _, err := s.catchUp(ctx, m, 0); err != nil {
+		if _, err := s.catchUp(ctx, m, 0, nil); err != nil {
 			return fmt.Errorf("append to session %s: %w", id, err)
 		}
 		if at() {
@@ -257,24 +289,35 @@ const (
 	segmentFailed
 )
 
+// putTries is what one append's segment PUTs went through: the failures
+// without an answer so far, and the position of the last one (-1: none).
+type putTries struct {
+	transient  int
+	unanswered int64
+}
+
 // putSegment creates the segment seg (comp, its stored bytes) at the end
 // of m with If-None-Match: * — the commit point of an append (§P1) — and
-// says what came of it. next is m extended with seg. transient counts the
-// failures without an answer so far.
-func (s *Store) putSegment(ctx context.Context, key string, m, next *manifest.Manifest, seg manifest.Segment, comp []byte, transient *int) (segmentOutcome, error) {
-	_, err := s.put(ctx, key, comp, putCond{ifNoneMatch: true}, s.objectType())
+// says what came of it. next is m extended with seg.
+//
+// The PUT is sent once (the SDK does not retry it): a 412 then means
+// another writer committed at the position, unless an earlier attempt of
+// this append at the same position went unanswered, when the bytes found
+// there may be our own. A caller that resumed from a lagging index (or a
+// re-run of an interrupted sync) thus learns that the log holds more than
+// it thought, instead of taking identical bytes for its own write.
+func (s *Store) putSegment(ctx context.Context, key string, m, next *manifest.Manifest, seg manifest.Segment, comp []byte, tries *putTries) (segmentOutcome, error) {
+	_, err := s.put(ctx, key, comp, putCond{ifNoneMatch: true, once: true}, s.objectType())
 	switch {
 	case err == nil:
 		*m = *next
 		return segmentCommitted, nil
 	case errors.Is(err, errPrecondition):
-		// Another writer committed at this position, or our own PUT did
-		// and the SDK's retry of it got the 412.
-		probed, cerr := s.catchUp(ctx, m, 0)
+		probed, cerr := s.catchUp(ctx, m, 0, nil)
 		if cerr != nil {
 			return segmentFailed, cerr
 		}
-		if len(probed) > 0 && probed[0].seg.SHA256 == seg.SHA256 {
+		if tries.unanswered == seg.Start && len(probed) > 0 && probed[0].seg.SHA256 == seg.SHA256 {
 			return segmentCommitted, nil
 		}
 		return segmentLost, err
@@ -284,7 +327,8 @@ func (s *Store) putSegment(ctx context.Context, key string, m, next *manifest.Ma
 	// No answer: the server may be restarting. Retrying is safe (the PUT
 	// is conditional, and a 412 on the retry finds our own bytes), but
 	// only so often.
-	if *transient++; ctx.Err() == nil && *transient < 3 {
+	tries.unanswered = seg.Start
+	if tries.transient++; ctx.Err() == nil && tries.transient < 3 {
 		return segmentRetry, err
 	}
 	landed, lookErr := s.landed(ctx, m, seg)
@@ -308,7 +352,7 @@ func (s *Store) landed(ctx context.Context, m *manifest.Manifest, seg manifest.S
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	probe := m.Clone()
-	found, err := s.catchUp(ctx, probe, 0)
+	found, err := s.catchUp(ctx, probe, 0, nil)
 	if err != nil {
 		return false, err
 	}

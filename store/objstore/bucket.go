@@ -42,6 +42,9 @@ func (b *bucket) key(rel string) string { return b.prefix + rel }
 type putCond struct {
 	ifNoneMatch bool   // create only: If-None-Match: *
 	ifMatch     string // replace only this version: If-Match: etag
+	// once: the SDK sends it once and does not retry (the caller does, and
+	// must know whether a 412 answers its own earlier attempt).
+	once bool
 }
 
 // get returns the object's bytes and ETag. With ifNoneMatch set it returns
@@ -90,7 +93,11 @@ func (b *bucket) put(ctx context.Context, rel string, data []byte, cond putCond,
 	case cond.ifMatch != "":
 		in.IfMatch = aws.String(cond.ifMatch)
 	}
-	out, err := b.api.PutObject(ctx, in, s3.WithAPIOptions(signPayloadOffLoopback))
+	opts := []func(*s3.Options){s3.WithAPIOptions(signPayloadOffLoopback)}
+	if cond.once {
+		opts = append(opts, func(o *s3.Options) { o.RetryMaxAttempts = 1 })
+	}
+	out, err := b.api.PutObject(ctx, in, opts...)
 	if err != nil {
 		return "", fmt.Errorf("put %s: %w", b.key(rel), classify(err))
 	}

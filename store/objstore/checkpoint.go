@@ -210,9 +210,18 @@ func (s *Store) checkpoint(ctx context.Context, id string, st *sessionState) err
 	if err := st.mu.lock(ctx); err != nil {
 		return err
 	}
-	m, etag, need := st.m.Clone(), st.etag, s.needsManifest(st)
+	need := s.needsManifest(st)
+	if need && st.partial > 0 {
+		// Resumed from the index: the manifest to write lists every
+		// segment, so read the stored one (and probe past it) first.
+		if err := s.refresh(ctx, id, st); err != nil {
+			st.mu.unlock()
+			return err
+		}
+		need = s.needsManifest(st)
+	}
+	m, etag, entry := st.m.Clone(), st.etag, st.entry()
 	st.mu.unlock()
-	entry := m.Entry()
 	index := func() error { return s.updateIndex(ctx, entry) }
 	if s.deferIndex {
 		index = func() error { s.queueIndex(entry); return nil }
@@ -265,8 +274,8 @@ func (s *Store) writeManifest(ctx context.Context, id string, st *sessionState, 
 // probing and checked against the index entry (catchUpFrom). Callers hold
 // st.mu.
 func (s *Store) needsManifest(st *sessionState) bool {
-	past := len(st.m.Segments) - st.stored
-	if st.etag == "" {
+	past := st.segments() - st.stored
+	if st.stored == 0 {
 		past--
 	}
 	return past >= s.manifestEvery
@@ -297,7 +306,7 @@ func (s *Store) putManifest(ctx context.Context, id string, st *sessionState) er
 			return err
 		}
 		stored := len(remote.Segments)
-		probed, err := s.catchUp(ctx, remote, 0)
+		probed, err := s.catchUp(ctx, remote, 0, nil)
 		if err != nil {
 			return err
 		}

@@ -1,6 +1,7 @@
 package objstore_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -167,5 +168,77 @@ func TestStaleSegmentIgnored(t *testing.T) {
 	conv, err := e.open(t).Load(ctx, id)
 	if err != nil || strings.Contains(strings.Join(texts(conv), ","), "STALE") || len(conv.Messages) != 3 {
 		t.Fatalf("load: %v %q", err, texts(conv))
+	}
+}
+
+// TestReadLogEntrySaysNoManifest: a reader whose index entry says no
+// manifest is stored probes from seg/0; when the bucket holds a manifest
+// after all, over merged segments whose originals are gone (an entry
+// written before a compaction, say), the probe runs short of the entry
+// and the reader reads the manifest instead: the log reads whole.
+func TestReadLogEntrySaysNoManifest(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newEnv(t)
+	s := e.open(t, objstore.WithCompactThreshold(3), objstore.WithCompactGrace(0), objstore.WithManifestInterval(1))
+	id := idIn("7")
+	var want []string
+	for i := 0; i < 6; i++ {
+		want = append(want, fmt.Sprint("m", i))
+		if err := s.AppendMessages(ctx, id, []agent.PersistentMessage{user(want[i])}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A second compaction deletes what the first one replaced.
+	if err := s.Compact(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	plain := 0
+	for _, k := range segmentKeys(t, e, id) {
+		if !strings.Contains(k, "-") {
+			plain++
+		}
+	}
+	if plain >= 6 {
+		t.Fatalf("no original segment was deleted: a probe from seg/0 would read them all")
+	}
+	// Rewrite the shard's entry to say no manifest is stored.
+	codec, _ := manifest.NewCodec()
+	key := "pfx/index/7.json.zst"
+	sh, err := codec.DecodeIndexShard(key, codec.CompressSmaller(e.object(t, key)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	entry := sh.Sessions[id]
+	if entry.Resume.Segments == 0 {
+		t.Fatalf("the entry has no resume state: %+v", entry)
+	}
+	entry.Resume.Stored = 0
+	sh.Sessions[id] = entry
+	data, err := codec.EncodeIndexShard(key, sh)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.srv.Client(t).PutObject(ctx, e.bucket, key, bytes.NewReader(data), int64(len(data)), minio.PutObjectOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	rec := &recorder{}
+	r := e.open(t, rec.option())
+	if _, err := r.List(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rec.take()
+	conv, err := r.Load(ctx, id)
+	if err != nil || strings.Join(texts(conv), ",") != strings.Join(want, ",") {
+		t.Fatalf("load: %v %q", err, texts(conv))
+	}
+	reqs := rec.take()
+	probedFirst := slices.ContainsFunc(reqs, func(q request) bool { return strings.HasSuffix(q.path, "/"+manifest.SegmentName(0)) })
+	readManifest := slices.ContainsFunc(reqs, func(q request) bool { return strings.HasSuffix(q.path, "/manifest.json") })
+	if !probedFirst || !readManifest {
+		t.Errorf("the load probed seg/0: %v, read the manifest: %v; want both (the probe, then the fallback)", probedFirst, readManifest)
 	}
 }

@@ -104,7 +104,7 @@ func TestV2Bucket(t *testing.T) {
 	if err := w.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if m := e.object(t, "pfx/panto-store.json"); string(m) != `{"format":"panto-objstore","version":3}` {
+	if m := e.object(t, "pfx/panto-store.json"); string(m) != `{"format":"panto-objstore","version":3,"requires":["index-bases"]}` {
 		t.Fatalf("marker after a write: %s", m)
 	}
 	if m := e.object(t, "pfx/sessions/"+id+"/manifest.json"); !strings.HasPrefix(string(m), `{"version":3,`) {
@@ -120,7 +120,7 @@ func TestV2Bucket(t *testing.T) {
 	}
 	logs, err := sessionsOf(ctx, fresh)
 	if err != nil || logs[id].Info.MessageCount != 41 || logs[id].Info.LastUserMessage != "after the upgrade" || len(logs) != 4 {
-		t.Fatalf("list after the append: %v %+v", err, logs[id])
+		t.Fatalf("list after the append: %v %+v (%d sessions)", err, logs[id].Info, len(logs))
 	}
 	// The compacted session (a v2 manifest with pending deletes) takes an
 	// append and another compaction.

@@ -223,26 +223,6 @@ func (s *Store) expireTombstones(base *manifest.IndexShard) {
 	}
 }
 
-// purgingBase is next, the reading v with a burial applied, as the new
-// base of its shard: it folds every delta v applied, and asks for them to
-// be deleted at once (Purge), since they hold the buried session's
-// summary, which must not outlive it. The base says so until the deltas
-// are gone (finishPurge), so that a purge cut short between the two is
-// finished by the next writer that reads the shard, or by the next
-// listing of tombstones (a sync's). A writer that read the shard before
-// this base may still write a delta the base folds; readers skip it, so
-// the index lags for the sessions it names (§P2), and their next append
-// puts them back.
-func (s *Store) purgingBase(next *manifest.IndexShard, v shardView) *manifest.IndexShard {
-	base := next.Clone()
-	base.Through, base.Purge, base.Pruned, base.Written = v.applied, v.applied, 0, s.now().UTC()
-	if v.base != nil {
-		base.Pruned = v.base.Pruned
-	}
-	s.expireTombstones(base)
-	return base
-}
-
 // finishPurge deletes the deltas v's base asks to purge, then writes the
 // base again saying they are gone. A base written by another writer in
 // between keeps the request (folds carry Purge), and is finished by

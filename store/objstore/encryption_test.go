@@ -92,7 +92,7 @@ func TestEncryptedOpen(t *testing.T) {
 		t.Fatal(err)
 	}
 	marker := string(e.rawObject(t, "pfx/panto-store.json"))
-	want := fmt.Sprintf(`{"format":"panto-objstore","version":3,"requires":["encryption"],"encryption":{"scheme":"%s","key_id":"%s"}}`, seal.Scheme, key.ID())
+	want := fmt.Sprintf(`{"format":"panto-objstore","version":3,"requires":["index-bases","encryption"],"encryption":{"scheme":"%s","key_id":"%s"}}`, seal.Scheme, key.ID())
 	if marker != want {
 		t.Fatalf("marker %s, want %s", marker, want)
 	}
@@ -228,9 +228,9 @@ func (e *env) scan(t *testing.T, secrets [][]byte) []string {
 }
 
 // fillBucket writes, through s, sessions that leave every kind of object
-// in the bucket: segments and merged segments, manifests, index bases
-// and deltas, a title, a fork, and a deleted session's tombstones. It
-// returns the secrets of the sessions left and those of the deleted one.
+// in the bucket: segments and merged segments, manifests, index bases, a
+// title, a fork, and a deleted session's tombstones. It returns the
+// secrets of the sessions left and those of the deleted one.
 func fillBucket(t *testing.T, s *objstore.Store) [][]byte {
 	t.Helper()
 	ctx := context.Background()
@@ -309,7 +309,7 @@ func TestEncryptedScan(t *testing.T) {
 	// The deletion added its feature to the marker, which is still the
 	// encrypted prefix's.
 	marker := string(e.rawObject(t, "pfx/panto-store.json"))
-	if want := fmt.Sprintf(`"requires":["encryption","tombstones"],"encryption":{"scheme":"%s","key_id":"%s"}`, seal.Scheme, key.ID()); !strings.Contains(marker, want) {
+	if want := fmt.Sprintf(`"requires":["index-bases","encryption","tombstones"],"encryption":{"scheme":"%s","key_id":"%s"}`, seal.Scheme, key.ID()); !strings.Contains(marker, want) {
 		t.Errorf("marker after a deletion: %s", marker)
 	}
 	// A second compaction, after the grace period, deletes the replaced
@@ -338,8 +338,6 @@ func TestEncryptedScan(t *testing.T) {
 			kinds["manifest"]++
 		case strings.HasPrefix(rel, "index/") && strings.Count(rel, "/") == 1:
 			kinds["index base"]++
-		case strings.HasPrefix(rel, "index/"):
-			kinds["index delta"]++
 		default:
 			t.Errorf("an object of no known kind: %s", o.key)
 		}
@@ -348,7 +346,7 @@ func TestEncryptedScan(t *testing.T) {
 		}
 	}
 	t.Logf("objects: %v", kinds)
-	for _, k := range []string{"merged segment", "segment or tombstone", "manifest", "index base", "index delta"} {
+	for _, k := range []string{"merged segment", "segment or tombstone", "manifest", "index base"} {
 		if kinds[k] == 0 {
 			t.Errorf("the bucket holds no %s: the scan does not cover it", k)
 		}
@@ -452,12 +450,12 @@ func TestEncryptedTamper(t *testing.T) {
 
 	// A damaged index shard is said to be damaged, as in a plaintext
 	// prefix, and hides only its own sessions.
-	shard := "pfx/index/" + manifest.ShardOf(a) + "/00000000000000000001.json.zst"
+	shard := "pfx/index/" + manifest.ShardOf(a) + ".json.zst"
 	d := e.rawObject(t, shard)
 	d[len(d)/2] ^= 0x01
 	e.putRaw(t, shard, d)
 	if _, err := e.open(t, objstore.WithKey(key)).List(ctx); !errors.Is(err, objstore.ErrIndexDamaged) {
-		t.Errorf("a flipped byte in an index delta: %v", err)
+		t.Errorf("a flipped byte in an index shard: %v", err)
 	}
 }
 

@@ -15,30 +15,40 @@ import (
 	"github.com/panto-dev/panto/internal/manifest"
 )
 
-// An index shard is stored as a base, index/<shard>.json.zst, and a log
-// of deltas after it, index/<shard>/<n:020d>.json.zst, numbered from the
-// base's Through+1: a write creates the next delta (If-None-Match: *)
-// holding only the entries it changes, so that an append or a push sends
-// what changed, not the shard. Readers apply the deltas in order, probing
-// until a 404. Every indexFoldEvery deltas, the writer folds them into a
-// new base (If-Match; losing that race is fine: someone else folded).
+// An index shard is stored as a base, index/<shard>.json.zst, which a
+// write replaces whole, with If-Match on the ETag the writer last read or
+// wrote (If-None-Match: * when there is none): a 412 means another writer
+// changed it, so the writer reads it again and applies its entries to
+// that. A reader needs the base alone: one GET, a 304 when unchanged, and
+// all sixteen shards in one round trip.
 //
-// The deltas a base folded are deleted by a later fold, once that base is
-// older than indexPruneAfter: a writer re-reads a shard it read more than
-// indexStale ago before writing, so no writer still numbers its next
-// delta from before that base, and a delta name is never created twice
-// (a delta written under a deleted name would go unread).
+// Earlier writers of format 3 wrote deltas after the base instead,
+// index/<shard>/<n:020d>.json.zst, numbered from the base's Through+1 and
+// folded into it every 16. A prefix whose marker requires
+// manifest.FeatureIndexBases has no such writer left (the first writer
+// that replaces bases adds the feature, and older pantos refuse the
+// prefix from then on), so its readers probe no delta; other prefixes are
+// read as before, the base then its deltas, and a write folds the deltas
+// it read into the base it writes. The deltas a base folded are deleted by
+// a later write once that base is older than indexPruneAfter, so that a
+// reader that read the base before it and is still probing finds them.
 const (
-	indexFoldEvery  = 16
+	// openSnapshotFor is how long after Open its reading of the index
+	// serves listings as it is (WithOpenSnapshot): long enough for a
+	// command's listings right after Open, short enough that nothing
+	// that runs for long sees the bucket as it was.
+	openSnapshotFor = 2 * time.Second
+	// indexStale: a cached shard older than this is read again before it
+	// vouches for the segments a reader probed (catchUpFrom).
 	indexStale      = 30 * time.Second
-	indexPruneAfter = 10 * time.Minute // well above indexStale and clock skew
+	indexPruneAfter = 10 * time.Minute // well above a reader's probing, and clock skew
 )
 
-// shardState caches one index shard (its base with the deltas applied)
-// and queues the entries waiting to be written. Writers of the shard hold
-// wmu; concurrent updates queued meanwhile are written by the next writer
-// in one delta (group commit), so parallel appends do not race each
-// other for the shard.
+// shardState caches one index shard (its base, with any legacy deltas
+// applied) and queues the entries waiting to be written. Writers of the
+// shard hold wmu; updates queued meanwhile are written by the next writer
+// in one base (group commit), so parallel appends do not race each other
+// for the shard.
 type shardState struct {
 	wmu     sync.Mutex
 	mu      sync.Mutex // guards the fields below
@@ -47,9 +57,17 @@ type shardState struct {
 	fresh   time.Time // when the view was last read from the bucket
 	pending map[string]manifest.IndexEntry
 	buried  map[string]manifest.Tombstone // tombstones waiting to be written
-	// purge: a session of the shard was deleted, so the next write folds
-	// the shard and deletes its older deltas, which hold its summary.
+	// purge: a session of the shard was deleted, so the next write asks
+	// for the shard's older deltas, which hold its summary, to be deleted.
 	purge bool
+	// prefetching is closed when Open's reading of the shard ends: the
+	// first write of the shard starts from it (its ETag for the
+	// If-Match), and the first listing asks for the base with it (a 304
+	// when nothing changed since Open).
+	prefetching chan struct{}
+	// snapshot: until then, a listing serves the cached reading (Open's,
+	// with this Store's writes since) as it is (WithOpenSnapshot).
+	snapshot time.Time
 }
 
 func (s *Store) shardState(name string) *shardState {
@@ -102,11 +120,74 @@ func (v shardView) newer(w shardView) bool {
 	return v.through() > w.through() || v.through() == w.through() && v.applied >= w.applied
 }
 
-// readShard returns the stored shard (empty when absent), its base and
-// deltas applied. It asks for the base with the cached ETag, so an
-// unchanged one costs a 304, then probes the deltas after the last it
-// applied: two requests for a shard nobody changed.
+// prefetchIndex reads every shard's base in parallel, from the moment
+// Open starts (its requests go out with the marker's), and waits for the
+// marker to say whether deltas are to be probed; Open waits for it (the
+// same round trip, but on a prefix with legacy deltas). Errors are
+// dropped: a reader or writer that finds no reading makes its own.
+func (s *Store) prefetchIndex(ctx context.Context, marker <-chan struct{}) *sync.WaitGroup {
+	names := manifest.ShardNames()
+	for _, name := range names {
+		s.shardState(name).prefetching = make(chan struct{})
+	}
+	var wg sync.WaitGroup
+	for _, name := range names {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			st := s.shardState(name)
+			defer close(st.prefetching)
+			v, err := s.fetchBase(ctx, name)
+			if err != nil {
+				return
+			}
+			select {
+			case <-marker:
+			case <-ctx.Done():
+				return
+			}
+			if !s.indexBases() {
+				if v, err = s.probeDeltas(ctx, name, v); err != nil {
+					return
+				}
+			}
+			st.mu.Lock()
+			if !st.loaded || v.newer(st.view) {
+				st.view, st.loaded, st.fresh = v, true, s.now()
+				if s.openSnapshot {
+					st.snapshot = s.now().Add(openSnapshotFor)
+				}
+			}
+			st.mu.Unlock()
+		}()
+	}
+	return &wg
+}
+
+// indexBases reports whether the prefix's writers all replace bases
+// (manifest.FeatureIndexBases): then readers probe no delta.
+func (s *Store) indexBases() bool {
+	s.markerMu.Lock()
+	defer s.markerMu.Unlock()
+	return slices.Contains(s.marker.Requires, manifest.FeatureIndexBases)
+}
+
+// readShard returns the stored shard (empty when absent), read now: a
+// listing reflects every write that completed before it began. After
+// Open's reading it costs a 304; with WithOpenSnapshot the first listing
+// serves Open's reading itself.
 func (s *Store) readShard(ctx context.Context, name string) (*manifest.IndexShard, error) {
+	if err := s.awaitPrefetch(ctx, name); err != nil {
+		return nil, err
+	}
+	st := s.shardState(name)
+	st.mu.Lock()
+	if s.now().Before(st.snapshot) {
+		v := st.view
+		st.mu.Unlock()
+		return v.shard, nil
+	}
+	st.mu.Unlock()
 	v, err := s.readShardView(ctx, name)
 	if err != nil {
 		return nil, err
@@ -114,7 +195,69 @@ func (s *Store) readShard(ctx context.Context, name string) (*manifest.IndexShar
 	return v.shard, nil
 }
 
+// awaitPrefetch waits for Open's reading of shard name, if one is under
+// way, so that the next read can be conditional on it.
+func (s *Store) awaitPrefetch(ctx context.Context, name string) error {
+	if ch := s.shardState(name).prefetching; ch != nil {
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+// cachedShard returns the cached reading of shard name if it is younger
+// than indexStale, else reads it: for a check that a slightly older
+// reading serves as well (an index that lags vouches for less, never for
+// something wrong).
+func (s *Store) cachedShard(ctx context.Context, name string) (*manifest.IndexShard, error) {
+	if err := s.awaitPrefetch(ctx, name); err != nil {
+		return nil, err
+	}
+	st := s.shardState(name)
+	st.mu.Lock()
+	if st.loaded && st.view.shard != nil && s.now().Sub(st.fresh) < indexStale {
+		v := st.view
+		st.mu.Unlock()
+		return v.shard, nil
+	}
+	st.mu.Unlock()
+	v, err := s.readShardView(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	return v.shard, nil
+}
+
+// readShardView reads shard name: its base (with the cached ETag, so an
+// unchanged one costs a 304) and, on a prefix with legacy writers, the
+// deltas after it.
 func (s *Store) readShardView(ctx context.Context, name string) (shardView, error) {
+	v, err := s.fetchBase(ctx, name)
+	if err != nil {
+		return shardView{}, err
+	}
+	if !s.indexBases() {
+		if v, err = s.probeDeltas(ctx, name, v); err != nil {
+			return shardView{}, err
+		}
+	}
+	st := s.shardState(name)
+	st.mu.Lock()
+	// Keep the newest view when readers and writers of the shard overlap.
+	if !st.loaded || v.newer(st.view) {
+		st.view, st.loaded = v, true
+	}
+	st.fresh = s.now()
+	st.mu.Unlock()
+	return v, nil
+}
+
+// fetchBase reads shard name's base, a 304 when the cached one is still
+// it (then the cached view, its deltas applied, is returned).
+func (s *Store) fetchBase(ctx context.Context, name string) (shardView, error) {
 	st := s.shardState(name)
 	st.mu.Lock()
 	cached := st.view
@@ -126,28 +269,29 @@ func (s *Store) readShardView(ctx context.Context, name string) (shardView, erro
 	}
 	key := shardKey(name)
 	data, etag, err := s.b.get(ctx, key, ifNoneMatch)
-	var v shardView
-	owned := true
 	switch {
 	case errors.Is(err, errNotModified) && loaded,
 		errors.Is(err, errNotFound) && loaded && cached.etag == "":
 		// The base we read is unchanged (or there is still none): go on
 		// from the deltas we applied.
-		v, owned = cached, false
+		return cached, nil
 	case errors.Is(err, errNotFound):
-		v = shardView{shard: manifest.NewIndexShard(name)}
+		return shardView{shard: manifest.NewIndexShard(name)}, nil
 	case err != nil:
 		return shardView{}, fmt.Errorf("read index shard %s: %w", name, err)
-	default:
-		base, err := s.decodeShardObject(key, name, data)
-		if err != nil {
-			return shardView{}, err
-		}
-		v = baseView(base, etag, base.Through)
 	}
-	// The first probe alone (a shard nobody changed costs one 404), then
-	// up to deltaProbes at once: a cold reader of a shard with many
-	// unfolded deltas waits for a few round trips, not one per delta.
+	base, err := s.decodeShardObject(key, name, data)
+	if err != nil {
+		return shardView{}, err
+	}
+	return baseView(base, etag, base.Through), nil
+}
+
+// probeDeltas applies to v the legacy deltas after the last it applied:
+// the first probe alone (a shard nobody changed costs one 404), then up
+// to deltaProbes at once.
+func (s *Store) probeDeltas(ctx context.Context, name string, v shardView) (shardView, error) {
+	owned := false
 	for batch := 1; ; batch = deltaProbes {
 		found, err := s.fetchDeltas(ctx, name, v.applied+1, batch)
 		if err != nil {
@@ -166,17 +310,9 @@ func (s *Store) readShardView(ctx context.Context, name string) (shardView, erro
 			v.applied++
 		}
 		if len(found) < batch {
-			break
+			return v, nil
 		}
 	}
-	st.mu.Lock()
-	// Keep the newest view when readers and writers of the shard overlap.
-	if !st.loaded || v.newer(st.view) {
-		st.view, st.loaded = v, true
-	}
-	st.fresh = s.now()
-	st.mu.Unlock()
-	return v, nil
 }
 
 // decodeShardObject decodes the object at key, a base or a delta of shard
@@ -254,8 +390,8 @@ func (s *Store) queueIndex(e manifest.IndexEntry) string {
 }
 
 // queueTombstone queues tombstone t for the next write of its shard, which
-// writes it as a base that purges the shard (purgingBase), and returns the
-// shard's name.
+// purges the shard's older deltas (nextBase), and returns the shard's
+// name.
 func (s *Store) queueTombstone(t manifest.Tombstone) string {
 	name := manifest.ShardOf(t.ID)
 	st := s.shardState(name)
@@ -269,9 +405,15 @@ func (s *Store) queueTombstone(t manifest.Tombstone) string {
 }
 
 // writeShard writes the entries queued for shard name, if any, as the
-// shard's next delta. A 412 means another writer took that number: read
-// its delta and take the next one.
+// shard's new base (see the top of this file). It starts from the cached
+// reading, whatever its age: the If-Match refuses a base someone changed
+// since, and then the shard is read again and the entries applied to it.
 func (s *Store) writeShard(ctx context.Context, name string) error {
+	// Before the shard's lock: the adoption folds every shard under its
+	// own. The entries stay queued if it fails.
+	if err := s.adoptIndexBases(ctx); err != nil {
+		return err
+	}
 	st := s.shardState(name)
 	st.wmu.Lock()
 	defer st.wmu.Unlock()
@@ -279,7 +421,7 @@ func (s *Store) writeShard(ctx context.Context, name string) error {
 	batch, buried, purge := st.pending, st.buried, st.purge
 	st.pending, st.buried, st.purge = nil, nil, false
 	v := st.view
-	loaded := st.loaded && v.shard != nil && s.now().Sub(st.fresh) < indexStale
+	loaded := st.loaded && v.shard != nil
 	st.mu.Unlock()
 	if len(batch) == 0 && len(buried) == 0 {
 		return nil // written by the writer before us, or nothing queued
@@ -303,6 +445,15 @@ func (s *Store) writeShard(ctx context.Context, name string) error {
 		}
 		st.purge = st.purge || purge
 	}
+	if !loaded {
+		if err := s.awaitPrefetch(ctx, name); err != nil {
+			requeue()
+			return err
+		}
+		st.mu.Lock()
+		v, loaded = st.view, st.loaded && st.view.shard != nil
+		st.mu.Unlock()
+	}
 	for attempt := 0; attempt < s.maxAttempts; attempt++ {
 		if !loaded {
 			var err error
@@ -313,50 +464,24 @@ func (s *Store) writeShard(ctx context.Context, name string) error {
 			loaded = true
 		}
 		next := v.shard.Clone()
-		delta := manifest.NewIndexShard(name)
+		changed := v.applied > v.through() // legacy deltas to fold
 		for _, e := range batch {
-			if next.Put(e) {
-				delta.Put(e)
-			}
+			changed = next.Put(e) || changed
 		}
 		for _, t := range buried {
-			if next.Bury(t) || next.Tombstones[t.ID] == t {
-				delta.Bury(t)
-			}
+			changed = next.Bury(t) || changed
 		}
-		if len(delta.Sessions) == 0 && len(delta.Tombstones) == 0 && !v.purgePending() {
+		if !changed && !v.purgePending() {
 			return nil
 		}
-		var err error
-		if purge || v.purgePending() {
-			// A burial is written as a new base, never as a delta: the
-			// deltas before it hold the buried session's summary, and
-			// the base that says they must go is the one that buries it.
-			var w shardView
-			if w, err = s.putBase(ctx, name, s.purgingBase(next, v), v.etag); err == nil {
+		base, pruneFrom, pruneTo := s.nextBase(next, v, purge)
+		w, err := s.putBase(ctx, name, base, v.etag)
+		if err == nil {
+			if w.purgePending() {
 				return s.finishPurge(ctx, name, w)
 			}
-		} else {
-			n := v.applied + 1
-			data, eerr := s.codec.EncodeIndexShard(deltaKey(name, n), delta)
-			if eerr != nil {
-				return eerr
-			}
-			_, err = s.put(ctx, deltaKey(name, n), data, putCond{ifNoneMatch: true}, "application/zstd")
-			if err == nil {
-				// Not fresher than before: the write tells nothing of a
-				// base folded since the view was read.
-				w := shardView{shard: next, etag: v.etag, base: v.base, applied: n}
-				st.mu.Lock()
-				if w.newer(st.view) {
-					st.view = w
-				}
-				st.mu.Unlock()
-				if n-w.through() >= indexFoldEvery {
-					s.foldShard(ctx, name, w)
-				}
-				return nil
-			}
+			s.pruneDeltas(ctx, name, pruneFrom, pruneTo)
+			return nil
 		}
 		if !errors.Is(err, errPrecondition) && !errors.Is(err, errConflict) {
 			requeue()
@@ -374,16 +499,73 @@ func (s *Store) writeShard(ctx context.Context, name string) error {
 	return fmt.Errorf("index shard %s: too many concurrent updates", name)
 }
 
-// foldShard writes v (its deltas applied through v.applied) as the
-// shard's new base, and deletes the deltas v's base folded if that base
-// is older than indexPruneAfter. It only saves readers work: when another
-// writer folded first, or a request fails, the deltas stay and are folded
-// or deleted later.
-func (s *Store) foldShard(ctx context.Context, name string, v shardView) {
-	base := v.shard.Clone()
-	base.Through, base.Written = v.applied, s.now().UTC()
-	s.expireTombstones(base)
-	var pruneFrom, pruneTo int64
+// adoptIndexBases makes the prefix one whose writers replace bases
+// (manifest.FeatureIndexBases) before this Store's first write of the
+// index: every shard's legacy deltas are folded into its base, then the
+// marker requires the feature, so that readers may stop probing for
+// deltas. A legacy panto still running, which opened the prefix before
+// the marker changed, may write a delta after that no reader looks for:
+// its session lists again with its next append by this version, or after
+// panto-sync repair (docs/DESIGN.md §P3).
+func (s *Store) adoptIndexBases(ctx context.Context) error {
+	if s.indexBases() {
+		return nil
+	}
+	s.adoptMu.Lock()
+	defer s.adoptMu.Unlock()
+	if s.indexBases() {
+		return nil
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	for _, name := range manifest.ShardNames() {
+		g.Go(func() error { return s.foldLegacy(gctx, name) })
+	}
+	if err := g.Wait(); err != nil {
+		return fmt.Errorf("fold the index deltas: %w", err)
+	}
+	return s.ensureFeature(ctx, manifest.FeatureIndexBases)
+}
+
+// foldLegacy writes shard name's base anew if deltas follow it.
+func (s *Store) foldLegacy(ctx context.Context, name string) error {
+	st := s.shardState(name)
+	st.wmu.Lock()
+	defer st.wmu.Unlock()
+	if err := s.awaitPrefetch(ctx, name); err != nil {
+		return err
+	}
+	st.mu.Lock()
+	v, loaded := st.view, st.loaded && st.view.shard != nil
+	st.mu.Unlock()
+	for attempt := 0; attempt < s.maxAttempts; attempt++ {
+		if !loaded {
+			var err error
+			if v, err = s.readShardView(ctx, name); err != nil {
+				return err
+			}
+		}
+		if v.applied == v.through() {
+			return nil
+		}
+		base, _, _ := s.nextBase(v.shard.Clone(), v, false)
+		_, err := s.putBase(ctx, name, base, v.etag)
+		if err == nil || !errors.Is(err, errPrecondition) && !errors.Is(err, errConflict) {
+			return err
+		}
+		loaded = false
+	}
+	return fmt.Errorf("index shard %s: too many concurrent updates", name)
+}
+
+// nextBase is next, the reading v with the queued entries applied, as the
+// shard's new base: it folds every delta v applied. A burial (purge)
+// asks for those deltas to be deleted at once (Purge), since they hold
+// the buried session's summary (finishPurge); otherwise the deltas an
+// older base folded are deleted once it is older than indexPruneAfter,
+// and nextBase returns their range.
+func (s *Store) nextBase(next *manifest.IndexShard, v shardView, purge bool) (base *manifest.IndexShard, pruneFrom, pruneTo int64) {
+	base = next.Clone()
+	base.Through, base.Written, base.Pruned, base.Purge = v.applied, s.now().UTC(), 0, 0
 	if v.base != nil {
 		base.Pruned, base.Purge = v.base.Pruned, v.base.Purge
 		if v.base.Through > v.base.Pruned && s.now().Sub(v.base.Written) > s.indexPruneAfter {
@@ -391,27 +573,22 @@ func (s *Store) foldShard(ctx context.Context, name string, v shardView) {
 			base.Pruned = v.base.Through
 		}
 	}
-	data, err := s.codec.EncodeIndexShard(shardKey(name), base)
-	if err != nil {
-		return
+	if purge {
+		base.Purge = v.applied
 	}
-	etag, err := s.put(ctx, shardKey(name), data, putCond{ifMatch: v.etag, ifNoneMatch: v.etag == ""}, "application/zstd")
-	if err != nil {
-		return
-	}
-	w := baseView(base, etag, v.applied)
-	st := s.shardState(name)
-	st.mu.Lock()
-	if w.newer(st.view) {
-		st.view = w
-	}
-	st.mu.Unlock()
+	s.expireTombstones(base)
+	return base, pruneFrom, pruneTo
+}
+
+// pruneDeltas deletes the deltas from..to of shard name, by number. A
+// delta left behind is garbage, never read again.
+func (s *Store) pruneDeltas(ctx context.Context, name string, from, to int64) {
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(8)
-	for n := pruneFrom; n > 0 && n <= pruneTo; n++ {
+	for n := from; n > 0 && n <= to; n++ {
 		g.Go(func() error { return s.b.delete(gctx, deltaKey(name, n)) })
 	}
-	_ = g.Wait() // a delta left behind is garbage, never read again
+	_ = g.Wait()
 }
 
 // readIndex reads the named shards in parallel and returns their entries.
@@ -575,7 +752,8 @@ func (s *Store) resolveObjects(ctx context.Context, id string) (*agent.Session, 
 	if err != nil {
 		return nil, fmt.Errorf("resolve %q: %w", id, err)
 	}
-	if _, err := s.catchUp(ctx, m, 0); err != nil {
+	stored := len(m.Segments)
+	if _, err := s.catchUp(ctx, m, 0, nil); err != nil {
 		return nil, fmt.Errorf("resolve %q: %w", id, err)
 	}
 	if m.Length == 0 {
@@ -583,7 +761,7 @@ func (s *Store) resolveObjects(ctx context.Context, id string) (*agent.Session, 
 	}
 	// Repair the index the crashed writer did not update; it is a
 	// checkpoint, so a failure here changes nothing.
-	_ = s.updateIndex(ctx, m.Entry())
+	_ = s.updateIndex(ctx, storedEntry(m, stored))
 	return &agent.Session{Info: m.Info(), Store: s}, nil
 }
 

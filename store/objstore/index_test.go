@@ -1,11 +1,16 @@
 package objstore_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
-	"strconv"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
+	"time"
+
+	"github.com/minio/minio-go/v7"
 
 	"github.com/panto-dev/panto/agent"
 	"github.com/panto-dev/panto/internal/manifest"
@@ -15,42 +20,43 @@ import (
 // idIn returns a new session id in index shard name.
 func idIn(name string) string { return name + agent.NewSessionID()[1:] }
 
-// TestIndexDeltas: two Stores take turns creating sessions in one shard,
-// so that each write finds its delta number taken by the other (a 412)
-// and re-reads; past 16 deltas the writers fold them into a base, and the
-// deltas folded by a base older than the prune delay are deleted. A
-// fresh Store and one that read the shard at the start both list every
-// session, and no delta is left at or below what the base says is pruned.
-func TestIndexDeltas(t *testing.T) {
+// TestIndexLegacyDeltas: a prefix an earlier writer of format 3 wrote
+// (index deltas after the bases, no index-bases feature in the marker) is
+// read whole: its readers apply the deltas. The first write of this
+// version folds them into the base it writes and adds the feature; from
+// then on a reader reads the bases alone, and a later write deletes the
+// deltas the base folded once the prune delay has passed.
+func TestIndexLegacyDeltas(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	e := newEnv(t)
-	a, b := e.open(t), e.open(t)
-	objstore.SetIndexPruneAfter(a, 0)
-	objstore.SetIndexPruneAfter(b, 0)
-	early := e.open(t)
-	if _, err := early.List(ctx); err != nil {
+	c := e.srv.Client(t)
+	put := func(key string, data []byte) {
+		t.Helper()
+		if _, err := c.PutObject(ctx, e.bucket, "pfx/"+key, bytes.NewReader(data), int64(len(data)), minio.PutObjectOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put("panto-store.json", []byte(`{"format":"panto-objstore","version":3}`))
+	codec, err := manifest.NewCodec()
+	if err != nil {
 		t.Fatal(err)
 	}
-	const n = 40
+	const n = 20
 	want := map[string]bool{}
-	for i := range n {
-		s := a
-		if i%2 == 1 {
-			s = b
-		}
+	for k := 1; k <= n; k++ {
 		id := idIn("a")
 		want[id] = true
-		if err := s.AppendMessages(ctx, id, []agent.PersistentMessage{user(fmt.Sprint("m", i))}); err != nil {
+		delta := manifest.NewIndexShard("a")
+		delta.Put(manifest.IndexEntry{Info: agent.SessionInfo{ID: id, Created: t0, Modified: t0, MessageCount: 1}, Length: 10, SHA256: strings.Repeat("0", 64)})
+		data, err := codec.EncodeIndexShard("index/a.json.zst", delta)
+		if err != nil {
 			t.Fatal(err)
 		}
+		put(fmt.Sprintf("index/a/%020d.json.zst", k), data)
 	}
-	for _, s := range []*objstore.Store{a, b} {
-		if err := s.Flush(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for name, s := range map[string]*objstore.Store{"fresh": e.open(t), "early": early, "writer": a} {
+	lists := func(name string, s *objstore.Store, n int) {
+		t.Helper()
 		infos, err := s.List(ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -58,52 +64,55 @@ func TestIndexDeltas(t *testing.T) {
 		got := map[string]bool{}
 		for _, info := range infos {
 			got[info.ID] = true
-			if info.MessageCount != 1 {
-				t.Errorf("%s: %s has %d messages", name, info.ID, info.MessageCount)
-			}
-		}
-		if len(got) != n || len(want) != n {
-			t.Fatalf("%s store lists %d sessions, want %d", name, len(got), n)
 		}
 		for id := range want {
 			if !got[id] {
-				t.Fatalf("%s store does not list %s", name, id)
+				t.Fatalf("%s: %s is not listed", name, id)
 			}
 		}
+		if len(infos) != n {
+			t.Fatalf("%s: %d sessions listed, want %d", name, len(infos), n)
+		}
 	}
-	var base *manifest.IndexShard
-	var deltas []int64
+	lists("a reader of the legacy deltas", e.open(t), n)
+
+	w := e.open(t)
+	objstore.SetIndexPruneAfter(w, 0)
+	id := idIn("a")
+	want[id] = true
+	if err := w.AppendMessages(ctx, id, []agent.PersistentMessage{user("new")}); err != nil {
+		t.Fatal(err)
+	}
+	if m := e.object(t, "pfx/panto-store.json"); !strings.Contains(string(m), manifest.FeatureIndexBases) {
+		t.Fatalf("marker after a write of this version: %s", m)
+	}
+	base, err := codec.DecodeIndexShard("index/a.json.zst", codec.CompressSmaller(e.object(t, "pfx/index/a.json.zst")))
+	if err != nil || base.Through != n || len(base.Sessions) != n+1 {
+		t.Fatalf("the base the write made: %v, through %d, %d sessions", err, base.Through, len(base.Sessions))
+	}
+	rec := &recorder{}
+	r := e.open(t, rec.option())
+	rec.take()
+	lists("a reader after the fold", r, n+1)
+	if reqs := rec.take(); slices.ContainsFunc(reqs, func(q request) bool { return strings.Contains(q.path, "/index/a/") }) {
+		t.Errorf("a reader of a prefix with index-bases probed a delta: %+v", reqs)
+	}
+
+	// The next write deletes the deltas the base folded (the prune delay
+	// is 0 for w).
+	if err := w.AppendMessages(ctx, idIn("a"), []agent.PersistentMessage{user("newer")}); err != nil {
+		t.Fatal(err)
+	}
 	for _, o := range e.readBucket(t) {
-		m := indexKey.FindStringSubmatch(o.key)
-		switch {
-		case m == nil || m[1] != "a":
-		case m[3] == "":
-			codec, _ := manifest.NewCodec()
-			var err error
-			if base, err = codec.DecodeIndexShard(o.key, codec.CompressSmaller(o.data)); err != nil {
-				t.Fatal(err)
-			}
-		default:
-			k, _ := strconv.ParseInt(m[3], 10, 64)
-			deltas = append(deltas, k)
+		if strings.HasPrefix(o.key, "pfx/index/a/") {
+			t.Errorf("delta %s is left after the base folding it was pruned", o.key)
 		}
 	}
-	if base == nil {
-		t.Fatal("no base: the deltas were never folded")
-	}
-	t.Logf("base: through %d, pruned %d; deltas %v", base.Through, base.Pruned, deltas)
-	if base.Through < 32 || base.Pruned < 16 || len(base.Sessions) > n {
-		t.Fatalf("base after %d deltas: %+v", n, base)
-	}
-	for _, k := range deltas {
-		if k <= base.Pruned {
-			t.Errorf("delta %d is still there, the base says up to %d are pruned", k, base.Pruned)
-		}
-	}
+	lists("a reader after the prune", e.open(t), n+2)
 }
 
 // TestIndexConcurrentWriters: Stores writing one shard at once (their
-// deltas race for numbers, and group commits within each Store) lose no
+// base replacements race, and group commits within each Store) lose no
 // entry.
 func TestIndexConcurrentWriters(t *testing.T) {
 	t.Parallel()
@@ -160,5 +169,49 @@ func TestIndexConcurrentWriters(t *testing.T) {
 		if want[info.ID] != info.MessageCount {
 			t.Errorf("%s: %d messages, want %d", info.ID, info.MessageCount, want[info.ID])
 		}
+	}
+}
+
+// TestOpenSnapshot: with WithOpenSnapshot, the listings right after Open
+// serve the index as Open read it, with no request, and with the Store's
+// own writes; a session another Store adds is listed once the snapshot's
+// two seconds are over. Without the option every listing reads the index.
+func TestOpenSnapshot(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newEnv(t)
+	if err := e.open(t).AppendMessages(ctx, idIn("1"), []agent.PersistentMessage{user("before")}); err != nil {
+		t.Fatal(err)
+	}
+	rec := &recorder{}
+	s := e.open(t, rec.option(), objstore.WithOpenSnapshot())
+	now := time.Now()
+	objstore.SetNow(s, func() time.Time { return now })
+	rec.take()
+	if err := e.open(t).AppendMessages(ctx, idIn("2"), []agent.PersistentMessage{user("by another")}); err != nil {
+		t.Fatal(err)
+	}
+	own := idIn("3")
+	if err := s.AppendMessages(ctx, own, []agent.PersistentMessage{user("own")}); err != nil {
+		t.Fatal(err)
+	}
+	rec.take()
+	infos, err := s.List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if reqs := rec.take(); len(reqs) != 0 || len(infos) != 2 {
+		t.Fatalf("list in the snapshot: %d sessions, %d requests, want 2 (Open's and its own) and none", len(infos), len(reqs))
+	}
+	now = now.Add(3 * time.Second)
+	if infos, err = s.List(ctx); err != nil || len(infos) != 3 {
+		t.Fatalf("list after the snapshot: %v, %d sessions, want 3", err, len(infos))
+	}
+	plain := e.open(t)
+	if err := e.open(t).AppendMessages(ctx, idIn("4"), []agent.PersistentMessage{user("later")}); err != nil {
+		t.Fatal(err)
+	}
+	if infos, err := plain.List(ctx); err != nil || len(infos) != 4 {
+		t.Fatalf("list without the option: %v, %d sessions, want 4", err, len(infos))
 	}
 }

@@ -243,7 +243,7 @@ func TestLayout(t *testing.T) {
 				t.Fatalf("manifest %+v", m)
 			}
 		case strings.HasSuffix(o.key, "panto-store.json"):
-			if !bytes.Equal(o.data, []byte(`{"format":"panto-objstore","version":3}`)) {
+			if !bytes.Equal(o.data, []byte(`{"format":"panto-objstore","version":3,"requires":["index-bases"]}`)) {
 				t.Fatalf("marker %s", o.data)
 			}
 		}
@@ -278,7 +278,7 @@ func TestLayoutOneSegment(t *testing.T) {
 	}
 	entry := indexEntries(t, objs, "c")[id]
 	slices.Sort(keys)
-	want := []string{"pfx/index/c/00000000000000000001.json.zst", "pfx/panto-probe.json", "pfx/panto-store.json", "pfx/sessions/" + id + "/" + manifest.SegmentName(0)}
+	want := []string{"pfx/index/c.json.zst", "pfx/panto-probe.json", "pfx/panto-store.json", "pfx/sessions/" + id + "/" + manifest.SegmentName(0)}
 	if !slices.Equal(keys, want) {
 		t.Fatalf("objects %q, want %q", keys, want)
 	}
@@ -324,20 +324,19 @@ func TestRequestsPerAppend(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The first append of a session writes its segment and its index
-	// entry, no manifest: the segment PUT, then the uncached shard's
-	// reading (its base and first delta: 404s in this fresh bucket) and
-	// the PUT of its next delta.
+	// entry, no manifest: the segment PUT, then the PUT of the shard's
+	// base, from the reading Open made: two round trips.
 	first := rec.take()
 	for _, q := range first {
 		t.Logf("first append: %s %s %d", q.method, q.path, q.status)
 	}
-	if len(first) != 4 || count(first, "PUT") != 2 || !strings.HasSuffix(first[0].path, "/"+manifest.SegmentName(0)) ||
+	if len(first) != 2 || count(first, "PUT") != 2 || rounds(first) != 2 || !strings.HasSuffix(first[0].path, "/"+manifest.SegmentName(0)) ||
 		slices.ContainsFunc(first, func(r request) bool { return strings.HasSuffix(r.path, "manifest.json") }) {
 		t.Fatalf("first append: %+v", first)
 	}
 	// The first append waited for its index entry; later ones return at
 	// their commit point: one PUT, one round trip. The checkpoint follows
-	// in the background: the index delta PUT (If-None-Match), and with the
+	// in the background: the index shard's PUT (If-Match), and with the
 	// append that brings 8 segments past the manifest (none yet: the first
 	// segment does not count), the manifest PUT in parallel with it; no
 	// GET.
@@ -379,19 +378,19 @@ func TestRequestsPerAppend(t *testing.T) {
 			t.Fatalf("checkpoint of the append with %d segments: %+v", segments, reqs)
 		}
 	}
-	// List, resolve and latest cost two GETs per shard (its base, a 304
-	// when cached, and a probe for its next delta), no LIST.
+	// List, resolve and latest cost one GET per shard (its base, a 304
+	// when cached), all at once, no LIST.
 	rec.setFault(nil)
 	if _, err := s.List(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if reqs := rec.take(); len(reqs) != 2*manifest.Shards || count(reqs, "GET") != len(reqs) || slices.ContainsFunc(reqs, func(r request) bool { return strings.Contains(r.path, "list-type") }) {
+	if reqs := rec.take(); len(reqs) != manifest.Shards || count(reqs, "GET") != len(reqs) || slices.ContainsFunc(reqs, func(r request) bool { return strings.Contains(r.path, "list-type") }) {
 		t.Fatalf("list: %+v", reqs)
 	}
 	if _, err := s.Resolve(ctx, sess.Info.ID[:3]); err != nil {
 		t.Fatal(err)
 	}
-	if reqs := rec.take(); len(reqs) != 2 {
+	if reqs := rec.take(); len(reqs) != 1 {
 		t.Fatalf("resolve: %d requests", len(reqs))
 	}
 }

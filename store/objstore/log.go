@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"hash"
 	"io"
@@ -54,7 +55,7 @@ func (s *Store) Checkpoints(ctx context.Context, id string) ([]store.Checkpoint,
 	if err != nil {
 		return nil, err
 	}
-	if _, err := s.catchUpFrom(ctx, m, 0); err != nil {
+	if _, err := s.catchUpFrom(ctx, m, 0, nil); err != nil {
 		return nil, fmt.Errorf("checkpoints of session %s: %w", id, err)
 	}
 	if m.Length == 0 {
@@ -70,10 +71,12 @@ func (s *Store) Checkpoints(ctx context.Context, id string) ([]store.Checkpoint,
 // A log reader fetches up to readAhead segments, and readAheadBytes of
 // them, ahead of the one it returns bytes from: a load's segments come in
 // parallel, and the memory a read holds stays bounded whatever the
-// session's size.
+// session's size. A session the index says is at most earlyFirstMax long
+// has its first segment fetched with its manifest, not after it.
 const (
-	readAhead      = 8
+	readAhead      = 64
 	readAheadBytes = 16 << 20
+	earlyFirstMax  = 1 << 20
 )
 
 // ReadLog returns a reader of session id's committed bytes from offset
@@ -81,23 +84,59 @@ const (
 // The segments the manifest lists are fetched readAhead at a time, from
 // the moment ReadLog is called, while it probes for the segments after
 // the manifest (§P4); each is verified against the manifest before the
-// reader returns a byte of it (§P7).
+// reader returns a byte of it (§P7). When this Store's reading of the
+// index knows the session, the probe at its indexed end (and, for a short
+// session, its first segment) goes out with the manifest's GET: a session
+// of one segment, or whose manifest is up to date, reads in one round
+// trip.
 func (s *Store) ReadLog(ctx context.Context, id string, from int64) (io.ReadCloser, store.Checkpoint, error) {
 	if err := agent.ValidateSessionID(id); err != nil {
 		return nil, store.Checkpoint{}, err
 	}
-	m, _, err := s.readManifest(ctx, id)
+	e, known := s.cachedEntry(id)
+	if known && e.Resume.Segments > 0 && e.Resume.Stored == 0 && e.Length <= readAheadBytes/2 {
+		r, end, err := s.readLogProbing(ctx, id, from, e)
+		if !errors.Is(err, ErrCorrupt) || errors.Is(err, agent.ErrSessionDeleted) {
+			return r, end, err
+		}
+		// The segments do not end where the entry says: a manifest
+		// written after the entry (a compaction, say) lists others. Read
+		// it.
+	}
+	var keys []string
+	first := s.sessionKey(id, manifest.SegmentName(0))
+	if known {
+		if from == 0 && e.Length <= earlyFirstMax {
+			keys = append(keys, first)
+		}
+		keys = append(keys, s.sessionKey(id, manifest.SegmentName(e.Length)))
+	}
+	early := s.startGets(ctx, keys...)
+	m, etag, err := s.readManifest(ctx, id)
 	if err != nil {
 		return nil, store.Checkpoint{}, fmt.Errorf("read session %s: %w", id, err)
 	}
 	r := newLogReader(ctx, s, id, from)
 	for _, seg := range m.Segments {
-		if seg.End() > from {
-			r.add(seg, nil)
+		if seg.End() <= from {
+			continue
 		}
+		if data, ok, gerr := early.take(ctx, s.sessionKey(id, seg.Name())); ok {
+			raw, err := s.listedSegment(ctx, id, seg, data, gerr)
+			if err != nil {
+				r.Close()
+				return nil, store.Checkpoint{}, fmt.Errorf("read session %s: %w", id, err)
+			}
+			r.add(seg, raw)
+			continue
+		}
+		r.add(seg, nil)
+	}
+	if len(m.Segments) > 0 {
+		early.take(ctx, first) // a merged first segment made it useless
 	}
 	caught := m.Clone()
-	probed, err := s.catchUpFrom(ctx, caught, readAheadBytes/2)
+	probed, err := s.catchUpFrom(ctx, caught, readAheadBytes/2, early)
 	if err != nil {
 		r.Close()
 		return nil, store.Checkpoint{}, fmt.Errorf("read session %s: %w", id, err)
@@ -116,7 +155,75 @@ func (s *Store) ReadLog(ctx context.Context, id string, from int64) (io.ReadClos
 			r.add(p.seg, p.raw)
 		}
 	}
+	s.adoptRead(id, caught, etag, len(m.Segments), m)
 	return r, end, nil
+}
+
+// readLogProbing is ReadLog of a session whose index entry e says no
+// manifest is stored (a session pushed or created in one segment, or
+// appended to since by tails of fewer than 8 segments): it probes from
+// seg/0, the first segment and the probe at the indexed end sent at once,
+// so that a session of one segment reads in one round trip and one of n
+// segments in n. The probed bytes are checked against e (catchUpFrom).
+func (s *Store) readLogProbing(ctx context.Context, id string, from int64, e manifest.IndexEntry) (io.ReadCloser, store.Checkpoint, error) {
+	early := s.startGets(ctx, s.sessionKey(id, manifest.SegmentName(0)), s.sessionKey(id, manifest.SegmentName(e.Length)))
+	caught := manifest.New(id)
+	probed, err := s.catchUpFrom(ctx, caught, readAheadBytes/2, early)
+	if err != nil {
+		return nil, store.Checkpoint{}, fmt.Errorf("read session %s: %w", id, err)
+	}
+	end := store.Checkpoint{Length: caught.Length, SHA256: caught.SHA256}
+	switch {
+	case end.Length == 0:
+		return nil, end, agent.NotFoundError(id)
+	case end.Length < e.Length:
+		return nil, end, fmt.Errorf("read session %s: %w: its segments end at %d, the index says %d", id, ErrCorrupt, end.Length, e.Length)
+	case from < 0 || from > end.Length:
+		return nil, end, fmt.Errorf("read session %s: offset %d outside its %d bytes", id, from, end.Length)
+	}
+	r := newLogReader(ctx, s, id, from)
+	for _, p := range probed {
+		if p.seg.End() > from {
+			r.add(p.seg, p.raw)
+		}
+	}
+	s.adoptRead(id, caught, "", 0, caught)
+	return r, end, nil
+}
+
+// adoptRead keeps what a read learned of session id (caught: the stored
+// manifest m, with etag, extended by the probed segments) as the Store's
+// state of it, when it has none, so that an append after a load (panto
+// -c) need not read it again. A summary an older panto folded is not
+// adopted: an append must fold it again first (readManifestFolded).
+func (s *Store) adoptRead(id string, caught *manifest.Manifest, etag string, stored int, m *manifest.Manifest) {
+	if m.StaleSummary() {
+		return
+	}
+	st := s.state(id)
+	select {
+	case st.mu <- struct{}{}:
+	default:
+		return // an append holds it: it knows better
+	}
+	if !st.loaded {
+		st.adoptStored(caught.Clone(), etag, stored, s.now())
+	}
+	st.mu.unlock()
+}
+
+// cachedEntry returns session id's entry in this Store's reading of its
+// index shard, if the reading is recent (indexStale); it makes no
+// request.
+func (s *Store) cachedEntry(id string) (manifest.IndexEntry, bool) {
+	st := s.shardState(manifest.ShardOf(id))
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if !st.loaded || st.view.shard == nil || s.now().Sub(st.fresh) >= indexStale {
+		return manifest.IndexEntry{}, false
+	}
+	e, ok := st.view.shard.Sessions[id]
+	return e, ok
 }
 
 // logReader returns the bytes of a run of segments from offset from,
@@ -261,7 +368,7 @@ func (s *Store) Verify(ctx context.Context, id string) error {
 	if err != nil {
 		return fmt.Errorf("verify session %s: %w", id, err)
 	}
-	if _, err := s.catchUpFrom(ctx, m, 0); err != nil {
+	if _, err := s.catchUpFrom(ctx, m, 0, nil); err != nil {
 		return fmt.Errorf("verify session %s: %w", id, err)
 	}
 	if m.Length == 0 {

@@ -148,6 +148,11 @@ type Store struct {
 	shards   map[string]*shardState
 	busy     int           // running checkpointLoops
 	idle     chan struct{} // closed when busy drops to 0
+
+	// openSnapshot: WithOpenSnapshot.
+	openSnapshot bool
+	// adoptMu: one adoption of manifest.FeatureIndexBases at a time.
+	adoptMu sync.Mutex
 }
 
 // Option configures Open.
@@ -164,6 +169,7 @@ type options struct {
 	deferIndex       bool
 	manifestEvery    int
 	idleTimeout      time.Duration
+	openSnapshot     bool
 	key              *seal.Key
 }
 
@@ -233,6 +239,15 @@ const DefaultIdleTimeout = 30 * time.Second
 // direction, before its request fails (default DefaultIdleTimeout; 0 or
 // less: never).
 func WithIdleTimeout(d time.Duration) Option { return func(o *options) { o.idleTimeout = d } }
+
+// WithOpenSnapshot makes the Store's listings of the index (List, Latest,
+// Resolve, Logs, Tombstones) in the two seconds after Open serve the
+// reading Open made, which goes out with Open's own requests, instead of
+// reading the index again: for a command that opens a store to list it at
+// once (panto sessions, panto -c, a sync), Open and the listing are one
+// round trip. Those listings show the bucket as it was during Open, plus
+// this Store's own writes; later ones read it again.
+func WithOpenSnapshot() Option { return func(o *options) { o.openSnapshot = true } }
 
 // WithMaxAttempts bounds the attempts of each conditional-write loop
 // (default 10) and of the SDK's retries of one request (at most 5).
@@ -326,6 +341,7 @@ func Open(ctx context.Context, rawURL string, opts ...Option) (*Store, error) {
 		maxAttempts:      max(o.maxAttempts, 1),
 		parallel:         8,
 		deferIndex:       o.deferIndex,
+		openSnapshot:     o.openSnapshot,
 		manifestEvery:    max(o.manifestEvery, 1),
 		indexPruneAfter:  indexPruneAfter,
 		sessions:         map[string]*sessionState{},
@@ -357,8 +373,9 @@ func parseURL(raw string) (bucketName, prefix string, err error) {
 }
 
 // open reads (or creates) the format marker and, in parallel, probes that
-// the server honours conditional writes: Open's one round trip. These are
-// the Store's first requests, so their errors are explained for the user.
+// the server honours conditional writes and reads the index shards for the
+// first listing: Open's one round trip. These are the Store's first
+// requests, so their errors are explained for the user.
 func (s *Store) open(ctx context.Context, endpoint string) error {
 	var created, matched probeOutcome
 	var createErr, matchErr error
@@ -369,8 +386,12 @@ func (s *Store) open(ctx context.Context, endpoint string) error {
 		defer wg.Done()
 		matched, matchErr = s.probePut(ctx, putCond{ifMatch: `"00000000000000000000000000000000"`})
 	}()
+	marker := make(chan struct{})
+	prefetched := s.prefetchIndex(ctx, marker)
 	markerErr := s.checkMarker(ctx, endpoint)
+	close(marker)
 	wg.Wait()
+	prefetched.Wait()
 	if markerErr != nil {
 		return markerErr
 	}

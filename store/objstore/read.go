@@ -80,11 +80,11 @@ type fetched struct {
 // bytes of the first ones up to keep bytes in all (a reader serves them
 // without fetching them again; keeping them all would make memory grow
 // with the session).
-func (s *Store) catchUp(ctx context.Context, m *manifest.Manifest, keep int64) ([]fetched, error) {
+func (s *Store) catchUp(ctx context.Context, m *manifest.Manifest, keep int64, early earlyGets) ([]fetched, error) {
 	var found []fetched
 	for {
 		key := s.sessionKey(m.ID, manifest.SegmentName(m.Length))
-		data, _, err := s.b.get(ctx, key, "")
+		data, err := early.get(ctx, s, key)
 		if errors.Is(err, errNotFound) {
 			return found, nil
 		}
@@ -115,12 +115,13 @@ func (s *Store) catchUp(ctx context.Context, m *manifest.Manifest, keep int64) (
 // stored). The segments past the manifest are found by probing, and
 // nothing but their own framing (the zstd frame checksum, whole committed
 // lines, the header's id) vouches for their bytes: the session's index
-// entry, read in parallel with the probe (one GET of one shard, a 304
-// when cached), does. The index is written after the segments and may lag
+// entry does, from the shard as this Store last read it when that is
+// recent (indexStale), else read in parallel with the probe (one GET, a
+// 304 when unchanged). The index is written after the segments and may lag
 // (a shorter prefix), never lead: when it is past the manifest, its
 // length must end a probed segment whose prefix hash is its sha256, else
 // ErrCorrupt naming the objects.
-func (s *Store) catchUpFrom(ctx context.Context, m *manifest.Manifest, keep int64) ([]fetched, error) {
+func (s *Store) catchUpFrom(ctx context.Context, m *manifest.Manifest, keep int64, early earlyGets) ([]fetched, error) {
 	storedLen := m.Length
 	var (
 		found []fetched
@@ -129,7 +130,7 @@ func (s *Store) catchUpFrom(ctx context.Context, m *manifest.Manifest, keep int6
 	)
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error {
-		shard, err := s.readShard(gctx, manifest.ShardOf(m.ID))
+		shard, err := s.cachedShard(gctx, manifest.ShardOf(m.ID))
 		if errors.Is(err, ErrCorrupt) {
 			// A damaged shard says nothing, as an entry never written
 			// does: the session still loads (§P2, §P4).
@@ -143,7 +144,7 @@ func (s *Store) catchUpFrom(ctx context.Context, m *manifest.Manifest, keep int6
 	})
 	g.Go(func() error {
 		var err error
-		found, err = s.catchUp(gctx, m, keep)
+		found, err = s.catchUp(gctx, m, keep, early)
 		return err
 	})
 	if err := g.Wait(); err != nil {
@@ -160,7 +161,7 @@ func (s *Store) catchUpFrom(ctx context.Context, m *manifest.Manifest, keep int6
 		for _, f := range found {
 			keep -= int64(len(f.raw))
 		}
-		more, err := s.catchUp(ctx, m, keep)
+		more, err := s.catchUp(ctx, m, keep, early)
 		if err != nil {
 			return nil, err
 		}
@@ -200,6 +201,13 @@ func (s *Store) checkIndexed(m *manifest.Manifest, e manifest.IndexEntry, stored
 func (s *Store) fetchSegment(ctx context.Context, id string, seg manifest.Segment) ([]byte, error) {
 	key := s.sessionKey(id, seg.Name())
 	data, _, err := s.b.get(ctx, key, "")
+	return s.listedSegment(ctx, id, seg, data, err)
+}
+
+// listedSegment checks the stored bytes data of seg, a segment a manifest
+// lists (err: the GET's), and returns its raw bytes.
+func (s *Store) listedSegment(ctx context.Context, id string, seg manifest.Segment, data []byte, err error) ([]byte, error) {
+	key := s.sessionKey(id, seg.Name())
 	if err != nil {
 		if errors.Is(err, errNotFound) {
 			// A manifest read before the session was deleted lists
@@ -255,4 +263,58 @@ func committed(l *sessionlog.Log) int {
 		return 0
 	}
 	return l.Committed
+}
+
+// earlyGets are GETs a reader issues before it knows it needs them:
+// ReadLog fetches a short session's first segment, and the segment after
+// its indexed end (the probe that ends a read), along with its manifest,
+// so that a session of one segment reads in one round trip. Each is used
+// at most once, by one goroutine (catchUp's).
+type earlyGets map[string]*earlyGet
+
+type earlyGet struct {
+	done chan struct{}
+	data []byte
+	err  error
+}
+
+// startGets issues a GET of each key.
+func (s *Store) startGets(ctx context.Context, keys ...string) earlyGets {
+	if len(keys) == 0 {
+		return nil
+	}
+	g := make(earlyGets, len(keys))
+	for _, key := range keys {
+		e := &earlyGet{done: make(chan struct{})}
+		g[key] = e
+		go func() {
+			defer close(e.done)
+			e.data, _, e.err = s.b.get(ctx, key, "")
+		}()
+	}
+	return g
+}
+
+// take returns the early GET of key, if there was one, and forgets it.
+func (g earlyGets) take(ctx context.Context, key string) ([]byte, bool, error) {
+	e, ok := g[key]
+	if !ok {
+		return nil, false, nil
+	}
+	delete(g, key)
+	select {
+	case <-e.done:
+		return e.data, true, e.err
+	case <-ctx.Done():
+		return nil, true, ctx.Err()
+	}
+}
+
+// get is the early GET of key if there was one, else a GET now.
+func (g earlyGets) get(ctx context.Context, s *Store, key string) ([]byte, error) {
+	if data, ok, err := g.take(ctx, key); ok {
+		return data, err
+	}
+	data, _, err := s.b.get(ctx, key, "")
+	return data, err
 }

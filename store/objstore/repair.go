@@ -214,8 +214,10 @@ func (s *Store) sessionStatesAll(ctx context.Context, ids []string) (map[string]
 	for _, id := range ids {
 		g.Go(func() error {
 			m, _, err := s.readManifestFolded(gctx, id) // the summary goes to the index
+			stored := 0
 			if err == nil {
-				_, err = s.catchUp(gctx, m, 0)
+				stored = len(m.Segments)
+				_, err = s.catchUp(gctx, m, 0, nil)
 			}
 			tomb, deleted := tombstoneOf(err)
 			mu.Lock()
@@ -228,7 +230,7 @@ func (s *Store) sessionStatesAll(ctx context.Context, ids []string) (map[string]
 			case err != nil:
 				return err
 			case m.Length > 0:
-				truth[id] = m.Entry()
+				truth[id] = storedEntry(m, stored)
 			}
 			return nil
 		})
@@ -310,4 +312,14 @@ func sortedKeys(m map[string]bool) []string {
 	}
 	slices.Sort(keys)
 	return keys
+}
+
+// storedEntry is m's index entry when the stored manifest lists its first
+// stored segments.
+func storedEntry(m *manifest.Manifest, stored int) manifest.IndexEntry {
+	e := m.Entry()
+	if e.Resume.HashState != "" {
+		e.Resume.Stored = stored
+	}
+	return e
 }
