@@ -56,6 +56,10 @@ FUZZ_TARGETS := \
 	internal/manifest:FuzzIndexFold \
 	internal/manifest:FuzzMarker \
 	internal/manifest:FuzzTombstone \
+	internal/manifest:FuzzSealedManifest \
+	internal/manifest:FuzzSealedIndexShard \
+	internal/seal:FuzzParseKeyFile \
+	internal/seal:FuzzOpen \
 	store/fsjsonl:FuzzListCache
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \

@@ -7,6 +7,7 @@
 //	copy    SRC -> DST           (any two stores)
 //	status  what push and pull would do (replica.PlanAll)
 //	ls, verify, repair, compact  one store
+//	keygen  a new bucket key file (internal/seal), for an encrypted bucket
 //
 // The engine is package replica; this command keeps the flags, the
 // output and the exit codes: main.go dispatches, each command lives in its
@@ -78,7 +79,8 @@ copy move. A session changed on both sides is reported as diverged and left alon
 
 Credentials and region come from the standard AWS environment (AWS_ACCESS_KEY_ID,
 AWS_SECRET_ACCESS_KEY, AWS_REGION, AWS_PROFILE, ...); the endpoint from --endpoint
-or AWS_ENDPOINT_URL_S3.
+or AWS_ENDPOINT_URL_S3. An encrypted bucket takes its key with --key-file FILE or
+PANTO_KEY_FILE (panto-sync keygen FILE makes one).
 
 Exit status: 0 all done, 1 an error (one line on stderr says what to fix),
 3 a session diverged.`,
@@ -86,7 +88,7 @@ Exit status: 0 all done, 1 an error (one line on stderr says what to fix),
 		ErrWriter:       stderr,
 		HideHelpCommand: true,
 		Commands: []*cli.Command{
-			pushCommand(), pullCommand(), copyCommand(), statusCommand(), lsCommand(), verifyCommand(), repairCommand(), compactCommand(),
+			pushCommand(), pullCommand(), copyCommand(), statusCommand(), lsCommand(), verifyCommand(), repairCommand(), compactCommand(), keygenCommand(),
 		},
 		ExitErrHandler: func(*cli.Context, error) {}, // run maps errors to exit codes
 		OnUsageError: func(c *cli.Context, err error, _ bool) error {

@@ -41,6 +41,9 @@ type options struct {
 	Progress bool
 	// Trace logs every S3 request (-v, PANTO_TRACE=1); nil: none.
 	Trace *slog.Logger
+	// KeyFile is the key file of the bucket (--key-file, PANTO_KEY_FILE);
+	// "": none.
+	KeyFile string
 }
 
 // dirFlag is --dir, whose default is the directory panto itself uses:
@@ -74,7 +77,13 @@ func commonFlags() []cli.Flag {
 }
 
 func remoteFlags() []cli.Flag {
-	return append([]cli.Flag{endpointFlag(), stallFlag()}, commonFlags()...)
+	return append([]cli.Flag{endpointFlag(), stallFlag(), keyFileFlag()}, commonFlags()...)
+}
+
+// keyFileFlag is --key-file: the key of an encrypted bucket, and the key
+// a new prefix is created encrypted with.
+func keyFileFlag() cli.Flag {
+	return &cli.StringFlag{Name: "key-file", Usage: "the bucket key `FILE` (panto-sync keygen makes one): an encrypted prefix needs the key it was created with, and a new prefix opened with one is created encrypted; a directory is never encrypted", EnvVars: []string{"PANTO_KEY_FILE"}}
 }
 
 func dryRunFlag() cli.Flag {
@@ -102,6 +111,7 @@ func parseOptions(c *cli.Context) (*options, error) {
 		Args:        c.Args().Slice(),
 		Stdout:      c.App.Writer,
 		Stderr:      c.App.ErrWriter,
+		KeyFile:     c.String("key-file"),
 	}
 	if c.Bool("verbose") {
 		o.Trace = slog.New(slog.NewTextHandler(o.Stderr, nil))

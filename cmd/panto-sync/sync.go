@@ -9,6 +9,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/panto-dev/panto/internal/seal"
 	"github.com/panto-dev/panto/replica"
 	"github.com/panto-dev/panto/store"
 	"github.com/panto-dev/panto/store/backends"
@@ -20,6 +21,9 @@ type end struct {
 	endpoint string
 	stall    time.Duration
 	trace    *slog.Logger
+	// keyFile is the bucket key's file of an s3:// side ("": none); a
+	// directory ignores it.
+	keyFile string
 	// create: a missing directory is created (the destination of a pull
 	// or copy); otherwise it is an error.
 	create bool
@@ -27,7 +31,7 @@ type end struct {
 
 // end is one side as the flags of o name it.
 func (o *options) end(spec, endpoint string) end {
-	return end{spec: spec, endpoint: endpoint, stall: o.Stall, trace: o.Trace}
+	return end{spec: spec, endpoint: endpoint, stall: o.Stall, trace: o.Trace, keyFile: o.KeyFile}
 }
 
 // open opens the store of e. Sync appends to many sessions and flushes
@@ -43,7 +47,13 @@ func (e end) open(ctx context.Context, what string) (store.LogStore, error) {
 			return nil, fmt.Errorf("no session catalog at %s: give the %s as a directory of <id>.jsonl files (--dir DIR for push)", spec.Dir, what)
 		}
 	}
-	s, err := backends.OpenLog(ctx, e.spec, backends.Options{Endpoint: e.endpoint, Bulk: true, StallTimeout: e.stall, Trace: e.trace, Snapshot: true})
+	var key *seal.Key
+	if spec.Kind == store.KindS3 && e.keyFile != "" {
+		if key, err = seal.LoadKeyFile(e.keyFile); err != nil {
+			return nil, fmt.Errorf("%w: give the file panto-sync keygen wrote (--key-file, PANTO_KEY_FILE)", err)
+		}
+	}
+	s, err := backends.OpenLog(ctx, e.spec, backends.Options{Endpoint: e.endpoint, Bulk: true, StallTimeout: e.stall, Trace: e.trace, Snapshot: true, Key: key})
 	if err != nil {
 		return nil, err
 	}

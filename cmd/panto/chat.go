@@ -74,7 +74,11 @@ func chat(c *cli.Context, e *env) error {
 	if err != nil {
 		return err
 	}
-	st, err := backends.OpenSpec(c.Context, spec, storeOptions(c))
+	opts, err := storeOptions(c, spec)
+	if err != nil {
+		return err
+	}
+	st, err := backends.OpenSpec(c.Context, spec, opts)
 	if err != nil {
 		return err
 	}

@@ -77,11 +77,14 @@ Examples:
    panto -r 3f9a "and now the tests"           resume a session by id prefix
    panto -r                                    pick the session to resume from a list
    panto --store s3://my-bucket/panto          sessions in a bucket (AWS env for credentials)
+   panto --store s3://my-bucket/panto --key-file ~/.config/panto/bucket.key   an encrypted bucket
    panto --api-style anthropic-messages --model claude-sonnet-4-5 --reasoning medium
    panto --base-url http://localhost:11434/v1 --model llama3.2   a local OpenAI-compatible server
 
 The API key comes from PANTO_API_KEY, else OPENAI_API_KEY or ANTHROPIC_API_KEY
-by --api-style; it is never stored or printed.`,
+by --api-style; it is never stored or printed. A bucket's key file (--key-file or
+PANTO_KEY_FILE; panto-sync keygen makes one) encrypts every session in it: a prefix
+first opened with a key is created encrypted, and opens with that key only.`,
 		Flags:  chatFlags(),
 		Action: func(c *cli.Context) error { return chat(c, e) },
 		Commands: []*cli.Command{

@@ -14,6 +14,7 @@ import (
 	"github.com/panto-dev/panto/agent"
 	"github.com/panto-dev/panto/agent/anthropicmessages"
 	"github.com/panto-dev/panto/agent/openaichat"
+	"github.com/panto-dev/panto/internal/seal"
 	"github.com/panto-dev/panto/store"
 	"github.com/panto-dev/panto/store/backends"
 )
@@ -40,13 +41,15 @@ func storeFlags(withEnv bool) []cli.Flag {
 		&cli.StringFlag{Name: "store", Usage: "where sessions live: a directory, file://DIR, s3://BUCKET[/PREFIX] or none (default: $XDG_DATA_HOME/panto/sessions)", EnvVars: env("PANTO_STORE")},
 		&cli.StringFlag{Name: "endpoint", Usage: "S3 endpoint URL of an s3:// store, e.g. http://127.0.0.1:9000 (default: AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL, else AWS)", EnvVars: env("PANTO_ENDPOINT")},
 		&cli.BoolFlag{Name: "verbose", Aliases: []string{"v"}, Usage: "log every request to an S3 store on stderr: method, key, status, bytes, milliseconds", EnvVars: []string{"PANTO_TRACE"}},
+		&cli.StringFlag{Name: "key-file", Usage: "the bucket key `FILE` of an s3:// store (panto-sync keygen makes one): an encrypted prefix needs the key it was created with, and a new prefix opened with one is created encrypted; a directory ignores it", EnvVars: env("PANTO_KEY_FILE")},
 	}
 }
 
-// storeOptions are the backend options the flags give: the endpoint, and
-// the request trace of -v (or PANTO_TRACE=1) before or after a
-// subcommand.
-func storeOptions(c *cli.Context) backends.Options {
+// storeOptions are the backend options the flags give for the store of
+// spec: the endpoint, the request trace of -v (or PANTO_TRACE=1) before or
+// after a subcommand, and the key of --key-file (or PANTO_KEY_FILE) for a
+// bucket (the local catalog is never encrypted).
+func storeOptions(c *cli.Context, spec store.Spec) (backends.Options, error) {
 	verbose := false
 	for _, cc := range c.Lineage() {
 		verbose = verbose || cc.Bool("verbose")
@@ -55,8 +58,15 @@ func storeOptions(c *cli.Context) backends.Options {
 	if verbose {
 		trace = slog.New(slog.NewTextHandler(c.App.ErrWriter, nil))
 	}
+	var key *seal.Key
+	if path := flagValue(c, "key-file"); path != "" && spec.Kind == store.KindS3 {
+		var err error
+		if key, err = seal.LoadKeyFile(path); err != nil {
+			return backends.Options{}, fmt.Errorf("%w: give the file panto-sync keygen wrote (--key-file, PANTO_KEY_FILE)", err)
+		}
+	}
 	// Every command lists or resolves right after opening the store.
-	return backends.Options{Endpoint: flagValue(c, "endpoint"), Trace: trace, Snapshot: true}
+	return backends.Options{Endpoint: flagValue(c, "endpoint"), Trace: trace, Snapshot: true, Key: key}, nil
 }
 
 // flagValue returns the value of a flag given to this command or to the
@@ -91,7 +101,11 @@ func openStore(c *cli.Context) (agent.SessionStore, store.Spec, error) {
 	if err != nil {
 		return nil, store.Spec{}, err
 	}
-	st, err := backends.OpenSpec(c.Context, spec, storeOptions(c))
+	opts, err := storeOptions(c, spec)
+	if err != nil {
+		return nil, spec, err
+	}
+	st, err := backends.OpenSpec(c.Context, spec, opts)
 	if err != nil {
 		return nil, spec, err
 	}

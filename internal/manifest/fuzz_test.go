@@ -55,20 +55,20 @@ func FuzzIndexShard(f *testing.F) {
 	}
 	f.Add(c.Compress([]byte(`{"version":1,"shard":"0","sessions":{"x":{}}}`)))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		s, err := c.DecodeIndexShard(stored(c, data))
+		s, err := c.DecodeIndexShard(shardName, stored(c, data))
 		if err != nil {
 			return
 		}
-		again, err := c.EncodeIndexShard(s)
+		again, err := c.EncodeIndexShard(shardName, s)
 		if err != nil {
 			t.Fatalf("accepted shard does not re-encode: %v", err)
 		}
-		s2, err := c.DecodeIndexShard(again)
+		s2, err := c.DecodeIndexShard(shardName, again)
 		if err != nil {
 			t.Fatalf("re-encoded shard does not decode: %v", err)
 		}
 		sameShard(t, "re-decoded", s, s2)
-		third, _ := c.EncodeIndexShard(s2)
+		third, _ := c.EncodeIndexShard(shardName, s2)
 		if !bytes.Equal(mustDecompress(t, c, again), mustDecompress(t, c, third)) {
 			t.Fatal("encoding is not stable")
 		}
@@ -101,9 +101,9 @@ func FuzzIndexFold(f *testing.F) {
 		f.Add(seeds[i], seeds[(i+1)%len(seeds)], seeds[(i+2)%len(seeds)])
 	}
 	f.Fuzz(func(t *testing.T, baseData, d1Data, d2Data []byte) {
-		base, err1 := c.DecodeIndexShard(stored(c, baseData))
-		d1, err2 := c.DecodeIndexShard(stored(c, d1Data))
-		d2, err3 := c.DecodeIndexShard(stored(c, d2Data))
+		base, err1 := c.DecodeIndexShard(shardName, stored(c, baseData))
+		d1, err2 := c.DecodeIndexShard(shardName, stored(c, d1Data))
+		d2, err3 := c.DecodeIndexShard(shardName, stored(c, d2Data))
 		if err1 != nil || err2 != nil || err3 != nil || d1.Shard != base.Shard || d2.Shard != base.Shard {
 			return
 		}
@@ -142,11 +142,11 @@ func FuzzIndexFold(f *testing.F) {
 		read := v.Clone()
 		read.Apply(d2)
 		v.Through = max(v.Through, v.Pruned) + 1
-		stored, err := c.EncodeIndexShard(v)
+		stored, err := c.EncodeIndexShard(shardName, v)
 		if err != nil {
 			t.Fatalf("a folded base does not encode: %v", err)
 		}
-		folded, err := c.DecodeIndexShard(stored)
+		folded, err := c.DecodeIndexShard(shardName, stored)
 		if err != nil {
 			t.Fatalf("a folded base does not decode: %v", err)
 		}
@@ -219,6 +219,10 @@ func FuzzTombstone(f *testing.F) {
 // stored is data as a shard is stored: a zstd frame as it is, anything
 // else compressed, so that the fuzzer mutates the JSON inside (a mutated
 // frame almost never passes its checksum).
+// shardName is the object name the fuzzed shards are sealed to and read
+// as (a plaintext codec ignores it).
+const shardName = "index/x.json.zst"
+
 func stored(c *Codec, data []byte) []byte {
 	if bytes.HasPrefix(data, []byte{0x28, 0xb5, 0x2f, 0xfd}) {
 		return data
@@ -232,12 +236,12 @@ func shardSeeds(tb testing.TB, c *Codec) [][]byte {
 	m, _ := sample(tb)
 	s := NewIndexShard(ShardOf(m.ID))
 	s.Put(IndexEntry{Info: m.Info(), Length: m.Length, SHA256: m.SHA256})
-	data, _ := c.EncodeIndexShard(s)
-	empty, _ := c.EncodeIndexShard(NewIndexShard(ShardOf(m.ID)))
+	data, _ := c.EncodeIndexShard(shardName, s)
+	empty, _ := c.EncodeIndexShard(shardName, NewIndexShard(ShardOf(m.ID)))
 	base := s.Clone()
 	base.Through, base.Pruned, base.Purge, base.Written = 32, 16, 24, time.Date(2026, 11, 30, 3, 0, 0, 0, time.UTC)
 	base.Bury(Tombstone{ID: "0fed", Deleted: time.Date(2026, 11, 29, 0, 0, 0, 0, time.UTC), Length: 10, SHA256: m.SHA256})
-	folded, _ := c.EncodeIndexShard(base)
+	folded, _ := c.EncodeIndexShard(shardName, base)
 	return [][]byte{data, empty, folded}
 }
 

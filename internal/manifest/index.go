@@ -202,8 +202,11 @@ func (s *IndexShard) Clone() *IndexShard {
 	return &c
 }
 
-// Codec compresses and decompresses the stored documents and segments
-// (zstd). It is safe for concurrent use.
+// Codec turns raw segments and documents into stored objects and back:
+// it compresses them (zstd), and in an encrypted prefix seals them too
+// (WithSealer). It is the one layer that does either, for every object
+// the object store writes but the format marker and its probe. It is
+// safe for concurrent use.
 //
 // Appended segments are compressed at zstd's fastest level: an append (and
 // every session of a panto-sync push) pays for it, and it still stores
@@ -213,6 +216,7 @@ func (s *IndexShard) Clone() *IndexShard {
 type Codec struct {
 	fast, dflt *zstd.Encoder
 	dec        *zstd.Decoder
+	sealer     Sealer
 }
 
 // MaxDecoded bounds what a Codec decompresses, against zstd bombs.
@@ -256,9 +260,10 @@ func (c *Codec) CompressSmaller(raw []byte) []byte { return c.dflt.EncodeAll(raw
 // Decompress returns the bytes of a zstd frame.
 func (c *Codec) Decompress(data []byte) ([]byte, error) { return c.dec.DecodeAll(data, nil) }
 
-// EncodeIndexShard returns the stored (compressed) form of s, in format
-// Version.
-func (c *Codec) EncodeIndexShard(s *IndexShard) ([]byte, error) {
+// EncodeIndexShard returns the stored form of s, in format Version, for
+// the object called name (a base or a delta of the shard): compressed,
+// and sealed when the codec seals.
+func (c *Codec) EncodeIndexShard(name string, s *IndexShard) ([]byte, error) {
 	if err := s.validate(); err != nil {
 		return nil, err
 	}
@@ -266,16 +271,29 @@ func (c *Codec) EncodeIndexShard(s *IndexShard) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("encode index shard %s: %w", s.Shard, err)
 	}
+	if c.sealer != nil {
+		if data, err = c.sealShard(name, s, data); err != nil {
+			return nil, err
+		}
+	}
 	return c.CompressSmaller(data), nil
 }
 
 // DecodeIndexShard parses the stored form of a shard of any version this
-// package reads, and checks it.
-func (c *Codec) DecodeIndexShard(data []byte) (*IndexShard, error) {
+// package reads, the object called name, and checks it.
+func (c *Codec) DecodeIndexShard(name string, data []byte) (*IndexShard, error) {
 	raw, err := c.Decompress(data)
 	if err != nil {
 		return nil, fmt.Errorf("%w: index shard: %v", ErrInvalid, err)
 	}
+	if c.sealer != nil {
+		return c.openShard(name, raw)
+	}
+	return decodeShard(raw)
+}
+
+// decodeShard parses a shard's document (decompressed, not sealed).
+func decodeShard(raw []byte) (*IndexShard, error) {
 	version, err := peekVersion(raw, "index shard")
 	if err != nil {
 		return nil, err

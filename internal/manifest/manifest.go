@@ -36,6 +36,12 @@
 // a writer does not resume from one an older panto folded without them
 // (see SummaryVersion and docs/DESIGN.md, "The bucket format").
 //
+// In an encrypted prefix (the marker requires FeatureEncryption) the
+// Codec seals every object it encodes (WithSealer, sealed.go): segments
+// and tombstone objects whole, manifests and index shards as a readable
+// skeleton of ids, lengths, counts and times around one sealed field that
+// holds the document, each bound to its object's name.
+//
 // Every document carries its format version. This package writes Version
 // and reads every version from 1 on: version 1 and 2 documents (whose
 // session summaries were Go struct layouts) through frozen structs of

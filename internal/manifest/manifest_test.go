@@ -145,11 +145,11 @@ func TestIndexShard(t *testing.T) {
 	if s.Put(IndexEntry{Info: m.Info(), Length: m.Length - 1, SHA256: m.SHA256}) {
 		t.Fatal("a shorter log replaced a longer one")
 	}
-	data, err := c.EncodeIndexShard(s)
+	data, err := c.EncodeIndexShard("index/x.json.zst", s)
 	if err != nil {
 		t.Fatal(err)
 	}
-	back, err := c.DecodeIndexShard(data)
+	back, err := c.DecodeIndexShard("index/x.json.zst", data)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,7 +158,7 @@ func TestIndexShard(t *testing.T) {
 	}
 	wrong := NewIndexShard("f")
 	wrong.Sessions[m.ID] = s.Sessions[m.ID]
-	if _, err := c.EncodeIndexShard(wrong); err == nil {
+	if _, err := c.EncodeIndexShard("index/x.json.zst", wrong); err == nil {
 		t.Fatal("misfiled session accepted")
 	}
 }
@@ -280,11 +280,11 @@ func TestEntryResumes(t *testing.T) {
 	sh := NewIndexShard(ShardOf(m.ID))
 	sh.Put(e)
 	c, _ := NewCodec()
-	data, err := c.EncodeIndexShard(sh)
+	data, err := c.EncodeIndexShard("index/x.json.zst", sh)
 	if err != nil {
 		t.Fatal(err)
 	}
-	dec, err := c.DecodeIndexShard(data)
+	dec, err := c.DecodeIndexShard("index/x.json.zst", data)
 	if err != nil || dec.Sessions[m.ID] != e {
 		t.Fatalf("entry through the wire: %v %+v", err, dec.Sessions[m.ID])
 	}

@@ -349,10 +349,12 @@ func (l *legacyShard) shard() *IndexShard {
 }
 
 // peekVersion reads a document's version before anything else of it, and
-// refuses one newer than this package reads.
+// refuses one newer than this package reads, and a sealed one (an
+// encrypted prefix's, which only a Codec with its key reads).
 func peekVersion(data []byte, what string) (int, error) {
 	var head struct {
-		Version int `json:"version"`
+		Version int             `json:"version"`
+		Sealed  json.RawMessage `json:"sealed"`
 	}
 	if err := json.Unmarshal(data, &head); err != nil {
 		return 0, fmt.Errorf("%w: %s: %v", ErrInvalid, what, err)
@@ -362,6 +364,9 @@ func peekVersion(data []byte, what string) (int, error) {
 	}
 	if head.Version < 1 {
 		return 0, fmt.Errorf("%w: %s: no format version", ErrInvalid, what)
+	}
+	if head.Sealed != nil {
+		return 0, fmt.Errorf("%w: %s: %w: it is an encrypted prefix's, read without its key", ErrInvalid, what, ErrSealed)
 	}
 	return head.Version, nil
 }

@@ -65,7 +65,7 @@ func TestWireGolden(t *testing.T) {
 	sh := NewIndexShard(ShardOf(m.ID))
 	sh.Through, sh.Pruned, sh.Purge, sh.Written = 32, 16, 24, t0
 	sh.Put(m.Entry())
-	compressed, err := c.EncodeIndexShard(sh)
+	compressed, err := c.EncodeIndexShard("index/x.json.zst", sh)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,21 +78,29 @@ func TestWireGolden(t *testing.T) {
 		"index-shard.json": shard,
 		"marker.json":      EncodeMarker(Marker{Version: Version}),
 	} {
-		path := filepath.Join("testdata", "golden", name)
-		if *update {
-			if err := os.WriteFile(path, append(got, '\n'), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			continue
-		}
-		want, err := os.ReadFile(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !bytes.Equal(got, bytes.TrimSuffix(want, []byte{'\n'})) {
+		want, ok := golden(t, name, got)
+		if ok && !bytes.Equal(got, want) {
 			t.Errorf("%s changed:\n got %s\nwant %s\nA change of the stored format must be deliberate: see TestWireGolden's doc.", name, got, want)
 		}
 	}
+}
+
+// golden returns the stored bytes of testdata/golden/name; with -update
+// it writes got there instead and reports false.
+func golden(t *testing.T, name string, got []byte) ([]byte, bool) {
+	t.Helper()
+	path := filepath.Join("testdata", "golden", name)
+	if *update {
+		if err := os.WriteFile(path, append(got, '\n'), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return nil, false
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bytes.TrimSuffix(want, []byte{'\n'}), true
 }
 
 // TestWireRoundTrip: every field of the summary survives the manifest and
@@ -119,11 +127,11 @@ func TestWireRoundTrip(t *testing.T) {
 	}
 	sh := NewIndexShard(ShardOf(m.ID))
 	sh.Put(m.Entry())
-	enc, err := c.EncodeIndexShard(sh)
+	enc, err := c.EncodeIndexShard("index/x.json.zst", sh)
 	if err != nil {
 		t.Fatal(err)
 	}
-	dec, err := c.DecodeIndexShard(enc)
+	dec, err := c.DecodeIndexShard("index/x.json.zst", enc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,18 +161,18 @@ func TestDecodeLenient(t *testing.T) {
 	}
 	sh := NewIndexShard(ShardOf(m.ID))
 	sh.Put(m.Entry())
-	enc, _ := c.EncodeIndexShard(sh)
+	enc, _ := c.EncodeIndexShard("index/x.json.zst", sh)
 	raw, _ := c.Decompress(enc)
 	more := strings.Replace(string(raw), `"length":`, `"title":"t","length":`, 1)
-	if _, err := c.DecodeIndexShard(c.Compress([]byte(more))); err != nil {
+	if _, err := c.DecodeIndexShard("index/x.json.zst", c.Compress([]byte(more))); err != nil {
 		t.Errorf("a v3 shard with unknown fields: %v", err)
 	}
 	legacy := `{"version":2,"shard":"0","sessions":{},"future":1}`
-	if _, err := c.DecodeIndexShard(c.Compress([]byte(legacy))); err == nil {
+	if _, err := c.DecodeIndexShard("index/x.json.zst", c.Compress([]byte(legacy))); err == nil {
 		t.Errorf("a v2 shard with an unknown field was accepted")
 	}
 	newer := `{"version":4,"shard":"0","sessions":{}}`
-	if _, err := c.DecodeIndexShard(c.Compress([]byte(newer))); !errors.Is(err, ErrNewerVersion) {
+	if _, err := c.DecodeIndexShard("index/x.json.zst", c.Compress([]byte(newer))); !errors.Is(err, ErrNewerVersion) {
 		t.Errorf("a v4 shard: %v, want ErrNewerVersion", err)
 	}
 }
@@ -200,14 +208,14 @@ func TestLegacyDocuments(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sh, err := c.DecodeIndexShard(data)
+	sh, err := c.DecodeIndexShard("index/x.json.zst", data)
 	if err != nil {
 		t.Fatalf("v2 shard: %v", err)
 	}
 	if e, ok := sh.Sessions["0a5e1f2b3c4d5e6f708192a3b4c5d6e7"]; !ok || sh.Through != 16 || e.Length != 8433 || e.Info.MessageCount != 32 {
 		t.Errorf("v2 shard decoded as %+v", sh)
 	}
-	if _, err := c.DecodeIndexShard(c.Compress([]byte(`{"version":1,"shard":"a","sessions":{}}`))); err != nil {
+	if _, err := c.DecodeIndexShard("index/x.json.zst", c.Compress([]byte(`{"version":1,"shard":"a","sessions":{}}`))); err != nil {
 		t.Errorf("v1 shard: %v", err)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/panto-dev/panto/agent"
+	"github.com/panto-dev/panto/internal/seal"
 	"github.com/panto-dev/panto/store"
 	"github.com/panto-dev/panto/store/fsjsonl"
 	"github.com/panto-dev/panto/store/null"
@@ -40,6 +41,12 @@ type Options struct {
 	// reading made during Open (objstore.WithOpenSnapshot), which saves a
 	// round trip.
 	Snapshot bool
+	// Key, when set, is the bucket key of an s3:// store
+	// (objstore.WithKey): a new prefix is created encrypted with it, an
+	// encrypted one must have been created with it, and a plaintext one
+	// is refused. A directory is never encrypted (the local catalog stays
+	// plaintext) and ignores it.
+	Key *seal.Key
 }
 
 // Open parses spec (see store.ParseSpec) and opens the store it names.
@@ -81,6 +88,9 @@ func OpenSpec(ctx context.Context, s store.Spec, opts Options) (agent.SessionSto
 		}
 		if opts.Trace != nil {
 			o = append(o, objstore.WithTrace(opts.Trace))
+		}
+		if opts.Key != nil {
+			o = append(o, objstore.WithKey(opts.Key))
 		}
 		st, err := objstore.Open(ctx, s.URL, o...)
 		if err != nil {

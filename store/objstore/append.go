@@ -182,7 +182,7 @@ func (s *Store) commitBatch(ctx context.Context, id string, st *sessionState, en
 		}
 		next := m.Clone()
 		key := s.sessionKey(id, manifest.SegmentName(m.Length))
-		comp := s.codec.Compress(raw)
+		comp := s.codec.EncodeSegment(key, raw)
 		seg, err := next.Append(s.objectURL(key), raw, int64(len(comp)))
 		if err != nil {
 			return manifest.Segment{}, fmt.Errorf("append to session %s: %w", id, err)
@@ -324,7 +324,7 @@ type putTries struct {
 // re-run of an interrupted sync) thus learns that the log holds more than
 // it thought, instead of taking identical bytes for its own write.
 func (s *Store) putSegment(ctx context.Context, key string, m, next *manifest.Manifest, seg manifest.Segment, comp []byte, tries *putTries) (segmentOutcome, error) {
-	_, err := s.put(ctx, key, comp, putCond{ifNoneMatch: true, once: true}, "application/zstd")
+	_, err := s.put(ctx, key, comp, putCond{ifNoneMatch: true, once: true}, s.objectType())
 	switch {
 	case err == nil:
 		*m = *next

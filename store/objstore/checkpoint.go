@@ -239,7 +239,7 @@ func (s *Store) checkpoint(ctx context.Context, id string, st *sessionState) err
 // ETag etag, with If-Match on it (If-None-Match when none was stored). A
 // lost race falls back to putManifest under st.mu.
 func (s *Store) writeManifest(ctx context.Context, id string, st *sessionState, m *manifest.Manifest, etag string) error {
-	data, err := manifest.Encode(m)
+	data, err := s.codec.EncodeManifest(s.sessionKey(id, "manifest.json"), m)
 	if err != nil {
 		return err
 	}
@@ -288,7 +288,7 @@ func (s *Store) needsManifest(st *sessionState) bool {
 func (s *Store) putManifest(ctx context.Context, id string, st *sessionState) error {
 	key := s.sessionKey(id, "manifest.json")
 	for attempt := 0; attempt < s.maxAttempts; attempt++ {
-		data, err := manifest.Encode(st.m)
+		data, err := s.codec.EncodeManifest(key, st.m)
 		if err != nil {
 			return err
 		}

@@ -111,7 +111,7 @@ func (s *Store) compactLocked(ctx context.Context, id string, st *sessionState) 
 			prev = run[1]
 		}
 		next.Segments = append(next.Segments, m.Segments[prev:]...)
-		data, err := manifest.Encode(next)
+		data, err := s.codec.EncodeManifest(s.sessionKey(id, "manifest.json"), next)
 		if err != nil {
 			return err
 		}
@@ -162,14 +162,15 @@ func (s *Store) mergeSegments(ctx context.Context, id string, run []manifest.Seg
 	raw := bytes.Join(raws, nil)
 	sum := sha256.Sum256(raw)
 	last := run[len(run)-1]
-	comp := s.codec.CompressSmaller(raw)
+	name := s.sessionKey(id, manifest.MergedName(run[0].Start, last.End()))
+	comp := s.codec.EncodeMergedSegment(name, raw)
 	seg := manifest.Segment{
 		Start: run[0].Start, Length: last.End() - run[0].Start, Compressed: int64(len(comp)),
 		SHA256: hex.EncodeToString(sum[:]), Lines: lines, PrefixSHA256: last.PrefixSHA256, Merged: true,
 	}
 	// Unconditional: the name fixes the range, and the range's bytes are
 	// fixed by the prefix hash, so a rewrite stores the same bytes.
-	if _, err := s.put(ctx, s.sessionKey(id, seg.Name()), comp, putCond{}, "application/zstd"); err != nil {
+	if _, err := s.put(ctx, name, comp, putCond{}, s.objectType()); err != nil {
 		return manifest.Segment{}, err
 	}
 	return seg, nil

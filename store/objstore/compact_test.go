@@ -208,7 +208,7 @@ func TestReadLogEntrySaysNoManifest(t *testing.T) {
 	// Rewrite the shard's entry to say no manifest is stored.
 	codec, _ := manifest.NewCodec()
 	key := "pfx/index/7.json.zst"
-	sh, err := codec.DecodeIndexShard(codec.CompressSmaller(e.object(t, key)))
+	sh, err := codec.DecodeIndexShard(key, codec.CompressSmaller(e.object(t, key)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -218,7 +218,7 @@ func TestReadLogEntrySaysNoManifest(t *testing.T) {
 	}
 	entry.Resume.Stored = 0
 	sh.Sessions[id] = entry
-	data, err := codec.EncodeIndexShard(sh)
+	data, err := codec.EncodeIndexShard(key, sh)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -58,7 +58,8 @@ func (s *Store) Delete(ctx context.Context, t store.Tombstone) error {
 			return fail(&store.ChangedError{ID: id, Want: t.At, Have: have})
 		}
 		// The commit point: the position after the log's end.
-		_, err = s.put(ctx, s.sessionKey(id, manifest.SegmentName(have.Length)), s.tombstoneObject(tomb), putCond{ifNoneMatch: true}, "application/zstd")
+		at := s.sessionKey(id, manifest.SegmentName(have.Length))
+		_, err = s.put(ctx, at, s.codec.EncodeTombstoneObject(at, tomb), putCond{ifNoneMatch: true}, s.objectType())
 		if err == nil {
 			st.loaded = false
 			return s.finishDelete(ctx, id, tomb, have.Length)
@@ -88,11 +89,11 @@ func (s *Store) finishDelete(ctx context.Context, id string, tomb manifest.Tombs
 		data, etag, err := s.b.get(ctx, first, "")
 		switch {
 		case errors.Is(err, errNotFound):
-			_, err = s.put(ctx, first, s.tombstoneObject(tomb), putCond{ifNoneMatch: true}, "application/zstd")
+			_, err = s.put(ctx, first, s.codec.EncodeTombstoneObject(first, tomb), putCond{ifNoneMatch: true}, s.objectType())
 		case err != nil:
 		default:
-			if _, ok := s.decodeTombstone(data); !ok {
-				_, err = s.put(ctx, first, s.tombstoneObject(tomb), putCond{ifMatch: etag}, "application/zstd")
+			if _, ok := s.decodeTombstone(first, data); !ok {
+				_, err = s.put(ctx, first, s.codec.EncodeTombstoneObject(first, tomb), putCond{ifMatch: etag}, s.objectType())
 			}
 		}
 		if err != nil && !errors.Is(err, errPrecondition) {
@@ -133,7 +134,7 @@ func (s *Store) sweep(ctx context.Context, id string, end int64) error {
 		}
 		if end < 0 && strings.HasSuffix(k, ".jsonl.zst") && !strings.Contains(k, "-") {
 			if data, _, err := s.b.get(ctx, k, ""); err == nil {
-				if _, ok := s.decodeTombstone(data); ok {
+				if _, ok := s.decodeTombstone(k, data); ok {
 					continue // the commit point of the deletion
 				}
 			}
@@ -148,24 +149,19 @@ func (s *Store) sweep(ctx context.Context, id string, end int64) error {
 // tombstoneAt reads the tombstone that took the place of session id's
 // first segment.
 func (s *Store) tombstoneAt(ctx context.Context, id string) (manifest.Tombstone, bool) {
-	data, _, err := s.b.get(ctx, s.sessionKey(id, manifest.SegmentName(0)), "")
+	first := s.sessionKey(id, manifest.SegmentName(0))
+	data, _, err := s.b.get(ctx, first, "")
 	if err != nil {
 		return manifest.Tombstone{}, false
 	}
-	t, ok := s.decodeTombstone(data)
+	t, ok := s.decodeTombstone(first, data)
 	return t, ok && t.ID == id
 }
 
-// tombstoneObject is the stored form of a tombstone where a segment would
-// be: compressed like one.
-func (s *Store) tombstoneObject(t manifest.Tombstone) []byte {
-	return s.codec.Compress(manifest.EncodeTombstone(t))
-}
-
-// decodeTombstone reports whether data, an object stored where a segment
-// would be, is a tombstone.
-func (s *Store) decodeTombstone(data []byte) (manifest.Tombstone, bool) {
-	raw, err := s.codec.Decompress(data)
+// decodeTombstone reports whether data, the object rel stored where a
+// segment would be, is a tombstone.
+func (s *Store) decodeTombstone(rel string, data []byte) (manifest.Tombstone, bool) {
+	raw, err := s.codec.DecodeSegment(rel, data)
 	if err != nil {
 		return manifest.Tombstone{}, false
 	}
@@ -250,7 +246,7 @@ func (s *Store) finishPurge(ctx context.Context, name string, v shardView) error
 // putBase writes base as shard name's base if the stored one still has
 // ETag etag ("": none), and makes it the view of the shard.
 func (s *Store) putBase(ctx context.Context, name string, base *manifest.IndexShard, etag string) (shardView, error) {
-	data, err := s.codec.EncodeIndexShard(base)
+	data, err := s.codec.EncodeIndexShard(shardKey(name), base)
 	if err != nil {
 		return shardView{}, err
 	}
@@ -316,7 +312,7 @@ func (s *Store) ensureFeature(ctx context.Context, f string) error {
 		if attempt >= s.maxAttempts {
 			return fmt.Errorf("add %s to the format marker: too many concurrent updates", f)
 		}
-		up := manifest.Marker{Version: s.marker.Version, Requires: append(slices.Clone(s.marker.Requires), f)}
+		up := s.marker.Require(f)
 		etag, err := s.b.put(ctx, markerName, manifest.EncodeMarker(up), putCond{ifMatch: s.markerEtag}, "application/json")
 		if err == nil {
 			s.marker, s.markerEtag = up, etag

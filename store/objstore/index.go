@@ -307,9 +307,9 @@ func (s *Store) probeDeltas(ctx context.Context, name string, v shardView) (shar
 // name; an object that does not decode, or holds another shard, is
 // ErrCorrupt naming it.
 func (s *Store) decodeShardObject(key, name string, data []byte) (*manifest.IndexShard, error) {
-	sh, err := s.codec.DecodeIndexShard(data)
+	sh, err := s.codec.DecodeIndexShard(key, data)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w: %w", s.objectURL(key), ErrCorrupt, err)
+		return nil, s.corrupt(key, err)
 	}
 	if sh.Shard != name {
 		return nil, fmt.Errorf("%s: %w: holds shard %q", s.objectURL(key), ErrCorrupt, sh.Shard)

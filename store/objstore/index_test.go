@@ -49,7 +49,7 @@ func TestIndexLegacyDeltas(t *testing.T) {
 		want[id] = true
 		delta := manifest.NewIndexShard("a")
 		delta.Put(manifest.IndexEntry{Info: agent.SessionInfo{ID: id, Created: t0, Modified: t0, MessageCount: 1}, Length: 10, SHA256: strings.Repeat("0", 64)})
-		data, err := codec.EncodeIndexShard(delta)
+		data, err := codec.EncodeIndexShard("index/a.json.zst", delta)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -86,7 +86,7 @@ func TestIndexLegacyDeltas(t *testing.T) {
 	if m := e.object(t, "pfx/panto-store.json"); !strings.Contains(string(m), manifest.FeatureIndexBases) {
 		t.Fatalf("marker after a write of this version: %s", m)
 	}
-	base, err := codec.DecodeIndexShard(codec.CompressSmaller(e.object(t, "pfx/index/a.json.zst")))
+	base, err := codec.DecodeIndexShard("index/a.json.zst", codec.CompressSmaller(e.object(t, "pfx/index/a.json.zst")))
 	if err != nil || base.Through != n || len(base.Sessions) != n+1 {
 		t.Fatalf("the base the write made: %v, through %d, %d sessions", err, base.Through, len(base.Sessions))
 	}

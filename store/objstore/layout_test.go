@@ -33,15 +33,19 @@ type object struct {
 	data []byte // decompressed when the key ends in .zst
 }
 
-// readBucket reads every object under the env's prefix with minio-go,
-// independently of the code under test.
-func (e *env) readBucket(t testing.TB) []object {
+// rawObject is one object of the bucket as stored: no decompression.
+type rawObject struct {
+	key, etag string
+	data      []byte
+}
+
+// rawBucket reads every object of the env's bucket with minio-go, as
+// stored.
+func (e *env) rawBucket(t testing.TB) []rawObject {
 	t.Helper()
 	ctx := context.Background()
 	c := e.srv.Client(t)
-	dec, _ := zstd.NewReader(nil)
-	defer dec.Close()
-	var out []object
+	var out []rawObject
 	for info := range c.ListObjects(ctx, e.bucket, minio.ListObjectsOptions{Recursive: true}) {
 		if info.Err != nil {
 			t.Fatalf("list: %v", info.Err)
@@ -55,12 +59,28 @@ func (e *env) readBucket(t testing.TB) []object {
 		if err != nil {
 			t.Fatalf("read %s: %v", info.Key, err)
 		}
-		if strings.HasSuffix(info.Key, ".zst") {
+		out = append(out, rawObject{key: info.Key, etag: info.ETag, data: data})
+	}
+	return out
+}
+
+// readBucket reads every object under the env's prefix with minio-go,
+// independently of the code under test, decompressed when the key ends in
+// .zst (a plaintext prefix's).
+func (e *env) readBucket(t testing.TB) []object {
+	t.Helper()
+	dec, _ := zstd.NewReader(nil)
+	defer dec.Close()
+	var out []object
+	for _, o := range e.rawBucket(t) {
+		data := o.data
+		if strings.HasSuffix(o.key, ".zst") {
+			var err error
 			if data, err = dec.DecodeAll(data, nil); err != nil {
-				t.Fatalf("%s is not a zstd frame: %v", info.Key, err)
+				t.Fatalf("%s is not a zstd frame: %v", o.key, err)
 			}
 		}
-		out = append(out, object{key: info.Key, data: data})
+		out = append(out, object{key: o.key, data: data})
 	}
 	return out
 }

@@ -35,6 +35,13 @@
 // No routine path lists the bucket (§P6); every object read is verified
 // (§P7).
 //
+// A prefix created by a Store opened WithKey is encrypted (encryption.go,
+// docs/DESIGN.md §9): its marker requires encryption and names the key's
+// id, and the Store's Codec seals every object it writes, bound to its
+// name, and opens every object it reads. Everything above is the same in
+// both kinds of prefix; the checkpoints the Store hands sync are the
+// plaintext sha256 in both, kept sealed in an encrypted one.
+//
 // # Trying it
 //
 // docker-compose.minio.yml at the repository root runs a MinIO with a
@@ -80,6 +87,7 @@ import (
 
 	"github.com/panto-dev/panto/agent"
 	"github.com/panto-dev/panto/internal/manifest"
+	"github.com/panto-dev/panto/internal/seal"
 	"github.com/panto-dev/panto/store"
 )
 
@@ -112,7 +120,8 @@ var (
 // bucket and even a session.
 type Store struct {
 	b     *bucket
-	codec *manifest.Codec
+	codec *manifest.Codec // seals too, in an encrypted prefix
+	key   *seal.Key       // nil: a plaintext prefix
 	clock func() time.Time
 	now   func() time.Time // wall time, for the compaction grace period
 
@@ -161,6 +170,7 @@ type options struct {
 	manifestEvery    int
 	idleTimeout      time.Duration
 	openSnapshot     bool
+	key              *seal.Key
 }
 
 // WithEndpoint sets the S3 endpoint URL (e.g. http://127.0.0.1:9000 for
@@ -317,9 +327,13 @@ func Open(ctx context.Context, rawURL string, opts ...Option) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
+	if o.key != nil {
+		codec = codec.WithSealer(o.key)
+	}
 	s := &Store{
 		b:                &bucket{api: api, name: bucketName, prefix: prefix},
 		codec:            codec,
+		key:              o.key,
 		clock:            o.clock,
 		now:              time.Now,
 		compactThreshold: o.compactThreshold,
@@ -392,7 +406,7 @@ func (s *Store) checkMarker(ctx context.Context, endpoint string) error {
 	for attempt := 0; attempt < s.maxAttempts; attempt++ {
 		data, etag, err := s.b.get(ctx, markerName, "")
 		if errors.Is(err, errNotFound) {
-			fresh := manifest.Marker{Version: manifest.Version, Requires: []string{manifest.FeatureIndexBases}}
+			fresh := s.freshMarker()
 			etag, err = s.b.put(ctx, markerName, manifest.EncodeMarker(fresh), putCond{ifNoneMatch: true}, "application/json")
 			if errors.Is(err, errPrecondition) || errors.Is(err, errConflict) {
 				continue // created meanwhile: read it
@@ -416,6 +430,9 @@ func (s *Store) checkMarker(ctx context.Context, endpoint string) error {
 		if err != nil {
 			return fmt.Errorf("s3://%s/%s: %w: upgrade panto", s.b.name, s.b.prefix, err)
 		}
+		if err := s.checkKey(m); err != nil {
+			return err
+		}
 		s.marker, s.markerEtag = m, etag
 		return nil
 	}
@@ -433,7 +450,8 @@ func (s *Store) ensureMarker(ctx context.Context) error {
 		if attempt >= s.maxAttempts {
 			return fmt.Errorf("upgrade the format marker s3://%s/%s%s: too many concurrent updates", s.b.name, s.b.prefix, markerName)
 		}
-		up := manifest.Marker{Version: manifest.Version, Requires: s.marker.Requires}
+		up := s.marker
+		up.Version = manifest.Version
 		etag, err := s.b.put(ctx, markerName, manifest.EncodeMarker(up), putCond{ifMatch: s.markerEtag}, "application/json")
 		if err == nil {
 			s.marker, s.markerEtag = up, etag

@@ -28,9 +28,9 @@ func (s *Store) readManifest(ctx context.Context, id string) (*manifest.Manifest
 	if err != nil {
 		return nil, "", fmt.Errorf("read manifest of session %s: %w", id, err)
 	}
-	m, err := manifest.Decode(data)
+	m, err := s.codec.DecodeManifest(key, data)
 	if err != nil {
-		return nil, "", fmt.Errorf("%s: %w: %w", s.objectURL(key), ErrCorrupt, err)
+		return nil, "", s.corrupt(key, err)
 	}
 	if m.ID != id {
 		return nil, "", fmt.Errorf("%s: %w: manifest of session %q", s.objectURL(key), ErrCorrupt, m.ID)
@@ -91,9 +91,9 @@ func (s *Store) catchUp(ctx context.Context, m *manifest.Manifest, keep int64, e
 		if err != nil {
 			return found, fmt.Errorf("probe session %s: %w", m.ID, err)
 		}
-		raw, err := s.codec.Decompress(data)
+		raw, err := s.codec.DecodeSegment(key, data)
 		if err != nil {
-			return found, fmt.Errorf("%s: %w: %v", s.objectURL(key), ErrCorrupt, err)
+			return found, s.corrupt(key, err)
 		}
 		if t, ok := manifest.DecodeTombstone(raw); ok {
 			return found, deletedError(m.ID, t)
@@ -219,9 +219,9 @@ func (s *Store) listedSegment(ctx context.Context, id string, seg manifest.Segme
 		}
 		return nil, err
 	}
-	raw, err := s.codec.Decompress(data)
+	raw, err := s.codec.DecodeSegment(key, data)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w: %v", s.objectURL(key), ErrCorrupt, err)
+		return nil, s.corrupt(key, err)
 	}
 	if t, ok := manifest.DecodeTombstone(raw); ok {
 		return nil, deletedError(id, t)
