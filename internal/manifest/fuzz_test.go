@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/panto-dev/panto/internal/seal"
 	"github.com/panto-dev/panto/internal/sessionlog"
 )
 
@@ -157,7 +158,8 @@ func FuzzIndexFold(f *testing.F) {
 }
 
 // FuzzMarker: DecodeMarker never panics; what it accepts is a marker of a
-// version this package reads, requiring only features it knows, and
+// version this package reads, requiring only features it knows (and
+// encryption exactly when it names a known scheme and a key id), and
 // re-encodes to the same marker.
 func FuzzMarker(f *testing.F) {
 	f.Add(EncodeMarker(Marker{Version: Version}))
@@ -165,12 +167,13 @@ func FuzzMarker(f *testing.F) {
 	f.Add(EncodeMarker(Marker{Version: 1}))
 	f.Add([]byte(`{"format":"panto-objstore","version":99}`))
 	f.Add([]byte(`{"format":"panto-objstore","version":3,"requires":["encryption"]}`))
+	f.Add(EncodeMarker(Marker{Version: Version, Requires: []string{FeatureIndexBases, FeatureEncryption}, Encryption: &Encryption{Scheme: seal.Scheme, KeyID: "k1"}}))
 	f.Add([]byte(`{"format":"other","version":3}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		m, err := DecodeMarker(data)
 		if err != nil {
-			if !errors.Is(err, ErrNotMarker) && !errors.Is(err, ErrNewerVersion) {
-				t.Fatalf("DecodeMarker: %v, want ErrNotMarker or ErrNewerVersion", err)
+			if !errors.Is(err, ErrNotMarker) && !errors.Is(err, ErrNewerVersion) && !errors.Is(err, ErrInvalid) {
+				t.Fatalf("DecodeMarker: %v, want ErrNotMarker, ErrNewerVersion or ErrInvalid", err)
 			}
 			return
 		}
@@ -182,8 +185,14 @@ func FuzzMarker(f *testing.F) {
 				t.Fatalf("accepted a marker requiring %q", feat)
 			}
 		}
+		if (m.Encryption != nil) != slices.Contains(m.Requires, FeatureEncryption) {
+			t.Fatalf("accepted a marker whose encryption %+v disagrees with its requirements %v", m.Encryption, m.Requires)
+		}
+		if m.Encryption != nil && (m.Encryption.Scheme != seal.Scheme || m.Encryption.KeyID == "") {
+			t.Fatalf("accepted a marker encrypted with %+v", *m.Encryption)
+		}
 		m2, err := DecodeMarker(EncodeMarker(m))
-		if err != nil || m2.Version != m.Version || !slices.Equal(m2.Requires, m.Requires) {
+		if err != nil || m2.Version != m.Version || !slices.Equal(m2.Requires, m.Requires) || (m.Encryption == nil) != (m2.Encryption == nil) || m.Encryption != nil && *m.Encryption != *m2.Encryption {
 			t.Fatalf("marker %+v re-decodes to %+v, %v", m, m2, err)
 		}
 	})
