@@ -21,7 +21,9 @@
 // trace, PANTO_TRACE=1). Then, for panto on a bucket: a bare PutObject,
 // the first append of a session and a steady append, `panto -c` up to its
 // first provider request, and `panto sessions`, with their round trips
-// (time over the profile's round trip, less the loopback time).
+// (time over the profile's round trip, less the loopback time; and the
+// 60 ms profile's time less the 20 ms one's, over 40 ms, in which process
+// start and CPU cancel out).
 //
 // Needs: a minio binary ($PANTO_MINIO, PATH or $(go env GOPATH)/bin);
 // rclone and aws (awscli) when they are among -tools. rclone runs without
@@ -507,6 +509,14 @@ func (b *bench) singleTable(names []string) {
 			fmt.Printf(" %s round trips |", pn)
 		}
 	}
+	// Between two delayed profiles, process start and CPU cancel out: the
+	// difference over the difference of round trips counts the round
+	// trips alone (plus the transfer the lower rate adds, a few ms here).
+	slow, fast := "60ms", "20ms"
+	both := slices.Contains(names, slow) && slices.Contains(names, fast)
+	if both {
+		fmt.Printf(" round trips, (%s − %s) ÷ 40 ms |", slow, fast)
+	}
 	fmt.Println(" target |")
 	fmt.Print("|---|")
 	for _, pn := range names {
@@ -514,6 +524,9 @@ func (b *bench) singleTable(names []string) {
 		if pn != "loopback" {
 			fmt.Print("---|")
 		}
+	}
+	if both {
+		fmt.Print("---|")
 	}
 	fmt.Println("---|")
 	for _, s := range singles {
@@ -526,6 +539,9 @@ func (b *bench) singleTable(names []string) {
 				extra := d - results["loopback"][s.op]
 				fmt.Printf(" %.1f |", extra.Seconds()/profiles[i].rtt.Seconds())
 			}
+		}
+		if both {
+			fmt.Printf(" %.1f |", (results[slow][s.op] - results[fast][s.op]).Seconds()/0.040)
 		}
 		fmt.Printf(" %s |\n", s.target)
 	}

@@ -52,7 +52,8 @@ func main() {
 		stop()
 	}()
 	code := run(ctx, os.Args, os.Stdout, os.Stderr)
-	stop()
+	// The handler stays until exit: a Ctrl-C after the work is done (its
+	// summary printed) must not turn a success into death by signal.
 	stopProfile()
 	os.Exit(code)
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/urfave/cli/v2"
 	"golang.org/x/term"
 
+	"github.com/panto-dev/panto/replica"
 	"github.com/panto-dev/panto/store"
 )
 
@@ -69,7 +70,7 @@ func commonFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.BoolFlag{Name: "json", Usage: "print one JSON object per event, then a summary object"},
 		&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "print only failures and divergences"},
-		&cli.IntFlag{Name: "concurrency", Aliases: []string{"j"}, Value: 16, Usage: "sessions transferred at once"},
+		&cli.IntFlag{Name: "concurrency", Aliases: []string{"j"}, Value: replica.DefaultConcurrency, Usage: "sessions transferred at once"},
 		&cli.StringSliceFlag{Name: "include", Usage: "only session ids matching `GLOB` (repeatable)"},
 		&cli.StringSliceFlag{Name: "exclude", Usage: "skip session ids matching `GLOB` (repeatable)"},
 		&cli.BoolFlag{Name: "verbose", Aliases: []string{"v"}, Usage: "log every S3 request on stderr: method, key, status, bytes, milliseconds", EnvVars: []string{"PANTO_TRACE"}},
