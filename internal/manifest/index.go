@@ -8,6 +8,8 @@ import (
 	"encoding/hex"
 	"fmt"
 	"runtime"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/klauspost/compress/zstd"
@@ -72,6 +74,43 @@ type Resume struct {
 	// Segments is the number of segments of the log at Length; Stored,
 	// how many of them the stored manifest lists (0: none is stored).
 	Segments, Stored int
+	// Tail is where the segments the stored manifest does not list (the
+	// last Segments−Stored) begin, ascending, as decimal offsets joined by
+	// commas (a string, so that entries compare with ==); "" when not
+	// known. A reader sends their GETs with the manifest's instead of
+	// probing for one after another (§P4); they are a hint, each checked
+	// as a probed segment is.
+	Tail string
+}
+
+// JoinOffsets is the Resume.Tail of segments starting at offs.
+func JoinOffsets(offs []int64) string {
+	var b []byte
+	for i, o := range offs {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = strconv.AppendInt(b, o, 10)
+	}
+	return string(b)
+}
+
+// TailOffsets returns where the segments Tail lists begin, or nil when
+// it lists none (or is not a list of ascending offsets).
+func (r Resume) TailOffsets() []int64 {
+	if r.Tail == "" {
+		return nil
+	}
+	parts := strings.Split(r.Tail, ",")
+	offs := make([]int64, len(parts))
+	for i, p := range parts {
+		o, err := strconv.ParseInt(p, 10, 64)
+		if err != nil || o < 0 || i > 0 && o <= offs[i-1] {
+			return nil
+		}
+		offs[i] = o
+	}
+	return offs
 }
 
 // Resumable reports whether e carries the state of a current writer to

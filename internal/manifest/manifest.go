@@ -191,9 +191,27 @@ func (m *Manifest) Refold(name string, raw []byte) error {
 // Info is the session's summary after the committed lines.
 func (m *Manifest) Info() agent.SessionInfo { return m.Decoder.Info }
 
+// TailAfter is the Resume.Tail of m when the stored manifest lists its
+// first stored segments: where the others begin, or "" if one of them is
+// merged (its name is not its offset's; compaction only merges listed
+// segments, so this is not expected).
+func (m *Manifest) TailAfter(stored int) string {
+	if stored >= len(m.Segments) {
+		return ""
+	}
+	offs := make([]int64, 0, len(m.Segments)-stored)
+	for _, seg := range m.Segments[stored:] {
+		if seg.Merged {
+			return ""
+		}
+		offs = append(offs, seg.Start)
+	}
+	return JoinOffsets(offs)
+}
+
 // Entry is the session's index entry, with the state to resume from; its
 // Resume.Segments counts m's segments and Resume.Stored is 0 (the caller
-// knows how many the stored manifest lists).
+// knows how many the stored manifest lists, and sets Tail).
 func (m *Manifest) Entry() IndexEntry {
 	e := IndexEntry{Info: m.Info(), Length: m.Length, SHA256: m.SHA256}
 	if h := m.Decoder.Header; h != nil && m.Length > 0 {

@@ -187,18 +187,19 @@ type wireEntry struct {
 // wireResume is an entry's Resume: the hash state (base64), the
 // decoder's state, and the segment counts.
 type wireResume struct {
-	HashState      []byte `json:"hash_state"`
-	Lines          int    `json:"lines"`
-	Format         int    `json:"format"`
-	SummaryVersion int    `json:"summary_version,omitempty"`
-	Segments       int    `json:"segments"`
-	Stored         int    `json:"stored,omitempty"`
+	HashState      []byte  `json:"hash_state"`
+	Lines          int     `json:"lines"`
+	Format         int     `json:"format"`
+	SummaryVersion int     `json:"summary_version,omitempty"`
+	Segments       int     `json:"segments"`
+	Stored         int     `json:"stored,omitempty"`
+	Tail           []int64 `json:"tail,omitempty"`
 }
 
 func entryToWire(e IndexEntry) wireEntry {
 	w := wireEntry{Length: e.Length, SHA256: e.SHA256, wireSummary: summaryToWire(e.Info)}
 	if r := e.Resume; r != (Resume{}) {
-		w.Resume = &wireResume{HashState: []byte(r.HashState), Lines: r.Lines, Format: r.Format, SummaryVersion: r.SummaryVersion, Segments: r.Segments, Stored: r.Stored}
+		w.Resume = &wireResume{HashState: []byte(r.HashState), Lines: r.Lines, Format: r.Format, SummaryVersion: r.SummaryVersion, Segments: r.Segments, Stored: r.Stored, Tail: r.TailOffsets()}
 	}
 	return w
 }
@@ -207,6 +208,13 @@ func (w wireEntry) entry(id string) IndexEntry {
 	e := IndexEntry{Info: w.info(id), Length: w.Length, SHA256: w.SHA256}
 	if r := w.Resume; r != nil {
 		e.Resume = Resume{HashState: string(r.HashState), Lines: r.Lines, Format: r.Format, SummaryVersion: r.SummaryVersion, Segments: r.Segments, Stored: r.Stored}
+		// A tail that is not one offset per unlisted segment, ascending
+		// and inside the log, is dropped: it is only a hint.
+		if n := len(r.Tail); n > 0 && n == r.Segments-r.Stored && r.Tail[n-1] < w.Length {
+			if t := JoinOffsets(r.Tail); (Resume{Tail: t}).TailOffsets() != nil {
+				e.Resume.Tail = t
+			}
+		}
 	}
 	return e
 }

@@ -29,6 +29,9 @@ type sessionState struct {
 	// this Store has not read; stored counts among those. A manifest is
 	// written only after the stored one is read (checkpoint).
 	partial int
+	// partialTail: where those of the partial segments past the stored
+	// ones begin (the entry's Resume.Tail), nil when the entry did not say.
+	partialTail []int64
 
 	// The background checkpoint (checkpoint.go), guarded by Store.mu.
 	dirty    bool          // committed segments not yet checkpointed
@@ -73,7 +76,7 @@ func (st *sessionState) adopt(m *manifest.Manifest, etag string, now time.Time) 
 // adoptStored is adopt for an m of which only the first stored segments
 // are in the stored manifest; the rest were committed after it.
 func (st *sessionState) adoptStored(m *manifest.Manifest, etag string, stored int, now time.Time) {
-	st.m, st.etag, st.stored, st.loaded, st.fresh, st.partial = m, etag, stored, true, now, 0
+	st.m, st.etag, st.stored, st.loaded, st.fresh, st.partial, st.partialTail = m, etag, stored, true, now, 0, nil
 }
 
 // adoptResume adopts the state index entry e resumes (e.Resumable): an
@@ -82,6 +85,10 @@ func (st *sessionState) adoptStored(m *manifest.Manifest, etag string, stored in
 func (st *sessionState) adoptResume(e manifest.IndexEntry, now time.Time) {
 	st.m, st.etag, st.stored, st.loaded, st.fresh = e.Manifest(e.Info.ID), "", e.Resume.Stored, true, now
 	st.partial = e.Resume.Segments
+	st.partialTail = nil
+	if offs := e.Resume.TailOffsets(); len(offs) == e.Resume.Segments-e.Resume.Stored {
+		st.partialTail = offs
+	}
 }
 
 // segments is the number of segments of the log as st knows it.
@@ -92,8 +99,31 @@ func (st *sessionState) entry() manifest.IndexEntry {
 	e := st.m.Entry()
 	if e.Resume.HashState != "" {
 		e.Resume.Segments, e.Resume.Stored = st.segments(), st.stored
+		e.Resume.Tail = st.tail()
 	}
 	return e
+}
+
+// tail is the entry's Resume.Tail: where the segments past the stored
+// manifest's begin, "" when st does not know them all.
+func (st *sessionState) tail() string {
+	if st.partial == 0 {
+		return st.m.TailAfter(st.stored)
+	}
+	if st.partialTail == nil && st.stored < st.partial {
+		return ""
+	}
+	t := manifest.JoinOffsets(st.partialTail)
+	rest := st.m.TailAfter(0)
+	switch {
+	case len(st.m.Segments) == 0:
+		return t
+	case rest == "":
+		return ""
+	case t == "":
+		return rest
+	}
+	return t + "," + rest
 }
 
 // advance records that m, which extends st.m, is what the bucket holds.

@@ -46,16 +46,23 @@ func (s *Store) Logs(ctx context.Context) ([]store.Log, error) {
 
 // Checkpoints returns the prefix hashes at every segment boundary of
 // session id, from its manifest plus the probed segments; ascending by
-// length. Wrapped agent.ErrSessionNotFound if absent.
+// length. Wrapped agent.ErrSessionNotFound if absent. When this Store's
+// reading of the index knows the session, the segments its entry says
+// the manifest does not list, and the probe at its end, go out with the
+// manifest's GET.
 func (s *Store) Checkpoints(ctx context.Context, id string) ([]store.Checkpoint, error) {
 	if err := agent.ValidateSessionID(id); err != nil {
 		return nil, err
+	}
+	var early earlyGets
+	if e, known := s.cachedEntry(id); known {
+		early = s.startGets(ctx, append(s.tailKeys(id, e, 0), s.sessionKey(id, manifest.SegmentName(e.Length)))...)
 	}
 	m, _, err := s.readManifest(ctx, id)
 	if err != nil {
 		return nil, err
 	}
-	if _, err := s.catchUpFrom(ctx, m, 0, nil); err != nil {
+	if _, err := s.catchUpFrom(ctx, m, 0, early); err != nil {
 		return nil, fmt.Errorf("checkpoints of session %s: %w", id, err)
 	}
 	if m.Length == 0 {
@@ -111,6 +118,7 @@ func (s *Store) ReadLog(ctx context.Context, id string, from int64) (io.ReadClos
 		if from == 0 && e.Length <= earlyFirstMax {
 			keys = append(keys, first)
 		}
+		keys = append(keys, s.tailKeys(id, e, from)...)
 		keys = append(keys, s.sessionKey(id, manifest.SegmentName(e.Length)))
 	}
 	early := s.startGets(ctx, keys...)
@@ -161,14 +169,40 @@ func (s *Store) ReadLog(ctx context.Context, id string, from int64) (io.ReadClos
 	return r, end, nil
 }
 
+// tailKeys are the keys of the segments index entry e says the stored
+// manifest does not list (Resume.Tail) that hold bytes after offset from,
+// when those are at most half the read-ahead: fetched with the manifest,
+// they turn the probes for them, one after another, into one round trip.
+func (s *Store) tailKeys(id string, e manifest.IndexEntry, from int64) []string {
+	offs := e.Resume.TailOffsets()
+	if len(offs) == 0 || e.Length-offs[0] > readAheadBytes/2 {
+		return nil
+	}
+	keys := make([]string, 0, len(offs))
+	for i, o := range offs {
+		end := e.Length
+		if i+1 < len(offs) {
+			end = offs[i+1]
+		}
+		if end > from {
+			keys = append(keys, s.sessionKey(id, manifest.SegmentName(o)))
+		}
+	}
+	return keys
+}
+
 // readLogProbing is ReadLog of a session whose index entry e says no
 // manifest is stored (a session pushed or created in one segment, or
 // appended to since by tails of fewer than 8 segments): it probes from
-// seg/0, the first segment and the probe at the indexed end sent at once,
-// so that a session of one segment reads in one round trip and one of n
-// segments in n. The probed bytes are checked against e (catchUpFrom).
+// seg/0, the segments the entry lists (Resume.Tail; else the first) and
+// the probe at the indexed end sent at once, so that a session reads in
+// one round trip (without a tail, one of n segments takes n). The probed bytes are checked against e (catchUpFrom).
 func (s *Store) readLogProbing(ctx context.Context, id string, from int64, e manifest.IndexEntry) (io.ReadCloser, store.Checkpoint, error) {
-	early := s.startGets(ctx, s.sessionKey(id, manifest.SegmentName(0)), s.sessionKey(id, manifest.SegmentName(e.Length)))
+	keys := s.tailKeys(id, e, 0)
+	if len(keys) == 0 {
+		keys = []string{s.sessionKey(id, manifest.SegmentName(0))}
+	}
+	early := s.startGets(ctx, append(keys, s.sessionKey(id, manifest.SegmentName(e.Length)))...)
 	caught := manifest.New(id)
 	probed, err := s.catchUpFrom(ctx, caught, readAheadBytes/2, early)
 	if err != nil {

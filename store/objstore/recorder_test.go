@@ -26,6 +26,10 @@ type recorder struct {
 	// lose, when it says so of a request, forwards it and its answer
 	// reaches the server's side only: the client gets errAnswerLost.
 	lose func(r *http.Request) bool
+	// delay is added to every answer, so that requests sent together
+	// overlap however the goroutines sending them are scheduled (rounds
+	// counts them as one round trip).
+	delay time.Duration
 }
 
 type request struct {
@@ -44,7 +48,7 @@ var errAnswerLost = errors.New("injected fault: connection lost before the answe
 
 func (r *recorder) Do(req *http.Request) (*http.Response, error) {
 	r.mu.Lock()
-	fault, lose := r.fault, r.lose
+	fault, lose, delay := r.fault, r.lose, r.delay
 	r.mu.Unlock()
 	if fault != nil {
 		if err := fault(req); err != nil {
@@ -53,6 +57,7 @@ func (r *recorder) Do(req *http.Request) (*http.Response, error) {
 	}
 	start := time.Now()
 	resp, err := r.inner.Do(req)
+	time.Sleep(delay)
 	rec := request{method: req.Method, path: req.URL.Path, payload: req.Header.Get("X-Amz-Content-Sha256"), start: start, end: time.Now()}
 	if resp != nil {
 		rec.status = resp.StatusCode

@@ -320,6 +320,7 @@ func storedEntry(m *manifest.Manifest, stored int) manifest.IndexEntry {
 	e := m.Entry()
 	if e.Resume.HashState != "" {
 		e.Resume.Stored = stored
+		e.Resume.Tail = m.TailAfter(stored)
 	}
 	return e
 }

@@ -1,0 +1,183 @@
+package objstore_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/panto-dev/panto/agent"
+	"github.com/panto-dev/panto/internal/manifest"
+	"github.com/panto-dev/panto/internal/sessionlog"
+	"github.com/panto-dev/panto/store/objstore"
+)
+
+// TestReadTailInOneRound: the index entry lists where the segments the
+// stored manifest does not list begin (Resume.Tail), so that a reader
+// sends their GETs with the manifest's instead of probing for one after
+// another: a load of a session of six segments and no manifest is one
+// round trip, and of one whose manifest lags by three segments two (the
+// manifest with the tail, then the segments it lists); Checkpoints of
+// either is one round trip more than nothing, whatever the tail's length.
+func TestReadTailInOneRound(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newEnv(t)
+	w := e.open(t, objstore.WithCompactThreshold(0))
+	grow := func(id string, n int) []string {
+		var want []string
+		for i := 0; i < n; i++ {
+			want = append(want, fmt.Sprint("m", i))
+			if err := w.AppendMessages(ctx, id, []agent.PersistentMessage{user(want[i])}); err != nil {
+				t.Fatal(err)
+			}
+			if err := w.Flush(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return want
+	}
+	for _, c := range []struct {
+		name     string
+		segments int
+		rounds   int
+	}{
+		{"no manifest", 6, 1},    // 5 past seg/0: no manifest yet
+		{"manifest lags", 12, 2}, // the manifest lists 9, the tail is 3
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			id := agent.NewSessionID()
+			want := grow(id, c.segments)
+			rec := &recorder{delay: 50 * time.Millisecond}
+			r := e.open(t, rec.option())
+			if _, err := r.List(ctx); err != nil {
+				t.Fatal(err)
+			}
+			rec.take()
+			conv, err := r.Load(ctx, id)
+			if err != nil || strings.Join(texts(conv), ",") != strings.Join(want, ",") {
+				t.Fatalf("load: %v %q", err, texts(conv))
+			}
+			reqs := rec.take()
+			for _, q := range reqs {
+				t.Logf("load: %s %s %d", q.method, q.path, q.status)
+			}
+			probed := count(reqs, "GET")
+			if got := rounds(reqs); got != c.rounds || probed < c.segments-9+1 {
+				t.Errorf("the load of %d segments took %d round trips (%d GETs), want %d", c.segments, got, probed, c.rounds)
+			}
+			r2 := e.open(t, rec.option())
+			if _, err := r2.List(ctx); err != nil {
+				t.Fatal(err)
+			}
+			rec.take()
+			cps, err := r2.Checkpoints(ctx, id)
+			if err != nil || len(cps) != c.segments {
+				t.Fatalf("checkpoints: %v, %d of them, want %d", err, len(cps), c.segments)
+			}
+			if got := rounds(rec.take()); got != 1 {
+				t.Errorf("checkpoints of %d segments took %d round trips, want 1", c.segments, got)
+			}
+		})
+	}
+}
+
+// The tail is a hint: a reader given a wrong one reads the session all
+// the same (checked as a probed segment is), and the wire drops one that
+// is not an ascending offset per unlisted segment inside the log.
+func TestTailIsAHint(t *testing.T) {
+	codec, err := manifest.NewCodec()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sh := manifest.NewIndexShard("a")
+	hs := strings.Repeat("x", 8)
+	for _, c := range []struct {
+		tail string
+		keep bool
+	}{
+		{"0,10,20", true},
+		{"0,20,10", false}, // not ascending
+		{"0,10", false},    // one short
+		{"0,10,99", false}, // past the log's end
+	} {
+		id := idIn("a")
+		sh.Put(manifest.IndexEntry{Info: agent.SessionInfo{ID: id}, Length: 30, SHA256: strings.Repeat("0", 64),
+			Resume: manifest.Resume{HashState: hs, Lines: 3, Format: 1, Segments: 3, Tail: c.tail}})
+		data, err := codec.EncodeIndexShard("index/a.json.zst", sh)
+		if err != nil {
+			t.Fatal(err)
+		}
+		back, err := codec.DecodeIndexShard("index/a.json.zst", data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := back.Sessions[id].Resume.Tail; (got == c.tail) != c.keep || !c.keep && got != "" {
+			t.Errorf("tail %q read back as %q, want kept: %v", c.tail, got, c.keep)
+		}
+	}
+}
+
+// TestResumedAppendKeepsTail: an append that resumes from the index entry
+// (a sync's tail at the indexed checkpoint: no read of the session) knows
+// where the segments before it begin only from the entry's tail, and
+// writes that tail on with its own segment's offset.
+func TestResumedAppendKeepsTail(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newEnv(t)
+	w := e.open(t)
+	id := idIn("3")
+	for i := 0; i < 3; i++ {
+		if err := w.AppendMessages(ctx, id, []agent.PersistentMessage{user(fmt.Sprint("m", i))}); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lister := e.open(t)
+	logs, err := sessionsOf(ctx, lister)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := logs[id].Checkpoint
+	batch, err := sessionlog.EncodeBatch(id, false, []agent.PersistentMessage{user("m3")}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := &recorder{}
+	resumed := e.open(t, rec.option())
+	if _, err := sessionsOf(ctx, resumed); err != nil {
+		t.Fatal(err)
+	}
+	rec.take()
+	if err := appendRaw(ctx, resumed, id, at.Length, at.SHA256, batch); err != nil {
+		t.Fatal(err)
+	}
+	if err := resumed.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := count(rec.take(), "GET"); n != 0 {
+		t.Fatalf("the append read %d objects: it did not resume from the entry", n)
+	}
+	var offs []string
+	for _, k := range segmentKeys(t, e, id) {
+		var o int64
+		if _, err := fmt.Sscanf(k, "seg/%020d.jsonl.zst", &o); err != nil {
+			t.Fatalf("segment %s: %v", k, err)
+		}
+		offs = append(offs, fmt.Sprint(o))
+	}
+	codec, _ := manifest.NewCodec()
+	key := "pfx/index/3.json.zst"
+	sh, err := codec.DecodeIndexShard(key, codec.CompressSmaller(e.object(t, key)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := sh.Sessions[id].Resume
+	if len(offs) != 4 || r.Segments != 4 || r.Stored != 0 || r.Tail != strings.Join(offs, ",") {
+		t.Fatalf("after the resumed append: segments %v, the entry says %+v", offs, r)
+	}
+}
