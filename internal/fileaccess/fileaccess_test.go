@@ -1,11 +1,13 @@
 package fileaccess_test
 
 import (
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/panto-dev/panto/internal/fileaccess"
 )
@@ -54,7 +56,11 @@ func TestWatch(t *testing.T) {
 	if err != nil {
 		t.Skip("no cat")
 	}
-	if err := exec.Command(exe, filepath.Join(dir, "child")).Run(); err != nil {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, exe, filepath.Join(dir, "child"))
+	cmd.WaitDelay = 5 * time.Second
+	if err := cmd.Run(); err != nil {
 		t.Fatal(err)
 	}
 	if got := w.Take(t); !slices.Equal(got, []string{"child"}) {
