@@ -541,7 +541,7 @@ func (b *bench) singleTable(names []string) {
 			}
 		}
 		if both {
-			fmt.Printf(" %.1f |", (results[slow][s.op] - results[fast][s.op]).Seconds()/0.040)
+			fmt.Printf(" %.1f |", (results[slow][s.op]-results[fast][s.op]).Seconds()/0.040)
 		}
 		fmt.Printf(" %s |\n", s.target)
 	}

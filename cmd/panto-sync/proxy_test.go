@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/panto-dev/panto/internal/miniotest"
 )
 
 // requestCounter is a reverse proxy in front of MinIO that counts the
@@ -19,6 +21,9 @@ type requestCounter struct {
 	mu    sync.Mutex
 	count map[string]int // by class (LIST, or the method), and by sessionPrefix+class for session objects
 	sent  int64          // request body bytes, as they arrive (chunked ones too)
+	// chunked counts the requests whose body came without a length
+	// (Transfer-Encoding: chunked), so a test can tell it sent one.
+	chunked int
 }
 
 func newRequestCounter(t *testing.T, endpoint string) *requestCounter {
@@ -30,7 +35,7 @@ func newRequestCounter(t *testing.T, endpoint string) *requestCounter {
 	rc := &requestCounter{count: map[string]int{}}
 	proxy := httputil.NewSingleHostReverseProxy(target)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		class := classify(r)
+		class := miniotest.RequestClass(r)
 		probe := strings.HasSuffix(r.URL.Path, "/panto-probe.json")
 		rc.mu.Lock()
 		// Open's probe of conditional writes (two small PUTs of one
@@ -43,6 +48,9 @@ func newRequestCounter(t *testing.T, endpoint string) *requestCounter {
 				rc.count[sessionPrefix+class]++
 			}
 		}
+		if r.ContentLength < 0 {
+			rc.chunked++
+		}
 		rc.mu.Unlock()
 		if !probe && r.Body != nil {
 			// Count what is read of the body, not what ContentLength
@@ -54,18 +62,6 @@ func newRequestCounter(t *testing.T, endpoint string) *requestCounter {
 	t.Cleanup(srv.Close)
 	rc.URL = srv.URL
 	return rc
-}
-
-// classify names a request as S3 sees it: a GET of a bucket (path-style,
-// /bucket or /bucket/) with a list-type, prefix or delimiter in its query
-// is a LIST, whatever its path says; anything else is its method.
-func classify(r *http.Request) string {
-	q := r.URL.Query()
-	bucketOnly := strings.Count(strings.Trim(r.URL.Path, "/"), "/") == 0
-	if r.Method == http.MethodGet && (q.Has("list-type") || q.Has("prefix") || q.Has("delimiter") || bucketOnly && !q.Has("location")) {
-		return "LIST"
-	}
-	return r.Method
 }
 
 // countingBody counts the bytes read from a request body.
@@ -87,7 +83,7 @@ func (rc *requestCounter) take() (map[string]int, int64) {
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
 	c, s := rc.count, rc.sent
-	rc.count, rc.sent = map[string]int{}, 0
+	rc.count, rc.sent, rc.chunked = map[string]int{}, 0, 0
 	return c, s
 }
 
@@ -136,6 +132,12 @@ func TestRequestCounter(t *testing.T) {
 	// An io.Reader that is not a bytes/strings reader: the client sends
 	// it chunked, with no Content-Length.
 	do("PUT", "/"+e.bucket+"/panto/index/0.json.zst", io.MultiReader(strings.NewReader("0123456789"), strings.NewReader("abcdef")))
+	rc.mu.Lock()
+	chunked := rc.chunked
+	rc.mu.Unlock()
+	if chunked != 1 {
+		t.Fatalf("%d requests came chunked, want the PUT: the test of a chunked body sent none", chunked)
+	}
 	c, sent := rc.take()
 	if c["LIST"] != 3 || c[sessionPrefix+"LIST"] != 2 || c["GET"] != 1 || c[sessionPrefix+"GET"] != 1 || c["PUT"] != 1 {
 		t.Errorf("counts %v: want 3 LISTs (2 of sessions), 1 GET of a session object, 1 PUT", c)

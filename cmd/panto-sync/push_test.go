@@ -7,6 +7,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/panto-dev/panto/agent"
 	"github.com/panto-dev/panto/internal/cmdtest"
+	"github.com/panto-dev/panto/internal/fileaccess"
 	"github.com/panto-dev/panto/internal/manifest"
 
 	"github.com/panto-dev/panto/internal/miniotest"
@@ -87,11 +89,23 @@ func testPushIncremental(t *testing.T, e *env) {
 		appended += int64(len(appendBatch(t, dir, id, false)))
 		changed[id] = true
 	}
+	// Which session files push opens, seen from outside (and as root,
+	// who could read a file of mode 000): the grown ones only.
+	reads := fileaccess.Watch(t, dir)
+	reads.Take(t)
 	rc := newRequestCounter(t, e.srv.Endpoint())
 	r := e.must(t, 0, "push", "--dir", dir, "--endpoint", rc.URL, "--json", e.url)
 	evs, sum := events(t, r.stdout)
 	if sum.Bytes != appended {
 		t.Errorf("incremental push moved %d bytes, %d were appended", sum.Bytes, appended)
+	}
+	var grown []string
+	for id := range changed {
+		grown = append(grown, id+".jsonl")
+	}
+	slices.Sort(grown)
+	if got := sessionFiles(reads.Take(t)); !slices.Equal(got, grown) {
+		t.Errorf("incremental push opened %v, want the grown %v alone", got, grown)
 	}
 	for _, ev := range evs {
 		if want := map[bool]string{true: "pushed", false: "unchanged"}[changed[ev.ID]]; ev.Event != want {
@@ -126,6 +140,9 @@ func testPushIncremental(t *testing.T, e *env) {
 	if c, sent := rc.take(); c["PUT"] != 0 || c["LIST"] != 0 || c[sessionPrefix+"GET"] != 0 || sent != 0 {
 		t.Errorf("no-op push made %v requests and sent %d bytes; want no PUT, no LIST, no session read", c, sent)
 	}
+	if got := sessionFiles(reads.Take(t)); len(got) != 0 {
+		t.Errorf("no-op push opened %v: an unchanged file is read", got)
+	}
 
 	if r := e.must(t, 0, "push", "--dir", dir, "--quiet", e.url); r.stdout != "" || r.stderr != "" {
 		t.Errorf("quiet no-op push printed %q %q", r.stdout, r.stderr)
@@ -133,6 +150,11 @@ func testPushIncremental(t *testing.T, e *env) {
 	into := t.TempDir()
 	e.must(t, 0, "pull", "--dir", into, e.url)
 	sameCatalog(t, dir, into)
+}
+
+// sessionFiles keeps the session files of names.
+func sessionFiles(names []string) []string {
+	return slices.DeleteFunc(names, func(n string) bool { return !strings.HasSuffix(n, ".jsonl") })
 }
 
 // TestNoopPushDoesNotGrow: a push of an unchanged catalog makes the same

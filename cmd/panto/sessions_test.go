@@ -2,6 +2,11 @@ package main
 
 import (
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -87,18 +92,76 @@ func TestStoreFlagPlacement(t *testing.T) {
 			t.Errorf("%q: exit %d, stdout %q, stderr %q", args, r.code, r.stdout, r.stderr)
 		}
 	}
-	// A misconfigured store is one line that says what to fix.
-	for _, args := range [][]string{
-		{"sessions", "--store", "s3://no-such-bucket-here", "--endpoint", srvS3.Endpoint()},
-		{"sessions", "--store", "s3://" + bucket, "--endpoint", "http://127.0.0.1:1"},
-		{"sessions", "--store", "ftp://x"},
-	} {
-		r := runPanto(t, t.TempDir(), creds, "", args...)
-		line := strings.TrimSuffix(r.stderr, "\n")
-		if r.code == 0 || line == "" || strings.Contains(line, "\n") {
-			t.Errorf("%q: exit %d, stderr %q", args, r.code, r.stderr)
-		}
+}
+
+// TestMisconfiguredStore: a store panto cannot use fails in one line that
+// names the problem and the fix (what to set, create or give), and
+// writes nothing: a bad spec, a bucket missing or misnamed, credentials
+// rejected or absent, an endpoint that does not answer or is not S3, a
+// key file that is not one, or is missing.
+func TestMisconfiguredStore(t *testing.T) {
+	t.Parallel()
+	srv := miniotest.Shared(t)
+	bucket := srv.NewBucket(t)
+	creds := minioEnv(srv) // AWS_ENDPOINT_URL_S3 included: --endpoint overrides it
+	noCreds := []string{"AWS_REGION=" + miniotest.Region, "AWS_ENDPOINT_URL_S3=" + srv.Endpoint(), "AWS_EC2_METADATA_DISABLED=true"}
+	wrongSecret := append(slices.Clone(creds), "AWS_SECRET_ACCESS_KEY=not-the-secret")
+	notS3 := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "<html>not here</html>", http.StatusNotFound)
+	}))
+	t.Cleanup(notS3.Close)
+	dir := t.TempDir()
+	notAKey := filepath.Join(dir, "not-a.key")
+	if err := os.WriteFile(notAKey, []byte("hunter2\n"), 0o600); err != nil {
+		t.Fatal(err)
 	}
+	aFile := filepath.Join(dir, "a-file")
+	if err := os.WriteFile(aFile, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name string
+		env  []string
+		args []string
+		says []string
+	}{
+		{"unknown scheme", creds, []string{"--store", "ftp://x"}, []string{`"ftp://x"`, "unknown scheme", "s3://BUCKET[/PREFIX]", "file://DIR"}},
+		{"no bucket in the URL", creds, []string{"--store", "s3://"}, []string{"want s3://BUCKET[/PREFIX]"}},
+		{"relative file URL", creds, []string{"--store", "file://relative"}, []string{"want file:///absolute/dir"}},
+		{"a file for a directory", creds, []string{"--store", aFile}, []string{aFile, "not a directory"}},
+		{"missing bucket", creds, []string{"--store", "s3://no-such-bucket-here"}, []string{`bucket "no-such-bucket-here" does not exist at ` + srv.Endpoint(), "create it", "fix the bucket name"}},
+		{"invalid bucket name", creds, []string{"--store", "s3://ux"}, []string{`"ux" is not a valid bucket name`, "3 to 63"}},
+		{"credentials rejected", wrongSecret, []string{"--store", "s3://" + bucket}, []string{"credentials rejected by " + srv.Endpoint(), "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"}},
+		{"no credentials", noCreds, []string{"--store", "s3://" + bucket}, []string{"no AWS credentials found", "set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY", "AWS_PROFILE"}},
+		{"unreachable endpoint", creds, []string{"--store", "s3://" + bucket, "--endpoint", "http://127.0.0.1:1"}, []string{"cannot reach the S3 endpoint http://127.0.0.1:1", "--endpoint", "the server is running"}},
+		{"not an S3 endpoint", creds, []string{"--store", "s3://" + bucket, "--endpoint", notS3.URL}, []string{notS3.URL + " did not answer as an S3 server", "--endpoint", "the bucket name"}},
+		{"not a key file", creds, []string{"--store", "s3://" + bucket, "--key-file", notAKey}, []string{notAKey, "not a panto key file", "panto-sync keygen"}},
+		{"missing key file", creds, []string{"--store", "s3://" + bucket, "--key-file", filepath.Join(dir, "none.key")}, []string{"none.key", "no such file"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			r := runPanto(t, t.TempDir(), tt.env, "", append([]string{"sessions"}, tt.args...)...)
+			line := strings.TrimSuffix(r.stderr, "\n")
+			if r.code != 1 || r.stdout != "" || !strings.HasPrefix(line, "panto: ") || strings.Contains(line, "\n") {
+				t.Errorf("exit %d, stdout %q, stderr %q: want exit 1 and one line", r.code, r.stdout, r.stderr)
+			}
+			for _, s := range tt.says {
+				if !strings.Contains(line, s) {
+					t.Errorf("%q does not say %q", line, s)
+				}
+			}
+			if strings.Contains(line, "hunter2") || strings.Contains(line, srv.SecretKey()) || strings.Contains(line, "not-the-secret") {
+				t.Errorf("%q shows a secret", line)
+			}
+		})
+	}
+	// Nothing was written: the bucket the failed runs named is empty
+	// (checked once the parallel subtests are done).
+	t.Cleanup(func() {
+		if objs := srv.Objects(t, bucket); len(objs) != 0 {
+			t.Errorf("a failed open wrote %d objects", len(objs))
+		}
+	})
 }
 
 func listIDs(t *testing.T, b backend) []string {

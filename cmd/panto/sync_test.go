@@ -78,17 +78,25 @@ func TestResumeOnAnotherMachine(t *testing.T) {
 
 func runSync(t *testing.T, s3 *miniotest.Server, args ...string) {
 	t.Helper()
+	runSyncEnv(t, s3, nil, args...)
+}
+
+// runSyncEnv is runSync with extra environment variables; it returns what
+// the command printed, stdout and stderr together.
+func runSyncEnv(t *testing.T, s3 *miniotest.Server, extra []string, args ...string) string {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), processTimeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, syncBin, args...)
 	cmd.WaitDelay = 5 * time.Second
-	cmd.Env = append([]string{"HOME=" + t.TempDir(), "PATH=/usr/bin:/bin", "TMPDIR=" + os.TempDir()}, minioEnv(s3)...)
+	cmd.Env = append(append([]string{"HOME=" + t.TempDir(), "PATH=/usr/bin:/bin", "TMPDIR=" + os.TempDir()}, minioEnv(s3)...), extra...)
 	var out bytes.Buffer
 	w := cmdtest.Stderr(t, "panto-sync", &out) // one writer: one pipe for both
 	cmd.Stdout, cmd.Stderr = w, w
 	if err := cmd.Run(); err != nil {
 		t.Fatalf("panto-sync %q: %v: %s", args, err, out.String())
 	}
+	return out.String()
 }
 
 // TestTitleAndForkTravel: a title and a fork made on machine A are seen

@@ -9,6 +9,9 @@
 // ("WARNING: DATA RACE") and makes it exit 66; Stderr turns the report
 // into a test failure even when the test kills the command or does not
 // look at its exit status.
+//
+// Shapes check a command's --json output by field names and JSON types,
+// as a script reads it.
 package cmdtest
 
 import (

@@ -157,17 +157,21 @@ func FuzzIndexFold(f *testing.F) {
 	})
 }
 
-// FuzzMarker: DecodeMarker never panics; what it accepts is a marker of a
-// version this package reads, requiring only features it knows (and
-// encryption exactly when it names a known scheme and a key id), and
-// re-encodes to the same marker.
+// FuzzMarker: DecodeMarker never panics; it refuses with ErrNotMarker,
+// ErrNewerVersion, or ErrInvalid (a marker whose encryption section
+// contradicts what it requires); what it accepts is a marker of a version
+// this package reads, requiring only features it knows, and re-encodes to
+// the same marker.
 func FuzzMarker(f *testing.F) {
 	f.Add(EncodeMarker(Marker{Version: Version}))
 	f.Add(EncodeMarker(Marker{Version: Version, Requires: []string{FeatureTombstones}}))
+	f.Add(EncodeMarker(Marker{Version: Version, Requires: []string{FeatureEncryption}, Encryption: &Encryption{Scheme: knownSchemes[0], KeyID: "3f9a12c4d5e6f708"}}))
 	f.Add(EncodeMarker(Marker{Version: 1}))
 	f.Add([]byte(`{"format":"panto-objstore","version":99}`))
+	f.Add([]byte(`{"format":"panto-objstore","version":3,"requires":["teleportation"]}`))
 	f.Add([]byte(`{"format":"panto-objstore","version":3,"requires":["encryption"]}`))
 	f.Add(EncodeMarker(Marker{Version: Version, Requires: []string{FeatureIndexBases, FeatureEncryption}, Encryption: &Encryption{Scheme: seal.Scheme, KeyID: "k1"}}))
+	f.Add([]byte(`{"format":"panto-objstore","version":3,"requires":["encryption"],"encryption":{"scheme":"rot13","key_id":"00"}}`))
 	f.Add([]byte(`{"format":"other","version":3}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		m, err := DecodeMarker(data)

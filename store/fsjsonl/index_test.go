@@ -8,10 +8,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/panto-dev/panto/agent"
+	"github.com/panto-dev/panto/internal/fileaccess"
 	"github.com/panto-dev/panto/internal/sessionlog"
 	"github.com/panto-dev/panto/store"
 )
@@ -218,21 +221,113 @@ func TestListCacheUnusable(t *testing.T) {
 	}
 }
 
-func TestListReadOnlyDir(t *testing.T) {
-	if os.Geteuid() == 0 {
-		t.Skip("root ignores directory permissions")
+// TestListCacheUnwritable: a summary cache that cannot be written costs
+// speed only: List of a catalog whose cache write fails still lists every
+// session, leaves no temporary file behind, and changes no session. The
+// write is blocked two ways: a read-only directory (which root ignores:
+// skipped as root, as CI runs), and a directory where the cache file goes,
+// which fails the write's rename for root too.
+func TestListCacheUnwritable(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		block func(t *testing.T, dir string) (unblock func())
+	}{
+		{"read-only directory", func(t *testing.T, dir string) func() {
+			if os.Geteuid() == 0 {
+				t.Skip("root ignores directory permissions; the next case runs as root")
+			}
+			if err := os.Chmod(dir, 0o500); err != nil {
+				t.Fatal(err)
+			}
+			return func() { os.Chmod(dir, 0o700) }
+		}},
+		{"a directory in the cache's place", func(t *testing.T, dir string) func() {
+			// Not empty, so that no rename can replace it.
+			if err := os.MkdirAll(filepath.Join(dir, IndexFile, "in-the-way"), 0o700); err != nil {
+				t.Fatal(err)
+			}
+			return func() { os.RemoveAll(filepath.Join(dir, IndexFile)) }
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			s := mustOpen(t, dir)
+			mustAppend(t, s, "ro", msgs("ro", 1))
+			mustAppend(t, s, "rw", msgs("rw", 2))
+			before := readAll(t, filepath.Join(dir, "ro.jsonl"))
+			os.Remove(filepath.Join(dir, IndexFile)) // no cache: List must write one
+			unblock := tt.block(t, dir)
+			fresh := mustOpen(t, dir)
+			got, decoded, _ := listed(t, fresh)
+			unblock()
+			if len(got) != 2 || got["ro"].MessageCount != 1 || got["rw"].MessageCount != 2 || decoded != 2 {
+				t.Errorf("List with an unwritable cache: %v (%d decoded)", got, decoded)
+			}
+			fresh.mu.Lock()
+			dirty := fresh.index.dirty
+			fresh.mu.Unlock()
+			if !dirty {
+				t.Error("the cache counts as written: the write was never tried, or did not fail")
+			}
+			left, _ := filepath.Glob(filepath.Join(dir, ".panto-index-*"))
+			if len(left) != 0 {
+				t.Errorf("the failed cache write left %v", left)
+			}
+			if !bytes.Equal(readAll(t, filepath.Join(dir, "ro.jsonl")), before) {
+				t.Error("List changed a session file")
+			}
+			// Unblocked, the next List writes it.
+			listed(t, fresh)
+			if _, err := os.Stat(filepath.Join(dir, IndexFile)); err != nil {
+				t.Errorf("no cache once writable: %v", err)
+			}
+		})
 	}
+}
+
+// TestListReadsNoUnchangedFile: a List through a fresh handle (another
+// process) of a catalog its cache covers opens no session file: a
+// directory read and a stat per file, as the package doc says. Seen from
+// outside (inotify, fileaccess), not by the cache's own counters, and
+// true as root, who can read any file. A file appended behind the
+// cache's back is the one read.
+func TestListReadsNoUnchangedFile(t *testing.T) {
 	dir := t.TempDir()
 	s := mustOpen(t, dir)
-	mustAppend(t, s, "ro", msgs("ro", 1))
-	if err := os.Chmod(dir, 0o500); err != nil {
+	for _, id := range []string{"a", "b", "c"} {
+		mustAppend(t, s, id, msgs(id, 2))
+	}
+	listed(t, s) // writes the cache
+	w := fileaccess.Watch(t, dir)
+	w.Take(t)
+	if got, _, _ := listed(t, mustOpen(t, dir)); len(got) != 3 {
+		t.Fatalf("List: %v", got)
+	}
+	if got := sessionFiles(w.Take(t)); len(got) != 0 {
+		t.Errorf("List of an unchanged catalog opened %v", got)
+	}
+	extra, err := sessionlog.EncodeBatch("b", false, msgs("behind", 1), time.Now())
+	if err != nil {
 		t.Fatal(err)
 	}
-	defer os.Chmod(dir, 0o700)
-	got, _, _ := listed(t, mustOpen(t, dir))
-	if len(got) != 1 {
-		t.Errorf("List of a read-only directory: %v", got)
+	f, err := os.OpenFile(filepath.Join(dir, "b.jsonl"), os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
 	}
+	f.Write(extra)
+	f.Close()
+	w.Take(t)
+	if got, _, _ := listed(t, mustOpen(t, dir)); got["b"].MessageCount != 3 {
+		t.Fatalf("List after an append behind its back: %v", got["b"])
+	}
+	if got := sessionFiles(w.Take(t)); !slices.Equal(got, []string{"b.jsonl"}) {
+		t.Errorf("List after one file grew opened %v, want b.jsonl alone", got)
+	}
+}
+
+// sessionFiles keeps the session files of names.
+func sessionFiles(names []string) []string {
+	return slices.DeleteFunc(names, func(n string) bool { return !strings.HasSuffix(n, Ext) })
 }
 
 func readAll(t *testing.T, path string) []byte {

@@ -1,15 +1,19 @@
 package objstore_test
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"slices"
 	"strings"
 	"sync"
+	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
+	"github.com/panto-dev/panto/agent"
+	"github.com/panto-dev/panto/internal/miniotest"
 	"github.com/panto-dev/panto/store/objstore"
 )
 
@@ -33,7 +37,12 @@ type recorder struct {
 }
 
 type request struct {
+	// class is the method, or LIST for a listing (miniotest.RequestClass:
+	// a GET of the bucket whose query makes it one, which its path does
+	// not show).
+	class        string
 	method, path string
+	query        string
 	payload      string // X-Amz-Content-Sha256
 	status       int    // as the server answered, also when the answer was lost
 	lost         bool   // the answer was dropped before the client saw it
@@ -58,7 +67,7 @@ func (r *recorder) Do(req *http.Request) (*http.Response, error) {
 	start := time.Now()
 	resp, err := r.inner.Do(req)
 	time.Sleep(delay)
-	rec := request{method: req.Method, path: req.URL.Path, payload: req.Header.Get("X-Amz-Content-Sha256"), start: start, end: time.Now()}
+	rec := request{class: miniotest.RequestClass(req), method: req.Method, path: req.URL.Path, query: req.URL.RawQuery, payload: req.Header.Get("X-Amz-Content-Sha256"), start: start, end: time.Now()}
 	if resp != nil {
 		rec.status = resp.StatusCode
 	}
@@ -105,10 +114,12 @@ func (r *recorder) take() []request {
 	return out
 }
 
-func count(reqs []request, method string) int {
+// count counts the requests of a class: a method, or LIST (which is not
+// counted as a GET).
+func count(reqs []request, class string) int {
 	n := 0
 	for _, q := range reqs {
-		if q.method == method {
+		if q.class == class {
 			n++
 		}
 	}
@@ -136,4 +147,39 @@ func rounds(reqs []request) int {
 
 func isPut(r *http.Request, suffix string) bool {
 	return r.Method == http.MethodPut && strings.HasSuffix(r.URL.Path, suffix)
+}
+
+// TestRecorderSeesLists: the recorder the request-count tests use counts
+// a listing as a LIST, not a GET, though its path names only the bucket
+// (the prefix is in its query): CheckIndex lists the sessions by prefix
+// and "/", and the "no LIST" checks of those tests can fail.
+func TestRecorderSeesLists(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newEnv(t)
+	rec := &recorder{}
+	s := e.open(t, rec.option())
+	if err := s.AppendMessages(ctx, s.Create().Info.ID, []agent.PersistentMessage{user("listed")}); err != nil {
+		t.Fatal(err)
+	}
+	rec.take()
+	if _, err := s.CheckIndex(ctx); err != nil {
+		t.Fatal(err)
+	}
+	reqs := rec.take()
+	lists := slices.DeleteFunc(slices.Clone(reqs), func(q request) bool { return q.class != "LIST" })
+	if len(lists) == 0 || count(reqs, "LIST") != len(lists) {
+		t.Fatalf("CheckIndex made %+v: no LIST counted", reqs)
+	}
+	for _, q := range lists {
+		if q.method != http.MethodGet || strings.Count(strings.Trim(q.path, "/"), "/") != 0 || !strings.Contains(q.query, "prefix=") {
+			t.Errorf("a LIST of %s?%s: want a GET of the bucket with the prefix in its query", q.path, q.query)
+		}
+	}
+	if !slices.ContainsFunc(lists, func(q request) bool { return strings.Contains(q.query, "delimiter=") }) {
+		t.Errorf("no LIST by delimiter among %+v", lists)
+	}
+	if n := count(reqs, "GET"); n+len(lists) > len(reqs) {
+		t.Errorf("a LIST was counted as a GET too: %d GETs, %d LISTs of %d requests", n, len(lists), len(reqs))
+	}
 }
