@@ -36,10 +36,10 @@ func newRequestCounter(t *testing.T, endpoint string) *requestCounter {
 	proxy := httputil.NewSingleHostReverseProxy(target)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		class := miniotest.RequestClass(r)
-		probe := strings.HasSuffix(r.URL.Path, "/panto-probe.json")
+		probe := strings.HasSuffix(r.URL.Path, "/panto-probe.json") || strings.HasSuffix(r.URL.Path, "/panto-probe-replace.json")
 		rc.mu.Lock()
-		// Open's probe of conditional writes (two small PUTs of one
-		// object) is counted apart: it is not data.
+		// Open's probe of conditional writes (two small PUTs, of two
+		// objects) is counted apart: it is not data.
 		if probe {
 			rc.count[probePrefix+class]++
 		} else {

@@ -327,7 +327,7 @@ func TestEncryptedScan(t *testing.T) {
 	for _, o := range e.rawBucket(t) {
 		rel := strings.TrimPrefix(o.key, "pfx/")
 		switch {
-		case rel == "panto-store.json" || rel == "panto-probe.json":
+		case rel == "panto-store.json" || rel == "panto-probe.json" || rel == "panto-probe-replace.json":
 			kinds[rel]++
 			continue
 		case strings.HasSuffix(rel, ".c.jsonl.zst"):

@@ -202,7 +202,7 @@ func TestLayout(t *testing.T) {
 	nseg, nindex := 0, 0
 	for _, k := range keys {
 		switch {
-		case k == "pfx/panto-store.json", k == "pfx/panto-probe.json", k == "pfx/sessions/"+id+"/manifest.json":
+		case k == "pfx/panto-store.json", k == "pfx/panto-probe.json", k == "pfx/panto-probe-replace.json", k == "pfx/sessions/"+id+"/manifest.json":
 		case segKey.MatchString(k):
 			nseg++
 		case indexKey.MatchString(k) && strings.HasPrefix(k, "pfx/index/c"):
@@ -211,7 +211,7 @@ func TestLayout(t *testing.T) {
 			t.Errorf("unexpected object %s", k)
 		}
 	}
-	if nseg != len(batches) || nindex == 0 || len(keys) != len(batches)+3+nindex {
+	if nseg != len(batches) || nindex == 0 || len(keys) != len(batches)+4+nindex {
 		t.Fatalf("objects %q", keys)
 	}
 	if !bytes.Equal(segs, want) {
@@ -278,7 +278,7 @@ func TestLayoutOneSegment(t *testing.T) {
 	}
 	entry := indexEntries(t, objs, "c")[id]
 	slices.Sort(keys)
-	want := []string{"pfx/index/c.json.zst", "pfx/panto-probe.json", "pfx/panto-store.json", "pfx/sessions/" + id + "/" + manifest.SegmentName(0)}
+	want := []string{"pfx/index/c.json.zst", "pfx/panto-probe-replace.json", "pfx/panto-probe.json", "pfx/panto-store.json", "pfx/sessions/" + id + "/" + manifest.SegmentName(0)}
 	if !slices.Equal(keys, want) {
 		t.Fatalf("objects %q, want %q", keys, want)
 	}

@@ -381,11 +381,8 @@ func (s *Store) open(ctx context.Context, endpoint string) error {
 	var createErr, matchErr error
 	var wg sync.WaitGroup
 	wg.Add(2)
-	go func() { defer wg.Done(); created, createErr = s.probePut(ctx, putCond{ifNoneMatch: true}) }()
-	go func() {
-		defer wg.Done()
-		matched, matchErr = s.probePut(ctx, putCond{ifMatch: `"00000000000000000000000000000000"`})
-	}()
+	go func() { defer wg.Done(); created, createErr = s.probePut(ctx, probeName, putCond{ifNoneMatch: true}) }()
+	go func() { defer wg.Done(); matched, matchErr = s.probePut(ctx, replaceProbeName, wrongETag) }()
 	marker := make(chan struct{})
 	prefetched := s.prefetchIndex(ctx, marker)
 	markerErr := s.checkMarker(ctx, endpoint)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"sync"
 
 	"github.com/aws/smithy-go"
 )
@@ -17,9 +18,16 @@ import (
 // lost, so the store refuses it at Open.
 var ErrConditionalWrites = errors.New("the S3 server does not honour conditional writes")
 
-// probeName is the object the probe writes: always these bytes, so that a
-// server that ignores the conditions overwrites it with itself.
-const probeName = "panto-probe.json"
+// probeName and replaceProbeName are the objects the probe writes, the
+// create-if-absent and the replace: always these bytes, so that a server
+// that ignores the conditions overwrites them with themselves. Two
+// objects, so that the two PUTs do not contend for one object's lock on
+// the server (MinIO then stalls one of them by tens of milliseconds, and
+// with it Open).
+const (
+	probeName        = "panto-probe.json"
+	replaceProbeName = "panto-probe-replace.json"
+)
 
 var probeBody = []byte(`{"format":"panto-probe","about":"panto checks at every open that the server refuses a create of an existing object and a replace of a changed one; this object may be deleted"}`)
 
@@ -36,10 +44,11 @@ const (
 
 // probe checks, on every Open (a server can change under a prefix), that
 // the server honours both conditions: a create-if-absent of the probe
-// object, which exists, must be refused, and so must a replace whose
-// If-Match names a wrong ETag. The two PUTs run in parallel with the
-// marker read, so Open still costs one round trip; only the first Open of
-// a prefix, whose create makes the probe object, asks once more.
+// object, which exists, must be refused, and so must a replace of the
+// other one whose If-Match names a wrong ETag. The two PUTs run in
+// parallel with the marker read, so Open still costs one round trip; only
+// the first Open of a prefix, which makes the probe objects, asks once
+// more.
 //
 // It returns nil when the server honours both, or when the credentials
 // cannot write at all (then no write of this Store can succeed either).
@@ -64,15 +73,30 @@ func (s *Store) probe(ctx context.Context, created probeOutcome, matched probeOu
 		if attempt > 0 {
 			return fmt.Errorf("%w: s3://%s/%s: the conditional-write probe gave no clear answer (create %d, replace %d)", ErrOpen, s.b.name, s.b.prefix, created, matched)
 		}
-		var err error
-		if created, err = s.probePut(ctx, putCond{ifNoneMatch: true}); err != nil {
-			return err
-		}
-		if matched, err = s.probePut(ctx, putCond{ifMatch: `"00000000000000000000000000000000"`}); err != nil {
+		var createErr, matchErr error
+		var wg sync.WaitGroup
+		wg.Add(2)
+		go func() { defer wg.Done(); created, createErr = s.probePut(ctx, probeName, putCond{ifNoneMatch: true}) }()
+		go func() {
+			defer wg.Done()
+			if matched == probeMissing {
+				made, err := s.probePut(ctx, replaceProbeName, putCond{ifNoneMatch: true})
+				if err != nil || made == probeUnsupported || made == probeForbidden {
+					matched, matchErr = made, err
+					return
+				}
+			}
+			matched, matchErr = s.probePut(ctx, replaceProbeName, wrongETag)
+		}()
+		wg.Wait()
+		if err := errors.Join(createErr, matchErr); err != nil {
 			return err
 		}
 	}
 }
+
+// wrongETag is the replace probe's condition: an ETag no object has.
+var wrongETag = putCond{ifMatch: `"00000000000000000000000000000000"`}
 
 // notImplemented is the error of a server that answers 501 to the
 // conditional headers.
@@ -91,9 +115,9 @@ func isNotImplemented(err error) bool {
 	return errors.As(err, &status) && status.HTTPStatusCode() == http.StatusNotImplemented
 }
 
-// probePut is one conditional PUT of the probe object.
-func (s *Store) probePut(ctx context.Context, cond putCond) (probeOutcome, error) {
-	_, err := s.b.put(ctx, probeName, probeBody, cond, "application/json")
+// probePut is one conditional PUT of the probe object key.
+func (s *Store) probePut(ctx context.Context, key string, cond putCond) (probeOutcome, error) {
+	_, err := s.b.put(ctx, key, probeBody, cond, "application/json")
 	if err == nil {
 		return probeWritten, nil
 	}

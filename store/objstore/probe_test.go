@@ -5,6 +5,9 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/minio/minio-go/v7"
 
 	"github.com/panto-dev/panto/agent"
 	"github.com/panto-dev/panto/internal/miniotest"
@@ -48,5 +51,42 @@ func TestProbeRefusesLaxServers(t *testing.T) {
 				t.Fatal(err)
 			}
 		})
+	}
+}
+
+// TestProbeObjects: a fresh prefix gets both probe objects at its first
+// Open; a prefix that has only the create probe's (written before the
+// replace probe had an object of its own) gets the other at its next
+// Open, which opens; every later Open is the two refused PUTs alone, of
+// two objects, in one round trip.
+func TestProbeObjects(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newEnv(t)
+	e.open(t)
+	has := func(key string) bool {
+		_, ok := e.srv.Objects(t, e.bucket)[key]
+		return ok
+	}
+	if !has("pfx/panto-probe.json") || !has("pfx/panto-probe-replace.json") {
+		t.Fatalf("a fresh prefix's probe objects: %v", e.srv.Objects(t, e.bucket))
+	}
+	if err := e.srv.Client(t).RemoveObject(ctx, e.bucket, "pfx/panto-probe-replace.json", minio.RemoveObjectOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.open(t)
+	if !has("pfx/panto-probe-replace.json") {
+		t.Fatal("the replace probe's object was not made again")
+	}
+	rec := &recorder{delay: 50 * time.Millisecond}
+	e.open(t, rec.option())
+	var probes []request
+	for _, q := range rec.take() {
+		if strings.Contains(q.path, "/panto-probe") {
+			probes = append(probes, q)
+		}
+	}
+	if len(probes) != 2 || probes[0].path == probes[1].path || probes[0].status != 412 || probes[1].status != 412 || rounds(probes) != 1 {
+		t.Fatalf("an Open's probes: %+v", probes)
 	}
 }
