@@ -97,6 +97,7 @@ func keys(m map[string]any) []string {
 const roundTripID = "a0000000000000000000000000000001"
 
 func TestTitle(t *testing.T) {
+	t.Parallel()
 	for _, kind := range backendKinds {
 		t.Run(kind.name, func(t *testing.T) {
 			b := kind.make(t)
@@ -134,6 +135,7 @@ func TestTitle(t *testing.T) {
 // TestSessionsJSONFields: panto sessions --json has every field a script
 // reads, spelled as documented, for a fork with a title and usage.
 func TestSessionsJSONFields(t *testing.T) {
+	t.Parallel()
 	for _, kind := range backendKinds {
 		t.Run(kind.name, func(t *testing.T) {
 			b := kind.make(t)
@@ -171,6 +173,7 @@ func sameKeys(a, b []string) bool {
 }
 
 func TestFork(t *testing.T) {
+	t.Parallel()
 	for _, kind := range backendKinds {
 		t.Run(kind.name, func(t *testing.T) {
 			b := kind.make(t)
@@ -247,6 +250,7 @@ func seedSearch(t *testing.T, b backend) {
 }
 
 func TestSearch(t *testing.T) {
+	t.Parallel()
 	for _, kind := range backendKinds {
 		t.Run(kind.name, func(t *testing.T) {
 			b := kind.make(t)
@@ -303,6 +307,7 @@ func TestSearch(t *testing.T) {
 }
 
 func TestUsage(t *testing.T) {
+	t.Parallel()
 	for _, kind := range backendKinds {
 		t.Run(kind.name, func(t *testing.T) {
 			b := kind.make(t)

@@ -39,6 +39,7 @@ var exportMust = []string{
 }
 
 func TestExportMarkdownAndJSON(t *testing.T) {
+	t.Parallel()
 	for _, kind := range backendKinds {
 		t.Run(kind.name, func(t *testing.T) {
 			b := kind.make(t)
@@ -104,6 +105,7 @@ func TestExportMarkdownAndJSON(t *testing.T) {
 // holds every text, the folded parts folded) and the screenshot is not
 // blank. PANTO_TEST_SCREENSHOTS=DIR keeps the pages and their screenshots.
 func TestExportHTMLInBrowser(t *testing.T) {
+	t.Parallel()
 	browser := chromium(t)
 	for _, kind := range backendKinds {
 		t.Run(kind.name, func(t *testing.T) {

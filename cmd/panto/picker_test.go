@@ -145,6 +145,7 @@ func TestFilterSessions(t *testing.T) {
 // one left; off a terminal, -r without an id is an error that says to
 // pass one.
 func TestResumePicker(t *testing.T) {
+	t.Parallel()
 	for _, kind := range backendKinds {
 		t.Run(kind.name, func(t *testing.T) { testResumePicker(t, kind.make(t)) })
 	}

@@ -184,6 +184,7 @@ wait:
 // name); /fork N goes on in a new session holding the first N messages,
 // linked to the one it came from, which is left as it was.
 func TestInteractiveTitleAndFork(t *testing.T) {
+	t.Parallel()
 	for _, kind := range backendKinds {
 		t.Run(kind.name, func(t *testing.T) {
 			b := kind.make(t)

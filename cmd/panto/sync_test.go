@@ -104,6 +104,7 @@ func runSyncEnv(t *testing.T, s3 *miniotest.Server, extra []string, args ...stri
 // bucket, whose index entries carry them); a title B sets later wins on
 // A after the way back.
 func TestTitleAndForkTravel(t *testing.T) {
+	t.Parallel()
 	pc := providerCases[0]
 	srv := fakeprovider.New(t, pc.style, pc.key, fakeprovider.Reply{Text: "an answer", InputTokens: 40, OutputTokens: 9})
 	s3 := miniotest.Shared(t)
