@@ -191,22 +191,19 @@ func (m *Manifest) Refold(name string, raw []byte) error {
 // Info is the session's summary after the committed lines.
 func (m *Manifest) Info() agent.SessionInfo { return m.Decoder.Info }
 
-// TailAfter is the Resume.Tail of m when the stored manifest lists its
-// first stored segments: where the others begin, or "" if one of them is
-// merged (its name is not its offset's; compaction only merges listed
-// segments, so this is not expected).
-func (m *Manifest) TailAfter(stored int) string {
-	if stored >= len(m.Segments) {
-		return ""
-	}
-	offs := make([]int64, 0, len(m.Segments)-stored)
-	for _, seg := range m.Segments[stored:] {
+// TailAfter is where m's segments after its first stored ones begin (a
+// Resume.Tail when the stored manifest lists those), and false if one of
+// them is merged: its name is not its offset's (compaction merges only
+// listed segments, so this is not expected).
+func (m *Manifest) TailAfter(stored int) ([]int64, bool) {
+	var offs []int64
+	for _, seg := range m.Segments[min(stored, len(m.Segments)):] {
 		if seg.Merged {
-			return ""
+			return nil, false
 		}
 		offs = append(offs, seg.Start)
 	}
-	return JoinOffsets(offs)
+	return offs, true
 }
 
 // Entry is the session's index entry, with the state to resume from; its

@@ -210,10 +210,8 @@ func (w wireEntry) entry(id string) IndexEntry {
 		e.Resume = Resume{HashState: string(r.HashState), Lines: r.Lines, Format: r.Format, SummaryVersion: r.SummaryVersion, Segments: r.Segments, Stored: r.Stored}
 		// A tail that is not one offset per unlisted segment, ascending
 		// and inside the log, is dropped: it is only a hint.
-		if n := len(r.Tail); n > 0 && n == r.Segments-r.Stored && r.Tail[n-1] < w.Length {
-			if t := JoinOffsets(r.Tail); (Resume{Tail: t}).TailOffsets() != nil {
-				e.Resume.Tail = t
-			}
+		if len(r.Tail) == r.Segments-r.Stored && ascendingWithin(r.Tail, w.Length) {
+			e.Resume.Tail = JoinOffsets(r.Tail)
 		}
 	}
 	return e
@@ -416,4 +414,15 @@ func marshalWire(v any) ([]byte, error) {
 		return nil, err
 	}
 	return bytes.TrimSuffix(buf.Bytes(), []byte{'\n'}), nil
+}
+
+// ascendingWithin reports whether offs are strictly ascending offsets
+// inside a log of length bytes.
+func ascendingWithin(offs []int64, length int64) bool {
+	for i, o := range offs {
+		if o < 0 || o >= length || i > 0 && o <= offs[i-1] {
+			return false
+		}
+	}
+	return true
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"github.com/panto-dev/panto/agent"
@@ -107,23 +108,16 @@ func (st *sessionState) entry() manifest.IndexEntry {
 // tail is the entry's Resume.Tail: where the segments past the stored
 // manifest's begin, "" when st does not know them all.
 func (st *sessionState) tail() string {
-	if st.partial == 0 {
-		return st.m.TailAfter(st.stored)
-	}
-	if st.partialTail == nil && st.stored < st.partial {
+	if st.partial > st.stored && st.partialTail == nil {
 		return ""
 	}
-	t := manifest.JoinOffsets(st.partialTail)
-	rest := st.m.TailAfter(0)
-	switch {
-	case len(st.m.Segments) == 0:
-		return t
-	case rest == "":
+	// st.m's segments follow the partial ones, of which the stored
+	// manifest lists at most all.
+	offs, ok := st.m.TailAfter(max(st.stored-st.partial, 0))
+	if !ok {
 		return ""
-	case t == "":
-		return rest
 	}
-	return t + "," + rest
+	return manifest.JoinOffsets(append(slices.Clone(st.partialTail), offs...))
 }
 
 // advance records that m, which extends st.m, is what the bucket holds.

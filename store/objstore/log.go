@@ -56,7 +56,7 @@ func (s *Store) Checkpoints(ctx context.Context, id string) ([]store.Checkpoint,
 	}
 	var early earlyGets
 	if e, known := s.cachedEntry(id); known {
-		early = s.startGets(ctx, append(s.tailKeys(id, e, 0), s.sessionKey(id, manifest.SegmentName(e.Length)))...)
+		early = s.startGets(ctx, s.aheadKeys(id, e, 0)...)
 	}
 	m, _, err := s.readManifest(ctx, id)
 	if err != nil {
@@ -118,8 +118,7 @@ func (s *Store) ReadLog(ctx context.Context, id string, from int64) (io.ReadClos
 		if from == 0 && e.Length <= earlyFirstMax {
 			keys = append(keys, first)
 		}
-		keys = append(keys, s.tailKeys(id, e, from)...)
-		keys = append(keys, s.sessionKey(id, manifest.SegmentName(e.Length)))
+		keys = append(keys, s.aheadKeys(id, e, from)...)
 	}
 	early := s.startGets(ctx, keys...)
 	m, etag, err := s.readManifest(ctx, id)
@@ -169,26 +168,29 @@ func (s *Store) ReadLog(ctx context.Context, id string, from int64) (io.ReadClos
 	return r, end, nil
 }
 
-// tailKeys are the keys of the segments index entry e says the stored
-// manifest does not list (Resume.Tail) that hold bytes after offset from,
-// when those are at most half the read-ahead: fetched with the manifest,
-// they turn the probes for them, one after another, into one round trip.
-func (s *Store) tailKeys(id string, e manifest.IndexEntry, from int64) []string {
+// aheadKeys are what a reader that knows index entry e fetches with the
+// manifest: the segments e says the stored manifest does not list
+// (Resume.Tail) that hold bytes after offset from, when those are at most
+// half the read-ahead, and the probe at e's end. Fetched at once, they
+// turn the probes for those segments, one after another, into one round
+// trip.
+func (s *Store) aheadKeys(id string, e manifest.IndexEntry, from int64) []string {
+	end := s.sessionKey(id, manifest.SegmentName(e.Length))
 	offs := e.Resume.TailOffsets()
 	if len(offs) == 0 || e.Length-offs[0] > readAheadBytes/2 {
-		return nil
+		return []string{end}
 	}
-	keys := make([]string, 0, len(offs))
+	keys := make([]string, 0, len(offs)+1)
 	for i, o := range offs {
-		end := e.Length
+		segEnd := e.Length
 		if i+1 < len(offs) {
-			end = offs[i+1]
+			segEnd = offs[i+1]
 		}
-		if end > from {
+		if segEnd > from {
 			keys = append(keys, s.sessionKey(id, manifest.SegmentName(o)))
 		}
 	}
-	return keys
+	return append(keys, end)
 }
 
 // readLogProbing is ReadLog of a session whose index entry e says no
@@ -196,13 +198,14 @@ func (s *Store) tailKeys(id string, e manifest.IndexEntry, from int64) []string 
 // appended to since by tails of fewer than 8 segments): it probes from
 // seg/0, the segments the entry lists (Resume.Tail; else the first) and
 // the probe at the indexed end sent at once, so that a session reads in
-// one round trip (without a tail, one of n segments takes n). The probed bytes are checked against e (catchUpFrom).
+// one round trip (without a tail, one of n segments takes n). The probed
+// bytes are checked against e (catchUpFrom).
 func (s *Store) readLogProbing(ctx context.Context, id string, from int64, e manifest.IndexEntry) (io.ReadCloser, store.Checkpoint, error) {
-	keys := s.tailKeys(id, e, 0)
-	if len(keys) == 0 {
-		keys = []string{s.sessionKey(id, manifest.SegmentName(0))}
+	keys := s.aheadKeys(id, e, 0)
+	if len(keys) == 1 { // no tail: the first segment, then probes
+		keys = append(keys, s.sessionKey(id, manifest.SegmentName(0)))
 	}
-	early := s.startGets(ctx, append(keys, s.sessionKey(id, manifest.SegmentName(e.Length)))...)
+	early := s.startGets(ctx, keys...)
 	caught := manifest.New(id)
 	probed, err := s.catchUpFrom(ctx, caught, readAheadBytes/2, early)
 	if err != nil {

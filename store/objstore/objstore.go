@@ -378,22 +378,20 @@ func parseURL(raw string) (bucketName, prefix string, err error) {
 // requests, so their errors are explained for the user.
 func (s *Store) open(ctx context.Context, endpoint string) error {
 	var created, matched probeOutcome
-	var createErr, matchErr error
-	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() { defer wg.Done(); created, createErr = s.probePut(ctx, probeName, putCond{ifNoneMatch: true}) }()
-	go func() { defer wg.Done(); matched, matchErr = s.probePut(ctx, replaceProbeName, wrongETag) }()
+	var probeErr error
+	probed := make(chan struct{})
+	go func() { defer close(probed); created, matched, probeErr = s.probePuts(ctx, false) }()
 	marker := make(chan struct{})
 	prefetched := s.prefetchIndex(ctx, marker)
 	markerErr := s.checkMarker(ctx, endpoint)
 	close(marker)
-	wg.Wait()
+	<-probed
 	prefetched.Wait()
 	if markerErr != nil {
 		return markerErr
 	}
-	if err := errors.Join(createErr, matchErr); err != nil {
-		return explainOpenError(err, s.b.name, endpoint)
+	if probeErr != nil {
+		return explainOpenError(probeErr, s.b.name, endpoint)
 	}
 	return s.probe(ctx, created, matched)
 }

@@ -73,26 +73,34 @@ func (s *Store) probe(ctx context.Context, created probeOutcome, matched probeOu
 		if attempt > 0 {
 			return fmt.Errorf("%w: s3://%s/%s: the conditional-write probe gave no clear answer (create %d, replace %d)", ErrOpen, s.b.name, s.b.prefix, created, matched)
 		}
-		var createErr, matchErr error
-		var wg sync.WaitGroup
-		wg.Add(2)
-		go func() { defer wg.Done(); created, createErr = s.probePut(ctx, probeName, putCond{ifNoneMatch: true}) }()
-		go func() {
-			defer wg.Done()
-			if matched == probeMissing {
-				made, err := s.probePut(ctx, replaceProbeName, putCond{ifNoneMatch: true})
-				if err != nil || made == probeUnsupported || made == probeForbidden {
-					matched, matchErr = made, err
-					return
-				}
-			}
-			matched, matchErr = s.probePut(ctx, replaceProbeName, wrongETag)
-		}()
-		wg.Wait()
-		if err := errors.Join(createErr, matchErr); err != nil {
+		var err error
+		if created, matched, err = s.probePuts(ctx, matched == probeMissing); err != nil {
 			return err
 		}
 	}
+}
+
+// probePuts sends the two probe PUTs at once: the create-if-absent of
+// probeName and the replace of replaceProbeName with a wrong ETag, the
+// latter after creating that object when makeReplace says it is missing.
+func (s *Store) probePuts(ctx context.Context, makeReplace bool) (created, matched probeOutcome, err error) {
+	var createErr, matchErr error
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); created, createErr = s.probePut(ctx, probeName, putCond{ifNoneMatch: true}) }()
+	go func() {
+		defer wg.Done()
+		if makeReplace {
+			made, err := s.probePut(ctx, replaceProbeName, putCond{ifNoneMatch: true})
+			if err != nil || made == probeUnsupported || made == probeForbidden {
+				matched, matchErr = made, err
+				return
+			}
+		}
+		matched, matchErr = s.probePut(ctx, replaceProbeName, wrongETag)
+	}()
+	wg.Wait()
+	return created, matched, errors.Join(createErr, matchErr)
 }
 
 // wrongETag is the replace probe's condition: an ETag no object has.

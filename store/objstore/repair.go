@@ -320,7 +320,9 @@ func storedEntry(m *manifest.Manifest, stored int) manifest.IndexEntry {
 	e := m.Entry()
 	if e.Resume.HashState != "" {
 		e.Resume.Stored = stored
-		e.Resume.Tail = m.TailAfter(stored)
+		if offs, ok := m.TailAfter(stored); ok {
+			e.Resume.Tail = manifest.JoinOffsets(offs)
+		}
 	}
 	return e
 }
