@@ -1,5 +1,5 @@
 # The pinned S3 servers the tests run against (started by
-# internal/miniotest; gofakes3, the third, is a Go dependency).
+# internal/testkit/miniotest; gofakes3, the third, is a Go dependency).
 MINIO_PKG := github.com/minio/minio@v0.0.0-20260212201848-7aac2a2c5b7c
 VERSITYGW_PKG := github.com/versity/versitygw/cmd/versitygw@v1.8.0
 GOBIN_DIR := $(or $(shell go env GOBIN),$(shell go env GOPATH)/bin)

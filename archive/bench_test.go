@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/panto-dev/panto/archive"
-	"github.com/panto-dev/panto/internal/sessiongen"
+	"github.com/panto-dev/panto/internal/testkit/sessiongen"
 	"github.com/panto-dev/panto/store/fsjsonl"
 )
 

@@ -11,7 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/panto-dev/panto/agent"
-	"github.com/panto-dev/panto/internal/sessiongen"
+	"github.com/panto-dev/panto/internal/testkit/sessiongen"
 	"github.com/panto-dev/panto/internal/sessionlog"
 )
 

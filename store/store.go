@@ -18,7 +18,7 @@
 //	Flusher        background writes made durable/visible    (Flush)
 //	Deleter        deletions that sync carries (tombstones)
 //
-// store/fsjsonl and store/objstore implement LogStore; agent/storetest's
+// store/fsjsonl and store/objstore implement LogStore; store/storetest's
 // RunLogStore is the conformance suite of this vocabulary. docs/DESIGN.md
 // ("Sync") says how replica uses it.
 package store

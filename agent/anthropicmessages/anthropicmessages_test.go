@@ -10,7 +10,7 @@ import (
 	"github.com/panto-dev/panto/agent"
 	"github.com/panto-dev/panto/agent/anthropicmessages"
 	"github.com/panto-dev/panto/agent/providererr"
-	"github.com/panto-dev/panto/internal/fakeprovider"
+	"github.com/panto-dev/panto/internal/testkit/fakeprovider"
 )
 
 const key = "sk-ant-test-secret-0123456789"

@@ -11,7 +11,7 @@ import (
 	"github.com/panto-dev/panto/agent"
 	"github.com/panto-dev/panto/agent/openaichat"
 	"github.com/panto-dev/panto/agent/providererr"
-	"github.com/panto-dev/panto/internal/fakeprovider"
+	"github.com/panto-dev/panto/internal/testkit/fakeprovider"
 )
 
 const key = "sk-test-openai-secret-0123456789"

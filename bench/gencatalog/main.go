@@ -14,7 +14,7 @@ import (
 	"fmt"
 	"log"
 
-	"github.com/panto-dev/panto/internal/sessiongen"
+	"github.com/panto-dev/panto/internal/testkit/sessiongen"
 )
 
 func main() {

@@ -2,7 +2,7 @@
 // networks, side by side with rclone and aws s3 sync: one MinIO on
 // loopback, reached through a TCP proxy of its own (link.go) that delays
 // each direction by half a round trip and limits the rate all
-// connections share (toxiproxy, which internal/faultnet runs for the
+// connections share (toxiproxy, which internal/testkit/faultnet runs for the
 // fault tests, limits each connection alone, which would hand a tool
 // with 16 connections 16 times the bandwidth). Profiles:
 // loopback (no proxy delay), 20 ms round trip at 100 Mbit/s, 60 ms round
@@ -54,7 +54,7 @@ import (
 	"github.com/minio/minio-go/v7/pkg/credentials"
 
 	"github.com/panto-dev/panto/agent"
-	"github.com/panto-dev/panto/internal/sessiongen"
+	"github.com/panto-dev/panto/internal/testkit/sessiongen"
 	"github.com/panto-dev/panto/store/objstore"
 )
 

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/panto-dev/panto/internal/miniotest"
+	"github.com/panto-dev/panto/internal/testkit/miniotest"
 )
 
 // TestCopy round-trips a catalog dir → bucket → another bucket's prefix →

@@ -13,7 +13,7 @@ import (
 
 	"github.com/minio/minio-go/v7"
 
-	"github.com/panto-dev/panto/internal/miniotest"
+	"github.com/panto-dev/panto/internal/testkit/miniotest"
 )
 
 // keygen runs panto-sync keygen into dir and returns the file and its key

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/panto-dev/panto/internal/cmdtest"
+	"github.com/panto-dev/panto/internal/testkit/cmdtest"
 )
 
 // syncShapes are panto-sync's --json outputs as a script reads them: the

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/panto-dev/panto/internal/miniotest"
+	"github.com/panto-dev/panto/internal/testkit/miniotest"
 )
 
 // TestLaxServersRefused: a push to a server that ignores or refuses the

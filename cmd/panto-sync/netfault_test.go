@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/panto-dev/panto/internal/faultnet"
+	"github.com/panto-dev/panto/internal/testkit/faultnet"
 )
 
 // TestSyncFaultsOnTheWire runs push, pull and copy through a proxy that

@@ -21,7 +21,7 @@ import (
 
 	"github.com/creack/pty"
 
-	"github.com/panto-dev/panto/internal/cmdtest"
+	"github.com/panto-dev/panto/internal/testkit/cmdtest"
 )
 
 // slowProxy forwards to endpoint, holding each request for a session's

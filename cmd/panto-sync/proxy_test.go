@@ -10,7 +10,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/panto-dev/panto/internal/miniotest"
+	"github.com/panto-dev/panto/internal/testkit/miniotest"
 )
 
 // requestCounter is a reverse proxy in front of MinIO that counts the

@@ -14,7 +14,7 @@ import (
 	"github.com/panto-dev/panto/store"
 	"github.com/panto-dev/panto/store/objstore"
 
-	"github.com/panto-dev/panto/internal/miniotest"
+	"github.com/panto-dev/panto/internal/testkit/miniotest"
 )
 
 // objstore opens the bucket directly, as another machine would.

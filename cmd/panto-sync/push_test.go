@@ -17,11 +17,11 @@ import (
 	"github.com/minio/minio-go/v7"
 
 	"github.com/panto-dev/panto/agent"
-	"github.com/panto-dev/panto/internal/cmdtest"
-	"github.com/panto-dev/panto/internal/fileaccess"
+	"github.com/panto-dev/panto/internal/testkit/cmdtest"
+	"github.com/panto-dev/panto/internal/testkit/fileaccess"
 	"github.com/panto-dev/panto/internal/manifest"
 
-	"github.com/panto-dev/panto/internal/miniotest"
+	"github.com/panto-dev/panto/internal/testkit/miniotest"
 )
 
 // segments counts the segment objects of each session in the bucket,

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/panto-dev/panto/agent"
-	"github.com/panto-dev/panto/agent/storetest"
+	"github.com/panto-dev/panto/store/storetest"
 	"github.com/panto-dev/panto/store"
 )
 

@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/panto-dev/panto/agent"
-	"github.com/panto-dev/panto/internal/cmdtest"
-	"github.com/panto-dev/panto/internal/fakeprovider"
+	"github.com/panto-dev/panto/internal/testkit/cmdtest"
+	"github.com/panto-dev/panto/internal/testkit/fakeprovider"
 )
 
 var sessionLine = regexp.MustCompile(`session ([0-9a-f]{32}) \(resume: panto -r ([0-9a-f]{8})\)`)

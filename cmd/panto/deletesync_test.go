@@ -13,9 +13,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/panto-dev/panto/internal/cmdtest"
-	"github.com/panto-dev/panto/internal/fakeprovider"
-	"github.com/panto-dev/panto/internal/miniotest"
+	"github.com/panto-dev/panto/internal/testkit/cmdtest"
+	"github.com/panto-dev/panto/internal/testkit/fakeprovider"
+	"github.com/panto-dev/panto/internal/testkit/miniotest"
 )
 
 // syncEvent is the part of panto-sync's --json events these tests read.

@@ -18,8 +18,8 @@ import (
 
 	"github.com/klauspost/compress/zstd"
 
-	"github.com/panto-dev/panto/internal/fakeprovider"
-	"github.com/panto-dev/panto/internal/miniotest"
+	"github.com/panto-dev/panto/internal/testkit/fakeprovider"
+	"github.com/panto-dev/panto/internal/testkit/miniotest"
 	"github.com/panto-dev/panto/internal/seal"
 )
 

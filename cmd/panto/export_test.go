@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/panto-dev/panto/agent/storetest"
+	"github.com/panto-dev/panto/store/storetest"
 )
 
 // exportSeed is the round-trip session (every block kind) with a title.

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/panto-dev/panto/internal/cmdtest"
+	"github.com/panto-dev/panto/internal/testkit/cmdtest"
 )
 
 // pantoShapes are panto's --json outputs as a script reads them: the field

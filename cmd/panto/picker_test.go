@@ -13,7 +13,7 @@ import (
 	"github.com/gdamore/tcell/v2"
 
 	"github.com/panto-dev/panto/agent"
-	"github.com/panto-dev/panto/internal/fakeprovider"
+	"github.com/panto-dev/panto/internal/testkit/fakeprovider"
 )
 
 var pickerList = []agent.SessionInfo{

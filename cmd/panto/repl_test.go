@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/panto-dev/panto/internal/cmdtest"
-	"github.com/panto-dev/panto/internal/fakeprovider"
+	"github.com/panto-dev/panto/internal/testkit/cmdtest"
+	"github.com/panto-dev/panto/internal/testkit/fakeprovider"
 )
 
 func TestInteractiveCompact(t *testing.T) {

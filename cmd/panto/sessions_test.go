@@ -10,8 +10,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/panto-dev/panto/internal/fakeprovider"
-	"github.com/panto-dev/panto/internal/miniotest"
+	"github.com/panto-dev/panto/internal/testkit/fakeprovider"
+	"github.com/panto-dev/panto/internal/testkit/miniotest"
 )
 
 func TestSessions(t *testing.T) {

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/panto-dev/panto/agent"
-	"github.com/panto-dev/panto/internal/fakeprovider"
+	"github.com/panto-dev/panto/internal/testkit/fakeprovider"
 )
 
 func TestShow(t *testing.T) {

@@ -11,9 +11,9 @@ import (
 	"time"
 
 	"github.com/panto-dev/panto/agent"
-	"github.com/panto-dev/panto/internal/cmdtest"
-	"github.com/panto-dev/panto/internal/fakeprovider"
-	"github.com/panto-dev/panto/internal/miniotest"
+	"github.com/panto-dev/panto/internal/testkit/cmdtest"
+	"github.com/panto-dev/panto/internal/testkit/fakeprovider"
+	"github.com/panto-dev/panto/internal/testkit/miniotest"
 )
 
 // TestResumeOnAnotherMachine: a session written by panto on disk, pushed

@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/klauspost/compress/zstd"
-	"github.com/panto-dev/panto/internal/sessiongen"
+	"github.com/panto-dev/panto/internal/testkit/sessiongen"
 )
 
 // BenchmarkAppend: Append of one realistic 200 KB session (the whole log

@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/panto-dev/panto/internal/sessiongen"
+	"github.com/panto-dev/panto/internal/testkit/sessiongen"
 	"github.com/panto-dev/panto/internal/sessionlog"
 )
 

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/panto-dev/panto/agent"
-	"github.com/panto-dev/panto/internal/sessiongen"
+	"github.com/panto-dev/panto/internal/testkit/sessiongen"
 	"github.com/panto-dev/panto/internal/sessionlog"
 	"github.com/panto-dev/panto/store/fsjsonl"
 )
@@ -149,7 +149,7 @@ func BenchmarkResolveLatest(b *testing.B) {
 
 // BenchmarkLogsChanged is the cost of seeing every change below what was
 // listed before: Logs of a realistic catalog (1,000 sessions, about 50 MB,
-// from internal/sessiongen) after one message was appended to some share
+// from internal/testkit/sessiongen) after one message was appended to some share
 // of its files. Each changed file is read again and hashed in full (its
 // cached prefix must still hash the same before its summary is resumed);
 // an unchanged one costs its stat.

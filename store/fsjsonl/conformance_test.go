@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/panto-dev/panto/agent"
-	"github.com/panto-dev/panto/agent/storetest"
+	"github.com/panto-dev/panto/store/storetest"
 	"github.com/panto-dev/panto/store/fsjsonl"
 )
 

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/panto-dev/panto/agent"
-	"github.com/panto-dev/panto/internal/fileaccess"
+	"github.com/panto-dev/panto/internal/testkit/fileaccess"
 	"github.com/panto-dev/panto/internal/sessionlog"
 	"github.com/panto-dev/panto/store"
 )

@@ -5,8 +5,8 @@ import (
 	"testing"
 
 	"github.com/panto-dev/panto/agent"
-	"github.com/panto-dev/panto/agent/storetest"
-	"github.com/panto-dev/panto/internal/miniotest"
+	"github.com/panto-dev/panto/store/storetest"
+	"github.com/panto-dev/panto/internal/testkit/miniotest"
 	"github.com/panto-dev/panto/store/objstore"
 )
 

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/panto-dev/panto/agent"
-	"github.com/panto-dev/panto/internal/faultnet"
+	"github.com/panto-dev/panto/internal/testkit/faultnet"
 	"github.com/panto-dev/panto/store/objstore"
 )
 

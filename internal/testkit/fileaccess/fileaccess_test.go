@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/panto-dev/panto/internal/fileaccess"
+	"github.com/panto-dev/panto/internal/testkit/fileaccess"
 )
 
 // TestWatch: a read, an open without a read, and a read by another

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/panto-dev/panto/agent"
-	"github.com/panto-dev/panto/agent/storetest"
+	"github.com/panto-dev/panto/store/storetest"
 	"github.com/panto-dev/panto/internal/sessionlog"
 )
 

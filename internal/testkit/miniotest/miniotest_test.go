@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/panto-dev/panto/internal/miniotest"
+	"github.com/panto-dev/panto/internal/testkit/miniotest"
 )
 
 func TestMain(m *testing.M) { miniotest.Main(m) }

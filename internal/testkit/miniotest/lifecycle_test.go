@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/panto-dev/panto/internal/miniotest"
+	"github.com/panto-dev/panto/internal/testkit/miniotest"
 )
 
 // childEnv makes this test binary a child of TestNothingOutlivesTheBinary.

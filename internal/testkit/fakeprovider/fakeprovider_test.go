@@ -9,7 +9,7 @@ import (
 	"github.com/openai/openai-go/v3"
 	ooption "github.com/openai/openai-go/v3/option"
 
-	"github.com/panto-dev/panto/internal/fakeprovider"
+	"github.com/panto-dev/panto/internal/testkit/fakeprovider"
 )
 
 // The fake servers are checked against the official SDKs, streamed and
