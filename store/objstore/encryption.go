@@ -48,7 +48,7 @@ func (s *Store) freshMarker() manifest.Marker {
 // checkKey checks the Store's key (or its absence) against the marker of
 // an existing prefix.
 func (s *Store) checkKey(m manifest.Marker) error {
-	where := "s3://" + s.b.name + "/" + s.b.prefix
+	where := s.b.url("")
 	switch e := m.Encryption; {
 	case e == nil && s.key == nil:
 		return nil

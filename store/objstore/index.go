@@ -642,8 +642,8 @@ func (s *Store) damage(names []string, errs []error) error {
 	if len(bad) > 1 {
 		which = fmt.Sprintf("index shards %s are", strings.Join(bad, ", "))
 	}
-	return fmt.Errorf("%w: %s damaged, so the sessions listed there are missing (their data is untouched): run `panto-sync repair s3://%s/%s` (%v)",
-		ErrIndexDamaged, which, s.b.name, strings.TrimSuffix(s.b.prefix, "/"), first)
+	return fmt.Errorf("%w: %s damaged, so the sessions listed there are missing (their data is untouched): run `panto-sync repair %s` (%v)",
+		ErrIndexDamaged, which, strings.TrimSuffix(s.b.url(""), "/"), first)
 }
 
 func sortNewestFirst(infos []agent.SessionInfo) {

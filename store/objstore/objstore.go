@@ -70,20 +70,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"net/url"
-	"os"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
-	"github.com/aws/aws-sdk-go-v2/aws/retry"
-	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
-	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
-	"github.com/aws/smithy-go/logging"
 
 	"github.com/panto-dev/panto/agent"
 	"github.com/panto-dev/panto/internal/manifest"
@@ -119,7 +111,7 @@ var (
 // concurrent use; several Stores (in one process or many) may share a
 // bucket and even a session.
 type Store struct {
-	b     *bucket
+	b     bucket
 	codec *manifest.Codec // seals too, in an encrypted prefix
 	key   *seal.Key       // nil: a plaintext prefix
 	clock func() time.Time
@@ -160,7 +152,6 @@ type Option func(*options)
 
 type options struct {
 	endpoint         string
-	pathStyle        *bool
 	clock            func() time.Time
 	compactThreshold int
 	compactGrace     time.Duration
@@ -172,16 +163,6 @@ type options struct {
 	openSnapshot     bool
 	key              *seal.Key
 }
-
-// WithEndpoint sets the S3 endpoint URL (e.g. http://127.0.0.1:9000 for
-// MinIO), overriding AWS_ENDPOINT_URL_S3 and AWS_ENDPOINT_URL. A custom
-// endpoint implies path-style addressing unless WithPathStyle says
-// otherwise.
-func WithEndpoint(u string) Option { return func(o *options) { o.endpoint = u } }
-
-// WithPathStyle forces path-style (true) or virtual-hosted (false)
-// addressing.
-func WithPathStyle(on bool) Option { return func(o *options) { o.pathStyle = &on } }
 
 // WithClock sets the clock that stamps appended lines (for deterministic
 // bytes in tests). The default is time.Now.
@@ -196,20 +177,6 @@ func WithCompactThreshold(n int) Option { return func(o *options) { o.compactThr
 // before deletion (default 1h), so that a reader holding an older manifest
 // never meets a missing object.
 func WithCompactGrace(d time.Duration) Option { return func(o *options) { o.compactGrace = d } }
-
-// WithS3Options adds a function applied to the S3 client's options after
-// the store's own (endpoint, addressing, retries): the hook for custom
-// HTTP clients, middleware, request counting and fault injection.
-func WithS3Options(fn func(*s3.Options)) Option {
-	return func(o *options) { o.s3Options = append(o.s3Options, fn) }
-}
-
-// WithHTTPClient sets the HTTP client of the S3 client. The SDK's own
-// client honours AWS_CA_BUNDLE and proxy settings; a replacement must do so
-// itself (wrapping the SDK's client through WithS3Options keeps them).
-func WithHTTPClient(c s3.HTTPClient) Option {
-	return WithS3Options(func(so *s3.Options) { so.HTTPClient = c })
-}
 
 // WithManifestInterval sets how many segments are appended to a session
 // before its manifest is rewritten (default 8; a log's first segment does
@@ -229,17 +196,6 @@ func WithManifestInterval(n int) Option { return func(o *options) { o.manifestEv
 // re-run (AppendRaw finds its own segments) writes it.
 func WithDeferredIndex() Option { return func(o *options) { o.deferIndex = true } }
 
-// DefaultIdleTimeout is how long a connection to the server may make no
-// progress before its request fails (and is retried): a stalled network
-// must not hang a command, and a slow one that still moves bytes must
-// not fail it, so this bounds silence, not the length of a request.
-const DefaultIdleTimeout = 30 * time.Second
-
-// WithIdleTimeout sets how long a connection may move no byte, in either
-// direction, before its request fails (default DefaultIdleTimeout; 0 or
-// less: never).
-func WithIdleTimeout(d time.Duration) Option { return func(o *options) { o.idleTimeout = d } }
-
 // WithOpenSnapshot makes the Store's listings of the index (List, Latest,
 // Resolve, Logs, Tombstones) in the two seconds after Open serve the
 // reading Open made, which goes out with Open's own requests, instead of
@@ -253,11 +209,6 @@ func WithOpenSnapshot() Option { return func(o *options) { o.openSnapshot = true
 // (default 10) and of the SDK's retries of one request (at most 5).
 func WithMaxAttempts(n int) Option { return func(o *options) { o.maxAttempts = n } }
 
-// maxIdleConnsPerHost is the idle connection pool per host: at least the
-// number of requests a caller (panto-sync push --concurrency) keeps in
-// flight.
-const maxIdleConnsPerHost = 64
-
 // Open opens the store at url, s3://BUCKET[/PREFIX]. Region, credentials
 // and endpoint come from the standard AWS chain (AWS_REGION, defaulting to
 // us-east-1; AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY or AWS_PROFILE;
@@ -265,7 +216,7 @@ const maxIdleConnsPerHost = 64
 // creates) the format marker, so a missing bucket, an unreachable
 // endpoint or rejected credentials fail here with one line saying which.
 func Open(ctx context.Context, rawURL string, opts ...Option) (*Store, error) {
-	o := options{clock: time.Now, compactThreshold: 32, compactGrace: time.Hour, maxAttempts: 10, manifestEvery: 8, idleTimeout: DefaultIdleTimeout}
+	o := defaultOptions()
 	for _, fn := range opts {
 		fn(&o)
 	}
@@ -273,56 +224,20 @@ func Open(ctx context.Context, rawURL string, opts ...Option) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	// The SDK logs warnings (an IMDS fallback, say) on stderr by itself;
-	// a user must see one line from us instead.
-	cfg, err := config.LoadDefaultConfig(ctx, config.WithLogger(logging.Nop{}))
+	b, err := newS3Bucket(ctx, bucketName, prefix, o)
 	if err != nil {
-		return nil, fmt.Errorf("%w: load AWS configuration: %v", ErrOpen, err)
+		return nil, err
 	}
-	if cfg.Region == "" {
-		cfg.Region = "us-east-1" // MinIO and most S3-compatible services accept it
-	}
-	endpoint := o.endpoint
-	if endpoint == "" {
-		endpoint = firstNonEmpty(os.Getenv("AWS_ENDPOINT_URL_S3"), os.Getenv("AWS_ENDPOINT_URL"))
-	}
-	// The SDK's transport keeps at most 10 idle connections per host: a
-	// sync pushing with more workers than that closes and re-dials
-	// connections all the time. Keep the client the configuration built
-	// (it honours AWS_CA_BUNDLE and proxies), with a larger idle pool.
-	httpClient, ok := cfg.HTTPClient.(*awshttp.BuildableClient)
-	if !ok || httpClient == nil {
-		httpClient = awshttp.NewBuildableClient()
-	}
-	if cfg.HTTPClient == nil || ok {
-		cfg.HTTPClient = httpClient.WithTransportOptions(func(tr *http.Transport) {
-			tr.MaxIdleConns = max(tr.MaxIdleConns, 2*maxIdleConnsPerHost)
-			tr.MaxIdleConnsPerHost = max(tr.MaxIdleConnsPerHost, maxIdleConnsPerHost)
-			tr.DialContext = stallTimeout(tr.DialContext, o.idleTimeout)
-		})
-	}
-	sdkAttempts := min(max(o.maxAttempts, 1), 5)
-	api := s3.NewFromConfig(cfg, func(so *s3.Options) {
-		if o.endpoint != "" {
-			so.BaseEndpoint = aws.String(o.endpoint)
-		}
-		so.UsePathStyle = endpoint != ""
-		if o.pathStyle != nil {
-			so.UsePathStyle = *o.pathStyle
-		}
-		// We verify every object with our own sha256; the SDK's extra
-		// checksums would only cost CPU (and aws-chunked encoding).
-		so.RequestChecksumCalculation = aws.RequestChecksumCalculationWhenRequired
-		so.ResponseChecksumValidation = aws.ResponseChecksumValidationWhenRequired
-		so.Retryer = retry.NewStandard(func(r *retry.StandardOptions) {
-			r.MaxAttempts = sdkAttempts
-			r.MaxBackoff = 2 * time.Second
-			r.RateLimiter = ratelimit.None // a restarting server must not drain a token bucket
-		})
-		for _, fn := range o.s3Options {
-			fn(so)
-		}
-	})
+	return openBucket(ctx, b, o)
+}
+
+func defaultOptions() options {
+	return options{clock: time.Now, compactThreshold: 32, compactGrace: time.Hour, maxAttempts: 10, manifestEvery: 8, idleTimeout: DefaultIdleTimeout}
+}
+
+// openBucket opens the store on b: everything Open does past the S3
+// client, the protocol's first requests.
+func openBucket(ctx context.Context, b bucket, o options) (*Store, error) {
 	codec, err := manifest.NewCodec()
 	if err != nil {
 		return nil, err
@@ -331,7 +246,7 @@ func Open(ctx context.Context, rawURL string, opts ...Option) (*Store, error) {
 		codec = codec.WithSealer(o.key)
 	}
 	s := &Store{
-		b:                &bucket{api: api, name: bucketName, prefix: prefix},
+		b:                b,
 		codec:            codec,
 		key:              o.key,
 		clock:            o.clock,
@@ -347,7 +262,7 @@ func Open(ctx context.Context, rawURL string, opts ...Option) (*Store, error) {
 		sessions:         map[string]*sessionState{},
 		shards:           map[string]*shardState{},
 	}
-	if err := s.open(ctx, endpoint); err != nil {
+	if err := s.open(ctx); err != nil {
 		return nil, err
 	}
 	return s, nil
@@ -376,14 +291,14 @@ func parseURL(raw string) (bucketName, prefix string, err error) {
 // the server honours conditional writes and reads the index shards for the
 // first listing: Open's one round trip. These are the Store's first
 // requests, so their errors are explained for the user.
-func (s *Store) open(ctx context.Context, endpoint string) error {
+func (s *Store) open(ctx context.Context) error {
 	var created, matched probeOutcome
 	var probeErr error
 	probed := make(chan struct{})
 	go func() { defer close(probed); created, matched, probeErr = s.probePuts(ctx, false) }()
 	marker := make(chan struct{})
 	prefetched := s.prefetchIndex(ctx, marker)
-	markerErr := s.checkMarker(ctx, endpoint)
+	markerErr := s.checkMarker(ctx)
 	close(marker)
 	<-probed
 	prefetched.Wait()
@@ -391,13 +306,13 @@ func (s *Store) open(ctx context.Context, endpoint string) error {
 		return markerErr
 	}
 	if probeErr != nil {
-		return explainOpenError(probeErr, s.b.name, endpoint)
+		return s.b.explainOpenError(probeErr)
 	}
 	return s.probe(ctx, created, matched)
 }
 
 // checkMarker reads the format marker, creating it on a fresh prefix.
-func (s *Store) checkMarker(ctx context.Context, endpoint string) error {
+func (s *Store) checkMarker(ctx context.Context) error {
 	for attempt := 0; attempt < s.maxAttempts; attempt++ {
 		data, etag, err := s.b.get(ctx, markerName, "")
 		if errors.Is(err, errNotFound) {
@@ -406,24 +321,24 @@ func (s *Store) checkMarker(ctx context.Context, endpoint string) error {
 			if errors.Is(err, errPrecondition) || errors.Is(err, errConflict) {
 				continue // created meanwhile: read it
 			}
-			if isNotImplemented(err) {
+			if errors.Is(err, errNotImplemented) {
 				return s.notImplemented()
 			}
 			if err != nil {
-				return explainOpenError(err, s.b.name, endpoint)
+				return s.b.explainOpenError(err)
 			}
 			s.marker, s.markerEtag, s.created = fresh, etag, true
 			return nil
 		}
 		if err != nil {
-			return explainOpenError(err, s.b.name, endpoint)
+			return s.b.explainOpenError(err)
 		}
 		m, err := manifest.DecodeMarker(data)
 		if errors.Is(err, manifest.ErrNotMarker) {
-			return fmt.Errorf("%w: s3://%s/%s%s is not a panto store marker: is this prefix used by something else?", ErrOpen, s.b.name, s.b.prefix, markerName)
+			return fmt.Errorf("%w: %s is not a panto store marker: is this prefix used by something else?", ErrOpen, s.b.url(markerName))
 		}
 		if err != nil {
-			return fmt.Errorf("s3://%s/%s: %w: upgrade panto", s.b.name, s.b.prefix, err)
+			return fmt.Errorf("%s: %w: upgrade panto", s.b.url(""), err)
 		}
 		if err := s.checkKey(m); err != nil {
 			return err
@@ -431,7 +346,7 @@ func (s *Store) checkMarker(ctx context.Context, endpoint string) error {
 		s.marker, s.markerEtag = m, etag
 		return nil
 	}
-	return fmt.Errorf("%w: s3://%s/%s%s: could not read or create the format marker", ErrOpen, s.b.name, s.b.prefix, markerName)
+	return fmt.Errorf("%w: %s: could not read or create the format marker", ErrOpen, s.b.url(markerName))
 }
 
 // ensureMarker upgrades a marker older than manifest.Version before the
@@ -443,7 +358,7 @@ func (s *Store) ensureMarker(ctx context.Context) error {
 	defer s.markerMu.Unlock()
 	for attempt := 0; s.marker.Version < manifest.Version; attempt++ {
 		if attempt >= s.maxAttempts {
-			return fmt.Errorf("upgrade the format marker s3://%s/%s%s: too many concurrent updates", s.b.name, s.b.prefix, markerName)
+			return fmt.Errorf("upgrade the format marker %s: too many concurrent updates", s.b.url(markerName))
 		}
 		up := s.marker
 		up.Version = manifest.Version
@@ -461,7 +376,7 @@ func (s *Store) ensureMarker(ctx context.Context) error {
 		}
 		m, err := manifest.DecodeMarker(data)
 		if err != nil {
-			return fmt.Errorf("s3://%s/%s: %w: upgrade panto", s.b.name, s.b.prefix, err)
+			return fmt.Errorf("%s: %w: upgrade panto", s.b.url(""), err)
 		}
 		s.marker, s.markerEtag = m, etag
 	}
@@ -496,7 +411,7 @@ func (s *Store) sessionKey(id, rel string) string { return "sessions/" + id + "/
 
 // objectURL names an object in errors.
 func (s *Store) objectURL(rel string) string {
-	return "s3://" + s.b.name + "/" + s.b.key(rel)
+	return s.b.url(rel)
 }
 
 var (

@@ -4,10 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"sync"
-
-	"github.com/aws/smithy-go"
 )
 
 // ErrConditionalWrites: the server does not honour conditional writes
@@ -60,18 +57,18 @@ func (s *Store) probe(ctx context.Context, created probeOutcome, matched probeOu
 		case created == probeUnsupported || matched == probeUnsupported:
 			return s.notImplemented()
 		case matched == probeWritten:
-			return fmt.Errorf("%w: %w: s3://%s/%s: it replaced an object whose If-Match named a wrong ETag, so two writers would overwrite each other's checkpoints: use a server that honours If-Match (AWS S3, MinIO, Cloudflare R2, versitygw 1.8 or later) or keep sessions in a directory",
-				ErrOpen, ErrConditionalWrites, s.b.name, s.b.prefix)
+			return fmt.Errorf("%w: %w: %s: it replaced an object whose If-Match named a wrong ETag, so two writers would overwrite each other's checkpoints: use a server that honours If-Match (AWS S3, MinIO, Cloudflare R2, versitygw 1.8 or later) or keep sessions in a directory",
+				ErrOpen, ErrConditionalWrites, s.b.url(""))
 		case created == probeWritten && attempt > 0:
-			return fmt.Errorf("%w: %w: s3://%s/%s: it created an object that already existed although the PUT said If-None-Match: *, so concurrent appends would overwrite each other and lose messages: use a server that honours it (AWS S3, MinIO, Cloudflare R2, versitygw 1.8 or later) or keep sessions in a directory",
-				ErrOpen, ErrConditionalWrites, s.b.name, s.b.prefix)
+			return fmt.Errorf("%w: %w: %s: it created an object that already existed although the PUT said If-None-Match: *, so concurrent appends would overwrite each other and lose messages: use a server that honours it (AWS S3, MinIO, Cloudflare R2, versitygw 1.8 or later) or keep sessions in a directory",
+				ErrOpen, ErrConditionalWrites, s.b.url(""))
 		case created == probeRefused && matched == probeRefused:
 			return nil
 		}
 		// The probe object did not exist (this create made it, or the
 		// If-Match found nothing): ask again, now that it does.
 		if attempt > 0 {
-			return fmt.Errorf("%w: s3://%s/%s: the conditional-write probe gave no clear answer (create %d, replace %d)", ErrOpen, s.b.name, s.b.prefix, created, matched)
+			return fmt.Errorf("%w: %s: the conditional-write probe gave no clear answer (create %d, replace %d)", ErrOpen, s.b.url(""), created, matched)
 		}
 		var err error
 		if created, matched, err = s.probePuts(ctx, matched == probeMissing); err != nil {
@@ -109,18 +106,8 @@ var wrongETag = putCond{ifMatch: `"00000000000000000000000000000000"`}
 // notImplemented is the error of a server that answers 501 to the
 // conditional headers.
 func (s *Store) notImplemented() error {
-	return fmt.Errorf("%w: %w: s3://%s/%s: it answers NotImplemented to If-None-Match or If-Match on PutObject; panto needs both to append without locks: use a server that has them (AWS S3, MinIO, Cloudflare R2, versitygw 1.8 or later) or keep sessions in a directory",
-		ErrOpen, ErrConditionalWrites, s.b.name, s.b.prefix)
-}
-
-// isNotImplemented reports whether err is a 501 NotImplemented answer.
-func isNotImplemented(err error) bool {
-	var api smithy.APIError
-	if errors.As(err, &api) && api.ErrorCode() == "NotImplemented" {
-		return true
-	}
-	var status interface{ HTTPStatusCode() int }
-	return errors.As(err, &status) && status.HTTPStatusCode() == http.StatusNotImplemented
+	return fmt.Errorf("%w: %w: %s: it answers NotImplemented to If-None-Match or If-Match on PutObject; panto needs both to append without locks: use a server that has them (AWS S3, MinIO, Cloudflare R2, versitygw 1.8 or later) or keep sessions in a directory",
+		ErrOpen, ErrConditionalWrites, s.b.url(""))
 }
 
 // probePut is one conditional PUT of the probe object key.
@@ -132,22 +119,12 @@ func (s *Store) probePut(ctx context.Context, key string, cond putCond) (probeOu
 	if errors.Is(err, errPrecondition) || errors.Is(err, errConflict) {
 		return probeRefused, nil
 	}
-	var api smithy.APIError
-	name := ""
-	if errors.As(err, &api) {
-		name = api.ErrorCode()
-	}
-	var status interface{ HTTPStatusCode() int }
-	code := 0
-	if errors.As(err, &status) {
-		code = status.HTTPStatusCode()
-	}
 	switch {
-	case isNotImplemented(err):
+	case errors.Is(err, errNotImplemented):
 		return probeUnsupported, nil
 	case errors.Is(err, errNotFound) && cond.ifMatch != "":
 		return probeMissing, nil
-	case name == "AccessDenied" || code == http.StatusForbidden:
+	case errors.Is(err, errForbidden):
 		return probeForbidden, nil
 	}
 	return 0, err

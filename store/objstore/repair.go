@@ -89,7 +89,7 @@ func (s *Store) checkIndex(ctx context.Context) (report store.IndexReport, truth
 	}
 	ids, err := s.listSessions(ctx)
 	if err != nil {
-		return report, nil, nil, fmt.Errorf("list the sessions of s3://%s/%s: %w", s.b.name, s.b.prefix, err)
+		return report, nil, nil, fmt.Errorf("list the sessions of %s: %w", s.b.url(""), err)
 	}
 	truth, buried, unreadable, err := s.sessionStatesAll(ctx, ids)
 	if err != nil {

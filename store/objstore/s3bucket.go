@@ -7,49 +7,123 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
+	"os"
 	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
+	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/smithy-go"
+	"github.com/aws/smithy-go/logging"
 	"github.com/aws/smithy-go/middleware"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 )
 
-// The outcomes of a request that the protocol acts on. Everything else is
-// an error to report (after the SDK's own retries).
-var (
-	errNotFound     = errors.New("object not found")
-	errPrecondition = errors.New("precondition failed")          // 412: lost a race
-	errConflict     = errors.New("conditional request conflict") // 409: retry
-	errNotModified  = errors.New("not modified")                 // 304
-)
-
-// bucket is the thin S3 wrapper the store talks to: objects by key
+// s3Bucket is the bucket of an S3-compatible server: objects by key
 // relative to the store's prefix, with the conditional-request outcomes
-// turned into the sentinels above.
-type bucket struct {
-	api    *s3.Client
-	name   string
-	prefix string // "" or ends in "/"
+// turned into the protocol's sentinels (classify).
+type s3Bucket struct {
+	api      *s3.Client
+	name     string
+	prefix   string // "" or ends in "/"
+	endpoint string // as configured, for messages ("": AWS's default)
 }
 
-func (b *bucket) key(rel string) string { return b.prefix + rel }
+var _ bucket = (*s3Bucket)(nil)
 
-// putCond is the precondition of a PUT.
-type putCond struct {
-	ifNoneMatch bool   // create only: If-None-Match: *
-	ifMatch     string // replace only this version: If-Match: etag
-	// once: the SDK sends it once and does not retry (the caller does, and
-	// must know whether a 412 answers its own earlier attempt).
-	once bool
+// WithEndpoint sets the S3 endpoint URL (e.g. http://127.0.0.1:9000 for
+// MinIO), overriding AWS_ENDPOINT_URL_S3 and AWS_ENDPOINT_URL. A custom
+// endpoint implies path-style addressing.
+func WithEndpoint(u string) Option { return func(o *options) { o.endpoint = u } }
+
+// WithS3Options adds a function applied to the S3 client's options after
+// the store's own (endpoint, addressing, retries): the hook for custom
+// HTTP clients, middleware, request counting and fault injection.
+func WithS3Options(fn func(*s3.Options)) Option {
+	return func(o *options) { o.s3Options = append(o.s3Options, fn) }
 }
 
-// get returns the object's bytes and ETag. With ifNoneMatch set it returns
-// errNotModified when the object still has that ETag.
-func (b *bucket) get(ctx context.Context, rel, ifNoneMatch string) ([]byte, string, error) {
+// DefaultIdleTimeout is how long a connection to the server may make no
+// progress before its request fails (and is retried): a stalled network
+// must not hang a command, and a slow one that still moves bytes must
+// not fail it, so this bounds silence, not the length of a request.
+const DefaultIdleTimeout = 30 * time.Second
+
+// WithIdleTimeout sets how long a connection may move no byte, in either
+// direction, before its request fails (default DefaultIdleTimeout; 0 or
+// less: never).
+func WithIdleTimeout(d time.Duration) Option { return func(o *options) { o.idleTimeout = d } }
+
+// maxIdleConnsPerHost is the idle connection pool per host: at least the
+// number of requests a caller (panto-sync push --concurrency) keeps in
+// flight.
+const maxIdleConnsPerHost = 64
+
+// newS3Bucket builds the S3 client of bucketName/prefix from the standard
+// AWS chain and o (endpoint, retries, stall timeout, WithS3Options). It
+// makes no request.
+func newS3Bucket(ctx context.Context, bucketName, prefix string, o options) (*s3Bucket, error) {
+	// The SDK logs warnings (an IMDS fallback, say) on stderr by itself;
+	// a user must see one line from us instead.
+	cfg, err := config.LoadDefaultConfig(ctx, config.WithLogger(logging.Nop{}))
+	if err != nil {
+		return nil, fmt.Errorf("%w: load AWS configuration: %v", ErrOpen, err)
+	}
+	if cfg.Region == "" {
+		cfg.Region = "us-east-1" // MinIO and most S3-compatible services accept it
+	}
+	endpoint := o.endpoint
+	if endpoint == "" {
+		endpoint = firstNonEmpty(os.Getenv("AWS_ENDPOINT_URL_S3"), os.Getenv("AWS_ENDPOINT_URL"))
+	}
+	// The SDK's transport keeps at most 10 idle connections per host: a
+	// sync pushing with more workers than that closes and re-dials
+	// connections all the time. Keep the client the configuration built
+	// (it honours AWS_CA_BUNDLE and proxies), with a larger idle pool.
+	httpClient, ok := cfg.HTTPClient.(*awshttp.BuildableClient)
+	if !ok || httpClient == nil {
+		httpClient = awshttp.NewBuildableClient()
+	}
+	if cfg.HTTPClient == nil || ok {
+		cfg.HTTPClient = httpClient.WithTransportOptions(func(tr *http.Transport) {
+			tr.MaxIdleConns = max(tr.MaxIdleConns, 2*maxIdleConnsPerHost)
+			tr.MaxIdleConnsPerHost = max(tr.MaxIdleConnsPerHost, maxIdleConnsPerHost)
+			tr.DialContext = stallTimeout(tr.DialContext, o.idleTimeout)
+		})
+	}
+	sdkAttempts := min(max(o.maxAttempts, 1), 5)
+	api := s3.NewFromConfig(cfg, func(so *s3.Options) {
+		if o.endpoint != "" {
+			so.BaseEndpoint = aws.String(o.endpoint)
+		}
+		so.UsePathStyle = endpoint != ""
+		// We verify every object with our own sha256; the SDK's extra
+		// checksums would only cost CPU (and aws-chunked encoding).
+		so.RequestChecksumCalculation = aws.RequestChecksumCalculationWhenRequired
+		so.ResponseChecksumValidation = aws.ResponseChecksumValidationWhenRequired
+		so.Retryer = retry.NewStandard(func(r *retry.StandardOptions) {
+			r.MaxAttempts = sdkAttempts
+			r.MaxBackoff = 2 * time.Second
+			r.RateLimiter = ratelimit.None // a restarting server must not drain a token bucket
+		})
+		for _, fn := range o.s3Options {
+			fn(so)
+		}
+	})
+	return &s3Bucket{api: api, name: bucketName, prefix: prefix, endpoint: endpoint}, nil
+}
+
+func (b *s3Bucket) key(rel string) string { return b.prefix + rel }
+
+func (b *s3Bucket) url(rel string) string { return "s3://" + b.name + "/" + b.key(rel) }
+
+func (b *s3Bucket) get(ctx context.Context, rel, ifNoneMatch string) ([]byte, string, error) {
 	in := &s3.GetObjectInput{Bucket: &b.name, Key: aws.String(b.key(rel))}
 	if ifNoneMatch != "" {
 		in.IfNoneMatch = aws.String(ifNoneMatch)
@@ -66,20 +140,15 @@ func (b *bucket) get(ctx context.Context, rel, ifNoneMatch string) ([]byte, stri
 	return data, aws.ToString(out.ETag), nil
 }
 
-// exists reports whether the object rel exists (a HEAD).
-func (s *Store) exists(ctx context.Context, rel string) (bool, error) {
-	_, err := s.b.api.HeadObject(ctx, &s3.HeadObjectInput{Bucket: &s.b.name, Key: aws.String(s.b.key(rel))})
-	if err == nil {
-		return true, nil
+func (b *s3Bucket) head(ctx context.Context, rel string) error {
+	_, err := b.api.HeadObject(ctx, &s3.HeadObjectInput{Bucket: &b.name, Key: aws.String(b.key(rel))})
+	if err != nil {
+		return fmt.Errorf("head %s: %w", b.key(rel), classify(err))
 	}
-	if err := classify(err); errors.Is(err, errNotFound) {
-		return false, nil
-	}
-	return false, fmt.Errorf("head %s: %w", s.b.key(rel), classify(err))
+	return nil
 }
 
-// put stores data under rel if cond holds and returns the new ETag.
-func (b *bucket) put(ctx context.Context, rel string, data []byte, cond putCond, contentType string) (string, error) {
+func (b *s3Bucket) put(ctx context.Context, rel string, data []byte, cond putCond, contentType string) (string, error) {
 	in := &s3.PutObjectInput{
 		Bucket:        &b.name,
 		Key:           aws.String(b.key(rel)),
@@ -184,10 +253,8 @@ func (c *idleConn) Write(b []byte) (int, error) {
 	return c.Conn.Write(b)
 }
 
-// list returns the keys (relative to the prefix) of the objects under
-// rel, and with a delimiter the common prefixes, page after page. No
-// routine path lists (docs/DESIGN.md §P6): only the explicit checks do.
-func (b *bucket) list(ctx context.Context, rel, delimiter string) (keys, prefixes []string, err error) {
+// list pages through ListObjectsV2.
+func (b *s3Bucket) list(ctx context.Context, rel, delimiter string) (keys, prefixes []string, err error) {
 	in := &s3.ListObjectsV2Input{Bucket: &b.name, Prefix: aws.String(b.key(rel))}
 	if delimiter != "" {
 		in.Delimiter = aws.String(delimiter)
@@ -208,8 +275,7 @@ func (b *bucket) list(ctx context.Context, rel, delimiter string) (keys, prefixe
 	return keys, prefixes, nil
 }
 
-// delete removes an object; a missing object is not an error.
-func (b *bucket) delete(ctx context.Context, rel string) error {
+func (b *s3Bucket) delete(ctx context.Context, rel string) error {
 	_, err := b.api.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: &b.name, Key: aws.String(b.key(rel))})
 	if err != nil && !errors.Is(classify(err), errNotFound) {
 		return fmt.Errorf("delete %s: %w", b.key(rel), err)
@@ -239,13 +305,16 @@ func classify(err error) error {
 		return fmt.Errorf("%w: %w", errConflict, err)
 	case name == "NoSuchKey" || (code == 404 && name != "NoSuchBucket"):
 		return fmt.Errorf("%w: %w", errNotFound, err)
+	case code == 501 || name == "NotImplemented":
+		return fmt.Errorf("%w: %w", errNotImplemented, err)
+	case code == 403 || name == "AccessDenied":
+		return fmt.Errorf("%w: %w", errForbidden, err)
 	}
 	return err
 }
 
-// explainOpenError turns the error of the first request to the bucket into
-// one line that says what to fix.
-func explainOpenError(err error, bucketName, endpoint string) error {
+func (b *s3Bucket) explainOpenError(err error) error {
+	bucketName, endpoint := b.name, b.endpoint
 	var api smithy.APIError
 	name := ""
 	if errors.As(err, &api) {
