@@ -5,12 +5,17 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
+	"fmt"
 	"net/url"
+	"slices"
+	"sync"
 	"testing"
 
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	"github.com/aws/smithy-go/middleware"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
+	"github.com/panto-dev/panto/internal/testkit/miniotest"
 )
 
 // TestPayloadSigning: a PUT's body is signed (its sha256 in the SigV4
@@ -52,4 +57,185 @@ func TestPayloadSigning(t *testing.T) {
 			t.Errorf("%s: payload hash %q, want %q", c.endpoint, got, c.want)
 		}
 	}
+}
+
+// TestBucketSemantics holds the in-memory bucket the protocol tests run on
+// to the same table of bucket semantics as every real server that
+// honours conditional writes (miniotest.Matrix): what the protocol tests
+// prove on memory holds on the servers only if the two agree.
+func TestBucketSemantics(t *testing.T) {
+	t.Parallel()
+	t.Run("memory", func(t *testing.T) {
+		t.Parallel()
+		checkBucket(t, newMemBucket("semantics"))
+	})
+	miniotest.Matrix(t, func(t *testing.T, srv *miniotest.Server) {
+		o := defaultOptions()
+		o.endpoint = srv.Endpoint()
+		o.s3Options = append(o.s3Options, srv.SetCredentials)
+		b, err := newS3Bucket(t.Context(), srv.NewBucket(t), "pfx/", o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkBucket(t, b)
+	})
+}
+
+// checkBucket runs the table of bucket semantics the protocol relies on
+// against b, which must be empty.
+func checkBucket(t *testing.T, b bucket) {
+	ctx := t.Context()
+	put := func(key, body string, cond putCond) (string, error) {
+		return b.put(ctx, key, []byte(body), cond, "application/octet-stream")
+	}
+	mustPut := func(key, body string, cond putCond) string {
+		t.Helper()
+		etag, err := put(key, body, cond)
+		if err != nil || etag == "" {
+			t.Fatalf("put %s: etag %q, %v", key, etag, err)
+		}
+		return etag
+	}
+	holds := func(key, want string) {
+		t.Helper()
+		data, _, err := b.get(ctx, key, "")
+		if err != nil || string(data) != want {
+			t.Fatalf("get %s: %q %v, want %q", key, data, err, want)
+		}
+	}
+	etagA := mustPut("a", "one", putCond{ifNoneMatch: true})
+	etagB := mustPut("d/b", "two", putCond{})
+	mustPut("d/e/c", "three", putCond{})
+	for _, c := range []struct {
+		name  string
+		check func() error // nil: as the protocol expects
+	}{
+		{"get of a missing object: not found", func() error {
+			_, _, err := b.get(ctx, "missing", "")
+			return want(err, errNotFound)
+		}},
+		{"head of a missing object: not found", func() error { return want(b.head(ctx, "missing"), errNotFound) }},
+		{"head of an object", func() error { return b.head(ctx, "a") }},
+		{"get: the bytes and the ETag of the put", func() error {
+			data, etag, err := b.get(ctx, "a", "")
+			if err != nil || string(data) != "one" || etag != etagA {
+				return fmt.Errorf("got %q %q %v, want %q %q", data, etag, err, "one", etagA)
+			}
+			return nil
+		}},
+		{"get if-none-match the current ETag: not modified", func() error {
+			_, _, err := b.get(ctx, "a", etagA)
+			return want(err, errNotModified)
+		}},
+		{"get if-none-match another ETag: the object", func() error {
+			data, _, err := b.get(ctx, "a", etagB)
+			if err != nil || string(data) != "one" {
+				return fmt.Errorf("got %q %v", data, err)
+			}
+			return nil
+		}},
+		{"create of an existing object: precondition failed, object kept", func() error {
+			_, err := put("a", "other", putCond{ifNoneMatch: true})
+			holds("a", "one")
+			return want(err, errPrecondition)
+		}},
+		{"replace naming a wrong ETag: precondition failed, object kept", func() error {
+			_, err := put("a", "other", putCond{ifMatch: etagB})
+			holds("a", "one")
+			return want(err, errPrecondition)
+		}},
+		// AWS, MinIO and versitygw answer 404, gofakes3 412: the protocol
+		// takes both as a refusal.
+		{"replace of a missing object: refused", func() error {
+			_, err := put("missing", "other", putCond{ifMatch: etagA})
+			if _, _, gerr := b.get(ctx, "missing", ""); !errors.Is(gerr, errNotFound) {
+				return fmt.Errorf("the replace created the object: %v", gerr)
+			}
+			if errors.Is(err, errPrecondition) {
+				return nil
+			}
+			return want(err, errNotFound)
+		}},
+		{"replace naming the current ETag: a new ETag", func() error {
+			etag, err := put("d/b", "two, replaced", putCond{ifMatch: etagB})
+			if err != nil || etag == etagB {
+				return fmt.Errorf("replace: %q %v", etag, err)
+			}
+			holds("d/b", "two, replaced")
+			_, err = put("d/b", "again", putCond{ifMatch: etagB})
+			return want(err, errPrecondition)
+		}},
+		{"list by prefix: every key under it, in order", func() error {
+			keys, prefixes, err := b.list(ctx, "d/", "")
+			if err != nil || !slices.Equal(keys, []string{"d/b", "d/e/c"}) || len(prefixes) != 0 {
+				return fmt.Errorf("got %q %q %v", keys, prefixes, err)
+			}
+			return nil
+		}},
+		{"list by prefix and delimiter: one level", func() error {
+			keys, prefixes, err := b.list(ctx, "d/", "/")
+			if err != nil || !slices.Equal(keys, []string{"d/b"}) || !slices.Equal(prefixes, []string{"d/e/"}) {
+				return fmt.Errorf("got %q %q %v", keys, prefixes, err)
+			}
+			return nil
+		}},
+		{"delete: gone; delete of a missing object: no error", func() error {
+			if err := b.delete(ctx, "d/e/c"); err != nil {
+				return err
+			}
+			if err := b.head(ctx, "d/e/c"); !errors.Is(err, errNotFound) {
+				return fmt.Errorf("after delete: %v", err)
+			}
+			return b.delete(ctx, "d/e/c")
+		}},
+		{"racing creates: exactly one wins", func() error {
+			return race(8, func(i int) error {
+				_, err := put("raced", fmt.Sprint("writer ", i), putCond{ifNoneMatch: true, once: true})
+				return err
+			})
+		}},
+		{"racing replaces of one ETag: exactly one wins", func() error {
+			return race(8, func(i int) error {
+				_, err := put("a", fmt.Sprint("writer ", i), putCond{ifMatch: etagA, once: true})
+				return err
+			})
+		}},
+	} {
+		if err := c.check(); err != nil {
+			t.Errorf("%s: %v", c.name, err)
+		}
+	}
+}
+
+// want is nil when err is sentinel, an error saying what came instead.
+func want(err, sentinel error) error {
+	if errors.Is(err, sentinel) {
+		return nil
+	}
+	return fmt.Errorf("got %v, want %v", err, sentinel)
+}
+
+// race runs n writes at once: exactly one must succeed and the others
+// lose (a precondition failure, or a conflict the protocol retries).
+func race(n int, write func(i int) error) error {
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() { defer wg.Done(); errs[i] = write(i) }()
+	}
+	wg.Wait()
+	won := 0
+	for _, err := range errs {
+		switch {
+		case err == nil:
+			won++
+		case !errors.Is(err, errPrecondition) && !errors.Is(err, errConflict):
+			return fmt.Errorf("a racing write: %v", err)
+		}
+	}
+	if won != 1 {
+		return fmt.Errorf("%d of %d racing writes won, want 1", won, n)
+	}
+	return nil
 }

@@ -3,18 +3,9 @@ package objstore
 import (
 	"slices"
 	"testing"
-	"time"
 
 	"github.com/panto-dev/panto/internal/manifest"
 )
-
-// SetIndexPruneAfter lets tests see index deltas deleted without waiting
-// for indexPruneAfter.
-func SetIndexPruneAfter(s *Store, d time.Duration) { s.indexPruneAfter = d }
-
-// SetNow sets the clock of the Store's caches and delays (not the one
-// that stamps lines).
-func SetNow(s *Store, now func() time.Time) { s.now = now }
 
 // TestMergeRuns: compaction merges runs of at least two consecutive
 // segments, each run at most the bound, and leaves larger segments alone.
