@@ -67,7 +67,7 @@ func TestBucketSemantics(t *testing.T) {
 	t.Parallel()
 	t.Run("memory", func(t *testing.T) {
 		t.Parallel()
-		checkBucket(t, newMemBucket("semantics"))
+		checkBucket(t, newMemBucket("semantics", "pfx/"))
 	})
 	miniotest.Matrix(t, func(t *testing.T, srv *miniotest.Server) {
 		o := defaultOptions()

@@ -1,7 +1,6 @@
 package objstore_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -9,8 +8,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/minio/minio-go/v7"
 
 	"github.com/panto-dev/panto/agent"
 	"github.com/panto-dev/panto/internal/manifest"
@@ -22,11 +19,10 @@ import (
 func segmentKeys(t *testing.T, e *env, id string) []string {
 	t.Helper()
 	var keys []string
-	for info := range e.srv.Client(t).ListObjects(context.Background(), e.bucket, minio.ListObjectsOptions{Prefix: "pfx/sessions/" + id + "/seg/", Recursive: true}) {
-		if info.Err != nil {
-			t.Fatal(info.Err)
+	for _, o := range e.rawBucket(t) {
+		if strings.HasPrefix(o.key, "pfx/sessions/"+id+"/seg/") {
+			keys = append(keys, strings.TrimPrefix(o.key, "pfx/sessions/"+id+"/"))
 		}
-		keys = append(keys, strings.TrimPrefix(info.Key, "pfx/sessions/"+id+"/"))
 	}
 	return keys
 }
@@ -52,7 +48,7 @@ func readManifest(t testing.TB, e *env, id string) *manifest.Manifest {
 func TestCompaction(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	e := newEnv(t)
+	e := newMemEnv(t)
 	const grace = 1500 * time.Millisecond
 	s := e.open(t, objstore.WithCompactThreshold(4), objstore.WithCompactGrace(grace), objstore.WithManifestInterval(1))
 	id := agent.NewSessionID()
@@ -106,9 +102,11 @@ func TestCompaction(t *testing.T) {
 	if keys := segmentKeys(t, e, id); len(keys) != 8 {
 		t.Fatalf("objects within the grace period: %q", keys)
 	}
-	// After it, another store's compaction deletes them.
-	time.Sleep(grace + 100*time.Millisecond)
-	if err := e.open(t).Compact(ctx, id); err != nil {
+	// After it, another store's compaction deletes them: a store whose
+	// clock is past the grace period.
+	later := e.open(t)
+	objstore.SetNow(later, func() time.Time { return time.Now().Add(grace + 100*time.Millisecond) })
+	if err := later.Compact(ctx, id); err != nil {
 		t.Fatal(err)
 	}
 	m = readManifest(t, e, id)
@@ -143,7 +141,7 @@ func TestCompaction(t *testing.T) {
 func TestStaleSegmentIgnored(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	e := newEnv(t)
+	e := newMemEnv(t)
 	s := e.open(t, objstore.WithCompactThreshold(0), objstore.WithCompactGrace(0))
 	id := agent.NewSessionID()
 	for i := 0; i < 3; i++ {
@@ -161,10 +159,7 @@ func TestStaleSegmentIgnored(t *testing.T) {
 	stale := manifest.SegmentName(m.Segments[0].Length / 2) // some old position
 	codec, _ := manifest.NewCodec()
 	junk := codec.Compress([]byte("{\"type\":\"message\",\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"STALE\"}]}\n"))
-	c := e.srv.Client(t)
-	if _, err := c.PutObject(ctx, e.bucket, "pfx/sessions/"+id+"/"+stale, strings.NewReader(string(junk)), int64(len(junk)), minio.PutObjectOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	e.putRaw(t, e.key("sessions/"+id+"/"+stale), junk)
 	conv, err := e.open(t).Load(ctx, id)
 	if err != nil || strings.Contains(strings.Join(texts(conv), ","), "STALE") || len(conv.Messages) != 3 {
 		t.Fatalf("load: %v %q", err, texts(conv))
@@ -179,7 +174,7 @@ func TestStaleSegmentIgnored(t *testing.T) {
 func TestReadLogEntrySaysNoManifest(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	e := newEnv(t)
+	e := newMemEnv(t)
 	s := e.open(t, objstore.WithCompactThreshold(3), objstore.WithCompactGrace(0), objstore.WithManifestInterval(1))
 	id := idIn("7")
 	var want []string
@@ -222,22 +217,20 @@ func TestReadLogEntrySaysNoManifest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.srv.Client(t).PutObject(ctx, e.bucket, key, bytes.NewReader(data), int64(len(data)), minio.PutObjectOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	rec := &recorder{}
-	r := e.open(t, rec.option())
+	e.putRaw(t, key, data)
+	fb := e.faults(t)
+	r := e.openOn(t, fb)
 	if _, err := r.List(ctx); err != nil {
 		t.Fatal(err)
 	}
-	rec.take()
+	fb.Take()
 	conv, err := r.Load(ctx, id)
 	if err != nil || strings.Join(texts(conv), ",") != strings.Join(want, ",") {
 		t.Fatalf("load: %v %q", err, texts(conv))
 	}
-	reqs := rec.take()
-	probedFirst := slices.ContainsFunc(reqs, func(q request) bool { return strings.HasSuffix(q.path, "/"+manifest.SegmentName(0)) })
-	readManifest := slices.ContainsFunc(reqs, func(q request) bool { return strings.HasSuffix(q.path, "/manifest.json") })
+	ops := fb.Take()
+	probedFirst := slices.ContainsFunc(ops, func(o objstore.Op) bool { return strings.HasSuffix(o.Key, "/"+manifest.SegmentName(0)) })
+	readManifest := slices.ContainsFunc(ops, func(o objstore.Op) bool { return strings.HasSuffix(o.Key, "/manifest.json") })
 	if !probedFirst || !readManifest {
 		t.Errorf("the load probed seg/0: %v, read the manifest: %v; want both (the probe, then the fallback)", probedFirst, readManifest)
 	}

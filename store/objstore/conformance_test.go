@@ -5,9 +5,9 @@ import (
 	"testing"
 
 	"github.com/panto-dev/panto/agent"
-	"github.com/panto-dev/panto/store/storetest"
 	"github.com/panto-dev/panto/internal/testkit/miniotest"
 	"github.com/panto-dev/panto/store/objstore"
+	"github.com/panto-dev/panto/store/storetest"
 )
 
 // TestConformance runs the SessionStore suite against every kind of

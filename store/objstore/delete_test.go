@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"net/http"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -57,7 +56,7 @@ func deleteAll(t *testing.T, s *objstore.Store, id string) store.Tombstone {
 func TestDeleteLeavesNoContent(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	e := newEnv(t)
+	e := newMemEnv(t)
 	s := e.open(t, objstore.WithManifestInterval(2), objstore.WithCompactThreshold(3), objstore.WithCompactGrace(time.Hour))
 	id := "a0" + agent.NewSessionID()[2:]
 	other := "a1" + agent.NewSessionID()[2:] // the same index shard
@@ -117,7 +116,7 @@ func TestDeleteInterrupted(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	for cut := 1; cut <= 20; cut++ {
-		e := newEnv(t)
+		e := newMemEnv(t)
 		s := e.open(t)
 		id := agent.NewSessionID()
 		for range 3 {
@@ -129,17 +128,17 @@ func TestDeleteInterrupted(t *testing.T) {
 			t.Fatal(err)
 		}
 		at := mustLogs(t, s)[id].Checkpoint
-		rec := &recorder{}
-		d := e.open(t, rec.option(), objstore.WithMaxAttempts(1))
+		fb := e.faults(t)
+		d := e.openOn(t, fb, objstore.WithMaxAttempts(1))
 		var n atomic.Int64
 		committed := atomic.Bool{}
-		rec.setFault(func(r *http.Request) error {
-			if isPut(r, ".jsonl.zst") && !committed.Load() {
+		fb.SetFault(func(op objstore.Op) error {
+			if isPutOp(op, ".jsonl.zst") && !committed.Load() {
 				committed.Store(true) // the commit point goes through
 				return nil
 			}
 			if committed.Load() && n.Add(1) >= int64(cut) {
-				return errInjected
+				return objstore.ErrInjected
 			}
 			return nil
 		})

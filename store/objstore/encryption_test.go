@@ -38,7 +38,23 @@ func newKey(t testing.TB) *seal.Key {
 // behind the store's back.
 func (e *env) putRaw(t testing.TB, key string, data []byte) {
 	t.Helper()
+	if e.mem != nil {
+		objstore.MemPut(e.mem, key, data)
+		return
+	}
 	if _, err := e.srv.Client(t).PutObject(context.Background(), e.bucket, key, bytes.NewReader(data), int64(len(data)), minio.PutObjectOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// removeRaw deletes key (relative to the bucket) behind the store's back.
+func (e *env) removeRaw(t testing.TB, key string) {
+	t.Helper()
+	if e.mem != nil {
+		objstore.MemDelete(e.mem, key)
+		return
+	}
+	if err := e.srv.Client(t).RemoveObject(context.Background(), e.bucket, key, minio.RemoveObjectOptions{}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -82,7 +98,7 @@ func TestEncryptedOpen(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	key, other := newKey(t), newKey(t)
-	e := newEnv(t)
+	e := newMemEnv(t)
 	s := e.open(t, objstore.WithKey(key))
 	sess := s.Create()
 	if err := s.AppendMessages(ctx, sess.Info.ID, []agent.PersistentMessage{user("hello")}); err != nil {
@@ -100,7 +116,7 @@ func TestEncryptedOpen(t *testing.T) {
 		t.Fatalf("reopen with the key: %v", err)
 	}
 
-	plain := newEnv(t)
+	plain := newMemEnv(t)
 	ps := plain.open(t)
 	if err := ps.AppendMessages(ctx, ps.Create().Info.ID, []agent.PersistentMessage{user("plain")}); err != nil {
 		t.Fatal(err)
@@ -121,7 +137,7 @@ func TestEncryptedOpen(t *testing.T) {
 		{"a key for a plaintext prefix", plain, []objstore.Option{objstore.WithKey(key)}, objstore.ErrNotEncrypted, []string{"created without a key", "panto-sync copy"}},
 	} {
 		before := c.env.snapshot(t)
-		_, err := objstore.Open(ctx, c.env.url, c.env.reach(c.opts...)...)
+		_, err := c.env.tryOpen(ctx, c.opts...)
 		if !errors.Is(err, c.target) {
 			t.Fatalf("%s: %v, want %v", c.name, err, c.target)
 		}
@@ -296,13 +312,13 @@ func TestEncryptedScan(t *testing.T) {
 	ctx := context.Background()
 	opts := []objstore.Option{objstore.WithCompactThreshold(8), objstore.WithManifestInterval(2), objstore.WithCompactGrace(0)}
 
-	plain := newEnv(t)
+	plain := newMemEnv(t)
 	secrets := fillBucket(t, plain.open(t, opts...))
 	if hits := plain.scan(t, secrets); len(hits) == 0 {
 		t.Fatal("the scan finds nothing in a plaintext bucket: it is blind")
 	}
 
-	e := newEnv(t)
+	e := newMemEnv(t)
 	key := newKey(t)
 	s := e.open(t, append(opts, objstore.WithKey(key))...)
 	secrets = fillBucket(t, s)
@@ -387,7 +403,7 @@ func TestEncryptedTamper(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	key := newKey(t)
-	e := newEnv(t)
+	e := newMemEnv(t)
 	s := e.open(t, objstore.WithKey(key), objstore.WithManifestInterval(1), objstore.WithCompactThreshold(0))
 	a, b := agent.NewSessionID(), agent.NewSessionID()
 	for _, id := range []string{a, b} {
@@ -440,8 +456,8 @@ func TestEncryptedTamper(t *testing.T) {
 		}
 		if before != nil {
 			e.putRaw(t, c.key, before)
-		} else if err := e.srv.Client(t).RemoveObject(ctx, e.bucket, c.key, minio.RemoveObjectOptions{}); err != nil {
-			t.Fatal(err)
+		} else {
+			e.removeRaw(t, c.key)
 		}
 	}
 	if _, err := e.open(t, objstore.WithKey(key)).Load(ctx, a); err != nil {
@@ -488,7 +504,7 @@ func TestEncryptedCheckpoints(t *testing.T) {
 		if key != nil {
 			opts = append(opts, objstore.WithKey(key))
 		}
-		s := newEnv(t).open(t, opts...)
+		s := newMemEnv(t).open(t, opts...)
 		if err := appendRaw(ctx, s, id, 0, "", b1); err != nil {
 			t.Fatal(err)
 		}

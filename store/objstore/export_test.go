@@ -2,7 +2,6 @@ package objstore
 
 import (
 	"context"
-	"errors"
 	"time"
 )
 
@@ -17,7 +16,7 @@ type Bucket = bucket
 type FaultBucket = faultBucket
 
 // NewMemBucket is an empty bucket in memory (memBucket).
-func NewMemBucket(name string) Bucket { return newMemBucket(name) }
+func NewMemBucket(name, prefix string) Bucket { return newMemBucket(name, prefix) }
 
 // NewFaultBucket wraps b to record its operations and inject faults.
 func NewFaultBucket(b Bucket) *FaultBucket { return newFaultBucket(b) }
@@ -31,30 +30,16 @@ func OpenBucket(ctx context.Context, b Bucket, opts ...Option) (*Store, error) {
 	return openBucket(ctx, b, o)
 }
 
-// PutObject writes an object of b unconditionally, as another program
-// would (tampering, a fixture, a newer panto).
-func PutObject(ctx context.Context, b Bucket, key string, data []byte) error {
-	_, err := b.put(ctx, key, data, putCond{}, "application/octet-stream")
-	return err
-}
+// MemObjects reads every object of the memory bucket b (NewMemBucket),
+// by key from its root, in key order.
+func MemObjects(b Bucket) []MemObject { return b.(*memBucket).objectsUnder() }
 
-// GetObject reads an object of b.
-func GetObject(ctx context.Context, b Bucket, key string) ([]byte, error) {
-	data, _, err := b.get(ctx, key, "")
-	return data, err
-}
+// MemPut stores data under key (from the bucket's root) in the memory
+// bucket b, unconditionally: tampering, a fixture, a newer panto.
+func MemPut(b Bucket, key string, data []byte) { b.(*memBucket).putUnder(key, data) }
 
-// DeleteObject deletes an object of b.
-func DeleteObject(ctx context.Context, b Bucket, key string) error { return b.delete(ctx, key) }
-
-// ListObjects lists the keys of b under prefix.
-func ListObjects(ctx context.Context, b Bucket, prefix string) ([]string, error) {
-	keys, _, err := b.list(ctx, prefix, "")
-	return keys, err
-}
-
-// IsNotFound reports whether err is the seam's "object not found".
-func IsNotFound(err error) bool { return errors.Is(err, errNotFound) }
+// MemDelete deletes key (from the bucket's root) of the memory bucket b.
+func MemDelete(b Bucket, key string) { b.(*memBucket).deleteUnder(key) }
 
 // SetIndexPruneAfter lets tests see index deltas deleted without waiting
 // for indexPruneAfter.

@@ -5,18 +5,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/minio/minio-go/v7"
-
 	"github.com/panto-dev/panto/agent"
 	"github.com/panto-dev/panto/internal/manifest"
-	"github.com/panto-dev/panto/internal/testkit/miniotest"
 	"github.com/panto-dev/panto/internal/sessionlog"
+	"github.com/panto-dev/panto/internal/testkit/miniotest"
 	"github.com/panto-dev/panto/store"
 	"github.com/panto-dev/panto/store/objstore"
 )
@@ -30,16 +27,16 @@ func TestCrashPoints(t *testing.T) {
 		name string
 		// crash reports whether the request (in order) is the first one
 		// the dead process no longer makes.
-		crash func(r *http.Request, segDone, manifestDone bool) bool
+		crash func(op objstore.Op, segDone, manifestDone bool) bool
 		// indexAfterManifest holds index PUTs until the manifest PUT is
 		// done: the two run in parallel, and without this the index may
 		// be written before the crash point is reached.
 		indexAfterManifest bool
 	}{
-		{"after segment PUT", func(r *http.Request, segDone, _ bool) bool { return segDone }, false},
-		{"after manifest PUT", func(r *http.Request, _, manifestDone bool) bool { return manifestDone }, true},
-		{"before index PUT", func(r *http.Request, _, _ bool) bool {
-			return isPut(r, ".json.zst") && strings.Contains(r.URL.Path, "/index/")
+		{"after segment PUT", func(op objstore.Op, segDone, _ bool) bool { return segDone }, false},
+		{"after manifest PUT", func(op objstore.Op, _, manifestDone bool) bool { return manifestDone }, true},
+		{"before index PUT", func(op objstore.Op, _, _ bool) bool {
+			return isPutOp(op, ".json.zst") && strings.HasPrefix(op.Key, "index/")
 		}, false},
 	}
 	// before is the number of appends before the crashed one: a new
@@ -62,7 +59,7 @@ func TestCrashPoints(t *testing.T) {
 			}
 			t.Run(name, func(t *testing.T) {
 				ctx := context.Background()
-				e := newEnv(t)
+				e := newMemEnv(t)
 				id := agent.NewSessionID()
 				var want []string
 				for i := range before {
@@ -73,30 +70,30 @@ func TestCrashPoints(t *testing.T) {
 					}
 					want = append(want, text)
 				}
-				rec := &recorder{}
+				fb := e.faults(t)
 				// Interval 1: every append after the first writes the
 				// manifest, so that each crash point exists.
-				s := e.open(t, rec.option(), objstore.WithMaxAttempts(1), objstore.WithManifestInterval(1))
+				s := e.openOn(t, fb, objstore.WithMaxAttempts(1), objstore.WithManifestInterval(1))
 				if !newSession {
 					if _, err := s.Load(ctx, id); err != nil { // warm the caches
 						t.Fatal(err)
 					}
 				}
 				var segDone, manifestDone, dead atomic.Bool
-				rec.setFault(func(r *http.Request) error {
-					if c.indexAfterManifest && r.Method == http.MethodPut && strings.Contains(r.URL.Path, "/index/") {
+				fb.SetFault(func(op objstore.Op) error {
+					if c.indexAfterManifest && op.Method == "PUT" && strings.HasPrefix(op.Key, "index/") {
 						for deadline := time.Now().Add(10 * time.Second); !manifestDone.Load() && time.Now().Before(deadline); {
 							time.Sleep(time.Millisecond)
 						}
 					}
-					if dead.Load() || c.crash(r, segDone.Load(), manifestDone.Load()) {
+					if dead.Load() || c.crash(op, segDone.Load(), manifestDone.Load()) {
 						dead.Store(true)
-						return errInjected
+						return objstore.ErrInjected
 					}
-					if isPut(r, ".jsonl.zst") {
+					if isPutOp(op, ".jsonl.zst") {
 						defer segDone.Store(true)
 					}
-					if isPut(r, "manifest.json") {
+					if isPutOp(op, "manifest.json") {
 						defer manifestDone.Store(true)
 					}
 					return nil
@@ -261,7 +258,7 @@ func TestServerKilledMidAppend(t *testing.T) {
 func TestFlippedByte(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	e := newEnv(t)
+	e := newMemEnv(t)
 	s := e.open(t, objstore.WithCompactThreshold(0))
 	id := agent.NewSessionID()
 	for i := 0; i < 3; i++ {
@@ -274,8 +271,6 @@ func TestFlippedByte(t *testing.T) {
 	}
 	// Replace the middle segment by one whose raw bytes differ in one
 	// byte (re-compressed, so that the zstd frame itself is valid).
-	c := e.srv.Client(t)
-	key := "pfx/sessions/" + id + "/" + manifest.SegmentName(0)
 	objs := e.readBucket(t)
 	var segs []object
 	for _, o := range objs {
@@ -283,15 +278,13 @@ func TestFlippedByte(t *testing.T) {
 			segs = append(segs, o)
 		}
 	}
-	key = segs[1].key
+	key := segs[1].key
 	raw := bytes.Clone(segs[1].data)
 	i := bytes.Index(raw, []byte("text"))
 	raw[i] ^= 0x01
 	codec, _ := manifest.NewCodec()
 	comp := codec.Compress(raw)
-	if _, err := c.PutObject(ctx, e.bucket, key, bytes.NewReader(comp), int64(len(comp)), minio.PutObjectOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	e.putRaw(t, key, comp)
 	for what, err := range map[string]error{
 		"load":   func() error { _, err := e.open(t).Load(ctx, id); return err }(),
 		"verify": e.open(t).Verify(ctx, id),
@@ -302,9 +295,7 @@ func TestFlippedByte(t *testing.T) {
 	}
 	// A flipped bit in the compressed frame is caught too.
 	comp[len(comp)/2] ^= 0x10
-	if _, err := c.PutObject(ctx, e.bucket, key, bytes.NewReader(comp), int64(len(comp)), minio.PutObjectOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	e.putRaw(t, key, comp)
 	if _, err := e.open(t).Load(ctx, id); !errors.Is(err, objstore.ErrCorrupt) || !strings.Contains(err.Error(), key) {
 		t.Errorf("load of a damaged frame: %v", err)
 	}
@@ -325,7 +316,7 @@ func TestFlippedByteNoManifest(t *testing.T) {
 
 func testFlippedByteNoManifest(t *testing.T, appends int) {
 	ctx := context.Background()
-	e := newEnv(t)
+	e := newMemEnv(t)
 	s := e.open(t, objstore.WithCompactThreshold(0))
 	id := agent.NewSessionID()
 	for range appends {
@@ -367,13 +358,7 @@ func testFlippedByteNoManifest(t *testing.T, appends int) {
 			t.Fatalf("%s of the intact session: %v", what, err)
 		}
 	}
-	c := e.srv.Client(t)
-	put := func(key string, data []byte) {
-		t.Helper()
-		if _, err := c.PutObject(ctx, e.bucket, key, bytes.NewReader(data), int64(len(data)), minio.PutObjectOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	put := func(key string, data []byte) { t.Helper(); e.putRaw(t, key, data) }
 	flipped := bytes.Clone(raw)
 	flipped[bytes.Index(flipped, []byte("text"))] ^= 0x01 // "uext": still valid JSON
 	codec, _ := manifest.NewCodec()
@@ -402,12 +387,12 @@ func testFlippedByteNoManifest(t *testing.T, appends int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	key2 := "pfx/sessions/" + id + "/" + manifest.SegmentName(int64(len(raw)))
-	rec := &recorder{}
-	w := e.open(t, rec.option(), objstore.WithMaxAttempts(1))
-	rec.setFault(func(r *http.Request) error {
-		if isPut(r, "manifest.json") {
-			return errInjected
+	key2 := e.key("sessions/" + id + "/" + manifest.SegmentName(int64(len(raw))))
+	fb := e.faults(t)
+	w := e.openOn(t, fb, objstore.WithMaxAttempts(1))
+	fb.SetFault(func(op objstore.Op) error {
+		if isPutOp(op, "manifest.json") {
+			return objstore.ErrInjected
 		}
 		return nil
 	})
@@ -425,9 +410,7 @@ func testFlippedByteNoManifest(t *testing.T, appends int) {
 			t.Fatalf("%s of two segments without a manifest: %v", what, err)
 		}
 	}
-	if err := c.RemoveObject(ctx, e.bucket, key2, minio.RemoveObjectOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	e.removeRaw(t, key2)
 	for what, err := range calls() {
 		if !errors.Is(err, objstore.ErrCorrupt) || !strings.Contains(err.Error(), key2) {
 			t.Errorf("%s with a missing segment: %v, want ErrCorrupt naming %s", what, err, key2)
@@ -441,16 +424,19 @@ func testFlippedByteNoManifest(t *testing.T, appends int) {
 func TestVerifyTamperedManifest(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	e := newEnv(t)
+	e := newMemEnv(t)
 	s := e.open(t, objstore.WithCompactThreshold(0), objstore.WithManifestInterval(1))
 	id := agent.NewSessionID()
+	// One checkpoint per append, so that the index entry says the stored
+	// manifest lists segments and a Load reads it (an entry written with
+	// the first manifest says none is stored, and a Load probes past it).
 	for i := 0; i < 3; i++ {
 		if err := s.AppendMessages(ctx, id, []agent.PersistentMessage{user("m")}); err != nil {
 			t.Fatal(err)
 		}
-	}
-	if err := s.Flush(ctx); err != nil {
-		t.Fatal(err)
+		if err := s.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
 	}
 	m := readManifest(t, e, id)
 	m.Segments[0].PrefixSHA256 = strings.Repeat("ab", 32)
@@ -458,10 +444,8 @@ func TestVerifyTamperedManifest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	key := "pfx/sessions/" + id + "/manifest.json"
-	if _, err := e.srv.Client(t).PutObject(ctx, e.bucket, key, bytes.NewReader(data), int64(len(data)), minio.PutObjectOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	key := e.key("sessions/" + id + "/manifest.json")
+	e.putRaw(t, key, data)
 	fresh := e.open(t)
 	if _, err := fresh.Load(ctx, id); err != nil {
 		t.Fatalf("load: %v", err)
@@ -471,9 +455,7 @@ func TestVerifyTamperedManifest(t *testing.T) {
 		t.Fatalf("verify: %v", err)
 	}
 	// A manifest that no longer decodes fails Load, naming it.
-	if _, err := e.srv.Client(t).PutObject(ctx, e.bucket, key, strings.NewReader("{"), 1, minio.PutObjectOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	e.putRaw(t, key, []byte("{"))
 	if _, err := fresh.Load(ctx, id); !errors.Is(err, objstore.ErrCorrupt) || !strings.Contains(err.Error(), key) {
 		t.Fatalf("load of a broken manifest: %v", err)
 	}
@@ -493,7 +475,7 @@ func TestAppendRawRetryRepairsIndex(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()
-			e := newEnv(t)
+			e := newMemEnv(t)
 			id := agent.NewSessionID()
 			head, err := sessionlog.EncodeBatch(id, true, []agent.PersistentMessage{user("first")}, t0)
 			if err != nil {
@@ -511,13 +493,13 @@ func TestAppendRawRetryRepairsIndex(t *testing.T) {
 				}
 				expectLen, expectSum, data, count = int64(len(head)), sum(head), more, 3
 			}
-			rec := &recorder{}
-			s := e.open(t, rec.option(), objstore.WithMaxAttempts(1))
+			fb := e.faults(t)
+			s := e.openOn(t, fb, objstore.WithMaxAttempts(1))
 			var dead atomic.Bool
-			rec.setFault(func(r *http.Request) error {
-				if dead.Load() || isPut(r, ".json.zst") && strings.Contains(r.URL.Path, "/index/") {
+			fb.SetFault(func(op objstore.Op) error {
+				if dead.Load() || isPutOp(op, ".json.zst") && strings.HasPrefix(op.Key, "index/") {
 					dead.Store(true)
-					return errInjected
+					return objstore.ErrInjected
 				}
 				return nil
 			})
@@ -563,19 +545,19 @@ func TestFlushReportsFailedCheckpoints(t *testing.T) {
 	for _, deferred := range []bool{false, true} {
 		t.Run(fmt.Sprintf("deferred=%v", deferred), func(t *testing.T) {
 			ctx := context.Background()
-			e := newEnv(t)
-			rec := &recorder{}
-			opts := []objstore.Option{rec.option(), objstore.WithMaxAttempts(1)}
+			e := newMemEnv(t)
+			fb := e.faults(t)
+			opts := []objstore.Option{objstore.WithMaxAttempts(1)}
 			want := "checkpoint of session "
 			if deferred {
 				opts = append(opts, objstore.WithDeferredIndex())
 				want = "index not written"
 			}
-			s := e.open(t, opts...)
+			s := e.openOn(t, fb, opts...)
 			var down atomic.Bool
-			rec.setFault(func(r *http.Request) error {
-				if down.Load() && !strings.Contains(r.URL.Path, "/seg/") {
-					return errInjected
+			fb.SetFault(func(op objstore.Op) error {
+				if down.Load() && !strings.Contains(op.Key, "/seg/") {
+					return objstore.ErrInjected
 				}
 				return nil
 			})

@@ -1,7 +1,6 @@
 package objstore_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"slices"
@@ -9,8 +8,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/minio/minio-go/v7"
 
 	"github.com/panto-dev/panto/agent"
 	"github.com/panto-dev/panto/internal/manifest"
@@ -29,14 +26,8 @@ func idIn(name string) string { return name + agent.NewSessionID()[1:] }
 func TestIndexLegacyDeltas(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	e := newEnv(t)
-	c := e.srv.Client(t)
-	put := func(key string, data []byte) {
-		t.Helper()
-		if _, err := c.PutObject(ctx, e.bucket, "pfx/"+key, bytes.NewReader(data), int64(len(data)), minio.PutObjectOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	e := newMemEnv(t)
+	put := func(key string, data []byte) { t.Helper(); e.putRaw(t, e.key(key), data) }
 	put("panto-store.json", []byte(`{"format":"panto-objstore","version":3}`))
 	codec, err := manifest.NewCodec()
 	if err != nil {
@@ -90,12 +81,12 @@ func TestIndexLegacyDeltas(t *testing.T) {
 	if err != nil || base.Through != n || len(base.Sessions) != n+1 {
 		t.Fatalf("the base the write made: %v, through %d, %d sessions", err, base.Through, len(base.Sessions))
 	}
-	rec := &recorder{}
-	r := e.open(t, rec.option())
-	rec.take()
+	fb := e.faults(t)
+	r := e.openOn(t, fb)
+	fb.Take()
 	lists("a reader after the fold", r, n+1)
-	if reqs := rec.take(); slices.ContainsFunc(reqs, func(q request) bool { return strings.Contains(q.path, "/index/a/") }) {
-		t.Errorf("a reader of a prefix with index-bases probed a delta: %+v", reqs)
+	if ops := fb.Take(); slices.ContainsFunc(ops, func(o objstore.Op) bool { return strings.HasPrefix(o.Key, "index/a/") }) {
+		t.Errorf("a reader of a prefix with index-bases probed a delta: %+v", ops)
 	}
 
 	// The next write deletes the deltas the base folded (the prune delay
@@ -117,7 +108,7 @@ func TestIndexLegacyDeltas(t *testing.T) {
 func TestIndexConcurrentWriters(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	e := newEnv(t)
+	e := newMemEnv(t)
 	const stores, writers, sessions = 4, 2, 5
 	var mu sync.Mutex
 	want := map[string]int{}
@@ -179,15 +170,15 @@ func TestIndexConcurrentWriters(t *testing.T) {
 func TestOpenSnapshot(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	e := newEnv(t)
+	e := newMemEnv(t)
 	if err := e.open(t).AppendMessages(ctx, idIn("1"), []agent.PersistentMessage{user("before")}); err != nil {
 		t.Fatal(err)
 	}
-	rec := &recorder{}
-	s := e.open(t, rec.option(), objstore.WithOpenSnapshot())
+	fb := e.faults(t)
+	s := e.openOn(t, fb, objstore.WithOpenSnapshot())
 	now := time.Now()
 	objstore.SetNow(s, func() time.Time { return now })
-	rec.take()
+	fb.Take()
 	if err := e.open(t).AppendMessages(ctx, idIn("2"), []agent.PersistentMessage{user("by another")}); err != nil {
 		t.Fatal(err)
 	}
@@ -195,13 +186,13 @@ func TestOpenSnapshot(t *testing.T) {
 	if err := s.AppendMessages(ctx, own, []agent.PersistentMessage{user("own")}); err != nil {
 		t.Fatal(err)
 	}
-	rec.take()
+	fb.Take()
 	infos, err := s.List(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if reqs := rec.take(); len(reqs) != 0 || len(infos) != 2 {
-		t.Fatalf("list in the snapshot: %d sessions, %d requests, want 2 (Open's and its own) and none", len(infos), len(reqs))
+	if ops := fb.Take(); len(ops) != 0 || len(infos) != 2 {
+		t.Fatalf("list in the snapshot: %d sessions, %d requests, want 2 (Open's and its own) and none", len(infos), len(ops))
 	}
 	now = now.Add(3 * time.Second)
 	if infos, err = s.List(ctx); err != nil || len(infos) != 3 {

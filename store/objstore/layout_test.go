@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"net/http"
 	"os"
 	"regexp"
 	"slices"
@@ -39,10 +38,17 @@ type rawObject struct {
 	data      []byte
 }
 
-// rawBucket reads every object of the env's bucket with minio-go, as
-// stored.
+// rawBucket reads every object of the env's bucket with minio-go (or,
+// of a memory bucket, from its map), as stored.
 func (e *env) rawBucket(t testing.TB) []rawObject {
 	t.Helper()
+	if e.mem != nil {
+		var out []rawObject
+		for _, o := range objstore.MemObjects(e.mem) {
+			out = append(out, rawObject{key: o.Key, etag: o.ETag, data: o.Data})
+		}
+		return out
+	}
 	ctx := context.Background()
 	c := e.srv.Client(t)
 	var out []rawObject
@@ -315,10 +321,10 @@ func TestLayoutOneSegment(t *testing.T) {
 func TestRequestsPerAppend(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	e := newEnv(t)
-	rec := &recorder{}
-	s := e.open(t, rec.option(), objstore.WithCompactThreshold(0))
-	rec.take() // Open's marker read (and creation)
+	e := newMemEnv(t)
+	rec := e.faults(t)
+	s := e.openOn(t, rec, objstore.WithCompactThreshold(0))
+	rec.Take() // Open's marker read (and creation)
 	sess := s.Create()
 	if err := s.AppendMessages(ctx, sess.Info.ID, []agent.PersistentMessage{user("first")}); err != nil {
 		t.Fatal(err)
@@ -326,12 +332,12 @@ func TestRequestsPerAppend(t *testing.T) {
 	// The first append of a session writes its segment and its index
 	// entry, no manifest: the segment PUT, then the PUT of the shard's
 	// base, from the reading Open made: two round trips.
-	first := rec.take()
-	for _, q := range first {
-		t.Logf("first append: %s %s %d", q.method, q.path, q.status)
+	first := rec.Take()
+	for _, o := range first {
+		t.Logf("first append: %s %s %v", o.Method, o.Key, o.Err)
 	}
-	if len(first) != 2 || count(first, "PUT") != 2 || rounds(first) != 2 || !strings.HasSuffix(first[0].path, "/"+manifest.SegmentName(0)) ||
-		slices.ContainsFunc(first, func(r request) bool { return strings.HasSuffix(r.path, "manifest.json") }) {
+	if len(first) != 2 || countOps(first, "PUT") != 2 || opRounds(first) != 2 || !strings.HasSuffix(first[0].Key, "/"+manifest.SegmentName(0)) ||
+		slices.ContainsFunc(first, func(o objstore.Op) bool { return strings.HasSuffix(o.Key, "manifest.json") }) {
 		t.Fatalf("first append: %+v", first)
 	}
 	// The first append waited for its index entry; later ones return at
@@ -348,13 +354,13 @@ func TestRequestsPerAppend(t *testing.T) {
 		if withManifest {
 			release, alone = checkpointsTogether(rec)
 		} else {
-			rec.setFault(nil)
+			rec.SetFault(nil)
 		}
 		if err := s.AppendMessages(ctx, sess.Info.ID, []agent.PersistentMessage{user("more")}); err != nil {
 			t.Fatal(err)
 		}
 		if withManifest {
-			onPath := rec.take()
+			onPath := rec.Take()
 			if len(onPath) != 1 || !isSegmentPut(onPath[0]) {
 				t.Fatalf("append %d: the append made %+v, want its segment PUT alone", i, onPath)
 			}
@@ -363,34 +369,34 @@ func TestRequestsPerAppend(t *testing.T) {
 		if err := s.Flush(ctx); err != nil {
 			t.Fatal(err)
 		}
-		reqs := rec.take()
+		reqs := rec.Take()
 		if alone() {
 			t.Fatalf("append %d: the manifest and index PUTs were not in flight together: %+v", i, reqs)
 		}
 		if !withManifest {
-			if len(reqs) != 2 || !isSegmentPut(reqs[0]) || !strings.Contains(reqs[1].path, "/index/") || count(reqs, "PUT") != 2 || rounds(reqs) != 2 {
+			if len(reqs) != 2 || !isSegmentPut(reqs[0]) || !strings.HasPrefix(reqs[1].Key, "index/") || countOps(reqs, "PUT") != 2 || opRounds(reqs) != 2 {
 				t.Fatalf("append with %d segments: %+v, want the segment PUT then the index shard PUT", segments, reqs)
 			}
 			continue
 		}
-		if len(reqs) != 2 || count(reqs, "PUT") != 2 || rounds(reqs) != 1 ||
-			!slices.ContainsFunc(reqs, func(r request) bool { return strings.HasSuffix(r.path, "manifest.json") }) {
+		if len(reqs) != 2 || countOps(reqs, "PUT") != 2 || opRounds(reqs) != 1 ||
+			!slices.ContainsFunc(reqs, func(o objstore.Op) bool { return strings.HasSuffix(o.Key, "manifest.json") }) {
 			t.Fatalf("checkpoint of the append with %d segments: %+v", segments, reqs)
 		}
 	}
 	// List, resolve and latest cost one GET per shard (its base, a 304
 	// when cached), all at once, no LIST.
-	rec.setFault(nil)
+	rec.SetFault(nil)
 	if _, err := s.List(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if reqs := rec.take(); len(reqs) != manifest.Shards || count(reqs, "GET") != len(reqs) || count(reqs, "LIST") != 0 {
+	if reqs := rec.Take(); len(reqs) != manifest.Shards || countOps(reqs, "GET") != len(reqs) || countOps(reqs, "LIST") != 0 {
 		t.Fatalf("list: %+v", reqs)
 	}
 	if _, err := s.Resolve(ctx, sess.Info.ID[:3]); err != nil {
 		t.Fatal(err)
 	}
-	if reqs := rec.take(); len(reqs) != 1 {
+	if reqs := rec.Take(); len(reqs) != 1 {
 		t.Fatalf("resolve: %d requests", len(reqs))
 	}
 }
@@ -401,7 +407,7 @@ func TestNoKeyInBucket(t *testing.T) {
 	t.Parallel()
 	const key = "sk-panto-test-KEYMARKER-0123456789"
 	ctx := context.Background()
-	e := newEnv(t)
+	e := newMemEnv(t)
 	s := e.open(t, objstore.WithCompactThreshold(2))
 	id := agent.NewSessionID()
 	prov := []agent.Message{agent.UserText("Authorization: Bearer " + key)}
@@ -433,14 +439,14 @@ func TestNoKeyInBucket(t *testing.T) {
 // does not depend on how the scheduler runs the two goroutines on a
 // loaded machine. alone reports whether the wait timed out: the two were
 // not issued concurrently.
-func checkpointsTogether(rec *recorder) (release func(), alone func() bool) {
+func checkpointsTogether(rec *objstore.FaultBucket) (release func(), alone func() bool) {
 	var mu sync.Mutex
 	arrived := 0
 	both := make(chan struct{})
 	released := make(chan struct{})
 	var timedOut atomic.Bool
-	rec.setFault(func(r *http.Request) error {
-		if !isPut(r, "manifest.json") && !(isPut(r, ".json.zst") && strings.Contains(r.URL.Path, "/index/")) {
+	rec.SetFault(func(o objstore.Op) error {
+		if !isPutOp(o, "manifest.json") && !(isPutOp(o, ".json.zst") && strings.HasPrefix(o.Key, "index/")) {
 			return nil
 		}
 		mu.Lock()
@@ -460,6 +466,6 @@ func checkpointsTogether(rec *recorder) (release func(), alone func() bool) {
 	return sync.OnceFunc(func() { close(released) }), timedOut.Load
 }
 
-func isSegmentPut(r request) bool {
-	return r.method == http.MethodPut && strings.Contains(r.path, "/seg/")
+func isSegmentPut(o objstore.Op) bool {
+	return o.Method == "PUT" && strings.Contains(o.Key, "/seg/")
 }

@@ -3,7 +3,6 @@ package objstore_test
 import (
 	"context"
 	"errors"
-	"net/http"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -14,8 +13,9 @@ import (
 )
 
 // TestAnswerLost: "did the write land?", made deterministic. A segment
-// PUT reaches MinIO, which commits it, and its answer is dropped on the
-// way back (the recorder forwards the request, then loses the response).
+// PUT reaches the bucket, which commits it, and its answer is dropped on
+// the way back (the fault wrapper at the seam lets the PUT through, then
+// loses its answer).
 // Whatever the appender learns afterwards, the batch is in the log once:
 //
 //   - the answer of the first PUT alone is lost: the retry is refused
@@ -44,46 +44,45 @@ func TestAnswerLost(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
-			e := newEnv(t)
-			rec := &recorder{}
-			s := e.open(t, rec.option())
+			e := newMemEnv(t)
+			fb := e.faults(t)
+			s := e.openOn(t, fb)
 			id := agent.NewSessionID()
 			if err := s.AppendMessages(ctx, id, batchOf(0, 0)); err != nil {
 				t.Fatal(err)
 			}
 			// The segments after the first: the next append's.
 			var lost atomic.Int32
-			isNext := func(r *http.Request) bool {
-				return strings.Contains(r.URL.Path, "/seg/") && !strings.HasSuffix(r.URL.Path, "/seg/00000000000000000000.jsonl.zst")
+			isNext := func(op objstore.Op) bool {
+				return strings.Contains(op.Key, "/seg/") && !strings.HasSuffix(op.Key, "/seg/00000000000000000000.jsonl.zst")
 			}
-			rec.setLose(func(r *http.Request) bool {
-				if r.Method != http.MethodPut || !isNext(r) {
+			fb.SetLose(func(op objstore.Op) bool {
+				if op.Method != "PUT" || !isNext(op) {
 					return false
 				}
 				return lost.Add(1) == 1 || tc.loseAll
 			})
 			if tc.failLook {
-				rec.setFault(func(r *http.Request) error {
-					if r.Method == http.MethodGet && isNext(r) {
-						return errInjected
+				fb.SetFault(func(op objstore.Op) error {
+					if op.Method == "GET" && isNext(op) {
+						return objstore.ErrInjected
 					}
 					return nil
 				})
 			}
-			rec.take()
+			fb.Take()
 			actx, cancel := context.WithTimeout(ctx, time.Minute)
 			err := s.AppendMessages(actx, id, batchOf(0, 1))
 			cancel()
-			rec.setLose(nil)
-			rec.setFault(nil)
-			reqs := rec.take()
+			fb.SetLose(nil)
+			fb.SetFault(nil)
 			var puts, lostPuts, answered412 int
-			for _, q := range reqs {
-				if q.method == http.MethodPut && strings.Contains(q.path, "/seg/") {
+			for _, op := range fb.Take() {
+				if op.Method == "PUT" && strings.Contains(op.Key, "/seg/") {
 					puts++
-					if q.lost {
+					if op.Lost {
 						lostPuts++
-					} else if q.status == http.StatusPreconditionFailed {
+					} else if op.Precondition() {
 						answered412++
 					}
 				}

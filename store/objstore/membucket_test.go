@@ -16,7 +16,8 @@ import (
 // an If-Match on a missing object errNotFound. The protocol tests run on
 // it, in milliseconds; what S3 servers do is tested against them.
 type memBucket struct {
-	name string
+	name   string
+	prefix string // "" or ends in "/", as an s3Bucket's
 
 	mu      sync.Mutex
 	objects map[string]memObject
@@ -30,8 +31,9 @@ type memObject struct {
 
 var _ bucket = (*memBucket)(nil)
 
-func newMemBucket(name string) *memBucket {
-	return &memBucket{name: name, objects: map[string]memObject{}}
+// newMemBucket is an empty bucket; the store's objects go under prefix.
+func newMemBucket(name, prefix string) *memBucket {
+	return &memBucket{name: name, prefix: prefix, objects: map[string]memObject{}}
 }
 
 func (b *memBucket) get(ctx context.Context, key, ifNoneMatch string) ([]byte, string, error) {
@@ -40,7 +42,7 @@ func (b *memBucket) get(ctx context.Context, key, ifNoneMatch string) ([]byte, s
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	o, ok := b.objects[key]
+	o, ok := b.objects[b.prefix+key]
 	switch {
 	case !ok:
 		return nil, "", fmt.Errorf("get %s: %w", key, errNotFound)
@@ -56,7 +58,7 @@ func (b *memBucket) head(ctx context.Context, key string) error {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if _, ok := b.objects[key]; !ok {
+	if _, ok := b.objects[b.prefix+key]; !ok {
 		return fmt.Errorf("head %s: %w", key, errNotFound)
 	}
 	return nil
@@ -68,7 +70,7 @@ func (b *memBucket) put(ctx context.Context, key string, data []byte, cond putCo
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	o, ok := b.objects[key]
+	o, ok := b.objects[b.prefix+key]
 	switch {
 	case cond.ifNoneMatch && ok:
 		return "", fmt.Errorf("put %s: %w", key, errPrecondition)
@@ -79,7 +81,7 @@ func (b *memBucket) put(ctx context.Context, key string, data []byte, cond putCo
 	}
 	sum := md5.Sum(data)
 	etag := `"` + hex.EncodeToString(sum[:]) + `"`
-	b.objects[key] = memObject{data: slices.Clone(data), etag: etag, contentType: contentType}
+	b.objects[b.prefix+key] = memObject{data: slices.Clone(data), etag: etag, contentType: contentType}
 	return etag, nil
 }
 
@@ -89,7 +91,7 @@ func (b *memBucket) delete(ctx context.Context, key string) error {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	delete(b.objects, key)
+	delete(b.objects, b.prefix+key)
 	return nil
 }
 
@@ -100,7 +102,8 @@ func (b *memBucket) list(ctx context.Context, prefix, delimiter string) (keys, p
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for k := range b.objects {
-		if !strings.HasPrefix(k, prefix) {
+		k, ok := strings.CutPrefix(k, b.prefix)
+		if !ok || !strings.HasPrefix(k, prefix) {
 			continue
 		}
 		if delimiter != "" {
@@ -119,19 +122,44 @@ func (b *memBucket) list(ctx context.Context, prefix, delimiter string) (keys, p
 	return keys, prefixes, nil
 }
 
-func (b *memBucket) url(key string) string { return "mem://" + b.name + "/" + key }
+func (b *memBucket) url(key string) string { return "mem://" + b.name + "/" + b.prefix + key }
 
 func (b *memBucket) explainOpenError(err error) error {
 	return fmt.Errorf("%w: %s: %v", ErrOpen, b.url(""), err)
 }
 
-// snapshot returns a copy of every object's bytes, by key.
-func (b *memBucket) snapshot() map[string][]byte {
+// objectsUnder returns a copy of every object, by key from the bucket's
+// root (the prefix included), in key order: what a program reading the
+// whole bucket sees.
+func (b *memBucket) objectsUnder() []MemObject {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	out := make(map[string][]byte, len(b.objects))
+	out := make([]MemObject, 0, len(b.objects))
 	for k, o := range b.objects {
-		out[k] = slices.Clone(o.data)
+		out = append(out, MemObject{Key: k, ETag: o.etag, Data: slices.Clone(o.data)})
 	}
+	slices.SortFunc(out, func(a, b MemObject) int { return strings.Compare(a.Key, b.Key) })
 	return out
+}
+
+// MemObject is one object of a memBucket, by key from its root.
+type MemObject struct {
+	Key, ETag string
+	Data      []byte
+}
+
+// putUnder stores data under key (from the bucket's root) unconditionally,
+// as another program would.
+func (b *memBucket) putUnder(key string, data []byte) {
+	sum := md5.Sum(data)
+	b.mu.Lock()
+	b.objects[key] = memObject{data: slices.Clone(data), etag: `"` + hex.EncodeToString(sum[:]) + `"`}
+	b.mu.Unlock()
+}
+
+// deleteUnder deletes the object key (from the bucket's root).
+func (b *memBucket) deleteUnder(key string) {
+	b.mu.Lock()
+	delete(b.objects, key)
+	b.mu.Unlock()
 }

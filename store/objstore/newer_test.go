@@ -8,11 +8,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"sort"
 	"strings"
 	"testing"
-
-	"github.com/minio/minio-go/v7"
 
 	"github.com/panto-dev/panto/agent"
 	"github.com/panto-dev/panto/internal/manifest"
@@ -30,44 +27,22 @@ import (
 // and bytes), to show that a refused append wrote nothing.
 func putNewer(t *testing.T, e *env, id string, log []byte, withManifest bool) func() []byte {
 	t.Helper()
-	ctx := context.Background()
 	codec, err := manifest.NewCodec()
 	if err != nil {
 		t.Fatal(err)
 	}
 	comp := codec.Compress(log)
-	c := e.srv.Client(t)
-	put := func(name string, data []byte) {
-		t.Helper()
-		if _, err := c.PutObject(ctx, e.bucket, "pfx/sessions/"+id+"/"+name, bytes.NewReader(data), int64(len(data)), minio.PutObjectOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	put := func(name string, data []byte) { t.Helper(); e.putRaw(t, e.key("sessions/"+id+"/"+name), data) }
 	put(manifest.SegmentName(0), comp)
 	if withManifest {
 		put("manifest.json", newerManifest(t, id, log, int64(len(comp))))
 	}
 	return func() []byte {
-		var objs []string
-		for info := range c.ListObjects(ctx, e.bucket, minio.ListObjectsOptions{Prefix: "pfx/sessions/" + id + "/", Recursive: true}) {
-			if info.Err != nil {
-				t.Fatal(info.Err)
-			}
-			objs = append(objs, info.Key)
-		}
-		sort.Strings(objs)
 		var all []byte
-		for _, key := range objs {
-			o, err := c.GetObject(ctx, e.bucket, key, minio.GetObjectOptions{})
-			if err != nil {
-				t.Fatal(err)
+		for _, o := range e.rawBucket(t) { // in key order
+			if strings.HasPrefix(o.key, e.key("sessions/"+id+"/")) {
+				all = fmt.Appendf(all, "%s %d\n%s\n", o.key, len(o.data), o.data)
 			}
-			var b bytes.Buffer
-			if _, err := b.ReadFrom(o); err != nil {
-				t.Fatal(err)
-			}
-			o.Close()
-			all = fmt.Appendf(all, "%s %d\n%s\n", key, b.Len(), b.Bytes())
 		}
 		return all
 	}
@@ -115,7 +90,7 @@ func newerManifest(t *testing.T, id string, log []byte, compressed int64) []byte
 func TestAppendNewerFormat(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	e := newEnv(t)
+	e := newMemEnv(t)
 	s := e.open(t)
 	id := agent.NewSessionID()
 	cur, newer := fmt.Sprintf(`"version":%d,`, sessionlog.Version), fmt.Sprintf(`"version":%d,`, sessionlog.Version+1)

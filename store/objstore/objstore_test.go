@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/panto-dev/panto/agent"
-	"github.com/panto-dev/panto/internal/testkit/miniotest"
 	"github.com/panto-dev/panto/internal/sessionlog"
+	"github.com/panto-dev/panto/internal/testkit/miniotest"
 	"github.com/panto-dev/panto/store"
 	"github.com/panto-dev/panto/store/objstore"
 )
@@ -27,11 +27,12 @@ func fixedClock() func() time.Time {
 	return func() time.Time { n++; return t0.Add(time.Duration(n) * time.Second) }
 }
 
-// env is a bucket on a server. Stores reach it through explicit options
-// (its endpoint and credentials), never the process's environment, so
-// that tests can run in parallel.
+// env is a bucket, on a server or in memory. Stores reach a server's
+// through explicit options (its endpoint and credentials), never the
+// process's environment, so that tests can run in parallel.
 type env struct {
-	srv    *miniotest.Server
+	srv    *miniotest.Server // nil: the bucket is in memory (mem)
+	mem    objstore.Bucket
 	bucket string
 	url    string
 }
@@ -49,9 +50,22 @@ func newEnvOn(t testing.TB, srv *miniotest.Server) *env {
 	return &env{srv: srv, bucket: b, url: "s3://" + b + "/pfx"}
 }
 
+// newMemEnv is a fresh bucket in memory, with the store under the same
+// prefix as newEnv's: for the tests of the protocol, which need no server
+// (TestBucketSemantics holds the memory bucket to the servers'
+// semantics), and run in milliseconds.
+func newMemEnv(t testing.TB) *env {
+	t.Helper()
+	name := strings.NewReplacer("/", "-", " ", "-").Replace(t.Name())
+	return &env{mem: objstore.NewMemBucket(name, "pfx/"), bucket: name, url: "mem://" + name + "/pfx"}
+}
+
 // reach are the options that point a store at the env's server; options
 // after them win (WithEndpoint of a proxy, say).
 func (e *env) reach(opts ...objstore.Option) []objstore.Option {
+	if e.srv == nil {
+		return opts
+	}
 	return append([]objstore.Option{objstore.WithEndpoint(e.srv.Endpoint()), objstore.WithS3Options(e.srv.SetCredentials)}, opts...)
 }
 
@@ -59,12 +73,44 @@ func (e *env) open(t testing.TB, opts ...objstore.Option) *objstore.Store {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	s, err := objstore.Open(ctx, e.url, e.reach(opts...)...)
+	s, err := e.tryOpen(ctx, opts...)
 	if err != nil {
 		t.Fatalf("open %s: %v", e.url, err)
 	}
 	return s
 }
+
+// tryOpen opens a store on the env's bucket, as open does, and returns
+// the error.
+func (e *env) tryOpen(ctx context.Context, opts ...objstore.Option) (*objstore.Store, error) {
+	if e.mem != nil {
+		return objstore.OpenBucket(ctx, e.mem, opts...)
+	}
+	return objstore.Open(ctx, e.url, e.reach(opts...)...)
+}
+
+// openOn opens a store on b, a wrapper of the env's memory bucket.
+func (e *env) openOn(t testing.TB, b objstore.Bucket, opts ...objstore.Option) *objstore.Store {
+	t.Helper()
+	s, err := objstore.OpenBucket(t.Context(), b, opts...)
+	if err != nil {
+		t.Fatalf("open %s: %v", e.url, err)
+	}
+	return s
+}
+
+// faults wraps the env's memory bucket to record operations and inject
+// faults: open a store on it with openOn.
+func (e *env) faults(t testing.TB) *objstore.FaultBucket {
+	t.Helper()
+	if e.mem == nil {
+		t.Fatal("faults at the seam need a memory bucket (newMemEnv)")
+	}
+	return objstore.NewFaultBucket(e.mem)
+}
+
+// key is the key of rel, an object of the store, from the bucket's root.
+func (e *env) key(rel string) string { return "pfx/" + rel }
 
 func msg(role agent.Role, text string) agent.PersistentMessage {
 	m := agent.Message{Role: role, Content: []agent.Block{agent.TextBlock(text)}}
@@ -85,7 +131,7 @@ func texts(c *agent.Conversation) []string {
 func TestAppendLoadListResolve(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	e := newEnv(t)
+	e := newMemEnv(t)
 	s := e.open(t, objstore.WithClock(fixedClock()))
 	sess := s.Create()
 	id := sess.Info.ID
@@ -159,10 +205,10 @@ func TestAppendLoadListResolve(t *testing.T) {
 func TestEscapingIDs(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	e := newEnv(t)
-	rec := &recorder{}
-	s := e.open(t, rec.option())
-	rec.take()
+	e := newMemEnv(t)
+	fb := e.faults(t)
+	s := e.openOn(t, fb)
+	fb.Take()
 	for _, id := range []string{"", "../x", "a/b", "/abs", "a\\b", ".", "x y", strings.Repeat("a", agent.MaxSessionIDLen+1)} {
 		calls := map[string]error{
 			"AppendMessages": s.AppendMessages(ctx, id, []agent.PersistentMessage{user("x")}),
@@ -180,8 +226,8 @@ func TestEscapingIDs(t *testing.T) {
 			}
 		}
 	}
-	if reqs := rec.take(); len(reqs) != 0 {
-		t.Fatalf("invalid ids made %d requests", len(reqs))
+	if ops := fb.Take(); len(ops) != 0 {
+		t.Fatalf("invalid ids made %d requests", len(ops))
 	}
 }
 

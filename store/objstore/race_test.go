@@ -60,7 +60,7 @@ func checkBatches(t *testing.T, c *agent.Conversation, writers, batches int) {
 func TestRaceGoroutines(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	e := newEnv(t)
+	e := newMemEnv(t)
 	id := agent.NewSessionID()
 	shared := e.open(t, objstore.WithCompactThreshold(5), objstore.WithCompactGrace(2*time.Second))
 	const writers, batches = 6, 6

@@ -23,7 +23,7 @@ func sum(b []byte) string { s := sha256.Sum256(b); return hex.EncodeToString(s[:
 func TestAppendRaw(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	e := newEnv(t)
+	e := newMemEnv(t)
 	s := e.open(t)
 	id := agent.NewSessionID()
 	b1, _ := sessionlog.EncodeBatch(id, true, []agent.PersistentMessage{user("a")}, t0)
@@ -38,9 +38,9 @@ func TestAppendRaw(t *testing.T) {
 	if err := appendRaw(ctx, s, id, 0, "", b1[:len(b1)-1]); err == nil {
 		t.Fatal("a torn line was accepted")
 	}
-	rec := &recorder{}
-	s = e.open(t, rec.option())
-	rec.take() // Open's marker read
+	fb := e.faults(t)
+	s = e.openOn(t, fb)
+	fb.Take() // Open's marker read
 	if err := appendRaw(ctx, s, id, 0, "", append(append([]byte{}, b1...), b2...)); err != nil {
 		t.Fatal(err)
 	}
@@ -48,35 +48,32 @@ func TestAppendRaw(t *testing.T) {
 	// not create the prefix, so the session may be one its index lost:
 	// the HEAD spares sending the whole log to find out), the segment
 	// PUT, then the PUT of the index shard's base (read by Open).
-	if reqs := rec.take(); count(reqs, "HEAD") != 1 || count(reqs, "PUT") != 2 || count(reqs, "GET") != 0 || len(reqs) != 3 ||
-		slices.ContainsFunc(reqs, func(r request) bool { return strings.HasSuffix(r.path, "manifest.json") }) {
-		t.Fatalf("append of a new session: %+v", reqs)
+	if ops := fb.Take(); countOps(ops, "HEAD") != 1 || countOps(ops, "PUT") != 2 || countOps(ops, "GET") != 0 || len(ops) != 3 ||
+		slices.ContainsFunc(ops, func(o objstore.Op) bool { return strings.HasSuffix(o.Key, "manifest.json") }) {
+		t.Fatalf("append of a new session: %+v", ops)
 	}
 	// A raw append of a new session over an existing one is refused, and
 	// sends no segment: the HEAD found it.
-	rec = &recorder{}
-	other := e.open(t, rec.option())
-	rec.take()
+	fb = e.faults(t)
+	other := e.openOn(t, fb)
+	fb.Take()
 	if err := appendRaw(ctx, other, id, 0, "", b1); !errors.Is(err, store.ErrChanged) {
 		t.Fatalf("second creation: %v", err)
 	}
-	if reqs := rec.take(); slices.ContainsFunc(reqs, func(r request) bool { return r.method == "PUT" && strings.Contains(r.path, "/seg/") }) {
-		t.Fatalf("the creation of an existing session sent a segment: %+v", reqs)
+	if ops := fb.Take(); slices.ContainsFunc(ops, func(o objstore.Op) bool { return o.Method == "PUT" && strings.Contains(o.Key, "/seg/") }) {
+		t.Fatalf("the creation of an existing session sent a segment: %+v", ops)
 	}
 	// A Store that created the prefix knows every session in it is its
 	// own: its first append of a session makes no HEAD.
-	fresh := newEnv(t)
-	rec = &recorder{}
-	mine, err := objstore.Open(ctx, fresh.url, fresh.reach(rec.option())...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rec.take()
+	fresh := newMemEnv(t)
+	fb = fresh.faults(t)
+	mine := fresh.openOn(t, fb)
+	fb.Take()
 	if err := appendRaw(ctx, mine, id, 0, "", b1); err != nil {
 		t.Fatal(err)
 	}
-	if reqs := rec.take(); count(reqs, "HEAD") != 0 {
-		t.Fatalf("a new session in a prefix this Store created: %+v", reqs)
+	if ops := fb.Take(); countOps(ops, "HEAD") != 0 {
+		t.Fatalf("a new session in a prefix this Store created: %+v", ops)
 	}
 	l := int64(len(b1) + len(b2))
 	h := sum(append(append([]byte{}, b1...), b2...))

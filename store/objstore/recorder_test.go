@@ -2,7 +2,6 @@ package objstore_test
 
 import (
 	"context"
-	"errors"
 	"net/http"
 	"slices"
 	"strings"
@@ -18,18 +17,16 @@ import (
 )
 
 // recorder wraps the SDK's own HTTP client (so AWS_CA_BUNDLE and the rest
-// of its configuration still apply): it records every request and can
-// inject faults. It is a wrapper around the real client, not a mock: every
-// request it lets through goes to MinIO.
+// of its configuration still apply): it records every request, for the
+// tests of what goes over HTTP (the probe, payload signing, benchmarks).
+// It is a wrapper around the real client, not a mock: every request goes
+// to the server. The protocol's tests record and inject faults at the
+// bucket seam instead (objstore.FaultBucket).
 type recorder struct {
 	inner s3.HTTPClient
 
-	mu    sync.Mutex
-	reqs  []request
-	fault func(r *http.Request) error // nil: no fault
-	// lose, when it says so of a request, forwards it and its answer
-	// reaches the server's side only: the client gets errAnswerLost.
-	lose func(r *http.Request) bool
+	mu   sync.Mutex
+	reqs []request
 	// delay is added to every answer, so that requests sent together
 	// overlap however the goroutines sending them are scheduled (rounds
 	// counts them as one round trip).
@@ -44,39 +41,20 @@ type request struct {
 	method, path string
 	query        string
 	payload      string // X-Amz-Content-Sha256
-	status       int    // as the server answered, also when the answer was lost
-	lost         bool   // the answer was dropped before the client saw it
+	status       int    // as the server answered
 	start, end   time.Time
 }
 
-var errInjected = errors.New("injected fault: connection lost")
-
-// errAnswerLost is what the client sees of a request whose answer was
-// dropped: the connection broke after the server had acted on it.
-var errAnswerLost = errors.New("injected fault: connection lost before the answer")
-
 func (r *recorder) Do(req *http.Request) (*http.Response, error) {
 	r.mu.Lock()
-	fault, lose, delay := r.fault, r.lose, r.delay
+	delay := r.delay
 	r.mu.Unlock()
-	if fault != nil {
-		if err := fault(req); err != nil {
-			return nil, err
-		}
-	}
 	start := time.Now()
 	resp, err := r.inner.Do(req)
 	time.Sleep(delay)
 	rec := request{class: miniotest.RequestClass(req), method: req.Method, path: req.URL.Path, query: req.URL.RawQuery, payload: req.Header.Get("X-Amz-Content-Sha256"), start: start, end: time.Now()}
 	if resp != nil {
 		rec.status = resp.StatusCode
-	}
-	if err == nil && lose != nil && lose(req) {
-		// The server has acted on the request and answered; the answer
-		// goes no further.
-		rec.lost = true
-		resp.Body.Close()
-		resp, err = nil, errAnswerLost
 	}
 	r.mu.Lock()
 	r.reqs = append(r.reqs, rec)
@@ -90,19 +68,6 @@ func (r *recorder) option() objstore.Option {
 		r.inner = o.HTTPClient
 		o.HTTPClient = r
 	})
-}
-
-func (r *recorder) setFault(f func(*http.Request) error) {
-	r.mu.Lock()
-	r.fault = f
-	r.mu.Unlock()
-}
-
-// setLose makes the answers of the requests f picks lost (nil: none).
-func (r *recorder) setLose(f func(*http.Request) bool) {
-	r.mu.Lock()
-	r.lose = f
-	r.mu.Unlock()
 }
 
 // take returns the requests recorded since the last take.
@@ -145,10 +110,6 @@ func rounds(reqs []request) int {
 	return longest
 }
 
-func isPut(r *http.Request, suffix string) bool {
-	return r.Method == http.MethodPut && strings.HasSuffix(r.URL.Path, suffix)
-}
-
 // TestRecorderSeesLists: the recorder the request-count tests use counts
 // a listing as a LIST, not a GET, though its path names only the bucket
 // (the prefix is in its query): CheckIndex lists the sessions by prefix
@@ -182,4 +143,43 @@ func TestRecorderSeesLists(t *testing.T) {
 	if n := count(reqs, "GET"); n+len(lists) > len(reqs) {
 		t.Errorf("a LIST was counted as a GET too: %d GETs, %d LISTs of %d requests", n, len(lists), len(reqs))
 	}
+}
+
+// The protocol tests record and fault at the seam (objstore.FaultBucket on
+// a memory bucket); these are the recorder's helpers for its operations.
+
+// countOps counts the operations of a method: GET, HEAD, PUT, DELETE or
+// LIST.
+func countOps(ops []objstore.Op, method string) int {
+	n := 0
+	for _, o := range ops {
+		if o.Method == method {
+			n++
+		}
+	}
+	return n
+}
+
+// opRounds is the number of sequential round trips: the longest chain of
+// operations each of which started after the previous one ended.
+func opRounds(ops []objstore.Op) int {
+	ops = slices.Clone(ops)
+	slices.SortFunc(ops, func(a, b objstore.Op) int { return a.Start.Compare(b.Start) })
+	best := make([]int, len(ops))
+	longest := 0
+	for i, o := range ops {
+		best[i] = 1
+		for j := range i {
+			if !ops[j].End.After(o.Start) {
+				best[i] = max(best[i], best[j]+1)
+			}
+		}
+		longest = max(longest, best[i])
+	}
+	return longest
+}
+
+// isPutOp reports whether o is a PUT of a key ending in suffix.
+func isPutOp(o objstore.Op, suffix string) bool {
+	return o.Method == "PUT" && strings.HasSuffix(o.Key, suffix)
 }

@@ -23,7 +23,7 @@ import (
 func TestReadTailInOneRound(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	e := newEnv(t)
+	e := newMemEnv(t)
 	w := e.open(t, objstore.WithCompactThreshold(0))
 	grow := func(id string, n int) []string {
 		var want []string
@@ -49,34 +49,35 @@ func TestReadTailInOneRound(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			id := agent.NewSessionID()
 			want := grow(id, c.segments)
-			rec := &recorder{delay: 50 * time.Millisecond}
-			r := e.open(t, rec.option())
+			fb := e.faults(t)
+			fb.SetDelay(50 * time.Millisecond)
+			r := e.openOn(t, fb)
 			if _, err := r.List(ctx); err != nil {
 				t.Fatal(err)
 			}
-			rec.take()
+			fb.Take()
 			conv, err := r.Load(ctx, id)
 			if err != nil || strings.Join(texts(conv), ",") != strings.Join(want, ",") {
 				t.Fatalf("load: %v %q", err, texts(conv))
 			}
-			reqs := rec.take()
-			for _, q := range reqs {
-				t.Logf("load: %s %s %d", q.method, q.path, q.status)
+			ops := fb.Take()
+			for _, o := range ops {
+				t.Logf("load: %s %s %v", o.Method, o.Key, o.Err)
 			}
-			probed := count(reqs, "GET")
-			if got := rounds(reqs); got != c.rounds || probed < c.segments-9+1 {
+			probed := countOps(ops, "GET")
+			if got := opRounds(ops); got != c.rounds || probed < c.segments-9+1 {
 				t.Errorf("the load of %d segments took %d round trips (%d GETs), want %d", c.segments, got, probed, c.rounds)
 			}
-			r2 := e.open(t, rec.option())
+			r2 := e.openOn(t, fb)
 			if _, err := r2.List(ctx); err != nil {
 				t.Fatal(err)
 			}
-			rec.take()
+			fb.Take()
 			cps, err := r2.Checkpoints(ctx, id)
 			if err != nil || len(cps) != c.segments {
 				t.Fatalf("checkpoints: %v, %d of them, want %d", err, len(cps), c.segments)
 			}
-			if got := rounds(rec.take()); got != 1 {
+			if got := opRounds(fb.Take()); got != 1 {
 				t.Errorf("checkpoints of %d segments took %d round trips, want 1", c.segments, got)
 			}
 		})
@@ -126,7 +127,7 @@ func TestTailIsAHint(t *testing.T) {
 func TestResumedAppendKeepsTail(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	e := newEnv(t)
+	e := newMemEnv(t)
 	w := e.open(t)
 	id := idIn("3")
 	for i := 0; i < 3; i++ {
@@ -147,19 +148,19 @@ func TestResumedAppendKeepsTail(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec := &recorder{}
-	resumed := e.open(t, rec.option())
+	fb := e.faults(t)
+	resumed := e.openOn(t, fb)
 	if _, err := sessionsOf(ctx, resumed); err != nil {
 		t.Fatal(err)
 	}
-	rec.take()
+	fb.Take()
 	if err := appendRaw(ctx, resumed, id, at.Length, at.SHA256, batch); err != nil {
 		t.Fatal(err)
 	}
 	if err := resumed.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if n := count(rec.take(), "GET"); n != 0 {
+	if n := countOps(fb.Take(), "GET"); n != 0 {
 		t.Fatalf("the append read %d objects: it did not resume from the entry", n)
 	}
 	var offs []string
