@@ -41,6 +41,14 @@ func MemPut(b Bucket, key string, data []byte) { b.(*memBucket).putUnder(key, da
 // MemDelete deletes key (from the bucket's root) of the memory bucket b.
 func MemDelete(b Bucket, key string) { b.(*memBucket).deleteUnder(key) }
 
+// The Store's test-only knobs (their doc is at their definition).
+var (
+	WithCompactThreshold = withCompactThreshold
+	WithCompactGrace     = withCompactGrace
+	WithManifestInterval = withManifestInterval
+	WithMaxAttempts      = withMaxAttempts
+)
+
 // SetIndexPruneAfter lets tests see index deltas deleted without waiting
 // for indexPruneAfter.
 func SetIndexPruneAfter(s *Store, d time.Duration) { s.indexPruneAfter = d }

@@ -168,23 +168,23 @@ type options struct {
 // bytes in tests). The default is time.Now.
 func WithClock(now func() time.Time) Option { return func(o *options) { o.clock = now } }
 
-// WithCompactThreshold sets the number of segments above which the
+// withCompactThreshold sets the number of segments above which the
 // checkpoint after an append compacts the session, in the background
 // (default 32; 0 or less disables automatic compaction).
-func WithCompactThreshold(n int) Option { return func(o *options) { o.compactThreshold = n } }
+func withCompactThreshold(n int) Option { return func(o *options) { o.compactThreshold = n } }
 
-// WithCompactGrace sets how long a segment replaced by compaction is kept
+// withCompactGrace sets how long a segment replaced by compaction is kept
 // before deletion (default 1h), so that a reader holding an older manifest
 // never meets a missing object.
-func WithCompactGrace(d time.Duration) Option { return func(o *options) { o.compactGrace = d } }
+func withCompactGrace(d time.Duration) Option { return func(o *options) { o.compactGrace = d } }
 
-// WithManifestInterval sets how many segments are appended to a session
+// withManifestInterval sets how many segments are appended to a session
 // before its manifest is rewritten (default 8; a log's first segment does
 // not count). Readers find the segments after the manifest by probing, one
 // GET each, and check them against the index entry; a larger interval
 // writes fewer and smaller checkpoints and makes loads probe more. 1
 // writes the manifest with every append after the first.
-func WithManifestInterval(n int) Option { return func(o *options) { o.manifestEvery = n } }
+func withManifestInterval(n int) Option { return func(o *options) { o.manifestEvery = n } }
 
 // WithDeferredIndex makes the Store write the index entries of its
 // appends at Flush (and before its own List, Resolve, Latest and
@@ -205,9 +205,9 @@ func WithDeferredIndex() Option { return func(o *options) { o.deferIndex = true 
 // this Store's own writes; later ones read it again.
 func WithOpenSnapshot() Option { return func(o *options) { o.openSnapshot = true } }
 
-// WithMaxAttempts bounds the attempts of each conditional-write loop
+// withMaxAttempts bounds the attempts of each conditional-write loop
 // (default 10) and of the SDK's retries of one request (at most 5).
-func WithMaxAttempts(n int) Option { return func(o *options) { o.maxAttempts = n } }
+func withMaxAttempts(n int) Option { return func(o *options) { o.maxAttempts = n } }
 
 // Open opens the store at url, s3://BUCKET[/PREFIX]. Region, credentials
 // and endpoint come from the standard AWS chain (AWS_REGION, defaulting to
