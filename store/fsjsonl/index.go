@@ -469,55 +469,37 @@ func (s *Store) Resolve(ctx context.Context, idOrPrefix string) (*agent.Session,
 	if err != nil {
 		return nil, fmt.Errorf("resolve session: %w", err)
 	}
+	// The file of a listed id may be gone since (deleted, or a stale
+	// listing), and a big match reads the catalog rather than each file.
 	deleted := s.tombstoned()
-	var candidates []string
-	for _, id := range ids {
-		if id != idOrPrefix && strings.HasPrefix(id, idOrPrefix) && !deleted[id] {
-			candidates = append(candidates, id)
-		}
-	}
-	useIndex := loaded || len(candidates) > fewFiles
-	var matches []string
+	useIndex := loaded || len(store.PrefixCandidates(idOrPrefix, ids, deleted)) > fewFiles
 	var found agent.SessionInfo
-	for _, id := range candidates {
+	r, err := store.ResolvePrefix(idOrPrefix, ids, deleted, func(id string) (bool, error) {
 		fi, err := os.Stat(filepath.Join(s.dir, id+Ext))
 		if errors.Is(err, fs.ErrNotExist) {
-			continue
+			return false, nil
 		}
-		if err != nil {
-			return nil, fmt.Errorf("resolve session: %w", err)
-		}
-		if !fi.Mode().IsRegular() {
-			continue
+		if err != nil || !fi.Mode().IsRegular() {
+			return false, err
 		}
 		e, ok, err := s.entry(ctx, id, fi, useIndex)
-		if err != nil {
-			return nil, fmt.Errorf("resolve session: %w", err)
-		}
 		if ok {
-			matches = append(matches, id)
 			found = e.Decoder.Info
 		}
-	}
-	switch len(matches) {
-	case 0:
-		// A prefix of one deleted session says so.
-		var gone []string
-		for id := range deleted {
-			if strings.HasPrefix(id, idOrPrefix) {
-				gone = append(gone, id)
-			}
-		}
-		if len(gone) == 1 {
-			if err := s.deleted(gone[0]); err != nil {
-				return nil, fmt.Errorf("resolve session: %w", err)
-			}
-		}
-		return nil, fmt.Errorf("resolve session: %w", agent.NotFoundError(idOrPrefix))
-	case 1:
+		return ok, err
+	})
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("resolve session: %w", err)
+	case r.ID != "":
 		return &agent.Session{Info: found, Store: s}, nil
+	case r.Gone != "":
+		// A prefix of one deleted session says so.
+		if err := s.deleted(r.Gone); err != nil {
+			return nil, fmt.Errorf("resolve session: %w", err)
+		}
 	}
-	return nil, fmt.Errorf("resolve session: %w", agent.AmbiguousError(idOrPrefix, matches))
+	return nil, fmt.Errorf("resolve session: %w", agent.NotFoundError(idOrPrefix))
 }
 
 // Latest returns the most recently modified session.

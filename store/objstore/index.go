@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/panto-dev/panto/agent"
 	"github.com/panto-dev/panto/internal/manifest"
+	"github.com/panto-dev/panto/store"
 )
 
 // An index shard is stored as a base, index/<shard>.json.zst, which a
@@ -706,30 +708,20 @@ func (s *Store) Resolve(ctx context.Context, idOrPrefix string) (*agent.Session,
 	if e, ok := all[idOrPrefix]; ok {
 		return &agent.Session{Info: e.Info, Store: s}, nil
 	}
-	var matches []string
-	for id := range all {
-		if strings.HasPrefix(id, idOrPrefix) {
-			matches = append(matches, id)
-		}
+	deleted := make(map[string]bool, len(tombs))
+	for id := range tombs {
+		deleted[id] = true
 	}
-	switch len(matches) {
-	case 1:
-		return &agent.Session{Info: all[matches[0]].Info, Store: s}, nil
-	case 0:
-		// A prefix of one deleted session says so.
-		var gone []manifest.Tombstone
-		for id, t := range tombs {
-			if strings.HasPrefix(id, idOrPrefix) {
-				gone = append(gone, t)
-			}
-		}
-		if len(gone) == 1 && gone[0].ID != idOrPrefix {
-			return nil, fmt.Errorf("resolve %q: %w", idOrPrefix, deletedError(gone[0].ID, gone[0]))
-		}
-		return s.resolveObjects(ctx, idOrPrefix)
+	r, err := store.ResolvePrefix(idOrPrefix, slices.Collect(maps.Keys(all)), deleted, nil)
+	switch {
+	case err != nil:
+		return nil, err
+	case r.ID != "":
+		return &agent.Session{Info: all[r.ID].Info, Store: s}, nil
+	case r.Gone != "":
+		return nil, fmt.Errorf("resolve %q: %w", idOrPrefix, deletedError(r.Gone, tombs[r.Gone]))
 	}
-	slices.Sort(matches)
-	return nil, agent.AmbiguousError(idOrPrefix, matches)
+	return s.resolveObjects(ctx, idOrPrefix)
 }
 
 // resolveObjects finds session id, which the index does not list (its
