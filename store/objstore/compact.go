@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"time"
 
 	"golang.org/x/sync/errgroup"
 
@@ -74,43 +75,15 @@ func (s *Store) compactLocked(ctx context.Context, id string, st *sessionState) 
 	for attempt := 0; attempt < s.maxAttempts; attempt++ {
 		m := st.m
 		now := s.now()
-		var due, keep []manifest.PendingDelete
-		for _, p := range m.Pending {
-			if now.After(p.After) || now.Equal(p.After) {
-				due = append(due, p)
-			} else {
-				keep = append(keep, p)
-			}
-		}
+		due, keep := duePending(m.Pending, now)
 		runs := mergeRuns(m.Segments, mergeMax)
 		if len(runs) == 0 && len(due) == 0 {
 			return nil
 		}
-		next := m.Clone()
-		next.Pending = keep
-		next.Segments = next.Segments[:0]
-		prev := 0
-		for _, run := range runs {
-			next.Segments = append(next.Segments, m.Segments[prev:run[0]]...)
-			merged, err := s.mergeSegments(ctx, id, m.Segments[run[0]:run[1]])
-			if err != nil {
-				return fmt.Errorf("compact session %s: %w", id, err)
-			}
-			next.Segments = append(next.Segments, merged)
-			for _, old := range m.Segments[run[0]:run[1]] {
-				if old.Name() == manifest.SegmentName(0) {
-					// The first segment stays: while it exists, a create
-					// of the session (If-None-Match on seg/0, which skips
-					// reading the manifest) cannot succeed on a session
-					// that exists. It is small: the header and the first
-					// batch.
-					continue
-				}
-				next.Pending = append(next.Pending, manifest.PendingDelete{Name: old.Name(), After: now.Add(s.compactGrace).UTC()})
-			}
-			prev = run[1]
+		next, err := s.mergeRunsOf(ctx, m, runs, keep, now)
+		if err != nil {
+			return fmt.Errorf("compact session %s: %w", id, err)
 		}
-		next.Segments = append(next.Segments, m.Segments[prev:]...)
 		data, err := s.codec.EncodeManifest(s.sessionKey(id, "manifest.json"), next)
 		if err != nil {
 			return err
@@ -139,6 +112,50 @@ func (s *Store) compactLocked(ctx context.Context, id string, st *sessionState) 
 		return nil
 	}
 	return fmt.Errorf("compact session %s: too many concurrent updates", id)
+}
+
+// duePending splits pending deletions into those due at now and those
+// to keep.
+func duePending(pending []manifest.PendingDelete, now time.Time) (due, keep []manifest.PendingDelete) {
+	for _, p := range pending {
+		if now.After(p.After) || now.Equal(p.After) {
+			due = append(due, p)
+		} else {
+			keep = append(keep, p)
+		}
+	}
+	return due, keep
+}
+
+// mergeRunsOf writes a merged object for each run of m's segments and
+// returns the manifest that lists them instead, with the replaced
+// segments pending deletion after the grace period (behind keep).
+func (s *Store) mergeRunsOf(ctx context.Context, m *manifest.Manifest, runs [][2]int, keep []manifest.PendingDelete, now time.Time) (*manifest.Manifest, error) {
+	next := m.Clone()
+	next.Pending = keep
+	next.Segments = next.Segments[:0]
+	prev := 0
+	for _, run := range runs {
+		next.Segments = append(next.Segments, m.Segments[prev:run[0]]...)
+		merged, err := s.mergeSegments(ctx, m.ID, m.Segments[run[0]:run[1]])
+		if err != nil {
+			return nil, err
+		}
+		next.Segments = append(next.Segments, merged)
+		for _, old := range m.Segments[run[0]:run[1]] {
+			if old.Name() == manifest.SegmentName(0) {
+				// The first segment stays: while it exists, a create of
+				// the session (If-None-Match on seg/0, which skips
+				// reading the manifest) cannot succeed on a session that
+				// exists. It is small: the header and the first batch.
+				continue
+			}
+			next.Pending = append(next.Pending, manifest.PendingDelete{Name: old.Name(), After: now.Add(s.compactGrace).UTC()})
+		}
+		prev = run[1]
+	}
+	next.Segments = append(next.Segments, m.Segments[prev:]...)
+	return next, nil
 }
 
 // mergeSegments reads a run of consecutive segments (verified, in

@@ -126,20 +126,9 @@ func (s *Store) ReadLog(ctx context.Context, id string, from int64) (io.ReadClos
 		return nil, store.Checkpoint{}, fmt.Errorf("read session %s: %w", id, err)
 	}
 	r := newLogReader(ctx, s, id, from)
-	for _, seg := range m.Segments {
-		if seg.End() <= from {
-			continue
-		}
-		if data, ok, gerr := early.take(ctx, s.sessionKey(id, seg.Name())); ok {
-			raw, err := s.listedSegment(ctx, id, seg, data, gerr)
-			if err != nil {
-				r.Close()
-				return nil, store.Checkpoint{}, fmt.Errorf("read session %s: %w", id, err)
-			}
-			r.add(seg, raw)
-			continue
-		}
-		r.add(seg, nil)
+	if err := s.addListed(ctx, r, m, from, early); err != nil {
+		r.Close()
+		return nil, store.Checkpoint{}, fmt.Errorf("read session %s: %w", id, err)
 	}
 	if len(m.Segments) > 0 {
 		early.take(ctx, first) // a merged first segment made it useless
@@ -166,6 +155,28 @@ func (s *Store) ReadLog(ctx context.Context, id string, from int64) (io.ReadClos
 	}
 	s.adoptRead(id, caught, etag, len(m.Segments), m)
 	return r, end, nil
+}
+
+// addListed adds to r the segments the stored manifest m lists past
+// offset from: with their bytes when an early GET fetched them (verified
+// against m), else to be fetched as r reads on.
+func (s *Store) addListed(ctx context.Context, r *logReader, m *manifest.Manifest, from int64, early earlyGets) error {
+	for _, seg := range m.Segments {
+		if seg.End() <= from {
+			continue
+		}
+		data, ok, gerr := early.take(ctx, s.sessionKey(m.ID, seg.Name()))
+		if !ok {
+			r.add(seg, nil)
+			continue
+		}
+		raw, err := s.listedSegment(ctx, m.ID, seg, data, gerr)
+		if err != nil {
+			return err
+		}
+		r.add(seg, raw)
+	}
+	return nil
 }
 
 // aheadKeys are what a reader that knows index entry e fetches with the

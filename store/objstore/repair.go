@@ -103,6 +103,29 @@ func (s *Store) checkIndex(ctx context.Context) (report store.IndexReport, truth
 	}
 	slices.Sort(report.Sessions)
 	report.Unreadable = unreadable
+	indexed, indexedTombs, err := s.readIndexForCheck(ctx, &report)
+	if err != nil {
+		return report, nil, nil, err
+	}
+	s.checkBuried(&report, buried, indexed, indexedTombs)
+	if err := s.compareEntries(ctx, &report, truth, indexed); err != nil {
+		return report, nil, nil, err
+	}
+	damaged := func(id string) bool { return slices.Contains(report.Damaged, manifest.ShardOf(id)) }
+	for id := range indexed {
+		if _, ok := truth[id]; !ok && unreadable[id] == nil && !damaged(id) {
+			report.Orphans = append(report.Orphans, id)
+		}
+	}
+	for _, list := range []*[]string{&report.Unindexed, &report.Stale, &report.Orphans} {
+		slices.Sort(*list)
+	}
+	return report, truth, buried, nil
+}
+
+// readIndexForCheck reads every shard, noting in report the ones that do
+// not decode, and returns their entries and tombstones.
+func (s *Store) readIndexForCheck(ctx context.Context, report *store.IndexReport) (map[string]manifest.IndexEntry, map[string]manifest.Tombstone, error) {
 	indexed := map[string]manifest.IndexEntry{}
 	indexedTombs := map[string]manifest.Tombstone{}
 	for _, name := range manifest.ShardNames() {
@@ -112,7 +135,7 @@ func (s *Store) checkIndex(ctx context.Context) (report store.IndexReport, truth
 			continue
 		}
 		if err != nil {
-			return report, nil, nil, fmt.Errorf("read the index: %w", err)
+			return nil, nil, fmt.Errorf("read the index: %w", err)
 		}
 		for id, e := range sh.Sessions {
 			indexed[id] = e
@@ -121,8 +144,14 @@ func (s *Store) checkIndex(ctx context.Context) (report store.IndexReport, truth
 			indexedTombs[id] = t
 		}
 	}
-	// A deleted session: its index entry must be its tombstone (while the
-	// retention lasts), and nothing of its content may be left.
+	return indexed, indexedTombs, nil
+}
+
+// checkBuried checks the deleted sessions against the index: a deleted
+// session's index entry must be its tombstone (while the retention
+// lasts), and nothing of its content may be left. It takes them out of
+// indexed (they are no orphans either way).
+func (s *Store) checkBuried(report *store.IndexReport, buried map[string]manifest.Tombstone, indexed map[string]manifest.IndexEntry, indexedTombs map[string]manifest.Tombstone) {
 	for id, t := range buried {
 		switch _, listed := indexed[id]; {
 		case slices.Contains(report.Damaged, manifest.ShardOf(id)):
@@ -133,15 +162,21 @@ func (s *Store) checkIndex(ctx context.Context) (report store.IndexReport, truth
 				report.Unindexed = append(report.Unindexed, id)
 			}
 		}
-		delete(indexed, id) // not an orphan either way
+		delete(indexed, id)
 	}
+}
 
-	damaged := func(id string) bool { return slices.Contains(report.Damaged, manifest.ShardOf(id)) }
+// compareEntries compares the index's entries with the sessions as read
+// (truth), noting in report the unindexed and stale ones. An entry ahead
+// of the session may be an append made since it was read: the session is
+// read again (truth updated), and the entry is stale only if it still
+// leads.
+func (s *Store) compareEntries(ctx context.Context, report *store.IndexReport, truth, indexed map[string]manifest.IndexEntry) error {
 	var recheck []string
 	for id, t := range truth {
 		e, ok := indexed[id]
 		switch {
-		case damaged(id):
+		case slices.Contains(report.Damaged, manifest.ShardOf(id)):
 			// Rebuilt with its shard; not counted twice.
 		case !ok:
 			report.Unindexed = append(report.Unindexed, id)
@@ -151,11 +186,9 @@ func (s *Store) checkIndex(ctx context.Context) (report store.IndexReport, truth
 			report.Stale = append(report.Stale, id)
 		}
 	}
-	// An entry ahead of the session may be an append made since it was
-	// read: read it again, and call the entry stale only if it still leads.
 	again, _, err := s.sessionStates(ctx, recheck)
 	if err != nil {
-		return report, nil, nil, err
+		return err
 	}
 	for _, id := range recheck {
 		if t, ok := again[id]; ok && t.Length >= indexed[id].Length {
@@ -166,15 +199,7 @@ func (s *Store) checkIndex(ctx context.Context) (report store.IndexReport, truth
 		}
 		report.Stale = append(report.Stale, id)
 	}
-	for id := range indexed {
-		if _, ok := truth[id]; !ok && unreadable[id] == nil && !damaged(id) {
-			report.Orphans = append(report.Orphans, id)
-		}
-	}
-	for _, list := range []*[]string{&report.Unindexed, &report.Stale, &report.Orphans} {
-		slices.Sort(*list)
-	}
-	return report, truth, buried, nil
+	return nil
 }
 
 // listSessions returns the ids of the session directories of the prefix.

@@ -1,0 +1,165 @@
+package objstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/panto-dev/panto/internal/manifest"
+)
+
+// The legacy index deltas and their migration to bases (docs/DESIGN.md
+// §P3). Writers of format 2, and the earlier ones of format 3, did not
+// replace a shard's base: they wrote deltas after it,
+// index/<shard>/<n:020d>.json.zst, numbered from the base's Through+1 and
+// folded into it every 16. A prefix whose marker requires
+// manifest.FeatureIndexBases has no such writer left (the first writer
+// that replaces bases adds the feature, and older pantos refuse the
+// prefix from then on), so its readers probe no delta; other prefixes are
+// read as before, the base then its deltas, and a write folds the deltas
+// it read into the base it writes. The deltas a base folded are deleted by
+// a later write once that base is older than indexPruneAfter, so that a
+// reader that read the base before it and is still probing finds them.
+//
+// When this file can go: once panto refuses to open a prefix whose marker
+// lacks index-bases (telling the user to open it once with a release that
+// has this file, which folds the deltas and adds the feature) and a
+// release has deleted the folded deltas of every base (Through = Pruned).
+// With it go the deltas' bookkeeping in nextBase (Through, Pruned,
+// Purge), finishPurge in delete.go (a deletion purges the deltas that
+// hold the session's summary), the v2 fixture (testdata/v2-bucket,
+// TestV2Bucket) and TestIndexLegacyDeltas.
+
+func deltaKey(name string, n int64) string {
+	return fmt.Sprintf("index/%s/%020d.json.zst", name, n)
+}
+
+// probeDeltas applies to v the legacy deltas after the last it applied:
+// the first probe alone (a shard nobody changed costs one 404), then up
+// to deltaProbes at once.
+func (s *Store) probeDeltas(ctx context.Context, name string, v shardView) (shardView, error) {
+	owned := false
+	for batch := 1; ; batch = deltaProbes {
+		found, err := s.fetchDeltas(ctx, name, v.applied+1, batch)
+		if err != nil {
+			return shardView{}, err
+		}
+		for _, delta := range found {
+			if !owned {
+				v.shard, owned = v.shard.Clone(), true
+			}
+			v.shard.Apply(delta)
+			v.applied++
+		}
+		if len(found) < batch {
+			return v, nil
+		}
+	}
+}
+
+// deltaProbes is how many delta GETs a reader has in flight at once.
+const deltaProbes = 4
+
+// fetchDeltas reads deltas from, from+1, ... from+count-1 of shard name
+// in parallel and returns those before the first missing one.
+func (s *Store) fetchDeltas(ctx context.Context, name string, from int64, count int) ([]*manifest.IndexShard, error) {
+	deltas := make([]*manifest.IndexShard, count)
+	missing := make([]bool, count)
+	g, gctx := errgroup.WithContext(ctx)
+	for i := range count {
+		g.Go(func() error {
+			key := deltaKey(name, from+int64(i))
+			data, _, err := s.b.get(gctx, key, "")
+			if errors.Is(err, errNotFound) {
+				missing[i] = true
+				return nil
+			}
+			if err != nil {
+				return fmt.Errorf("read index shard %s: %w", name, err)
+			}
+			deltas[i], err = s.decodeShardObject(key, name, data)
+			return err
+		})
+	}
+	err := g.Wait()
+	for i := range count {
+		if missing[i] {
+			return deltas[:i], nil
+		}
+		if deltas[i] == nil {
+			return nil, err
+		}
+	}
+	return deltas, err
+}
+
+// adoptIndexBases makes the prefix one whose writers replace bases
+// (manifest.FeatureIndexBases) before this Store's first write of the
+// index: every shard's legacy deltas are folded into its base, then the
+// marker requires the feature, so that readers may stop probing for
+// deltas. A legacy panto still running, which opened the prefix before
+// the marker changed, may write a delta after that no reader looks for:
+// its session lists again with its next append by this version, or after
+// panto-sync repair (docs/DESIGN.md §P3).
+func (s *Store) adoptIndexBases(ctx context.Context) error {
+	if s.indexBases() {
+		return nil
+	}
+	s.adoptMu.Lock()
+	defer s.adoptMu.Unlock()
+	if s.indexBases() {
+		return nil
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	for _, name := range manifest.ShardNames() {
+		g.Go(func() error { return s.foldLegacy(gctx, name) })
+	}
+	if err := g.Wait(); err != nil {
+		return fmt.Errorf("fold the index deltas: %w", err)
+	}
+	return s.ensureFeature(ctx, manifest.FeatureIndexBases)
+}
+
+// foldLegacy writes shard name's base anew if deltas follow it.
+func (s *Store) foldLegacy(ctx context.Context, name string) error {
+	st := s.shardState(name)
+	st.wmu.Lock()
+	defer st.wmu.Unlock()
+	if err := s.awaitPrefetch(ctx, name); err != nil {
+		return err
+	}
+	st.mu.Lock()
+	v, loaded := st.view, st.loaded && st.view.shard != nil
+	st.mu.Unlock()
+	for attempt := 0; attempt < s.maxAttempts; attempt++ {
+		if !loaded {
+			var err error
+			if v, err = s.readShardView(ctx, name); err != nil {
+				return err
+			}
+		}
+		if v.applied == v.through() {
+			return nil
+		}
+		base, _, _ := s.nextBase(v.shard.Clone(), v, false)
+		_, err := s.putBase(ctx, name, base, v.etag)
+		if err == nil || !errors.Is(err, errPrecondition) && !errors.Is(err, errConflict) {
+			return err
+		}
+		loaded = false
+	}
+	return fmt.Errorf("index shard %s: too many concurrent updates", name)
+}
+
+// pruneDeltas deletes the deltas from..to of shard name, by number. A
+// delta left behind is garbage, never read again.
+func (s *Store) pruneDeltas(ctx context.Context, name string, from, to int64) {
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(8)
+	for n := from; n > 0 && n <= to; n++ {
+		g.Go(func() error { return s.b.delete(gctx, deltaKey(name, n)) })
+	}
+	_ = g.Wait()
+}

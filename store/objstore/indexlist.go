@@ -1,0 +1,126 @@
+package objstore
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/panto-dev/panto/agent"
+	"github.com/panto-dev/panto/internal/manifest"
+	"github.com/panto-dev/panto/store"
+)
+
+// Listing from the index: List, Resolve and Latest read the shards
+// alone, whatever the number of sessions and segments (§P6).
+
+func sortNewestFirst(infos []agent.SessionInfo) {
+	slices.SortFunc(infos, func(a, b agent.SessionInfo) int {
+		if c := b.Modified.Compare(a.Modified); c != 0 {
+			return c
+		}
+		return strings.Compare(a.ID, b.ID)
+	})
+}
+
+// List returns every session in the index, newest first: one GET per
+// shard, whatever the number of sessions and segments.
+func (s *Store) List(ctx context.Context) ([]agent.SessionInfo, error) {
+	if err := s.settle(ctx); ctx.Err() != nil {
+		return nil, fmt.Errorf("list sessions: %w", err)
+	}
+	all, err := s.readIndex(ctx, manifest.ShardNames())
+	if all == nil {
+		return nil, fmt.Errorf("list sessions: %w", err)
+	}
+	infos := make([]agent.SessionInfo, 0, len(all))
+	for _, e := range all {
+		infos = append(infos, e.Info)
+	}
+	sortNewestFirst(infos)
+	if err != nil {
+		return infos, fmt.Errorf("list sessions: %w", err)
+	}
+	return infos, nil
+}
+
+// Resolve finds the session whose id is idOrPrefix or the only one
+// starting with it, reading the one shard the prefix falls in. A full id
+// the index does not know yet (its first append crashed before the index
+// was written) is found through its manifest or first segment, and put
+// back in the index.
+func (s *Store) Resolve(ctx context.Context, idOrPrefix string) (*agent.Session, error) {
+	if err := agent.ValidateSessionID(idOrPrefix); err != nil {
+		return nil, err
+	}
+	if err := s.settle(ctx); ctx.Err() != nil {
+		return nil, fmt.Errorf("resolve %q: %w", idOrPrefix, err)
+	}
+	all, tombs, err := s.readIndexAll(ctx, []string{manifest.ShardOf(idOrPrefix)})
+	if all == nil {
+		return nil, fmt.Errorf("resolve %q: %w", idOrPrefix, err)
+	}
+	if t, ok := tombs[idOrPrefix]; ok {
+		return nil, fmt.Errorf("resolve %q: %w", idOrPrefix, deletedError(idOrPrefix, t))
+	}
+	if err != nil {
+		// The shard is damaged: a full id is still found through its own
+		// objects; a prefix cannot be resolved until the shard is repaired.
+		if sess, ferr := s.resolveObjects(ctx, idOrPrefix); ferr == nil {
+			return sess, nil
+		}
+		return nil, fmt.Errorf("resolve %q: %w", idOrPrefix, err)
+	}
+	if e, ok := all[idOrPrefix]; ok {
+		return &agent.Session{Info: e.Info, Store: s}, nil
+	}
+	deleted := make(map[string]bool, len(tombs))
+	for id := range tombs {
+		deleted[id] = true
+	}
+	r, err := store.ResolvePrefix(idOrPrefix, slices.Collect(maps.Keys(all)), deleted, nil)
+	switch {
+	case err != nil:
+		return nil, err
+	case r.ID != "":
+		return &agent.Session{Info: all[r.ID].Info, Store: s}, nil
+	case r.Gone != "":
+		return nil, fmt.Errorf("resolve %q: %w", idOrPrefix, deletedError(r.Gone, tombs[r.Gone]))
+	}
+	return s.resolveObjects(ctx, idOrPrefix)
+}
+
+// resolveObjects finds session id, which the index does not list (its
+// first append crashed before the index was written, or the shard is
+// damaged), through its own objects, and puts it back in the index.
+func (s *Store) resolveObjects(ctx context.Context, id string) (*agent.Session, error) {
+	m, _, err := s.readManifestFolded(ctx, id) // its summary goes to the index
+	if err != nil {
+		return nil, fmt.Errorf("resolve %q: %w", id, err)
+	}
+	stored := len(m.Segments)
+	if _, err := s.catchUp(ctx, m, 0, nil); err != nil {
+		return nil, fmt.Errorf("resolve %q: %w", id, err)
+	}
+	if m.Length == 0 {
+		return nil, agent.NotFoundError(id)
+	}
+	// Repair the index the crashed writer did not update; it is a
+	// checkpoint, so a failure here changes nothing.
+	_ = s.updateIndex(ctx, storedEntry(m, stored))
+	return &agent.Session{Info: m.Info(), Store: s}, nil
+}
+
+// Latest returns the most recently modified session in the index. With
+// a damaged shard it fails: the latest session may be one it hides.
+func (s *Store) Latest(ctx context.Context) (*agent.Session, error) {
+	infos, err := s.List(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("latest session: %w", err)
+	}
+	if len(infos) == 0 {
+		return nil, fmt.Errorf("latest session: %w", agent.ErrSessionNotFound)
+	}
+	return &agent.Session{Info: infos[0], Store: s}, nil
+}

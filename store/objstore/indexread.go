@@ -1,0 +1,258 @@
+package objstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/panto-dev/panto/internal/manifest"
+)
+
+// Reading the index: Open's prefetch of every shard, the cached readings
+// (a 304 when a shard has not changed), and the error of damaged shards.
+
+// prefetchIndex reads every shard's base in parallel, from the moment
+// Open starts (its requests go out with the marker's), and waits for the
+// marker to say whether deltas are to be probed; Open waits for it (the
+// same round trip, but on a prefix with legacy deltas). Errors are
+// dropped: a reader or writer that finds no reading makes its own.
+func (s *Store) prefetchIndex(ctx context.Context, marker <-chan struct{}) *sync.WaitGroup {
+	names := manifest.ShardNames()
+	for _, name := range names {
+		s.shardState(name).prefetching = make(chan struct{})
+	}
+	var wg sync.WaitGroup
+	for _, name := range names {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			st := s.shardState(name)
+			defer close(st.prefetching)
+			v, err := s.fetchBase(ctx, name)
+			if err != nil {
+				return
+			}
+			select {
+			case <-marker:
+			case <-ctx.Done():
+				return
+			}
+			if !s.indexBases() {
+				if v, err = s.probeDeltas(ctx, name, v); err != nil {
+					return
+				}
+			}
+			st.mu.Lock()
+			if !st.loaded || v.newer(st.view) {
+				st.view, st.loaded, st.fresh = v, true, s.now()
+				if s.openSnapshot {
+					st.snapshot = s.now().Add(openSnapshotFor)
+				}
+			}
+			st.mu.Unlock()
+		}()
+	}
+	return &wg
+}
+
+// indexBases reports whether the prefix's writers all replace bases
+// (manifest.FeatureIndexBases): then readers probe no delta.
+func (s *Store) indexBases() bool {
+	s.markerMu.Lock()
+	defer s.markerMu.Unlock()
+	return slices.Contains(s.marker.Requires, manifest.FeatureIndexBases)
+}
+
+// readShard returns the stored shard (empty when absent), read now: a
+// listing reflects every write that completed before it began. After
+// Open's reading it costs a 304; with WithOpenSnapshot the first listing
+// serves Open's reading itself.
+func (s *Store) readShard(ctx context.Context, name string) (*manifest.IndexShard, error) {
+	return s.shardReading(ctx, name, func(st *shardState) bool { return s.now().Before(st.snapshot) })
+}
+
+// awaitPrefetch waits for Open's reading of shard name, if one is under
+// way, so that the next read can be conditional on it.
+func (s *Store) awaitPrefetch(ctx context.Context, name string) error {
+	if ch := s.shardState(name).prefetching; ch != nil {
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+// cachedShard returns the cached reading of shard name if it is younger
+// than indexStale, else reads it: for a check that a slightly older
+// reading serves as well (an index that lags vouches for less, never for
+// something wrong).
+func (s *Store) cachedShard(ctx context.Context, name string) (*manifest.IndexShard, error) {
+	return s.shardReading(ctx, name, func(st *shardState) bool {
+		return st.loaded && st.view.shard != nil && s.now().Sub(st.fresh) < indexStale
+	})
+}
+
+// shardReading returns the cached reading of shard name when serves says
+// it may serve (called with st.mu held), else a new reading.
+func (s *Store) shardReading(ctx context.Context, name string, serves func(st *shardState) bool) (*manifest.IndexShard, error) {
+	if err := s.awaitPrefetch(ctx, name); err != nil {
+		return nil, err
+	}
+	st := s.shardState(name)
+	st.mu.Lock()
+	if serves(st) {
+		v := st.view
+		st.mu.Unlock()
+		return v.shard, nil
+	}
+	st.mu.Unlock()
+	v, err := s.readShardView(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	return v.shard, nil
+}
+
+// readShardView reads shard name: its base (with the cached ETag, so an
+// unchanged one costs a 304) and, on a prefix with legacy writers, the
+// deltas after it.
+func (s *Store) readShardView(ctx context.Context, name string) (shardView, error) {
+	v, err := s.fetchBase(ctx, name)
+	if err != nil {
+		return shardView{}, err
+	}
+	if !s.indexBases() {
+		if v, err = s.probeDeltas(ctx, name, v); err != nil {
+			return shardView{}, err
+		}
+	}
+	st := s.shardState(name)
+	st.mu.Lock()
+	// Keep the newest view when readers and writers of the shard overlap.
+	if !st.loaded || v.newer(st.view) {
+		st.view, st.loaded = v, true
+	}
+	st.fresh = s.now()
+	st.mu.Unlock()
+	return v, nil
+}
+
+// fetchBase reads shard name's base, a 304 when the cached one is still
+// it (then the cached view, its deltas applied, is returned).
+func (s *Store) fetchBase(ctx context.Context, name string) (shardView, error) {
+	st := s.shardState(name)
+	st.mu.Lock()
+	cached := st.view
+	loaded := st.loaded && st.view.shard != nil
+	st.mu.Unlock()
+	ifNoneMatch := ""
+	if loaded {
+		ifNoneMatch = cached.etag
+	}
+	key := shardKey(name)
+	data, etag, err := s.b.get(ctx, key, ifNoneMatch)
+	switch {
+	case errors.Is(err, errNotModified) && loaded,
+		errors.Is(err, errNotFound) && loaded && cached.etag == "":
+		// The base we read is unchanged (or there is still none): go on
+		// from the deltas we applied.
+		return cached, nil
+	case errors.Is(err, errNotFound):
+		return shardView{shard: manifest.NewIndexShard(name)}, nil
+	case err != nil:
+		return shardView{}, fmt.Errorf("read index shard %s: %w", name, err)
+	}
+	base, err := s.decodeShardObject(key, name, data)
+	if err != nil {
+		return shardView{}, err
+	}
+	return baseView(base, etag, base.Through), nil
+}
+
+// decodeShardObject decodes the object at key, a base or a delta of shard
+// name; an object that does not decode, or holds another shard, is
+// ErrCorrupt naming it.
+func (s *Store) decodeShardObject(key, name string, data []byte) (*manifest.IndexShard, error) {
+	sh, err := s.codec.DecodeIndexShard(key, data)
+	if err != nil {
+		return nil, s.corrupt(key, err)
+	}
+	if sh.Shard != name {
+		return nil, fmt.Errorf("%s: %w: holds shard %q", s.objectURL(key), ErrCorrupt, sh.Shard)
+	}
+	return sh, nil
+}
+
+// readIndex reads the named shards in parallel and returns their entries.
+// A shard that does not decode does not hide the others: their entries
+// come back with an error wrapping ErrIndexDamaged that names it (a
+// failure to reach the bucket fails the whole read).
+func (s *Store) readIndex(ctx context.Context, names []string) (map[string]manifest.IndexEntry, error) {
+	all, _, err := s.readIndexAll(ctx, names)
+	return all, err
+}
+
+// readIndexAll is readIndex that also returns the shards' tombstones.
+func (s *Store) readIndexAll(ctx context.Context, names []string) (map[string]manifest.IndexEntry, map[string]manifest.Tombstone, error) {
+	shards := make([]*manifest.IndexShard, len(names))
+	damaged := make([]error, len(names))
+	g, gctx := errgroup.WithContext(ctx)
+	for i, name := range names {
+		g.Go(func() error {
+			var err error
+			shards[i], err = s.readShard(gctx, name)
+			if errors.Is(err, ErrCorrupt) {
+				damaged[i], err = err, nil
+			}
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, nil, err
+	}
+	all := map[string]manifest.IndexEntry{}
+	tombs := map[string]manifest.Tombstone{}
+	for _, sh := range shards {
+		if sh == nil {
+			continue
+		}
+		for id, e := range sh.Sessions {
+			all[id] = e
+		}
+		for id, t := range sh.Tombstones {
+			tombs[id] = t
+		}
+	}
+	return all, tombs, s.damage(names, damaged)
+}
+
+// damage is the error of the shards of names that did not decode (errs,
+// parallel to names), or nil.
+func (s *Store) damage(names []string, errs []error) error {
+	var bad []string
+	var first error
+	for i, err := range errs {
+		if err != nil {
+			bad = append(bad, names[i])
+			if first == nil {
+				first = err
+			}
+		}
+	}
+	if len(bad) == 0 {
+		return nil
+	}
+	which := fmt.Sprintf("index shard %s is", bad[0])
+	if len(bad) > 1 {
+		which = fmt.Sprintf("index shards %s are", strings.Join(bad, ", "))
+	}
+	return fmt.Errorf("%w: %s damaged, so the sessions listed there are missing (their data is untouched): run `panto-sync repair %s` (%v)",
+		ErrIndexDamaged, which, strings.TrimSuffix(s.b.url(""), "/"), first)
+}

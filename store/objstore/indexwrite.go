@@ -1,0 +1,199 @@
+package objstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/panto-dev/panto/internal/manifest"
+)
+
+// Writing the index: entries and tombstones are queued per shard and
+// written by the next writer of the shard as its new base (group commit),
+// with If-Match on the ETag of the reading it applied them to (§P3).
+
+// updateIndex records e in its shard (see writeShard). An entry never
+// replaces a longer one: the index may lag behind the sessions, never go
+// back.
+func (s *Store) updateIndex(ctx context.Context, e manifest.IndexEntry) error {
+	name := s.queueIndex(e)
+	return s.writeShard(ctx, name)
+}
+
+// queueIndex queues e for the next write of its shard, and returns the
+// shard's name.
+func (s *Store) queueIndex(e manifest.IndexEntry) string {
+	name := manifest.ShardOf(e.Info.ID)
+	st := s.shardState(name)
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.pending == nil {
+		st.pending = map[string]manifest.IndexEntry{}
+	}
+	if old, ok := st.pending[e.Info.ID]; !ok || old.Length <= e.Length {
+		st.pending[e.Info.ID] = e
+	}
+	return name
+}
+
+// queueTombstone queues tombstone t for the next write of its shard, which
+// purges the shard's older deltas (nextBase), and returns the shard's
+// name.
+func (s *Store) queueTombstone(t manifest.Tombstone) string {
+	name := manifest.ShardOf(t.ID)
+	st := s.shardState(name)
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.buried == nil {
+		st.buried = map[string]manifest.Tombstone{}
+	}
+	st.buried[t.ID], st.purge = t, true
+	return name
+}
+
+// writeShard writes the entries queued for shard name, if any, as the
+// shard's new base (see index.go). It starts from the cached reading,
+// whatever its age: the If-Match refuses a base someone changed since,
+// and then the shard is read again and the entries applied to it. A
+// write that fails leaves the entries queued for the next writer.
+func (s *Store) writeShard(ctx context.Context, name string) error {
+	// Before the shard's lock: the adoption folds every shard under its
+	// own. The entries stay queued if it fails.
+	if err := s.adoptIndexBases(ctx); err != nil {
+		return err
+	}
+	st := s.shardState(name)
+	st.wmu.Lock()
+	defer st.wmu.Unlock()
+	batch, v, loaded := st.take()
+	if batch.empty() {
+		return nil // written by the writer before us, or nothing queued
+	}
+	w, err := s.putBatch(ctx, name, st, batch, v, loaded)
+	if err != nil {
+		st.requeue(batch)
+		return err
+	}
+	if w.purgePending() {
+		return s.finishPurge(ctx, name, w)
+	}
+	return nil
+}
+
+// shardBatch is what one writer of a shard took from its queue.
+type shardBatch struct {
+	entries map[string]manifest.IndexEntry
+	buried  map[string]manifest.Tombstone
+	purge   bool
+}
+
+func (b shardBatch) empty() bool { return len(b.entries) == 0 && len(b.buried) == 0 }
+
+// take empties st's queue into a batch and returns it with st's reading
+// of the shard (loaded: there is one). Callers hold st.wmu.
+func (st *shardState) take() (b shardBatch, v shardView, loaded bool) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	b = shardBatch{entries: st.pending, buried: st.buried, purge: st.purge}
+	st.pending, st.buried, st.purge = nil, nil, false
+	return b, st.view, st.loaded && st.view.shard != nil
+}
+
+// requeue puts b back in st's queue, where an entry queued since that is
+// at least as long wins.
+func (st *shardState) requeue(b shardBatch) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.pending == nil {
+		st.pending = map[string]manifest.IndexEntry{}
+	}
+	for id, e := range b.entries {
+		if old, ok := st.pending[id]; !ok || old.Length < e.Length {
+			st.pending[id] = e
+		}
+	}
+	for id, t := range b.buried {
+		if st.buried == nil {
+			st.buried = map[string]manifest.Tombstone{}
+		}
+		st.buried[id] = t
+	}
+	st.purge = st.purge || b.purge
+}
+
+// putBatch applies batch to the reading v of shard name (loaded: v is
+// one; else Open's, or a new reading) and puts the result as the base,
+// reading the shard again after each lost race. It returns the view of
+// the base it wrote (the zero view when the batch changed nothing), after
+// deleting the deltas an older base folded.
+func (s *Store) putBatch(ctx context.Context, name string, st *shardState, batch shardBatch, v shardView, loaded bool) (shardView, error) {
+	if !loaded {
+		if err := s.awaitPrefetch(ctx, name); err != nil {
+			return shardView{}, err
+		}
+		st.mu.Lock()
+		v, loaded = st.view, st.loaded && st.view.shard != nil
+		st.mu.Unlock()
+	}
+	for attempt := 0; attempt < s.maxAttempts; attempt++ {
+		if !loaded {
+			var err error
+			if v, err = s.readShardView(ctx, name); err != nil {
+				return shardView{}, err
+			}
+			loaded = true
+		}
+		next := v.shard.Clone()
+		changed := v.applied > v.through() // legacy deltas to fold
+		for _, e := range batch.entries {
+			changed = next.Put(e) || changed
+		}
+		for _, t := range batch.buried {
+			changed = next.Bury(t) || changed
+		}
+		if !changed && !v.purgePending() {
+			return shardView{}, nil
+		}
+		base, pruneFrom, pruneTo := s.nextBase(next, v, batch.purge)
+		w, err := s.putBase(ctx, name, base, v.etag)
+		if err == nil {
+			if !w.purgePending() {
+				s.pruneDeltas(ctx, name, pruneFrom, pruneTo)
+			}
+			return w, nil
+		}
+		if !errors.Is(err, errPrecondition) && !errors.Is(err, errConflict) {
+			return shardView{}, err
+		}
+		loaded = false
+		if errors.Is(err, errConflict) {
+			if err := backoff(ctx, attempt); err != nil {
+				return shardView{}, err
+			}
+		}
+	}
+	return shardView{}, fmt.Errorf("index shard %s: too many concurrent updates", name)
+}
+
+// nextBase is next, the reading v with the queued entries applied, as the
+// shard's new base: it folds every delta v applied. A burial (purge)
+// asks for those deltas to be deleted at once (Purge), since they hold
+// the buried session's summary (finishPurge); otherwise the deltas an
+// older base folded are deleted once it is older than indexPruneAfter,
+// and nextBase returns their range.
+func (s *Store) nextBase(next *manifest.IndexShard, v shardView, purge bool) (base *manifest.IndexShard, pruneFrom, pruneTo int64) {
+	base = next.Clone()
+	base.Through, base.Written, base.Pruned, base.Purge = v.applied, s.now().UTC(), 0, 0
+	if v.base != nil {
+		base.Pruned, base.Purge = v.base.Pruned, v.base.Purge
+		if v.base.Through > v.base.Pruned && s.now().Sub(v.base.Written) > s.indexPruneAfter {
+			pruneFrom, pruneTo = v.base.Pruned+1, v.base.Through
+			base.Pruned = v.base.Through
+		}
+	}
+	if purge {
+		base.Purge = v.applied
+	}
+	s.expireTombstones(base)
+	return base, pruneFrom, pruneTo
+}
