@@ -18,9 +18,12 @@
 //	                                             merged segment written by compaction, [s, e)
 //	P/sessions/<id>/manifest.json                per-session checkpoint, every 8 segments
 //	                                             and at compaction
-//	P/index/<shard>.json.zst                     catalog index base, 16 shards keyed by the
-//	                                             id's first character (manifest.ShardOf)
-//	P/index/<shard>/<n:020d>.json.zst            index delta n: the entries one write changed
+//	P/index/<shard>.json.zst                     catalog index, 16 shards keyed by the id's
+//	                                             first character (manifest.ShardOf); each
+//	                                             write replaces a shard whole (If-Match)
+//	P/index/<shard>/<n:020d>.json.zst            legacy index delta n, of pantos before index
+//	                                             bases: read, folded and deleted, never written
+//	                                             (indexlegacy.go)
 //
 // A session's raw bytes — the segments decompressed and concatenated — are
 // exactly the bytes store/fsjsonl writes for the same appends at the same
@@ -33,7 +36,18 @@
 // readers probe past them (§P4). Compaction (compact.go, §P5) merges a
 // session's segments without ever deleting what a reader may still need.
 // No routine path lists the bucket (§P6); every object read is verified
-// (§P7).
+// (§P7). The index is read in indexread.go, written in indexwrite.go and
+// listed from in indexlist.go.
+//
+// The protocol talks to the bucket through a small interface, bucket
+// (blob.go): get (with If-None-Match), head, put (create-only or
+// If-Match), delete and list, with the outcomes it branches on as
+// sentinel errors. s3bucket.go implements it over the AWS SDK, and
+// everything that is S3's business is there: the client and its
+// configuration, retries, stall timeouts, payload signing, request traces
+// (trace.go, WithTrace) and the one classification of S3's errors. The
+// tests run the protocol on an in-memory bucket held to the same
+// semantics as the real servers, with faults injected at the interface.
 //
 // A prefix created by a Store opened WithKey is encrypted (encryption.go,
 // docs/DESIGN.md §9): its marker requires encryption and names the key's
@@ -55,15 +69,17 @@
 // # Cost
 //
 // A steady-state append is 1 PUT and 1 round trip on the caller's path
-// (the segment), then in the background 1 PUT (an index delta) or, every
-// 8 segments, 2 in parallel (and the manifest); every 16 deltas of a
-// shard, a writer folds them into its base (1 PUT, and deletes of the
-// deltas an older base folded). The first append of a session is 2 PUTs
-// in 2 round trips (segment, then index delta) and 2 GETs the first time
-// a Store writes the shard. List and latest are 2 GETs per shard (the
-// base, a 304 when cached, then a probe for the next delta; plus the
-// deltas not yet folded), resolve 2 GETs, whatever the number of sessions
-// or segments. BENCHMARKS.md has the measured figures.
+// (the segment), then in the background 1 PUT (the session's index shard,
+// If-Match; a lost race reads the shard again and retries) or, every 8
+// segments, 2 in parallel (and the manifest). Appends that commit while a
+// shard is being written are written together in its next base. The first
+// append of a session is 2 PUTs in 2 round trips (segment, then index
+// shard), no GET (Open read the shards), plus a HEAD of its first segment
+// when this Store did not create the prefix. List and latest are 1 GET
+// per shard, all at once (a 304 when cached), resolve 1 GET, whatever the
+// number of sessions or segments; on a prefix with legacy index deltas,
+// each shard's probe for the next one besides. BENCHMARKS.md has the
+// measured figures.
 package objstore
 
 import (
