@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -589,4 +590,140 @@ func TestFlushReportsFailedCheckpoints(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestCutAtEachRequest: a writer's Nth request at the seam is cut, for
+// every N until a run ends before its Nth request: appends, their
+// background checkpoints, compactions and the deletion of the segments
+// they replaced are cut at each point, in two ways:
+//
+//   - the writer dies: its Nth request and every later one fail before
+//     they reach the bucket;
+//   - the answer is lost: the Nth request is carried out, the writer is
+//     told it failed, and it goes on.
+//
+// A fresh Store then loads every batch the writer acknowledged, each
+// whole and once, and a batch it did not acknowledge whole or not at all,
+// in the order written; it appends after them, lists the session with
+// every message and verifies it.
+func TestCutAtEachRequest(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name string
+		// cut installs the cut at request n on fb; next counts a request
+		// and returns its number.
+		cut func(fb *objstore.FaultBucket, n int, next func() int)
+	}{
+		{"the writer dies", func(fb *objstore.FaultBucket, n int, next func() int) {
+			fb.SetFault(func(objstore.Op) error {
+				if next() >= n {
+					return objstore.ErrInjected
+				}
+				return nil
+			})
+		}},
+		{"the answer is lost", func(fb *objstore.FaultBucket, n int, next func() int) {
+			fb.SetLose(func(objstore.Op) bool { return next() == n })
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			for n := 1; ; n++ {
+				if n > 1000 {
+					t.Fatal("the writer still makes requests after 1000")
+				}
+				if !cutAt(t, n, c.cut) {
+					t.Logf("the writer makes %d requests; each was cut", n-1)
+					return
+				}
+			}
+		})
+	}
+}
+
+// cutAt is one run of TestCutAtEachRequest, cut at request n. It reports
+// whether the writer made that request.
+func cutAt(t *testing.T, n int, cut func(fb *objstore.FaultBucket, n int, next func() int)) bool {
+	const batches = 7
+	ctx := context.Background()
+	e := newMemEnv(t)
+	id := agent.NewSessionID()
+	fb := e.faults(t)
+	s := e.openOn(t, fb, objstore.WithMaxAttempts(1), objstore.WithManifestInterval(2),
+		objstore.WithCompactThreshold(3), objstore.WithCompactGrace(0))
+	var mu sync.Mutex
+	made := 0
+	cut(fb, n, func() int { mu.Lock(); defer mu.Unlock(); made++; return made })
+	acked := map[int]bool{}
+	for b := range batches {
+		if err := s.AppendMessages(ctx, id, batchOf(0, b)); err == nil {
+			acked[b] = true
+		}
+	}
+	flushed := s.Flush(ctx)
+	mu.Lock()
+	reached := made >= n
+	mu.Unlock()
+	if !reached {
+		if flushed != nil || len(acked) != batches {
+			t.Fatalf("a writer never cut: %d of %d appends acknowledged, flush: %v", len(acked), batches, flushed)
+		}
+		return false
+	}
+	fresh := e.open(t)
+	conv, err := fresh.Load(ctx, id)
+	if errors.Is(err, agent.ErrSessionNotFound) && len(acked) == 0 {
+		conv, err = &agent.Conversation{}, nil
+	}
+	if err != nil {
+		t.Fatalf("cut at request %d: load: %v", n, err)
+	}
+	present := checkCutBatches(t, n, texts(conv), acked)
+	if err := fresh.AppendMessages(ctx, id, batchOf(1, 0)); err != nil {
+		t.Fatalf("cut at request %d: the next append: %v", n, err)
+	}
+	if err := fresh.Flush(ctx); err != nil {
+		t.Fatalf("cut at request %d: flush: %v", n, err)
+	}
+	want := present + len(batchOf(1, 0))
+	infos, err := e.open(t).List(ctx)
+	if err != nil || len(infos) != 1 || infos[0].ID != id || infos[0].MessageCount != want {
+		t.Fatalf("cut at request %d: list: %v %+v, want %s with %d messages", n, err, infos, id, want)
+	}
+	if err := e.open(t).Verify(ctx, id); err != nil {
+		t.Fatalf("cut at request %d: verify: %v", n, err)
+	}
+	return true
+}
+
+// checkCutBatches checks the messages of a log whose writer died: batches
+// of writer 0 in increasing order, each whole and once, every one in
+// acked present. It returns the number of messages.
+func checkCutBatches(t *testing.T, n int, msgs []string, acked map[int]bool) int {
+	t.Helper()
+	last := -1
+	for i := 0; i < len(msgs); {
+		var w, b, m int
+		if _, err := fmt.Sscanf(msgs[i], "w%d-b%d-m%d", &w, &b, &m); err != nil || w != 0 || m != 0 || b <= last {
+			t.Fatalf("cut at request %d: message %d %q does not start the next batch (after b%d): %q", n, i, msgs[i], last, msgs)
+		}
+		for j, pm := range batchOf(w, b) {
+			if i+j >= len(msgs) || msgs[i+j] != pm.Message.Text() {
+				t.Fatalf("cut at request %d: batch b%d is not whole at message %d: %q", n, b, i, msgs)
+			}
+		}
+		for skipped := last + 1; skipped < b; skipped++ {
+			if acked[skipped] {
+				t.Fatalf("cut at request %d: acknowledged batch b%d is missing: %q", n, skipped, msgs)
+			}
+		}
+		last = b
+		i += len(batchOf(w, b))
+	}
+	for b := range acked {
+		if b > last {
+			t.Fatalf("cut at request %d: acknowledged batch b%d is missing: %q", n, b, msgs)
+		}
+	}
+	return len(msgs)
 }
