@@ -71,8 +71,8 @@ func TestBucketSemantics(t *testing.T) {
 	})
 	miniotest.Matrix(t, func(t *testing.T, srv *miniotest.Server) {
 		o := defaultOptions()
-		o.endpoint = srv.Endpoint()
-		o.s3Options = append(o.s3Options, srv.SetCredentials)
+		o.s3.endpoint = srv.Endpoint()
+		o.s3.sdk = append(o.s3.sdk, srv.SetCredentials)
 		b, err := newS3Bucket(t.Context(), srv.NewBucket(t), "pfx/", o)
 		if err != nil {
 			t.Fatal(err)

@@ -91,8 +91,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/s3"
-
 	"github.com/panto-dev/panto/agent"
 	"github.com/panto-dev/panto/internal/manifest"
 	"github.com/panto-dev/panto/internal/seal"
@@ -167,15 +165,13 @@ type Store struct {
 type Option func(*options)
 
 type options struct {
-	endpoint         string
+	s3               s3Options // the S3 bucket's (s3bucket.go)
 	clock            func() time.Time
 	compactThreshold int
 	compactGrace     time.Duration
-	s3Options        []func(*s3.Options)
 	maxAttempts      int
 	deferIndex       bool
 	manifestEvery    int
-	idleTimeout      time.Duration
 	openSnapshot     bool
 	key              *seal.Key
 }
@@ -248,7 +244,7 @@ func Open(ctx context.Context, rawURL string, opts ...Option) (*Store, error) {
 }
 
 func defaultOptions() options {
-	return options{clock: time.Now, compactThreshold: 32, compactGrace: time.Hour, maxAttempts: 10, manifestEvery: 8, idleTimeout: DefaultIdleTimeout}
+	return options{clock: time.Now, compactThreshold: 32, compactGrace: time.Hour, maxAttempts: 10, manifestEvery: 8, s3: s3Options{idleTimeout: DefaultIdleTimeout}}
 }
 
 // openBucket opens the store on b: everything Open does past the S3

@@ -40,13 +40,13 @@ var _ bucket = (*s3Bucket)(nil)
 // WithEndpoint sets the S3 endpoint URL (e.g. http://127.0.0.1:9000 for
 // MinIO), overriding AWS_ENDPOINT_URL_S3 and AWS_ENDPOINT_URL. A custom
 // endpoint implies path-style addressing.
-func WithEndpoint(u string) Option { return func(o *options) { o.endpoint = u } }
+func WithEndpoint(u string) Option { return func(o *options) { o.s3.endpoint = u } }
 
 // WithS3Options adds a function applied to the S3 client's options after
 // the store's own (endpoint, addressing, retries): the hook for custom
 // HTTP clients, middleware, request counting and fault injection.
 func WithS3Options(fn func(*s3.Options)) Option {
-	return func(o *options) { o.s3Options = append(o.s3Options, fn) }
+	return func(o *options) { o.s3.sdk = append(o.s3.sdk, fn) }
 }
 
 // DefaultIdleTimeout is how long a connection to the server may make no
@@ -58,7 +58,14 @@ const DefaultIdleTimeout = 30 * time.Second
 // WithIdleTimeout sets how long a connection may move no byte, in either
 // direction, before its request fails (default DefaultIdleTimeout; 0 or
 // less: never).
-func WithIdleTimeout(d time.Duration) Option { return func(o *options) { o.idleTimeout = d } }
+func WithIdleTimeout(d time.Duration) Option { return func(o *options) { o.s3.idleTimeout = d } }
+
+// s3Options are the options of Open that only the S3 bucket reads.
+type s3Options struct {
+	endpoint    string
+	sdk         []func(*s3.Options) // WithS3Options
+	idleTimeout time.Duration
+}
 
 // maxIdleConnsPerHost is the idle connection pool per host: at least the
 // number of requests a caller (panto-sync push --concurrency) keeps in
@@ -78,7 +85,7 @@ func newS3Bucket(ctx context.Context, bucketName, prefix string, o options) (*s3
 	if cfg.Region == "" {
 		cfg.Region = "us-east-1" // MinIO and most S3-compatible services accept it
 	}
-	endpoint := o.endpoint
+	endpoint := o.s3.endpoint
 	if endpoint == "" {
 		endpoint = firstNonEmpty(os.Getenv("AWS_ENDPOINT_URL_S3"), os.Getenv("AWS_ENDPOINT_URL"))
 	}
@@ -94,13 +101,13 @@ func newS3Bucket(ctx context.Context, bucketName, prefix string, o options) (*s3
 		cfg.HTTPClient = httpClient.WithTransportOptions(func(tr *http.Transport) {
 			tr.MaxIdleConns = max(tr.MaxIdleConns, 2*maxIdleConnsPerHost)
 			tr.MaxIdleConnsPerHost = max(tr.MaxIdleConnsPerHost, maxIdleConnsPerHost)
-			tr.DialContext = stallTimeout(tr.DialContext, o.idleTimeout)
+			tr.DialContext = stallTimeout(tr.DialContext, o.s3.idleTimeout)
 		})
 	}
 	sdkAttempts := min(max(o.maxAttempts, 1), 5)
 	api := s3.NewFromConfig(cfg, func(so *s3.Options) {
-		if o.endpoint != "" {
-			so.BaseEndpoint = aws.String(o.endpoint)
+		if o.s3.endpoint != "" {
+			so.BaseEndpoint = aws.String(o.s3.endpoint)
 		}
 		so.UsePathStyle = endpoint != ""
 		// We verify every object with our own sha256; the SDK's extra
@@ -112,7 +119,7 @@ func newS3Bucket(ctx context.Context, bucketName, prefix string, o options) (*s3
 			r.MaxBackoff = 2 * time.Second
 			r.RateLimiter = ratelimit.None // a restarting server must not drain a token bucket
 		})
-		for _, fn := range o.s3Options {
+		for _, fn := range o.s3.sdk {
 			fn(so)
 		}
 	})
