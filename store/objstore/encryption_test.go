@@ -406,15 +406,18 @@ func TestEncryptedTamper(t *testing.T) {
 	e := newMemEnv(t)
 	s := e.open(t, objstore.WithKey(key), objstore.WithManifestInterval(1), objstore.WithCompactThreshold(0))
 	a, b := agent.NewSessionID(), agent.NewSessionID()
+	// One checkpoint per append, so that the index entry says a manifest
+	// is stored and a Load reads it (an entry written with the first
+	// manifest says none is, and a Load probes past it).
 	for _, id := range []string{a, b} {
 		for i := range 3 {
 			if err := s.AppendMessages(ctx, id, []agent.PersistentMessage{user(fmt.Sprintf("message %d of %s", i, id))}); err != nil {
 				t.Fatal(err)
 			}
+			if err := s.Flush(ctx); err != nil {
+				t.Fatal(err)
+			}
 		}
-	}
-	if err := s.Flush(ctx); err != nil {
-		t.Fatal(err)
 	}
 	ma := readManifestWith(t, e, key, a)
 	segKey := func(id string, seg manifest.Segment) string { return "pfx/sessions/" + id + "/" + seg.Name() }
