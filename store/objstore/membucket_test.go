@@ -24,9 +24,8 @@ type memBucket struct {
 }
 
 type memObject struct {
-	data        []byte
-	etag        string
-	contentType string
+	data []byte
+	etag string
 }
 
 var _ bucket = (*memBucket)(nil)
@@ -64,7 +63,7 @@ func (b *memBucket) head(ctx context.Context, key string) error {
 	return nil
 }
 
-func (b *memBucket) put(ctx context.Context, key string, data []byte, cond putCond, contentType string) (string, error) {
+func (b *memBucket) put(ctx context.Context, key string, data []byte, cond putCond, _ string) (string, error) {
 	if err := ctx.Err(); err != nil {
 		return "", fmt.Errorf("put %s: %w", key, err)
 	}
@@ -81,7 +80,7 @@ func (b *memBucket) put(ctx context.Context, key string, data []byte, cond putCo
 	}
 	sum := md5.Sum(data)
 	etag := `"` + hex.EncodeToString(sum[:]) + `"`
-	b.objects[b.prefix+key] = memObject{data: slices.Clone(data), etag: etag, contentType: contentType}
+	b.objects[b.prefix+key] = memObject{data: slices.Clone(data), etag: etag}
 	return etag, nil
 }
 
