@@ -1,0 +1,165 @@
+package importer
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/panto-dev/panto/agent"
+	"github.com/panto-dev/panto/internal/sessionlog"
+)
+
+// foreignFixtures returns the directory of real foreign logs
+// (shared/fixtures/foreign beside the clone), or skips the test when it
+// is not there. In a git worktree the clone is the main checkout.
+func foreignFixtures(t *testing.T) string {
+	t.Helper()
+	if dir := os.Getenv("PANTO_FOREIGN_FIXTURES"); dir != "" {
+		return dir
+	}
+	root, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	candidates := []string{filepath.Join(root, "..", "shared", "fixtures", "foreign")}
+	if data, err := os.ReadFile(filepath.Join(root, ".git")); err == nil { // a worktree: "gitdir: MAIN/.git/worktrees/NAME"
+		gitdir := strings.TrimSpace(strings.TrimPrefix(string(data), "gitdir:"))
+		if i := strings.Index(gitdir, string(filepath.Separator)+".git"+string(filepath.Separator)); i >= 0 {
+			candidates = append(candidates, filepath.Join(gitdir[:i], "..", "shared", "fixtures", "foreign"))
+		}
+	}
+	for _, dir := range candidates {
+		if fi, err := os.Stat(dir); err == nil && fi.IsDir() {
+			return dir
+		}
+	}
+	t.Skipf("no real foreign logs beside the clone (looked in %s)", strings.Join(candidates, ", "))
+	return ""
+}
+
+// realLogs lists the real logs of each agent.
+func realLogs(t *testing.T) []Source {
+	dir := foreignFixtures(t)
+	var out []Source
+	for _, a := range Agents {
+		srcs, err := Find(filepath.Join(dir, string(a)), a, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(srcs) == 0 {
+			t.Fatalf("no %s logs in %s", a, dir)
+		}
+		out = append(out, srcs...)
+	}
+	return out
+}
+
+func TestRealLogs(t *testing.T) {
+	for _, src := range realLogs(t) {
+		t.Run(filepath.Base(src.Path), func(t *testing.T) {
+			data, err := os.ReadFile(src.Path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if a, ok := Detect(data); !ok || a != src.Agent {
+				t.Errorf("Detect = %q, %v; want %q", a, ok, src.Agent)
+			}
+			c, err := Convert(src.Agent, src.Path, data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			log := checkLog(t, c)
+			t.Logf("%d messages, %+v, title %q", c.Messages, c.Stats, log.Info.Title)
+			checkPrefixes(t, src.Agent, src.Path, data, c.Log)
+		})
+	}
+}
+
+// checkLog parses c's log and checks that it is valid on the wire: every
+// call answered by the next message, every result answering a call of
+// the message before it.
+func checkLog(t *testing.T, c *Conversion) *sessionlog.Log {
+	t.Helper()
+	log, err := sessionlog.Parse("conv", c.Log)
+	if err != nil {
+		t.Fatalf("the conversion does not parse: %v", err)
+	}
+	if log == nil {
+		t.Fatal("no session written")
+	}
+	if log.Committed != len(c.Log) || len(log.Messages) != c.Messages {
+		t.Fatalf("committed %d of %d bytes, %d messages (counted %d)", log.Committed, len(c.Log), len(log.Messages), c.Messages)
+	}
+	if log.Header.ID != c.ID || log.Header.Origin == nil || log.Header.Origin.Agent != string(c.Agent) {
+		t.Fatalf("header %+v", log.Header)
+	}
+	checkWire(t, log.Messages)
+	return log
+}
+
+func checkWire(t *testing.T, msgs []agent.Message) {
+	t.Helper()
+	var open map[string]bool
+	for i, m := range msgs {
+		if m.Role == agent.RoleSystem {
+			continue
+		}
+		answered := map[string]bool{}
+		for _, b := range m.Content {
+			if b.Type == agent.BlockToolResult {
+				if !open[b.ToolUseID] {
+					t.Fatalf("message %d: result for %s, which the message before does not call", i+1, b.ToolUseID)
+				}
+				answered[b.ToolUseID] = true
+			}
+		}
+		for id := range open {
+			if !answered[id] {
+				t.Fatalf("message %d: call %s of the message before has no result", i+1, id)
+			}
+		}
+		open = map[string]bool{}
+		for _, u := range m.ToolUses() {
+			open[u.ToolUseID] = true
+		}
+	}
+	if len(open) > 0 {
+		t.Fatalf("the last message calls tools without results")
+	}
+}
+
+// checkPrefixes converts data cut at every line (and in the middle of
+// it) and checks that each conversion is a prefix of whole, made of
+// whole batches.
+func checkPrefixes(t *testing.T, a Agent, name string, data, whole []byte) {
+	t.Helper()
+	for cut := 0; cut <= len(data); {
+		for _, at := range []int{cut, (cut + nextLineEnd(data, cut)) / 2} {
+			c, err := Convert(a, name, data[:at])
+			if err != nil {
+				t.Fatalf("cut at byte %d: %v", at, err)
+			}
+			if !bytes.HasPrefix(whole, c.Log) {
+				t.Fatalf("cut at byte %d: the conversion (%d bytes) is not a prefix of the whole one", at, len(c.Log))
+			}
+			if n, err := sessionlog.CommittedLength("cut", c.Log); err != nil || n != len(c.Log) {
+				t.Fatalf("cut at byte %d: %d of %d bytes committed (%v)", at, n, len(c.Log), err)
+			}
+		}
+		if cut == len(data) {
+			break
+		}
+		cut = nextLineEnd(data, cut)
+	}
+}
+
+// nextLineEnd is the offset after the line that starts at from.
+func nextLineEnd(data []byte, from int) int {
+	i := bytes.IndexByte(data[from:], '\n')
+	if i < 0 {
+		return len(data)
+	}
+	return from + i + 1
+}
