@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/panto-dev/panto/agent"
 	"github.com/panto-dev/panto/store"
 )
 
@@ -28,6 +29,9 @@ const (
 	// ActionDiverged: the store holds other bytes than the conversion
 	// (the source changed below what was imported); left alone.
 	ActionDiverged Action = "diverged"
+	// ActionDeleted: the session was imported, then deleted (panto rm);
+	// its tombstone keeps it from coming back.
+	ActionDeleted Action = "deleted"
 )
 
 // ErrDiverged: the stored session is not a prefix of the conversion.
@@ -40,6 +44,9 @@ type Outcome struct {
 	Appended int
 	// Err says why for ActionDiverged.
 	Err error
+	// At is the stored checkpoint after a write (zero when nothing was
+	// written).
+	At store.Checkpoint
 }
 
 // Apply brings the store's copy of c up to date: it writes the whole
@@ -67,9 +74,13 @@ func Apply(ctx context.Context, st store.LogStore, c *Conversion, stored store.C
 			stored = changed.Have // the listing was behind: decide again on what is there
 			continue
 		}
+		if errors.Is(err, agent.ErrSessionDeleted) {
+			return Outcome{Action: ActionDeleted}, nil
+		}
 		if err != nil {
 			return Outcome{}, fmt.Errorf("import session %s: %w", c.ID, err)
 		}
+		out.At = store.Checkpoint{Length: int64(len(c.Log)), SHA256: hashOf(c.Log)}
 		return out, nil
 	}
 }
