@@ -4,44 +4,16 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/panto-dev/panto/agent"
 	"github.com/panto-dev/panto/internal/sessionlog"
+	"github.com/panto-dev/panto/internal/testkit/foreignlogs"
 )
-
-// foreignFixtures returns the directory of real foreign logs
-// (shared/fixtures/foreign beside the clone), or skips the test when it
-// is not there. In a git worktree the clone is the main checkout.
-func foreignFixtures(t *testing.T) string {
-	t.Helper()
-	if dir := os.Getenv("PANTO_FOREIGN_FIXTURES"); dir != "" {
-		return dir
-	}
-	root, err := filepath.Abs("..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	candidates := []string{filepath.Join(root, "..", "shared", "fixtures", "foreign")}
-	if data, err := os.ReadFile(filepath.Join(root, ".git")); err == nil { // a worktree: "gitdir: MAIN/.git/worktrees/NAME"
-		gitdir := strings.TrimSpace(strings.TrimPrefix(string(data), "gitdir:"))
-		if i := strings.Index(gitdir, string(filepath.Separator)+".git"+string(filepath.Separator)); i >= 0 {
-			candidates = append(candidates, filepath.Join(gitdir[:i], "..", "shared", "fixtures", "foreign"))
-		}
-	}
-	for _, dir := range candidates {
-		if fi, err := os.Stat(dir); err == nil && fi.IsDir() {
-			return dir
-		}
-	}
-	t.Skipf("no real foreign logs beside the clone (looked in %s)", strings.Join(candidates, ", "))
-	return ""
-}
 
 // realLogs lists the real logs of each agent.
 func realLogs(t *testing.T) []Source {
-	dir := foreignFixtures(t)
+	dir := foreignlogs.Dir(t, "..")
 	var out []Source
 	for _, a := range Agents {
 		srcs, err := Find(filepath.Join(dir, string(a)), a, false)
