@@ -281,6 +281,15 @@ func (b *builder) write(data []byte, err error, n int) {
 func (b *builder) result(a Agent) *Conversion {
 	st := b.stats
 	st.Held = b.pending != nil || b.awaiting != nil || len(b.queued) > 0
+	for _, t := range []*turn{b.pending, b.awaiting} {
+		if t == nil {
+			continue
+		}
+		st.HeldCalls += len(t.entry.Message.ToolUses())
+		if u := t.entry.Message.Usage; u != nil && !(t == b.pending && t.response != "" && b.usedResponses[t.response]) {
+			st.HeldUsage.Add(*u)
+		}
+	}
 	if !b.started {
 		return &Conversion{Agent: a, ForeignID: b.foreign, ID: b.header.ID, Stats: st}
 	}

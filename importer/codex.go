@@ -35,6 +35,9 @@ func newCodex() *codex { return &codex{b: newBuilder(Codex)} }
 
 func (c *codex) builder() *builder { return c.b }
 
+// heldUsage is the usage counted that no response took yet.
+func (c *codex) heldUsage() agent.Usage { return c.carry }
+
 type codexLine struct {
 	Timestamp *time.Time      `json:"timestamp"`
 	Type      string          `json:"type"`

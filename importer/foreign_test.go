@@ -2,6 +2,7 @@ package importer
 
 import (
 	"bytes"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"testing"
@@ -134,4 +135,111 @@ func nextLineEnd(data []byte, from int) int {
 		return len(data)
 	}
 	return from + i + 1
+}
+
+// TestRealLogsMatchTheirSource checks the tool calls and usage of each
+// real log's conversion against what the source says, read here on its
+// own: the distinct call ids, and usage once per response (Claude Code:
+// the last line of each message.id; Codex: the last cumulative total;
+// pi: each assistant message's). What the conversion holds back (a
+// response in progress at the end) counts as held.
+func TestRealLogsMatchTheirSource(t *testing.T) {
+	for _, src := range realLogs(t) {
+		t.Run(filepath.Base(src.Path), func(t *testing.T) {
+			data, err := os.ReadFile(src.Path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c, err := Convert(src.Agent, src.Path, data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			calls, usage := sourceFacts(t, src.Agent, data)
+			_, es := entries(t, c.Log)
+			got := c.Stats.HeldUsage
+			gotCalls := c.Stats.HeldCalls
+			for _, e := range es {
+				if e.Message.Usage != nil {
+					got.Add(*e.Message.Usage)
+				}
+				gotCalls += len(e.Message.ToolUses())
+			}
+			if gotCalls != calls {
+				t.Errorf("%d tool calls (%d held), the source has %d", gotCalls, c.Stats.HeldCalls, calls)
+			}
+			if got != usage {
+				t.Errorf("usage %+v, the source says %+v", got, usage)
+			}
+		})
+	}
+}
+
+func sourceFacts(t *testing.T, a Agent, data []byte) (calls int, usage agent.Usage) {
+	t.Helper()
+	ids := map[string]bool{}
+	perResponse := map[string]agent.Usage{}
+	var order []string
+	for _, line := range bytes.Split(bytes.TrimSpace(data), []byte("\n")) {
+		var v map[string]any
+		if err := json.Unmarshal(line, &v); err != nil {
+			t.Fatal(err)
+		}
+		switch a {
+		case ClaudeCode:
+			m, _ := v["message"].(map[string]any)
+			if v["type"] != "assistant" || m == nil {
+				continue
+			}
+			blocks, _ := m["content"].([]any)
+			for _, b := range blocks {
+				if bm := b.(map[string]any); bm["type"] == "tool_use" {
+					ids[bm["id"].(string)] = true
+				}
+			}
+			if u, ok := m["usage"].(map[string]any); ok {
+				id := m["id"].(string)
+				if _, seen := perResponse[id]; !seen {
+					order = append(order, id)
+				}
+				perResponse[id] = agent.Usage{InputTokens: num(u["input_tokens"]), OutputTokens: num(u["output_tokens"]), CacheReadTokens: num(u["cache_read_input_tokens"]), CacheWriteTokens: num(u["cache_creation_input_tokens"])}
+			}
+		case Codex:
+			p, _ := v["payload"].(map[string]any)
+			switch {
+			case p == nil:
+			case p["type"] == "function_call" || p["type"] == "custom_tool_call" || p["type"] == "local_shell_call":
+				ids[p["call_id"].(string)] = true
+			case p["type"] == "token_count":
+				info, _ := p["info"].(map[string]any)
+				if info == nil {
+					continue
+				}
+				u := info["total_token_usage"].(map[string]any)
+				usage = agent.Usage{InputTokens: num(u["input_tokens"]), OutputTokens: num(u["output_tokens"]), CacheReadTokens: num(u["cached_input_tokens"]), ReasoningTokens: num(u["reasoning_output_tokens"])}
+			}
+		case Pi:
+			m, _ := v["message"].(map[string]any)
+			if v["type"] != "message" || m == nil || m["role"] != "assistant" {
+				continue
+			}
+			blocks, _ := m["content"].([]any)
+			for _, b := range blocks {
+				if bm := b.(map[string]any); bm["type"] == "toolCall" {
+					ids[bm["id"].(string)] = true
+				}
+			}
+			if u, ok := m["usage"].(map[string]any); ok {
+				usage.Add(agent.Usage{InputTokens: num(u["input"]), OutputTokens: num(u["output"]), CacheReadTokens: num(u["cacheRead"]), CacheWriteTokens: num(u["cacheWrite"])})
+			}
+		}
+	}
+	for _, id := range order {
+		usage.Add(perResponse[id])
+	}
+	return len(ids), usage
+}
+
+func num(v any) int64 {
+	f, _ := v.(float64)
+	return int64(f)
 }

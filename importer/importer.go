@@ -46,6 +46,8 @@ import (
 	"strings"
 
 	"github.com/klauspost/compress/zstd"
+
+	"github.com/panto-dev/panto/agent"
 )
 
 // Agent names the agent a log comes from.
@@ -99,8 +101,11 @@ type Stats struct {
 	// source has none; DroppedResults results that answer no open call.
 	ClosedCalls, DroppedResults int
 	// Held says that messages read wait for later lines (a response in
-	// progress, calls without their results yet).
-	Held bool
+	// progress, calls without their results yet); HeldCalls and HeldUsage
+	// are the calls and usage they hold.
+	Held      bool
+	HeldCalls int
+	HeldUsage agent.Usage
 }
 
 // SessionID returns the panto session id of a foreign session: 32 hex
@@ -147,6 +152,9 @@ func Convert(a Agent, name string, data []byte) (*Conversion, error) {
 		}
 	}
 	c := b.result(a)
+	if h, ok := conv.(interface{ heldUsage() agent.Usage }); ok {
+		c.Stats.HeldUsage.Add(h.heldUsage())
+	}
 	return c, nil
 }
 
