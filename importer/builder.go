@@ -158,8 +158,21 @@ func (b *builder) closePending() {
 	if len(p.entry.Message.Content) == 0 {
 		return
 	}
-	for _, u := range p.entry.Message.ToolUses() {
-		p.calls = append(p.calls, u.ToolUseID)
+	// A call without an id, or with one a call before it has, cannot
+	// be answered: it is dropped.
+	kept := p.entry.Message.Content[:0:0]
+	for _, bl := range p.entry.Message.Content {
+		if bl.Type == agent.BlockToolUse {
+			if bl.ToolUseID == "" || contains(p.calls, bl.ToolUseID) {
+				continue
+			}
+			p.calls = append(p.calls, bl.ToolUseID)
+		}
+		kept = append(kept, bl)
+	}
+	p.entry.Message.Content = kept
+	if len(kept) == 0 {
+		return
 	}
 	if len(p.calls) == 0 {
 		b.emit(p.entry)
