@@ -2,16 +2,20 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/klauspost/compress/zstd"
 
+	"github.com/panto-dev/panto/internal/seal"
 	"github.com/panto-dev/panto/internal/testkit/fakeprovider"
 	"github.com/panto-dev/panto/internal/testkit/foreignlogs"
+	"github.com/panto-dev/panto/internal/testkit/miniotest"
 )
 
 // agentHomes lays out each agent's own location, as the agents write
@@ -268,5 +272,33 @@ func checkRequest(t *testing.T, style string, req fakeprovider.Request) {
 	}
 	if len(open) > 0 {
 		t.Fatalf("the request ends with calls without results: %v", open)
+	}
+}
+
+// TestImportEncryptedBucket imports into an encrypted bucket: the
+// sessions are there (sealed: the bucket holds none of their text), and a
+// second import changes nothing.
+func TestImportEncryptedBucket(t *testing.T) {
+	t.Parallel()
+	s3 := miniotest.Shared(t)
+	bucket := s3.NewBucket(t)
+	keyFile := filepath.Join(t.TempDir(), "bucket.key")
+	if _, err := seal.WriteKeyFile(keyFile, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	homes, _ := agentHomes(t)
+	env := append(append([]string{"PANTO_STORE=s3://" + bucket + "/sealed", "PANTO_KEY_FILE=" + keyFile}, minioEnv(s3)...), homes...)
+	if got := actions(importEvents(t, env)); !equalCounts(got, map[string]int{"claude-code new": 2, "codex new": 1, "pi new": 1}) {
+		t.Fatalf("first import: %v", got)
+	}
+	if got := actions(importEvents(t, env)); !equalCounts(got, map[string]int{"claude-code unchanged": 2, "codex unchanged": 1, "pi unchanged": 1}) {
+		t.Fatalf("import again: %v", got)
+	}
+	r := runPanto(t, t.TempDir(), env, "", "sessions")
+	if r.code != 0 || !strings.Contains(r.stdout, "Parser fix") {
+		t.Fatalf("sessions: exit %d: %s%s", r.code, r.stdout, r.stderr)
+	}
+	if raw := bucketBytes(s3, bucket)(t); bytes.Contains(raw, []byte("Why does the parser fail?")) || bytes.Contains(raw, []byte("List the files.")) {
+		t.Fatal("the bucket holds an imported message in the clear")
 	}
 }
