@@ -22,7 +22,10 @@
 //
 //	{"type":"message","ts":"…","role":"system","content":[],"metadata":{"panto.title":"…"}}
 //
-// Both were added within version 1 because a panto that predates them
+// A session imported from another agent's log (panto import) says where
+// it came from in its header: "origin":{"agent","session_id",…} (Origin).
+//
+// These were added within version 1 because a panto that predates them
 // reads them without a fault: the decoder ignores header fields it does
 // not know (such a panto lists a fork as a session of its own, without
 // its link), and a system message with no content adds nothing to the
