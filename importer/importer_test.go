@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/klauspost/compress/zstd"
+
 	"github.com/panto-dev/panto/agent"
 	"github.com/panto-dev/panto/internal/sessionlog"
 )
@@ -202,5 +204,51 @@ func TestTornLastLineWaits(t *testing.T) {
 	}
 	if !bytes.Equal(c.Log, whole.Log) {
 		t.Errorf("a torn last line changed the conversion")
+	}
+}
+
+// TestDecompressTorn: a .jsonl.zst the agent is still writing decodes to
+// a prefix of its content (what is torn waits), never to an error.
+func TestDecompressTorn(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("testdata", "codex.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	enc, err := zstd.NewWriter(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rest := data; len(rest) > 0; { // several blocks, as a stream flushed as it goes
+		n := min(len(rest), 700)
+		if _, err := enc.Write(rest[:n]); err != nil {
+			t.Fatal(err)
+		}
+		if err := enc.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		rest = rest[n:]
+	}
+	if err := enc.Close(); err != nil {
+		t.Fatal(err)
+	}
+	packed := buf.Bytes()
+	whole, err := Decompress(packed)
+	if err != nil || !bytes.Equal(whole, data) {
+		t.Fatalf("whole: %v", err)
+	}
+	longest := 0
+	for cut := 0; cut < len(packed); cut += 7 {
+		got, err := Decompress(packed[:cut])
+		if err != nil {
+			t.Fatalf("cut at %d of %d: %v", cut, len(packed), err)
+		}
+		if !bytes.HasPrefix(data, got) {
+			t.Fatalf("cut at %d: %d bytes that are not a prefix of the log", cut, len(got))
+		}
+		longest = max(longest, len(got))
+	}
+	if longest == 0 {
+		t.Error("no cut decoded anything: a log being written would wait for ever")
 	}
 }

@@ -47,7 +47,7 @@ Examples:
 		Flags: append(storeFlags(false),
 			&cli.StringFlag{Name: "from", Usage: "the agent whose logs to import: claude-code, codex or pi (default: all, recognised from each file)"},
 			&cli.BoolFlag{Name: "dry-run", Aliases: []string{"n"}, Usage: "say what would be imported or appended, and write nothing"},
-			&cli.BoolFlag{Name: "json", Usage: `print one object per session: {"source", "agent", "foreign_id", "id", "action", "messages", "appended", "error"}`},
+			&cli.BoolFlag{Name: "json", Usage: `print one object per session: {"source", "agent", "foreign_id", "id", "action", "messages", "appended", "held", "error"}`},
 		),
 		Action: func(c *cli.Context) error { return runImport(c, e) },
 	}
@@ -65,10 +65,13 @@ type importEvent struct {
 	Action string `json:"action"`
 	// Messages is the number of messages of the conversion, Appended
 	// those written now (or, dry, to write).
-	Messages int    `json:"messages"`
-	Appended int    `json:"appended"`
-	DryRun   bool   `json:"dry_run,omitempty"`
-	Error    string `json:"error,omitempty"`
+	Messages int `json:"messages"`
+	Appended int `json:"appended"`
+	// Held says that messages read wait for later lines of the source (a
+	// response in progress, tool calls without results yet).
+	Held   bool   `json:"held,omitempty"`
+	DryRun bool   `json:"dry_run,omitempty"`
+	Error  string `json:"error,omitempty"`
 }
 
 func runImport(c *cli.Context, e *env) error {
@@ -193,7 +196,7 @@ func importOne(ctx context.Context, st store.LogStore, stored map[string]store.C
 		ev.Action, ev.Error = "refused", err.Error()
 		return ev
 	}
-	ev.ForeignID, ev.ID, ev.Messages = conv.ForeignID, conv.ID, conv.Messages
+	ev.ForeignID, ev.ID, ev.Messages, ev.Held = conv.ForeignID, conv.ID, conv.Messages, conv.Stats.Held
 	out, err := importer.Apply(ctx, st, conv, stored[conv.ID], dry)
 	if err != nil {
 		ev.Action, ev.Error = "failed", err.Error()
