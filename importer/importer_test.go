@@ -129,7 +129,7 @@ func TestConvertGolden(t *testing.T) {
 			if !bytes.Equal(got, want) {
 				t.Errorf("the conversion of %s differs from %s:\n%s", tc.file, golden, got)
 			}
-			checkPrefixes(t, tc.agent, path, data, c.Log)
+			checkPrefixes(t, tc.agent, path, data, c.Log, true)
 		})
 	}
 }
