@@ -13,6 +13,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 
 	"github.com/panto-dev/panto/internal/seal"
+	"github.com/panto-dev/panto/internal/testkit/cmdtest"
 	"github.com/panto-dev/panto/internal/testkit/fakeprovider"
 	"github.com/panto-dev/panto/internal/testkit/foreignlogs"
 	"github.com/panto-dev/panto/internal/testkit/miniotest"
@@ -300,5 +301,47 @@ func TestImportEncryptedBucket(t *testing.T) {
 	}
 	if raw := bucketBytes(s3, bucket)(t); bytes.Contains(raw, []byte("Why does the parser fail?")) || bytes.Contains(raw, []byte("List the files.")) {
 		t.Fatal("the bucket holds an imported message in the clear")
+	}
+}
+
+// importShapes is panto import --json as a script reads it (README.md
+// names these fields); renaming one fails here.
+var importShapes = cmdtest.Shapes{
+	"import": {
+		"source": "string", "agent": "string?", "foreign_id": "string?", "id": "id?", "action": "string",
+		"messages": "integer", "appended": "integer", "held": "bool?", "dry_run": "bool?", "error": "string?",
+	},
+}
+
+func TestImportJSONFieldNames(t *testing.T) {
+	t.Parallel()
+	b := fsBackend(t)
+	dir := t.TempDir()
+	for _, name := range []string{"claude-code.jsonl", "codex.jsonl"} {
+		data, err := os.ReadFile(filepath.Join("..", "..", "importer", "testdata", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if name == "codex.jsonl" {
+			aborted := bytes.Index(data, []byte("turn_aborted"))
+			data = data[:bytes.LastIndexByte(data[:aborted], '\n')+1] // ends inside a response: held
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, "bad.jsonl"), []byte("{\"type\":\"summary\"}\n{\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	check := cmdtest.NewShapeChecker(importShapes)
+	for _, args := range [][]string{{"import", "--json", "--dry-run", dir}, {"import", "--json", dir}} {
+		r := runPanto(t, t.TempDir(), b.storeEnv(), "", args...)
+		if r.code != 1 || !strings.Contains(r.stderr, "1 file refused") {
+			t.Fatalf("panto %q: exit %d: %s", args, r.code, r.stderr)
+		}
+		check.CheckJSON(t, "panto "+strings.Join(args, " "), []byte(r.stdout), "lines:import")
+	}
+	for _, f := range check.Unseen() {
+		t.Errorf("no output showed %s: the check cannot see it renamed", f)
 	}
 }
