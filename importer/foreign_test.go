@@ -248,3 +248,27 @@ func num(v any) int64 {
 	f, _ := v.(float64)
 	return int64(f)
 }
+
+// TestRealSubagentLinksToItsSession: the real subagent transcript is a
+// session of its own whose header links it to the session that ran it.
+func TestRealSubagentLinksToItsSession(t *testing.T) {
+	dir := foreignlogs.Dir(t, "..")
+	convert := func(name string) *Conversion {
+		p := filepath.Join(dir, "claude-code", name)
+		data, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := Convert(ClaudeCode, p, data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	main := convert("codemie-e9fb405b-main-turn-2.jsonl")
+	sub := convert("codemie-e9fb405b-subagent-agent-a485154.lines1-35.jsonl")
+	h, _ := entries(t, sub.Log)
+	if sub.ID == main.ID || h.ForkedFrom != main.ID || h.Origin.Subagent != "a485154" || h.Origin.SessionID != "e9fb405b-169f-40eb-9396-7e75076f045d" {
+		t.Fatalf("subagent %s: forked_from %s, origin %+v; the session is %s", sub.ID, h.ForkedFrom, h.Origin, main.ID)
+	}
+}
