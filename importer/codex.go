@@ -51,6 +51,10 @@ type codexPayload struct {
 	Timestamp  string `json:"timestamp"`
 	CWD        string `json:"cwd"`
 	CLIVersion string `json:"cli_version"`
+	// ForkedFromID is the session a fork copied; Source an object naming
+	// the parent thread of a subagent ("cli", "exec"… otherwise).
+	ForkedFromID string          `json:"forked_from_id"`
+	Source       json.RawMessage `json:"source"`
 	// turn_context
 	Model  string `json:"model"`
 	Effort string `json:"effort"`
@@ -110,6 +114,9 @@ func (c *codex) line(line []byte) error {
 			}
 			o := b.origin()
 			o.SessionID, o.Version, o.CWD = p.ID, p.CLIVersion, p.CWD
+			if parent := codexParent(p); parent != "" {
+				b.header.ForkedFrom = SessionID(Codex, parent)
+			}
 		}
 		b.seen(ts)
 		return nil
@@ -135,6 +142,22 @@ func (c *codex) line(line []byte) error {
 		b.user(compactionEntry(ts, text))
 	}
 	return nil
+}
+
+// codexParent is the session a rollout continues: the thread that
+// spawned a subagent, or the session a fork copied.
+func codexParent(p codexPayload) string {
+	var src struct {
+		Subagent struct {
+			ThreadSpawn struct {
+				ParentThreadID string `json:"parent_thread_id"`
+			} `json:"thread_spawn"`
+		} `json:"subagent"`
+	}
+	if json.Unmarshal(p.Source, &src) == nil && src.Subagent.ThreadSpawn.ParentThreadID != "" {
+		return src.Subagent.ThreadSpawn.ParentThreadID
+	}
+	return p.ForkedFromID
 }
 
 func (c *codex) responseItem(ts time.Time, p codexPayload) error {

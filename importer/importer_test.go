@@ -252,3 +252,32 @@ func TestDecompressTorn(t *testing.T) {
 		t.Error("no cut decoded anything: a log being written would wait for ever")
 	}
 }
+
+// TestCodexLinks: a Codex subagent or fork links to the session it came
+// from.
+func TestCodexLinks(t *testing.T) {
+	line := func(payload string) []byte {
+		return []byte(`{"timestamp":"2026-10-01T00:00:00Z","type":"session_meta","payload":` + payload + "}\n" +
+			`{"timestamp":"2026-10-01T00:00:01Z","type":"event_msg","payload":{"type":"user_message","message":"hi"}}` + "\n")
+	}
+	for _, tc := range []struct {
+		payload, parent string
+	}{
+		{`{"id":"child","forked_from_id":"old","source":{"subagent":{"thread_spawn":{"parent_thread_id":"parent","depth":1}}}}`, "parent"},
+		{`{"id":"fork","forked_from_id":"old","source":"cli"}`, "old"},
+		{`{"id":"plain","source":"exec"}`, ""},
+	} {
+		c, err := Convert(Codex, "r.jsonl", line(tc.payload))
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, _ := entries(t, c.Log)
+		want := ""
+		if tc.parent != "" {
+			want = SessionID(Codex, tc.parent)
+		}
+		if h.ForkedFrom != want {
+			t.Errorf("%s: forked_from %q, want %q (of %q)", tc.payload, h.ForkedFrom, want, tc.parent)
+		}
+	}
+}
