@@ -89,6 +89,11 @@ func (c *claudeCode) line(line []byte) error {
 	}
 	if l.SessionID != "" {
 		id := l.SessionID
+		if isUUID(b.fallbackID) && !l.IsSidechain {
+			// The file is the session (<sessionId>.jsonl): its name wins
+			// over lines a resume may have copied from another session.
+			id = b.fallbackID
+		}
 		if l.IsSidechain && l.AgentID != "" {
 			id = l.SessionID + "/" + l.AgentID
 			if !b.started && b.header.ForkedFrom == "" {
@@ -100,7 +105,7 @@ func (c *claudeCode) line(line []byte) error {
 		if !b.started {
 			o := b.origin()
 			if o.SessionID == "" {
-				o.SessionID = l.SessionID
+				o.SessionID = strings.TrimSuffix(id, "/"+l.AgentID)
 			}
 			if o.Version == "" {
 				o.Version = l.Version
@@ -139,6 +144,25 @@ func (c *claudeCode) line(line []byte) error {
 		}
 	}
 	return nil
+}
+
+// isUUID reports whether s is spelled as a UUID (8-4-4-4-12 hex digits).
+func isUUID(s string) bool {
+	if len(s) != 36 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case i == 8 || i == 13 || i == 18 || i == 23:
+			if c != '-' {
+				return false
+			}
+		case !('0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'):
+			return false
+		}
+	}
+	return true
 }
 
 func (c *claudeCode) userLine(l ccLine) error {

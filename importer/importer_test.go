@@ -281,3 +281,24 @@ func TestCodexLinks(t *testing.T) {
 		}
 	}
 }
+
+// TestClaudeCodeFileNameIsTheSession: a Claude Code log named by a
+// session id is that session, whatever id its lines carry (a resume may
+// copy lines of the session it continues); another name leaves the id
+// to the lines.
+func TestClaudeCodeFileNameIsTheSession(t *testing.T) {
+	data := []byte(`{"type":"user","sessionId":"11111111-1111-4111-8111-111111111111","timestamp":"2026-01-01T00:00:00Z","uuid":"u","message":{"content":"hi"}}` + "\n")
+	for name, want := range map[string]string{
+		"/p/22222222-2222-4222-8222-222222222222.jsonl": "22222222-2222-4222-8222-222222222222",
+		"/p/copy-of-a-session.jsonl":                    "11111111-1111-4111-8111-111111111111",
+	} {
+		c, err := Convert(ClaudeCode, name, data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, _ := entries(t, c.Log)
+		if c.ForeignID != want || h.Origin.SessionID != want || c.ID != SessionID(ClaudeCode, want) {
+			t.Errorf("%s: foreign id %s, origin %s, want %s", name, c.ForeignID, h.Origin.SessionID, want)
+		}
+	}
+}
