@@ -49,6 +49,9 @@ FUZZTIME ?= 30s
 FUZZMINIMIZE ?= 100x
 FUZZ_TARGETS := \
 	internal/sessionlog:FuzzParse \
+	importer:FuzzClaudeCode \
+	importer:FuzzCodex \
+	importer:FuzzPi \
 	internal/sessionlog:FuzzSummarizeLine \
 	internal/sessionlog:FuzzUnquote \
 	internal/manifest:FuzzManifest \

@@ -22,7 +22,10 @@
 //
 //	{"type":"message","ts":"…","role":"system","content":[],"metadata":{"panto.title":"…"}}
 //
-// Both were added within version 1 because a panto that predates them
+// A session imported from another agent's log (panto import) says where
+// it came from in its header: "origin":{"agent","session_id",…} (Origin).
+//
+// These were added within version 1 because a panto that predates them
 // reads them without a fault: the decoder ignores header fields it does
 // not know (such a panto lists a fork as a session of its own, without
 // its link), and a system message with no content adds nothing to the
@@ -83,7 +86,26 @@ type Header struct {
 	// keep-both copies it). See the package doc.
 	ForkedFrom string `json:"forked_from,omitempty"`
 	ForkedAt   int    `json:"forked_at,omitempty"`
-	More       int    `json:"more,omitempty"`
+	// Origin says which other agent's log an imported session was
+	// converted from (panto import); nil for panto's own sessions.
+	Origin *Origin `json:"origin,omitempty"`
+	More   int     `json:"more,omitempty"`
+}
+
+// Origin is where an imported session came from. It holds nothing of the
+// machine that imported it (no file path), so that two machines importing
+// the same foreign session write the same bytes.
+type Origin struct {
+	// Agent is the agent that wrote the log: claude-code, codex or pi.
+	Agent string `json:"agent"`
+	// SessionID is that agent's id of the session; Subagent the id of a
+	// subagent (side-chain) transcript within it.
+	SessionID string `json:"session_id"`
+	Subagent  string `json:"subagent,omitempty"`
+	// Version is the agent's version that started the log.
+	Version string `json:"version,omitempty"`
+	// CWD is the working directory the agent ran in.
+	CWD string `json:"cwd,omitempty"`
 }
 
 // entry is a message line. Provenance is not kept, and system entries
@@ -123,6 +145,31 @@ func EncodeBatch(id string, header bool, msgs []agent.PersistentMessage, at time
 		e.More = remaining
 		if err := writeLine(&buf, e); err != nil {
 			return nil, fmt.Errorf("encode message %d of session %s: %w", i, id, err)
+		}
+	}
+	return buf.Bytes(), nil
+}
+
+// EncodeEntries encodes entries as one batch, each line with its own
+// time and endpoint. When h is not nil the batch starts a new log and
+// begins with h (its type, version and "more" are set here). It is how a
+// converted log (panto import) keeps the times of its source.
+func EncodeEntries(h *Header, entries []Entry) ([]byte, error) {
+	var buf bytes.Buffer
+	remaining := len(entries)
+	if h != nil {
+		hh := *h
+		hh.Type, hh.Version, hh.More, hh.Created = TypeSession, Version, remaining, h.Created.UTC()
+		if err := writeLine(&buf, hh); err != nil {
+			return nil, fmt.Errorf("encode header of session %s: %w", h.ID, err)
+		}
+	}
+	for i, en := range entries {
+		remaining--
+		e := entryOf(agent.PersistentMessage{Message: en.Message, Identity: en.Identity}, en.TS.UTC())
+		e.More = remaining
+		if err := writeLine(&buf, e); err != nil {
+			return nil, fmt.Errorf("encode message %d: %w", i, err)
 		}
 	}
 	return buf.Bytes(), nil

@@ -1,0 +1,260 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/schollz/progressbar/v3"
+	"github.com/urfave/cli/v2"
+
+	"github.com/panto-dev/panto/agent"
+	"github.com/panto-dev/panto/importer"
+	"github.com/panto-dev/panto/store"
+)
+
+func importCommand(e *env) *cli.Command {
+	return &cli.Command{
+		Name:      "import",
+		Usage:     "import the sessions of Claude Code, Codex and pi into the store",
+		UsageText: "panto import [--store SPEC] [--from claude-code|codex|pi] [--dry-run] [--json] [PATH...]",
+		Description: `Converts other agents' session logs into panto sessions: each foreign session becomes
+one panto session (its id derived from the agent's own id, so every import names the
+same one), which panto -r resumes with any provider. Without PATH, each agent's own
+location is read: ~/.claude/projects (CLAUDE_CONFIG_DIR), ~/.codex/sessions and
+archived_sessions (CODEX_HOME), ~/.pi/agent/sessions (PI_CODING_AGENT_DIR). A PATH is
+a log or a directory searched for *.jsonl and *.jsonl.zst; --from names the agent,
+else the format is recognised from each file.
+
+Importing again changes nothing; a log that grew has its new messages appended to the
+same session, so import can run on a timer. A session whose stored bytes are not the
+start of its new conversion (its source changed below what was imported) is reported
+as diverged and left alone; a file with a malformed line is refused (file:line) and
+nothing of it written. A response still being written, or tool calls without their
+results yet, wait for the next import. The command fails when a file was refused or
+a session diverged, after importing everything else.
+
+Examples:
+   panto import                                    every agent's sessions, into the default store
+   panto import --from codex                       Codex's only
+   panto import --dry-run                          what would be imported or appended
+   panto import ~/.claude/projects/-home-me-src-app   one project's Claude Code sessions
+   panto import --store s3://archive/agents --key-file ~/.config/panto/bucket.key
+   panto import --json | jq -r 'select(.action=="new") | .id'`,
+		Flags: append(storeFlags(false),
+			&cli.StringFlag{Name: "from", Usage: "the agent whose logs to import: claude-code, codex or pi (default: all, recognised from each file)"},
+			&cli.BoolFlag{Name: "dry-run", Aliases: []string{"n"}, Usage: "say what would be imported or appended, and write nothing"},
+			&cli.BoolFlag{Name: "json", Usage: `print one object per session: {"source", "agent", "foreign_id", "id", "action", "messages", "appended", "held", "error"}`},
+		),
+		Action: func(c *cli.Context) error { return runImport(c, e) },
+	}
+}
+
+// importEvent is what the import did with one source file, as --json
+// prints it.
+type importEvent struct {
+	Source    string `json:"source"`
+	Agent     string `json:"agent,omitempty"`
+	ForeignID string `json:"foreign_id,omitempty"`
+	ID        string `json:"id,omitempty"`
+	// Action is new, appended, unchanged, waiting, diverged, deleted,
+	// refused (a malformed line) or skipped (not a log of these agents).
+	Action string `json:"action"`
+	// Messages is the number of messages of the conversion, Appended
+	// those written now (or, dry, to write).
+	Messages int `json:"messages"`
+	Appended int `json:"appended"`
+	// Held says that messages read wait for later lines of the source (a
+	// response in progress, tool calls without results yet).
+	Held   bool   `json:"held,omitempty"`
+	DryRun bool   `json:"dry_run,omitempty"`
+	Error  string `json:"error,omitempty"`
+}
+
+func runImport(c *cli.Context, e *env) error {
+	var from importer.Agent
+	if c.IsSet("from") {
+		a, err := importer.ParseAgent(c.String("from"))
+		if err != nil {
+			return fmt.Errorf("import: --from: %w", err)
+		}
+		from = a
+	}
+	sources, err := importSources(c.Args().Slice(), from, e.getenv)
+	if err != nil {
+		return fmt.Errorf("import: %w", err)
+	}
+	st, err := openLogStore(c)
+	if err != nil {
+		return err
+	}
+	defer flushStore(c.Context, st, e.stderr)
+	stored, err := storedCheckpoints(c.Context, st)
+	if err != nil {
+		return fmt.Errorf("import: list the store: %w", err)
+	}
+	jsonOut, dry := c.Bool("json"), c.Bool("dry-run")
+	var bar *progressbar.ProgressBar
+	if e.stdoutIsTerminal && !jsonOut && len(sources) > 1 {
+		bar = progressbar.NewOptions(len(sources), progressbar.OptionSetWriter(e.stderr), progressbar.OptionSetDescription("import"), progressbar.OptionClearOnFinish())
+	}
+	counts := map[string]int{}
+	for _, src := range sources {
+		ev := importOne(c.Context, st, stored, src, dry)
+		counts[ev.Action]++
+		if bar != nil {
+			_ = bar.Add(1)
+		}
+		if err := printImportEvent(e.stdout, bar, ev, jsonOut); err != nil {
+			return err
+		}
+	}
+	if bar != nil {
+		_ = bar.Finish()
+	}
+	if !jsonOut {
+		printImportSummary(e.stdout, counts, len(sources), dry)
+	}
+	if n, m := counts["refused"], counts["diverged"]; n+m > 0 {
+		return fmt.Errorf("import: %s refused, %s diverged (see above): fix or move the refused files; a diverged session's source changed below what was imported (panto rm ID and import again to replace it)", plural(n, "file"), plural(m, "session"))
+	}
+	return nil
+}
+
+// importSources lists the logs to import: those under paths, or under
+// the default locations of agent from (every agent's when from is "").
+func importSources(paths []string, from importer.Agent, getenv func(string) string) ([]importer.Source, error) {
+	var out []importer.Source
+	if len(paths) > 0 {
+		for _, p := range paths {
+			srcs, err := importer.Find(p, from, false)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, srcs...)
+		}
+		return out, nil
+	}
+	agents := importer.Agents
+	if from != "" {
+		agents = []importer.Agent{from}
+	}
+	for _, a := range agents {
+		for _, dir := range importer.DefaultDirs(a, getenv) {
+			srcs, err := importer.Find(dir, a, true)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, srcs...)
+		}
+	}
+	return out, nil
+}
+
+// storedCheckpoints lists the store's sessions; a listing that misses
+// some is used as it is (an append to a session it missed learns what
+// the store holds from the append's answer).
+func storedCheckpoints(ctx context.Context, st store.LogStore) (map[string]store.Checkpoint, error) {
+	logs, err := st.Logs(ctx)
+	if err != nil && !errors.Is(err, agent.ErrIncompleteList) {
+		return nil, err
+	}
+	out := make(map[string]store.Checkpoint, len(logs))
+	for _, l := range logs {
+		out[l.Info.ID] = l.Checkpoint
+	}
+	return out, nil
+}
+
+// importOne converts one source and brings its session in the store up
+// to date.
+func importOne(ctx context.Context, st store.LogStore, stored map[string]store.Checkpoint, src importer.Source, dry bool) importEvent {
+	ev := importEvent{Source: src.Path, Agent: string(src.Agent), DryRun: dry}
+	data, err := importer.ReadSource(src.Path)
+	if err != nil {
+		ev.Action, ev.Error = "refused", err.Error()
+		return ev
+	}
+	detected, known := importer.Detect(data)
+	if src.Agent != "" && known && detected != src.Agent {
+		ev.Action, ev.Error = "refused", fmt.Sprintf("a %s log, not %s: leave out --from, or give it the right agent", detected, src.Agent)
+		return ev
+	}
+	if src.Agent == "" {
+		a, ok := detected, known
+		if !ok {
+			ev.Action, ev.Error = "skipped", "not a log of Claude Code, Codex or pi (or no complete line yet)"
+			return ev
+		}
+		src.Agent, ev.Agent = a, string(a)
+	}
+	conv, err := importer.Convert(src.Agent, src.Path, data)
+	if err != nil {
+		ev.Action, ev.Error = "refused", err.Error()
+		return ev
+	}
+	ev.ForeignID, ev.ID, ev.Messages, ev.Held = conv.ForeignID, conv.ID, conv.Messages, conv.Stats.Held
+	out, err := importer.Apply(ctx, st, conv, stored[conv.ID], dry)
+	if err != nil {
+		ev.Action, ev.Error = "failed", err.Error()
+		return ev
+	}
+	ev.Action, ev.Appended = string(out.Action), out.Appended
+	if out.Err != nil {
+		ev.Error = out.Err.Error()
+	}
+	if out.At.Length > 0 {
+		stored[conv.ID] = out.At // for another source of the same session
+	}
+	return ev
+}
+
+// printImportEvent prints ev: as a JSON line, or (for what changed or
+// needs attention) one line of text.
+func printImportEvent(w io.Writer, bar *progressbar.ProgressBar, ev importEvent, jsonOut bool) error {
+	if jsonOut {
+		return writeJSONLine(w, ev)
+	}
+	var text string
+	would := map[bool]string{true: "would ", false: ""}[ev.DryRun]
+	switch ev.Action {
+	case "new":
+		text = fmt.Sprintf("%s%s %s: %s from %s %s", would, map[bool]string{true: "import", false: "imported"}[ev.DryRun], shortID(ev.ID), plural(ev.Messages, "message"), ev.Agent, ev.Source)
+	case "appended":
+		text = fmt.Sprintf("%s%s %s to %s from %s", would, map[bool]string{true: "append", false: "appended"}[ev.DryRun], plural(ev.Appended, "message"), shortID(ev.ID), ev.Source)
+	case "diverged":
+		text = fmt.Sprintf("diverged %s (%s): %s", shortID(ev.ID), ev.Source, ev.Error)
+	case "refused", "failed":
+		text = fmt.Sprintf("%s %s: %s", ev.Action, ev.Source, ev.Error)
+	default:
+		return nil // unchanged, waiting, deleted, skipped: counted in the summary
+	}
+	if bar != nil {
+		_ = bar.Clear()
+	}
+	_, err := fmt.Fprintln(w, strings.Join(strings.Fields(text), " "))
+	return err
+}
+
+func printImportSummary(w io.Writer, counts map[string]int, files int, dry bool) {
+	parts := []string{fmt.Sprintf("import: %s", plural(files, "file"))}
+	for _, a := range []string{"new", "appended", "unchanged", "waiting", "deleted", "diverged", "refused", "failed", "skipped"} {
+		if n := counts[a]; n > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", n, a))
+		}
+	}
+	if dry {
+		parts = append(parts, "(dry run: nothing written)")
+	}
+	fmt.Fprintln(w, strings.Join(parts, ", "))
+}
+
+// writeJSONLine writes v as one line of JSON.
+func writeJSONLine(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	return enc.Encode(v)
+}

@@ -1,0 +1,347 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/klauspost/compress/zstd"
+
+	"github.com/panto-dev/panto/internal/seal"
+	"github.com/panto-dev/panto/internal/testkit/cmdtest"
+	"github.com/panto-dev/panto/internal/testkit/fakeprovider"
+	"github.com/panto-dev/panto/internal/testkit/foreignlogs"
+	"github.com/panto-dev/panto/internal/testkit/miniotest"
+)
+
+// agentHomes lays out each agent's own location, as the agents write
+// them, with the importer's fixtures (Codex's compressed, as recent
+// versions write it), and returns the environment that points panto
+// import at them.
+func agentHomes(t *testing.T) (env []string, piLog string) {
+	t.Helper()
+	root := t.TempDir()
+	fixture := func(name string) []byte {
+		data, err := os.ReadFile(filepath.Join("..", "..", "importer", "testdata", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return data
+	}
+	put := func(path string, data []byte) {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	project := filepath.Join(root, "claude", "projects", "-home-me-app")
+	put(filepath.Join(project, "5e0c1a2b-0000-4000-8000-00000000c0de.jsonl"), fixture("claude-code.jsonl"))
+	put(filepath.Join(project, "5e0c1a2b-0000-4000-8000-00000000c0de", "subagents", "agent-a485154.jsonl"), fixture("claude-code-subagent.jsonl"))
+	enc, err := zstd.NewWriter(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	put(filepath.Join(root, "codex", "sessions", "2026", "01", "02", "rollout-2026-01-02T17-39-45-019b0000-1111-7222-8333-444455556666.jsonl.zst"), enc.EncodeAll(fixture("codex.jsonl"), nil))
+	piLog = filepath.Join(root, "pi", "sessions", "--home-me-app--", "2026-03-01T10-00-00-000Z_0193aaaa-bbbb-7ccc-8ddd-eeeeffff0000.jsonl")
+	data := fixture("pi.jsonl")
+	put(piLog, data[:len(data)/2]) // pi is writing it: a torn last line
+	return []string{"CLAUDE_CONFIG_DIR=" + filepath.Join(root, "claude"), "CODEX_HOME=" + filepath.Join(root, "codex"), "PI_CODING_AGENT_DIR=" + filepath.Join(root, "pi")}, piLog
+}
+
+// importEvents runs panto import --json and decodes its lines.
+func importEvents(t *testing.T, env []string, args ...string) []importEvent {
+	t.Helper()
+	r := runPanto(t, t.TempDir(), env, "", append([]string{"import", "--json"}, args...)...)
+	if r.code != 0 {
+		t.Fatalf("import %q: exit %d: %s", args, r.code, r.stderr)
+	}
+	var out []importEvent
+	sc := bufio.NewScanner(strings.NewReader(r.stdout))
+	for sc.Scan() {
+		var ev importEvent
+		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
+			t.Fatalf("import --json line %q: %v", sc.Text(), err)
+		}
+		out = append(out, ev)
+	}
+	return out
+}
+
+func actions(evs []importEvent) map[string]int {
+	out := map[string]int{}
+	for _, ev := range evs {
+		out[ev.Agent+" "+ev.Action]++
+	}
+	return out
+}
+
+// TestImport imports every agent's sessions from their own locations
+// into each store, again (nothing changes), after a log grew (its new
+// messages are appended), and resumes each imported session with each
+// wire protocol: the request the provider gets is valid.
+func TestImport(t *testing.T) {
+	t.Parallel()
+	eachCase(t, func(t *testing.T, b backend, pc providerCase) {
+		homes, piLog := agentHomes(t)
+		env := append(pc.env(b), homes...)
+		first := importEvents(t, env)
+		want := map[string]int{"claude-code new": 2, "codex new": 1, "pi new": 1}
+		if got := actions(first); !equalCounts(got, want) {
+			t.Fatalf("first import: %v, want %v (%+v)", got, want, first)
+		}
+		if got := actions(importEvents(t, env)); !equalCounts(got, map[string]int{"claude-code unchanged": 2, "codex unchanged": 1, "pi unchanged": 1}) {
+			t.Fatalf("import again: %v", got)
+		}
+		data, err := os.ReadFile(filepath.Join("..", "..", "importer", "testdata", "pi.jsonl"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(piLog, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		grown := importEvents(t, env, "--from", "pi")
+		if len(grown) != 1 || grown[0].Action != "appended" || grown[0].Appended == 0 {
+			t.Fatalf("import of a grown log: %+v", grown)
+		}
+		for _, ev := range first {
+			srv := fakeprovider.New(t, pc.style, pc.key, fakeprovider.Reply{Text: "continued"})
+			r := runPanto(t, t.TempDir(), env, "", append(pc.flags(srv), "-r", ev.ID[:8], "go on")...)
+			if r.code != 0 || r.stdout != "continued\n" {
+				t.Fatalf("resume %s (%s): exit %d, stdout %q: %s", ev.ID, ev.Source, r.code, r.stdout, r.stderr)
+			}
+			reqs := srv.Requests()
+			if len(reqs) != 1 {
+				t.Fatalf("resume %s: %d requests", ev.ID, len(reqs))
+			}
+			checkRequest(t, pc.style, reqs[0])
+		}
+		if got := actions(importEvents(t, env)); got["pi unchanged"] != 1 || got["codex unchanged"] != 1 {
+			t.Fatalf("import after resuming in panto: %v, want unchanged", got)
+		}
+	})
+}
+
+// TestImportRealLogs imports the real logs beside the clone, re-imports
+// them (nothing changes) and resumes each with the fake provider.
+func TestImportRealLogs(t *testing.T) {
+	t.Parallel()
+	dir := foreignlogs.Dir(t, "../..")
+	for _, pc := range providerCases {
+		t.Run(pc.style, func(t *testing.T) {
+			t.Parallel()
+			b := fsBackend(t)
+			env := pc.env(b)
+			first := importEvents(t, env, dir)
+			if len(first) == 0 {
+				t.Fatal("nothing imported")
+			}
+			for _, ev := range first {
+				if ev.Action != "new" || ev.Messages == 0 {
+					t.Errorf("%s: %s, %d messages (%s)", ev.Source, ev.Action, ev.Messages, ev.Error)
+				}
+			}
+			for _, ev := range importEvents(t, env, dir) {
+				if ev.Action != "unchanged" {
+					t.Errorf("import again %s: %s", ev.Source, ev.Action)
+				}
+			}
+			for _, ev := range first {
+				srv := fakeprovider.New(t, pc.style, pc.key, fakeprovider.Reply{Text: "continued"})
+				r := runPanto(t, t.TempDir(), env, "", append(pc.flags(srv), "-r", ev.ID, "go on")...)
+				if r.code != 0 || r.stdout != "continued\n" {
+					t.Fatalf("resume %s (%s): exit %d, stdout %q: %s", ev.ID, ev.Source, r.code, r.stdout, r.stderr)
+				}
+				checkRequest(t, pc.style, srv.Requests()[0])
+			}
+		})
+	}
+}
+
+func TestImportRefusesAndSkips(t *testing.T) {
+	t.Parallel()
+	b := fsBackend(t)
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "bad.jsonl"), []byte("{\"type\":\"session\",\"version\":3,\"id\":\"p\",\"timestamp\":\"2026-01-01T00:00:00Z\",\"cwd\":\"/\"}\nnot json\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "other.jsonl"), []byte("{\"hello\":1}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := runPanto(t, t.TempDir(), b.storeEnv(), "", "import", dir)
+	if r.code == 0 || !strings.Contains(r.stdout, "bad.jsonl:2:") || !strings.Contains(r.stdout, "1 refused, 1 skipped") || strings.Count(strings.TrimSpace(r.stderr), "\n") != 0 {
+		t.Fatalf("exit %d\nstdout %s\nstderr %s", r.code, r.stdout, r.stderr)
+	}
+	piLog, err := filepath.Abs(filepath.Join("..", "..", "importer", "testdata", "pi.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r = runPanto(t, t.TempDir(), b.storeEnv(), "", "import", "--from", "codex", piLog)
+	if r.code == 0 || !strings.Contains(r.stdout, "a pi log, not codex") {
+		t.Fatalf("--from codex on a pi log: exit %d: %s", r.code, r.stdout)
+	}
+}
+
+func equalCounts(a, b map[string]int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if b[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+// checkRequest checks that a request's conversation is valid on its wire:
+// every tool call is answered in the next message (OpenAI: by the tool
+// messages after it) and every result answers a call just before it.
+func checkRequest(t *testing.T, style string, req fakeprovider.Request) {
+	t.Helper()
+	body := req.JSON()
+	msgs, _ := body["messages"].([]any)
+	if len(msgs) == 0 {
+		t.Fatalf("request without messages: %s", req.Body)
+	}
+	open := map[string]bool{}
+	fail := func(i int, format string, args ...any) {
+		t.Helper()
+		t.Fatalf("message %d of the request: "+format, append([]any{i}, args...)...)
+	}
+	for i, raw := range msgs {
+		m := raw.(map[string]any)
+		role, _ := m["role"].(string)
+		switch style {
+		case fakeprovider.OpenAI:
+			if role == "tool" {
+				id, _ := m["tool_call_id"].(string)
+				if !open[id] {
+					fail(i, "a tool result for %q, which no call before it left open", id)
+				}
+				delete(open, id)
+				continue
+			}
+			if len(open) > 0 {
+				fail(i, "a %s message while calls %v have no result", role, open)
+			}
+			calls, _ := m["tool_calls"].([]any)
+			for _, c := range calls {
+				id, _ := c.(map[string]any)["id"].(string)
+				open[id] = true
+			}
+		case fakeprovider.Anthropic:
+			blocks, _ := m["content"].([]any)
+			answered := map[string]bool{}
+			var calls []string
+			for _, bl := range blocks {
+				blk := bl.(map[string]any)
+				switch blk["type"] {
+				case "tool_result":
+					id, _ := blk["tool_use_id"].(string)
+					if role != "user" || !open[id] {
+						fail(i, "a tool result for %q, which the message before does not call", id)
+					}
+					answered[id] = true
+				case "tool_use":
+					calls = append(calls, blk["id"].(string))
+				case "thinking":
+					if blk["signature"] == "" {
+						fail(i, "a thinking block without its signature")
+					}
+				}
+			}
+			for id := range open {
+				if !answered[id] {
+					fail(i, "call %q of the message before has no result", id)
+				}
+			}
+			open = map[string]bool{}
+			for _, id := range calls {
+				open[id] = true
+			}
+			if i > 0 && msgs[i-1].(map[string]any)["role"] == role {
+				fail(i, "two %s messages in a row", role)
+			}
+		}
+	}
+	if len(open) > 0 {
+		t.Fatalf("the request ends with calls without results: %v", open)
+	}
+}
+
+// TestImportEncryptedBucket imports into an encrypted bucket: the
+// sessions are there (sealed: the bucket holds none of their text), and a
+// second import changes nothing.
+func TestImportEncryptedBucket(t *testing.T) {
+	t.Parallel()
+	s3 := miniotest.Shared(t)
+	bucket := s3.NewBucket(t)
+	keyFile := filepath.Join(t.TempDir(), "bucket.key")
+	if _, err := seal.WriteKeyFile(keyFile, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	homes, _ := agentHomes(t)
+	env := append(append([]string{"PANTO_STORE=s3://" + bucket + "/sealed", "PANTO_KEY_FILE=" + keyFile}, minioEnv(s3)...), homes...)
+	if got := actions(importEvents(t, env)); !equalCounts(got, map[string]int{"claude-code new": 2, "codex new": 1, "pi new": 1}) {
+		t.Fatalf("first import: %v", got)
+	}
+	if got := actions(importEvents(t, env)); !equalCounts(got, map[string]int{"claude-code unchanged": 2, "codex unchanged": 1, "pi unchanged": 1}) {
+		t.Fatalf("import again: %v", got)
+	}
+	r := runPanto(t, t.TempDir(), env, "", "sessions")
+	if r.code != 0 || !strings.Contains(r.stdout, "Parser fix") {
+		t.Fatalf("sessions: exit %d: %s%s", r.code, r.stdout, r.stderr)
+	}
+	if raw := bucketBytes(s3, bucket)(t); bytes.Contains(raw, []byte("Why does the parser fail?")) || bytes.Contains(raw, []byte("List the files.")) {
+		t.Fatal("the bucket holds an imported message in the clear")
+	}
+}
+
+// importShapes is panto import --json as a script reads it (README.md
+// names these fields); renaming one fails here.
+var importShapes = cmdtest.Shapes{
+	"import": {
+		"source": "string", "agent": "string?", "foreign_id": "string?", "id": "id?", "action": "string",
+		"messages": "integer", "appended": "integer", "held": "bool?", "dry_run": "bool?", "error": "string?",
+	},
+}
+
+func TestImportJSONFieldNames(t *testing.T) {
+	t.Parallel()
+	b := fsBackend(t)
+	dir := t.TempDir()
+	for _, name := range []string{"claude-code.jsonl", "codex.jsonl"} {
+		data, err := os.ReadFile(filepath.Join("..", "..", "importer", "testdata", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if name == "codex.jsonl" {
+			aborted := bytes.Index(data, []byte("turn_aborted"))
+			data = data[:bytes.LastIndexByte(data[:aborted], '\n')+1] // ends inside a response: held
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, "bad.jsonl"), []byte("{\"type\":\"summary\"}\n{\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	check := cmdtest.NewShapeChecker(importShapes)
+	for _, args := range [][]string{{"import", "--json", "--dry-run", dir}, {"import", "--json", dir}} {
+		r := runPanto(t, t.TempDir(), b.storeEnv(), "", args...)
+		if r.code != 1 || !strings.Contains(r.stderr, "1 file refused") {
+			t.Fatalf("panto %q: exit %d: %s", args, r.code, r.stderr)
+		}
+		check.CheckJSON(t, "panto "+strings.Join(args, " "), []byte(r.stdout), "lines:import")
+	}
+	for _, f := range check.Unseen() {
+		t.Errorf("no output showed %s: the check cannot see it renamed", f)
+	}
+}

@@ -1,0 +1,141 @@
+package importer
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/panto-dev/panto/agent"
+	"github.com/panto-dev/panto/store"
+)
+
+// Action is what an import did (or, dry, would do) with one session.
+type Action string
+
+const (
+	// ActionNew: the session was not in the store and was written.
+	ActionNew Action = "new"
+	// ActionAppended: the source grew; its new messages were appended.
+	ActionAppended Action = "appended"
+	// ActionUnchanged: the store holds the whole conversion already (or
+	// more: the session was continued in panto).
+	ActionUnchanged Action = "unchanged"
+	// ActionWaiting: no message of the source is complete yet.
+	ActionWaiting Action = "waiting"
+	// ActionDiverged: the store holds other bytes than the conversion
+	// (the source changed below what was imported); left alone.
+	ActionDiverged Action = "diverged"
+	// ActionDeleted: the session was imported, then deleted (panto rm);
+	// its tombstone keeps it from coming back.
+	ActionDeleted Action = "deleted"
+)
+
+// ErrDiverged: the stored session is not a prefix of the conversion.
+var ErrDiverged = errors.New("the stored session differs from its source")
+
+// Outcome is what Apply did.
+type Outcome struct {
+	Action Action
+	// Appended is the number of messages written (or, dry, to write).
+	Appended int
+	// Err says why for ActionDiverged.
+	Err error
+	// At is the stored checkpoint after a write (zero when nothing was
+	// written).
+	At store.Checkpoint
+}
+
+// Apply brings the store's copy of c up to date: it writes the whole
+// conversion when the store lacks the session, appends what follows the
+// stored log when that is a prefix of the conversion, and reports a
+// divergence otherwise. stored is the checkpoint the store's listing
+// showed (the zero checkpoint: none); a listing behind the store is
+// corrected from the append's ChangedError. With dry set it writes
+// nothing and says what it would do. The result is decided on hashes:
+// the stored bytes are read only when the store holds more than the
+// conversion.
+func Apply(ctx context.Context, st store.LogStore, c *Conversion, stored store.Checkpoint, dry bool) (Outcome, error) {
+	if len(c.Log) == 0 {
+		return Outcome{Action: ActionWaiting}, nil
+	}
+	for attempt := 0; ; attempt++ {
+		out, err := decide(ctx, st, c, stored)
+		if err != nil || out.Action == ActionUnchanged || out.Action == ActionDiverged || dry {
+			return out, err
+		}
+		at := stored
+		_, err = st.AppendLog(ctx, c.ID, at, c.Log[at.Length:])
+		var changed *store.ChangedError
+		if errors.As(err, &changed) && attempt == 0 {
+			stored = changed.Have // the listing was behind: decide again on what is there
+			continue
+		}
+		if errors.Is(err, agent.ErrSessionDeleted) {
+			return Outcome{Action: ActionDeleted}, nil
+		}
+		if err != nil {
+			return Outcome{}, fmt.Errorf("import session %s: %w", c.ID, err)
+		}
+		out.At = store.Checkpoint{Length: int64(len(c.Log)), SHA256: hashOf(c.Log)}
+		return out, nil
+	}
+}
+
+// decide compares the stored checkpoint with the conversion.
+func decide(ctx context.Context, st store.LogStore, c *Conversion, stored store.Checkpoint) (Outcome, error) {
+	n := int64(len(c.Log))
+	switch {
+	case stored.Length == 0:
+		return Outcome{Action: ActionNew, Appended: c.Messages}, nil
+	case stored.Length <= n && stored.SHA256 == hashOf(c.Log[:stored.Length]):
+		if stored.Length == n {
+			return Outcome{Action: ActionUnchanged}, nil
+		}
+		return Outcome{Action: ActionAppended, Appended: countMessages(c.Log[stored.Length:])}, nil
+	case stored.Length > n:
+		same, err := storedStartsWith(ctx, st, c.ID, c.Log)
+		if err != nil {
+			return Outcome{}, err
+		}
+		if same {
+			return Outcome{Action: ActionUnchanged}, nil
+		}
+	}
+	return Outcome{Action: ActionDiverged, Err: fmt.Errorf("session %s: %w (it holds %v): the source changed below what was imported", c.ID, ErrDiverged, stored)}, nil
+}
+
+// storedStartsWith reports whether session id's stored log begins with
+// prefix (a session continued in panto after its import).
+func storedStartsWith(ctx context.Context, st store.LogStore, id string, prefix []byte) (bool, error) {
+	r, _, err := st.ReadLog(ctx, id, 0)
+	if err != nil {
+		return false, fmt.Errorf("read session %s: %w", id, err)
+	}
+	defer r.Close()
+	got := make([]byte, len(prefix))
+	if _, err := io.ReadFull(r, got); err != nil {
+		if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
+			return false, nil
+		}
+		return false, fmt.Errorf("read session %s: %w", id, err)
+	}
+	return bytes.Equal(got, prefix), nil
+}
+
+func hashOf(data []byte) string {
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:])
+}
+
+// countMessages counts the message lines of whole batches (no header).
+func countMessages(data []byte) int {
+	n := bytes.Count(data, []byte{'\n'})
+	if bytes.HasPrefix(data, []byte(`{"type":"session"`)) {
+		n--
+	}
+	return n
+}

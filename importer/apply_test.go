@@ -1,0 +1,186 @@
+package importer
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/panto-dev/panto/agent"
+	"github.com/panto-dev/panto/internal/sessionlog"
+	"github.com/panto-dev/panto/store"
+	"github.com/panto-dev/panto/store/fsjsonl"
+)
+
+func openDir(t *testing.T) *fsjsonl.Store {
+	t.Helper()
+	st, err := fsjsonl.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// importInto converts data and applies it to st at what st lists.
+func importInto(t *testing.T, st store.LogStore, a Agent, name string, data []byte, dry bool) (*Conversion, Outcome) {
+	t.Helper()
+	ctx := context.Background()
+	c, err := Convert(a, name, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var at store.Checkpoint
+	if c.ID != "" {
+		at, err = store.Head(ctx, st, c.ID)
+		if err != nil && len(c.Log) > 0 && at.Length != 0 {
+			t.Fatal(err)
+		}
+	}
+	out, err := Apply(ctx, st, c, at, dry)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, out
+}
+
+func storedBytes(t *testing.T, st store.LogStore, id string) []byte {
+	t.Helper()
+	r, _, err := st.ReadLog(context.Background(), id, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	data, err := io.ReadAll(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+// TestIncrementalImport imports each log cut at every line, growing, into
+// one store: the store ends with the bytes of a single import of the
+// whole log, and importing it again changes nothing.
+func TestIncrementalImport(t *testing.T) {
+	for _, tc := range []struct {
+		file  string
+		agent Agent
+	}{{"claude-code.jsonl", ClaudeCode}, {"codex.jsonl", Codex}, {"pi.jsonl", Pi}} {
+		t.Run(tc.file, func(t *testing.T) {
+			path := filepath.Join("testdata", tc.file)
+			data, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			once := openDir(t)
+			whole, out := importInto(t, once, tc.agent, path, data, false)
+			if out.Action != ActionNew || out.Appended != whole.Messages {
+				t.Fatalf("first import: %+v", out)
+			}
+			grown := openDir(t)
+			actions := map[Action]int{}
+			for cut := 0; cut < len(data); cut = nextLineEnd(data, cut) {
+				_, out := importInto(t, grown, tc.agent, path, data[:cut], false)
+				actions[out.Action]++
+			}
+			_, out = importInto(t, grown, tc.agent, path, data, false)
+			actions[out.Action]++
+			if actions[ActionNew] != 1 || actions[ActionAppended] == 0 || actions[ActionDiverged] != 0 {
+				t.Errorf("actions over the cuts: %v", actions)
+			}
+			if got, want := storedBytes(t, grown, whole.ID), storedBytes(t, once, whole.ID); !bytes.Equal(got, want) {
+				t.Fatalf("grown line by line the store holds %d bytes, imported once %d", len(got), len(want))
+			}
+			if _, out := importInto(t, grown, tc.agent, path, data, false); out.Action != ActionUnchanged {
+				t.Errorf("import again: %+v, want unchanged", out)
+			}
+		})
+	}
+}
+
+func TestApplyActions(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join("testdata", "pi.jsonl")
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	half := data[:nextLineEnd(data, len(data)/2)]
+
+	t.Run("dry run writes nothing", func(t *testing.T) {
+		st := openDir(t)
+		c, out := importInto(t, st, Pi, path, data, true)
+		if out.Action != ActionNew || out.Appended != c.Messages {
+			t.Fatalf("dry: %+v", out)
+		}
+		if _, err := store.Head(ctx, st, c.ID); err == nil {
+			t.Fatal("a dry run wrote the session")
+		}
+		importInto(t, st, Pi, path, half, false)
+		before := storedBytes(t, st, c.ID)
+		if _, out := importInto(t, st, Pi, path, data, true); out.Action != ActionAppended || out.Appended == 0 {
+			t.Fatalf("dry append: %+v", out)
+		}
+		if !bytes.Equal(storedBytes(t, st, c.ID), before) {
+			t.Fatal("a dry run appended")
+		}
+	})
+
+	t.Run("a source changed below the import diverges and is left alone", func(t *testing.T) {
+		st := openDir(t)
+		c, _ := importInto(t, st, Pi, path, data, false)
+		before := storedBytes(t, st, c.ID)
+		changed := bytes.Replace(data, []byte("List the files."), []byte("List the files!"), 1)
+		_, out := importInto(t, st, Pi, path, changed, false)
+		if out.Action != ActionDiverged || out.Err == nil {
+			t.Fatalf("changed source: %+v, want diverged", out)
+		}
+		if !bytes.Equal(storedBytes(t, st, c.ID), before) {
+			t.Fatal("a diverged import wrote")
+		}
+	})
+
+	t.Run("a session continued in panto stays", func(t *testing.T) {
+		st := openDir(t)
+		c, _ := importInto(t, st, Pi, path, data, false)
+		head, err := store.Head(ctx, st, c.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		more, err := sessionlog.EncodeBatch(c.ID, false, []agent.PersistentMessage{{Message: agent.UserText("and now?")}}, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.AppendLog(ctx, c.ID, head, more); err != nil {
+			t.Fatal(err)
+		}
+		if _, out := importInto(t, st, Pi, path, data, false); out.Action != ActionUnchanged {
+			t.Fatalf("import after panto continued it: %+v, want unchanged", out)
+		}
+	})
+
+	t.Run("a listing behind the store", func(t *testing.T) {
+		st := openDir(t)
+		importInto(t, st, Pi, path, half, false)
+		c, err := Convert(Pi, path, data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := Apply(ctx, st, c, store.Checkpoint{}, false) // as if the listing did not show it
+		if err != nil || out.Action != ActionAppended {
+			t.Fatalf("%+v %v, want appended", out, err)
+		}
+		if got := storedBytes(t, st, c.ID); !bytes.Equal(got, c.Log) {
+			t.Fatal("the store does not hold the conversion")
+		}
+	})
+
+	t.Run("nothing complete yet", func(t *testing.T) {
+		st := openDir(t)
+		if _, out := importInto(t, st, Pi, path, data[:nextLineEnd(data, 0)], false); out.Action != ActionWaiting {
+			t.Fatalf("a header alone: %+v, want waiting", out)
+		}
+	})
+}

@@ -1,0 +1,321 @@
+package importer
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/panto-dev/panto/agent"
+	"github.com/panto-dev/panto/internal/sessionlog"
+)
+
+// Codex writes a rollout file per session: {timestamp, type, payload}
+// lines. session_meta opens it; response_item lines are what the model
+// saw and said (messages, reasoning, tool calls and their outputs);
+// event_msg lines mirror them for the terminal and carry the typed
+// prompt (user_message) and the token counts; turn_context names the
+// model; compacted replaces the history with a summary.
+//
+// The typed prompt is taken from user_message (the user response_items
+// also hold the harness's context: AGENTS.md, the environment); the
+// assistant's text from its response_items (agent_message mirrors it).
+// A response ends at its token_count, at a tool output, at the next
+// prompt or at the end of the task.
+type codex struct {
+	b     *builder
+	ident agent.WireIdentity
+	// total is the last cumulative token count, carry usage counted
+	// while no response was in progress (it goes to the next one).
+	total codexUsage
+	carry agent.Usage
+}
+
+func newCodex() *codex { return &codex{b: newBuilder(Codex)} }
+
+func (c *codex) builder() *builder { return c.b }
+
+// heldUsage is the usage counted that no response took yet.
+func (c *codex) heldUsage() agent.Usage { return c.carry }
+
+type codexLine struct {
+	Timestamp *time.Time      `json:"timestamp"`
+	Type      string          `json:"type"`
+	Payload   json.RawMessage `json:"payload"`
+}
+
+type codexPayload struct {
+	Type string `json:"type"`
+	// session_meta
+	ID         string `json:"id"`
+	Timestamp  string `json:"timestamp"`
+	CWD        string `json:"cwd"`
+	CLIVersion string `json:"cli_version"`
+	// ForkedFromID is the session a fork copied; Source an object naming
+	// the parent thread of a subagent ("cli", "exec"… otherwise).
+	ForkedFromID string          `json:"forked_from_id"`
+	Source       json.RawMessage `json:"source"`
+	// turn_context
+	Model  string `json:"model"`
+	Effort string `json:"effort"`
+	// response_item
+	Role      string            `json:"role"`
+	Content   json.RawMessage   `json:"content"`
+	Summary   json.RawMessage   `json:"summary"`
+	Name      string            `json:"name"`
+	Arguments json.RawMessage   `json:"arguments"`
+	Input     json.RawMessage   `json:"input"`
+	Action    json.RawMessage   `json:"action"`
+	CallID    string            `json:"call_id"`
+	Output    json.RawMessage   `json:"output"`
+	Info      json.RawMessage   `json:"info"`
+	Message   json.RawMessage   `json:"message"`
+	Images    []json.RawMessage `json:"images"`
+}
+
+type codexText struct {
+	Type string `json:"type"`
+	Text string `json:"text"`
+}
+
+type codexTokenInfo struct {
+	Total *codexUsage `json:"total_token_usage"`
+}
+
+type codexUsage struct {
+	InputTokens           int64 `json:"input_tokens"`
+	CachedInputTokens     int64 `json:"cached_input_tokens"`
+	OutputTokens          int64 `json:"output_tokens"`
+	ReasoningOutputTokens int64 `json:"reasoning_output_tokens"`
+}
+
+func (c *codex) line(line []byte) error {
+	var l codexLine
+	if err := json.Unmarshal(line, &l); err != nil {
+		return err
+	}
+	var p codexPayload
+	if len(l.Payload) > 0 && string(l.Payload) != "null" {
+		if err := json.Unmarshal(l.Payload, &p); err != nil {
+			return fmt.Errorf("%s payload: %v", l.Type, err)
+		}
+	}
+	b := c.b
+	ts := time.Time{}
+	if l.Timestamp != nil {
+		ts = *l.Timestamp
+	}
+	switch l.Type {
+	case "session_meta":
+		if !b.started && b.foreign == "" {
+			b.setID(Codex, p.ID)
+			if t, err := time.Parse(time.RFC3339Nano, p.Timestamp); err == nil {
+				b.setCreated(t)
+			}
+			o := b.origin()
+			o.SessionID, o.Version, o.CWD = p.ID, p.CLIVersion, p.CWD
+			if parent := codexParent(p); parent != "" {
+				b.header.ForkedFrom = SessionID(Codex, parent)
+			}
+		}
+		b.seen(ts)
+		return nil
+	case "turn_context":
+		c.ident = agent.WireIdentity{APIStyle: agent.APIStyleOpenAIChat, Model: p.Model, Reasoning: reasoningEffort(p.Effort)}
+	case "response_item":
+		b.seen(ts)
+		return c.responseItem(ts, p)
+	case "event_msg":
+		b.seen(ts)
+		return c.event(ts, p)
+	case "compacted":
+		b.seen(ts)
+		var text string
+		if len(p.Message) > 0 {
+			if err := json.Unmarshal(p.Message, &text); err != nil {
+				return fmt.Errorf("compacted message: %v", err)
+			}
+		}
+		if text == "" {
+			text = "(Codex compacted the conversation here and kept no summary text)"
+		}
+		b.user(compactionEntry(ts, text))
+	}
+	return nil
+}
+
+// codexParent is the session a rollout continues: the thread that
+// spawned a subagent, or the session a fork copied.
+func codexParent(p codexPayload) string {
+	var src struct {
+		Subagent struct {
+			ThreadSpawn struct {
+				ParentThreadID string `json:"parent_thread_id"`
+			} `json:"thread_spawn"`
+		} `json:"subagent"`
+	}
+	if json.Unmarshal(p.Source, &src) == nil && src.Subagent.ThreadSpawn.ParentThreadID != "" {
+		return src.Subagent.ThreadSpawn.ParentThreadID
+	}
+	return p.ForkedFromID
+}
+
+func (c *codex) responseItem(ts time.Time, p codexPayload) error {
+	b := c.b
+	switch p.Type {
+	case "message":
+		if p.Role != "assistant" {
+			return nil // the prompt comes from user_message; developer and context messages are the harness's
+		}
+		var parts []codexText
+		if err := json.Unmarshal(p.Content, &parts); err != nil {
+			return fmt.Errorf("assistant message content: %v", err)
+		}
+		var blocks []agent.Block
+		for _, t := range parts {
+			if t.Text != "" {
+				blocks = append(blocks, agent.TextBlock(t.Text))
+			}
+		}
+		b.assistant("codex", ts, blocks, nil, c.ident, "")
+	case "reasoning":
+		var summary []codexText
+		if len(p.Summary) > 0 && string(p.Summary) != "null" {
+			if err := json.Unmarshal(p.Summary, &summary); err != nil {
+				return fmt.Errorf("reasoning summary: %v", err)
+			}
+		}
+		var parts []string
+		for _, s := range summary {
+			if s.Text != "" {
+				parts = append(parts, s.Text)
+			}
+		}
+		if len(parts) > 0 { // the encrypted content is the provider's alone
+			b.assistant("codex", ts, []agent.Block{{Type: agent.BlockThinking, Text: strings.Join(parts, "\n\n")}}, nil, c.ident, "")
+		}
+	case "function_call":
+		var args string
+		if err := json.Unmarshal(p.Arguments, &args); err != nil {
+			args = string(p.Arguments) // some versions write the object itself
+		}
+		b.assistant("codex", ts, []agent.Block{agent.ToolUseBlock(p.CallID, p.Name, toolInput(json.RawMessage(args)))}, nil, c.ident, "")
+	case "custom_tool_call":
+		var input string
+		if err := json.Unmarshal(p.Input, &input); err != nil {
+			input = string(p.Input)
+		}
+		data, _ := json.Marshal(map[string]string{"input": input})
+		b.assistant("codex", ts, []agent.Block{agent.ToolUseBlock(p.CallID, p.Name, data)}, nil, c.ident, "")
+	case "local_shell_call":
+		b.assistant("codex", ts, []agent.Block{agent.ToolUseBlock(p.CallID, "local_shell", toolInput(p.Action))}, nil, c.ident, "")
+	case "function_call_output", "custom_tool_call_output", "local_shell_call_output":
+		out, err := codexOutput(p.Output)
+		if err != nil {
+			return fmt.Errorf("%s %s: %v", p.Type, p.CallID, err)
+		}
+		b.toolResult(p.CallID, out, false)
+	}
+	// ghost_snapshot (git snapshots for undo), web_search_call (run by the
+	// provider, no result line) and what newer versions add: not kept.
+	return nil
+}
+
+// codexOutput is a tool output: a string, an object with content, or
+// content items.
+func codexOutput(raw json.RawMessage) (string, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return "", nil
+	}
+	var s string
+	if err := json.Unmarshal(raw, &s); err == nil {
+		return s, nil
+	}
+	var obj struct {
+		Content json.RawMessage `json:"content"`
+	}
+	if err := json.Unmarshal(raw, &obj); err == nil && len(obj.Content) > 0 {
+		return codexOutput(obj.Content)
+	}
+	var items []codexText
+	if err := json.Unmarshal(raw, &items); err != nil {
+		return "", err
+	}
+	var parts []string
+	for _, it := range items {
+		if it.Text != "" {
+			parts = append(parts, it.Text)
+		} else if strings.Contains(it.Type, "image") {
+			parts = append(parts, "[image]")
+		}
+	}
+	return strings.Join(parts, "\n"), nil
+}
+
+func (c *codex) event(ts time.Time, p codexPayload) error {
+	b := c.b
+	switch p.Type {
+	case "user_message":
+		var text string
+		if len(p.Message) > 0 {
+			if err := json.Unmarshal(p.Message, &text); err != nil {
+				return fmt.Errorf("user_message: %v", err)
+			}
+		}
+		blocks := []agent.Block{}
+		if text != "" {
+			blocks = append(blocks, agent.TextBlock(text))
+		}
+		for range p.Images {
+			blocks = append(blocks, agent.TextBlock("[image]"))
+		}
+		if len(blocks) > 0 {
+			b.user(sessionlog.Entry{TS: ts, Message: agent.Message{Role: agent.RoleUser, Content: blocks}})
+		}
+	case "token_count":
+		var info *codexTokenInfo
+		if len(p.Info) > 0 {
+			if err := json.Unmarshal(p.Info, &info); err != nil {
+				return fmt.Errorf("token_count: %v", err)
+			}
+		}
+		if info == nil || info.Total == nil {
+			return nil // rate limits only
+		}
+		c.count(*info.Total)
+		if c.carry != (agent.Usage{}) && b.addUsage(c.carry) {
+			c.carry = agent.Usage{}
+		}
+		b.closePending()
+	case "task_complete", "turn_aborted":
+		b.closePending()
+	}
+	return nil
+}
+
+// count adds to carry what the cumulative total t adds to the last one
+// (nothing when the same total is written again); a total that went
+// down starts a new count.
+func (c *codex) count(t codexUsage) {
+	last := c.total
+	if t.InputTokens < last.InputTokens || t.OutputTokens < last.OutputTokens || t.CachedInputTokens < last.CachedInputTokens || t.ReasoningOutputTokens < last.ReasoningOutputTokens {
+		last = codexUsage{}
+	}
+	c.total = t
+	c.carry.Add(agent.Usage{
+		InputTokens:     t.InputTokens - last.InputTokens,
+		CacheReadTokens: t.CachedInputTokens - last.CachedInputTokens,
+		OutputTokens:    t.OutputTokens - last.OutputTokens,
+		ReasoningTokens: t.ReasoningOutputTokens - last.ReasoningOutputTokens,
+	})
+}
+
+// reasoningEffort maps an effort onto the levels panto speaks; others
+// (minimal, xhigh) are left to the default.
+func reasoningEffort(s string) agent.ReasoningEffort {
+	switch e := agent.ReasoningEffort(s); e {
+	case agent.ReasoningLow, agent.ReasoningMedium, agent.ReasoningHigh:
+		return e
+	}
+	return agent.ReasoningDefault
+}

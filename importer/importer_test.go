@@ -1,0 +1,304 @@
+package importer
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/klauspost/compress/zstd"
+
+	"github.com/panto-dev/panto/agent"
+	"github.com/panto-dev/panto/internal/sessionlog"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden conversions in testdata")
+
+// shape is a message in one line: role, endpoint, blocks, usage, stop
+// reason and metadata, for tests to compare.
+func shape(e sessionlog.Entry) string {
+	m := e.Message
+	var parts []string
+	for _, b := range m.Content {
+		switch b.Type {
+		case agent.BlockText:
+			parts = append(parts, fmt.Sprintf("text %q", b.Text))
+		case agent.BlockThinking:
+			parts = append(parts, fmt.Sprintf("thinking %q sig=%q", b.Text, b.Signature))
+		case agent.BlockRedactedThinking:
+			parts = append(parts, fmt.Sprintf("redacted %q", b.Data))
+		case agent.BlockToolUse:
+			parts = append(parts, fmt.Sprintf("call %s %s %s", b.ToolUseID, b.ToolName, b.Input))
+		case agent.BlockToolResult:
+			parts = append(parts, fmt.Sprintf("result %s error=%v %q", b.ToolUseID, b.IsError, b.Text))
+		default:
+			parts = append(parts, string(b.Type))
+		}
+	}
+	s := fmt.Sprintf("%s %s", e.TS.Format("15:04:05.000"), m.Role)
+	if e.Identity.Model != "" {
+		s += fmt.Sprintf(" [%s %s %s]", e.Identity.APIStyle, e.Identity.Model, e.Identity.Reasoning)
+	}
+	s += ": " + strings.Join(parts, "; ")
+	if m.Usage != nil {
+		s += fmt.Sprintf(" usage=%+v", *m.Usage)
+	}
+	if m.StopReason != "" {
+		s += " stop=" + string(m.StopReason)
+	}
+	if len(m.Metadata) > 0 {
+		s += fmt.Sprintf(" meta=%v", m.Metadata)
+	}
+	return s
+}
+
+// entries decodes every message line of a log.
+func entries(t *testing.T, log []byte) (*sessionlog.Header, []sessionlog.Entry) {
+	t.Helper()
+	d := sessionlog.Decoder{Name: "conv"}
+	var out []sessionlog.Entry
+	err := sessionlog.Lines(log, func(line []byte) error {
+		e, ok, err := d.DecodeEntry(line)
+		if ok {
+			out = append(out, e)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d.Header, out
+}
+
+func TestConvertGolden(t *testing.T) {
+	for _, tc := range []struct {
+		file  string
+		agent Agent
+		stats Stats
+		usage agent.Usage
+	}{
+		{"claude-code.jsonl", ClaudeCode, Stats{ToolCalls: 3, ToolResults: 3, ClosedCalls: 1, DroppedResults: 1}, agent.Usage{InputTokens: 52, OutputTokens: 119, CacheReadTokens: 3300, CacheWriteTokens: 100}},
+		{"claude-code-subagent.jsonl", ClaudeCode, Stats{}, agent.Usage{InputTokens: 10, OutputTokens: 20, CacheReadTokens: 1000, CacheWriteTokens: 100}},
+		{"codex.jsonl", Codex, Stats{ToolCalls: 4, ToolResults: 4, ClosedCalls: 1, DroppedResults: 1}, agent.Usage{InputTokens: 600, OutputTokens: 70, CacheReadTokens: 150, ReasoningTokens: 10}},
+		{"pi.jsonl", Pi, Stats{ToolCalls: 2, ToolResults: 2, ClosedCalls: 1, DroppedResults: 1}, agent.Usage{InputTokens: 30, OutputTokens: 60, CacheReadTokens: 90, CacheWriteTokens: 120}},
+	} {
+		t.Run(tc.file, func(t *testing.T) {
+			path := filepath.Join("testdata", tc.file)
+			data, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if a, ok := Detect(data); !ok || a != tc.agent {
+				t.Fatalf("Detect = %q, %v; want %q", a, ok, tc.agent)
+			}
+			c, err := Convert(tc.agent, path, data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkLog(t, c)
+			if c.Stats != tc.stats {
+				t.Errorf("stats %+v, want %+v", c.Stats, tc.stats)
+			}
+			_, es := entries(t, c.Log)
+			var total agent.Usage
+			var lines []string
+			for _, e := range es {
+				if e.Message.Usage != nil {
+					total.Add(*e.Message.Usage)
+				}
+				lines = append(lines, shape(e))
+			}
+			if total != tc.usage {
+				t.Errorf("usage %+v, want %+v", total, tc.usage)
+			}
+			golden := filepath.Join("testdata", strings.TrimSuffix(tc.file, ".jsonl")+".golden")
+			got := []byte(strings.Join(lines, "\n") + "\n")
+			if *update {
+				if err := os.WriteFile(golden, got, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(golden)
+			if err != nil {
+				t.Fatalf("%v (run go test -update to write it)", err)
+			}
+			if !bytes.Equal(got, want) {
+				t.Errorf("the conversion of %s differs from %s:\n%s", tc.file, golden, got)
+			}
+			checkPrefixes(t, tc.agent, path, data, c.Log, true)
+		})
+	}
+}
+
+func TestHeaders(t *testing.T) {
+	for _, tc := range []struct {
+		file   string
+		agent  Agent
+		origin sessionlog.Origin
+		parent string
+	}{
+		{"claude-code.jsonl", ClaudeCode, sessionlog.Origin{Agent: "claude-code", SessionID: "5e0c1a2b-0000-4000-8000-00000000c0de", Version: "2.1.7", CWD: "/home/me/app"}, ""},
+		{"claude-code-subagent.jsonl", ClaudeCode, sessionlog.Origin{Agent: "claude-code", SessionID: "5e0c1a2b-0000-4000-8000-00000000c0de", Subagent: "a485154", Version: "2.1.7", CWD: "/home/me/app"}, SessionID(ClaudeCode, "5e0c1a2b-0000-4000-8000-00000000c0de")},
+		{"codex.jsonl", Codex, sessionlog.Origin{Agent: "codex", SessionID: "019b0000-1111-7222-8333-444455556666", Version: "0.77.0", CWD: "/home/me/app"}, ""},
+		{"pi.jsonl", Pi, sessionlog.Origin{Agent: "pi", SessionID: "0193aaaa-bbbb-7ccc-8ddd-eeeeffff0000", Version: "format 3", CWD: "/home/me/app"}, SessionID(Pi, "0193aaaa-0000-7000-8000-000000000001")},
+	} {
+		path := filepath.Join("testdata", tc.file)
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := Convert(tc.agent, path, data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, _ := entries(t, c.Log)
+		foreign := tc.origin.SessionID
+		if tc.origin.Subagent != "" {
+			foreign += "/" + tc.origin.Subagent
+		}
+		if h.ID != SessionID(tc.agent, foreign) || c.ID != h.ID || c.ForeignID != foreign {
+			t.Errorf("%s: id %s (conversion %s, foreign %s), want the id of %s", tc.file, h.ID, c.ID, c.ForeignID, foreign)
+		}
+		if h.Origin == nil || *h.Origin != tc.origin || h.ForkedFrom != tc.parent {
+			t.Errorf("%s: origin %+v forked_from %q, want %+v %q", tc.file, h.Origin, h.ForkedFrom, tc.origin, tc.parent)
+		}
+	}
+}
+
+func TestRefusesMalformedLine(t *testing.T) {
+	for _, tc := range []struct {
+		agent Agent
+		data  string
+		line  int
+	}{
+		{ClaudeCode, `{"type":"user","sessionId":"s","timestamp":"2026-01-01T00:00:00Z","message":{"content":"hi"}}` + "\n" + "not json\n", 2},
+		{ClaudeCode, `{"type":"assistant","sessionId":"s","timestamp":"2026-01-01T00:00:00Z","message":{"content":7}}` + "\n", 1},
+		{Codex, `{"timestamp":"2026-01-01T00:00:00Z","type":"session_meta","payload":{"id":"x"}}` + "\n\n" + `{"type":"event_msg","payload":[1]}` + "\n", 3},
+		{Pi, `{"type":"session","version":3,"id":"p","timestamp":"2026-01-01T00:00:00Z","cwd":"/"}` + "\n" + `{"type":"message","timestamp":"yesterday"}` + "\n", 2},
+		{Pi, `{"type":"session","version":3,"timestamp":"2026-01-01T00:00:00Z","cwd":"/"}` + "\n", 1},
+	} {
+		_, err := Convert(tc.agent, "f.jsonl", []byte(tc.data))
+		if !errors.Is(err, ErrMalformed) || !strings.Contains(err.Error(), fmt.Sprintf("f.jsonl:%d:", tc.line)) {
+			t.Errorf("%s %q: error %v, want ErrMalformed at f.jsonl:%d", tc.agent, tc.data, err, tc.line)
+		}
+	}
+}
+
+func TestTornLastLineWaits(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("testdata", "pi.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	whole, err := Convert(Pi, "pi.jsonl", data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	torn := append(append([]byte{}, data...), `{"type":"message","id":"e19","parentId":"e18","timestamp":"2026-03-01T10:00:17.000Z","message":{"role":"user","content":"ha`...)
+	c, err := Convert(Pi, "pi.jsonl", torn)
+	if err != nil {
+		t.Fatalf("a torn last line: %v", err)
+	}
+	if !bytes.Equal(c.Log, whole.Log) {
+		t.Errorf("a torn last line changed the conversion")
+	}
+}
+
+// TestDecompressTorn: a .jsonl.zst the agent is still writing decodes to
+// a prefix of its content (what is torn waits), never to an error.
+func TestDecompressTorn(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("testdata", "codex.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	enc, err := zstd.NewWriter(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rest := data; len(rest) > 0; { // several blocks, as a stream flushed as it goes
+		n := min(len(rest), 700)
+		if _, err := enc.Write(rest[:n]); err != nil {
+			t.Fatal(err)
+		}
+		if err := enc.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		rest = rest[n:]
+	}
+	if err := enc.Close(); err != nil {
+		t.Fatal(err)
+	}
+	packed := buf.Bytes()
+	whole, err := Decompress(packed)
+	if err != nil || !bytes.Equal(whole, data) {
+		t.Fatalf("whole: %v", err)
+	}
+	longest := 0
+	for cut := 0; cut < len(packed); cut += 7 {
+		got, err := Decompress(packed[:cut])
+		if err != nil {
+			t.Fatalf("cut at %d of %d: %v", cut, len(packed), err)
+		}
+		if !bytes.HasPrefix(data, got) {
+			t.Fatalf("cut at %d: %d bytes that are not a prefix of the log", cut, len(got))
+		}
+		longest = max(longest, len(got))
+	}
+	if longest == 0 {
+		t.Error("no cut decoded anything: a log being written would wait for ever")
+	}
+}
+
+// TestCodexLinks: a Codex subagent or fork links to the session it came
+// from.
+func TestCodexLinks(t *testing.T) {
+	line := func(payload string) []byte {
+		return []byte(`{"timestamp":"2026-10-01T00:00:00Z","type":"session_meta","payload":` + payload + "}\n" +
+			`{"timestamp":"2026-10-01T00:00:01Z","type":"event_msg","payload":{"type":"user_message","message":"hi"}}` + "\n")
+	}
+	for _, tc := range []struct {
+		payload, parent string
+	}{
+		{`{"id":"child","forked_from_id":"old","source":{"subagent":{"thread_spawn":{"parent_thread_id":"parent","depth":1}}}}`, "parent"},
+		{`{"id":"fork","forked_from_id":"old","source":"cli"}`, "old"},
+		{`{"id":"plain","source":"exec"}`, ""},
+	} {
+		c, err := Convert(Codex, "r.jsonl", line(tc.payload))
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, _ := entries(t, c.Log)
+		want := ""
+		if tc.parent != "" {
+			want = SessionID(Codex, tc.parent)
+		}
+		if h.ForkedFrom != want {
+			t.Errorf("%s: forked_from %q, want %q (of %q)", tc.payload, h.ForkedFrom, want, tc.parent)
+		}
+	}
+}
+
+// TestClaudeCodeFileNameIsTheSession: a Claude Code log named by a
+// session id is that session, whatever id its lines carry (a resume may
+// copy lines of the session it continues); another name leaves the id
+// to the lines.
+func TestClaudeCodeFileNameIsTheSession(t *testing.T) {
+	data := []byte(`{"type":"user","sessionId":"11111111-1111-4111-8111-111111111111","timestamp":"2026-01-01T00:00:00Z","uuid":"u","message":{"content":"hi"}}` + "\n")
+	for name, want := range map[string]string{
+		"/p/22222222-2222-4222-8222-222222222222.jsonl": "22222222-2222-4222-8222-222222222222",
+		"/p/copy-of-a-session.jsonl":                    "11111111-1111-4111-8111-111111111111",
+	} {
+		c, err := Convert(ClaudeCode, name, data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, _ := entries(t, c.Log)
+		if c.ForeignID != want || h.Origin.SessionID != want || c.ID != SessionID(ClaudeCode, want) {
+			t.Errorf("%s: foreign id %s, origin %s, want %s", name, c.ForeignID, h.Origin.SessionID, want)
+		}
+	}
+}
