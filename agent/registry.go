@@ -88,12 +88,15 @@ func (r *ToolRegistry) Tools() []ToolDecl {
 	return decls
 }
 
-// Origin returns the origin of the source serving tool name, "" when no
-// source does.
+// Origin returns the origin of the source serving or reserving tool name,
+// "" when no source does.
 func (r *ToolRegistry) Origin(name string) string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.entries[name].origin
+	if e, ok := r.entries[name]; ok {
+		return e.origin
+	}
+	return r.reserved[name].origin
 }
 
 // Call runs tool name on the source that serves or reserved it.

@@ -72,7 +72,7 @@ func TestWriteFileConfinement(t *testing.T) {
 		path    func(f writeFixture) string
 		want    string // the result's start
 		wantErr string
-		outside bool // ErrOutsideWorkDir
+		outside bool   // ErrOutsideWorkDir
 		lands   string // the file written, under work
 	}{
 		{name: "new file", path: rel("new.txt"), want: "wrote new.txt: new file, +2 lines", lands: "new.txt"},
