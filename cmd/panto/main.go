@@ -12,10 +12,11 @@
 //	panto usage [--since DUR]   tokens per model
 //	panto rm ID...              delete sessions, leaving tombstones
 //	panto prune --older-than 90d   delete the sessions idle that long
+//	panto extensions [--json]   the Lua extensions loaded, and what failed
 //
 // main.go only wires the commands; each lives in its own file (chat.go,
 // repl.go, picker.go, sessions.go, show.go, title.go, fork.go, export.go,
-// search.go, usage.go, rm.go, prune.go), with the flags shared between
+// search.go, usage.go, rm.go, prune.go, extensions.go), with the flags shared between
 // them in options.go. The reading of many sessions is package archive's.
 package main
 
@@ -90,6 +91,7 @@ first opened with a key is created encrypted, and opens with that key only.`,
 		Commands: []*cli.Command{
 			sessionsCommand(e), showCommand(e), titleCommand(e), forkCommand(e),
 			exportCommand(e), searchCommand(e), usageCommand(e), rmCommand(e), pruneCommand(e),
+			extensionsCommand(e),
 		},
 		Writer:                 e.stdout,
 		ErrWriter:              e.stderr,
