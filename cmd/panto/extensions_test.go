@@ -58,7 +58,7 @@ func TestExtensionTools(t *testing.T) {
 			b := fsBackend(t)
 			dir, env := extensionHome(t, map[string]string{
 				"wordcount.lua": readmeExtension(t),
-				"broken.lua":    "panto.tool {\n  name = 'x',\n  oops\n}\n",
+				"broken.lua":    "panto.tool {\n  name = 'x'\n  oops = 1\n}\n",
 			})
 			extra := filepath.Join(t.TempDir(), "failing.lua")
 			writeFile(t, extra, failingLua)
