@@ -81,6 +81,8 @@ Examples:
    panto --store s3://my-bucket/panto --key-file ~/.config/panto/bucket.key   an encrypted bucket
    panto --api-style anthropic-messages --model claude-sonnet-4-5 --reasoning medium
    panto --base-url http://localhost:11434/v1 --model llama3.2   a local OpenAI-compatible server
+   panto --allow-write "fix the typo in README.md"   let the model write and edit files under this directory
+   panto --extension ./wordcount.lua           add a Lua extension's tools and /commands (panto extensions lists them)
 
 The API key comes from PANTO_API_KEY, else OPENAI_API_KEY or ANTHROPIC_API_KEY
 by --api-style; it is never stored or printed. A bucket's key file (--key-file or
