@@ -53,9 +53,11 @@ type Options struct {
 	AllowWrite bool
 }
 
-// Names are the names of every built-in tool, offered or not: no other
-// source may take them (agent.ToolRegistry.Reserve).
-var Names = []string{"read_file", "list_dir", "run_shell", "write_file", "edit_file"}
+// Names returns the names of every built-in tool, offered or not: no
+// other source may take them (agent.ToolRegistry.Reserve).
+func Names() []string {
+	return []string{"read_file", "list_dir", "run_shell", "write_file", "edit_file"}
+}
 
 // Builtin is the built-in tool set.
 type Builtin struct{ opts Options }

@@ -39,7 +39,7 @@ var replCommands = []string{"quit", "exit", "q", "help", "new", "title", "fork",
 func newToolRegistry(c *cli.Context, dir string) *agent.ToolRegistry {
 	builtin := tools.New(tools.Options{Dir: dir, AllowShell: c.Bool("allow-shell"), AllowWrite: c.Bool("allow-write")})
 	reg := agent.NewToolRegistry()
-	reg.Reserve(builtinOrigin, builtin, tools.Names...)
+	reg.Reserve(builtinOrigin, builtin, tools.Names()...)
 	reg.Add(builtinOrigin, builtin)
 	return reg
 }
