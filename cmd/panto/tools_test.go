@@ -154,6 +154,13 @@ func TestWriteToolsNeedAllowWrite(t *testing.T) {
 			t.Errorf("%s: the file was written (%v)", pc.style, err)
 		}
 	}
+	// PANTO_ALLOW_WRITE is the flag's variable.
+	pc := providerCases[0]
+	srv := fakeprovider.New(t, pc.style, pc.key)
+	r := runPanto(t, t.TempDir(), append(pc.env(fsBackend(t)), "PANTO_ALLOW_WRITE=1"), "", append(pc.flags(srv), "hi")...)
+	if names := offered(t, srv.Requests()[0]); r.code != 0 || !names["write_file"] || !names["edit_file"] {
+		t.Errorf("PANTO_ALLOW_WRITE=1: exit %d, offered %v", r.code, names)
+	}
 }
 
 func writeFile(t *testing.T, path, content string) {
