@@ -1,6 +1,7 @@
 // Package agent is panto's core: the conversation model, the Agent that
-// drives a provider and its tools, and the SessionStore contract that
-// persists a session.
+// drives a provider and its tools, the ToolRegistry that gathers tools
+// from several sources (built-in, extensions), and the SessionStore
+// contract that persists a session.
 //
 // The Agent owns its Conversation and a Session on a pluggable
 // SessionStore, and persists every message as it enters the conversation:

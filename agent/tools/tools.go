@@ -3,7 +3,13 @@
 //   - read_file: a text file's contents (optionally a range of lines);
 //   - list_dir: a directory's entries, directories marked with '/';
 //   - run_shell: a shell command's combined output and exit status, only
-//     when the user allowed it (--allow-shell).
+//     when the user allowed it (--allow-shell);
+//   - write_file and edit_file: write a whole file, or replace one exact
+//     occurrence of a text in it, only when the user allowed it
+//     (--allow-write). They change files under the working directory
+//     only, symbolic links resolved (write.go), and write atomically; the
+//     result is a diff-like summary line ("edited a.go: -1 +2 lines at
+//     line 14").
 //
 // Every result is bounded (MaxOutput bytes, cut with a note saying so),
 // so a large file or a chatty command cannot flood the context. Relative
@@ -43,6 +49,14 @@ type Options struct {
 	Dir string
 	// AllowShell offers run_shell.
 	AllowShell bool
+	// AllowWrite offers write_file and edit_file.
+	AllowWrite bool
+}
+
+// Names returns the names of every built-in tool, offered or not: no
+// other source may take them (agent.ToolRegistry.Reserve).
+func Names() []string {
+	return []string{"read_file", "list_dir", "run_shell", "write_file", "edit_file"}
 }
 
 // Builtin is the built-in tool set.
@@ -94,7 +108,40 @@ func (b *Builtin) Tools() []agent.ToolDecl {
 			},
 		})
 	}
+	if b.opts.AllowWrite {
+		decls = append(decls, writeDecls()...)
+	}
 	return decls
+}
+
+func writeDecls() []agent.ToolDecl {
+	return []agent.ToolDecl{
+		{
+			Name:        "write_file",
+			Description: "Write a file under the working directory with the given content, replacing it if it exists (missing directories are created). Prefer edit_file to change part of an existing file.",
+			InputSchema: map[string]any{
+				"type": "object",
+				"properties": map[string]any{
+					"path":    map[string]any{"type": "string", "description": "file path, relative to the working directory (or absolute, inside it)"},
+					"content": map[string]any{"type": "string", "description": "the file's whole new content"},
+				},
+				"required": []any{"path", "content"},
+			},
+		},
+		{
+			Name:        "edit_file",
+			Description: "Replace one exact occurrence of old_text with new_text in a file under the working directory. old_text must match the file exactly (whitespace included) and occur exactly once: include enough surrounding lines to make it unique.",
+			InputSchema: map[string]any{
+				"type": "object",
+				"properties": map[string]any{
+					"path":     map[string]any{"type": "string", "description": "file path, relative to the working directory (or absolute, inside it)"},
+					"old_text": map[string]any{"type": "string", "description": "the exact text to replace"},
+					"new_text": map[string]any{"type": "string", "description": "the text to put in its place"},
+				},
+				"required": []any{"path", "old_text", "new_text"},
+			},
+		},
+	}
 }
 
 // Call runs tool name with input.
@@ -127,6 +174,29 @@ func (b *Builtin) Call(ctx context.Context, name string, input json.RawMessage) 
 			return "", err
 		}
 		return b.runShell(ctx, in.Command, time.Duration(in.TimeoutSeconds)*time.Second)
+	case "write_file", "edit_file":
+		if !b.opts.AllowWrite {
+			return "", fmt.Errorf("%s is disabled: the user did not pass --allow-write", name)
+		}
+		var in struct {
+			Path    string
+			Content *string
+			OldText string  `json:"old_text"`
+			NewText *string `json:"new_text"`
+		}
+		if err := decode(input, &in); err != nil {
+			return "", err
+		}
+		if name == "write_file" {
+			if in.Content == nil {
+				return "", errors.New("write_file: content is required (an empty string writes an empty file)")
+			}
+			return b.writeFile(in.Path, *in.Content)
+		}
+		if in.NewText == nil {
+			return "", errors.New("edit_file: new_text is required (an empty string deletes old_text)")
+		}
+		return b.editFile(in.Path, in.OldText, *in.NewText)
 	}
 	return "", fmt.Errorf("no tool named %q", name)
 }

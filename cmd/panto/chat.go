@@ -15,8 +15,8 @@ import (
 
 	"github.com/panto-dev/panto/agent"
 	"github.com/panto-dev/panto/agent/anthropicmessages"
+	"github.com/panto-dev/panto/agent/extensions"
 	"github.com/panto-dev/panto/agent/providererr"
-	"github.com/panto-dev/panto/agent/tools"
 	"github.com/panto-dev/panto/store"
 	"github.com/panto-dev/panto/store/backends"
 )
@@ -26,6 +26,7 @@ const maxPromptBytes = 8 << 20
 
 func chatFlags() []cli.Flag {
 	flags := storeFlags(true)
+	flags = append(flags, toolFlags()...)
 	return append(flags,
 		&cli.BoolFlag{Name: "continue", Aliases: []string{"c"}, Usage: "continue the latest session"},
 		&cli.StringFlag{Name: "resume", Aliases: []string{"r"}, Usage: "resume the session with this `ID` or unique id prefix; with no ID, on a terminal, pick it from a list"},
@@ -52,8 +53,10 @@ type chatSession struct {
 	persist  bool
 	provider agent.Provider
 	tools    agent.ToolSource
-	system   string
-	agent    *agent.Agent
+	// ext holds the Lua extensions: tools (in tools) and /commands.
+	ext    *extensions.Host
+	system string
+	agent  *agent.Agent
 }
 
 // chat is the root command: one-shot with a prompt, interactive without.
@@ -118,10 +121,14 @@ func chat(c *cli.Context, e *env) error {
 	if err != nil {
 		return fmt.Errorf("working directory: %w", err)
 	}
-	cs.tools = tools.New(tools.Options{Dir: wd, AllowShell: c.Bool("allow-shell")})
+	reg := newToolRegistry(c, wd)
+	cs.tools = reg
 	if err := cs.start(c.Context, sess, conv); err != nil {
 		return err
 	}
+	// The agent exists: extensions fill its registry before the first prompt.
+	cs.ext, _ = loadExtensions(c, e, reg, e.stderr)
+	defer cs.ext.Close()
 	if interactive {
 		return cs.repl(c.Context, conv != nil)
 	}

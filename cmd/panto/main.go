@@ -13,10 +13,12 @@
 //	panto rm ID...              delete sessions, leaving tombstones
 //	panto prune --older-than 90d   delete the sessions idle that long
 //	panto import [--from AGENT] [PATH...]   Claude Code, Codex and pi sessions
+//	panto extensions [--json]   the Lua extensions loaded, and what failed
 //
 // main.go only wires the commands; each lives in its own file (chat.go,
 // repl.go, picker.go, sessions.go, show.go, title.go, fork.go, export.go,
-// search.go, usage.go, rm.go, prune.go, import.go), with the flags shared between
+// search.go, usage.go, rm.go, prune.go, import.go, extensions.go), with the
+// flags shared between
 // them in options.go. The reading of many sessions is package archive's.
 package main
 
@@ -81,6 +83,8 @@ Examples:
    panto --store s3://my-bucket/panto --key-file ~/.config/panto/bucket.key   an encrypted bucket
    panto --api-style anthropic-messages --model claude-sonnet-4-5 --reasoning medium
    panto --base-url http://localhost:11434/v1 --model llama3.2   a local OpenAI-compatible server
+   panto --allow-write "fix the typo in README.md"   let the model write and edit files under this directory
+   panto --extension ./wordcount.lua           add a Lua extension's tools and /commands (panto extensions lists them)
 
 The API key comes from PANTO_API_KEY, else OPENAI_API_KEY or ANTHROPIC_API_KEY
 by --api-style; it is never stored or printed. A bucket's key file (--key-file or
@@ -92,6 +96,7 @@ first opened with a key is created encrypted, and opens with that key only.`,
 			sessionsCommand(e), showCommand(e), titleCommand(e), forkCommand(e),
 			exportCommand(e), searchCommand(e), usageCommand(e), rmCommand(e), pruneCommand(e),
 			importCommand(e),
+			extensionsCommand(e),
 		},
 		Writer:                 e.stdout,
 		ErrWriter:              e.stderr,

@@ -20,6 +20,9 @@ type printer struct {
 	atLineStart bool
 	inThinking  bool
 	wrote       bool
+	// toolNames are the names of the tool calls seen, by id, so that a
+	// result can be shown as its tool's.
+	toolNames map[string]string
 }
 
 var _ agent.Receiver = (*printer)(nil)
@@ -77,15 +80,28 @@ func (p *printer) MessageAdded(m agent.Message) {
 		case agent.BlockToolUse:
 			p.newline()
 			fmt.Fprintf(p.info, "→ %s %s\n", b.ToolName, clip(string(b.Input), 200))
+			if p.toolNames == nil {
+				p.toolNames = map[string]string{}
+			}
+			p.toolNames[b.ToolUseID] = b.ToolName
 		case agent.BlockToolResult:
 			status := "ok"
-			if b.IsError {
+			switch {
+			case b.IsError:
 				status = "error: " + clip(b.Text, 200)
+			case changesFiles(p.toolNames[b.ToolUseID]):
+				// The diff-like summary line: "edited a.go: -1 +2 lines at line 14".
+				fmt.Fprintf(p.info, "← %s\n", clip(b.Text, 200))
+				continue
 			}
 			fmt.Fprintf(p.info, "← %s (%d bytes)\n", status, len(b.Text))
 		}
 	}
 }
+
+// changesFiles reports whether a tool's result is a summary of a change
+// to a file, which the user sees whole.
+func changesFiles(tool string) bool { return tool == "write_file" || tool == "edit_file" }
 
 // stopNotice is the line that tells the user an answer did not end as a
 // whole answer, and what to do about it; "" when it did (or when the

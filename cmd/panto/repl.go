@@ -196,6 +196,9 @@ func (cs *chatSession) command(ctx context.Context, line string) (quit bool, err
 		return true, nil
 	case "/help", "/?":
 		fmt.Fprintln(e.stdout, replHelp)
+		if help := cs.extensionHelp(); help != "" {
+			fmt.Fprintln(e.stdout, help)
+		}
 	case "/new":
 		if err := cs.start(ctx, cs.store.Create(), nil); err != nil {
 			return false, err
@@ -232,6 +235,9 @@ func (cs *chatSession) command(ctx context.Context, line string) (quit bool, err
 		msgs := cs.agent.Conversation().Messages
 		fmt.Fprintf(e.stdout, "compacted: later turns start from this summary\n%s\n", strings.TrimSpace(msgs[len(msgs)-1].Text()))
 	default:
+		if handled, err := cs.extensionCommand(ctx, name, arg); handled {
+			return false, err
+		}
 		return false, fmt.Errorf("unknown command %s: /help lists them", name)
 	}
 	return false, nil

@@ -1,0 +1,261 @@
+package extensions_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/panto-dev/panto/agent"
+	"github.com/panto-dev/panto/agent/extensions"
+)
+
+// writeExt writes a Lua file into dir and returns its path.
+func writeExt(t *testing.T, dir, name, src string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+const toolsLua = `
+local function count(s)
+  local n = 0
+  for _ in s:gmatch("%S+") do n = n + 1 end
+  return n
+end
+panto.tool {
+  name = "word_count",
+  description = "Count the words of a text",
+  parameters = { type = "object", properties = { text = { type = "string" } }, required = { "text" } },
+  run = function(input) return "words=" .. count(input.text) end,
+}
+panto.tool {
+  name = "shape",
+  description = "a table result",
+  run = function(input) return { n = #input.list, first = input.list[1], nested = { ok = true } } end,
+}
+panto.tool { name = "boom", description = "fails", run = function(input) error("it broke") end }
+panto.tool { name = "refuse", description = "fails politely", run = function(input) return nil, "not today" end }
+panto.tool { name = "spin", description = "never ends", run = function(input) while true do end end }
+panto.tool { name = "say", description = "prints", run = function(input) print("hello", 42) return "said" end }
+`
+
+func TestTools(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	path := writeExt(t, dir, "tools.lua", toolsLua)
+	var log bytes.Buffer
+	h := extensions.New(extensions.Options{Timeout: 100 * time.Millisecond, Log: &log})
+	defer h.Close()
+	if fails := h.Load(context.Background(), path); len(fails) != 0 {
+		t.Fatal(fails)
+	}
+	f := h.Files()[0]
+	decls := f.Tools()
+	if len(decls) != 6 || decls[0].Name != "word_count" || decls[0].Description != "Count the words of a text" {
+		t.Fatalf("decls %+v", decls)
+	}
+	schema, _ := json.Marshal(decls[0].InputSchema)
+	if string(schema) != `{"properties":{"text":{"type":"string"}},"required":["text"],"type":"object"}` {
+		t.Errorf("schema %s", schema)
+	}
+	if s, _ := json.Marshal(decls[1].InputSchema); string(s) != `{"properties":{},"type":"object"}` {
+		t.Errorf("default schema %s", s)
+	}
+	tests := []struct {
+		tool, input string
+		want        string
+		wantErr     string
+	}{
+		{"word_count", `{"text":"one two  three"}`, "words=3", ""},
+		{"shape", `{"list":["a","b"]}`, `{"first":"a","n":2,"nested":{"ok":true}}`, ""},
+		{"boom", `{}`, "", "tool boom failed: " + path + ":18: it broke"},
+		{"refuse", `{}`, "", "tool refuse: not today"},
+		{"spin", `{}`, "", "tool spin stopped after 100ms (the tool timeout, --tool-timeout)"},
+		{"word_count", `{"text":"still works after a timeout"}`, "words=5", ""},
+		{"word_count", `{}`, "", "attempt to index a non-table object(nil)"},
+		{"say", `{}`, "said", ""},
+		{"nope", `{}`, "", `no tool named "nope"`},
+	}
+	for _, tt := range tests {
+		got, err := f.Call(context.Background(), tt.tool, json.RawMessage(tt.input))
+		if tt.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Errorf("%s %s: %q, %v; want error %q", tt.tool, tt.input, got, err, tt.wantErr)
+			}
+			continue
+		}
+		if err != nil || got != tt.want {
+			t.Errorf("%s %s: %q, %v; want %q", tt.tool, tt.input, got, err, tt.want)
+		}
+	}
+	if log.String() != "hello\t42\n" {
+		t.Errorf("print wrote %q", log.String())
+	}
+
+	// A cancelled caller (Ctrl-C) gets its own error back.
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { time.Sleep(10 * time.Millisecond); cancel() }()
+	slow := extensions.New(extensions.Options{Timeout: time.Hour})
+	defer slow.Close()
+	slow.Load(context.Background(), path)
+	if _, err := slow.Files()[0].Call(ctx, "spin", json.RawMessage(`{}`)); !errors.Is(err, context.Canceled) {
+		t.Errorf("cancelled spin: %v", err)
+	}
+}
+
+func TestLoadFailures(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, src string
+		want      string // the failure line after the path
+	}{
+		{"syntax.lua", "panto.tool {\n  name = 'x',\n  run = function() return 1 end\n  oops\n}\n", ":4: syntax error near 'oops'"},
+		{"unclosed.lua", "panto.tool {\n", ": syntax error at the end of the file"},
+		{"runtime.lua", "local x = nil\n\nx.y = 1\n", ":3: attempt to index a non-table object(nil) with key 'y'"},
+		{"error.lua", "\nerror('no config')\n", ":2: no config"},
+		{"badname.lua", "panto.tool { name = 'a b', description = 'd', run = function() end }\n", `:1: panto.tool: name "a b": use 1 to 64 letters, digits, _ or -`},
+		{"norun.lua", "\npanto.command { name = 'c', description = 'd' }\n", `:2: command "c": run must be a function`},
+		{"params.lua", "panto.tool { name = 't', description = 'd', parameters = { type = 'string' }, run = function() end }\n", ":1: panto.tool \"t\": parameters must be an object schema"},
+		{"loop.lua", "while true do end\n", ":1: loading stopped after 100ms (the tool timeout, --tool-timeout)"},
+		{"exit.lua", "os.exit(3)\n", ":1: os.exit is not available to panto extensions"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			path := writeExt(t, t.TempDir(), tt.name, tt.src)
+			h := extensions.New(extensions.Options{Timeout: 100 * time.Millisecond})
+			defer h.Close()
+			fails := h.Load(context.Background(), path)
+			if len(fails) != 1 || len(h.Files()) != 0 || len(h.Loaded()) != 0 {
+				t.Fatalf("failures %v, files %d", fails, len(h.Files()))
+			}
+			if got := fails[0].String(); !strings.HasPrefix(got, path+tt.want) || strings.Contains(got, "\n") {
+				t.Errorf("failure %q, want %q", got, path+tt.want)
+			}
+		})
+	}
+	h := extensions.New(extensions.Options{})
+	if fails := h.Load(context.Background(), filepath.Join(t.TempDir(), "missing.lua")); len(fails) != 1 || !strings.Contains(fails[0].Err, "no such file") {
+		t.Errorf("missing file: %v", fails)
+	}
+}
+
+func TestClashes(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	a := writeExt(t, dir, "a.lua", `
+panto.tool { name = "read_file", description = "mine", run = function() return "a" end }
+panto.tool { name = "shared", description = "first", run = function() return "a" end }
+panto.command { name = "help", description = "mine", run = function() return "a" end }
+panto.command { name = "stats", description = "first", run = function() return "a" end }
+`)
+	b := writeExt(t, dir, "b.lua", `
+panto.tool { name = "shared", description = "second", run = function() return "b" end }
+panto.tool { name = "own", description = "b's", run = function() return "b" end }
+panto.command { name = "stats", description = "second", run = function() return "b" end }
+`)
+	h := extensions.New(extensions.Options{})
+	defer h.Close()
+	fails := h.Load(context.Background(), a, b)
+	reg := agent.NewToolRegistry()
+	reg.Reserve("built-in", reg, "read_file")
+	fails = append(fails, h.Register(reg)...)
+	fails = append(fails, h.ReserveCommands("help", "quit")...)
+	var got []string
+	for _, f := range fails {
+		got = append(got, f.String())
+	}
+	want := []string{
+		b + ":2: tool shared is already defined by " + a + ":3",
+		b + ":4: command stats is already defined by " + a + ":5",
+		a + ":2: tool read_file refused: the name is taken by built-in",
+		a + ":4: command /help refused: panto has its own /help",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("failures:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	var names []string
+	for _, d := range reg.Tools() {
+		names = append(names, d.Name+"@"+filepath.Base(reg.Origin(d.Name)))
+	}
+	if strings.Join(names, ",") != "shared@a.lua,own@b.lua" {
+		t.Errorf("registry holds %v", names)
+	}
+	var loaded []string
+	for _, it := range h.Loaded() {
+		loaded = append(loaded, it.Kind+":"+it.Name+"@"+filepath.Base(it.File))
+	}
+	if strings.Join(loaded, ",") != "tool:shared@a.lua,command:stats@a.lua,tool:own@b.lua" {
+		t.Errorf("loaded %v", loaded)
+	}
+}
+
+func TestCommand(t *testing.T) {
+	t.Parallel()
+	path := writeExt(t, t.TempDir(), "stats.lua", `
+panto.command {
+  name = "stats",
+  description = "count this session's messages",
+  run = function(args, session)
+    local roles = {}
+    for _, m in ipairs(session.messages) do roles[#roles + 1] = m.role .. "=" .. m.text end
+    return "session " .. session.id .. " holds " .. #session.messages .. " messages (" .. table.concat(roles, ", ") ..
+      ") titled " .. session.info.title .. " on " .. session.info.model .. " args " .. args
+  end,
+}
+`)
+	h := extensions.New(extensions.Options{})
+	defer h.Close()
+	if fails := h.Load(context.Background(), path); len(fails) != 0 {
+		t.Fatal(fails)
+	}
+	if cmds := h.Commands(); len(cmds) != 1 || cmds[0].Name != "stats" || cmds[0].Description != "count this session's messages" {
+		t.Fatalf("commands %+v", cmds)
+	}
+	view := extensions.SessionView{
+		Info:     agent.SessionInfo{ID: "abc", Title: "T", Model: "m1"},
+		Messages: []agent.Message{agent.UserText("hi"), {Role: agent.RoleAssistant, Content: []agent.Block{agent.TextBlock("hello")}}},
+	}
+	got, err := h.RunCommand(context.Background(), "stats", "x y", view)
+	if want := "session abc holds 2 messages (user=hi, assistant=hello) titled T on m1 args x y"; err != nil || got != want {
+		t.Errorf("got %q, %v; want %q", got, err, want)
+	}
+	if _, err := h.RunCommand(context.Background(), "nope", "", view); !errors.Is(err, extensions.ErrNoCommand) {
+		t.Errorf("unknown command: %v", err)
+	}
+}
+
+func TestDiscover(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	for _, n := range []string{"b.lua", "a.lua", "notes.txt"} {
+		writeExt(t, dir, n, "")
+	}
+	if err := os.Mkdir(filepath.Join(dir, "dir.lua"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	files, err := extensions.Discover(dir)
+	if err != nil || len(files) != 2 || filepath.Base(files[0]) != "a.lua" || filepath.Base(files[1]) != "b.lua" {
+		t.Errorf("files %v, %v", files, err)
+	}
+	if files, err := extensions.Discover(filepath.Join(dir, "missing")); err != nil || len(files) != 0 {
+		t.Errorf("missing dir: %v %v", files, err)
+	}
+	env := map[string]string{"XDG_CONFIG_HOME": "/cfg", "HOME": "/home/u"}
+	if d := extensions.Dir(func(k string) string { return env[k] }); d != "/cfg/panto/extensions" {
+		t.Errorf("dir %s", d)
+	}
+	delete(env, "XDG_CONFIG_HOME")
+	if d := extensions.Dir(func(k string) string { return env[k] }); d != "/home/u/.config/panto/extensions" {
+		t.Errorf("dir %s", d)
+	}
+}
