@@ -56,7 +56,7 @@ func (b *bucket) get(ctx context.Context, rel, ifNoneMatch string) ([]byte, stri
 	}
 	out, err := b.api.GetObject(ctx, in)
 	if err != nil {
-		return nil, "", fmt.Errorf("get %s: %w", b.key(rel), classify(err))
+		return nil, "", b.requestFailed("get", b.key(rel), err)
 	}
 	defer out.Body.Close()
 	data, err := io.ReadAll(out.Body)
@@ -75,7 +75,7 @@ func (s *Store) exists(ctx context.Context, rel string) (bool, error) {
 	if err := classify(err); errors.Is(err, errNotFound) {
 		return false, nil
 	}
-	return false, fmt.Errorf("head %s: %w", s.b.key(rel), classify(err))
+	return false, s.b.requestFailed("head", s.b.key(rel), err)
 }
 
 // put stores data under rel if cond holds and returns the new ETag.
@@ -99,7 +99,7 @@ func (b *bucket) put(ctx context.Context, rel string, data []byte, cond putCond,
 	}
 	out, err := b.api.PutObject(ctx, in, opts...)
 	if err != nil {
-		return "", fmt.Errorf("put %s: %w", b.key(rel), classify(err))
+		return "", b.requestFailed("put", b.key(rel), err)
 	}
 	return aws.ToString(out.ETag), nil
 }
@@ -196,7 +196,7 @@ func (b *bucket) list(ctx context.Context, rel, delimiter string) (keys, prefixe
 	for p.HasMorePages() {
 		page, err := p.NextPage(ctx)
 		if err != nil {
-			return nil, nil, fmt.Errorf("list %s: %w", b.key(rel), classify(err))
+			return nil, nil, b.requestFailed("list", b.key(rel), err)
 		}
 		for _, o := range page.Contents {
 			keys = append(keys, strings.TrimPrefix(aws.ToString(o.Key), b.prefix))
@@ -212,7 +212,7 @@ func (b *bucket) list(ctx context.Context, rel, delimiter string) (keys, prefixe
 func (b *bucket) delete(ctx context.Context, rel string) error {
 	_, err := b.api.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: &b.name, Key: aws.String(b.key(rel))})
 	if err != nil && !errors.Is(classify(err), errNotFound) {
-		return fmt.Errorf("delete %s: %w", b.key(rel), err)
+		return b.requestFailed("delete", b.key(rel), err)
 	}
 	return nil
 }
@@ -262,7 +262,10 @@ func explainOpenError(err error, bucketName, endpoint string) error {
 	}
 	var netErr net.Error
 	var opErr *net.OpError
+	var perm *PermissionError
 	switch {
+	case errors.As(err, &perm):
+		return fmt.Errorf("%w: %w", ErrOpen, perm)
 	case name == "InvalidBucketName":
 		return fmt.Errorf("%w: %q is not a valid bucket name: use 3 to 63 lowercase letters, digits, dots and hyphens", ErrOpen, bucketName)
 	case name == "NoSuchBucket":

@@ -409,6 +409,9 @@ func (s *Store) checkMarker(ctx context.Context, endpoint string) error {
 			if isNotImplemented(err) {
 				return s.notImplemented()
 			}
+			if errors.Is(err, ErrPermission) {
+				return fmt.Errorf("%w: s3://%s/%s holds no panto store yet, and these credentials cannot create one: %w", ErrOpen, s.b.name, s.b.prefix, err)
+			}
 			if err != nil {
 				return explainOpenError(err, s.b.name, endpoint)
 			}
