@@ -185,11 +185,13 @@ func (s *Store) sweep(ctx context.Context, id string, end int64, known []string,
 // sessionObjects are the objects of a session that m, its state as read
 // (the stored manifest, listing its first stored segments, and the
 // segments probed after them), names: in the order a deletion removes
-// them, so that one cut short leaves names the next one finds by the
-// same reading. The probed segments go first, last to first (what is left
-// of them is still found by probing from the manifest), then the replaced
-// segments compaction left to delete, the listed segments, and the
-// manifest last.
+// them, so that one cut short leaves what the next one can still find by
+// the same reading where there is a manifest. The probed segments go
+// first, last to first (what is left of them is found by probing from the
+// manifest), then the replaced segments compaction left to delete, the
+// listed segments, and the manifest last. (A session without a manifest
+// is probed from seg/0, which is a tombstone by then: finishing its
+// deletion needs the listing.)
 func (s *Store) sessionObjects(m *manifest.Manifest, stored int) []string {
 	stored = min(stored, len(m.Segments))
 	var names []string
