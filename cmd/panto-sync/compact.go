@@ -33,7 +33,7 @@ Examples:
 // compactSession compacts one session if it has more than one segment.
 func compactSession(ctx context.Context, s store.LogStore, id string, o *options) Event {
 	fail := func(err error) Event {
-		return Event{Event: "failed", ID: id, Error: err.Error(), Text: fmt.Sprintf("failed    %s: %v", id, err)}
+		return Event{Event: "failed", ID: id, Error: err.Error(), Text: fmt.Sprintf("failed    %s: %v", id, err), err: err}
 	}
 	cp, ok := s.(store.Checkpointer)
 	if !ok {

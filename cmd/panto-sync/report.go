@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"sync"
@@ -10,6 +11,7 @@ import (
 	"github.com/schollz/progressbar/v3"
 
 	"github.com/panto-dev/panto/replica"
+	"github.com/panto-dev/panto/store/objstore"
 )
 
 // direction is how a command names the two sides of a copy and what it
@@ -100,6 +102,8 @@ type Event struct {
 	Note       string `json:"note,omitempty"`
 	// Text is the line printed without --json.
 	Text string `json:"-"`
+	// err is the failure: a permission refusal is said once (reporter).
+	err error
 }
 
 // Summary is the last object --json prints.
@@ -135,6 +139,10 @@ type reporter struct {
 	// bytes done and to do, for the progress display
 	doneBytes, totalBytes int64
 	counts                map[string]int
+	// refusal is the first failure for want of a permission: every other
+	// session would be refused the same, so it is said once, on stderr,
+	// with the grant that would let the command through.
+	refusal error
 }
 
 func newReporter(o *options, d direction) *reporter {
@@ -195,7 +203,7 @@ func (r *reporter) describeEvent(e replica.Event) Event {
 		out.SrcLength, out.DstLength = &src, &dst
 	}
 	if e.Err != nil {
-		out.Error = e.Err.Error()
+		out.Error, out.err = e.Err.Error(), e.Err
 	}
 	would := func(word string) string {
 		if e.DryRun {
@@ -285,6 +293,12 @@ func (r *reporter) print(e Event) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.counts[e.Event]++
+	if errors.Is(e.err, objstore.ErrPermission) {
+		if r.refusal != nil && !r.json {
+			return // said once, with the summary
+		}
+		r.refusal = e.err
+	}
 	loud := e.Event == "failed" || e.Event == "refused" || e.Event == "diverged" || e.Event == "conflict"
 	if r.json {
 		if r.quiet && !loud {
@@ -395,6 +409,9 @@ func (r *reporter) printSummary(s Summary) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	s.Event = "summary"
+	if r.refusal != nil {
+		fmt.Fprintf(r.errOut, "panto-sync: %s\n", oneLine(r.refusal.Error()))
+	}
 	if r.json {
 		b, _ := json.Marshal(s)
 		fmt.Fprintf(r.out, "%s\n", b)

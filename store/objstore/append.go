@@ -364,6 +364,8 @@ func (s *Store) putSegment(ctx context.Context, key string, m, next *manifest.Ma
 		return segmentLost, err
 	case errors.Is(err, errConflict):
 		return segmentRetry, err
+	case errors.Is(err, ErrPermission):
+		return segmentFailed, err // an answer: nothing was written
 	}
 	// No answer: the server may be restarting. Retrying is safe (the PUT
 	// is conditional, and a 412 on the retry finds our own bytes), but

@@ -20,10 +20,14 @@ import (
 // racing for that position cannot both win. Then the first segment is
 // replaced by a tombstone too (If-Match): seg/0 marks the session as
 // existing for ever (§P5), and a create of the id fails on it. Then every
-// other object of the session is deleted (listed: deletion is explicit,
-// never routine). Last, the index shard buries the session and is
-// rewritten without it, its older deltas deleted. Each step is
-// idempotent, so a deletion cut short is finished by the next one.
+// other object of the session is deleted, by the names its manifest and
+// the segments probed after it give (so that a writer without
+// s3:ListBucket can delete), and then, where the credentials may list,
+// whatever else the session's prefix holds. Last, the index shard buries
+// the session and is rewritten without it, its older deltas deleted.
+// Each step is idempotent, so a deletion cut short is finished by the
+// next one; finishing one needs the listing, since the names it had are
+// gone with the objects it deleted.
 
 var _ store.Deleter = (*Store)(nil)
 
@@ -48,7 +52,11 @@ func (s *Store) Delete(ctx context.Context, t store.Tombstone) error {
 		err := s.refresh(ctx, id, st)
 		if old, ok := tombstoneOf(err); ok {
 			// Deleted already (maybe by a run cut short): finish it.
-			return s.finishDelete(ctx, id, old, -1)
+			known, err := s.knownObjects(ctx, id)
+			if err != nil {
+				return fail(err)
+			}
+			return s.finishDelete(ctx, id, old, -1, known, !s.buried(ctx, id))
 		}
 		if err != nil {
 			return fail(err)
@@ -62,7 +70,7 @@ func (s *Store) Delete(ctx context.Context, t store.Tombstone) error {
 		_, err = s.put(ctx, at, s.codec.EncodeTombstoneObject(at, tomb), putCond{ifNoneMatch: true}, s.objectType())
 		if err == nil {
 			st.loaded = false
-			return s.finishDelete(ctx, id, tomb, have.Length)
+			return s.finishDelete(ctx, id, tomb, have.Length, s.sessionObjects(st.m, st.stored), false)
 		}
 		if !errors.Is(err, errPrecondition) && !errors.Is(err, errConflict) {
 			return fail(err)
@@ -80,9 +88,12 @@ func (s *Store) Delete(ctx context.Context, t store.Tombstone) error {
 
 // finishDelete is a deletion after its commit point (at end, the log's
 // length then; -1 when not known): the first segment replaced by the
-// tombstone, the index buried and purged, every other object of the
-// session deleted.
-func (s *Store) finishDelete(ctx context.Context, id string, tomb manifest.Tombstone, end int64) error {
+// tombstone, every other object of the session deleted (known: the names
+// known, in the order to delete them; mustList: a listing is the only way
+// to find the rest, see sweep), the index buried and purged. A sweep that
+// could not list when it had to still buries the session (it is deleted:
+// its reads say so), and returns a *PermissionError saying what was left.
+func (s *Store) finishDelete(ctx context.Context, id string, tomb manifest.Tombstone, end int64, known []string, mustList bool) error {
 	fail := func(err error) error { return fmt.Errorf("delete session %s: %w", id, err) }
 	first := s.sessionKey(id, manifest.SegmentName(0))
 	if end != 0 {
@@ -105,7 +116,8 @@ func (s *Store) finishDelete(ctx context.Context, id string, tomb manifest.Tombs
 	// the next deletion or sync that meets it finishes it. The other way
 	// round, it would be listed as deleted with its segments still there,
 	// and nothing would come back for them.
-	if err := s.sweep(ctx, id, end); err != nil {
+	unswept, err := s.sweep(ctx, id, end, known, mustList)
+	if err != nil {
 		return err
 	}
 	name := s.queueTombstone(tomb)
@@ -114,19 +126,43 @@ func (s *Store) finishDelete(ctx context.Context, id string, tomb manifest.Tombs
 			return fail(err)
 		}
 	}
+	if unswept != nil {
+		return fmt.Errorf("session %s is deleted, but what a deletion cut short may have left under %s could not be looked for: %w", id, s.objectURL(s.sessionKey(id, "")), unswept)
+	}
 	return nil
 }
 
 // sweep deletes every object of session id but its tombstones: seg/0 and
 // the segment at end (its commit point; -1: keep every tombstone found).
-func (s *Store) sweep(ctx context.Context, id string, end int64) error {
-	keys, _, err := s.b.list(ctx, s.sessionKey(id, ""), "")
-	if err != nil {
-		return fmt.Errorf("delete session %s: %w", id, err)
-	}
+// It deletes the names known first, in their order, then lists the
+// session's prefix for the rest: a merged segment of a compaction cut
+// short, a segment a stalled writer created after the deletion read the
+// log, or, finishing a deletion cut short, whatever it had not deleted.
+// Credentials that may not list (s3:ListBucket) skip the listing: the
+// names known are every object of a session the protocol knows of, so
+// that is what a writer's deletion needs; unless mustList says a listing
+// is the only way to finish, when the refusal comes back as unswept.
+func (s *Store) sweep(ctx context.Context, id string, end int64, known []string, mustList bool) (unswept, err error) {
 	keep := map[string]bool{s.sessionKey(id, manifest.SegmentName(0)): true}
 	if end >= 0 {
 		keep[s.sessionKey(id, manifest.SegmentName(end))] = true
+	}
+	for _, k := range known {
+		if keep[k] {
+			continue
+		}
+		if err := s.b.delete(ctx, k); err != nil {
+			return nil, fmt.Errorf("delete session %s: %w", id, err)
+		}
+	}
+	keys, _, err := s.b.list(ctx, s.sessionKey(id, ""), "")
+	switch {
+	case errors.Is(err, ErrPermission) && mustList:
+		return err, nil
+	case errors.Is(err, ErrPermission):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("delete session %s: %w", id, err)
 	}
 	for _, k := range keys {
 		if keep[k] {
@@ -140,10 +176,66 @@ func (s *Store) sweep(ctx context.Context, id string, end int64) error {
 			}
 		}
 		if err := s.b.delete(ctx, k); err != nil {
-			return fmt.Errorf("delete session %s: %w", id, err)
+			return nil, fmt.Errorf("delete session %s: %w", id, err)
 		}
 	}
-	return nil
+	return nil, nil
+}
+
+// sessionObjects are the objects of a session that m, its state as read
+// (the stored manifest, listing its first stored segments, and the
+// segments probed after them), names: in the order a deletion removes
+// them, so that one cut short leaves what the next one can still find by
+// the same reading where there is a manifest. The probed segments go
+// first, last to first (what is left of them is found by probing from the
+// manifest), then the replaced segments compaction left to delete, the
+// listed segments, and the manifest last. (A session without a manifest
+// is probed from seg/0, which is a tombstone by then: finishing its
+// deletion needs the listing.)
+func (s *Store) sessionObjects(m *manifest.Manifest, stored int) []string {
+	stored = min(stored, len(m.Segments))
+	var names []string
+	key := func(rel string) string { return s.sessionKey(m.ID, rel) }
+	for i := len(m.Segments) - 1; i >= stored; i-- {
+		names = append(names, key(m.Segments[i].Name()))
+	}
+	for _, p := range m.Pending {
+		names = append(names, key(p.Name))
+	}
+	for _, seg := range m.Segments[:stored] {
+		names = append(names, key(seg.Name()))
+	}
+	return append(names, key("manifest.json"))
+}
+
+// knownObjects reads what is left of a deleted session's objects by name,
+// as sessionObjects orders them: the manifest if it is still there, and
+// the segments probed after it up to the deletion's commit point (or the
+// first one already deleted).
+func (s *Store) knownObjects(ctx context.Context, id string) ([]string, error) {
+	m, _, err := s.readManifest(ctx, id)
+	if errors.Is(err, ErrCorrupt) || errors.Is(err, manifest.ErrInvalid) {
+		return []string{s.sessionKey(id, "manifest.json")}, nil // listed and deleted as the rest
+	}
+	if err != nil {
+		return nil, err
+	}
+	stored := len(m.Segments)
+	if _, err := s.catchUp(ctx, m, 0, nil); err != nil {
+		if _, deleted := tombstoneOf(err); !deleted && !errors.Is(err, ErrCorrupt) {
+			return nil, err
+		}
+	}
+	return s.sessionObjects(m, stored), nil
+}
+
+// buried reports whether session id's index shard holds its tombstone:
+// then its deletion went through to the end (the content goes before the
+// burial), and only strays a listing would find can be left.
+func (s *Store) buried(ctx context.Context, id string) bool {
+	_, tombs, err := s.readIndexAll(ctx, []string{manifest.ShardOf(id)})
+	_, ok := tombs[id]
+	return ok && err == nil
 }
 
 // tombstoneAt reads the tombstone that took the place of session id's
@@ -231,7 +323,7 @@ func (s *Store) finishPurge(ctx context.Context, name string, v shardView) error
 	if !v.purgePending() {
 		return nil
 	}
-	if err := s.deleteDeltas(ctx, name, v.base.Purge); err != nil {
+	if err := s.deleteDeltas(ctx, name, v.base.Pruned+1, v.base.Purge); err != nil {
 		return err
 	}
 	base := v.shard.Clone()
@@ -281,9 +373,18 @@ func (s *Store) finishPurges(ctx context.Context) {
 
 // deleteDeltas deletes the deltas of shard name numbered up to through,
 // found by listing: also those a writer wrote after an earlier purge had
-// deleted them.
-func (s *Store) deleteDeltas(ctx context.Context, name string, through int64) error {
+// deleted them. Credentials that may not list delete them by number, from
+// from (the first the base does not say are deleted) to through.
+func (s *Store) deleteDeltas(ctx context.Context, name string, from, through int64) error {
 	keys, _, err := s.b.list(ctx, "index/"+name+"/", "")
+	if errors.Is(err, ErrPermission) {
+		for n := max(from, 1); n <= through; n++ {
+			if err := s.b.delete(ctx, deltaKey(name, n)); err != nil {
+				return fmt.Errorf("purge index shard %s: %w", name, err)
+			}
+		}
+		return nil
+	}
 	if err != nil {
 		return fmt.Errorf("purge index shard %s: %w", name, err)
 	}

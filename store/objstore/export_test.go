@@ -30,6 +30,25 @@ func OpenBucket(ctx context.Context, b Bucket, opts ...Option) (*Store, error) {
 	return openBucket(ctx, b, o)
 }
 
+// OpenWrapped opens a Store on the S3 bucket of rawURL as Open does, with
+// the bucket wrapped by wrap first (a FaultBucket): faults injected at the
+// seam of a real server's store.
+func OpenWrapped(ctx context.Context, rawURL string, wrap func(Bucket) Bucket, opts ...Option) (*Store, error) {
+	o := defaultOptions()
+	for _, fn := range opts {
+		fn(&o)
+	}
+	bucketName, prefix, err := parseURL(rawURL)
+	if err != nil {
+		return nil, err
+	}
+	b, err := newS3Bucket(ctx, bucketName, prefix, o)
+	if err != nil {
+		return nil, err
+	}
+	return openBucket(ctx, wrap(b), o)
+}
+
 // MemObjects reads every object of the memory bucket b (NewMemBucket),
 // by key from its root, in key order.
 func MemObjects(b Bucket) []MemObject { return b.(*memBucket).objectsUnder() }

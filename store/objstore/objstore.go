@@ -336,6 +336,9 @@ func (s *Store) checkMarker(ctx context.Context) error {
 			if errors.Is(err, errNotImplemented) {
 				return s.notImplemented()
 			}
+			if errors.Is(err, ErrPermission) {
+				return fmt.Errorf("%w: %s holds no panto store yet, and these credentials cannot create one: %w", ErrOpen, s.b.url(""), err)
+			}
 			if err != nil {
 				return s.b.explainOpenError(err)
 			}

@@ -137,7 +137,7 @@ func (b *s3Bucket) get(ctx context.Context, rel, ifNoneMatch string) ([]byte, st
 	}
 	out, err := b.api.GetObject(ctx, in)
 	if err != nil {
-		return nil, "", fmt.Errorf("get %s: %w", b.key(rel), classify(err))
+		return nil, "", b.requestFailed("get", b.key(rel), err)
 	}
 	defer out.Body.Close()
 	data, err := io.ReadAll(out.Body)
@@ -150,7 +150,7 @@ func (b *s3Bucket) get(ctx context.Context, rel, ifNoneMatch string) ([]byte, st
 func (b *s3Bucket) head(ctx context.Context, rel string) error {
 	_, err := b.api.HeadObject(ctx, &s3.HeadObjectInput{Bucket: &b.name, Key: aws.String(b.key(rel))})
 	if err != nil {
-		return fmt.Errorf("head %s: %w", b.key(rel), classify(err))
+		return b.requestFailed("head", b.key(rel), err)
 	}
 	return nil
 }
@@ -175,7 +175,7 @@ func (b *s3Bucket) put(ctx context.Context, rel string, data []byte, cond putCon
 	}
 	out, err := b.api.PutObject(ctx, in, opts...)
 	if err != nil {
-		return "", fmt.Errorf("put %s: %w", b.key(rel), classify(err))
+		return "", b.requestFailed("put", b.key(rel), err)
 	}
 	return aws.ToString(out.ETag), nil
 }
@@ -270,7 +270,7 @@ func (b *s3Bucket) list(ctx context.Context, rel, delimiter string) (keys, prefi
 	for p.HasMorePages() {
 		page, err := p.NextPage(ctx)
 		if err != nil {
-			return nil, nil, fmt.Errorf("list %s: %w", b.key(rel), classify(err))
+			return nil, nil, b.requestFailed("list", b.key(rel), err)
 		}
 		for _, o := range page.Contents {
 			keys = append(keys, strings.TrimPrefix(aws.ToString(o.Key), b.prefix))
@@ -285,7 +285,7 @@ func (b *s3Bucket) list(ctx context.Context, rel, delimiter string) (keys, prefi
 func (b *s3Bucket) delete(ctx context.Context, rel string) error {
 	_, err := b.api.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: &b.name, Key: aws.String(b.key(rel))})
 	if err != nil && !errors.Is(classify(err), errNotFound) {
-		return fmt.Errorf("delete %s: %w", b.key(rel), err)
+		return b.requestFailed("delete", b.key(rel), err)
 	}
 	return nil
 }
@@ -338,7 +338,10 @@ func (b *s3Bucket) explainOpenError(err error) error {
 	}
 	var netErr net.Error
 	var opErr *net.OpError
+	var perm *PermissionError
 	switch {
+	case errors.As(err, &perm):
+		return fmt.Errorf("%w: %w", ErrOpen, perm)
 	case name == "InvalidBucketName":
 		return fmt.Errorf("%w: %q is not a valid bucket name: use 3 to 63 lowercase letters, digits, dots and hyphens", ErrOpen, bucketName)
 	case name == "NoSuchBucket":
