@@ -197,7 +197,7 @@ func (cs *chatSession) command(ctx context.Context, line string) (quit bool, err
 	case "/help", "/?":
 		fmt.Fprintln(e.stdout, replHelp)
 	case "/new":
-		if err := cs.start(ctx, cs.store.Create(), nil); err != nil {
+		if err := cs.start(ctx, cs.newSession(), nil); err != nil {
 			return false, err
 		}
 		if cs.persist {
