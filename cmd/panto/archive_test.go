@@ -314,7 +314,7 @@ func TestUsage(t *testing.T) {
 			seedSearch(t, b)
 			r := pantoOn(t, b, "usage", "--json")
 			u := jsonObject(t, r.stdout)
-			if !reflect.DeepEqual(keys(u), []string{"bytes_read", "models", "sessions_read", "total"}) {
+			if !reflect.DeepEqual(keys(u), []string{"by", "bytes_read", "models", "sessions_read", "total"}) {
 				t.Errorf("usage --json fields %v", keys(u))
 			}
 			models, _ := u["models"].([]any)

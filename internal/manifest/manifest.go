@@ -31,8 +31,8 @@
 // Put.
 //
 // A session's summary, in manifests and index entries, holds the title,
-// the fork link and the token totals too (optional fields within version
-// 3). A manifest says in summary_version what its summary folds, so that
+// the fork link, the token totals and the project too (optional fields
+// within version 3). A manifest says in summary_version what its summary folds, so that
 // a writer does not resume from one an older panto folded without them
 // (see SummaryVersion and docs/DESIGN.md, "The bucket format").
 //
