@@ -47,8 +47,8 @@ func projectFlag() cli.Flag {
 }
 
 // projectOf reads a --project value: "." or a directory is the project
-// found there; anything else is a git remote (any spelling) or, when it
-// is an absolute path, a directory that is gone.
+// found there; another absolute path a directory that is gone; anything
+// else a git remote, in any spelling (host/team/proj as panto shows it).
 func projectOf(value string) (agent.Project, error) {
 	v := strings.TrimSpace(value)
 	if v == "" {
@@ -61,11 +61,12 @@ func projectOf(value string) (agent.Project, error) {
 		}
 		return p, nil
 	}
+	if filepath.IsAbs(v) {
+		// A directory that is gone (a local remote is file:///PATH).
+		return agent.Project{Dir: filepath.Clean(v)}, nil
+	}
 	if remote, ok := project.NormalizeRemote(v); ok {
 		return agent.Project{Remote: remote}, nil
-	}
-	if filepath.IsAbs(v) {
-		return agent.Project{Dir: filepath.Clean(v)}, nil
 	}
 	// A remote as panto shows it (host/team/proj).
 	if remote, ok := project.NormalizeRemote("https://" + v); ok {

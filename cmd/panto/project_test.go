@@ -355,3 +355,62 @@ func TestProjectSync(t *testing.T) {
 		t.Error("the plaintext prefix does not hold the project: the scan of the encrypted one cannot fail")
 	}
 }
+
+// TestProjectFlag: what --project accepts, and how a list is narrowed
+// and ordered by a project.
+func TestProjectFlag(t *testing.T) {
+	d := makeProjectDirs(t)
+	for _, tt := range []struct {
+		value   string
+		wantKey string
+		bad     bool
+	}{
+		{d.clone2Sub, "host.test/team/proj", false},
+		{d.plain, d.plain, false},
+		{d.local, d.local, false},
+		{"git@host.test:team/proj.git", "host.test/team/proj", false},
+		{"https://tok@host.test/team/proj/", "host.test/team/proj", false},
+		{"host.test/team/proj", "host.test/team/proj", false},
+		{"/gone/away/", "/gone/away", false},
+		{"", "", true},
+		{"no such thing", "", true},
+	} {
+		p, err := projectOf(tt.value)
+		if (err != nil) != tt.bad || p.Key() != tt.wantKey {
+			t.Errorf("projectOf(%q) = %+v (key %q), %v; want key %q", tt.value, p, p.Key(), err, tt.wantKey)
+		}
+	}
+	mine := agent.Project{Remote: "host.test/team/proj", Dir: "/a"}
+	list := []agent.SessionInfo{
+		{ID: "1", Project: agent.Project{Dir: "/elsewhere"}},
+		{ID: "2", Project: agent.Project{Remote: "host.test/team/proj", Dir: "/b"}},
+		{ID: "3"},
+		{ID: "4", Project: mine},
+	}
+	var first, only []string
+	for _, s := range projectFirst(list, mine) {
+		first = append(first, s.ID)
+	}
+	for _, s := range inProject(list, mine) {
+		only = append(only, s.ID)
+	}
+	if strings.Join(first, ",") != "2,4,1,3" || strings.Join(only, ",") != "2,4" {
+		t.Errorf("projectFirst %v, inProject %v", first, only)
+	}
+	if got := inProject(list, agent.Project{}); len(got) != 0 {
+		t.Errorf("sessions of no project: %+v", got)
+	}
+	for _, tt := range []struct {
+		p    agent.Project
+		want string
+	}{
+		{agent.Project{}, noProject},
+		{agent.Project{Remote: "host.test/team/proj", Root: "/home/me/proj"}, "host.test/team/proj"},
+		{agent.Project{Root: "/home/me/proj", Dir: "/home/me/proj/x"}, "~/proj"},
+		{agent.Project{Dir: "/home/meme"}, "/home/meme"},
+	} {
+		if got := projectName(tt.p, "/home/me"); got != tt.want {
+			t.Errorf("projectName(%+v) = %q, want %q", tt.p, got, tt.want)
+		}
+	}
+}
