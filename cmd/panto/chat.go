@@ -163,7 +163,7 @@ func (cs *chatSession) resume(c *cli.Context) (*agent.Session, *agent.Conversati
 	switch {
 	case resume != "":
 		sess, err = resolveSession(c.Context, cs.store, false, resume)
-	case c.Bool("continue") && c.Bool("any"):
+	case c.Bool("continue") && (c.Bool("any") || !cs.persist):
 		sess, err = resolveSession(c.Context, cs.store, true, "")
 	case c.Bool("continue"):
 		sess, err = cs.continueProject(c.Context)
