@@ -155,3 +155,13 @@ func clipProjectName(name string, n int) string {
 	}
 	return "…" + string(r[len(r)-n+1:])
 }
+
+// projectLine says where a session was started (panto show): the
+// project, and the directory when the project is a remote.
+func projectLine(p agent.Project, home string) string {
+	line := "project " + projectName(p, home)
+	if p.Remote != "" && p.Dir != "" {
+		line += ", started in " + projectName(agent.Project{Dir: p.Dir}, home)
+	}
+	return line
+}

@@ -204,6 +204,10 @@ func TestProjects(t *testing.T) {
 				t.Errorf("sessions --project REMOTE: %v %+v", err, list)
 			}
 
+			if r := pantoIn(t, b, d.empty, "show", proj[:8]); !strings.Contains(r.stdout, "\nproject host.test/team/proj, started in "+d.clone1+"\n") {
+				t.Errorf("show does not say the project:\n%s", r.stdout)
+			}
+
 			// usage by project: each project its answers.
 			var u struct {
 				By       string `json:"by"`
