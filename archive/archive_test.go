@@ -10,13 +10,13 @@ import (
 	"time"
 
 	"github.com/panto-dev/panto/agent"
-	"github.com/panto-dev/panto/store/storetest"
 	"github.com/panto-dev/panto/archive"
-	"github.com/panto-dev/panto/internal/testkit/miniotest"
 	"github.com/panto-dev/panto/internal/sessionlog"
+	"github.com/panto-dev/panto/internal/testkit/miniotest"
 	"github.com/panto-dev/panto/store"
 	"github.com/panto-dev/panto/store/fsjsonl"
 	"github.com/panto-dev/panto/store/objstore"
+	"github.com/panto-dev/panto/store/storetest"
 )
 
 func TestMain(m *testing.M) { miniotest.Main(m) }

@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/panto-dev/panto/agent"
-	"github.com/panto-dev/panto/store/storetest"
 	"github.com/panto-dev/panto/store"
+	"github.com/panto-dev/panto/store/storetest"
 )
 
 // The end-to-end tests of the commands that treat the store as an

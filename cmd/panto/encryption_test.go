@@ -18,9 +18,9 @@ import (
 
 	"github.com/klauspost/compress/zstd"
 
+	"github.com/panto-dev/panto/internal/seal"
 	"github.com/panto-dev/panto/internal/testkit/fakeprovider"
 	"github.com/panto-dev/panto/internal/testkit/miniotest"
-	"github.com/panto-dev/panto/internal/seal"
 )
 
 // TestEncryptedBucket: panto on an encrypted bucket creates a session,

@@ -15,8 +15,8 @@ import (
 	"github.com/klauspost/compress/zstd"
 
 	"github.com/panto-dev/panto/agent"
-	"github.com/panto-dev/panto/internal/testkit/sessiongen"
 	"github.com/panto-dev/panto/internal/sessionlog"
+	"github.com/panto-dev/panto/internal/testkit/sessiongen"
 )
 
 var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
