@@ -1,10 +1,12 @@
 package project_test
 
 import (
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/panto-dev/panto/agent"
 	"github.com/panto-dev/panto/internal/project"
@@ -117,7 +119,7 @@ func TestConfigValueAgreesWithGit(t *testing.T) {
 		if err := os.WriteFile(path, []byte(config), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		out, err := exec.Command(git, "config", "--file", path, "--get", "remote.origin.url").Output()
+		out, err := gitCommand(t, git, "config", "--file", path, "--get", "remote.origin.url").Output()
 		if err != nil {
 			t.Fatalf("git config %q: %v", config, err)
 		}
@@ -198,7 +200,7 @@ func TestDetectAgreesWithGit(t *testing.T) {
 	}
 	run := func(args ...string) string {
 		t.Helper()
-		cmd := exec.Command(git, args...)
+		cmd := gitCommand(t, git, args...)
 		cmd.Dir = dir
 		out, err := cmd.CombinedOutput()
 		if err != nil {
@@ -220,4 +222,13 @@ func TestDetectAgreesWithGit(t *testing.T) {
 	if top := run("rev-parse", "--show-toplevel"); top != dir+"\n" {
 		t.Errorf("git's root %q, Detect's %q", top, got.Root)
 	}
+}
+
+// gitCommand is git with a deadline: a hung git fails the test.
+func gitCommand(t *testing.T, git string, args ...string) *exec.Cmd {
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	t.Cleanup(cancel)
+	cmd := exec.CommandContext(ctx, git, args...)
+	cmd.WaitDelay = 5 * time.Second
+	return cmd
 }
