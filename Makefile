@@ -63,6 +63,9 @@ FUZZ_TARGETS := \
 	internal/manifest:FuzzSealedIndexShard \
 	internal/seal:FuzzParseKeyFile \
 	internal/seal:FuzzOpen \
+	internal/project:FuzzNormalizeRemote \
+	internal/project:FuzzRemoteSpellings \
+	internal/project:FuzzConfigValue \
 	store/fsjsonl:FuzzListCache
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \

@@ -87,6 +87,50 @@ type SessionInfo struct {
 	ForkedAt int
 	// Usage is the sum of the token usage of every entry.
 	Usage Usage
+	// Project is where the session was started, as its log's header
+	// records it; the zero Project for a session that predates projects.
+	Project Project
+}
+
+// Project is where a session was started (internal/project finds it):
+// the working directory, and inside a git work tree the repository's
+// identity. The JSON tags are the line format's (a log's header).
+type Project struct {
+	// Remote is the work tree's origin remote, normalised (host/path:
+	// no scheme, user, password, port or ".git"), the same for every
+	// clone of the repository; empty outside git or without an origin.
+	Remote string `json:"remote,omitempty"`
+	// Root is the work tree's root directory (empty outside git), Path
+	// the working directory inside it, slash-separated ("" at the root).
+	Root string `json:"root,omitempty"`
+	Path string `json:"path,omitempty"`
+	// Dir is the working directory.
+	Dir string `json:"dir,omitempty"`
+}
+
+// Key is what makes two sessions one project: the remote when there is
+// one (a clone at another path, or on another machine, is the same
+// project), else the work tree's root, else the directory; "" for no
+// project. A normalised remote never begins with "/", so a remote and a
+// directory never share a key.
+func (p Project) Key() string {
+	switch {
+	case p.Remote != "":
+		return p.Remote
+	case p.Root != "":
+		return p.Root
+	}
+	return p.Dir
+}
+
+// ProjectRecorder is a SessionStore whose logs record the project a
+// session was started in. Session.Append uses it, so that a session made
+// by Create, its Info.Project set, records it with its first batch.
+type ProjectRecorder interface {
+	// AppendMessagesIn is AppendMessages that, when the append creates
+	// the session, records project in its header. An append to an
+	// existing session ignores project.
+	AppendMessagesIn(ctx context.Context, project Project, sessionID string, msgs []PersistentMessage) error
 }
 
 // MaxLastUserMessage is the number of runes of SessionInfo.LastUserMessage
@@ -139,7 +183,13 @@ func (s *Session) Append(ctx context.Context, msgs []PersistentMessage) error {
 	if len(msgs) == 0 {
 		return nil
 	}
-	if err := s.Store.AppendMessages(ctx, s.Info.ID, msgs); err != nil {
+	var err error
+	if pr, ok := s.Store.(ProjectRecorder); ok && s.Info.Project != (Project{}) {
+		err = pr.AppendMessagesIn(ctx, s.Info.Project, s.Info.ID, msgs)
+	} else {
+		err = s.Store.AppendMessages(ctx, s.Info.ID, msgs)
+	}
+	if err != nil {
 		return err
 	}
 	now := time.Now().UTC()

@@ -10,13 +10,13 @@ import (
 	"time"
 
 	"github.com/panto-dev/panto/agent"
-	"github.com/panto-dev/panto/store/storetest"
 	"github.com/panto-dev/panto/archive"
-	"github.com/panto-dev/panto/internal/testkit/miniotest"
 	"github.com/panto-dev/panto/internal/sessionlog"
+	"github.com/panto-dev/panto/internal/testkit/miniotest"
 	"github.com/panto-dev/panto/store"
 	"github.com/panto-dev/panto/store/fsjsonl"
 	"github.com/panto-dev/panto/store/objstore"
+	"github.com/panto-dev/panto/store/storetest"
 )
 
 func TestMain(m *testing.M) { miniotest.Main(m) }
@@ -161,6 +161,7 @@ func TestSearch(t *testing.T) {
 }
 
 func TestUsageByModel(t *testing.T) {
+	byModel := archive.UsageQuery{By: archive.ByModel}
 	eachStore(t, func(t *testing.T, s store.LogStore) {
 		turn := func(id agent.WireIdentity, in, out int64) agent.PersistentMessage {
 			m := agent.AssistantText("answer")
@@ -170,17 +171,17 @@ func TestUsageByModel(t *testing.T) {
 		appendOK(t, s, "one", turn(modelA, 100, 10), turn(modelB, 1000, 1))
 		appendOK(t, s, "two", turn(modelA, 5, 5), agent.PersistentMessage{Message: agent.UserText("no usage"), Identity: modelA})
 		flush(t, s)
-		report, stats, err := archive.UsageByModel(t.Context(), s, time.Time{}, archive.Options{})
+		report, stats, err := archive.Usage(t.Context(), s, byModel, archive.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		got := report.Models
+		got := report.Groups
 		if report.Total.Sessions != 2 || report.Total.Turns != 3 || report.Total.Usage.InputTokens != 1105 {
 			t.Errorf("total %+v", report.Total)
 		}
-		want := []archive.ModelUsage{
-			{Model: "model-b", APIStyle: agent.APIStyleOpenAIChat, Sessions: 1, Turns: 1, Usage: agent.Usage{InputTokens: 1000, OutputTokens: 1, CacheReadTokens: 1}},
-			{Model: "model-a", APIStyle: agent.APIStyleAnthropicMessages, Sessions: 2, Turns: 2, Usage: agent.Usage{InputTokens: 105, OutputTokens: 15, CacheReadTokens: 2}},
+		want := []archive.GroupUsage{
+			{Key: "model-b", APIStyle: agent.APIStyleOpenAIChat, Sessions: 1, Turns: 1, Usage: agent.Usage{InputTokens: 1000, OutputTokens: 1, CacheReadTokens: 1}},
+			{Key: "model-a", APIStyle: agent.APIStyleAnthropicMessages, Sessions: 2, Turns: 2, Usage: agent.Usage{InputTokens: 105, OutputTokens: 15, CacheReadTokens: 2}},
 		}
 		if a, b := fmt.Sprintf("%+v", got), fmt.Sprintf("%+v", want); a != b {
 			t.Errorf("usage\n got %s\nwant %s", a, b)
@@ -203,18 +204,86 @@ func TestUsageByModel(t *testing.T) {
 			t.Fatal(err)
 		}
 		flush(t, s)
-		report, _, err = archive.UsageByModel(t.Context(), s, now.Add(-30*time.Minute), archive.Options{})
+		report, _, err = archive.Usage(t.Context(), s, archive.UsageQuery{Since: now.Add(-30 * time.Minute)}, archive.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		got = report.Models
-		if len(got) != 1 || got[0].Model != "model-b" || got[0].Turns != 1 || got[0].Usage.InputTokens != 30 {
+		got = report.Groups
+		if len(got) != 1 || got[0].Key != "model-b" || got[0].Turns != 1 || got[0].Usage.InputTokens != 30 {
 			t.Errorf("usage of the last hour: %+v", got)
 		}
 		// Nothing was written after that.
-		report, stats, err = archive.UsageByModel(t.Context(), s, now.Add(time.Minute), archive.Options{})
-		if err != nil || len(report.Models) != 0 || stats.Sessions != 0 {
+		report, stats, err = archive.Usage(t.Context(), s, archive.UsageQuery{Since: now.Add(time.Minute)}, archive.Options{})
+		if err != nil || len(report.Groups) != 0 || stats.Sessions != 0 {
 			t.Errorf("since after the last turn: %+v, %+v, %v", report, stats, err)
+		}
+	})
+}
+
+// TestUsageByProjectAndDay: by project, each session's turns count for
+// the project its header records (none: the "" group); by day, each
+// turn for the day it was written, in the location asked for; a filter
+// on sessions reads only those.
+func TestUsageByProjectAndDay(t *testing.T) {
+	eachStore(t, func(t *testing.T, s store.LogStore) {
+		turn := func(in int64) agent.PersistentMessage {
+			m := agent.AssistantText("answer")
+			m.Usage = &agent.Usage{InputTokens: in}
+			return agent.PersistentMessage{Message: m, Usage: m.Usage, Identity: modelA}
+		}
+		proj := agent.Project{Remote: "host.test/team/proj", Root: "/src/proj", Dir: "/src/proj"}
+		other := agent.Project{Dir: "/tmp/other"}
+		day1 := time.Date(2026, 3, 1, 23, 30, 0, 0, time.UTC)
+		day2 := day1.Add(time.Hour) // 00:30 on March 2nd, UTC
+		for _, l := range []struct {
+			id      string
+			project agent.Project
+			batches [][]agent.PersistentMessage
+			at      []time.Time
+		}{
+			{"p1", proj, [][]agent.PersistentMessage{{turn(1)}, {turn(2)}}, []time.Time{day1, day2}},
+			{"p2", proj, [][]agent.PersistentMessage{{turn(4)}}, []time.Time{day2}},
+			{"o1", other, [][]agent.PersistentMessage{{turn(8)}}, []time.Time{day1}},
+			{"n1", agent.Project{}, [][]agent.PersistentMessage{{turn(16)}}, []time.Time{day1}},
+		} {
+			var log []byte
+			for i, b := range l.batches {
+				data, err := sessionlog.EncodeBatchIn(l.project, l.id, i == 0, b, l.at[i])
+				if err != nil {
+					t.Fatal(err)
+				}
+				log = append(log, data...)
+			}
+			if _, err := s.AppendLog(t.Context(), l.id, store.Checkpoint{}, log); err != nil {
+				t.Fatal(err)
+			}
+		}
+		flush(t, s)
+		plus1 := time.FixedZone("UTC+1", 3600)
+		for _, tt := range []struct {
+			name string
+			q    archive.UsageQuery
+			want string // key:sessions:input tokens, in order
+		}{
+			{"by project", archive.UsageQuery{By: archive.ByProject}, "[:1:16 /tmp/other:1:8 host.test/team/proj:2:7]"},
+			{"by day, UTC", archive.UsageQuery{By: archive.ByDay}, "[2026-03-01:3:25 2026-03-02:2:6]"},
+			{"by day, UTC+1", archive.UsageQuery{By: archive.ByDay, Location: plus1}, "[2026-03-02:4:31]"},
+			{"one project, by day", archive.UsageQuery{By: archive.ByDay, Sessions: func(info agent.SessionInfo) bool { return info.Project.Key() == proj.Key() }}, "[2026-03-01:1:1 2026-03-02:2:6]"},
+		} {
+			report, _, err := archive.Usage(t.Context(), s, tt.q, archive.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, g := range report.Groups {
+				got = append(got, fmt.Sprintf("%s:%d:%d", g.Key, g.Sessions, g.Usage.InputTokens))
+			}
+			if fmt.Sprint(got) != tt.want {
+				t.Errorf("%s: %v, want %s", tt.name, got, tt.want)
+			}
+			if tt.q.By == archive.ByProject && report.Groups[2].Project != proj {
+				t.Errorf("%s: the project's group names %+v", tt.name, report.Groups[2].Project)
+			}
 		}
 	})
 }

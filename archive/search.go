@@ -31,6 +31,9 @@ type Query struct {
 	Thinking bool
 	// Limit ends the search after this many matches (0: no limit).
 	Limit int
+	// Sessions, when set, says which sessions are searched (say, one
+	// project's).
+	Sessions func(agent.SessionInfo) bool
 }
 
 // Match is one message that matches: its first match, with some context
@@ -74,7 +77,7 @@ func Search(ctx context.Context, st store.LogStore, q Query, o Options, fn func(
 	if err != nil {
 		return Stats{}, err
 	}
-	sessions, broken, err := listed(ctx, st, nil)
+	sessions, broken, err := listed(ctx, st, q.Sessions)
 	if err != nil {
 		return Stats{}, fmt.Errorf("search: %w", err)
 	}

@@ -13,25 +13,55 @@ import (
 	"github.com/panto-dev/panto/store"
 )
 
-// ModelUsage is what one model cost over the sessions read.
-type ModelUsage struct {
-	// Model is the model as the wire named it ("" when entries name
-	// none); APIStyle the style it was reached through (the last one
-	// read, if several).
-	Model    string
+// Grouping says what a usage report sums by.
+type Grouping string
+
+const (
+	// ByModel: per model, as each entry's wire named it.
+	ByModel Grouping = "model"
+	// ByProject: per project a session was started in (agent.Project.Key).
+	ByProject Grouping = "project"
+	// ByDay: per day an entry was written on (UsageQuery.Location's).
+	ByDay Grouping = "day"
+)
+
+// UsageQuery is what a usage report sums.
+type UsageQuery struct {
+	// Since: only the entries written at or after it (zero: all).
+	Since time.Time
+	// By is the grouping (default ByModel).
+	By Grouping
+	// Location is the time zone of ByDay's days (nil: UTC).
+	Location *time.Location
+	// Sessions, when set, says which sessions are read (say, one
+	// project's).
+	Sessions func(agent.SessionInfo) bool
+}
+
+// GroupUsage is what one group (a model, a project, a day) cost.
+type GroupUsage struct {
+	// Key names the group: the model as the wire named it ("" when
+	// entries name none), the project's key ("" for sessions without
+	// one), or the day as 2006-01-02.
+	Key string
+	// APIStyle is, by model, the style the model was reached through
+	// (the last one read, if several); Project, by project, the project
+	// (of the newest session read of it).
 	APIStyle agent.APIStyle
-	// Sessions is the number of sessions it served, Turns the number of
+	Project  agent.Project
+	// Sessions is the number of sessions it counts, Turns the number of
 	// entries that carried usage.
 	Sessions, Turns int
 	Usage           agent.Usage
 }
 
-// UsageReport is the usage of a store's sessions: per model, most tokens
-// first, and in all (Total.Model empty, Total.Sessions the sessions with
-// any usage counted).
+// UsageReport is the usage of a store's sessions: per group (by model
+// and by project most tokens first, by day the oldest day first), and in
+// all (Total.Key empty, Total.Sessions the sessions with any usage
+// counted).
 type UsageReport struct {
-	Models []ModelUsage
-	Total  ModelUsage
+	Groups []GroupUsage
+	Total  GroupUsage
 }
 
 // Total is the sum of the token counts of u.
@@ -39,64 +69,86 @@ func Total(u agent.Usage) int64 {
 	return u.InputTokens + u.OutputTokens + u.CacheReadTokens + u.CacheWriteTokens + u.ReasoningTokens
 }
 
-// UsageByModel sums the token usage of every entry of st written at or
-// after since (the zero time: all), per model, most tokens first. Only
-// sessions modified since are read; a session's summary has its totals,
-// but not per model, nor per turn: a session may change models, and a
-// turn's time is in its line.
-func UsageByModel(ctx context.Context, st store.LogStore, since time.Time, o Options) (UsageReport, Stats, error) {
+// Usage sums the token usage of every entry of st written at or after
+// q.Since, per q.By. Only sessions modified since are read; a session's
+// summary has its totals, but not per model, nor per turn: a session may
+// change models, and a turn's time is in its line.
+func Usage(ctx context.Context, st store.LogStore, q UsageQuery, o Options) (UsageReport, Stats, error) {
+	if q.By == "" {
+		q.By = ByModel
+	}
+	if q.Location == nil {
+		q.Location = time.UTC
+	}
 	sessions, broken, err := listed(ctx, st, func(info agent.SessionInfo) bool {
-		return since.IsZero() || !info.Modified.Before(since)
+		return (q.Since.IsZero() || !info.Modified.Before(q.Since)) && (q.Sessions == nil || q.Sessions(info))
 	})
 	if err != nil {
 		return UsageReport{}, Stats{}, fmt.Errorf("usage: %w", err)
 	}
-	var report UsageReport
-	byModel := map[string]*ModelUsage{}
+	sum := usageSum{groups: map[string]*GroupUsage{}}
 	stats, err := eachLog(ctx, st, sessions, o,
-		func(ctx context.Context, info agent.SessionInfo, r io.Reader) (map[string]*ModelUsage, error) {
-			return sessionUsage(ctx, info, r, since)
+		func(ctx context.Context, info agent.SessionInfo, r io.Reader) (map[string]*GroupUsage, error) {
+			return sessionUsage(ctx, info, r, q)
 		},
-		func(_ agent.SessionInfo, per map[string]*ModelUsage) error {
-			if len(per) > 0 {
-				report.Total.Sessions++
-			}
-			for model, u := range per {
-				sum := byModel[model]
-				if sum == nil {
-					sum = &ModelUsage{Model: model}
-					byModel[model] = sum
-				}
-				sum.APIStyle = u.APIStyle
-				sum.Sessions++
-				sum.Turns += u.Turns
-				sum.Usage.Add(u.Usage)
-				report.Total.Turns += u.Turns
-				report.Total.Usage.Add(u.Usage)
-			}
+		func(info agent.SessionInfo, per map[string]*GroupUsage) error {
+			sum.add(info, per)
 			return nil
 		})
 	stats.Skipped = append(broken, stats.Skipped...)
 	if err != nil {
 		return UsageReport{}, stats, fmt.Errorf("usage: %w", err)
 	}
-	report.Models = make([]ModelUsage, 0, len(byModel))
-	for _, u := range byModel {
-		report.Models = append(report.Models, *u)
+	return sum.report(q.By), stats, nil
+}
+
+// usageSum adds the sessions' usage up, group by group.
+type usageSum struct {
+	groups map[string]*GroupUsage
+	total  GroupUsage
+}
+
+func (s *usageSum) add(info agent.SessionInfo, per map[string]*GroupUsage) {
+	if len(per) > 0 {
+		s.total.Sessions++
 	}
-	slices.SortFunc(report.Models, func(a, b ModelUsage) int {
+	for key, u := range per {
+		g := s.groups[key]
+		if g == nil {
+			// Sessions come newest first: the group keeps the newest's project.
+			g = &GroupUsage{Key: key, Project: u.Project}
+			s.groups[key] = g
+		}
+		g.APIStyle = u.APIStyle
+		g.Sessions++
+		g.Turns += u.Turns
+		g.Usage.Add(u.Usage)
+		s.total.Turns += u.Turns
+		s.total.Usage.Add(u.Usage)
+	}
+}
+
+func (s *usageSum) report(by Grouping) UsageReport {
+	r := UsageReport{Groups: make([]GroupUsage, 0, len(s.groups)), Total: s.total}
+	for _, g := range s.groups {
+		r.Groups = append(r.Groups, *g)
+	}
+	slices.SortFunc(r.Groups, func(a, b GroupUsage) int {
+		if by == ByDay {
+			return cmp.Compare(a.Key, b.Key)
+		}
 		if c := cmp.Compare(Total(b.Usage), Total(a.Usage)); c != 0 {
 			return c
 		}
-		return cmp.Compare(a.Model, b.Model)
+		return cmp.Compare(a.Key, b.Key)
 	})
-	return report, stats, nil
+	return r
 }
 
-// sessionUsage sums one session's usage per model, through the summary
+// sessionUsage sums one session's usage per group, through the summary
 // scanner (no content is decoded).
-func sessionUsage(ctx context.Context, info agent.SessionInfo, r io.Reader, since time.Time) (map[string]*ModelUsage, error) {
-	per := map[string]*ModelUsage{}
+func sessionUsage(ctx context.Context, info agent.SessionInfo, r io.Reader, q UsageQuery) (map[string]*GroupUsage, error) {
+	per := map[string]*GroupUsage{}
 	d := sessionlog.Decoder{Name: info.ID}
 	err := sessionlog.ReadLines(r, func(line []byte, last bool) error {
 		if last {
@@ -108,13 +160,22 @@ func sessionUsage(ctx context.Context, info agent.SessionInfo, r io.Reader, sinc
 			}
 		}
 		turn, ok, err := d.SummarizeTurn(line)
-		if err != nil || !ok || turn.Usage == nil || turn.TS.Before(since) {
+		if err != nil || !ok || turn.Usage == nil || turn.TS.Before(q.Since) {
 			return err
 		}
-		u := per[turn.Identity.Model]
+		var key string
+		switch q.By {
+		case ByProject:
+			key = info.Project.Key()
+		case ByDay:
+			key = turn.TS.In(q.Location).Format(time.DateOnly)
+		default:
+			key = turn.Identity.Model
+		}
+		u := per[key]
 		if u == nil {
-			u = &ModelUsage{Model: turn.Identity.Model}
-			per[turn.Identity.Model] = u
+			u = &GroupUsage{Key: key, Project: info.Project}
+			per[key] = u
 		}
 		u.APIStyle = turn.Identity.APIStyle
 		u.Turns++

@@ -43,8 +43,10 @@ func forkReader(log io.Reader, newID, from string) (io.Reader, int64, error) {
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
 	// The header links the copy to its original (sessionlog.Header's
-	// forked_from; no forked_at: the copy holds the whole log).
-	if err := enc.Encode(sessionlog.Header{Type: h.Type, Version: h.Version, ID: newID, Created: h.Created, ForkedFrom: from, More: h.More}); err != nil {
+	// forked_from; no forked_at: the copy holds the whole log) and keeps
+	// the rest of it (the project).
+	h.ID, h.ForkedFrom, h.ForkedAt = newID, from, 0
+	if err := enc.Encode(h); err != nil {
 		return nil, 0, fmt.Errorf("copy session %s as %s: %w", from, newID, err)
 	}
 	return io.MultiReader(&buf, br), int64(buf.Len() - len(line)), nil

@@ -17,9 +17,9 @@ import (
 	"github.com/minio/minio-go/v7"
 
 	"github.com/panto-dev/panto/agent"
+	"github.com/panto-dev/panto/internal/sessionlog"
 	"github.com/panto-dev/panto/internal/testkit/miniotest"
 	"github.com/panto-dev/panto/internal/testkit/sessiongen"
-	"github.com/panto-dev/panto/internal/sessionlog"
 	"github.com/panto-dev/panto/store"
 	"github.com/panto-dev/panto/store/fsjsonl"
 	"github.com/panto-dev/panto/store/objstore"
@@ -322,12 +322,17 @@ func TestCopyInChunks(t *testing.T) {
 	}
 }
 
-// TestKeepBoth: a diverged session is stored under a derived id, once;
-// running again finds it, and a copy cut short is completed.
+// TestKeepBoth: a diverged session is stored under a derived id, once,
+// keeping its project; running again finds it, and a copy cut short is
+// completed.
 func TestKeepBoth(t *testing.T) {
 	src, dst := dirStore(t), dirStore(t)
 	id := "ab000000000000000000000000000001"
-	start := batch(t, id, true, 1, "start")
+	project := agent.Project{Remote: "host.test/team/proj", Root: "/src/proj", Dir: "/src/proj"}
+	start, err := sessionlog.EncodeBatchIn(project, id, true, []agent.PersistentMessage{{Message: agent.UserText("start")}}, time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+	if err != nil {
+		t.Fatal(err)
+	}
 	write(t, src, id, append(append([]byte{}, start...), batch(t, id, false, 200, "local")...))
 	write(t, dst, id, append(append([]byte{}, start...), batch(t, id, false, 1, "remote")...))
 	before := bytesOf(t, dst, id)
@@ -367,6 +372,9 @@ func TestKeepBoth(t *testing.T) {
 	}
 	if !bytes.Equal(bytesOf(t, dst, id), before) {
 		t.Fatal("keep-both touched the destination's copy")
+	}
+	if kept, err := dst.Resolve(t.Context(), newID); err != nil || kept.Info.Project != project {
+		t.Fatalf("the kept copy lists project %+v (%v), want %+v", kept, err, project)
 	}
 	// Again: found, nothing moves, no second copy.
 	sum, events = copyAll(t, src, dst, Options{KeepBoth: true})

@@ -624,7 +624,7 @@ func (b *bench) singles(ep string) (map[string]time.Duration, error) {
 			return nil, err
 		}
 		conts = append(conts, d)
-		r, err := b.exec([]string{b.panto, "sessions", "--store", url, "--endpoint", ep}, "PANTO_TRACE="+os.Getenv("WAN_TRACE"))
+		r, err := b.exec([]string{b.panto, "sessions", "--all", "--store", url, "--endpoint", ep}, "PANTO_TRACE="+os.Getenv("WAN_TRACE"))
 		if err != nil {
 			return nil, err
 		}
@@ -659,7 +659,7 @@ func (b *bench) untilProvider(url, ep string) (time.Duration, error) {
 	go srv.Serve(l)
 	defer srv.Close()
 	start := time.Now()
-	cmd := exec.Command(b.panto, "--store", url, "--endpoint", ep, "--base-url", "http://"+l.Addr().String()+"/v1", "-c", "and now?")
+	cmd := exec.Command(b.panto, "--store", url, "--endpoint", ep, "--base-url", "http://"+l.Addr().String()+"/v1", "-c", "--any", "and now?")
 	cmd.Env = b.env("PANTO_API_KEY=bench", "PANTO_TRACE="+os.Getenv("WAN_TRACE"))
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr

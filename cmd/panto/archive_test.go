@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/panto-dev/panto/agent"
-	"github.com/panto-dev/panto/store/storetest"
 	"github.com/panto-dev/panto/store"
+	"github.com/panto-dev/panto/store/storetest"
 )
 
 // The end-to-end tests of the commands that treat the store as an
@@ -69,7 +69,7 @@ func jsonObject(t *testing.T, s string) map[string]any {
 // sessionsJSON is panto sessions --json as a script sees it, by id.
 func sessionsJSON(t *testing.T, b backend) map[string]map[string]any {
 	t.Helper()
-	r := pantoOn(t, b, "sessions", "--json")
+	r := pantoOn(t, b, "sessions", "--all", "--json")
 	var list []map[string]any
 	if err := json.Unmarshal([]byte(r.stdout), &list); err != nil {
 		t.Fatalf("sessions --json: %v: %s", err, r.stdout)
@@ -106,7 +106,7 @@ func TestTitle(t *testing.T) {
 			if !strings.Contains(r.stdout, `"Fix the bug"`) {
 				t.Errorf("title: stdout %q", r.stdout)
 			}
-			if r := pantoOn(t, b, "sessions"); !strings.Contains(r.stdout, "Fix the bug") || strings.Contains(r.stdout, "Please fix") {
+			if r := pantoOn(t, b, "sessions", "--all"); !strings.Contains(r.stdout, "Fix the bug") || strings.Contains(r.stdout, "Please fix") {
 				t.Errorf("sessions shows no title, or the last prompt instead:\n%s", r.stdout)
 			}
 			// Flags after the arguments; the latest title wins.
@@ -314,7 +314,7 @@ func TestUsage(t *testing.T) {
 			seedSearch(t, b)
 			r := pantoOn(t, b, "usage", "--json")
 			u := jsonObject(t, r.stdout)
-			if !reflect.DeepEqual(keys(u), []string{"bytes_read", "models", "sessions_read", "total"}) {
+			if !reflect.DeepEqual(keys(u), []string{"by", "bytes_read", "models", "sessions_read", "total"}) {
 				t.Errorf("usage --json fields %v", keys(u))
 			}
 			models, _ := u["models"].([]any)

@@ -28,7 +28,8 @@ func chatFlags() []cli.Flag {
 	flags := storeFlags(true)
 	flags = append(flags, toolFlags()...)
 	return append(flags,
-		&cli.BoolFlag{Name: "continue", Aliases: []string{"c"}, Usage: "continue the latest session"},
+		&cli.BoolFlag{Name: "continue", Aliases: []string{"c"}, Usage: "continue the latest session of this project (the git repository, by its origin remote, else the directory)"},
+		&cli.BoolFlag{Name: "any", Usage: "with -c: continue the latest session of every project"},
 		&cli.StringFlag{Name: "resume", Aliases: []string{"r"}, Usage: "resume the session with this `ID` or unique id prefix; with no ID, on a terminal, pick it from a list"},
 		// -r without an id becomes --pick (normalizeArgs).
 		&cli.BoolFlag{Name: "pick", Hidden: true},
@@ -57,58 +58,33 @@ type chatSession struct {
 	ext    *extensions.Host
 	system string
 	agent  *agent.Agent
+	// project is where panto runs: new sessions record it, -c and the
+	// picker look for its sessions first.
+	project agent.Project
 }
 
 // chat is the root command: one-shot with a prompt, interactive without.
 func chat(c *cli.Context, e *env) error {
-	if c.Bool("continue") && (c.String("resume") != "" || c.Bool("pick")) {
-		return errors.New("-c and -r both given: use one")
-	}
-	if c.Bool("pick") && !e.stdinIsTerminal {
-		return errors.New("-r without an id picks a session on a terminal, and this is not one: pass -r ID (panto sessions lists them)")
+	if err := checkResumeFlags(c, e); err != nil {
+		return err
 	}
 	interactive := c.Bool("interactive") || (c.NArg() == 0 && e.stdinIsTerminal)
-
-	storeSpec := flagValue(c, "store")
-	if c.Bool("no-session") {
-		storeSpec = "none"
-	}
-	spec, err := store.ParseSpec(storeSpec)
+	cs, err := openChat(c, e)
 	if err != nil {
 		return err
 	}
-	opts, err := storeOptions(c, spec)
+	defer flushStore(c.Context, cs.store, e.stderr)
+	sess, conv, err := cs.resume(c)
 	if err != nil {
 		return err
 	}
-	st, err := backends.OpenSpec(c.Context, spec, opts)
-	if err != nil {
-		return err
-	}
-	defer flushStore(c.Context, st, e.stderr)
-	cs := &chatSession{e: e, store: st, spec: spec, persist: spec.Kind != store.KindNone, system: c.String("system")}
-
-	resume := c.String("resume")
-	if c.Bool("pick") {
-		if resume, err = pickSession(c.Context, st, e.stderr, nil); err != nil {
-			return err
-		}
-	}
-	sess, err := resolveSession(c.Context, st, c.Bool("continue"), resume)
-	if err != nil {
-		return err
-	}
-	var conv *agent.Conversation
 	cfg, explicit := providerFlags(c)
 	if sess != nil {
-		if conv, err = sess.Load(c.Context); err != nil {
-			return fmt.Errorf("load session %s: %w", sess.Info.ID, err)
-		}
 		cfg.inherit(sess.Info, explicit)
 	}
 	cs.provider, err = newProvider(cfg, e.getenv)
 	if sess == nil {
-		sess = st.Create()
+		sess = cs.newSession()
 	}
 	if err != nil {
 		if interactive {
@@ -137,6 +113,95 @@ func chat(c *cli.Context, e *env) error {
 		return err
 	}
 	return cs.oneShot(c.Context, prompt)
+}
+
+// checkResumeFlags refuses -c, -r and --any where they cannot work.
+func checkResumeFlags(c *cli.Context, e *env) error {
+	if c.Bool("continue") && (c.String("resume") != "" || c.Bool("pick")) {
+		return errors.New("-c and -r both given: use one")
+	}
+	if c.Bool("any") && !c.Bool("continue") {
+		return errors.New("--any goes with -c (panto -c --any continues the latest session of every project)")
+	}
+	if c.Bool("pick") && !e.stdinIsTerminal {
+		return errors.New("-r without an id picks a session on a terminal, and this is not one: pass -r ID (panto sessions lists them)")
+	}
+	return nil
+}
+
+// openChat opens the store the flags name (none with --no-session) and
+// finds the project panto runs in.
+func openChat(c *cli.Context, e *env) (*chatSession, error) {
+	storeSpec := flagValue(c, "store")
+	if c.Bool("no-session") {
+		storeSpec = "none"
+	}
+	spec, err := store.ParseSpec(storeSpec)
+	if err != nil {
+		return nil, err
+	}
+	opts, err := storeOptions(c, spec)
+	if err != nil {
+		return nil, err
+	}
+	st, err := backends.OpenSpec(c.Context, spec, opts)
+	if err != nil {
+		return nil, err
+	}
+	cs := &chatSession{e: e, store: st, spec: spec, persist: spec.Kind != store.KindNone, system: c.String("system")}
+	if cs.persist {
+		cs.project = currentProject(e.stderr)
+	}
+	return cs, nil
+}
+
+// resume finds and loads the session -c, -r ID or the picker (-r) asks
+// for; nil for a new session.
+func (cs *chatSession) resume(c *cli.Context) (*agent.Session, *agent.Conversation, error) {
+	resume := c.String("resume")
+	if c.Bool("pick") {
+		var err error
+		if resume, err = pickSession(c.Context, cs.store, cs.project, cs.e.stderr, nil); err != nil {
+			return nil, nil, err
+		}
+	}
+	var sess *agent.Session
+	var err error
+	switch {
+	case resume != "":
+		sess, err = resolveSession(c.Context, cs.store, false, resume)
+	case c.Bool("continue") && (c.Bool("any") || !cs.persist):
+		sess, err = resolveSession(c.Context, cs.store, true, "")
+	case c.Bool("continue"):
+		sess, err = cs.continueProject(c.Context)
+	}
+	if sess == nil || err != nil {
+		return nil, nil, err
+	}
+	conv, err := sess.Load(c.Context)
+	if err != nil {
+		return nil, nil, fmt.Errorf("load session %s: %w", sess.Info.ID, err)
+	}
+	return sess, conv, nil
+}
+
+// continueProject is -c: the latest session of the current project.
+func (cs *chatSession) continueProject(ctx context.Context) (*agent.Session, error) {
+	sess, err := latestInProject(ctx, cs.store, cs.project)
+	if errors.Is(err, agent.ErrSessionNotFound) {
+		return nil, fmt.Errorf("continue: no session of project %s in this store yet: start one without -c, or continue the latest of every project with -c --any", projectName(cs.project, cs.e.getenv("HOME")))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("continue: %w", err)
+	}
+	return sess, nil
+}
+
+// newSession is a new session of the store, in the current project.
+func (cs *chatSession) newSession() *agent.Session {
+	sess := cs.store.Create()
+	sess.Info.Project = cs.project
+	return sess
 }
 
 // start makes the agent on sess and puts --system in force.

@@ -18,9 +18,9 @@ import (
 
 	"github.com/klauspost/compress/zstd"
 
+	"github.com/panto-dev/panto/internal/seal"
 	"github.com/panto-dev/panto/internal/testkit/fakeprovider"
 	"github.com/panto-dev/panto/internal/testkit/miniotest"
-	"github.com/panto-dev/panto/internal/seal"
 )
 
 // TestEncryptedBucket: panto on an encrypted bucket creates a session,
@@ -59,7 +59,7 @@ func TestEncryptedBucket(t *testing.T) {
 		t.Fatalf("create: exit %d: %s", r.code, r.stderr)
 	}
 	id, prefix := m[1], m[2]
-	r = runPanto(t, t.TempDir(), withKey, "", append(pc.flags(srv), "--store", remote, "-c", "the second prompt, continued")...)
+	r = runPanto(t, t.TempDir(), withKey, "", append(pc.flags(srv), "--store", remote, "-c", "--any", "the second prompt, continued")...)
 	if r.code != 0 || !strings.Contains(r.stderr, id) {
 		t.Fatalf("continue: exit %d: %s", r.code, r.stderr)
 	}
@@ -80,7 +80,7 @@ func TestEncryptedBucket(t *testing.T) {
 			t.Errorf("show lacks %q (exit %d):\n%s%s", want, r.code, r.stdout, r.stderr)
 		}
 	}
-	r = runPanto(t, t.TempDir(), withKey, "", "sessions", "--json", "--store", remote)
+	r = runPanto(t, t.TempDir(), withKey, "", "sessions", "--all", "--json", "--store", remote)
 	var list []sessionJSON
 	if err := json.Unmarshal([]byte(r.stdout), &list); err != nil || len(list) != 1 || list[0].ID != id || list[0].Title != title || list[0].LastUserMessage != "the third prompt, resumed" {
 		t.Fatalf("sessions --json: %v %+v %s", err, list, r.stderr)
@@ -183,11 +183,11 @@ func TestEncryptedBucketHoldsNoKey(t *testing.T) {
 	const title = "title-GOLF: the rotation plan"
 	texts = append(texts, "prompt-three: continued, tk-HOTEL-6672", "prompt-four: begun in the bucket, pw-INDIA-1185", title,
 		"answer-one: the db password is pw-ALPHA-7731", "answer-two: rotate tk-BRAVO-5519", "answer-three: continued", "answer-four: a session begun")
-	r := panto(nil, append(pc.flags(srv), "--store", private, "--key-file", keyFile, "-c", "prompt-three: continued, tk-HOTEL-6672")...)
+	r := panto(nil, append(pc.flags(srv), "--store", private, "--key-file", keyFile, "-c", "--any", "prompt-three: continued, tk-HOTEL-6672")...)
 	id := sessionLine.FindStringSubmatch(r.stderr)[1]
 	panto(nil, "title", "--store", private, "--key-file", keyFile, id, title)
 	panto(withKey, append(pc.flags(srv), "--store", private, "prompt-four: begun in the bucket, pw-INDIA-1185")...)
-	panto(withKey, "sessions", "--store", private)
+	panto(withKey, "sessions", "--all", "--store", private)
 	// Back down, and compacted (merged segments are objects too).
 	into := filepath.Join(t.TempDir(), "pulled")
 	outputs = append(outputs,

@@ -27,63 +27,97 @@ func exportCommand(e *env) *cli.Command {
 	return &cli.Command{
 		Name:      "export",
 		Usage:     "write a session as Markdown, HTML or JSON",
-		UsageText: "panto export [--store SPEC] [--endpoint URL] [--format md|html|json] [-o FILE] ID",
+		UsageText: "panto export [--store SPEC] [--endpoint URL] [--format md|html|json] [-o FILE] [--project PROJECT] ID\npanto export --project PROJECT [--format md|html|json] [-o FILE]",
 		Description: `Writes the session with this id or unique id prefix, every message with its number,
 time and model: Markdown to paste; one self-contained HTML file to read in a browser
 (no network; tool calls, their results and thinking fold away); JSON for scripts.
 Each answer shows its stop reason and its tokens. Without -o it goes to stdout;
-the format defaults to the extension of -o, else Markdown.
+the format defaults to the extension of -o, else Markdown. With --project, the id
+is one of that project's sessions, and without an id it is its latest session.
 
 Examples:
    panto export 3f9a > session.md
    panto export 3f9a -o session.html
+   panto export --project . -o latest.html          this project's latest session
    panto export 3f9a --format json | jq '.messages[] | select(.role == "assistant") | .usage'`,
 		Flags: append(storeFlags(false),
 			&cli.StringFlag{Name: "format", Usage: "md, html or json (default: by the extension of -o, else md)"},
 			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "write to `FILE` instead of stdout"},
+			projectFlag(),
 		),
-		Action: func(c *cli.Context) error {
-			format, err := exportFormat(c.String("format"), c.String("output"))
-			if err != nil {
-				return err
-			}
-			st, err := openLogStore(c)
-			if err != nil {
-				return err
-			}
-			sess, err := resolveID(c, st, "export")
-			if err != nil {
-				return err
-			}
-			doc, err := readExport(c.Context, st, sess.Info)
-			if err != nil {
-				return err
-			}
-			var buf bytes.Buffer
-			switch format {
-			case "md":
-				err = writeMarkdown(&buf, doc)
-			case "html":
-				err = writeHTML(&buf, doc)
-			case "json":
-				err = writeExportJSON(&buf, doc)
-			}
-			if err != nil {
-				return fmt.Errorf("export %s: %w", sess.Info.ID, err)
-			}
-			out := c.String("output")
-			if out == "" {
-				_, err = e.stdout.Write(buf.Bytes())
-				return err
-			}
-			// Private like the session it holds.
-			if err := os.WriteFile(out, buf.Bytes(), 0o600); err != nil {
-				return fmt.Errorf("export %s: %w", sess.Info.ID, err)
-			}
-			fmt.Fprintf(e.stderr, "session %s: %s, %s written to %s\n", shortID(sess.Info.ID), plural(len(doc.Messages), "message"), byteSize(int64(buf.Len())), out)
-			return nil
-		},
+		Action: func(c *cli.Context) error { return export(c, e) },
 	}
+}
+
+// export is panto export: find the session, render it, write it.
+func export(c *cli.Context, e *env) error {
+	format, err := exportFormat(c.String("format"), c.String("output"))
+	if err != nil {
+		return err
+	}
+	st, err := openLogStore(c)
+	if err != nil {
+		return err
+	}
+	sess, err := exportSession(c, st)
+	if err != nil {
+		return err
+	}
+	doc, err := readExport(c.Context, st, sess.Info)
+	if err != nil {
+		return err
+	}
+	var buf bytes.Buffer
+	switch format {
+	case "md":
+		err = writeMarkdown(&buf, doc)
+	case "html":
+		err = writeHTML(&buf, doc)
+	case "json":
+		err = writeExportJSON(&buf, doc)
+	}
+	if err != nil {
+		return fmt.Errorf("export %s: %w", sess.Info.ID, err)
+	}
+	out := c.String("output")
+	if out == "" {
+		_, err = e.stdout.Write(buf.Bytes())
+		return err
+	}
+	// Private like the session it holds.
+	if err := os.WriteFile(out, buf.Bytes(), 0o600); err != nil {
+		return fmt.Errorf("export %s: %w", sess.Info.ID, err)
+	}
+	fmt.Fprintf(e.stderr, "session %s: %s, %s written to %s\n", shortID(sess.Info.ID), plural(len(doc.Messages), "message"), byteSize(int64(buf.Len())), out)
+	return nil
+}
+
+// exportSession is the session the arguments name: an id or prefix,
+// among the sessions of --project when it is given; with --project and
+// no id, that project's latest.
+func exportSession(c *cli.Context, st store.LogStore) (*agent.Session, error) {
+	if !c.IsSet("project") {
+		return resolveID(c, st, "export")
+	}
+	p, err := projectOf(c.String("project"))
+	if err != nil {
+		return nil, fmt.Errorf("export: %w", err)
+	}
+	if c.NArg() == 0 {
+		sess, err := latestInProject(c.Context, st, p)
+		if err != nil {
+			return nil, fmt.Errorf("export: %w", err)
+		}
+		return sess, nil
+	}
+	sess, err := resolveID(c, st, "export")
+	if err != nil {
+		return nil, err
+	}
+	if !sameProject(sess.Info.Project, p) {
+		return nil, fmt.Errorf("export: session %s is of project %s, not of %s: leave out --project, or give an id of its sessions", shortID(sess.Info.ID), projectName(sess.Info.Project, ""), projectName(p, ""))
+	}
+	return sess, nil
 }
 
 // exportFormat is the format asked for, else the one of the output

@@ -295,7 +295,7 @@ func TestImportEncryptedBucket(t *testing.T) {
 	if got := actions(importEvents(t, env)); !equalCounts(got, map[string]int{"claude-code unchanged": 2, "codex unchanged": 1, "pi unchanged": 1}) {
 		t.Fatalf("import again: %v", got)
 	}
-	r := runPanto(t, t.TempDir(), env, "", "sessions")
+	r := runPanto(t, t.TempDir(), env, "", "sessions", "--all")
 	if r.code != 0 || !strings.Contains(r.stdout, "Parser fix") {
 		t.Fatalf("sessions: exit %d: %s%s", r.code, r.stdout, r.stderr)
 	}

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/panto-dev/panto/agent"
 	"github.com/panto-dev/panto/internal/testkit/cmdtest"
 )
 
@@ -21,8 +22,10 @@ var pantoShapes = cmdtest.Shapes{
 		"id": "id", "created": "time", "modified": "time", "messages": "integer", "usage": "totals",
 		"title": "string?", "last_user_message": "string?",
 		"api_style": "string?", "base_url": "string?", "model": "string?", "reasoning": "string?",
-		"parent": "id?", "forked_at": "integer?",
+		"parent": "id?", "forked_at": "integer?", "project": "project?",
 	},
+	// project: where a session was started.
+	"project": {"key": "string", "remote": "string?", "root": "string?", "path": "string?", "dir": "string?"},
 	// totals: every count, zeros included.
 	"totals": {"input_tokens": "integer", "output_tokens": "integer", "cache_read_tokens": "integer", "cache_write_tokens": "integer", "reasoning_tokens": "integer"},
 	// tokens: a message's usage, as stored (zeros left out).
@@ -46,9 +49,21 @@ var pantoShapes = cmdtest.Shapes{
 	"fork":  {"id": "id", "parent": "id", "forked_at": "integer"},
 	"match": {
 		"session": "id", "message": "integer", "ts": "time", "role": "string", "block": "string",
-		"snippet": "string", "match": "string", "count": "integer", "title": "string?", "tool": "string?",
+		"snippet": "string", "match": "string", "count": "integer", "title": "string?", "tool": "string?", "project": "string?",
 	},
-	"usage": {"models": "[]modelUsage", "total": "modelUsage", "sessions_read": "integer", "bytes_read": "integer", "since": "time?"},
+	// usage: the groups of --by under models, projects or days.
+	"usage": {
+		"by": "string", "models": "[]modelUsage?", "projects": "[]projectUsage?", "days": "[]dayUsage?",
+		"total": "modelUsage", "sessions_read": "integer", "bytes_read": "integer", "since": "time?",
+	},
+	"projectUsage": {
+		"project": "string", "sessions": "integer", "answers": "integer",
+		"input_tokens": "integer", "output_tokens": "integer", "cache_read_tokens": "integer", "cache_write_tokens": "integer", "reasoning_tokens": "integer",
+	},
+	"dayUsage": {
+		"day": "string", "sessions": "integer", "answers": "integer",
+		"input_tokens": "integer", "output_tokens": "integer", "cache_read_tokens": "integer", "cache_write_tokens": "integer", "reasoning_tokens": "integer",
+	},
 	"modelUsage": {
 		"model": "string?", "api_style": "string?", "sessions": "integer", "answers": "integer",
 		"input_tokens": "integer", "output_tokens": "integer", "cache_read_tokens": "integer", "cache_write_tokens": "integer", "reasoning_tokens": "integer",
@@ -72,6 +87,7 @@ func TestJSONFieldNames(t *testing.T) {
 	b := fsBackend(t)
 	seedSearch(t, b) // roundTripID (every block kind, usage, metadata), thinkingID
 	old := writeOldSession(t, b.openAt, "from two years ago", time.Now().AddDate(-2, 0, 0))
+	writeProjectSession(t, b, agent.Project{Remote: "host.test/team/proj", Root: "/src/proj", Path: "cmd", Dir: "/src/proj/cmd"}, "exit in a project")
 	check := cmdtest.NewShapeChecker(pantoShapes)
 	for _, tt := range []struct {
 		args []string
@@ -79,13 +95,15 @@ func TestJSONFieldNames(t *testing.T) {
 	}{
 		{[]string{"title", "--json", roundTripID, "A title"}, "title"},
 		{[]string{"fork", "--json", "--at", "6", roundTripID}, "fork"},
-		{[]string{"sessions", "--json"}, "[]session"},
+		{[]string{"sessions", "--all", "--json"}, "[]session"},
 		{[]string{"show", "--json", roundTripID}, "show"},
 		{[]string{"show", "--json", thinkingID}, "show"},
 		{[]string{"export", "--format", "json", roundTripID}, "export"},
 		{[]string{"search", "--json", "--thinking", "re:exit|plan|go test"}, "lines:match"},
 		{[]string{"usage", "--json"}, "usage"},
 		{[]string{"usage", "--json", "--since", "1h"}, "usage"},
+		{[]string{"usage", "--json", "--by", "project"}, "usage"},
+		{[]string{"usage", "--json", "--by", "day"}, "usage"},
 		{[]string{"prune", "--json", "--older-than", "365d", "--dry-run"}, "[]session"},
 		{[]string{"prune", "--json", "--older-than", "365d", "--yes"}, "[]removal"},
 		{[]string{"rm", "--json", "--yes", thinkingID}, "[]removal"},

@@ -2,14 +2,15 @@
 // session logs, on disk or in a bucket.
 //
 //	panto [flags] [PROMPT]      one-shot, or interactive with no PROMPT on a terminal
+//	panto -c [--any]            continue this project's latest session (--any: of all)
 //	panto -r                    pick a session to resume from a list (on a terminal)
-//	panto sessions [--json]     the sessions of the store, newest first
+//	panto sessions [--all] [--json]   this project's sessions (--all: every one), newest first
 //	panto show ID [--json]      a session's transcript
 //	panto title ID TEXT         name a session
 //	panto fork ID [--at N]      a new session from a session's first N messages
 //	panto export ID [--format md|html|json] [-o FILE]
 //	panto search QUERY [--json] every session's messages, searched
-//	panto usage [--since DUR]   tokens per model
+//	panto usage [--by model|project|day] [--since DUR]   tokens per model, project or day
 //	panto rm ID...              delete sessions, leaving tombstones
 //	panto prune --older-than 90d   delete the sessions idle that long
 //	panto import [--from AGENT] [PATH...]   Claude Code, Codex and pi sessions
@@ -18,8 +19,8 @@
 // main.go only wires the commands; each lives in its own file (chat.go,
 // repl.go, picker.go, sessions.go, show.go, title.go, fork.go, export.go,
 // search.go, usage.go, rm.go, prune.go, import.go, extensions.go), with the
-// flags shared between
-// them in options.go. The reading of many sessions is package archive's.
+// flags shared between them in options.go and what they share about
+// projects in project.go. The reading of many sessions is package archive's.
 package main
 
 import (
@@ -70,15 +71,18 @@ func newApp(e *env) *cli.App {
 		Description: `With a PROMPT (or a prompt on stdin), panto answers once and exits; with neither, on
 a terminal, it starts an interactive session. Every message is stored as it is
 added, so a session can be resumed later (-c, -r ID), also on another machine
-when the store is a bucket.
+when the store is a bucket. Each session records its project: the git repository
+panto runs in (by its origin remote, so every clone of it is one project), else
+the directory.
 
 Examples:
    panto "summarise README.md"                 one-shot, new session
    git diff | panto "review this diff"         prompt from the argument, input on stdin
    panto                                       interactive
-   panto -c                                    continue the latest session
+   panto -c                                    continue this project's latest session
+   panto -c --any                              continue the latest session of any project
    panto -r 3f9a "and now the tests"           resume a session by id prefix
-   panto -r                                    pick the session to resume from a list
+   panto -r                                    pick the session to resume (this project's first)
    panto --store s3://my-bucket/panto          sessions in a bucket (AWS env for credentials)
    panto --store s3://my-bucket/panto --key-file ~/.config/panto/bucket.key   an encrypted bucket
    panto --api-style anthropic-messages --model claude-sonnet-4-5 --reasoning medium

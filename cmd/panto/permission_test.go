@@ -95,7 +95,7 @@ func syncRow(command string, needs []string, args func(f *permFixture) []string)
 // permissionRows are the table's rows, in the order each role runs them
 // on its bucket: reads first, then writes, deletions last.
 var permissionRows = []permissionRow{
-	pantoRow("`panto sessions`", read, func(f *permFixture) []string { return []string{"sessions"} }),
+	pantoRow("`panto sessions`", read, func(f *permFixture) []string { return []string{"sessions", "--all"} }),
 	pantoRow("`panto show ID`", read, func(f *permFixture) []string { return []string{"show", f.keep} }),
 	pantoRow("`panto search QUERY`", read, func(f *permFixture) []string { return []string{"search", "hello"} }),
 	pantoRow("`panto export ID`", read, func(f *permFixture) []string { return []string{"export", f.keep} }),

@@ -22,11 +22,11 @@ import (
 // errNoPick: the picker was closed without a choice.
 var errNoPick = errors.New("no session picked (Esc): pass -r ID to resume one, or run panto without -r for a new one")
 
-// pickSession lists the sessions of st, newest first, and returns the id
-// of the one picked; a listing that is incomplete (a damaged catalog) is
-// offered as it is, warn saying so. screen is nil but in tests (the
-// terminal).
-func pickSession(ctx context.Context, st agent.SessionStore, warn io.Writer, screen tcell.Screen) (string, error) {
+// pickSession lists the sessions of st, those of project first, each
+// newest first, and returns the id of the one picked; a listing that is
+// incomplete (a damaged catalog) is offered as it is, warn saying so.
+// screen is nil but in tests (the terminal).
+func pickSession(ctx context.Context, st agent.SessionStore, project agent.Project, warn io.Writer, screen tcell.Screen) (string, error) {
 	list, err := st.List(ctx)
 	switch {
 	case errors.Is(err, agent.ErrIncompleteList) && len(list) > 0:
@@ -37,7 +37,7 @@ func pickSession(ctx context.Context, st agent.SessionStore, warn io.Writer, scr
 	if len(list) == 0 {
 		return "", errors.New("no session to resume in this store yet: run panto without -r to start one")
 	}
-	return newPicker(list, time.Now()).run(screen)
+	return newPicker(projectFirst(list, project), time.Now()).run(screen)
 }
 
 // picker is the list and its filter.
@@ -105,8 +105,8 @@ func (p *picker) key(ev *tcell.EventKey) *tcell.EventKey {
 }
 
 // filter shows the sessions that hold every word of text (in their title,
-// last prompt, model or id, case-insensitively), newest first, the first
-// one selected.
+// last prompt, model, project or id, case-insensitively), in the list's
+// order, the first one selected.
 func (p *picker) filter(text string) {
 	p.shown = filterSessions(p.all, text)
 	p.table.Clear()
@@ -114,7 +114,8 @@ func (p *picker) filter(text string) {
 		p.table.SetCell(i, 0, tview.NewTableCell(clip(headline(s), 200)).SetExpansion(1).SetMaxWidth(0))
 		p.table.SetCell(i, 1, tview.NewTableCell(age(p.now, s.Modified)).SetAlign(tview.AlignRight))
 		p.table.SetCell(i, 2, tview.NewTableCell(s.Model))
-		p.table.SetCell(i, 3, tview.NewTableCell(shortID(s.ID)).SetTextColor(tcell.ColorGray))
+		p.table.SetCell(i, 3, tview.NewTableCell(shortProjectName(s.Project)).SetTextColor(tcell.ColorGray))
+		p.table.SetCell(i, 4, tview.NewTableCell(shortID(s.ID)).SetTextColor(tcell.ColorGray))
 	}
 	p.table.Select(0, 0)
 	p.table.ScrollToBeginning()
@@ -125,7 +126,7 @@ func filterSessions(all []agent.SessionInfo, text string) []agent.SessionInfo {
 	words := strings.Fields(strings.ToLower(text))
 	var out []agent.SessionInfo
 	for _, s := range all {
-		hay := strings.ToLower(strings.Join([]string{s.Title, s.LastUserMessage, s.Model, s.ID}, "\n"))
+		hay := strings.ToLower(strings.Join([]string{s.Title, s.LastUserMessage, s.Model, s.Project.Key(), s.ID}, "\n"))
 		ok := true
 		for _, w := range words {
 			if !strings.Contains(hay, w) {

@@ -154,9 +154,16 @@ func TestResumePicker(t *testing.T) {
 func testResumePicker(t *testing.T, b backend) {
 	pc := providerCases[0]
 	srv := fakeprovider.New(t, pc.style, pc.key)
+	// The first session is of the project the picker runs in: it is
+	// listed first, above the newer sessions of other projects.
+	here := t.TempDir()
 	var ids []string
-	for _, p := range []string{"first about apples", "second about bananas", "third about cherries"} {
-		r := runPanto(t, t.TempDir(), pc.env(b), "", append(pc.flags(srv), p)...)
+	for i, p := range []string{"first about apples", "second about bananas", "third about cherries"} {
+		dir := t.TempDir()
+		if i == 0 {
+			dir = here
+		}
+		r := runPanto(t, dir, pc.env(b), "", append(pc.flags(srv), p)...)
 		m := sessionLine.FindStringSubmatch(r.stderr)
 		if r.code != 0 || m == nil {
 			t.Fatalf("exit %d: %s", r.code, r.stderr)
@@ -164,7 +171,7 @@ func testResumePicker(t *testing.T, b backend) {
 		ids = append(ids, m[1])
 	}
 
-	cmd := pantoCmd(t, t.TempDir(), append(pc.env(b), "TERM=xterm-256color"), append(pc.flags(srv), "-r")...)
+	cmd := pantoCmd(t, here, append(pc.env(b), "TERM=xterm-256color"), append(pc.flags(srv), "-r")...)
 	tty, err := pty.StartWithSize(cmd, &pty.Winsize{Rows: 24, Cols: 100})
 	if err != nil {
 		t.Fatal(err)
@@ -190,6 +197,9 @@ func testResumePicker(t *testing.T, b backend) {
 		}
 	}
 	waitOut("3 of 3 sessions")
+	if shown := out.String(); strings.Index(shown, "first about apples") > strings.Index(shown, "third about cherries") {
+		t.Errorf("the picker does not list this project's session first:\n%q", shown)
+	}
 	// The screen is redrawn where it changed, so what the filter leaves
 	// shows in pieces: wait until the redraw of the typed text is done.
 	// Enter then resumes the one session left; without the filter it

@@ -200,7 +200,7 @@ func (cs *chatSession) command(ctx context.Context, line string) (quit bool, err
 			fmt.Fprintln(e.stdout, help)
 		}
 	case "/new":
-		if err := cs.start(ctx, cs.store.Create(), nil); err != nil {
+		if err := cs.start(ctx, cs.newSession(), nil); err != nil {
 			return false, err
 		}
 		if cs.persist {

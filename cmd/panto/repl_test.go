@@ -81,7 +81,7 @@ func TestInteractiveCommands(t *testing.T) {
 		t.Fatalf("sessions %+v, %v", list, err)
 	}
 	// Resuming shows the last exchange before the prompt.
-	r = runPanto(t, t.TempDir(), pc.env(b), "", append(pc.flags(srv), "-i", "-c")...)
+	r = runPanto(t, t.TempDir(), pc.env(b), "", append(pc.flags(srv), "-i", "-c", "--any")...)
 	if r.code != 0 || !strings.Contains(r.stdout, "Last exchange:") || !strings.Contains(r.stdout, "second session prompt") || !strings.Contains(r.stdout, "reply 2") || !strings.Contains(r.stdout, "session "+list[0].ID) {
 		t.Errorf("resume banner: exit %d, stdout %q", r.code, r.stdout)
 	}

@@ -67,7 +67,7 @@ func TestRm(t *testing.T) {
 				}
 			}
 			// -c continues the newest session left.
-			if r := runPanto(t, t.TempDir(), pc.env(b), "", append(pc.flags(srv), "-c", "and again")...); r.code != 0 {
+			if r := runPanto(t, t.TempDir(), pc.env(b), "", append(pc.flags(srv), "-c", "--any", "and again")...); r.code != 0 {
 				t.Fatalf("-c: exit %d: %s", r.code, r.stderr)
 			}
 			if info, _ := loadOnly(t, b); info.ID != kept || info.MessageCount != 4 {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/panto-dev/panto/agent"
 	"github.com/panto-dev/panto/archive"
 )
 
@@ -17,74 +18,102 @@ func searchCommand(e *env) *cli.Command {
 	return &cli.Command{
 		Name:      "search",
 		Usage:     "find text in every session",
-		UsageText: "panto search [--store SPEC] [--endpoint URL] [--json] [--limit N] [--thinking] QUERY...",
-		Description: `Searches the messages of every session of the store, newest session first: what
-was typed, answered, the tool calls and their results (not system prompts, nor
-thinking unless --thinking). QUERY is text, matched case-insensitively; re:EXPR is a
-regular expression (Go syntax, case-insensitive unless it says (?-i)). Each match
-prints the session, the message number (panto show numbers messages so, panto fork
---at takes it) and the text around it; the last line, on stderr, says how much
-was read.
+		UsageText: "panto search [--store SPEC] [--endpoint URL] [--project PROJECT] [--json] [--limit N] [--thinking] QUERY...",
+		Description: `Searches the messages of every session of the store (of one project with
+--project), newest session first: what was typed, answered, the tool calls and
+their results (not system prompts, nor thinking unless --thinking). QUERY is text,
+matched case-insensitively; re:EXPR is a regular expression (Go syntax,
+case-insensitive unless it says (?-i)). Each match prints the session, the message
+number (panto show numbers messages so, panto fork --at takes it) and the text
+around it; the last line, on stderr, says how much was read.
 
 Examples:
    panto search "connection refused"
+   panto search --project . "flaky test"          this project's sessions only
+   panto search --project github.com/team/proj timeout
    panto search 're:func \w+Handler\('
    panto search --thinking "why not"
    panto search timeout --json --limit 0 | jq -r .session | sort -u`,
 		Flags: append(storeFlags(false),
+			projectFlag(),
 			&cli.BoolFlag{Name: "json", Usage: "print one JSON object per match"},
 			&cli.IntFlag{Name: "limit", Value: 100, Usage: "stop after N matches (0: no limit)"},
 			&cli.BoolFlag{Name: "thinking", Usage: "search thinking blocks too"},
 		),
-		Action: func(c *cli.Context) error {
-			query := strings.Join(c.Args().Slice(), " ")
-			if strings.TrimSpace(query) == "" {
-				return errors.New(`search: give the text to find (or re:EXPR), e.g. panto search "connection refused"`)
-			}
-			if c.Int("limit") < 0 {
-				return fmt.Errorf("search: --limit %d: give 0 (no limit) or more", c.Int("limit"))
-			}
-			st, err := openLogStore(c)
-			if err != nil {
-				return err
-			}
-			q := archive.Query{Pattern: query, Thinking: c.Bool("thinking"), Limit: c.Int("limit")}
-			n := 0
-			var print func(archive.Match) error
-			if c.Bool("json") {
-				enc := json.NewEncoder(e.stdout)
-				enc.SetEscapeHTML(false)
-				print = func(m archive.Match) error { return enc.Encode(toMatchJSON(m)) }
-			} else {
-				print = func(m archive.Match) error { return writeMatch(e.stdout, m, e.stdoutIsTerminal) }
-			}
-			stats, err := archive.Search(c.Context, st, q, archive.Options{}, func(m archive.Match) error {
-				n++
-				return print(m)
-			})
-			if errors.Is(err, archive.ErrBadQuery) {
-				return fmt.Errorf("%w (a regular expression is re:EXPR, in Go syntax)", err)
-			}
-			if err != nil {
-				return err
-			}
-			for _, skipped := range stats.Skipped {
-				fmt.Fprintf(e.stderr, "panto: warning: not searched: %s\n", oneLine(skipped.Error()))
-			}
-			more := ""
-			if q.Limit > 0 && n >= q.Limit {
-				more = fmt.Sprintf(" (stopped at --limit %d)", q.Limit)
-			}
-			fmt.Fprintf(e.stderr, "%s in %s, %s read in %s%s\n", plural(n, "match"), plural(stats.Sessions, "session"), byteSize(stats.Bytes), stats.Elapsed.Round(time.Millisecond), more)
-			return nil
-		},
+		Action: func(c *cli.Context) error { return search(c, e) },
 	}
+}
+
+// search is panto search: the query, the matches as they come, then
+// what was read.
+func search(c *cli.Context, e *env) error {
+	q, err := searchQuery(c)
+	if err != nil {
+		return err
+	}
+	st, err := openLogStore(c)
+	if err != nil {
+		return err
+	}
+	n := 0
+	print := matchPrinter(c, e)
+	stats, err := archive.Search(c.Context, st, q, archive.Options{}, func(m archive.Match) error {
+		n++
+		return print(m)
+	})
+	if errors.Is(err, archive.ErrBadQuery) {
+		return fmt.Errorf("%w (a regular expression is re:EXPR, in Go syntax)", err)
+	}
+	if err != nil {
+		return err
+	}
+	for _, skipped := range stats.Skipped {
+		fmt.Fprintf(e.stderr, "panto: warning: not searched: %s\n", oneLine(skipped.Error()))
+	}
+	more := ""
+	if q.Limit > 0 && n >= q.Limit {
+		more = fmt.Sprintf(" (stopped at --limit %d)", q.Limit)
+	}
+	fmt.Fprintf(e.stderr, "%s in %s, %s read in %s%s\n", plural(n, "match"), plural(stats.Sessions, "session"), byteSize(stats.Bytes), stats.Elapsed.Round(time.Millisecond), more)
+	return nil
+}
+
+// searchQuery reads the query, --limit, --thinking and --project.
+func searchQuery(c *cli.Context) (archive.Query, error) {
+	query := strings.Join(c.Args().Slice(), " ")
+	if strings.TrimSpace(query) == "" {
+		return archive.Query{}, errors.New(`search: give the text to find (or re:EXPR), e.g. panto search "connection refused"`)
+	}
+	if c.Int("limit") < 0 {
+		return archive.Query{}, fmt.Errorf("search: --limit %d: give 0 (no limit) or more", c.Int("limit"))
+	}
+	q := archive.Query{Pattern: query, Thinking: c.Bool("thinking"), Limit: c.Int("limit")}
+	if c.IsSet("project") {
+		p, err := projectOf(c.String("project"))
+		if err != nil {
+			return archive.Query{}, fmt.Errorf("search: %w", err)
+		}
+		q.Sessions = func(info agent.SessionInfo) bool { return sameProject(info.Project, p) }
+	}
+	return q, nil
+}
+
+// matchPrinter prints a match as JSON (--json) or as text.
+func matchPrinter(c *cli.Context, e *env) func(archive.Match) error {
+	if c.Bool("json") {
+		enc := json.NewEncoder(e.stdout)
+		enc.SetEscapeHTML(false)
+		return func(m archive.Match) error { return enc.Encode(toMatchJSON(m)) }
+	}
+	return func(m archive.Match) error { return writeMatch(e.stdout, m, e.stdoutIsTerminal) }
 }
 
 // matchJSON is the --json shape of a match.
 type matchJSON struct {
-	Session string    `json:"session"`
-	Title   string    `json:"title,omitempty"`
+	Session string `json:"session"`
+	Title   string `json:"title,omitempty"`
+	// Project is the key of the session's project (agent.Project.Key).
+	Project string    `json:"project,omitempty"`
 	Message int       `json:"message"`
 	TS      time.Time `json:"ts"`
 	Role    string    `json:"role"`
@@ -98,7 +127,7 @@ type matchJSON struct {
 
 func toMatchJSON(m archive.Match) matchJSON {
 	return matchJSON{
-		Session: m.Session.ID, Title: m.Session.Title, Message: m.Message, TS: m.TS,
+		Session: m.Session.ID, Title: m.Session.Title, Project: m.Session.Project.Key(), Message: m.Message, TS: m.TS,
 		Role: string(m.Role), Block: string(m.Block), Tool: m.Tool,
 		Snippet: m.Before + m.Text + m.After, Match: m.Text, Count: m.Count,
 	}

@@ -16,22 +16,35 @@ func sessionsCommand(e *env) *cli.Command {
 	return &cli.Command{
 		Name:      "sessions",
 		Aliases:   []string{"ls"},
-		Usage:     "list sessions, newest first",
-		UsageText: "panto sessions [--store SPEC] [--endpoint URL] [--json]",
-		Description: `Lists the sessions of the store, newest first: short id, last modified, number of
-messages, model, and the title (panto title) or else the last prompt typed. --json
-adds the full id, the parent of a fork (panto fork) and the session's token totals.
+		Usage:     "list this project's sessions, newest first",
+		UsageText: "panto sessions [--store SPEC] [--endpoint URL] [--all | --project PROJECT] [--json]",
+		Description: `Lists the sessions of the current project, newest first: short id, last modified,
+number of messages, model, and the title (panto title) or else the last prompt typed.
+The project is the git repository panto runs in, known by its origin remote (so a
+clone at another path, or on another machine, is the same project), else the work
+tree's root, else the directory. --all lists every session, with a PROJECT column
+(sessions that predate projects are "(no project)"); --project another project's.
+--json adds the full id, the project, the parent of a fork (panto fork) and the
+session's token totals.
 
 Examples:
    panto sessions
+   panto sessions --all
+   panto sessions --project git@github.com:team/proj.git
    panto sessions --json | jq '.[0].id'
-   panto sessions --json | jq 'map(select(.parent != null)) | length'   forks
+   panto sessions --all --json | jq 'group_by(.project.key) | map({project: .[0].project.key, sessions: length})'
    panto sessions --json | jq '[.[].usage.output_tokens] | add'
    panto sessions --store s3://my-bucket/panto --endpoint http://127.0.0.1:9000`,
 		Flags: append(storeFlags(false),
+			&cli.BoolFlag{Name: "all", Aliases: []string{"a"}, Usage: "every session, of every project"},
+			projectFlag(),
 			&cli.BoolFlag{Name: "json", Usage: "print JSON (full ids, times in RFC 3339)"},
 		),
 		Action: func(c *cli.Context) error {
+			scope, err := listScope(c, e)
+			if err != nil {
+				return err
+			}
 			st, _, err := openStore(c)
 			if err != nil {
 				return err
@@ -42,7 +55,7 @@ Examples:
 			}
 			// Part of the catalog is damaged: list the rest, then say so.
 			partial := err
-			if err := printSessions(c, e, list); err != nil {
+			if err := printScoped(c, e, scope, list); err != nil {
 				return err
 			}
 			if partial != nil {
@@ -51,6 +64,28 @@ Examples:
 			return nil
 		},
 	}
+}
+
+// sessionScope is which sessions a listing shows: every one, or one
+// project's.
+type sessionScope struct {
+	all     bool
+	project agent.Project
+}
+
+// listScope reads --all and --project; without either, the current
+// project.
+func listScope(c *cli.Context, e *env) (sessionScope, error) {
+	switch {
+	case c.Bool("all") && c.IsSet("project"):
+		return sessionScope{}, errors.New("--all and --project both given: use one")
+	case c.Bool("all"):
+		return sessionScope{all: true}, nil
+	case c.IsSet("project"):
+		p, err := projectOf(c.String("project"))
+		return sessionScope{project: p}, err
+	}
+	return sessionScope{project: currentProject(e.stderr)}, nil
 }
 
 // printSessions prints list as a table, or as JSON with --json.
@@ -67,6 +102,29 @@ func printSessions(c *cli.Context, e *env, list []agent.SessionInfo) error {
 		return nil
 	}
 	writeSessionTable(e.stdout, list, "")
+	return nil
+}
+
+// printScoped prints the sessions of list in scope as printSessions
+// does, with a PROJECT column for --all, and says when the project has
+// none but others do.
+func printScoped(c *cli.Context, e *env, scope sessionScope, list []agent.SessionInfo) error {
+	shown := list
+	if !scope.all {
+		shown = inProject(list, scope.project)
+	}
+	if c.Bool("json") || len(shown) == 0 && len(list) == 0 {
+		return printSessions(c, e, shown)
+	}
+	home := e.getenv("HOME")
+	switch {
+	case len(shown) == 0:
+		fmt.Fprintf(e.stderr, "no sessions of project %s yet (panto sessions --all lists the %s of every project)\n", projectName(scope.project, home), plural(len(list), "session"))
+	case scope.all:
+		writeSessions(e.stdout, shown, "", func(s agent.SessionInfo) string { return projectName(s.Project, home) })
+	default:
+		writeSessionTable(e.stdout, shown, "")
+	}
 	return nil
 }
 
@@ -88,6 +146,26 @@ type sessionJSON struct {
 	Parent   string    `json:"parent,omitempty"`
 	ForkedAt int       `json:"forked_at,omitempty"`
 	Usage    usageJSON `json:"usage"`
+	// Project is where the session was started (absent for a session
+	// that predates projects).
+	Project *projectJSON `json:"project,omitempty"`
+}
+
+// projectJSON is a project for scripts: key is what makes sessions one
+// project (the remote, else the work tree's root, else the directory).
+type projectJSON struct {
+	Key    string `json:"key"`
+	Remote string `json:"remote,omitempty"`
+	Root   string `json:"root,omitempty"`
+	Path   string `json:"path,omitempty"`
+	Dir    string `json:"dir,omitempty"`
+}
+
+func toProjectJSON(p agent.Project) *projectJSON {
+	if p == (agent.Project{}) {
+		return nil
+	}
+	return &projectJSON{Key: p.Key(), Remote: p.Remote, Root: p.Root, Path: p.Path, Dir: p.Dir}
 }
 
 // usageJSON is a token count for scripts: every field, zeros included.
@@ -104,20 +182,34 @@ func toSessionJSON(s agent.SessionInfo) sessionJSON {
 		ID: s.ID, Created: s.Created, Modified: s.Modified, Messages: s.MessageCount, Title: s.Title,
 		LastUserMessage: s.LastUserMessage, APIStyle: string(s.APIStyle), BaseURL: s.BaseURL,
 		Model: s.Model, Reasoning: string(s.Reasoning), Parent: s.Parent, ForkedAt: s.ForkedAt,
-		Usage: usageJSON(s.Usage),
+		Usage: usageJSON(s.Usage), Project: toProjectJSON(s.Project),
 	}
 }
 
 // writeSessionTable prints sessions as a table; current is marked.
 func writeSessionTable(w io.Writer, list []agent.SessionInfo, current string) {
+	writeSessions(w, list, current, nil)
+}
+
+// writeSessions is writeSessionTable with a PROJECT column when project
+// names each session's.
+func writeSessions(w io.Writer, list []agent.SessionInfo, current string, project func(agent.SessionInfo) string) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tMODIFIED\tMSGS\tMODEL\tTITLE OR LAST PROMPT")
+	head := "ID\tMODIFIED\tMSGS\tMODEL\t"
+	if project != nil {
+		head += "PROJECT\t"
+	}
+	fmt.Fprintln(tw, head+"TITLE OR LAST PROMPT")
 	for _, s := range list {
 		mark := ""
 		if s.ID == current {
 			mark = "*"
 		}
-		fmt.Fprintf(tw, "%s%s\t%s\t%d\t%s\t%s\n", shortID(s.ID), mark, s.Modified.Local().Format("2006-01-02 15:04"), s.MessageCount, s.Model, clip(headline(s), 60))
+		proj := ""
+		if project != nil {
+			proj = clipProjectName(project(s), 40) + "\t"
+		}
+		fmt.Fprintf(tw, "%s%s\t%s\t%d\t%s\t%s%s\n", shortID(s.ID), mark, s.Modified.Local().Format("2006-01-02 15:04"), s.MessageCount, s.Model, proj, clip(headline(s), 60))
 	}
 	tw.Flush()
 }

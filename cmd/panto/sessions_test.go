@@ -26,12 +26,12 @@ func TestSessions(t *testing.T) {
 					t.Fatalf("exit %d: %s", r.code, r.stderr)
 				}
 			}
-			r := runPanto(t, t.TempDir(), pc.env(b), "", "sessions")
+			r := runPanto(t, t.TempDir(), pc.env(b), "", "sessions", "--all")
 			lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
 			if r.code != 0 || len(lines) != 3 || !strings.Contains(lines[1], "the newer prompt") || !strings.Contains(lines[2], "the older prompt") || !strings.Contains(lines[1], "fake-model") {
 				t.Fatalf("exit %d, stdout:\n%s\nstderr %s", r.code, r.stdout, r.stderr)
 			}
-			r = runPanto(t, t.TempDir(), pc.env(b), "", "sessions", "--json")
+			r = runPanto(t, t.TempDir(), pc.env(b), "", "sessions", "--all", "--json")
 			var list []sessionJSON
 			if err := json.Unmarshal([]byte(r.stdout), &list); err != nil || len(list) != 2 {
 				t.Fatalf("--json: %v, %q", err, r.stdout)
@@ -56,9 +56,9 @@ func TestStoreFlagPlacement(t *testing.T) {
 	empty := t.TempDir()
 	env := []string{"PANTO_STORE=" + empty}
 	for _, args := range [][]string{
-		{"--store", b.spec, "sessions"},
-		{"sessions", "--store", b.spec},
-		{"--store", empty, "sessions", "--store", b.spec},
+		{"--store", b.spec, "sessions", "--all"},
+		{"sessions", "--all", "--store", b.spec},
+		{"--store", empty, "sessions", "--store", b.spec, "--all"},
 		{"--store", "file://" + b.spec, "show", "--json", "--store", "file://" + b.spec, "x"},
 	} {
 		if args[len(args)-1] == "x" {
@@ -84,8 +84,8 @@ func TestStoreFlagPlacement(t *testing.T) {
 		t.Fatalf("exit %d: %s", r.code, r.stderr)
 	}
 	for _, args := range [][]string{
-		{"--endpoint", srvS3.Endpoint(), "sessions", "--store", spec},
-		{"sessions", "--store", spec, "--endpoint", srvS3.Endpoint()},
+		{"--endpoint", srvS3.Endpoint(), "sessions", "--all", "--store", spec},
+		{"sessions", "--store", spec, "--endpoint", srvS3.Endpoint(), "--all"},
 	} {
 		r := runPanto(t, t.TempDir(), creds, "", args...)
 		if r.code != 0 || !strings.Contains(r.stdout, "in the bucket") {
@@ -166,7 +166,7 @@ func TestMisconfiguredStore(t *testing.T) {
 
 func listIDs(t *testing.T, b backend) []string {
 	t.Helper()
-	r := runPanto(t, t.TempDir(), b.env, "", "sessions", "--json", "--store", b.spec)
+	r := runPanto(t, t.TempDir(), b.env, "", "sessions", "--all", "--json", "--store", b.spec)
 	var list []sessionJSON
 	if err := json.Unmarshal([]byte(r.stdout), &list); err != nil {
 		t.Fatalf("sessions --json: %v: %s %s", err, r.stdout, r.stderr)

@@ -63,6 +63,9 @@ Examples:
 			if line := parentLine(info); line != "" {
 				fmt.Fprintln(e.stdout, line)
 			}
+			if info.Project != (agent.Project{}) {
+				fmt.Fprintln(e.stdout, projectLine(info.Project, e.getenv("HOME")))
+			}
 			fmt.Fprintln(e.stdout)
 			writeTranscript(e.stdout, conv.Messages, 1)
 			fmt.Fprintln(e.stdout)

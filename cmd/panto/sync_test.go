@@ -57,7 +57,7 @@ func TestResumeOnAnotherMachine(t *testing.T) {
 
 			// Pulled to disk on machine B, the session carries on there.
 			runSync(t, s3, "pull", "--dir", machineB, remote)
-			r = runPanto(t, t.TempDir(), []string{key}, "", "--store", machineB, "-c", "and on B's disk")
+			r = runPanto(t, t.TempDir(), []string{key}, "", "--store", machineB, "-c", "--any", "and on B's disk")
 			if r.code != 0 || !strings.Contains(r.stderr, id) {
 				t.Fatalf("machine B disk: exit %d: %s", r.code, r.stderr)
 			}

@@ -31,8 +31,8 @@
 // Put.
 //
 // A session's summary, in manifests and index entries, holds the title,
-// the fork link and the token totals too (optional fields within version
-// 3). A manifest says in summary_version what its summary folds, so that
+// the fork link, the token totals and the project too (optional fields
+// within version 3). A manifest says in summary_version what its summary folds, so that
 // a writer does not resume from one an older panto folded without them
 // (see SummaryVersion and docs/DESIGN.md, "The bucket format").
 //
@@ -75,10 +75,23 @@ const Version = 3
 // folded by a writer that did not know a field is not taken for one that
 // is: 0, the count, the last prompt, the endpoint and the times (every
 // writer of formats 1 and 2, and of 3 before the title); 1, also the
-// title, the fork link and the token totals. A writer refolds a summary
-// of an older version from the log before it appends (Refold), so that
-// what it writes is whole.
-const SummaryVersion = 1
+// title, the fork link and the token totals; 2, also the project (from
+// the header). A writer refolds a summary of an older version from the
+// log before it appends (Refold), so that what it writes is whole.
+const SummaryVersion = 2
+
+// Folded is info as a summary of version v folds it: the fields of later
+// versions zero, so that a summary an older writer folded compares
+// equal to one folded anew in what both fold.
+func Folded(info agent.SessionInfo, v int) agent.SessionInfo {
+	if v < 2 {
+		info.Project = agent.Project{}
+	}
+	if v < 1 {
+		info.Title, info.Parent, info.ForkedAt, info.Usage = "", "", 0, agent.Usage{}
+	}
+	return info
+}
 
 var (
 	// ErrInvalid: a document does not decode or breaks an invariant.

@@ -15,8 +15,8 @@ import (
 	"github.com/klauspost/compress/zstd"
 
 	"github.com/panto-dev/panto/agent"
-	"github.com/panto-dev/panto/internal/testkit/sessiongen"
 	"github.com/panto-dev/panto/internal/sessionlog"
+	"github.com/panto-dev/panto/internal/testkit/sessiongen"
 )
 
 var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
@@ -205,11 +205,16 @@ func TestCompressBytes(t *testing.T) {
 }
 
 // TestStaleSummaryRefold: a manifest whose summary was folded by a writer
-// that predates the title and token totals (no summary_version) is
-// stale; Refold folds them from the log, and what is encoded then says
-// it is whole.
+// that predates some of its fields (the title and token totals: no
+// summary_version; the project: version 1) is stale; Refold folds them
+// from the log, and what is encoded then says it is whole.
 func TestStaleSummaryRefold(t *testing.T) {
 	id := "0123abcd"
+	project := agent.Project{Remote: "example.test/team/proj", Root: "/src/proj", Dir: "/src/proj"}
+	first, err := sessionlog.EncodeBatchIn(project, id, true, []agent.PersistentMessage{{Message: agent.UserText("a")}}, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
 	title, err := sessionlog.EncodeBatch(id, false, []agent.PersistentMessage{
 		{Message: agent.TitleMessage("a title")},
 		{Message: agent.Message{Role: agent.RoleAssistant, Content: []agent.Block{}}, Usage: &agent.Usage{InputTokens: 5, OutputTokens: 6}},
@@ -218,51 +223,66 @@ func TestStaleSummaryRefold(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := New(id)
-	raw := append(batch(t, id, true, "a"), title...)
+	raw := append(first, title...)
 	if _, err := m.Append(SegmentName(0), raw, 10); err != nil {
 		t.Fatal(err)
 	}
 	whole := m.Info()
-	if m.StaleSummary() || whole.Title != "a title" || whole.Usage.OutputTokens != 6 {
+	if m.StaleSummary() || whole.Title != "a title" || whole.Usage.OutputTokens != 6 || whole.Project != project {
 		t.Fatalf("fresh manifest: stale %v, info %+v", m.StaleSummary(), whole)
 	}
 	data, err := Encode(m)
 	if err != nil {
 		t.Fatal(err)
 	}
-	// What a writer before summary_version wrote: no version, no title,
-	// no usage.
-	var doc map[string]any
-	if err := json.Unmarshal(data, &doc); err != nil {
-		t.Fatal(err)
-	}
-	log := doc["log"].(map[string]any)
-	for _, k := range []string{"summary_version", "title", "usage"} {
-		if _, ok := log[k]; !ok {
-			t.Fatalf("the encoded manifest has no %q: %s", k, data)
-		}
-		delete(log, k)
-	}
-	old, _ := json.Marshal(doc)
-	stale, err := Decode(old)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !stale.StaleSummary() || stale.Info().Title != "" {
-		t.Fatalf("an old writer's manifest: stale %v, info %+v", stale.StaleSummary(), stale.Info())
-	}
-	if err := stale.Refold("x", raw[:len(raw)-1]); !errors.Is(err, ErrInvalid) {
-		t.Errorf("refold from the wrong bytes: %v", err)
-	}
-	if err := stale.Refold("x", raw); err != nil {
-		t.Fatal(err)
-	}
-	if stale.StaleSummary() || !reflect.DeepEqual(stale.Info(), whole) || stale.Decoder.Line != m.Decoder.Line {
-		t.Fatalf("refolded: stale %v, info %+v, want %+v", stale.StaleSummary(), stale.Info(), whole)
-	}
-	again, err := Encode(stale)
-	if err != nil || !bytes.Equal(again, data) {
-		t.Errorf("the refolded manifest encodes differently (%v):\n%s\n%s", err, again, data)
+	for _, older := range []struct {
+		name    string
+		version any // summary_version as the older writer wrote it (nil: none)
+		dropped []string
+	}{
+		{"before summary_version", nil, []string{"title", "usage", "project"}},
+		{"summary version 1", 1, []string{"project"}},
+	} {
+		t.Run(older.name, func(t *testing.T) {
+			var doc map[string]any
+			if err := json.Unmarshal(data, &doc); err != nil {
+				t.Fatal(err)
+			}
+			log := doc["log"].(map[string]any)
+			for _, k := range append([]string{"summary_version"}, older.dropped...) {
+				if _, ok := log[k]; !ok {
+					t.Fatalf("the encoded manifest has no %q: %s", k, data)
+				}
+				delete(log, k)
+			}
+			if older.version != nil {
+				log["summary_version"] = older.version
+			}
+			old, _ := json.Marshal(doc)
+			stale, err := Decode(old)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !stale.StaleSummary() || stale.Info().Project != (agent.Project{}) {
+				t.Fatalf("an old writer's manifest: stale %v, info %+v", stale.StaleSummary(), stale.Info())
+			}
+			if Folded(stale.Info(), stale.SummaryVersion) != Folded(whole, stale.SummaryVersion) {
+				t.Errorf("an old writer's summary differs from a whole one in what it folds: %+v, %+v", stale.Info(), whole)
+			}
+			if err := stale.Refold("x", raw[:len(raw)-1]); !errors.Is(err, ErrInvalid) {
+				t.Errorf("refold from the wrong bytes: %v", err)
+			}
+			if err := stale.Refold("x", raw); err != nil {
+				t.Fatal(err)
+			}
+			if stale.StaleSummary() || !reflect.DeepEqual(stale.Info(), whole) || stale.Decoder.Line != m.Decoder.Line {
+				t.Fatalf("refolded: stale %v, info %+v, want %+v", stale.StaleSummary(), stale.Info(), whole)
+			}
+			again, err := Encode(stale)
+			if err != nil || !bytes.Equal(again, data) {
+				t.Errorf("the refolded manifest encodes differently (%v):\n%s\n%s", err, again, data)
+			}
+		})
 	}
 }
 

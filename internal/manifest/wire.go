@@ -35,6 +35,17 @@ type wireSummary struct {
 	Title  string      `json:"title,omitempty"`
 	Parent *wireParent `json:"parent,omitempty"`
 	Usage  *wireUsage  `json:"usage,omitempty"`
+	// Added in 3 with summary version 2 (optional).
+	Project *wireProject `json:"project,omitempty"`
+}
+
+// wireProject is where a session was started, spelled as its log's
+// header spells it.
+type wireProject struct {
+	Remote string `json:"remote,omitempty"`
+	Root   string `json:"root,omitempty"`
+	Path   string `json:"path,omitempty"`
+	Dir    string `json:"dir,omitempty"`
 }
 
 // wireParent is the session a session was copied from, and how many of
@@ -73,6 +84,10 @@ func summaryToWire(info agent.SessionInfo) wireSummary {
 		u := wireUsage(info.Usage)
 		w.Usage = &u
 	}
+	if info.Project != (agent.Project{}) {
+		p := wireProject(info.Project)
+		w.Project = &p
+	}
 	return w
 }
 
@@ -94,6 +109,9 @@ func (w wireSummary) info(id string) agent.SessionInfo {
 	}
 	if w.Usage != nil {
 		info.Usage = agent.Usage(*w.Usage)
+	}
+	if w.Project != nil {
+		info.Project = agent.Project(*w.Project)
 	}
 	return info
 }

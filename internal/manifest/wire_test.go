@@ -32,9 +32,13 @@ func filledInfo(id string) agent.SessionInfo {
 			f.SetInt(int64(i + 1))
 		case f.Kind() == reflect.Bool:
 			f.SetBool(true)
-		case f.Kind() == reflect.Struct: // of integers, such as agent.Usage
+		case f.Kind() == reflect.Struct: // of integers (agent.Usage) or strings (agent.Project)
 			for j := 0; j < f.NumField(); j++ {
-				f.Field(j).SetInt(int64(100*(i+1) + j))
+				if sf := f.Field(j); sf.Kind() == reflect.String {
+					sf.SetString(strings.ToLower(f.Type().Field(j).Name) + "-value")
+				} else {
+					sf.SetInt(int64(100*(i+1) + j))
+				}
 			}
 		default:
 			panic("filledInfo: set field " + v.Type().Field(i).Name + " of kind " + f.Kind().String())

@@ -17,7 +17,8 @@ var ErrForkPoint = errors.New("cannot fork there")
 // Fork reads the committed log of a session (from its header on) and
 // returns a new log, session newID created at created, holding the
 // first at messages of it (all of them when at is 0) as one batch: a
-// header whose forked_from and forked_at link it to its parent, then
+// header whose forked_from and forked_at link it to its parent (and
+// that keeps its project), then
 // each message line with its own time, endpoint, usage, stop reason and
 // metadata. It returns the number of messages the fork holds. name is
 // used in errors.
@@ -67,7 +68,7 @@ func Fork(parent io.Reader, name, newID string, at int, created time.Time) ([]by
 		return nil, 0, fmt.Errorf("fork %s at %d: %w: message %d calls tools whose results are message %d; fork at %d", name, n, ErrForkPoint, n, n+1, n+1)
 	}
 	var buf bytes.Buffer
-	h := Header{Type: TypeSession, Version: Version, ID: newID, Created: created.UTC(), ForkedFrom: d.Header.ID, ForkedAt: n, More: n}
+	h := Header{Type: TypeSession, Version: Version, ID: newID, Created: created.UTC(), ForkedFrom: d.Header.ID, ForkedAt: n, Project: d.Header.Project, More: n}
 	if err := writeLine(&buf, h); err != nil {
 		return nil, 0, fmt.Errorf("fork %s: %w", name, err)
 	}

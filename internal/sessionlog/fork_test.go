@@ -12,6 +12,9 @@ import (
 	"github.com/panto-dev/panto/internal/sessionlog"
 )
 
+// parentProject is the project forkParent was started in.
+var parentProject = agent.Project{Remote: "host.test/team/proj", Root: "/src/proj", Path: "cmd", Dir: "/src/proj/cmd"}
+
 // forkParent is a log of 6 messages in three batches, the second an
 // assistant's tool call with its results, each batch at its own time.
 func forkParent(t *testing.T) []byte {
@@ -28,7 +31,7 @@ func forkParent(t *testing.T) []byte {
 		{{Message: call, Identity: identA}, {Message: result, Identity: identA}},
 		{{Message: agent.TitleMessage("parent title")}, {Message: agent.AssistantText("It says alpha."), Identity: identB}},
 	} {
-		b, err := sessionlog.EncodeBatch("parent", i == 0, batch, t0.Add(time.Duration(i)*time.Minute))
+		b, err := sessionlog.EncodeBatchIn(parentProject, "parent", i == 0, batch, t0.Add(time.Duration(i)*time.Minute))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -67,7 +70,7 @@ func TestFork(t *testing.T) {
 		if fork.Header.ID != "child" || fork.Header.ForkedFrom != "parent" || fork.Header.ForkedAt != want || !fork.Header.Created.Equal(created) {
 			t.Errorf("at %d: header %+v", at, fork.Header)
 		}
-		if fork.Info.Parent != "parent" || fork.Info.ForkedAt != want || fork.Info.MessageCount != want {
+		if fork.Info.Parent != "parent" || fork.Info.ForkedAt != want || fork.Info.MessageCount != want || fork.Info.Project != parentProject {
 			t.Errorf("at %d: info %+v", at, fork.Info)
 		}
 		for i := range fork.Messages {

@@ -16,6 +16,15 @@
 // messages a fork (Fork) starts with. panto-sync's keep-both writes
 // forked_from alone: its copy holds the parent's whole log as it was.
 //
+// The header records the project the session was started in
+// (agent.Project; internal/project finds it): the working directory,
+// and inside a git work tree the normalised origin remote, the work
+// tree's root and the path inside it:
+//
+//	{"type":"session",…,"project":{"remote":"github.com/team/proj","root":"/home/me/proj","path":"cmd","dir":"/home/me/proj/cmd"},"more":1}
+//
+// A fork and a keep-both copy keep their parent's project.
+//
 // A title is a message line of its own, a system message with no content
 // whose metadata holds the title (agent.TitleMessage); the latest one is
 // the session's title:
@@ -25,10 +34,10 @@
 // A session imported from another agent's log (panto import) says where
 // it came from in its header: "origin":{"agent","session_id",…} (Origin).
 //
-// These were added within version 1 because a panto that predates them
+// All of these were added within version 1 because a panto that predates them
 // reads them without a fault: the decoder ignores header fields it does
 // not know (such a panto lists a fork as a session of its own, without
-// its link), and a system message with no content adds nothing to the
+// its link, and any session without its project), and a system message with no content adds nothing to the
 // system prompt and is never sent to a provider (such a panto counts the
 // title as a message and shows it as an empty system entry). A new line
 // type or role would not do: a decoder refuses those, and the session
@@ -86,6 +95,9 @@ type Header struct {
 	// keep-both copies it). See the package doc.
 	ForkedFrom string `json:"forked_from,omitempty"`
 	ForkedAt   int    `json:"forked_at,omitempty"`
+	// Project is where the session was started (absent in a log that
+	// predates it). See the package doc.
+	Project agent.Project `json:"project,omitzero"`
 	// Origin says which other agent's log an imported session was
 	// converted from (panto import); nil for panto's own sessions.
 	Origin *Origin `json:"origin,omitempty"`
@@ -130,11 +142,17 @@ type entry struct {
 // true the batch starts a new log for session id and begins with the
 // header line.
 func EncodeBatch(id string, header bool, msgs []agent.PersistentMessage, at time.Time) ([]byte, error) {
+	return EncodeBatchIn(agent.Project{}, id, header, msgs, at)
+}
+
+// EncodeBatchIn is EncodeBatch whose header, when it writes one, records
+// the project the session was started in.
+func EncodeBatchIn(project agent.Project, id string, header bool, msgs []agent.PersistentMessage, at time.Time) ([]byte, error) {
 	at = at.UTC()
 	var buf bytes.Buffer
 	remaining := len(msgs)
 	if header {
-		h := Header{Type: TypeSession, Version: Version, ID: id, Created: at, More: remaining}
+		h := Header{Type: TypeSession, Version: Version, ID: id, Created: at, Project: project, More: remaining}
 		if err := writeLine(&buf, h); err != nil {
 			return nil, fmt.Errorf("encode header of session %s: %w", id, err)
 		}
@@ -310,6 +328,7 @@ func (d *Decoder) DecodeEntry(line []byte) (Entry, bool, error) {
 		d.Info.Modified = h.Created
 		d.Info.Parent = h.ForkedFrom
 		d.Info.ForkedAt = h.ForkedAt
+		d.Info.Project = h.Project
 		return Entry{}, false, nil
 	}
 	if li.Type != TypeMessage {

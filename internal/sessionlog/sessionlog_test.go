@@ -275,3 +275,47 @@ func TestLines(t *testing.T) {
 		t.Errorf("Lines did not return fn's error: %v", err)
 	}
 }
+
+// TestHeaderProject: the project a session was started in is recorded in
+// its header only when the batch writes one, is folded into the summary
+// by both decoding paths, and is absent from a log written without one.
+func TestHeaderProject(t *testing.T) {
+	at := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
+	msgs := []agent.PersistentMessage{{Message: agent.UserText("hi")}}
+	for _, tt := range []struct {
+		name    string
+		project agent.Project
+		want    string // in the header line
+	}{
+		{"in a clone", agent.Project{Remote: "host.test/team/proj", Root: "/src/proj", Path: "cmd", Dir: "/src/proj/cmd"},
+			`"project":{"remote":"host.test/team/proj","root":"/src/proj","path":"cmd","dir":"/src/proj/cmd"},"more":1}`},
+		{"a plain directory", agent.Project{Dir: "/tmp/x"}, `"project":{"dir":"/tmp/x"},"more":1}`},
+		{"none", agent.Project{}, `"created":"2026-03-01T10:00:00Z","more":1}`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			first, err := sessionlog.EncodeBatchIn(tt.project, "s1", true, msgs, at)
+			if err != nil {
+				t.Fatal(err)
+			}
+			header, _, _ := strings.Cut(string(first), "\n")
+			if !strings.HasSuffix(header, tt.want) {
+				t.Errorf("header %s, want it to end in %s", header, tt.want)
+			}
+			next, err := sessionlog.EncodeBatchIn(tt.project, "s1", false, msgs, at)
+			if err != nil || strings.Contains(string(next), "project") {
+				t.Errorf("a batch without header: %s, %v", next, err)
+			}
+			log, err := sessionlog.Parse("s1", append(first, next...))
+			if err != nil || log.Info.Project != tt.project || log.Header.Project != tt.project {
+				t.Fatalf("Parse: %v, info %+v", err, log)
+			}
+			d := sessionlog.Decoder{Name: "s1"}
+			if err := sessionlog.Lines(append(first, next...), func(line []byte) error {
+				_, err := d.SummarizeLine(line)
+				return err
+			}); err != nil || d.Info != log.Info {
+				t.Errorf("SummarizeLine: %v, %+v, want %+v", err, d.Info, log.Info)
+			}
+		})
+	}
+}

@@ -160,6 +160,8 @@ var (
 	_ store.LogStore     = (*Store)(nil)
 	_ store.PrefixHasher = (*Store)(nil)
 	_ store.Flusher      = (*Store)(nil)
+
+	_ agent.ProjectRecorder = (*Store)(nil)
 )
 
 // Dir returns the catalog directory.
@@ -182,6 +184,12 @@ func (s *Store) Create() *agent.Session {
 // AppendMessages appends msgs to session id as one atomic batch, creating
 // the file (with its header) on the first append.
 func (s *Store) AppendMessages(ctx context.Context, id string, msgs []agent.PersistentMessage) error {
+	return s.AppendMessagesIn(ctx, agent.Project{}, id, msgs)
+}
+
+// AppendMessagesIn is AppendMessages whose first append records project
+// in the header (agent.ProjectRecorder).
+func (s *Store) AppendMessagesIn(ctx context.Context, project agent.Project, id string, msgs []agent.PersistentMessage) error {
 	if err := agent.ValidateSessionID(id); err != nil {
 		return fmt.Errorf("append to session: %w", err)
 	}
@@ -200,7 +208,7 @@ func (s *Store) AppendMessages(ctx context.Context, id string, msgs []agent.Pers
 	}
 	defer l.close()
 	if l.committed == 0 {
-		if body, err = sessionlog.EncodeBatch(id, true, msgs, at); err != nil {
+		if body, err = sessionlog.EncodeBatchIn(project, id, true, msgs, at); err != nil {
 			return fmt.Errorf("append to session %s: %w", id, err)
 		}
 	}

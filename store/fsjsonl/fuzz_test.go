@@ -50,7 +50,7 @@ func FuzzListCache(f *testing.F) {
 		edited[name] = data[:firstBatch(data)]
 	}
 	f.Add(cacheOf(f, edited))
-	f.Add([]byte(`{"version":3,"log_version":1,"sessions":null}`))
+	f.Add([]byte(`{"version":4,"log_version":1,"sessions":null}`))
 	f.Fuzz(func(t *testing.T, cache []byte) {
 		dir := t.TempDir()
 		for name, data := range files {

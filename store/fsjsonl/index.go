@@ -31,8 +31,8 @@ const IndexFile = ".panto-index.json"
 // another version is ignored and rebuilt. 2: entries keep the sha256 of
 // the committed bytes, files are keyed by ctime too. 3: summaries hold
 // the title, the fork link and token totals, which a version 2 entry
-// never folded.
-const indexVersion = 3
+// never folded. 4: summaries hold the project.
+const indexVersion = 4
 
 // index is the summary cache (see the package doc).
 type index struct {

@@ -436,6 +436,14 @@ func orNone(s string) string {
 // AppendMessages appends msgs to the session as one segment, creating the
 // session with its first batch. The batch is atomic: it is one object.
 func (s *Store) AppendMessages(ctx context.Context, sessionID string, msgs []agent.PersistentMessage) error {
+	return s.AppendMessagesIn(ctx, agent.Project{}, sessionID, msgs)
+}
+
+var _ agent.ProjectRecorder = (*Store)(nil)
+
+// AppendMessagesIn is AppendMessages whose first batch records project in
+// the header (agent.ProjectRecorder).
+func (s *Store) AppendMessagesIn(ctx context.Context, project agent.Project, sessionID string, msgs []agent.PersistentMessage) error {
 	if err := agent.ValidateSessionID(sessionID); err != nil {
 		return err
 	}
@@ -444,7 +452,7 @@ func (s *Store) AppendMessages(ctx context.Context, sessionID string, msgs []age
 	}
 	at := s.clock()
 	_, err := s.appendBatch(ctx, sessionID, func(header bool) ([]byte, error) {
-		return sessionlog.EncodeBatch(sessionID, header, msgs, at)
+		return sessionlog.EncodeBatchIn(project, sessionID, header, msgs, at)
 	}, nil)
 	return err
 }

@@ -437,7 +437,7 @@ func (s *Store) Verify(ctx context.Context, id string) error {
 	if err != nil {
 		return fmt.Errorf("verify session %s: %w: %w", id, ErrCorrupt, err)
 	}
-	if !sameInfo(info, m.Info(), m.StaleSummary()) {
+	if !sameInfo(info, m.Info(), m.SummaryVersion) {
 		return fmt.Errorf("verify session %s: %w: the parsed log does not match the manifest's summary", id, ErrCorrupt)
 	}
 	return nil
@@ -479,16 +479,10 @@ func (c *prefixChain) Write(b []byte) (int, error) {
 	return n, nil
 }
 
-// sameInfo compares two summaries; with stale, only in what a summary of
-// manifest.SummaryVersion 0 folds, since an older writer did not fold the
-// rest.
-func sameInfo(a, b agent.SessionInfo, stale bool) bool {
+// sameInfo compares two summaries in what a summary of version v folds
+// (manifest.Folded): an older writer did not fold the rest.
+func sameInfo(a, b agent.SessionInfo, v int) bool {
 	ok := a.Created.Equal(b.Created) && a.Modified.Equal(b.Modified)
 	a.Created, a.Modified = b.Created, b.Modified
-	if stale {
-		for _, info := range []*agent.SessionInfo{&a, &b} {
-			info.Title, info.Parent, info.ForkedAt, info.Usage = "", "", 0, agent.Usage{}
-		}
-	}
-	return ok && a == b
+	return ok && manifest.Folded(a, v) == manifest.Folded(b, v)
 }

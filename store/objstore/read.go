@@ -40,8 +40,8 @@ func (s *Store) readManifest(ctx context.Context, id string) (*manifest.Manifest
 
 // readManifestFolded is readManifest for a caller that writes the
 // summary on (an append resumes it, the index lists it): a summary an
-// older panto folded (without the title, fork link and token totals,
-// manifest.StaleSummary) is folded again from the listed segments,
+// older panto folded (without the title, fork link and token totals, or
+// the project: manifest.StaleSummary) is folded again from the listed segments,
 // fetched in parallel. That costs a read of the log, once per process
 // and stale session, until the next manifest this panto writes.
 func (s *Store) readManifestFolded(ctx context.Context, id string) (*manifest.Manifest, string, error) {

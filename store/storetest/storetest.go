@@ -88,6 +88,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("InvalidIDs", func(t *testing.T) { testInvalidIDs(t, h) })
 	t.Run("Latest", func(t *testing.T) { testLatest(t, h) })
 	t.Run("TitleAndUsage", func(t *testing.T) { testTitleAndUsage(t, h) })
+	t.Run("Project", func(t *testing.T) { testProject(t, h) })
 	t.Run("ConcurrentAppenders", func(t *testing.T) { testConcurrentAppenders(t, h) })
 	if h.Reopen != nil {
 		t.Run("Reopen", func(t *testing.T) { testReopen(t, h) })
@@ -997,5 +998,46 @@ func testTitleAndUsage(t *testing.T, h Harness) {
 	appendOK(t, s, id, []agent.PersistentMessage{pm(agent.TitleMessage(""), identityS)})
 	if info := infoOf(t, s, id); info.Title != "" {
 		t.Errorf("after a title was cleared: title %q", info.Title)
+	}
+}
+
+// testProject: a store that records projects (agent.ProjectRecorder)
+// lists a session with the project its first append recorded (List,
+// Resolve, Latest and another handle), ignores the project a later
+// append gives, and lists a session appended without one with none.
+func testProject(t *testing.T, h Harness) {
+	s := h.New(t)
+	pr, ok := s.(agent.ProjectRecorder)
+	if !ok {
+		t.Skip("the store does not record projects")
+	}
+	ctx := t.Context()
+	project := agent.Project{Remote: "host.test/team/proj", Root: "/src/proj", Path: "cmd/x", Dir: "/src/proj/cmd/x"}
+	sess := s.Create()
+	sess.Info.Project = project
+	if err := sess.Append(ctx, texts("first", 2)); err != nil {
+		t.Fatalf("append: %v", err)
+	}
+	if err := pr.AppendMessagesIn(ctx, agent.Project{Dir: "/elsewhere"}, sess.Info.ID, texts("later", 1)); err != nil {
+		t.Fatalf("append in another project: %v", err)
+	}
+	plain := "plain-" + agent.NewSessionID()
+	appendOK(t, s, plain, texts("no project", 1))
+	check := func(from string, info agent.SessionInfo, want agent.Project) {
+		t.Helper()
+		if info.Project != want {
+			t.Errorf("%s: project %+v, want %+v", from, info.Project, want)
+		}
+	}
+	check("List", infoOf(t, s, sess.Info.ID), project)
+	check("List of a session without one", infoOf(t, s, plain), agent.Project{})
+	got, err := s.Resolve(ctx, sess.Info.ID)
+	if err != nil {
+		t.Fatalf("Resolve: %v", err)
+	}
+	check("Resolve", got.Info, project)
+	if h.Reopen != nil {
+		h.settle(t, s)
+		check("List of another handle", infoOf(t, h.Reopen(t, s), sess.Info.ID), project)
 	}
 }
