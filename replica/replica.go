@@ -393,11 +393,11 @@ func list(ctx context.Context, s store.LogStore) (sideListing, error) {
 	var l sideListing
 	var logsErr, tombsErr error
 	var wg sync.WaitGroup
-	if d, ok := s.(store.Deleter); ok {
+	if store.CanDelete(s) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			l.tombs, tombsErr = d.Tombstones(ctx)
+			l.tombs, tombsErr = store.Tombstones(ctx, s)
 		}()
 	}
 	l.logs, logsErr = s.Logs(ctx)

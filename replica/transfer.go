@@ -225,14 +225,13 @@ func (t *transfer) deletion(ctx context.Context, p Plan) Event {
 		return Event{Plan: p, Kind: Conflicted, Note: conflictNote(p)}
 	}
 	// SrcDeleted: the deletion goes to the destination.
-	d, ok := t.dst.(store.Deleter)
-	if !ok {
-		return failed(p, errors.New("the destination cannot delete sessions"))
+	if !store.CanDelete(t.dst) {
+		return failed(p, errCannotDelete)
 	}
 	if t.opts.DryRun {
 		return Event{Plan: p, Kind: Deleted, DryRun: true}
 	}
-	err := d.Delete(ctx, *p.SrcTomb)
+	err := store.Delete(ctx, t.dst, *p.SrcTomb)
 	var changed *store.ChangedError
 	if errors.As(err, &changed) {
 		// The destination was written to since it was listed: after the
@@ -241,7 +240,7 @@ func (t *transfer) deletion(ctx context.Context, p Plan) Event {
 		if p.Relation == DeleteConflict {
 			return t.deletion(ctx, p)
 		}
-		err = d.Delete(ctx, *p.SrcTomb)
+		err = store.Delete(ctx, t.dst, *p.SrcTomb)
 	}
 	if err != nil {
 		return failed(p, fmt.Errorf("delete: %w", err))
@@ -270,11 +269,10 @@ func (t *transfer) keepSurvivor(ctx context.Context, p Plan) Event {
 	e := Event{Plan: p, Kind: KeptBoth, NewID: newID, Bytes: n, Note: note, DryRun: t.opts.DryRun}
 	if err == nil && p.SrcTomb != nil && !t.opts.DryRun {
 		// Saved: now the deletion goes through, of what is there.
-		d, ok := t.dst.(store.Deleter)
-		if !ok {
-			err = errors.New("the destination cannot delete sessions")
+		if !store.CanDelete(t.dst) {
+			err = errCannotDelete
 		} else {
-			err = d.Delete(ctx, store.Tombstone{ID: p.ID, Deleted: tomb.Deleted, At: cp})
+			err = store.Delete(ctx, t.dst, store.Tombstone{ID: p.ID, Deleted: tomb.Deleted, At: cp})
 		}
 	}
 	if err != nil {
@@ -284,6 +282,10 @@ func (t *transfer) keepSurvivor(ctx context.Context, p Plan) Event {
 	}
 	return e
 }
+
+// errCannotDelete: a deletion is to go to a destination that cannot
+// delete (a store without store.Deleter).
+var errCannotDelete = errors.New("the destination cannot delete sessions")
 
 func conflictNote(p Plan) string {
 	if p.SrcTomb != nil {

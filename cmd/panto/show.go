@@ -35,6 +35,7 @@ Examples:
 			if err != nil {
 				return err
 			}
+			defer closeStore(c.Context, st, e.stderr)
 			sess, err := st.Resolve(c.Context, c.Args().First())
 			if err != nil {
 				return fmt.Errorf("show: %w", err)
