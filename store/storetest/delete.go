@@ -33,30 +33,12 @@ func deleter(t *testing.T, h Harness) store.LogStore {
 	return s
 }
 
-func deletedOK(t *testing.T, what string, err error, id string) {
+// checkDeleted checks that session id (whose ids begin "delete-") is gone
+// from every listing of s and that reads and appends say it was deleted;
+// keep is the session left, the latest.
+func checkDeleted(t *testing.T, s store.LogStore, id, keep string) {
 	t.Helper()
-	var d *agent.DeletedError
-	if !errors.Is(err, agent.ErrSessionDeleted) || !errors.Is(err, agent.ErrSessionNotFound) || !errors.As(err, &d) || d.ID != id || d.Deleted.IsZero() {
-		t.Errorf("%s: %v, want an agent.DeletedError of %s (also ErrSessionNotFound)", what, err, id)
-	}
-}
-
-func testDelete(t *testing.T, h Harness) {
-	s := deleter(t, h)
 	ctx := t.Context()
-	id := "delete-" + agent.NewSessionID()
-	keep := "keep-" + agent.NewSessionID()
-	appendOK(t, s, id, texts("secret", 3))
-	appendOK(t, s, id, texts("more secret", 2))
-	appendOK(t, s, keep, texts("other", 2))
-	h.settle(t, s)
-	at := logsByID(t, s)[id].Checkpoint
-	when := time.Now().UTC().Truncate(time.Second)
-	if err := store.Delete(ctx, s, store.Tombstone{ID: id, Deleted: when, At: at}); err != nil {
-		t.Fatalf("Delete: %v", err)
-	}
-	// Gone from every listing; reads and appends say it was deleted.
-	h.settle(t, s)
 	if _, ok := logsByID(t, s)[id]; ok {
 		t.Error("Logs lists a deleted session")
 	}
@@ -82,6 +64,32 @@ func testDelete(t *testing.T, h Harness) {
 	if !errors.Is(err, agent.ErrSessionDeleted) {
 		t.Errorf("AppendLog creating a deleted session: %v, want ErrSessionDeleted", err)
 	}
+}
+
+func deletedOK(t *testing.T, what string, err error, id string) {
+	t.Helper()
+	var d *agent.DeletedError
+	if !errors.Is(err, agent.ErrSessionDeleted) || !errors.Is(err, agent.ErrSessionNotFound) || !errors.As(err, &d) || d.ID != id || d.Deleted.IsZero() {
+		t.Errorf("%s: %v, want an agent.DeletedError of %s (also ErrSessionNotFound)", what, err, id)
+	}
+}
+
+func testDelete(t *testing.T, h Harness) {
+	s := deleter(t, h)
+	ctx := t.Context()
+	id := "delete-" + agent.NewSessionID()
+	keep := "keep-" + agent.NewSessionID()
+	appendOK(t, s, id, texts("secret", 3))
+	appendOK(t, s, id, texts("more secret", 2))
+	appendOK(t, s, keep, texts("other", 2))
+	h.settle(t, s)
+	at := logsByID(t, s)[id].Checkpoint
+	when := time.Now().UTC().Truncate(time.Second)
+	if err := store.Delete(ctx, s, store.Tombstone{ID: id, Deleted: when, At: at}); err != nil {
+		t.Fatalf("Delete: %v", err)
+	}
+	h.settle(t, s)
+	checkDeleted(t, s, id, keep)
 	tombs, err := store.Tombstones(ctx, s)
 	if err != nil {
 		t.Fatal(err)
