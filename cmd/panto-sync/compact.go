@@ -26,7 +26,7 @@ Examples:
    panto-sync compact --dry-run s3://my-bucket`,
 		Flags: append([]cli.Flag{dryRunFlag()}, remoteFlags()...),
 		Action: func(c *cli.Context) error {
-			return runEach(c, "compact", compactSession)
+			return runEach(c, "compact", nil, compactSession)
 		},
 	}
 }
