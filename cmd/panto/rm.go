@@ -48,33 +48,43 @@ Examples:
 			// The background writes of the deletions (objstore's index)
 			// finish before panto exits, so that others stop listing them.
 			defer closeStore(c.Context, st, e.stderr)
-			var targets []agent.SessionInfo
 			report := newRemovalReport(c, e)
-			seen := map[string]bool{}
-			for _, arg := range c.Args().Slice() {
-				s, err := st.Resolve(c.Context, arg)
-				var dead *agent.DeletedError
-				switch {
-				case errors.As(err, &dead):
-					// Deleting it again finishes a removal that was cut
-					// short (a killed rm); it changes nothing otherwise.
-					t := store.Tombstone{ID: dead.ID, Deleted: dead.Deleted, At: store.Checkpoint{Length: dead.Length, SHA256: dead.SHA256}}
-					if err := store.Delete(c.Context, st, t); err != nil {
-						return fmt.Errorf("rm %s: %w", arg, err)
-					}
-					report.add(removal{ID: dead.ID, Deleted: dead.Deleted, Length: dead.Length, SHA256: dead.SHA256, Already: true})
-					continue
-				case err != nil:
-					return fmt.Errorf("rm %s: %w", arg, err)
-				}
-				if !seen[s.Info.ID] {
-					seen[s.Info.ID] = true
-					targets = append(targets, s.Info)
-				}
+			targets, err := rmTargets(c, st, report)
+			if err != nil {
+				return err
 			}
 			return report.finish(removeSessions(c.Context, e, c, st, targets, report))
 		},
 	}
+}
+
+// rmTargets resolves rm's arguments to the sessions to delete, each once.
+// A session deleted already is deleted again, and reported.
+func rmTargets(c *cli.Context, st store.LogStore, report *removalReport) ([]agent.SessionInfo, error) {
+	var targets []agent.SessionInfo
+	seen := map[string]bool{}
+	for _, arg := range c.Args().Slice() {
+		s, err := st.Resolve(c.Context, arg)
+		var dead *agent.DeletedError
+		switch {
+		case errors.As(err, &dead):
+			// Deleting it again finishes a removal that was cut
+			// short (a killed rm); it changes nothing otherwise.
+			t := store.Tombstone{ID: dead.ID, Deleted: dead.Deleted, At: store.Checkpoint{Length: dead.Length, SHA256: dead.SHA256}}
+			if err := store.Delete(c.Context, st, t); err != nil {
+				return nil, fmt.Errorf("rm %s: %w", arg, err)
+			}
+			report.add(removal{ID: dead.ID, Deleted: dead.Deleted, Length: dead.Length, SHA256: dead.SHA256, Already: true})
+			continue
+		case err != nil:
+			return nil, fmt.Errorf("rm %s: %w", arg, err)
+		}
+		if !seen[s.Info.ID] {
+			seen[s.Info.ID] = true
+			targets = append(targets, s.Info)
+		}
+	}
+	return targets, nil
 }
 
 // openDeleter opens the store the flags name, if it can delete sessions

@@ -54,23 +54,28 @@ Examples:
 				}
 				return writeJSON(e.stdout, out)
 			}
-			info := sess.Info
-			head := []string{"session " + info.ID}
-			if info.Title != "" {
-				head = append(head, fmt.Sprintf("%q", info.Title))
-			}
-			head = append(head, plural(len(conv.Messages), "message"), info.Modified.Local().Format("2006-01-02 15:04"))
-			fmt.Fprintln(e.stdout, strings.Join(head, " · "))
-			if line := parentLine(info); line != "" {
-				fmt.Fprintln(e.stdout, line)
-			}
-			fmt.Fprintln(e.stdout)
-			writeTranscript(e.stdout, conv.Messages, 1)
-			fmt.Fprintln(e.stdout)
-			writeTotals(e.stdout, info.Usage)
+			writeShow(e.stdout, sess.Info, conv.Messages)
 			return nil
 		},
 	}
+}
+
+// writeShow prints a session as show does without --json: a heading, the
+// transcript and the token totals.
+func writeShow(w io.Writer, info agent.SessionInfo, msgs []agent.Message) {
+	head := []string{"session " + info.ID}
+	if info.Title != "" {
+		head = append(head, fmt.Sprintf("%q", info.Title))
+	}
+	head = append(head, plural(len(msgs), "message"), info.Modified.Local().Format("2006-01-02 15:04"))
+	fmt.Fprintln(w, strings.Join(head, " · "))
+	if line := parentLine(info); line != "" {
+		fmt.Fprintln(w, line)
+	}
+	fmt.Fprintln(w)
+	writeTranscript(w, msgs, 1)
+	fmt.Fprintln(w)
+	writeTotals(w, info.Usage)
 }
 
 // parentLine says where a session was copied from, "" for one that was
