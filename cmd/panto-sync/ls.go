@@ -62,6 +62,7 @@ func runLs(c *cli.Context) (ret error) {
 	if err != nil {
 		return err
 	}
+	defer closeStore(c.Context, s, &ret)
 	logs, err := s.Logs(c.Context)
 	if err != nil && !errors.Is(err, agent.ErrIncompleteList) {
 		return fmt.Errorf("list sessions in %s: %w", o.Args[0], err)

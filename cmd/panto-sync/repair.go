@@ -33,7 +33,7 @@ Examples:
 	}
 }
 
-func runRepair(c *cli.Context) error {
+func runRepair(c *cli.Context) (ret error) {
 	start := time.Now()
 	o, err := parseOptions(c)
 	if err != nil {
@@ -46,6 +46,7 @@ func runRepair(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	defer closeStore(c.Context, s, &ret)
 	do := store.RepairIndex
 	if o.DryRun {
 		do = store.CheckIndex

@@ -71,7 +71,7 @@ type sessionFunc func(ctx context.Context, s store.LogStore, id string, o *optio
 // first argument (the ids given as the other arguments, or all of them,
 // with whole's check when it is set), concurrently, reporting an event
 // each and a summary; it exits 1 if any failed.
-func runEach(c *cli.Context, cmd string, whole wholeCheck, fn sessionFunc) error {
+func runEach(c *cli.Context, cmd string, whole wholeCheck, fn sessionFunc) (ret error) {
 	start := time.Now()
 	o, err := parseOptions(c)
 	if err != nil {
@@ -84,6 +84,7 @@ func runEach(c *cli.Context, cmd string, whole wholeCheck, fn sessionFunc) error
 	if err != nil {
 		return err
 	}
+	defer closeStore(c.Context, s, &ret)
 	all, listErr, err := listedIDs(c.Context, s, o.Args[0])
 	if err != nil {
 		return err
