@@ -68,18 +68,34 @@ func eachLog[T any](ctx context.Context, st store.LogStore, sessions []agent.Ses
 	emit func(info agent.SessionInfo, v T) error) (Stats, error) {
 	start := time.Now()
 	ctx, cancel := context.WithCancel(ctx)
-	type slot struct {
-		v     T
-		bytes int64
-		err   error
-		done  chan struct{}
-	}
-	slots := make([]slot, len(sessions))
+	slots, gctx, wait := startReads(ctx, st, sessions, o.parallel(), read)
+	defer func() {
+		// An early end stops the reads in flight and the launcher.
+		cancel()
+		wait()
+	}()
+	return emitInOrder(ctx, gctx, start, sessions, slots, emit)
+}
+
+// logSlot is where the read of one session leaves its result.
+type logSlot[T any] struct {
+	v     T
+	bytes int64
+	err   error
+	done  chan struct{} // closed when the read is done
+}
+
+// startReads starts reading sessions through read, at most parallel at
+// once, each into its slot. The reads stop when ctx or the returned
+// context ends; wait waits for the launcher and the reads to finish.
+func startReads[T any](ctx context.Context, st store.LogStore, sessions []agent.SessionInfo, parallel int,
+	read func(ctx context.Context, info agent.SessionInfo, r io.Reader) (T, error)) (slots []logSlot[T], gctx context.Context, wait func()) {
+	slots = make([]logSlot[T], len(sessions))
 	for i := range slots {
 		slots[i].done = make(chan struct{})
 	}
 	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(o.parallel())
+	g.SetLimit(parallel)
 	launched := make(chan struct{})
 	go func() {
 		defer close(launched)
@@ -96,14 +112,16 @@ func eachLog[T any](ctx context.Context, st store.LogStore, sessions []agent.Ses
 			})
 		}
 	}()
-	defer func() {
-		// An early end stops the reads in flight and the launcher (which
-		// must be done calling Go before Wait).
-		cancel()
-		<-launched
-		_ = g.Wait()
-	}()
+	// The launcher must be done calling Go before Wait.
+	return slots, gctx, func() { <-launched; _ = g.Wait() }
+}
 
+// emitInOrder hands each slot's result to emit in the order of sessions,
+// as the reads finish, counting them in the Stats of a run that began at
+// start. A read that failed is skipped unless ctx ended; emit returning
+// errStop ends the run early.
+func emitInOrder[T any](ctx, gctx context.Context, start time.Time, sessions []agent.SessionInfo, slots []logSlot[T],
+	emit func(info agent.SessionInfo, v T) error) (Stats, error) {
 	var stats Stats
 	for i := range slots {
 		select {

@@ -347,6 +347,48 @@ func messageText(e sessionlog.Entry) sessionlog.MessageText {
 // message matches one message, read from line (whose lowered copy is
 // low, when the prefilter made one); scratch is a buffer it may use,
 // returned for the next call. Only the texts searched are unquoted.
+// blockTexts returns the texts of block b of a message line (low is the
+// line in lower case) that the prefilter lets through, unquoted: each is
+// matched on its own, since a match across two would not be in the line
+// as such, and the prefilter would miss it.
+func (m *matcher) blockTexts(scratch []byte, b sessionlog.TextBlock, line, low []byte) ([]string, []byte) {
+	var raws [][]byte
+	switch b.Type {
+	case agent.BlockText, agent.BlockToolResult:
+		raws = [][]byte{b.Text}
+	case agent.BlockToolUse:
+		raws = [][]byte{b.Name, b.Input}
+	case agent.BlockThinking:
+		if m.thinking {
+			raws = [][]byte{b.Text}
+		}
+	}
+	var texts []string
+	for k, raw := range raws {
+		// What the prefilter rules out of a line it rules out of a part
+		// of it, which then costs no unquoting.
+		if len(raw) == 0 {
+			continue
+		}
+		if lowRaw, ok := within(line, low, raw); ok {
+			if !m.pre.passes(raw, lowRaw) {
+				continue
+			}
+		} else {
+			var pass bool
+			if scratch, pass = m.pre.candidate(scratch, raw); !pass {
+				continue
+			}
+		}
+		if b.Type == agent.BlockToolUse && k == 1 {
+			texts = append(texts, string(raw)) // the input is JSON as it is
+		} else {
+			texts = append(texts, sessionlog.Unquote(raw))
+		}
+	}
+	return texts, scratch
+}
+
 func (m *matcher) message(scratch []byte, msg sessionlog.MessageText, line, low []byte) (Match, []byte, bool) {
 	if msg.Role == agent.RoleSystem {
 		return Match{}, scratch, false
@@ -354,42 +396,8 @@ func (m *matcher) message(scratch []byte, msg sessionlog.MessageText, line, low 
 	var first Match
 	count := 0
 	for _, b := range msg.Blocks {
-		// Each text is matched on its own: a match across two would
-		// not be in the line as such, and the prefilter would miss it.
-		var raws [][]byte
-		switch b.Type {
-		case agent.BlockText, agent.BlockToolResult:
-			raws = [][]byte{b.Text}
-		case agent.BlockToolUse:
-			raws = [][]byte{b.Name, b.Input}
-		case agent.BlockThinking:
-			if m.thinking {
-				raws = [][]byte{b.Text}
-			}
-		}
 		var texts []string
-		for k, raw := range raws {
-			// What the prefilter rules out of a line it rules out of a
-			// part of it, which then costs no unquoting.
-			if len(raw) == 0 {
-				continue
-			}
-			if lowRaw, ok := within(line, low, raw); ok {
-				if !m.pre.passes(raw, lowRaw) {
-					continue
-				}
-			} else {
-				var pass bool
-				if scratch, pass = m.pre.candidate(scratch, raw); !pass {
-					continue
-				}
-			}
-			if b.Type == agent.BlockToolUse && k == 1 {
-				texts = append(texts, string(raw)) // the input is JSON as it is
-			} else {
-				texts = append(texts, sessionlog.Unquote(raw))
-			}
-		}
+		texts, scratch = m.blockTexts(scratch, b, line, low)
 		for _, text := range texts {
 			var locs [][]int
 			locs, scratch = m.findAll(scratch, text)

@@ -39,15 +39,13 @@ func forkReader(log io.Reader, newID, from string) (io.Reader, int64, error) {
 	if err := json.Unmarshal(line, &h); err != nil || h.Type != sessionlog.TypeSession || h.ID != from {
 		return nil, 0, fmt.Errorf("copy session %s as %s: the first line is not its header", from, newID)
 	}
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
 	// The header links the copy to its original (sessionlog.Header's
 	// forked_from; no forked_at: the copy holds the whole log) and keeps
-	// the rest of it (the project).
+	// the rest of it (the project, an import's origin).
 	h.ID, h.ForkedFrom, h.ForkedAt = newID, from, 0
-	if err := enc.Encode(h); err != nil {
+	header, err := sessionlog.EncodeHeader(h)
+	if err != nil {
 		return nil, 0, fmt.Errorf("copy session %s as %s: %w", from, newID, err)
 	}
-	return io.MultiReader(&buf, br), int64(buf.Len() - len(line)), nil
+	return io.MultiReader(bytes.NewReader(header), br), int64(len(header) - len(line)), nil
 }

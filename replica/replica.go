@@ -311,8 +311,30 @@ func Record(ctx context.Context, src, dst store.LogStore, events []Event, opts O
 // as new: the conditional append finds what the destination holds.
 func PlanAll(ctx context.Context, src, dst store.LogStore, opts Options) ([]Plan, error) {
 	opts.defaults()
-	var partial [2]error
-	var listed [2]sideListing
+	listed, partial, err := listBoth(ctx, src, dst)
+	if err != nil {
+		return nil, err
+	}
+	ids, sides := pairSides(listed, opts.Select)
+	plans := make([]Plan, len(ids))
+	pl := &planner{src: src, dst: dst}
+	var wg errgroup.Group
+	wg.SetLimit(opts.Concurrency)
+	for i, id := range ids {
+		wg.Go(func() error {
+			plans[i] = pl.plan(ctx, id, sides[id][0], sides[id][1])
+			return nil
+		})
+	}
+	_ = wg.Wait()
+	return plans, partial
+}
+
+// listBoth lists the source and the destination at once. partial wraps
+// agent.ErrIncompleteList when a listing is incomplete; err is any other
+// failure.
+func listBoth(ctx context.Context, src, dst store.LogStore) (listed [2]sideListing, partial, err error) {
+	var incomplete [2]error
 	g, gctx := errgroup.WithContext(ctx)
 	for i, side := range []struct {
 		s    store.LogStore
@@ -325,15 +347,21 @@ func PlanAll(ctx context.Context, src, dst store.LogStore, opts Options) ([]Plan
 				err = fmt.Errorf("list the %s: %w", side.name, err)
 			}
 			if errors.Is(err, agent.ErrIncompleteList) {
-				partial[i], err = err, nil
+				incomplete[i], err = err, nil
 			}
 			return err
 		})
 	}
 	if err := g.Wait(); err != nil {
-		return nil, err
+		return listed, nil, err
 	}
-	sides := map[string]*[2]sideOf{}
+	return listed, errors.Join(incomplete[0], incomplete[1]), nil
+}
+
+// pairSides pairs what the two listings hold of each selected session
+// (select nil: all of them), source first; ids are the sessions, sorted.
+func pairSides(listed [2]sideListing, sel func(id string) bool) (ids []string, sides map[string]*[2]sideOf) {
+	sides = map[string]*[2]sideOf{}
 	at := func(id string) *[2]sideOf {
 		s := sides[id]
 		if s == nil {
@@ -344,33 +372,22 @@ func PlanAll(ctx context.Context, src, dst store.LogStore, opts Options) ([]Plan
 	}
 	for i, l := range listed {
 		for k := range l.logs {
-			if id := l.logs[k].Info.ID; opts.Select == nil || opts.Select(id) {
+			if id := l.logs[k].Info.ID; sel == nil || sel(id) {
 				at(id)[i].log = &l.logs[k]
 			}
 		}
 		for k := range l.tombs {
-			if id := l.tombs[k].ID; opts.Select == nil || opts.Select(id) {
+			if id := l.tombs[k].ID; sel == nil || sel(id) {
 				at(id)[i].tomb = &l.tombs[k]
 			}
 		}
 	}
-	ids := make([]string, 0, len(sides))
+	ids = make([]string, 0, len(sides))
 	for id := range sides {
 		ids = append(ids, id)
 	}
 	sort.Strings(ids)
-	plans := make([]Plan, len(ids))
-	pl := &planner{src: src, dst: dst}
-	var wg errgroup.Group
-	wg.SetLimit(opts.Concurrency)
-	for i, id := range ids {
-		wg.Go(func() error {
-			plans[i] = pl.plan(ctx, id, sides[id][0], sides[id][1])
-			return nil
-		})
-	}
-	_ = wg.Wait()
-	return plans, errors.Join(partial[0], partial[1])
+	return ids, sides
 }
 
 // sideListing is what one side lists: its sessions, and the tombstones of
@@ -393,11 +410,11 @@ func list(ctx context.Context, s store.LogStore) (sideListing, error) {
 	var l sideListing
 	var logsErr, tombsErr error
 	var wg sync.WaitGroup
-	if d, ok := s.(store.Deleter); ok {
+	if store.CanDelete(s) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			l.tombs, tombsErr = d.Tombstones(ctx)
+			l.tombs, tombsErr = store.Tombstones(ctx, s)
 		}()
 	}
 	l.logs, logsErr = s.Logs(ctx)

@@ -674,3 +674,27 @@ func TestCopyRefusesNewerFormat(t *testing.T) {
 		t.Errorf("a new session of a newer format was created: %v", err)
 	}
 }
+
+// TestForkReaderBytes: the keep-both copy's header is the line format's
+// own (sessionlog.EncodeHeader), byte for byte what sync has always
+// written, and every line after it is the original's.
+func TestForkReaderBytes(t *testing.T) {
+	id, newID := "ab000000000000000000000000000001", "cd000000000000000000000000000002"
+	header := `{"type":"session","version":1,"id":"` + id + `","created":"2026-01-02T03:04:05.000000006Z","more":1}` + "\n"
+	rest := `{"type":"message","ts":"2026-01-02T03:04:05Z","role":"user","content":[{"type":"text","text":"<a & b>"}]}` + "\n"
+	want := `{"type":"session","version":1,"id":"` + newID + `","created":"2026-01-02T03:04:05.000000006Z","forked_from":"` + id + `","more":1}` + "\n" + rest
+	r, grew, err := forkReader(strings.NewReader(header+rest), newID, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := io.ReadAll(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != want {
+		t.Errorf("fork =\n%s\nwant\n%s", got, want)
+	}
+	if grew != int64(len(want)-len(header)-len(rest)) {
+		t.Errorf("grew = %d, want %d", grew, len(want)-len(header)-len(rest))
+	}
+}

@@ -28,22 +28,8 @@ func (t *transfer) session(ctx context.Context, p Plan) Event {
 	var moved int64
 	note := ""
 	for attempt := 0; ; attempt++ {
-		switch p.Relation {
-		case SrcDeleted, DstDeleted, DeleteConflict:
-			e := t.deletion(ctx, p)
-			e.Bytes += moved
+		if e, done := t.withoutTail(ctx, p, moved, note); done {
 			return e
-		case Same:
-			return Event{Plan: p, Kind: Unchanged, Bytes: moved, Note: note}
-		case DstOnly:
-			return Event{Plan: p, Kind: Skipped, Bytes: moved, Note: "only the destination holds it"}
-		case DstAhead:
-			return Event{Plan: p, Kind: Skipped, Bytes: moved, Note: fmt.Sprintf("the destination is ahead by %d bytes", p.Dst.Length-p.Src.Length)}
-		case Diverged:
-			if t.opts.KeepBoth {
-				return t.keepBoth(ctx, p)
-			}
-			return Event{Plan: p, Kind: Divergent, Bytes: moved, Note: note}
 		}
 		kind := Appended
 		if p.Dst.Length == 0 {
@@ -54,25 +40,18 @@ func (t *transfer) session(ctx context.Context, p Plan) Event {
 		}
 		n, end, err := t.copyTailBudgeted(ctx, p)
 		moved += n
-		var gone *agent.DeletedError
-		if errors.As(err, &gone) && attempt+1 < replans {
-			// The destination deleted it and did not list the tombstone (a
-			// listing that lagged, or a deletion older than the retention).
-			p.DstTomb = &store.Tombstone{ID: p.ID, Deleted: gone.Deleted, At: store.Checkpoint{Length: gone.Length, SHA256: gone.SHA256}}
-			p.Dst, p.Relation = store.Checkpoint{}, relateDeleted(nil, p.DstTomb, p.Src, store.Checkpoint{})
-			continue
-		}
-		var changed *store.ChangedError
-		if errors.As(err, &changed) && attempt+1 < replans {
-			// The destination moved since it was listed (another writer,
-			// or a listing that lagged behind it): plan again from what it
-			// says it holds.
-			p.Dst = changed.Have
-			if p.Relation, err = relate(ctx, t.src, t.dst, p.ID, p.Src, p.Dst); err != nil {
-				return failed(p, err)
+		if err != nil && attempt+1 < replans {
+			next, why, again, rerr := t.replan(ctx, p, err)
+			if rerr != nil {
+				return failed(next, rerr)
 			}
-			note = fmt.Sprintf("the destination held %v, not what it listed; planned again", changed.Have)
-			continue
+			if again {
+				p = next
+				if why != "" {
+					note = why
+				}
+				continue
+			}
 		}
 		if err != nil {
 			e := failed(p, err)
@@ -82,6 +61,57 @@ func (t *transfer) session(ctx context.Context, p Plan) Event {
 		p.Src = end
 		return Event{Plan: p, Kind: kind, Bytes: moved, Note: note}
 	}
+}
+
+// withoutTail returns the event of plan p when its relation copies no
+// tail (a deletion, a copy already there, one to leave alone), and done;
+// moved and note are what earlier attempts at it did and said.
+func (t *transfer) withoutTail(ctx context.Context, p Plan, moved int64, note string) (e Event, done bool) {
+	switch p.Relation {
+	case SrcDeleted, DstDeleted, DeleteConflict:
+		e := t.deletion(ctx, p)
+		e.Bytes += moved
+		return e, true
+	case Same:
+		return Event{Plan: p, Kind: Unchanged, Bytes: moved, Note: note}, true
+	case DstOnly:
+		return Event{Plan: p, Kind: Skipped, Bytes: moved, Note: "only the destination holds it"}, true
+	case DstAhead:
+		return Event{Plan: p, Kind: Skipped, Bytes: moved, Note: fmt.Sprintf("the destination is ahead by %d bytes", p.Dst.Length-p.Src.Length)}, true
+	case Diverged:
+		if t.opts.KeepBoth {
+			return t.keepBoth(ctx, p), true
+		}
+		return Event{Plan: p, Kind: Divergent, Bytes: moved, Note: note}, true
+	}
+	return Event{}, false
+}
+
+// replan is plan p made again after copying its tail failed with err
+// because the destination is not what it listed: again reports whether
+// err was that, note (if any) says what changed. An error planning again
+// fails the session (with the plan as far as it got).
+func (t *transfer) replan(ctx context.Context, p Plan, err error) (next Plan, note string, again bool, rerr error) {
+	var gone *agent.DeletedError
+	if errors.As(err, &gone) {
+		// The destination deleted it and did not list the tombstone (a
+		// listing that lagged, or a deletion older than the retention).
+		p.DstTomb = &store.Tombstone{ID: p.ID, Deleted: gone.Deleted, At: store.Checkpoint{Length: gone.Length, SHA256: gone.SHA256}}
+		p.Dst, p.Relation = store.Checkpoint{}, relateDeleted(nil, p.DstTomb, p.Src, store.Checkpoint{})
+		return p, "", true, nil
+	}
+	var changed *store.ChangedError
+	if errors.As(err, &changed) {
+		// The destination moved since it was listed (another writer, or a
+		// listing that lagged behind it): plan again from what it says it
+		// holds.
+		p.Dst = changed.Have
+		if p.Relation, rerr = relate(ctx, t.src, t.dst, p.ID, p.Src, p.Dst); rerr != nil {
+			return p, "", false, rerr
+		}
+		return p, fmt.Sprintf("the destination held %v, not what it listed; planned again", changed.Have), true, nil
+	}
+	return p, "", false, nil
 }
 
 // copyTailBudgeted is copyTail within the copy's memory budget: a session
@@ -225,14 +255,13 @@ func (t *transfer) deletion(ctx context.Context, p Plan) Event {
 		return Event{Plan: p, Kind: Conflicted, Note: conflictNote(p)}
 	}
 	// SrcDeleted: the deletion goes to the destination.
-	d, ok := t.dst.(store.Deleter)
-	if !ok {
-		return failed(p, errors.New("the destination cannot delete sessions"))
+	if !store.CanDelete(t.dst) {
+		return failed(p, errCannotDelete)
 	}
 	if t.opts.DryRun {
 		return Event{Plan: p, Kind: Deleted, DryRun: true}
 	}
-	err := d.Delete(ctx, *p.SrcTomb)
+	err := store.Delete(ctx, t.dst, *p.SrcTomb)
 	var changed *store.ChangedError
 	if errors.As(err, &changed) {
 		// The destination was written to since it was listed: after the
@@ -241,7 +270,7 @@ func (t *transfer) deletion(ctx context.Context, p Plan) Event {
 		if p.Relation == DeleteConflict {
 			return t.deletion(ctx, p)
 		}
-		err = d.Delete(ctx, *p.SrcTomb)
+		err = store.Delete(ctx, t.dst, *p.SrcTomb)
 	}
 	if err != nil {
 		return failed(p, fmt.Errorf("delete: %w", err))
@@ -270,11 +299,10 @@ func (t *transfer) keepSurvivor(ctx context.Context, p Plan) Event {
 	e := Event{Plan: p, Kind: KeptBoth, NewID: newID, Bytes: n, Note: note, DryRun: t.opts.DryRun}
 	if err == nil && p.SrcTomb != nil && !t.opts.DryRun {
 		// Saved: now the deletion goes through, of what is there.
-		d, ok := t.dst.(store.Deleter)
-		if !ok {
-			err = errors.New("the destination cannot delete sessions")
+		if !store.CanDelete(t.dst) {
+			err = errCannotDelete
 		} else {
-			err = d.Delete(ctx, store.Tombstone{ID: p.ID, Deleted: tomb.Deleted, At: cp})
+			err = store.Delete(ctx, t.dst, store.Tombstone{ID: p.ID, Deleted: tomb.Deleted, At: cp})
 		}
 	}
 	if err != nil {
@@ -284,6 +312,10 @@ func (t *transfer) keepSurvivor(ctx context.Context, p Plan) Event {
 	}
 	return e
 }
+
+// errCannotDelete: a deletion is to go to a destination that cannot
+// delete (a store without store.Deleter).
+var errCannotDelete = errors.New("the destination cannot delete sessions")
 
 func conflictNote(p Plan) string {
 	if p.SrcTomb != nil {

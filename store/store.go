@@ -9,14 +9,27 @@
 // of that prefix) and copy them as raw bytes. The vocabulary is shaped
 // like io/fs: a small required interface, LogStore, and optional ones a
 // store implements when it can do better than the fallback, each with a
-// helper that type-asserts:
+// helper. Only the helpers type-assert, so callers never do:
 //
-//	Checkpointer   prefix hashes the store knows cheaply     (PrefixCheckpoint)
-//	PrefixHasher   the hash of any prefix, at a read's cost  (PrefixCheckpoint)
-//	Verifier       a deep check of one session               (Verify)
-//	Compacter      fewer objects for one session             (Compact)
-//	Flusher        background writes made durable/visible    (Flush)
-//	Deleter        deletions that sync carries (tombstones)
+//	LogStore       raw logs: list, read, append             (AsLogStore)
+//	Checkpointer   prefix hashes the store knows cheaply    (PrefixCheckpoint, Head, Checkpoints)
+//	PrefixHasher   the hash of any prefix, at a read's cost (PrefixCheckpoint)
+//	Verifier       a deep check of one session              (Verify)
+//	Compacter      fewer objects for one session            (Compact)
+//	Flusher        background writes made durable/visible   (Flush)
+//	Closer         the last flush, before the process exits (Close; else Flush)
+//	Deleter        deletions that sync carries (tombstones) (CanDelete, Delete, Tombstones)
+//	IndexRepairer  a listing checked against the data       (CheckIndex, RepairIndex)
+//	Unwrapper      a store that wraps another               (every helper looks through it)
+//
+// A store that wraps another (a cache, a local-first copy) says so with
+// Unwrap, as errors.Unwrap and restic's AsBackend do: each helper looks
+// for its interface on the store, then on what it wraps, and so on down.
+// A wrapper that changes what an optional call means implements it
+// itself.
+//
+// A helper with no fallback says so with an error wrapping
+// errors.ErrUnsupported.
 //
 // store/fsjsonl and store/objstore implement LogStore; store/storetest's
 // RunLogStore is the conformance suite of this vocabulary. docs/DESIGN.md
@@ -108,6 +121,38 @@ func (e *ChangedError) Error() string {
 // Is makes errors.Is(err, ErrChanged) true.
 func (e *ChangedError) Is(target error) bool { return target == ErrChanged }
 
+// Unwrapper is a store that wraps another (a cache in front of a bucket,
+// a local-first copy): the helpers of this package look through it for
+// the optional interfaces the wrapper does not implement itself.
+type Unwrapper interface {
+	// Unwrap returns the store this one wraps.
+	Unwrap() agent.SessionStore
+}
+
+// as returns the first store in the chain s, s.Unwrap(), ... that
+// implements T: the one place that type-asserts a store's abilities.
+func as[T any](s agent.SessionStore) (T, bool) {
+	for s != nil {
+		if t, ok := s.(T); ok {
+			return t, true
+		}
+		u, ok := s.(Unwrapper)
+		if !ok {
+			break
+		}
+		s = u.Unwrap()
+	}
+	var none T
+	return none, false
+}
+
+// AsLogStore returns s, or the store it wraps, as a LogStore: what the
+// callers that read and copy sessions as raw bytes need. A store that
+// keeps nothing (null) is not one.
+func AsLogStore(s agent.SessionStore) (LogStore, bool) {
+	return as[LogStore](s)
+}
+
 // Checkpointer is a LogStore that knows the prefix hashes of a log at some
 // lengths without reading it (objstore: at every segment boundary).
 type Checkpointer interface {
@@ -132,14 +177,14 @@ func PrefixCheckpoint(ctx context.Context, s LogStore, id string, n int64) (Chec
 	if n <= 0 {
 		return Checkpoint{}, nil
 	}
-	if h, ok := s.(PrefixHasher); ok {
+	if h, ok := as[PrefixHasher](s); ok {
 		sum, err := h.PrefixSHA256(ctx, id, n)
 		if err != nil {
 			return Checkpoint{}, err
 		}
 		return Checkpoint{Length: n, SHA256: sum}, nil
 	}
-	c, ok := s.(Checkpointer)
+	c, ok := as[Checkpointer](s)
 	if !ok {
 		return Checkpoint{}, nil
 	}
@@ -165,12 +210,30 @@ type Flusher interface {
 	Flush(ctx context.Context) error
 }
 
-// Flush flushes s if it is a Flusher. Call it before a process exits.
+// Flush flushes s if it is a Flusher. A process that is done with s
+// calls Close instead.
 func Flush(ctx context.Context, s agent.SessionStore) error {
-	if f, ok := s.(Flusher); ok {
+	if f, ok := as[Flusher](s); ok {
 		return f.Flush(ctx)
 	}
 	return nil
+}
+
+// Closer is a store that has work to finish before the process exits.
+type Closer interface {
+	// Close flushes what is in the background (Flusher) and reports what
+	// it could not. The store is not used after it.
+	Close(ctx context.Context) error
+}
+
+// Close closes s: with its Close when it has one, else by flushing it.
+// Every process that opened a store closes it, so that what it wrote in
+// the background reaches the listings of the others.
+func Close(ctx context.Context, s agent.SessionStore) error {
+	if c, ok := as[Closer](s); ok {
+		return c.Close(ctx)
+	}
+	return Flush(ctx, s)
 }
 
 // Verifier is a store with a deeper check of a session than reading it
@@ -183,7 +246,7 @@ type Verifier interface {
 // one, else by reading the whole log back and decoding every line. The
 // error names the object or file:line at fault.
 func Verify(ctx context.Context, s LogStore, id string) error {
-	if v, ok := s.(Verifier); ok {
+	if v, ok := as[Verifier](s); ok {
 		return v.Verify(ctx, id)
 	}
 	r, end, err := s.ReadLog(ctx, id, 0)
@@ -235,11 +298,38 @@ type Deleter interface {
 	Tombstones(ctx context.Context) ([]Tombstone, error)
 }
 
+// CanDelete reports whether s deletes sessions (is, or wraps, a Deleter).
+func CanDelete(s agent.SessionStore) bool {
+	_, ok := as[Deleter](s)
+	return ok
+}
+
+// Delete deletes session t.ID from s, leaving tombstone t (Deleter.Delete).
+// A store that cannot delete fails with an error wrapping
+// errors.ErrUnsupported.
+func Delete(ctx context.Context, s agent.SessionStore, t Tombstone) error {
+	d, ok := as[Deleter](s)
+	if !ok {
+		return fmt.Errorf("delete session %s: the store cannot delete sessions: %w", t.ID, errors.ErrUnsupported)
+	}
+	return d.Delete(ctx, t)
+}
+
+// Tombstones lists the tombstones of s (Deleter.Tombstones); a store that
+// cannot delete has none.
+func Tombstones(ctx context.Context, s agent.SessionStore) ([]Tombstone, error) {
+	d, ok := as[Deleter](s)
+	if !ok {
+		return nil, nil
+	}
+	return d.Tombstones(ctx)
+}
+
 // Head returns the checkpoint of session id's committed log: from a
 // Checkpointer's list, which costs no read of the log, else from the
 // checkpoint a ReadLog reports (its reader is closed unread).
 func Head(ctx context.Context, s LogStore, id string) (Checkpoint, error) {
-	if c, ok := s.(Checkpointer); ok {
+	if c, ok := as[Checkpointer](s); ok {
 		cps, err := c.Checkpoints(ctx, id)
 		if err != nil {
 			return Checkpoint{}, err
@@ -257,6 +347,18 @@ func Head(ctx context.Context, s LogStore, id string) (Checkpoint, error) {
 	return cp, nil
 }
 
+// Checkpoints returns the checkpoints of session id's log that s knows
+// without reading it (Checkpointer), one per object of the log: a store
+// that keeps a log in one file knows none, and fails with an error
+// wrapping errors.ErrUnsupported.
+func Checkpoints(ctx context.Context, s agent.SessionStore, id string) ([]Checkpoint, error) {
+	c, ok := as[Checkpointer](s)
+	if !ok {
+		return nil, fmt.Errorf("checkpoints of session %s: the store knows none without reading the log: %w", id, errors.ErrUnsupported)
+	}
+	return c.Checkpoints(ctx, id)
+}
+
 // Compacter is a store that can rewrite a session's log as fewer objects
 // without changing its bytes.
 type Compacter interface {
@@ -265,7 +367,7 @@ type Compacter interface {
 
 // Compact compacts session id if s can; it reports whether it could.
 func Compact(ctx context.Context, s agent.SessionStore, id string) (bool, error) {
-	c, ok := s.(Compacter)
+	c, ok := as[Compacter](s)
 	if !ok {
 		return false, nil
 	}
@@ -282,6 +384,32 @@ type IndexRepairer interface {
 	// RepairIndex rebuilds what CheckIndex finds wrong, and reports what it
 	// found. It is safe to run while others write.
 	RepairIndex(ctx context.Context) (IndexReport, error)
+}
+
+// errNoIndex is the error of CheckIndex and RepairIndex on a store whose
+// listing needs no repair (a directory's summary cache rebuilds itself).
+var errNoIndex = fmt.Errorf("the store has no index to check: %w", errors.ErrUnsupported)
+
+// CheckIndex compares the listing of s with the sessions it holds
+// (IndexRepairer.CheckIndex). A store without such a listing fails with an
+// error wrapping errors.ErrUnsupported.
+func CheckIndex(ctx context.Context, s agent.SessionStore) (IndexReport, error) {
+	r, ok := as[IndexRepairer](s)
+	if !ok {
+		return IndexReport{}, errNoIndex
+	}
+	return r.CheckIndex(ctx)
+}
+
+// RepairIndex rebuilds what CheckIndex finds wrong in the listing of s
+// (IndexRepairer.RepairIndex). A store without such a listing fails with
+// an error wrapping errors.ErrUnsupported.
+func RepairIndex(ctx context.Context, s agent.SessionStore) (IndexReport, error) {
+	r, ok := as[IndexRepairer](s)
+	if !ok {
+		return IndexReport{}, errNoIndex
+	}
+	return r.RepairIndex(ctx)
 }
 
 // IndexReport is what CheckIndex or RepairIndex found.

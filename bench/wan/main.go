@@ -558,21 +558,42 @@ func (b *bench) singles(ep string) (map[string]time.Duration, error) {
 		return nil, err
 	}
 	url := "s3://" + bucket + "/panto"
-	c, err := minio.New(strings.TrimPrefix(ep, "http://"), &minio.Options{Creds: credentials.NewStaticV4(accessKey, secretKey, ""), Region: region})
+	if out["bare PutObject (2 KB)"], err = barePut(ctx, ep, bucket); err != nil {
+		return nil, err
+	}
+	if out["first append of a session"], out["steady append"], err = appendTimes(ctx, ep, url); err != nil {
+		return nil, err
+	}
+	out["panto -c to the first provider request (60 messages)"], out["panto sessions"], err = b.commandTimes(url, ep)
 	if err != nil {
 		return nil, err
+	}
+	return out, nil
+}
+
+// barePut is the median time of a PutObject of 2 KB to bucket, without
+// panto: the floor under an append.
+func barePut(ctx context.Context, ep, bucket string) (time.Duration, error) {
+	c, err := minio.New(strings.TrimPrefix(ep, "http://"), &minio.Options{Creds: credentials.NewStaticV4(accessKey, secretKey, ""), Region: region})
+	if err != nil {
+		return 0, err
 	}
 	body := bytes.Repeat([]byte("x"), 2048)
 	var puts []time.Duration
 	for i := 0; i < 15; i++ {
 		start := time.Now()
 		if _, err := c.PutObject(ctx, bucket, fmt.Sprintf("bare/%d", i), bytes.NewReader(body), int64(len(body)), minio.PutObjectOptions{DisableContentSha256: true}); err != nil {
-			return nil, err
+			return 0, err
 		}
 		puts = append(puts, time.Since(start))
 	}
-	out["bare PutObject (2 KB)"] = median(puts[1:]) // the first dials
+	return median(puts[1:]), nil // the first dials
+}
 
+// appendTimes are the median times of the first append of a session and
+// of an append to one (59 of them, to the last session created), through
+// an object store on url. It leaves that session of 60 messages behind.
+func appendTimes(ctx context.Context, ep, url string) (first, steady time.Duration, err error) {
 	os.Setenv("AWS_ACCESS_KEY_ID", accessKey)
 	os.Setenv("AWS_SECRET_ACCESS_KEY", secretKey)
 	os.Setenv("AWS_REGION", region)
@@ -582,12 +603,12 @@ func (b *bench) singles(ep string) (map[string]time.Duration, error) {
 	}
 	st, err := objstore.Open(ctx, url, opts...)
 	if err != nil {
-		return nil, err
+		return 0, 0, err
 	}
 	msg := func(i int) []agent.PersistentMessage {
 		return []agent.PersistentMessage{{Message: agent.UserText(fmt.Sprintf("message %d %s", i, strings.Repeat("words ", 300)))}}
 	}
-	var firsts, steady []time.Duration
+	var firsts, steadies []time.Duration
 	var last string
 	for i := 0; i < 8; i++ {
 		s := st.Create()
@@ -596,7 +617,7 @@ func (b *bench) singles(ep string) (map[string]time.Duration, error) {
 		}
 		start := time.Now()
 		if err := s.Append(ctx, msg(0)); err != nil {
-			return nil, err
+			return 0, 0, err
 		}
 		firsts = append(firsts, time.Since(start))
 		last = s.Info.ID
@@ -607,35 +628,36 @@ func (b *bench) singles(ep string) (map[string]time.Duration, error) {
 	for i := 1; i < 60; i++ {
 		start := time.Now()
 		if err := st.AppendMessages(ctx, last, msg(i)); err != nil {
-			return nil, err
+			return 0, 0, err
 		}
-		steady = append(steady, time.Since(start))
+		steadies = append(steadies, time.Since(start))
 	}
 	if err := st.Flush(ctx); err != nil {
-		return nil, err
+		return 0, 0, err
 	}
-	out["first append of a session"] = median(firsts[1:])
-	out["steady append"] = median(steady)
+	return median(firsts[1:]), median(steadies), nil
+}
 
+// commandTimes are the median times of `panto -c` until its first
+// provider request, and of `panto sessions`, on the store at url.
+func (b *bench) commandTimes(url, ep string) (cont, sessions time.Duration, err error) {
 	var conts, lists []time.Duration
 	for i := 0; i < 5; i++ {
 		d, err := b.untilProvider(url, ep)
 		if err != nil {
-			return nil, err
+			return 0, 0, err
 		}
 		conts = append(conts, d)
 		r, err := b.exec([]string{b.panto, "sessions", "--all", "--store", url, "--endpoint", ep}, "PANTO_TRACE="+os.Getenv("WAN_TRACE"))
 		if err != nil {
-			return nil, err
+			return 0, 0, err
 		}
 		if os.Getenv("WAN_TRACE") != "" {
 			fmt.Fprintf(os.Stderr, "panto sessions: %d requests\n", r.requests)
 		}
 		lists = append(lists, r.d)
 	}
-	out["panto -c to the first provider request (60 messages)"] = median(conts)
-	out["panto sessions"] = median(lists)
-	return out, nil
+	return median(conts), median(lists), nil
 }
 
 // untilProvider runs panto -c on the bucket, with a provider that records

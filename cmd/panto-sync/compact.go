@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/urfave/cli/v2"
@@ -25,7 +26,7 @@ Examples:
    panto-sync compact --dry-run s3://my-bucket`,
 		Flags: append([]cli.Flag{dryRunFlag()}, remoteFlags()...),
 		Action: func(c *cli.Context) error {
-			return runEach(c, "compact", compactSession)
+			return runEach(c, "compact", nil, compactSession)
 		},
 	}
 }
@@ -35,11 +36,10 @@ func compactSession(ctx context.Context, s store.LogStore, id string, o *options
 	fail := func(err error) Event {
 		return Event{Event: "failed", ID: id, Error: err.Error(), Text: fmt.Sprintf("failed    %s: %v", id, err), err: err}
 	}
-	cp, ok := s.(store.Checkpointer)
-	if !ok {
+	before, err := store.Checkpoints(ctx, s, id)
+	if errors.Is(err, errors.ErrUnsupported) {
 		return Event{Event: "unchanged", ID: id, Note: "this store keeps one file per session: nothing to compact"}
 	}
-	before, err := cp.Checkpoints(ctx, id)
 	if err != nil {
 		return fail(fmt.Errorf("read checkpoints: %w", err))
 	}
@@ -52,7 +52,7 @@ func compactSession(ctx context.Context, s store.LogStore, id string, o *options
 	if _, err := store.Compact(ctx, s, id); err != nil {
 		return fail(err)
 	}
-	after, err := cp.Checkpoints(ctx, id)
+	after, err := store.Checkpoints(ctx, s, id)
 	if err != nil {
 		return fail(fmt.Errorf("read checkpoints after compacting: %w", err))
 	}

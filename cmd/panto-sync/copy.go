@@ -41,35 +41,39 @@ Examples:
 			&cli.StringFlag{Name: "src-key-file", Usage: "the key `FILE` of an encrypted SRC (default: --key-file)", EnvVars: []string{"PANTO_SRC_KEY_FILE"}},
 			&cli.StringFlag{Name: "dst-key-file", Usage: "the key `FILE` of an encrypted DST, or of the encrypted prefix the copy creates (default: --key-file; empty: none)", EnvVars: []string{"PANTO_DST_KEY_FILE"}},
 		}, remoteFlags()...),
-		Action: func(c *cli.Context) error {
-			o, err := parseOptions(c)
-			if err != nil {
-				return err
-			}
-			if len(o.Args) != 2 {
-				return usageError(c, fmt.Sprintf("give SRC and DST (got %d arguments)", len(o.Args)))
-			}
-			src := o.end(o.Args[0], firstNonEmpty(c.String("src-endpoint"), o.Endpoint))
-			dst := o.end(o.Args[1], firstNonEmpty(c.String("dst-endpoint"), o.Endpoint))
-			dst.create = !o.DryRun
-			for _, side := range []struct {
-				e    *end
-				flag string
-			}{{&src, "src-key-file"}, {&dst, "dst-key-file"}} {
-				if !c.IsSet(side.flag) {
-					continue
-				}
-				side.e.keyFile = c.String(side.flag)
-				if spec, err := store.ParseSpec(side.e.spec); err == nil && spec.Kind != store.KindS3 && side.e.keyFile != "" {
-					return usageError(c, fmt.Sprintf("--%s for %s, a directory: a directory is never encrypted (the local catalog stays plaintext)", side.flag, side.e.spec))
-				}
-			}
-			if src.spec == dst.spec && src.endpoint == dst.endpoint {
-				return usageError(c, "SRC and DST are the same store")
-			}
-			return runCopy(c, o, copyDirection, src, dst)
-		},
+		Action: runCopyCommand,
 	}
+}
+
+// runCopyCommand is copy: the two sides as its flags name them, then
+// runCopy.
+func runCopyCommand(c *cli.Context) error {
+	o, err := parseOptions(c)
+	if err != nil {
+		return err
+	}
+	if len(o.Args) != 2 {
+		return usageError(c, fmt.Sprintf("give SRC and DST (got %d arguments)", len(o.Args)))
+	}
+	src := o.end(o.Args[0], firstNonEmpty(c.String("src-endpoint"), o.Endpoint))
+	dst := o.end(o.Args[1], firstNonEmpty(c.String("dst-endpoint"), o.Endpoint))
+	dst.create = !o.DryRun
+	for _, side := range []struct {
+		e    *end
+		flag string
+	}{{&src, "src-key-file"}, {&dst, "dst-key-file"}} {
+		if !c.IsSet(side.flag) {
+			continue
+		}
+		side.e.keyFile = c.String(side.flag)
+		if spec, err := store.ParseSpec(side.e.spec); err == nil && spec.Kind != store.KindS3 && side.e.keyFile != "" {
+			return usageError(c, fmt.Sprintf("--%s for %s, a directory: a directory is never encrypted (the local catalog stays plaintext)", side.flag, side.e.spec))
+		}
+	}
+	if src.spec == dst.spec && src.endpoint == dst.endpoint {
+		return usageError(c, "SRC and DST are the same store")
+	}
+	return runCopy(c, o, copyDirection, src, dst)
 }
 
 func firstNonEmpty(s ...string) string {

@@ -12,6 +12,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/panto-dev/panto/agent"
+	"github.com/panto-dev/panto/store"
 )
 
 func lsCommand() *cli.Command {
@@ -61,6 +62,7 @@ func runLs(c *cli.Context) (ret error) {
 	if err != nil {
 		return err
 	}
+	defer closeStore(c.Context, s, &ret)
 	logs, err := s.Logs(c.Context)
 	if err != nil && !errors.Is(err, agent.ErrIncompleteList) {
 		return fmt.Errorf("list sessions in %s: %w", o.Args[0], err)
@@ -71,8 +73,14 @@ func runLs(c *cli.Context) (ret error) {
 			ret = fmt.Errorf("%s: %w", o.Args[0], err)
 		}
 	}()
-	var entries []lsEntry
-	var total int64
+	entries, total := lsEntries(logs, o)
+	printLs(o, entries, total)
+	return nil
+}
+
+// lsEntries are the selected sessions of logs, newest first, and their
+// total length.
+func lsEntries(logs []store.Log, o *options) (entries []lsEntry, total int64) {
 	for _, l := range logs {
 		if !o.selected(l.Info.ID) {
 			continue
@@ -91,6 +99,12 @@ func runLs(c *cli.Context) (ret error) {
 		}
 		return entries[i].ID < entries[k].ID
 	})
+	return entries, total
+}
+
+// printLs prints entries: a table with a total, or with --json a line
+// each and a summary, or with --quiet their ids.
+func printLs(o *options, entries []lsEntry, total int64) {
 	if o.JSON {
 		for _, e := range entries {
 			b, _ := json.Marshal(e)
@@ -98,13 +112,13 @@ func runLs(c *cli.Context) (ret error) {
 		}
 		b, _ := json.Marshal(Summary{Event: "summary", Command: "ls", Sessions: len(entries), Bytes: total, Counts: map[string]int{"session": len(entries)}})
 		fmt.Fprintf(o.Stdout, "%s\n", b)
-		return nil
+		return
 	}
 	if o.Quiet {
 		for _, e := range entries {
 			fmt.Fprintln(o.Stdout, e.ID)
 		}
-		return nil
+		return
 	}
 	tw := tabwriter.NewWriter(o.Stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tMODIFIED\tMESSAGES\tSIZE\tLAST USER MESSAGE")
@@ -117,7 +131,6 @@ func runLs(c *cli.Context) (ret error) {
 	}
 	tw.Flush()
 	fmt.Fprintf(o.Stdout, "%d sessions, %s\n", len(entries), humanBytes(total))
-	return nil
 }
 
 // preview is s on one line, cut to n runes.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -32,7 +33,7 @@ Examples:
 	}
 }
 
-func runRepair(c *cli.Context) error {
+func runRepair(c *cli.Context) (ret error) {
 	start := time.Now()
 	o, err := parseOptions(c)
 	if err != nil {
@@ -45,15 +46,15 @@ func runRepair(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	r, ok := s.(store.IndexRepairer)
-	if !ok {
+	defer closeStore(c.Context, s, &ret)
+	do := store.RepairIndex
+	if o.DryRun {
+		do = store.CheckIndex
+	}
+	report, err := do(c.Context, s)
+	if errors.Is(err, errors.ErrUnsupported) {
 		return fmt.Errorf("%s has no index to repair: a directory's summary cache rebuilds itself", o.Args[0])
 	}
-	do := r.RepairIndex
-	if o.DryRun {
-		do = r.CheckIndex
-	}
-	report, err := do(c.Context)
 	if err != nil {
 		return err
 	}
@@ -125,11 +126,10 @@ func repairText(r store.IndexReport, dryRun bool, where string) string {
 // sessions the store holds, the findings as events, and an error saying
 // to repair when there are any.
 func checkIndex(ctx context.Context, s store.LogStore, where string) (sessions []string, events []Event, err error) {
-	r, ok := s.(store.IndexRepairer)
-	if !ok {
+	report, err := store.CheckIndex(ctx, s)
+	if errors.Is(err, errors.ErrUnsupported) {
 		return nil, nil, nil
 	}
-	report, err := r.CheckIndex(ctx)
 	if err != nil {
 		return nil, nil, err
 	}

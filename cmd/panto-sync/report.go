@@ -189,7 +189,8 @@ func (r *reporter) event(e replica.Event) {
 	}
 }
 
-// describeEvent is e as the command says it.
+// describeEvent is e as the command says it: the event of its kind
+// (eventNames), its text (eventTexts) and the lengths of both sides.
 func (r *reporter) describeEvent(e replica.Event) Event {
 	d := r.d
 	out := Event{ID: e.ID, Action: d.action(e.Relation), Bytes: e.Bytes, Note: e.Note, DeletedAt: deletedAt(e.Plan)}
@@ -205,85 +206,126 @@ func (r *reporter) describeEvent(e replica.Event) Event {
 	if e.Err != nil {
 		out.Error, out.err = e.Err.Error(), e.Err
 	}
-	would := func(word string) string {
-		if e.DryRun {
-			return "would-" + word
-		}
-		return word
-	}
-	switch e.Kind {
-	case replica.Unchanged:
-		out.Event = "unchanged"
-	case replica.Created, replica.Appended:
-		out.Event = would(d.cmd)
-		if !e.DryRun {
-			out.Event = d.done
-		}
-		out.Text = fmt.Sprintf("%-9s %s  +%s (%s %d → %d B)", d.done, e.ID, humanBytes(e.Bytes), d.dst, dst, dst+e.Bytes)
-		if e.DryRun {
-			out.Text = fmt.Sprintf("would %s %s  +%s (%s %d → %d B)", d.cmd, e.ID, humanBytes(e.Bytes), d.dst, dst, dst+e.Bytes)
-		}
-	case replica.Deleted:
-		out.Event = would("deleted")
-		if e.DryRun {
-			out.Event = "would-delete"
-		}
-		what := fmt.Sprintf("deleted   %s in the %s", e.ID, d.dst)
-		if dst == 0 {
-			what = fmt.Sprintf("deleted   %s: the %s holds no copy; recorded the tombstone there", e.ID, d.dst)
-		}
-		if e.DryRun {
-			what = fmt.Sprintf("would delete %s in the %s", e.ID, d.dst)
-		}
-		out.Text = fmt.Sprintf("%s (deleted in the %s on %s)", what, d.src, e.SrcTomb.Deleted.Local().Format("2006-01-02 15:04"))
-	case replica.Conflicted:
-		out.Event = "conflict"
-		out.Text = fmt.Sprintf("conflict  %s: %s; left both untouched (re-run with --on-diverge=keep-both to keep the surviving copy as a new session)", e.ID, d.conflictText(e.Plan))
-	case replica.Skipped:
-		out.Event = "skipped"
-		ahead := fmt.Sprintf("the %s is ahead by %s", d.dst, humanBytes(dst-src))
-		switch e.Relation {
-		case replica.DstOnly:
-			ahead = "only the " + d.dst + " holds it"
-		case replica.DstDeleted:
-			ahead = fmt.Sprintf("deleted in the %s on %s", d.dst, e.DstTomb.Deleted.Local().Format("2006-01-02 15:04"))
-			if d.other != "" {
-				ahead += "; run " + d.other + " to delete the " + d.src + " copy"
-			}
-		}
-		if d.other != "" && e.Relation != replica.DstDeleted {
-			ahead += "; run " + d.other
-		}
-		out.Text = fmt.Sprintf("skipped   %s: %s", e.ID, ahead)
-	case replica.Divergent:
-		out.Event = "diverged"
-		out.Text = fmt.Sprintf("diverged  %s: %s %d B and %s %d B, neither is a prefix of the other; left both untouched (re-run with --on-diverge=keep-both to keep both)", e.ID, d.src, src, d.dst, dst)
-	case replica.KeptBoth:
-		out.Event, out.NewID, out.ForkedFrom = would("kept-both"), e.NewID, e.ID
-		if e.Relation == replica.DeleteConflict {
-			out.Text = d.keptSurvivorText(e)
-			break
-		}
-		switch {
-		case e.DryRun:
-			out.Event = "would-keep-both"
-			out.Text = fmt.Sprintf("would keep both %s: diverged (%s %d B, %s %d B); would store the %s copy as new session %s", e.ID, d.src, src, d.dst, dst, d.src, e.NewID)
-		case e.Bytes == 0:
-			out.Text = fmt.Sprintf("kept both %s: diverged (%s %d B, %s %d B); already kept as %s session %s", e.ID, d.src, src, d.dst, dst, d.dst, e.NewID)
-		default:
-			out.Text = fmt.Sprintf("kept both %s: diverged (%s %d B, %s %d B); stored the %s copy as new %s session %s (forked_from %s); %s on both sides is untouched", e.ID, d.src, src, d.dst, dst, d.src, d.dst, e.NewID, e.ID, e.ID)
-		}
-	case replica.Refused:
-		out.Event = "refused"
-		out.Text = fmt.Sprintf("refused   %s: %v", e.ID, e.Err)
-	default:
-		out.Event = "failed"
+	out.Event = d.eventName(e)
+	if text, ok := eventTexts[e.Kind]; ok {
+		out.Text = text(d, e)
+	} else {
 		out.Text = fmt.Sprintf("failed    %s: %v", e.ID, e.Err)
+	}
+	if e.Kind == replica.KeptBoth {
+		out.NewID, out.ForkedFrom = e.NewID, e.ID
 	}
 	if e.Note != "" && out.Text != "" && e.Kind != replica.Skipped {
 		out.Text += " (" + e.Note + ")"
 	}
 	return out
+}
+
+// eventNames are the event each kind of replica.Event is reported as:
+// when done, and with --dry-run. The copies are named by the command
+// (direction.done, would-<cmd>); any other kind is "failed".
+var eventNames = map[replica.Kind]struct{ done, dryRun string }{
+	replica.Unchanged:  {"unchanged", "unchanged"},
+	replica.Deleted:    {"deleted", "would-delete"},
+	replica.Conflicted: {"conflict", "conflict"},
+	replica.Skipped:    {"skipped", "skipped"},
+	replica.Divergent:  {"diverged", "diverged"},
+	replica.KeptBoth:   {"kept-both", "would-keep-both"},
+	replica.Refused:    {"refused", "refused"},
+}
+
+// eventName is the event e is reported as.
+func (d direction) eventName(e replica.Event) string {
+	names, ok := eventNames[e.Kind]
+	switch {
+	case e.Kind == replica.Created || e.Kind == replica.Appended:
+		names.done, names.dryRun = d.done, "would-"+d.cmd
+	case !ok:
+		return "failed"
+	}
+	if e.DryRun {
+		return names.dryRun
+	}
+	return names.done
+}
+
+// eventTexts say each kind of replica.Event in a line of text (an
+// unchanged session says nothing); any other kind failed.
+var eventTexts = map[replica.Kind]func(d direction, e replica.Event) string{
+	replica.Unchanged:  func(direction, replica.Event) string { return "" },
+	replica.Created:    direction.copiedText,
+	replica.Appended:   direction.copiedText,
+	replica.Deleted:    direction.deletedText,
+	replica.Conflicted: direction.conflictedText,
+	replica.Skipped:    direction.skippedText,
+	replica.Divergent:  direction.divergedText,
+	replica.KeptBoth:   direction.keptBothText,
+	replica.Refused: func(_ direction, e replica.Event) string {
+		return fmt.Sprintf("refused   %s: %v", e.ID, e.Err)
+	},
+}
+
+// copiedText says what a copy of a tail did (or would do).
+func (d direction) copiedText(e replica.Event) string {
+	dst := e.Dst.Length
+	if e.DryRun {
+		return fmt.Sprintf("would %s %s  +%s (%s %d → %d B)", d.cmd, e.ID, humanBytes(e.Bytes), d.dst, dst, dst+e.Bytes)
+	}
+	return fmt.Sprintf("%-9s %s  +%s (%s %d → %d B)", d.done, e.ID, humanBytes(e.Bytes), d.dst, dst, dst+e.Bytes)
+}
+
+// deletedText says what carrying a deletion did (or would do).
+func (d direction) deletedText(e replica.Event) string {
+	what := fmt.Sprintf("deleted   %s in the %s", e.ID, d.dst)
+	switch {
+	case e.DryRun:
+		what = fmt.Sprintf("would delete %s in the %s", e.ID, d.dst)
+	case e.Dst.Length == 0:
+		what = fmt.Sprintf("deleted   %s: the %s holds no copy; recorded the tombstone there", e.ID, d.dst)
+	}
+	return fmt.Sprintf("%s (deleted in the %s on %s)", what, d.src, e.SrcTomb.Deleted.Local().Format("2006-01-02 15:04"))
+}
+
+func (d direction) conflictedText(e replica.Event) string {
+	return fmt.Sprintf("conflict  %s: %s; left both untouched (re-run with --on-diverge=keep-both to keep the surviving copy as a new session)", e.ID, d.conflictText(e.Plan))
+}
+
+// skippedText says why the destination's copy was left alone, and the
+// command that would change it.
+func (d direction) skippedText(e replica.Event) string {
+	why := fmt.Sprintf("the %s is ahead by %s", d.dst, humanBytes(e.Dst.Length-e.Src.Length))
+	switch e.Relation {
+	case replica.DstOnly:
+		why = "only the " + d.dst + " holds it"
+	case replica.DstDeleted:
+		why = fmt.Sprintf("deleted in the %s on %s", d.dst, e.DstTomb.Deleted.Local().Format("2006-01-02 15:04"))
+		if d.other != "" {
+			why += "; run " + d.other + " to delete the " + d.src + " copy"
+		}
+	}
+	if d.other != "" && e.Relation != replica.DstDeleted {
+		why += "; run " + d.other
+	}
+	return fmt.Sprintf("skipped   %s: %s", e.ID, why)
+}
+
+func (d direction) divergedText(e replica.Event) string {
+	return fmt.Sprintf("diverged  %s: %s %d B and %s %d B, neither is a prefix of the other; left both untouched (re-run with --on-diverge=keep-both to keep both)", e.ID, d.src, e.Src.Length, d.dst, e.Dst.Length)
+}
+
+// keptBothText says what keep-both did (or would do) with a divergence
+// or a deletion conflict.
+func (d direction) keptBothText(e replica.Event) string {
+	src, dst := e.Src.Length, e.Dst.Length
+	switch {
+	case e.Relation == replica.DeleteConflict:
+		return d.keptSurvivorText(e)
+	case e.DryRun:
+		return fmt.Sprintf("would keep both %s: diverged (%s %d B, %s %d B); would store the %s copy as new session %s", e.ID, d.src, src, d.dst, dst, d.src, e.NewID)
+	case e.Bytes == 0:
+		return fmt.Sprintf("kept both %s: diverged (%s %d B, %s %d B); already kept as %s session %s", e.ID, d.src, src, d.dst, dst, d.dst, e.NewID)
+	}
+	return fmt.Sprintf("kept both %s: diverged (%s %d B, %s %d B); stored the %s copy as new %s session %s (forked_from %s); %s on both sides is untouched", e.ID, d.src, src, d.dst, dst, d.src, d.dst, e.NewID, e.ID, e.ID)
 }
 
 // print prints e. Quiet prints only failures and divergences; the text

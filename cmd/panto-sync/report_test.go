@@ -5,6 +5,10 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/panto-dev/panto/replica"
+	"github.com/panto-dev/panto/store"
 )
 
 func TestReporter(t *testing.T) {
@@ -50,5 +54,43 @@ func TestReporter(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestDescribeEventNames: every kind of replica.Event has its event name,
+// done and with --dry-run, whatever the relation behind it (a keep-both
+// of a deletion conflict is would-keep-both like any other).
+func TestDescribeEventNames(t *testing.T) {
+	t.Parallel()
+	tomb := &store.Tombstone{ID: "a", Deleted: time.Unix(1e9, 0), At: store.Checkpoint{Length: 5}}
+	tests := []struct {
+		kind         replica.Kind
+		relation     replica.Relation
+		done, dryRun string
+	}{
+		{replica.Unchanged, replica.Same, "unchanged", "unchanged"},
+		{replica.Created, replica.SrcOnly, "pushed", "would-push"},
+		{replica.Appended, replica.SrcAhead, "pushed", "would-push"},
+		{replica.Deleted, replica.SrcDeleted, "deleted", "would-delete"},
+		{replica.Conflicted, replica.DeleteConflict, "conflict", "conflict"},
+		{replica.Skipped, replica.DstAhead, "skipped", "skipped"},
+		{replica.Divergent, replica.Diverged, "diverged", "diverged"},
+		{replica.KeptBoth, replica.Diverged, "kept-both", "would-keep-both"},
+		{replica.KeptBoth, replica.DeleteConflict, "kept-both", "would-keep-both"},
+		{replica.Refused, replica.Same, "refused", "refused"},
+		{replica.Failed, replica.SrcAhead, "failed", "failed"},
+	}
+	r := newReporter(&options{Stdout: &bytes.Buffer{}}, pushDirection)
+	for _, tt := range tests {
+		for _, dryRun := range []bool{false, true} {
+			e := replica.Event{Plan: replica.Plan{ID: "a", Relation: tt.relation, SrcTomb: tomb}, Kind: tt.kind, DryRun: dryRun, NewID: "b"}
+			want := tt.done
+			if dryRun {
+				want = tt.dryRun
+			}
+			if got := r.describeEvent(e); got.Event != want || (tt.kind != replica.Unchanged && got.Text == "") {
+				t.Errorf("%v (%v), dry run %v: event %q, text %q; want event %q and a text", tt.kind, tt.relation, dryRun, got.Event, got.Text, want)
+			}
+		}
 	}
 }

@@ -31,7 +31,7 @@ Examples:
 	}
 }
 
-func runStatus(c *cli.Context) error {
+func runStatus(c *cli.Context) (ret error) {
 	start := time.Now()
 	o, err := parseOptions(c)
 	if err != nil {
@@ -45,10 +45,12 @@ func runStatus(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	defer closeStore(c.Context, local, &ret)
 	remote, err := o.end(bucket, o.Endpoint).open(c.Context, "bucket")
 	if err != nil {
 		return err
 	}
+	defer closeStore(c.Context, remote, &ret)
 	plans, err := replica.PlanAll(c.Context, local, remote, replica.Options{Concurrency: o.Concurrency, Select: o.selected})
 	listErr := err
 	if err != nil && !errors.Is(err, agent.ErrIncompleteList) {

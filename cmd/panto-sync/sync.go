@@ -60,6 +60,19 @@ func (e end) open(ctx context.Context, what string) (store.LogStore, error) {
 	return s, nil
 }
 
+// closeStore closes s as a command that opened it ends (store.Close), so
+// that what it left in the background is written. What could not be
+// fails a command that had not failed, in one line. A push, pull or copy
+// has flushed both stores already, in sync's record step (replica.Copy),
+// which reports what it could not write.
+func closeStore(ctx context.Context, s store.LogStore, ret *error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	if err := store.Close(ctx, s); err != nil && *ret == nil {
+		*ret = fmt.Errorf("close the store: %w", err)
+	}
+}
+
 // runCopy runs a push, pull or copy from src to dst: replica.Copy, with
 // the events printed as the command says them, and the exit code.
 func runCopy(c *cli.Context, o *options, d direction, src, dst end) error {

@@ -35,7 +35,7 @@ Examples:
    panto-sync verify ~/.local/share/panto/sessions`,
 		Flags: remoteFlags(),
 		Action: func(c *cli.Context) error {
-			return runEach(c, "verify", func(ctx context.Context, s store.LogStore, id string, o *options) Event {
+			return runEach(c, "verify", verifyWhole, func(ctx context.Context, s store.LogStore, id string, o *options) Event {
 				if err := store.Verify(ctx, s, id); err != nil {
 					return Event{Event: "failed", ID: id, Error: err.Error(), Text: fmt.Sprintf("failed    %s: %v", id, err)}
 				}
@@ -45,11 +45,33 @@ Examples:
 	}
 }
 
+// verifyWhole is verify's check of a whole store: its index too
+// (checkIndex), and every session it holds, listed or not. An unreadable
+// session is not a finding of its own: its verify fails.
+func verifyWhole(ctx context.Context, s store.LogStore, where string) (held []string, findings []Event, err error) {
+	held, events, err := checkIndex(ctx, s, where)
+	for _, e := range events {
+		if e.Event != "failed" {
+			findings = append(findings, e)
+		}
+	}
+	return held, findings, err
+}
+
+// wholeCheck is what a command checks of a whole store (no ids given)
+// beside its sessions: the sessions the store holds (nil: those it
+// lists), the findings to report after the sessions' events, and an
+// error saying what is wrong (with no findings: the check could not run).
+type wholeCheck func(ctx context.Context, s store.LogStore, where string) (held []string, findings []Event, err error)
+
+// sessionFunc is a command's work on one session, and its event.
+type sessionFunc func(ctx context.Context, s store.LogStore, id string, o *options) Event
+
 // runEach runs fn on each selected session of the store named by the
-// first argument (the ids given as the other arguments, or all of them),
-// concurrently, reporting an event each and a summary; it exits 1 if any
-// failed.
-func runEach(c *cli.Context, cmd string, fn func(ctx context.Context, s store.LogStore, id string, o *options) Event) error {
+// first argument (the ids given as the other arguments, or all of them,
+// with whole's check when it is set), concurrently, reporting an event
+// each and a summary; it exits 1 if any failed.
+func runEach(c *cli.Context, cmd string, whole wholeCheck, fn sessionFunc) (ret error) {
 	start := time.Now()
 	o, err := parseOptions(c)
 	if err != nil {
@@ -62,26 +84,21 @@ func runEach(c *cli.Context, cmd string, fn func(ctx context.Context, s store.Lo
 	if err != nil {
 		return err
 	}
-	logs, listErr := s.Logs(c.Context)
-	if listErr != nil && !errors.Is(listErr, agent.ErrIncompleteList) {
-		return fmt.Errorf("list sessions in %s: %w", o.Args[0], listErr)
+	defer closeStore(c.Context, s, &ret)
+	all, listErr, err := listedIDs(c.Context, s, o.Args[0])
+	if err != nil {
+		return err
 	}
-	all := make([]string, 0, len(logs))
-	for _, l := range logs {
-		all = append(all, l.Info.ID)
-	}
-	var indexEvents []Event
-	var indexErr error
-	if cmd == "verify" && len(o.Args) == 1 {
-		// A whole store: check its index too, and verify every session it
-		// holds, listed or not.
+	var findings []Event
+	var wholeErr error
+	if whole != nil && len(o.Args) == 1 {
 		var held []string
-		held, indexEvents, indexErr = checkIndex(c.Context, s, o.Args[0])
-		if indexErr != nil && indexEvents == nil {
-			return indexErr
+		held, findings, wholeErr = whole(c.Context, s, o.Args[0])
+		if wholeErr != nil && findings == nil {
+			return wholeErr
 		}
 		if held != nil {
-			all, listErr = held, nil // the index check says what is missing, with what to do
+			all, listErr = held, nil // the check says what is missing, with what to do
 		}
 	}
 	sort.Strings(all)
@@ -97,34 +114,60 @@ func runEach(c *cli.Context, cmd string, fn func(ctx context.Context, s store.Lo
 	}
 	rep := newReporter(o, direction{cmd: cmd})
 	rep.planned(len(selected), 0)
-	events := make([]Event, len(selected))
+	events := onEach(c.Context, s, o, selected, rep, fn)
+	for _, e := range findings {
+		rep.print(e)
+	}
+	return finishEach(o, rep, cmd, start, len(selected), events, listErr, wholeErr)
+}
+
+// listedIDs lists the sessions of s (where names it in errors). An
+// incomplete listing is listErr, with the ids it could list.
+func listedIDs(ctx context.Context, s store.LogStore, where string) (ids []string, listErr, err error) {
+	logs, listErr := s.Logs(ctx)
+	if listErr != nil && !errors.Is(listErr, agent.ErrIncompleteList) {
+		return nil, nil, fmt.Errorf("list sessions in %s: %w", where, listErr)
+	}
+	ids = make([]string, 0, len(logs))
+	for _, l := range logs {
+		ids = append(ids, l.Info.ID)
+	}
+	return ids, listErr, nil
+}
+
+// onEach runs fn on each of ids, o.Concurrency at once, printing each
+// event as it comes; a session not started when ctx ends failed.
+func onEach(ctx context.Context, s store.LogStore, o *options, ids []string, rep *reporter, fn sessionFunc) []Event {
+	events := make([]Event, len(ids))
 	var g errgroup.Group
 	g.SetLimit(o.Concurrency)
-	for i, id := range selected {
-		if c.Context.Err() != nil {
+	for i, id := range ids {
+		if ctx.Err() != nil {
 			events[i] = Event{Event: "failed", ID: id, Error: "interrupted", Text: fmt.Sprintf("failed    %s: interrupted", id)}
 			rep.print(events[i])
 			continue
 		}
 		g.Go(func() error {
-			events[i] = fn(c.Context, s, id, o)
+			events[i] = fn(ctx, s, id, o)
 			rep.print(events[i])
 			return nil
 		})
 	}
 	_ = g.Wait()
-	for _, e := range indexEvents {
-		if e.Event != "failed" { // unreadable sessions failed their own verify above
-			rep.print(e)
-		}
-	}
-	sum := Summary{Command: cmd, DryRun: o.DryRun, Sessions: len(selected), Counts: rep.counts}
+	return events
+}
+
+// finishEach prints the summary of runEach over sessions sessions, with
+// the errors of the listing and of the whole store's check, and returns
+// the exit code.
+func finishEach(o *options, rep *reporter, cmd string, start time.Time, sessions int, events []Event, listErr, wholeErr error) error {
+	sum := Summary{Command: cmd, DryRun: o.DryRun, Sessions: sessions, Counts: rep.counts}
 	for _, e := range events {
 		if e.Event == "failed" {
 			sum.Failed++
 		}
 	}
-	for _, err := range []error{listErr, indexErr} {
+	for _, err := range []error{listErr, wholeErr} {
 		if err != nil {
 			sum.Failed++
 			fmt.Fprintf(o.Stderr, "panto-sync: %s\n", oneLine(err.Error()))
@@ -138,7 +181,7 @@ func runEach(c *cli.Context, cmd string, fn func(ctx context.Context, s store.Lo
 	for _, k := range sortedKeys(sum.Counts) {
 		parts = append(parts, fmt.Sprintf("%d %s", sum.Counts[k], k))
 	}
-	sum.Text = fmt.Sprintf("%s: %d sessions: %s in %.2fs", cmd, len(selected), strings.Join(parts, ", "), sum.Seconds)
+	sum.Text = fmt.Sprintf("%s: %d sessions: %s in %.2fs", cmd, sessions, strings.Join(parts, ", "), sum.Seconds)
 	if sum.Failed > 0 {
 		sum.Text += "; see the failures above"
 	}

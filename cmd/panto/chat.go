@@ -9,7 +9,6 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
-	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -73,7 +72,7 @@ func chat(c *cli.Context, e *env) error {
 	if err != nil {
 		return err
 	}
-	defer flushStore(c.Context, cs.store, e.stderr)
+	defer closeStore(c.Context, cs.store, e.stderr)
 	sess, conv, err := cs.resume(c)
 	if err != nil {
 		return err
@@ -319,16 +318,4 @@ func shortID(id string) string {
 		return id[:8]
 	}
 	return id
-}
-
-// flushStore finishes the store's background writes before panto exits
-// (objstore writes its catalog checkpoints after an append returns), so
-// that other processes list what this one wrote. The messages are stored
-// already: a failure is a warning, not an error.
-func flushStore(ctx context.Context, st agent.SessionStore, w io.Writer) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-	defer cancel()
-	if err := store.Flush(ctx, st); err != nil {
-		fmt.Fprintf(w, "panto: warning: %s\n", oneLine(err.Error()))
-	}
 }

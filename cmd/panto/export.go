@@ -59,6 +59,7 @@ func export(c *cli.Context, e *env) error {
 	if err != nil {
 		return err
 	}
+	defer closeStore(c.Context, st, e.stderr)
 	sess, err := exportSession(c, st)
 	if err != nil {
 		return err

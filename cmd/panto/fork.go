@@ -36,7 +36,7 @@ Examples:
 			if err != nil {
 				return err
 			}
-			defer flushStore(c.Context, st, e.stderr)
+			defer closeStore(c.Context, st, e.stderr)
 			if c.IsSet("at") && c.Int("at") < 1 {
 				return fmt.Errorf("fork: --at %d: give a number of messages, 1 or more", c.Int("at"))
 			}

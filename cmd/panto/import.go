@@ -91,7 +91,7 @@ func runImport(c *cli.Context, e *env) error {
 	if err != nil {
 		return err
 	}
-	defer flushStore(c.Context, st, e.stderr)
+	defer closeStore(c.Context, st, e.stderr)
 	stored, err := storedCheckpoints(c.Context, st)
 	if err != nil {
 		return fmt.Errorf("import: list the store: %w", err)

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/urfave/cli/v2"
 	"golang.org/x/term"
@@ -95,13 +97,34 @@ func hasFlag(c *cli.Context, name string) bool {
 	return false
 }
 
-// openStore opens the store the flags name.
-func openStore(c *cli.Context) (agent.SessionStore, store.Spec, error) {
+// closeStore closes the store as the command ends (store.Close: objstore
+// writes its catalog checkpoints after an append returns), so that other
+// processes list what this one wrote. Every command that opens a store
+// defers it. The messages are stored already: a failure is a warning on
+// one line, not an error.
+func closeStore(ctx context.Context, st agent.SessionStore, w io.Writer) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	if err := store.Close(ctx, st); err != nil {
+		fmt.Fprintf(w, "panto: warning: %s\n", oneLine(err.Error()))
+	}
+}
+
+// flaggedStore is the spec of the store the flags name, and the options to
+// open it with.
+func flaggedStore(c *cli.Context) (store.Spec, backends.Options, error) {
 	spec, err := store.ParseSpec(flagValue(c, "store"))
 	if err != nil {
-		return nil, store.Spec{}, err
+		return store.Spec{}, backends.Options{}, err
 	}
 	opts, err := storeOptions(c, spec)
+	return spec, opts, err
+}
+
+// openStore opens the store the flags name. The command closes it
+// (closeStore) when it is done.
+func openStore(c *cli.Context) (agent.SessionStore, store.Spec, error) {
+	spec, opts, err := flaggedStore(c)
 	if err != nil {
 		return nil, spec, err
 	}
@@ -242,19 +265,19 @@ func resolveSession(ctx context.Context, st agent.SessionStore, latest bool, id 
 
 func isTerminal(f *os.File) bool { return term.IsTerminal(int(f.Fd())) }
 
-// openLogStore opens the store the flags name as a store.LogStore: what
-// the commands that read sessions as logs (fork, export, search, usage)
-// need; none keeps nothing to read.
+// openLogStore opens the store the flags name as a store.LogStore
+// (backends.OpenLogSpec): what the commands that read sessions as logs
+// (fork, export, search, usage) need; none keeps nothing to read.
 func openLogStore(c *cli.Context) (store.LogStore, error) {
-	st, _, err := openStore(c)
+	spec, opts, err := flaggedStore(c)
 	if err != nil {
 		return nil, err
 	}
-	ls, ok := st.(store.LogStore)
-	if !ok {
+	ls, err := backends.OpenLogSpec(c.Context, spec, opts)
+	if errors.Is(err, backends.ErrNoLogs) {
 		return nil, errors.New("the store is none, which keeps no sessions: give --store DIR or s3://BUCKET[/PREFIX]")
 	}
-	return ls, nil
+	return ls, err
 }
 
 // resolveID resolves the command's first argument, an id or id prefix.

@@ -37,11 +37,11 @@ Examples:
 			if err != nil {
 				return fmt.Errorf("prune: --older-than: %w", err)
 			}
-			st, del, err := openDeleter(c, "prune")
+			st, err := openDeleter(c, "prune")
 			if err != nil {
 				return err
 			}
-			defer flushStore(c.Context, st, e.stderr) // as rm does
+			defer closeStore(c.Context, st, e.stderr) // as rm does
 			list, err := st.List(c.Context)
 			if err != nil {
 				// A partial list would prune only what it shows: fine, but
@@ -63,7 +63,7 @@ Examples:
 				return nil
 			}
 			report := newRemovalReport(c, e)
-			return report.finish(removeSessions(c.Context, e, c, del, old, report))
+			return report.finish(removeSessions(c.Context, e, c, st, old, report))
 		},
 	}
 }

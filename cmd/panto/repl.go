@@ -267,7 +267,7 @@ func (cs *chatSession) title(ctx context.Context, arg string) error {
 // fork goes on in a fork of the current session (archive.Fork), its first
 // N messages.
 func (cs *chatSession) fork(ctx context.Context, arg string) error {
-	ls, ok := cs.store.(store.LogStore)
+	ls, ok := store.AsLogStore(cs.store)
 	if !ok || !cs.persist {
 		return errors.New("/fork: nothing is stored (--no-session), so there is nothing to fork")
 	}

@@ -41,62 +41,67 @@ Examples:
 			if c.NArg() == 0 {
 				return errors.New("rm: name the sessions to delete: panto rm ID|PREFIX... (see panto sessions)")
 			}
-			st, del, err := openDeleter(c, "rm")
+			st, err := openDeleter(c, "rm")
 			if err != nil {
 				return err
 			}
 			// The background writes of the deletions (objstore's index)
 			// finish before panto exits, so that others stop listing them.
-			defer flushStore(c.Context, st, e.stderr)
-			var targets []agent.SessionInfo
+			defer closeStore(c.Context, st, e.stderr)
 			report := newRemovalReport(c, e)
-			seen := map[string]bool{}
-			for _, arg := range c.Args().Slice() {
-				s, err := st.Resolve(c.Context, arg)
-				var dead *agent.DeletedError
-				switch {
-				case errors.As(err, &dead):
-					// Deleting it again finishes a removal that was cut
-					// short (a killed rm); it changes nothing otherwise.
-					t := store.Tombstone{ID: dead.ID, Deleted: dead.Deleted, At: store.Checkpoint{Length: dead.Length, SHA256: dead.SHA256}}
-					if err := del.Delete(c.Context, t); err != nil {
-						return fmt.Errorf("rm %s: %w", arg, err)
-					}
-					report.add(removal{ID: dead.ID, Deleted: dead.Deleted, Length: dead.Length, SHA256: dead.SHA256, Already: true})
-					continue
-				case err != nil:
-					return fmt.Errorf("rm %s: %w", arg, err)
-				}
-				if !seen[s.Info.ID] {
-					seen[s.Info.ID] = true
-					targets = append(targets, s.Info)
-				}
+			targets, err := rmTargets(c, st, report)
+			if err != nil {
+				return err
 			}
-			return report.finish(removeSessions(c.Context, e, c, del, targets, report))
+			return report.finish(removeSessions(c.Context, e, c, st, targets, report))
 		},
 	}
 }
 
-// deleter is what rm and prune need of a store.
-type deleter interface {
-	store.LogStore
-	store.Deleter
+// rmTargets resolves rm's arguments to the sessions to delete, each once.
+// A session deleted already is deleted again, and reported.
+func rmTargets(c *cli.Context, st store.LogStore, report *removalReport) ([]agent.SessionInfo, error) {
+	var targets []agent.SessionInfo
+	seen := map[string]bool{}
+	for _, arg := range c.Args().Slice() {
+		s, err := st.Resolve(c.Context, arg)
+		var dead *agent.DeletedError
+		switch {
+		case errors.As(err, &dead):
+			// Deleting it again finishes a removal that was cut
+			// short (a killed rm); it changes nothing otherwise.
+			t := store.Tombstone{ID: dead.ID, Deleted: dead.Deleted, At: store.Checkpoint{Length: dead.Length, SHA256: dead.SHA256}}
+			if err := store.Delete(c.Context, st, t); err != nil {
+				return nil, fmt.Errorf("rm %s: %w", arg, err)
+			}
+			report.add(removal{ID: dead.ID, Deleted: dead.Deleted, Length: dead.Length, SHA256: dead.SHA256, Already: true})
+			continue
+		case err != nil:
+			return nil, fmt.Errorf("rm %s: %w", arg, err)
+		}
+		if !seen[s.Info.ID] {
+			seen[s.Info.ID] = true
+			targets = append(targets, s.Info)
+		}
+	}
+	return targets, nil
 }
 
-// openDeleter opens the store the flags name, if it can delete sessions.
-func openDeleter(c *cli.Context, cmd string) (agent.SessionStore, deleter, error) {
+// openDeleter opens the store the flags name, if it can delete sessions
+// (a store.LogStore that store.CanDelete).
+func openDeleter(c *cli.Context, cmd string) (store.LogStore, error) {
 	st, spec, err := openStore(c)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	d, ok := st.(deleter)
+	ls, ok := store.AsLogStore(st)
 	switch {
 	case spec.Kind == store.KindNone:
-		return nil, nil, fmt.Errorf("%s: --store none keeps no sessions, so there is nothing to delete; name the store that holds them", cmd)
-	case !ok:
-		return nil, nil, fmt.Errorf("%s: the %s store cannot delete sessions", cmd, spec.Kind)
+		return nil, fmt.Errorf("%s: --store none keeps no sessions, so there is nothing to delete; name the store that holds them", cmd)
+	case !ok || !store.CanDelete(st):
+		return nil, fmt.Errorf("%s: the %s store cannot delete sessions", cmd, spec.Kind)
 	}
-	return st, d, nil
+	return ls, nil
 }
 
 // removal is what rm and prune report of one session (--json).
@@ -114,7 +119,7 @@ type removal struct {
 
 // removeSessions asks once (unless --yes), then deletes targets in order,
 // reporting each as it goes. It stops at the first error.
-func removeSessions(ctx context.Context, e *env, c *cli.Context, d deleter, targets []agent.SessionInfo, report *removalReport) error {
+func removeSessions(ctx context.Context, e *env, c *cli.Context, d store.LogStore, targets []agent.SessionInfo, report *removalReport) error {
 	if len(targets) == 0 {
 		return nil
 	}
@@ -132,14 +137,14 @@ func removeSessions(ctx context.Context, e *env, c *cli.Context, d deleter, targ
 }
 
 // removeSession deletes one session at the checkpoint it holds now.
-func removeSession(ctx context.Context, d deleter, info agent.SessionInfo, now time.Time) (removal, error) {
+func removeSession(ctx context.Context, d store.LogStore, info agent.SessionInfo, now time.Time) (removal, error) {
 	id := info.ID
 	at, err := store.Head(ctx, d, id)
 	if err != nil && !errors.Is(err, agent.ErrSessionNotFound) {
 		return removal{}, fmt.Errorf("rm %s: %w", shortID(id), err)
 	}
 	t := store.Tombstone{ID: id, Deleted: now.UTC().Truncate(time.Second), At: at}
-	if err := d.Delete(ctx, t); err != nil {
+	if err := store.Delete(ctx, d, t); err != nil {
 		if errors.Is(err, store.ErrChanged) {
 			return removal{}, fmt.Errorf("rm %s: the session was written to while it was being deleted (is a panto still running in it?); nothing was deleted, run rm again: %w", shortID(id), err)
 		}

@@ -55,6 +55,7 @@ func search(c *cli.Context, e *env) error {
 	if err != nil {
 		return err
 	}
+	defer closeStore(c.Context, st, e.stderr)
 	n := 0
 	print := matchPrinter(c, e)
 	stats, err := archive.Search(c.Context, st, q, archive.Options{}, func(m archive.Match) error {

@@ -49,6 +49,7 @@ Examples:
 			if err != nil {
 				return err
 			}
+			defer closeStore(c.Context, st, e.stderr)
 			list, err := st.List(c.Context)
 			if err != nil && !errors.Is(err, agent.ErrIncompleteList) {
 				return fmt.Errorf("list sessions: %w", err)

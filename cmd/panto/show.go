@@ -35,6 +35,7 @@ Examples:
 			if err != nil {
 				return err
 			}
+			defer closeStore(c.Context, st, e.stderr)
 			sess, err := st.Resolve(c.Context, c.Args().First())
 			if err != nil {
 				return fmt.Errorf("show: %w", err)
@@ -53,26 +54,32 @@ Examples:
 				}
 				return writeJSON(e.stdout, out)
 			}
-			info := sess.Info
-			head := []string{"session " + info.ID}
-			if info.Title != "" {
-				head = append(head, fmt.Sprintf("%q", info.Title))
-			}
-			head = append(head, plural(len(conv.Messages), "message"), info.Modified.Local().Format("2006-01-02 15:04"))
-			fmt.Fprintln(e.stdout, strings.Join(head, " · "))
-			if line := parentLine(info); line != "" {
-				fmt.Fprintln(e.stdout, line)
-			}
-			if info.Project != (agent.Project{}) {
-				fmt.Fprintln(e.stdout, projectLine(info.Project, e.getenv("HOME")))
-			}
-			fmt.Fprintln(e.stdout)
-			writeTranscript(e.stdout, conv.Messages, 1)
-			fmt.Fprintln(e.stdout)
-			writeTotals(e.stdout, info.Usage)
+			writeShow(e.stdout, sess.Info, conv.Messages, e.getenv("HOME"))
 			return nil
 		},
 	}
+}
+
+// writeShow prints a session as show does without --json: a heading, the
+// transcript and the token totals.
+// home shortens the project's paths (projectLine).
+func writeShow(w io.Writer, info agent.SessionInfo, msgs []agent.Message, home string) {
+	head := []string{"session " + info.ID}
+	if info.Title != "" {
+		head = append(head, fmt.Sprintf("%q", info.Title))
+	}
+	head = append(head, plural(len(msgs), "message"), info.Modified.Local().Format("2006-01-02 15:04"))
+	fmt.Fprintln(w, strings.Join(head, " · "))
+	if line := parentLine(info); line != "" {
+		fmt.Fprintln(w, line)
+	}
+	if info.Project != (agent.Project{}) {
+		fmt.Fprintln(w, projectLine(info.Project, home))
+	}
+	fmt.Fprintln(w)
+	writeTranscript(w, msgs, 1)
+	fmt.Fprintln(w)
+	writeTotals(w, info.Usage)
 }
 
 // parentLine says where a session was copied from, "" for one that was

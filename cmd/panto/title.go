@@ -33,7 +33,7 @@ Examples:
 			if err != nil {
 				return err
 			}
-			defer flushStore(c.Context, st, e.stderr)
+			defer closeStore(c.Context, st, e.stderr)
 			title := cleanTitle(strings.Join(c.Args().Tail(), " "))
 			switch {
 			case c.NArg() < 1:

@@ -53,6 +53,7 @@ func usage(c *cli.Context, e *env) error {
 	if err != nil {
 		return err
 	}
+	defer closeStore(c.Context, st, e.stderr)
 	report, stats, err := archive.Usage(c.Context, st, q, archive.Options{})
 	if err != nil {
 		return err

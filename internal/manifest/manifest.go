@@ -250,48 +250,13 @@ func (m *Manifest) Clone() *Manifest {
 // with the session's header); otherwise the manifest is unchanged and the
 // error wraps sessionlog.ErrMalformed or ErrInvalid.
 func (m *Manifest) Append(name string, raw []byte, compressed int64) (Segment, error) {
-	if len(raw) == 0 {
-		return Segment{}, fmt.Errorf("%s: %w: empty segment", name, ErrInvalid)
-	}
-	n, err := sessionlog.CommittedLength(name, raw)
+	d, lines, err := m.summarize(name, raw)
 	if err != nil {
 		return Segment{}, err
 	}
-	if n != len(raw) {
-		return Segment{}, fmt.Errorf("%s: %w: segment does not end at a batch boundary (%d of %d bytes committed)", name, ErrInvalid, n, len(raw))
-	}
-	d := m.Decoder
-	if d.Header != nil {
-		h := *d.Header
-		d.Header = &h
-	}
-	d.Name = name
-	lines := 0
-	err = sessionlog.Lines(raw, func(line []byte) error {
-		lines++
-		_, err := d.SummarizeLine(line)
-		return err
-	})
+	prefix, segSHA, st, err := m.hashSegment(name, raw)
 	if err != nil {
 		return Segment{}, err
-	}
-	if d.Header == nil || d.Header.ID != m.ID {
-		return Segment{}, fmt.Errorf("%s: %w: log header is not that of session %s", name, ErrInvalid, m.ID)
-	}
-	h, err := m.hash()
-	if err != nil {
-		return Segment{}, err
-	}
-	h.Write(raw)
-	st, err := h.(encoding.BinaryMarshaler).MarshalBinary()
-	if err != nil {
-		return Segment{}, fmt.Errorf("%s: marshal hash state: %w", name, err)
-	}
-	prefix := hex.EncodeToString(h.Sum(nil))
-	segSHA := prefix // the first segment is the whole prefix: hash it once
-	if m.Length > 0 {
-		sum := sha256.Sum256(raw)
-		segSHA = hex.EncodeToString(sum[:])
 	}
 	seg := Segment{
 		Start:        m.Length,
@@ -309,6 +274,63 @@ func (m *Manifest) Append(name string, raw []byte, compressed int64) (Segment, e
 	m.SHA256 = seg.PrefixSHA256
 	m.Segments = append(m.Segments, seg)
 	return seg, nil
+}
+
+// summarize checks that raw, the next segment (object name), is whole
+// batches of session m.ID's log, and returns m's summary with raw's lines
+// decoded into it (m unchanged) and the number of those lines.
+func (m *Manifest) summarize(name string, raw []byte) (sessionlog.Decoder, int, error) {
+	if len(raw) == 0 {
+		return sessionlog.Decoder{}, 0, fmt.Errorf("%s: %w: empty segment", name, ErrInvalid)
+	}
+	n, err := sessionlog.CommittedLength(name, raw)
+	if err != nil {
+		return sessionlog.Decoder{}, 0, err
+	}
+	if n != len(raw) {
+		return sessionlog.Decoder{}, 0, fmt.Errorf("%s: %w: segment does not end at a batch boundary (%d of %d bytes committed)", name, ErrInvalid, n, len(raw))
+	}
+	d := m.Decoder
+	if d.Header != nil {
+		h := *d.Header
+		d.Header = &h
+	}
+	d.Name = name
+	lines := 0
+	err = sessionlog.Lines(raw, func(line []byte) error {
+		lines++
+		_, err := d.SummarizeLine(line)
+		return err
+	})
+	if err != nil {
+		return sessionlog.Decoder{}, 0, err
+	}
+	if d.Header == nil || d.Header.ID != m.ID {
+		return sessionlog.Decoder{}, 0, fmt.Errorf("%s: %w: log header is not that of session %s", name, ErrInvalid, m.ID)
+	}
+	return d, lines, nil
+}
+
+// hashSegment returns the prefix hash of m's log with raw appended, the
+// hash of raw alone, and the prefix hash's state to resume from (m
+// unchanged).
+func (m *Manifest) hashSegment(name string, raw []byte) (prefix, segSHA string, state []byte, err error) {
+	h, err := m.hash()
+	if err != nil {
+		return "", "", nil, err
+	}
+	h.Write(raw)
+	state, err = h.(encoding.BinaryMarshaler).MarshalBinary()
+	if err != nil {
+		return "", "", nil, fmt.Errorf("%s: marshal hash state: %w", name, err)
+	}
+	prefix = hex.EncodeToString(h.Sum(nil))
+	segSHA = prefix // the first segment is the whole prefix: hash it once
+	if m.Length > 0 {
+		sum := sha256.Sum256(raw)
+		segSHA = hex.EncodeToString(sum[:])
+	}
+	return prefix, segSHA, state, nil
 }
 
 func (m *Manifest) hash() (hash.Hash, error) {

@@ -219,6 +219,19 @@ func entryOf(pm agent.PersistentMessage, at time.Time) entry {
 	return e
 }
 
+// EncodeHeader returns header line h, ending in '\n': for a caller that
+// writes a log's header apart from its messages (sync's keep-both copy
+// rewrites only the header of the log it copies).
+func EncodeHeader(h Header) ([]byte, error) {
+	var buf bytes.Buffer
+	if err := writeLine(&buf, h); err != nil {
+		return nil, fmt.Errorf("encode header of session %s: %w", h.ID, err)
+	}
+	return buf.Bytes(), nil
+}
+
+// writeLine appends v to buf as one line of the format: the one encoder
+// of every line a log holds.
 func writeLine(buf *bytes.Buffer, v any) error {
 	enc := json.NewEncoder(buf)
 	enc.SetEscapeHTML(false)

@@ -6,6 +6,7 @@ package backends
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -103,17 +104,30 @@ func OpenSpec(ctx context.Context, s store.Spec, opts Options) (agent.SessionSto
 	return nil, fmt.Errorf("store: unknown kind %q", s.Kind)
 }
 
+// ErrNoLogs: the store a spec names keeps no sessions (none), so it has no
+// logs to read or copy.
+var ErrNoLogs = errors.New("keeps no sessions")
+
 // OpenLog opens the store a spec names as a store.LogStore, for the
-// callers that copy sessions as raw bytes; a store that cannot (none) is
-// an error that says so.
+// callers that read or copy sessions as raw bytes; a store that cannot
+// (none) is an error wrapping ErrNoLogs that says so.
 func OpenLog(ctx context.Context, spec string, opts Options) (store.LogStore, error) {
-	s, err := Open(ctx, spec, opts)
+	s, err := store.ParseSpec(spec)
 	if err != nil {
 		return nil, err
 	}
-	ls, ok := s.(store.LogStore)
+	return OpenLogSpec(ctx, s, opts)
+}
+
+// OpenLogSpec is OpenLog of a parsed spec.
+func OpenLogSpec(ctx context.Context, s store.Spec, opts Options) (store.LogStore, error) {
+	st, err := OpenSpec(ctx, s, opts)
+	if err != nil {
+		return nil, err
+	}
+	ls, ok := store.AsLogStore(st)
 	if !ok {
-		return nil, fmt.Errorf("store %q keeps no sessions to copy: give a directory or s3://BUCKET[/PREFIX]", spec)
+		return nil, fmt.Errorf("store %q %w to copy: give a directory or s3://BUCKET[/PREFIX]", s.Kind, ErrNoLogs)
 	}
 	return ls, nil
 }

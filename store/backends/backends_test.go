@@ -71,3 +71,30 @@ func TestOpenS3(t *testing.T) {
 		t.Errorf("missing bucket: %v", err)
 	}
 }
+
+func TestOpenLog(t *testing.T) {
+	ctx := t.Context()
+	dir := t.TempDir()
+	tests := []struct {
+		spec   string
+		wantOK bool
+	}{
+		{dir, true},
+		{"file://" + dir, true},
+		{"none", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.spec, func(t *testing.T) {
+			ls, err := backends.OpenLog(ctx, tt.spec, backends.Options{})
+			if !tt.wantOK {
+				if !errors.Is(err, backends.ErrNoLogs) || !strings.Contains(err.Error(), "give a directory or s3://") {
+					t.Fatalf("OpenLog(%q) = %T, %v; want ErrNoLogs saying what to give", tt.spec, ls, err)
+				}
+				return
+			}
+			if err != nil || ls == nil {
+				t.Fatalf("OpenLog(%q) = %T, %v", tt.spec, ls, err)
+			}
+		})
+	}
+}

@@ -5,8 +5,8 @@ import (
 	"testing"
 
 	"github.com/panto-dev/panto/agent"
-	"github.com/panto-dev/panto/store/storetest"
 	"github.com/panto-dev/panto/store/fsjsonl"
+	"github.com/panto-dev/panto/store/storetest"
 )
 
 func open(t testing.TB, dir string, opts ...fsjsonl.Option) *fsjsonl.Store {

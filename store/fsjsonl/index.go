@@ -326,63 +326,11 @@ func (s *Store) List(ctx context.Context) ([]agent.SessionInfo, error) {
 // file, plus a read of each file the cache does not cover (in parallel).
 // A session whose file cannot be read as a log is listed with its Err.
 func (s *Store) Logs(ctx context.Context) ([]store.Log, error) {
-	entries, err := os.ReadDir(s.dir)
+	files, err := s.sessionFiles(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("list sessions in %s: %w", s.dir, err)
+		return nil, err
 	}
-	type file struct {
-		id string
-		fi fs.FileInfo
-	}
-	files := make([]file, 0, len(entries))
-	deleted := s.tombstoned() // a crash may leave a deleted file beside its tombstone
-	for i, de := range entries {
-		if i%256 == 0 {
-			if err := ctx.Err(); err != nil {
-				return nil, fmt.Errorf("list sessions: %w", err)
-			}
-		}
-		id, ok := idOf(de.Name())
-		if !ok {
-			s.removeStaleTemp(de)
-			continue
-		}
-		if deleted[id] {
-			continue
-		}
-		fi, err := s.stat(de)
-		if errors.Is(err, fs.ErrNotExist) {
-			continue // removed since ReadDir
-		}
-		if err != nil {
-			return nil, fmt.Errorf("list sessions: %w", err)
-		}
-		if fi.Mode().IsRegular() {
-			files = append(files, file{id, fi})
-		}
-	}
-
-	found := make([]*indexEntry, len(files))
-	var misses []int
-	s.mu.Lock()
-	idx := s.loadIndex()
-	present := make(map[string]bool, len(files))
-	for i, f := range files {
-		present[f.id] = true
-		if e := idx.Sessions[f.id]; e != nil && e.File == keyOf(f.fi) && e.clean() {
-			found[i] = e
-		} else {
-			misses = append(misses, i)
-		}
-	}
-	for id := range idx.Sessions {
-		if !present[id] {
-			delete(idx.Sessions, id)
-			idx.dirty = true
-		}
-	}
-	s.mu.Unlock()
-
+	found, misses := s.cachedEntries(files)
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(2 * runtime.GOMAXPROCS(0))
 	for _, i := range misses {
@@ -412,6 +360,76 @@ func (s *Store) Logs(ctx context.Context) ([]store.Log, error) {
 		return strings.Compare(a.Info.ID, b.Info.ID)
 	})
 	return out, nil
+}
+
+// sessionFile is the log file of session id.
+type sessionFile struct {
+	id string
+	fi fs.FileInfo
+}
+
+// sessionFiles lists the log files of the directory, leaving out those
+// of deleted sessions and removing stale temporary files on the way.
+func (s *Store) sessionFiles(ctx context.Context) ([]sessionFile, error) {
+	entries, err := os.ReadDir(s.dir)
+	if err != nil {
+		return nil, fmt.Errorf("list sessions in %s: %w", s.dir, err)
+	}
+	files := make([]sessionFile, 0, len(entries))
+	deleted := s.tombstoned() // a crash may leave a deleted file beside its tombstone
+	for i, de := range entries {
+		if i%256 == 0 {
+			if err := ctx.Err(); err != nil {
+				return nil, fmt.Errorf("list sessions: %w", err)
+			}
+		}
+		id, ok := idOf(de.Name())
+		if !ok {
+			s.removeStaleTemp(de)
+			continue
+		}
+		if deleted[id] {
+			continue
+		}
+		fi, err := s.stat(de)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // removed since ReadDir
+		}
+		if err != nil {
+			return nil, fmt.Errorf("list sessions: %w", err)
+		}
+		if fi.Mode().IsRegular() {
+			files = append(files, sessionFile{id, fi})
+		}
+	}
+	return files, nil
+}
+
+// cachedEntries returns the summary cache's entry of each of files (nil
+// where it has none for the file as it is now), and the positions of the
+// files it has none for. It drops the cache's entries of files that are
+// gone.
+func (s *Store) cachedEntries(files []sessionFile) (found []*indexEntry, misses []int) {
+	found = make([]*indexEntry, len(files))
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	idx := s.loadIndex()
+	present := make(map[string]bool, len(files))
+	for i, f := range files {
+		present[f.id] = true
+		if e := idx.Sessions[f.id]; e != nil && e.File == keyOf(f.fi) && e.clean() {
+			found[i] = e
+		} else {
+			misses = append(misses, i)
+		}
+	}
+	for id := range idx.Sessions {
+		if !present[id] {
+			delete(idx.Sessions, id)
+			idx.dirty = true
+		}
+	}
+	return found, misses
 }
 
 // staleTempAge is how old a temporary file must be before List takes it

@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/panto-dev/panto/agent"
-	"github.com/panto-dev/panto/internal/testkit/fileaccess"
 	"github.com/panto-dev/panto/internal/sessionlog"
+	"github.com/panto-dev/panto/internal/testkit/fileaccess"
 	"github.com/panto-dev/panto/store"
 )
 

@@ -4,8 +4,8 @@ import (
 	"testing"
 
 	"github.com/panto-dev/panto/agent"
-	"github.com/panto-dev/panto/store/storetest"
 	"github.com/panto-dev/panto/store/null"
+	"github.com/panto-dev/panto/store/storetest"
 )
 
 func TestConformance(t *testing.T) {

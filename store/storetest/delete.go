@@ -14,7 +14,7 @@ import (
 // stores that have it: Run calls these when the Harness's store is one.
 
 func runDeleter(t *testing.T, h Harness) {
-	if _, ok := h.New(t).(store.Deleter); !ok {
+	if !store.CanDelete(h.New(t)) {
 		return
 	}
 	t.Run("Delete", func(t *testing.T) { testDelete(t, h) })
@@ -22,45 +22,23 @@ func runDeleter(t *testing.T, h Harness) {
 	t.Run("DeleteUnknown", func(t *testing.T) { testDeleteUnknown(t, h) })
 }
 
-// logDeleter is a store that speaks both vocabularies.
-type logDeleter interface {
-	store.LogStore
-	store.Deleter
-}
-
-func deleter(t *testing.T, h Harness) logDeleter {
+// deleter is a new store that speaks both vocabularies: a LogStore
+// that deletes (store.Delete, store.Tombstones).
+func deleter(t *testing.T, h Harness) store.LogStore {
 	t.Helper()
-	s, ok := h.New(t).(logDeleter)
+	s, ok := store.AsLogStore(h.New(t))
 	if !ok {
 		t.Skip("a Deleter that is not a LogStore")
 	}
 	return s
 }
 
-func deletedOK(t *testing.T, what string, err error, id string) {
+// checkDeleted checks that session id (whose ids begin "delete-") is gone
+// from every listing of s and that reads and appends say it was deleted;
+// keep is the session left, the latest.
+func checkDeleted(t *testing.T, s store.LogStore, id, keep string) {
 	t.Helper()
-	var d *agent.DeletedError
-	if !errors.Is(err, agent.ErrSessionDeleted) || !errors.Is(err, agent.ErrSessionNotFound) || !errors.As(err, &d) || d.ID != id || d.Deleted.IsZero() {
-		t.Errorf("%s: %v, want an agent.DeletedError of %s (also ErrSessionNotFound)", what, err, id)
-	}
-}
-
-func testDelete(t *testing.T, h Harness) {
-	s := deleter(t, h)
 	ctx := t.Context()
-	id := "delete-" + agent.NewSessionID()
-	keep := "keep-" + agent.NewSessionID()
-	appendOK(t, s, id, texts("secret", 3))
-	appendOK(t, s, id, texts("more secret", 2))
-	appendOK(t, s, keep, texts("other", 2))
-	h.settle(t, s)
-	at := logsByID(t, s)[id].Checkpoint
-	when := time.Now().UTC().Truncate(time.Second)
-	if err := s.Delete(ctx, store.Tombstone{ID: id, Deleted: when, At: at}); err != nil {
-		t.Fatalf("Delete: %v", err)
-	}
-	// Gone from every listing; reads and appends say it was deleted.
-	h.settle(t, s)
 	if _, ok := logsByID(t, s)[id]; ok {
 		t.Error("Logs lists a deleted session")
 	}
@@ -86,7 +64,33 @@ func testDelete(t *testing.T, h Harness) {
 	if !errors.Is(err, agent.ErrSessionDeleted) {
 		t.Errorf("AppendLog creating a deleted session: %v, want ErrSessionDeleted", err)
 	}
-	tombs, err := s.Tombstones(ctx)
+}
+
+func deletedOK(t *testing.T, what string, err error, id string) {
+	t.Helper()
+	var d *agent.DeletedError
+	if !errors.Is(err, agent.ErrSessionDeleted) || !errors.Is(err, agent.ErrSessionNotFound) || !errors.As(err, &d) || d.ID != id || d.Deleted.IsZero() {
+		t.Errorf("%s: %v, want an agent.DeletedError of %s (also ErrSessionNotFound)", what, err, id)
+	}
+}
+
+func testDelete(t *testing.T, h Harness) {
+	s := deleter(t, h)
+	ctx := t.Context()
+	id := "delete-" + agent.NewSessionID()
+	keep := "keep-" + agent.NewSessionID()
+	appendOK(t, s, id, texts("secret", 3))
+	appendOK(t, s, id, texts("more secret", 2))
+	appendOK(t, s, keep, texts("other", 2))
+	h.settle(t, s)
+	at := logsByID(t, s)[id].Checkpoint
+	when := time.Now().UTC().Truncate(time.Second)
+	if err := store.Delete(ctx, s, store.Tombstone{ID: id, Deleted: when, At: at}); err != nil {
+		t.Fatalf("Delete: %v", err)
+	}
+	h.settle(t, s)
+	checkDeleted(t, s, id, keep)
+	tombs, err := store.Tombstones(ctx, s)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,7 +98,7 @@ func testDelete(t *testing.T, h Harness) {
 		t.Errorf("Tombstones = %+v, want one of %s at %v deleted %v", tombs, id, at, when)
 	}
 	// Again: nothing changes.
-	if err := s.Delete(ctx, store.Tombstone{ID: id, Deleted: when, At: at}); err != nil {
+	if err := store.Delete(ctx, s, store.Tombstone{ID: id, Deleted: when, At: at}); err != nil {
 		t.Errorf("a second Delete: %v", err)
 	}
 	// The other session is untouched; a reopened handle sees the same.
@@ -128,7 +132,7 @@ func testDeleteRefuses(t *testing.T, h Harness) {
 	}
 	var changed *store.ChangedError
 	for _, tomb := range []store.Checkpoint{at1, {Length: at2.Length, SHA256: at1.SHA256}} {
-		err := s.Delete(ctx, store.Tombstone{ID: id, Deleted: time.Now(), At: tomb})
+		err := store.Delete(ctx, s, store.Tombstone{ID: id, Deleted: time.Now(), At: tomb})
 		if !errors.As(err, &changed) || changed.Have != at2 {
 			t.Errorf("Delete at %v of a log at %v: %v, want a ChangedError", tomb, at2, err)
 		}
@@ -138,7 +142,7 @@ func testDeleteRefuses(t *testing.T, h Harness) {
 	}
 	// A tombstone of a longer log covers this one (it is behind).
 	longer := store.Checkpoint{Length: at2.Length + 100, SHA256: at2.SHA256}
-	if err := s.Delete(ctx, store.Tombstone{ID: id, Deleted: time.Now(), At: longer}); err != nil {
+	if err := store.Delete(ctx, s, store.Tombstone{ID: id, Deleted: time.Now(), At: longer}); err != nil {
 		t.Fatalf("Delete of a copy behind the tombstone: %v", err)
 	}
 	_, err = s.Load(ctx, id)
@@ -152,7 +156,7 @@ func testDeleteUnknown(t *testing.T, h Harness) {
 	ctx := t.Context()
 	id := "unknown-" + agent.NewSessionID()
 	tomb := store.Tombstone{ID: id, Deleted: time.Now().UTC().Truncate(time.Second), At: store.Checkpoint{Length: 123, SHA256: hexSHA([]byte("x"))}}
-	if err := s.Delete(ctx, tomb); err != nil {
+	if err := store.Delete(ctx, s, tomb); err != nil {
 		t.Fatalf("Delete of a session the store does not hold: %v", err)
 	}
 	if _, err := s.AppendLog(ctx, id, store.Checkpoint{}, encodeBatch(t, id, true, "a copy")); !errors.Is(err, agent.ErrSessionDeleted) {
@@ -161,7 +165,7 @@ func testDeleteUnknown(t *testing.T, h Harness) {
 	if err := s.AppendMessages(ctx, id, texts("a copy", 1)); !errors.Is(err, agent.ErrSessionDeleted) {
 		t.Errorf("AppendMessages of a buried id: %v, want ErrSessionDeleted", err)
 	}
-	tombs, err := s.Tombstones(ctx)
+	tombs, err := store.Tombstones(ctx, s)
 	if err != nil || len(tombs) != 1 || tombs[0].ID != id || tombs[0].At != tomb.At {
 		t.Errorf("Tombstones = %+v, %v; want the one buried", tombs, err)
 	}

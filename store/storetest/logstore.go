@@ -25,10 +25,10 @@ import (
 // the same.
 
 func runLogStore(t *testing.T, h Harness) {
-	if _, ok := h.New(t).(store.LogStore); !ok {
+	if _, ok := store.AsLogStore(h.New(t)); !ok {
 		return
 	}
-	logStore := func(t *testing.T) store.LogStore { return h.New(t).(store.LogStore) }
+	logStore := func(t *testing.T) store.LogStore { return asLogStore(t, h.New(t)) }
 	t.Run("LogsAndReadLog", func(t *testing.T) { testLogsAndReadLog(t, h, logStore(t)) })
 	t.Run("AppendLog", func(t *testing.T) { testAppendLog(t, h, logStore(t)) })
 	t.Run("AppendLogRefuses", func(t *testing.T) { testAppendLogRefuses(t, logStore(t)) })
@@ -38,9 +38,19 @@ func runLogStore(t *testing.T, h Harness) {
 	if h.Reopen != nil {
 		t.Run("AppendLogRace", func(t *testing.T) {
 			s := logStore(t)
-			testAppendLogRace(t, s, h.Reopen(t, s).(store.LogStore))
+			testAppendLogRace(t, s, asLogStore(t, h.Reopen(t, s)))
 		})
 	}
+}
+
+// asLogStore is s as a store.LogStore, which the caller knows it is.
+func asLogStore(t *testing.T, s agent.SessionStore) store.LogStore {
+	t.Helper()
+	ls, ok := store.AsLogStore(s)
+	if !ok {
+		t.Fatalf("%T is not a store.LogStore", s)
+	}
+	return ls
 }
 
 func hexSHA(b []byte) string {

@@ -76,7 +76,7 @@ func testAppendRefusesNewer(t *testing.T, h Harness) {
 		refusedNewer(t, "AppendMessages through another handle", other.AppendMessages(ctx, id, texts("other", 1)))
 		check("a refused AppendMessages through another handle")
 	}
-	if ls, ok := s.(store.LogStore); ok {
+	if ls, ok := store.AsLogStore(s); ok {
 		// Sync appends a tail it pulled at the checkpoint it planned
 		// against: the log's own.
 		more := encodeBatch(t, id, false, "a pulled tail")

@@ -462,14 +462,58 @@ func normalize(v any) any {
 	}
 }
 
-func testIdentity(t *testing.T, h Harness) {
-	s := h.New(t)
-	cases := []struct {
-		name  string
-		msgs  []agent.PersistentMessage
-		want  agent.WireIdentity
-		count int
-	}{
+// checkResolveFails checks that Resolve(query) failed with want, naming
+// each of names (the candidates of an ambiguous prefix).
+func checkResolveFails(t *testing.T, query string, sess *agent.Session, err, want error, names []string) {
+	t.Helper()
+	if !errors.Is(err, want) {
+		t.Errorf("Resolve(%q) = %v, %v; want error %v", query, sess, err, want)
+		return
+	}
+	for _, name := range names {
+		if !strings.Contains(err.Error(), name) {
+			t.Errorf("Resolve(%q) error %q does not name candidate %s", query, err, name)
+		}
+	}
+}
+
+// checkResolved checks that Resolve(query) returned session want, with
+// its summary and a handle that loads its wantCount messages.
+func checkResolved(t *testing.T, query string, sess *agent.Session, err error, want string, wantCount int) {
+	t.Helper()
+	switch {
+	case err != nil:
+		t.Errorf("Resolve(%q): %v", query, err)
+		return
+	case sess.Info.ID != want:
+		t.Errorf("Resolve(%q) = %s, want %s", query, sess.Info.ID, want)
+		return
+	case sess.Store == nil:
+		t.Errorf("Resolve(%q) returned a session with no Store", query)
+		return
+	}
+	if sess.Info.MessageCount != wantCount || sess.Info.Modified.IsZero() {
+		t.Errorf("Resolve(%q).Info = %+v, want MessageCount %d and Modified set", query, sess.Info, wantCount)
+	}
+	conv, err := sess.Load(t.Context())
+	if err != nil {
+		t.Errorf("Resolve(%q).Load: %v", query, err)
+	} else if len(conv.Messages) != wantCount {
+		t.Errorf("Resolve(%q).Load: %d messages, want %d", query, len(conv.Messages), wantCount)
+	}
+}
+
+// identityCase is a session whose messages (each appended as its own
+// batch) leave the summary with identity want.
+type identityCase struct {
+	name string
+	msgs []agent.PersistentMessage
+	want agent.WireIdentity
+}
+
+// identityCases: the last non-system message's endpoint is the session's.
+func identityCases() []identityCase {
+	return []identityCase{
 		{
 			name: "last-non-system-wins",
 			msgs: []agent.PersistentMessage{
@@ -499,6 +543,11 @@ func testIdentity(t *testing.T, h Harness) {
 			want: identityA,
 		},
 	}
+}
+
+func testIdentity(t *testing.T, h Harness) {
+	s := h.New(t)
+	cases := identityCases()
 	for _, c := range cases {
 		id := "identity-" + c.name
 		// One message per batch: the identity must survive batch
@@ -570,6 +619,30 @@ func testNoKeyMaterial(t *testing.T, h Harness) {
 
 func testListOrder(t *testing.T, h Harness) {
 	s := h.New(t)
+	long := appendInOrder(t, s)
+	infos := listOK(t, s)
+	if got, want := listIDs(infos), []string{"order-c", "order-a", "order-b"}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("List order %v, want %v (newest first by Modified)", got, want)
+	}
+	for i := 1; i < len(infos); i++ {
+		if infos[i].Modified.After(infos[i-1].Modified) {
+			t.Errorf("List[%d].Modified %v is after List[%d].Modified %v", i, infos[i].Modified, i-1, infos[i-1].Modified)
+		}
+	}
+	checkOrderSummaries(t, infos, long)
+	a, c := infos[1], infos[0]
+	if !a.Modified.After(a.Created) {
+		t.Errorf("order-a: Modified %v not after Created %v although appended twice", a.Modified, a.Created)
+	}
+	if !c.Modified.After(infoOf(t, s, "order-b").Modified) {
+		t.Errorf("order-c Modified %v not after order-b's", c.Modified)
+	}
+}
+
+// appendInOrder writes sessions order-a, order-b and order-c, then
+// appends to a and c again, so that List's order is c, a, b. It returns
+// order-b's one message, longer than MaxLastUserMessage.
+func appendInOrder(t *testing.T, s agent.SessionStore) string {
 	// Stores stamp modification times themselves; a short pause between
 	// appends makes the order unambiguous even with a coarse clock.
 	pause := func() { time.Sleep(15 * time.Millisecond) }
@@ -593,16 +666,13 @@ func testListOrder(t *testing.T, h Harness) {
 	})
 	pause()
 	appendOK(t, s, "order-c", []agent.PersistentMessage{pm(summary, identityA), pm(agent.SystemText("sys", agent.SystemAppend), identityS)})
+	return long
+}
 
-	infos := listOK(t, s)
-	if got, want := listIDs(infos), []string{"order-c", "order-a", "order-b"}; !reflect.DeepEqual(got, want) {
-		t.Fatalf("List order %v, want %v (newest first by Modified)", got, want)
-	}
-	for i := 1; i < len(infos); i++ {
-		if infos[i].Modified.After(infos[i-1].Modified) {
-			t.Errorf("List[%d].Modified %v is after List[%d].Modified %v", i, infos[i].Modified, i-1, infos[i-1].Modified)
-		}
-	}
+// checkOrderSummaries checks the summaries List gives of appendInOrder's
+// sessions: message counts, the last message a person typed, times.
+func checkOrderSummaries(t *testing.T, infos []agent.SessionInfo, long string) {
+	t.Helper()
 	want := map[string]struct {
 		count int
 		last  string
@@ -622,13 +692,6 @@ func testListOrder(t *testing.T, h Harness) {
 		if info.Created.After(info.Modified) {
 			t.Errorf("%s: Created %v after Modified %v", info.ID, info.Created, info.Modified)
 		}
-	}
-	a, c := infos[1], infos[0]
-	if !a.Modified.After(a.Created) {
-		t.Errorf("order-a: Modified %v not after Created %v although appended twice", a.Modified, a.Created)
-	}
-	if !c.Modified.After(infoOf(t, s, "order-b").Modified) {
-		t.Errorf("order-c Modified %v not after order-b's", c.Modified)
 	}
 }
 
@@ -659,27 +722,7 @@ func testResolve(t *testing.T, h Harness) {
 	for _, c := range cases {
 		sess, err := s.Resolve(ctx, c.query)
 		if c.err != nil {
-			if !errors.Is(err, c.err) {
-				t.Errorf("Resolve(%q) = %v, %v; want error %v", c.query, sess, err, c.err)
-				continue
-			}
-			for _, name := range c.names {
-				if !strings.Contains(err.Error(), name) {
-					t.Errorf("Resolve(%q) error %q does not name candidate %s", c.query, err, name)
-				}
-			}
-			continue
-		}
-		if err != nil {
-			t.Errorf("Resolve(%q): %v", c.query, err)
-			continue
-		}
-		if sess.Info.ID != c.want {
-			t.Errorf("Resolve(%q) = %s, want %s", c.query, sess.Info.ID, c.want)
-			continue
-		}
-		if sess.Store == nil {
-			t.Errorf("Resolve(%q) returned a session with no Store", c.query)
+			checkResolveFails(t, c.query, sess, err, c.err, c.names)
 			continue
 		}
 		wantCount := 0
@@ -688,15 +731,7 @@ func testResolve(t *testing.T, h Harness) {
 				wantCount = i + 1
 			}
 		}
-		if sess.Info.MessageCount != wantCount || sess.Info.Modified.IsZero() {
-			t.Errorf("Resolve(%q).Info = %+v, want MessageCount %d and Modified set", c.query, sess.Info, wantCount)
-		}
-		conv, err := sess.Load(ctx)
-		if err != nil {
-			t.Errorf("Resolve(%q).Load: %v", c.query, err)
-		} else if len(conv.Messages) != wantCount {
-			t.Errorf("Resolve(%q).Load: %d messages, want %d", c.query, len(conv.Messages), wantCount)
-		}
+		checkResolved(t, c.query, sess, err, c.want, wantCount)
 	}
 	_, err := s.Load(ctx, "abc123")
 	wantErr(t, "Load of a prefix (Load takes full ids only)", err, agent.ErrSessionNotFound)
@@ -769,36 +804,82 @@ func testConcurrentAppenders(t *testing.T, h Harness) {
 	id := "concurrent-" + agent.NewSessionID()
 	batchSize := func(b int) int { return 2 + b%2 }
 
-	var wg sync.WaitGroup
 	errs := make(chan error, len(handles)*writersPerHandle*batchesPerWriter+1)
 	stopReader := make(chan struct{})
 	readerDone := make(chan struct{})
-	// A reader loads while the writers append: every batch it sees must
-	// be whole.
 	go func() {
 		defer close(readerDone)
-		for {
-			select {
-			case <-stopReader:
-				return
-			default:
-			}
-			conv, err := s.Load(t.Context(), id)
-			if errors.Is(err, agent.ErrSessionNotFound) {
-				time.Sleep(time.Millisecond)
-				continue
-			}
-			if err != nil {
-				errs <- fmt.Errorf("concurrent Load: %w", err)
-				return
-			}
-			if err := checkBatches(conv, batchSize, 0, 0); err != nil {
-				errs <- fmt.Errorf("concurrent Load saw a partial batch: %w", err)
-				return
-			}
-			time.Sleep(2 * time.Millisecond)
-		}
+		loadWhileAppending(t, s, id, batchSize, stopReader, errs)
 	}()
+	writers := appendConcurrently(t, handles, id, writersPerHandle, batchesPerWriter, batchSize, errs)
+	close(stopReader)
+	<-readerDone
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if t.Failed() {
+		return
+	}
+	total := 0
+	for b := range batchesPerWriter {
+		total += batchSize(b)
+	}
+	total *= writers
+	for _, hs := range handles {
+		h.settle(t, hs)
+	}
+	for i, hs := range handles {
+		conv := loadOK(t, hs, id)
+		if len(conv.Messages) != total {
+			t.Errorf("handle %d: Load returned %d messages, want %d", i, len(conv.Messages), total)
+		}
+		if err := checkBatches(conv, batchSize, writers, batchesPerWriter); err != nil {
+			t.Errorf("handle %d: %v", i, err)
+		}
+		if info := infoOf(t, hs, id); info.MessageCount != total {
+			t.Errorf("handle %d: List MessageCount %d, want %d", i, info.MessageCount, total)
+		}
+	}
+	if t.Failed() {
+		return
+	}
+	checkWriterOrder(t, loadOK(t, s, id))
+}
+
+// loadWhileAppending loads session id until stop is closed, while the
+// writers append: every batch it sees must be whole. It sends what goes
+// wrong to errs.
+func loadWhileAppending(t *testing.T, s agent.SessionStore, id string, batchSize func(int) int, stop <-chan struct{}, errs chan<- error) {
+	for {
+		select {
+		case <-stop:
+			return
+		default:
+		}
+		conv, err := s.Load(t.Context(), id)
+		if errors.Is(err, agent.ErrSessionNotFound) {
+			time.Sleep(time.Millisecond)
+			continue
+		}
+		if err != nil {
+			errs <- fmt.Errorf("concurrent Load: %w", err)
+			return
+		}
+		if err := checkBatches(conv, batchSize, 0, 0); err != nil {
+			errs <- fmt.Errorf("concurrent Load saw a partial batch: %w", err)
+			return
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// appendConcurrently runs writersPerHandle writers on each handle, each
+// appending batchesPerWriter batches to session id (batch b of writer w
+// holds batchSize(b) messages "w<w> b<b> m<k>/<n>"), and waits for them.
+// It sends what goes wrong to errs and returns the number of writers.
+func appendConcurrently(t *testing.T, handles []agent.SessionStore, id string, writersPerHandle, batchesPerWriter int, batchSize func(int) int, errs chan<- error) int {
+	var wg sync.WaitGroup
 	writer := 0
 	for _, hs := range handles {
 		for range writersPerHandle {
@@ -821,40 +902,13 @@ func testConcurrentAppenders(t *testing.T, h Harness) {
 		}
 	}
 	wg.Wait()
-	close(stopReader)
-	<-readerDone
-	close(errs)
-	for err := range errs {
-		t.Error(err)
-	}
-	if t.Failed() {
-		return
-	}
-	total := 0
-	for b := range batchesPerWriter {
-		total += batchSize(b)
-	}
-	total *= writer
-	for _, hs := range handles {
-		h.settle(t, hs)
-	}
-	for i, hs := range handles {
-		conv := loadOK(t, hs, id)
-		if len(conv.Messages) != total {
-			t.Errorf("handle %d: Load returned %d messages, want %d", i, len(conv.Messages), total)
-		}
-		if err := checkBatches(conv, batchSize, writer, batchesPerWriter); err != nil {
-			t.Errorf("handle %d: %v", i, err)
-		}
-		if info := infoOf(t, hs, id); info.MessageCount != total {
-			t.Errorf("handle %d: List MessageCount %d, want %d", i, info.MessageCount, total)
-		}
-	}
-	if t.Failed() {
-		return
-	}
-	// Each writer's batches are in its own order.
-	conv := loadOK(t, s, id)
+	return writer
+}
+
+// checkWriterOrder checks that each writer's batches (as
+// appendConcurrently writes them) are stored in its own order.
+func checkWriterOrder(t *testing.T, conv *agent.Conversation) {
+	t.Helper()
 	last := map[int]int{}
 	for _, m := range conv.Messages {
 		var w, b, k, n int

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/panto-dev/panto/agent"
-	"github.com/panto-dev/panto/store/storetest"
 	"github.com/panto-dev/panto/internal/sessionlog"
+	"github.com/panto-dev/panto/store/storetest"
 )
 
 // memStore is a minimal in-memory store on the shared line codec. It

@@ -1,0 +1,18 @@
+package objstore
+
+import (
+	"context"
+
+	"github.com/panto-dev/panto/store"
+)
+
+var _ store.Closer = (*Store)(nil)
+
+// Close finishes what the Store does in the background (Flush: the
+// checkpoints, and the index entries of WithDeferredIndex) and reports
+// what still fails: the Store's background work is those writes, so Close
+// is its last Flush. A process that appended calls it before exiting, so
+// that other processes list what it wrote.
+func (s *Store) Close(ctx context.Context) error {
+	return s.Flush(ctx)
+}
