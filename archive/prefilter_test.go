@@ -11,8 +11,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/panto-dev/panto/agent"
-	"github.com/panto-dev/panto/internal/testkit/sessiongen"
 	"github.com/panto-dev/panto/internal/sessionlog"
+	"github.com/panto-dev/panto/internal/testkit/sessiongen"
 )
 
 // oddLog is a log whose texts are spelled in ways panto's encoder never

@@ -16,9 +16,9 @@ import (
 	"time"
 
 	"github.com/panto-dev/panto/agent"
+	"github.com/panto-dev/panto/internal/sessionlog"
 	"github.com/panto-dev/panto/internal/testkit/cmdtest"
 	"github.com/panto-dev/panto/internal/testkit/miniotest"
-	"github.com/panto-dev/panto/internal/sessionlog"
 )
 
 func TestMain(m *testing.M) { miniotest.Main(m) }

@@ -17,9 +17,9 @@ import (
 	"github.com/minio/minio-go/v7"
 
 	"github.com/panto-dev/panto/agent"
+	"github.com/panto-dev/panto/internal/manifest"
 	"github.com/panto-dev/panto/internal/testkit/cmdtest"
 	"github.com/panto-dev/panto/internal/testkit/fileaccess"
-	"github.com/panto-dev/panto/internal/manifest"
 
 	"github.com/panto-dev/panto/internal/testkit/miniotest"
 )

@@ -15,10 +15,10 @@ import (
 	"github.com/klauspost/compress/zstd"
 
 	"github.com/panto-dev/panto/agent"
+	"github.com/panto-dev/panto/internal/seal"
 	"github.com/panto-dev/panto/internal/testkit/cmdtest"
 	"github.com/panto-dev/panto/internal/testkit/fakeprovider"
 	"github.com/panto-dev/panto/internal/testkit/miniotest"
-	"github.com/panto-dev/panto/internal/seal"
 	"github.com/panto-dev/panto/store/backends"
 	"github.com/panto-dev/panto/store/fsjsonl"
 	"github.com/panto-dev/panto/store/objstore"

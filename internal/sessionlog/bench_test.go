@@ -4,8 +4,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/panto-dev/panto/internal/testkit/sessiongen"
 	"github.com/panto-dev/panto/internal/sessionlog"
+	"github.com/panto-dev/panto/internal/testkit/sessiongen"
 )
 
 // BenchmarkSummarize: SummarizeLine over every line of a realistic 1 MB

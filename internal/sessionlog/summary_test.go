@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/panto-dev/panto/agent"
-	"github.com/panto-dev/panto/internal/testkit/sessiongen"
 	"github.com/panto-dev/panto/internal/sessionlog"
+	"github.com/panto-dev/panto/internal/testkit/sessiongen"
 )
 
 // bothPaths decodes the complete lines of data with DecodeLine and with
