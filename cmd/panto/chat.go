@@ -249,14 +249,15 @@ func shortID(id string) string {
 	return id
 }
 
-// flushStore finishes the store's background writes before panto exits
-// (objstore writes its catalog checkpoints after an append returns), so
-// that other processes list what this one wrote. The messages are stored
-// already: a failure is a warning, not an error.
+// flushStore closes the store before panto exits, finishing its
+// background writes (objstore writes its catalog checkpoints after an
+// append returns; a local-first store ships to the bucket), so that other
+// processes list what this one wrote. The messages are stored already: a
+// failure is a warning, not an error.
 func flushStore(ctx context.Context, st agent.SessionStore, w io.Writer) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
-	if err := store.Flush(ctx, st); err != nil {
+	if err := store.Close(ctx, st); err != nil {
 		fmt.Fprintf(w, "panto: warning: %s\n", oneLine(err.Error()))
 	}
 }

@@ -85,6 +85,7 @@ The API key comes from PANTO_API_KEY, else OPENAI_API_KEY or ANTHROPIC_API_KEY
 by --api-style; it is never stored or printed. A bucket's key file (--key-file or
 PANTO_KEY_FILE; panto-sync keygen makes one) encrypts every session in it: a prefix
 first opened with a key is created encrypted, and opens with that key only.`,
+		After:  func(c *cli.Context) error { closeOpened(c, e.stderr); return nil },
 		Flags:  chatFlags(),
 		Action: func(c *cli.Context) error { return chat(c, e) },
 		Commands: []*cli.Command{
