@@ -411,8 +411,8 @@ func (s *Store) Flush(ctx context.Context) error {
 
 // Close waits at most CloseTimeout (or ctx) for the shipper to send what
 // is marked, closes the bucket's store as far as it answers, and reports
-// in one line what is still to send: the next local-first store or
-// panto-sync run that reaches the bucket sends it.
+// in one line what is still to send: the catch-up of the next
+// local-first store that reaches the bucket sends it.
 func (s *Store) Close(ctx context.Context) error {
 	wait, cancel := context.WithTimeout(ctx, s.opts.CloseTimeout)
 	defer cancel()
@@ -436,7 +436,7 @@ func (s *Store) Close(ctx context.Context) error {
 		errs = append(errs, err)
 	}
 	if n, err := s.pending(context.WithoutCancel(ctx)); err == nil && n.messages+n.deletions > 0 {
-		errs = append(errs, fmt.Errorf("%s not yet sent to %s: kept on this machine (%s); the next panto or panto-sync run that reaches the bucket sends them", n, s.opts.Name, s.opts.Dir))
+		errs = append(errs, fmt.Errorf("%s not yet sent to %s: kept on this machine (%s); the next panto run that reaches the bucket sends them", n, s.opts.Name, s.opts.Dir))
 	}
 	return errors.Join(errs...)
 }
