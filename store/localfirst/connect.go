@@ -91,16 +91,17 @@ func (c *connector) run(ctx context.Context) {
 }
 
 // firstAnswer waits for the first attempt (at most until ctx ends) and
-// returns its error when it was not unreachable.
-func (c *connector) firstAnswer(ctx context.Context) error {
+// returns its error when it was not unreachable; reached reports whether
+// the bucket is open.
+func (c *connector) firstAnswer(ctx context.Context) (reached bool, err error) {
 	select {
 	case <-c.answered:
 	case <-ctx.Done():
-		return nil
+		return false, nil
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.fatal
+	return c.bucket != nil, c.fatal
 }
 
 // wait returns the bucket's store, waiting for it until ctx ends; nil

@@ -136,7 +136,15 @@ type Store struct {
 	redirect map[string]string
 	// toldOffline: the unreachable notice was given.
 	toldOffline bool
+	// offlineAt is when a read last found the bucket not answering: while
+	// the bucket is not open, the reads of the next offlineFor go straight
+	// to the replica, so that one command pays the wait once.
+	offlineAt time.Time
 }
+
+// offlineFor is how long a read that found the bucket not answering
+// spares the next ones the wait.
+const offlineFor = 30 * time.Second
 
 var (
 	_ store.LogStore     = (*Store)(nil)
@@ -166,10 +174,12 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	s.conn = newConnector(opts)
 	wait, cancel := context.WithTimeout(ctx, opts.ReadTimeout)
 	defer cancel()
-	if err := s.conn.firstAnswer(wait); err != nil {
+	reached, err := s.conn.firstAnswer(wait)
+	if err != nil {
 		s.conn.stop()
 		return nil, fmt.Errorf("store %s: %w", opts.Name, err)
 	}
+	_ = reached // a bucket not open yet is waited for by the first read
 	s.ship = newShipper(s)
 	return s, nil
 }
@@ -283,46 +293,65 @@ func (s *Store) Latest(ctx context.Context) (*agent.Session, error) {
 		}
 		return nil, agent.NotFoundError("")
 	}
-	return s.handle(ctx, list[0].ID)
+	return s.handle(ctx, list[0].ID, &list[0])
 }
 
 // Resolve finds idOrPrefix in the bucket and the replica; a prefix that
 // names different sessions in the two is ambiguous.
 func (s *Store) Resolve(ctx context.Context, idOrPrefix string) (*agent.Session, error) {
 	local, lerr := s.local.Resolve(ctx, idOrPrefix)
-	if lerr != nil && !errors.Is(lerr, agent.ErrSessionNotFound) {
-		return nil, lerr
+	var gone *agent.DeletedError
+	if lerr != nil && (!errors.Is(lerr, agent.ErrSessionNotFound) || errors.As(lerr, &gone)) {
+		return nil, lerr // deleted here, or a catalog that cannot be read
 	}
 	var remote *agent.Session
+	consulted := false
 	if b := s.online(ctx); b != nil {
 		rctx, cancel := context.WithTimeout(ctx, s.opts.ReadTimeout)
 		defer cancel()
 		r, err := b.Resolve(rctx, idOrPrefix)
+		consulted = !s.unreachable(err)
 		switch {
 		case s.unreachable(err):
 			s.tellOffline(ctx)
-		case err != nil && !errors.Is(err, agent.ErrSessionNotFound):
-			return nil, err
+		case err != nil && (!errors.Is(err, agent.ErrSessionNotFound) || errors.As(err, &gone)):
+			return nil, err // deleted in the bucket, or a bucket that answers wrongly
 		default:
 			remote = r
 		}
 	}
 	switch {
+	case local == nil && remote == nil && !consulted:
+		return nil, fmt.Errorf("%w (the bucket did not answer: only this machine's copy of %s was searched)", lerr, s.opts.Name)
 	case local == nil && remote == nil:
 		return nil, lerr
 	case local != nil && remote != nil && local.Info.ID != remote.Info.ID:
 		return nil, agent.AmbiguousError(idOrPrefix, []string{local.Info.ID, remote.Info.ID})
 	case local != nil:
-		return s.handle(ctx, local.Info.ID)
+		return s.handle(ctx, local.Info.ID, nil)
 	}
-	return s.handle(ctx, remote.Info.ID)
+	return s.handle(ctx, remote.Info.ID, &remote.Info)
 }
 
 // handle brings the replica's copy of session id up to date and returns
 // a handle on it.
-func (s *Store) handle(ctx context.Context, id string) (*agent.Session, error) {
+// listed is how the bucket listed it (nil: it did not), which the handle
+// keeps when the replica could not get a copy of it.
+func (s *Store) handle(ctx context.Context, id string, listed *agent.SessionInfo) (*agent.Session, error) {
 	s.refresh(ctx, id)
 	info, err := s.localInfo(ctx, id)
+	if errors.Is(err, agent.ErrSessionNotFound) {
+		// The refresh may have carried a deletion the bucket's listing
+		// did not show yet.
+		if t, terr := s.tombstone(ctx, id); terr == nil && t != nil {
+			return nil, &agent.DeletedError{ID: id, Deleted: t.Deleted, Length: t.At.Length, SHA256: t.At.SHA256}
+		}
+		if listed != nil {
+			// Listed, and no log to copy (a deletion cut short): what
+			// is done to it goes through the replica to the bucket.
+			return &agent.Session{Info: *listed, Store: s}, nil
+		}
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -445,6 +474,16 @@ func (s *Store) Close(ctx context.Context) error {
 // connection under way at most ReadTimeout; nil (and the unreachable
 // notice, once) when it is not there.
 func (s *Store) online(ctx context.Context) store.LogStore {
+	if b := s.conn.current(); b != nil {
+		return b // open: each read bounds its own wait
+	}
+	s.mu.Lock()
+	recent := !s.offlineAt.IsZero() && time.Since(s.offlineAt) < offlineFor
+	s.mu.Unlock()
+	if recent {
+		s.tellOffline(ctx)
+		return nil
+	}
 	wait, cancel := context.WithTimeout(ctx, s.opts.ReadTimeout)
 	defer cancel()
 	b := s.conn.wait(wait)
@@ -459,11 +498,13 @@ func (s *Store) unreachable(err error) bool {
 	return err != nil && (s.opts.Unreachable(err) || errors.Is(err, context.DeadlineExceeded))
 }
 
-// tellOffline gives the unreachable notice, once per Store.
+// tellOffline records that a read found the bucket not answering, and
+// gives the unreachable notice, once per Store.
 func (s *Store) tellOffline(ctx context.Context) {
 	s.mu.Lock()
 	told := s.toldOffline
 	s.toldOffline = true
+	s.offlineAt = time.Now()
 	s.mu.Unlock()
 	if told {
 		return

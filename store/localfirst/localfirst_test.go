@@ -48,7 +48,9 @@ func (m *machine) open() *localfirst.Store {
 	m.t.Helper()
 	s, err := localfirst.Open(context.Background(), localfirst.Options{
 		Dir: m.dir, Name: m.url, OpenBucket: m.openBucket, Unreachable: objstore.IsUnreachable,
-		ReadTimeout: 2 * time.Second, CloseTimeout: 20 * time.Second, MaxBackoff: 200 * time.Millisecond,
+		// Generous: a loaded test machine must not pass for an unreachable
+		// bucket (the frozen and dead ones fail fast or time out anyway).
+		ReadTimeout: 10 * time.Second, CloseTimeout: 30 * time.Second, MaxBackoff: 200 * time.Millisecond,
 		Notify: func(s string) { m.mu.Lock(); m.notes = append(m.notes, s); m.mu.Unlock() },
 	})
 	if err != nil {
@@ -329,7 +331,7 @@ func TestWrongAnswerFailsOpen(t *testing.T) {
 	srv := miniotest.Shared(t)
 	url := "s3://" + srv.NewBucket(t) + "/p"
 	_, err := localfirst.Open(context.Background(), localfirst.Options{
-		Dir: t.TempDir(), Name: url, Unreachable: objstore.IsUnreachable,
+		Dir: t.TempDir(), Name: url, Unreachable: objstore.IsUnreachable, ReadTimeout: 30 * time.Second,
 		OpenBucket: func(ctx context.Context) (store.LogStore, error) {
 			return objstore.Open(ctx, url, objstore.WithEndpoint(srv.Endpoint()), objstore.WithS3Options(func(o *s3.Options) {
 				srv.SetCredentials(o)

@@ -290,10 +290,14 @@ func relateDeleted(p replica.Plan) replica.Relation {
 	}
 }
 
-// localTombstone is the replica's tombstone of session id, if it deleted
-// it.
+// localTombstone is the replica's tombstone of session id.
 func (sh *shipper) localTombstone(ctx context.Context, id string) (*store.Tombstone, error) {
-	tombs, err := sh.s.local.Tombstones(ctx)
+	return sh.s.tombstone(ctx, id)
+}
+
+// tombstone is the replica's tombstone of session id, if it deleted it.
+func (s *Store) tombstone(ctx context.Context, id string) (*store.Tombstone, error) {
+	tombs, err := s.local.Tombstones(ctx)
 	if err != nil {
 		return nil, err
 	}
