@@ -8,6 +8,8 @@
 //	status  what push and pull would do (replica.PlanAll)
 //	ls, verify, repair, compact  one store
 //	keygen  a new bucket key file (internal/seal), for an encrypted bucket
+//	watch   DIR <-> bucket, until stopped: pushes on file events, pulls
+//	        when the bucket's index changed (watch.go)
 //
 // The engine is package replica; this command keeps the flags, the
 // output and the exit codes: main.go dispatches, each command lives in its
@@ -89,7 +91,7 @@ Exit status: 0 all done, 1 an error (one line on stderr says what to fix),
 		ErrWriter:       stderr,
 		HideHelpCommand: true,
 		Commands: []*cli.Command{
-			pushCommand(), pullCommand(), copyCommand(), statusCommand(), lsCommand(), verifyCommand(), repairCommand(), compactCommand(), keygenCommand(),
+			pushCommand(), pullCommand(), copyCommand(), statusCommand(), lsCommand(), verifyCommand(), repairCommand(), compactCommand(), keygenCommand(), watchCommand(),
 		},
 		ExitErrHandler: func(*cli.Context, error) {}, // run maps errors to exit codes
 		OnUsageError: func(c *cli.Context, err error, _ bool) error {

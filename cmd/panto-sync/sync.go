@@ -38,6 +38,16 @@ func (o *options) end(spec, endpoint string) end {
 // once at the end (replica.Record), so a bucket is opened for bulk work:
 // each index shard is written once.
 func (e end) open(ctx context.Context, what string) (store.LogStore, error) {
+	return e.openWith(ctx, what, true)
+}
+
+// openFresh is open for a long-running command (watch), whose listings
+// must read the bucket each time: not the snapshot of Open.
+func (e end) openFresh(ctx context.Context, what string) (store.LogStore, error) {
+	return e.openWith(ctx, what, false)
+}
+
+func (e end) openWith(ctx context.Context, what string, snapshot bool) (store.LogStore, error) {
 	spec, err := store.ParseSpec(e.spec)
 	if err != nil {
 		return nil, err
@@ -53,7 +63,7 @@ func (e end) open(ctx context.Context, what string) (store.LogStore, error) {
 			return nil, fmt.Errorf("%w: give the file panto-sync keygen wrote (--key-file, PANTO_KEY_FILE)", err)
 		}
 	}
-	s, err := backends.OpenLog(ctx, e.spec, backends.Options{Endpoint: e.endpoint, Bulk: true, StallTimeout: e.stall, Trace: e.trace, Snapshot: true, Key: key})
+	s, err := backends.OpenLog(ctx, e.spec, backends.Options{Endpoint: e.endpoint, Bulk: true, StallTimeout: e.stall, Trace: e.trace, Snapshot: snapshot, Key: key})
 	if err != nil {
 		return nil, err
 	}

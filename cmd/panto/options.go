@@ -43,6 +43,7 @@ func storeFlags(withEnv bool) []cli.Flag {
 		&cli.StringFlag{Name: "store", Usage: "where sessions live: a directory, file://DIR, s3://BUCKET[/PREFIX] or none (default: $XDG_DATA_HOME/panto/sessions)", EnvVars: env("PANTO_STORE")},
 		&cli.StringFlag{Name: "endpoint", Usage: "S3 endpoint URL of an s3:// store, e.g. http://127.0.0.1:9000 (default: AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL, else AWS)", EnvVars: env("PANTO_ENDPOINT")},
 		&cli.BoolFlag{Name: "verbose", Aliases: []string{"v"}, Usage: "log every request to an S3 store on stderr: method, key, status, bytes, milliseconds", EnvVars: []string{"PANTO_TRACE"}},
+		&cli.BoolFlag{Name: "direct", Usage: "with an s3:// store, write to the bucket itself and wait for it (default: local-first, each write acknowledged once it is on this machine's disk and sent to the bucket in the background)", EnvVars: []string{"PANTO_DIRECT"}},
 		&cli.StringFlag{Name: "key-file", Usage: "the bucket key `FILE` of an s3:// store (panto-sync keygen makes one): an encrypted prefix needs the key it was created with, and a new prefix opened with one is created encrypted; a directory ignores it", EnvVars: env("PANTO_KEY_FILE")},
 	}
 }
@@ -67,8 +68,14 @@ func storeOptions(c *cli.Context, spec store.Spec) (backends.Options, error) {
 			return backends.Options{}, fmt.Errorf("%w: give the file panto-sync keygen wrote (--key-file, PANTO_KEY_FILE)", err)
 		}
 	}
+	direct := false
+	for _, cc := range c.Lineage() {
+		direct = direct || cc.Bool("direct")
+	}
+	notify := func(msg string) { fmt.Fprintf(c.App.ErrWriter, "panto: %s\n", oneLine(msg)) }
 	// Every command lists or resolves right after opening the store.
-	return backends.Options{Endpoint: flagValue(c, "endpoint"), Trace: trace, Snapshot: true, Key: key}, nil
+	return backends.Options{Endpoint: flagValue(c, "endpoint"), Trace: trace, Snapshot: true, Key: key,
+		LocalFirst: spec.Kind == store.KindS3 && !direct, Notify: notify}, nil
 }
 
 // flagValue returns the value of a flag given to this command or to the

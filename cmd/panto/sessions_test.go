@@ -133,7 +133,7 @@ func TestMisconfiguredStore(t *testing.T) {
 		{"invalid bucket name", creds, []string{"--store", "s3://ux"}, []string{`"ux" is not a valid bucket name`, "3 to 63"}},
 		{"credentials rejected", wrongSecret, []string{"--store", "s3://" + bucket}, []string{"credentials rejected by " + srv.Endpoint(), "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"}},
 		{"no credentials", noCreds, []string{"--store", "s3://" + bucket}, []string{"no AWS credentials found", "set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY", "AWS_PROFILE"}},
-		{"unreachable endpoint", creds, []string{"--store", "s3://" + bucket, "--endpoint", "http://127.0.0.1:1"}, []string{"cannot reach the S3 endpoint http://127.0.0.1:1", "--endpoint", "the server is running"}},
+		{"unreachable endpoint, direct", creds, []string{"--store", "s3://" + bucket, "--direct", "--endpoint", "http://127.0.0.1:1"}, []string{"cannot reach the S3 endpoint http://127.0.0.1:1", "--endpoint", "the server is running"}},
 		{"not an S3 endpoint", creds, []string{"--store", "s3://" + bucket, "--endpoint", notS3.URL}, []string{notS3.URL + " did not answer as an S3 server", "--endpoint", "the bucket name"}},
 		{"not a key file", creds, []string{"--store", "s3://" + bucket, "--key-file", notAKey}, []string{notAKey, "not a panto key file", "panto-sync keygen"}},
 		{"missing key file", creds, []string{"--store", "s3://" + bucket, "--key-file", filepath.Join(dir, "none.key")}, []string{"none.key", "no such file"}},

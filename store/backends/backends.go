@@ -9,12 +9,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"time"
 
 	"github.com/panto-dev/panto/agent"
 	"github.com/panto-dev/panto/internal/seal"
 	"github.com/panto-dev/panto/store"
 	"github.com/panto-dev/panto/store/fsjsonl"
+	"github.com/panto-dev/panto/store/localfirst"
 	"github.com/panto-dev/panto/store/null"
 	"github.com/panto-dev/panto/store/objstore"
 )
@@ -48,6 +50,14 @@ type Options struct {
 	// is refused. A directory is never encrypted (the local catalog stays
 	// plaintext) and ignores it.
 	Key *seal.Key
+	// LocalFirst opens an s3:// store local-first (store/localfirst):
+	// writes land in this machine's replica of the bucket and a shipper
+	// sends them in the background. Without it the store is the bucket's
+	// own (objstore), each write acknowledged once the bucket has it.
+	LocalFirst bool
+	// Notify, for a local-first store, is told in one line what the user
+	// should know (the bucket is unreachable, a session was kept twice).
+	Notify func(string)
 }
 
 // Open parses spec (see store.ParseSpec) and opens the store it names.
@@ -93,6 +103,9 @@ func OpenSpec(ctx context.Context, s store.Spec, opts Options) (agent.SessionSto
 		if opts.Key != nil {
 			o = append(o, objstore.WithKey(opts.Key))
 		}
+		if opts.LocalFirst {
+			return openLocalFirst(ctx, s.URL, opts, o)
+		}
 		st, err := objstore.Open(ctx, s.URL, o...)
 		if err != nil {
 			return nil, fmt.Errorf("store %s: %w", s.URL, err)
@@ -107,6 +120,38 @@ func OpenSpec(ctx context.Context, s store.Spec, opts Options) (agent.SessionSto
 // ErrNoLogs: the store a spec names keeps no sessions (none), so it has no
 // logs to read or copy.
 var ErrNoLogs = errors.New("keeps no sessions")
+
+// openLocalFirst opens the bucket at url local-first, its replica in
+// panto's data directory (localfirst.Dir); the bucket itself is opened
+// with o, in the background.
+func openLocalFirst(ctx context.Context, url string, opts Options, o []objstore.Option) (agent.SessionStore, error) {
+	endpoint := opts.Endpoint
+	if endpoint == "" {
+		endpoint = firstSet(os.Getenv("AWS_ENDPOINT_URL_S3"), os.Getenv("AWS_ENDPOINT_URL"))
+	}
+	dir, err := localfirst.Dir(url, endpoint)
+	if err != nil {
+		return nil, fmt.Errorf("store %s: %w", url, err)
+	}
+	return localfirst.Open(ctx, localfirst.Options{
+		Dir:  dir,
+		Name: url,
+		OpenBucket: func(ctx context.Context) (store.LogStore, error) {
+			return objstore.Open(ctx, url, o...)
+		},
+		Unreachable: objstore.IsUnreachable,
+		Notify:      opts.Notify,
+	})
+}
+
+func firstSet(s ...string) string {
+	for _, v := range s {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}
 
 // OpenLog opens the store a spec names as a store.LogStore, for the
 // callers that read or copy sessions as raw bytes; a store that cannot

@@ -29,15 +29,28 @@ type bucket interface {
 	put(ctx context.Context, key string, data []byte, cond putCond, contentType string) (etag string, err error)
 	// delete removes an object; a missing object is not an error.
 	delete(ctx context.Context, key string) error
-	// list returns the keys under prefix and, with a delimiter, the
-	// common prefixes, in lexical order. No routine path lists
-	// (docs/DESIGN.md §P6): only the explicit checks do.
-	list(ctx context.Context, prefix, delimiter string) (keys, prefixes []string, err error)
+	// list returns the objects under prefix (key and ETag) and, with a
+	// delimiter, the common prefixes, in lexical order. No routine path
+	// lists (docs/DESIGN.md §P6) but ChangeToken's one bounded listing
+	// of the index: only the explicit checks do.
+	list(ctx context.Context, prefix, delimiter string) (objects []listed, prefixes []string, err error)
 	// url names an object (key "": the store's prefix) in messages.
 	url(key string) string
 	// explainOpenError turns the error of the store's first requests into
 	// one line that says what to fix (wrapping ErrOpen).
 	explainOpenError(err error) error
+}
+
+// listed is an object a list found.
+type listed struct{ key, etag string }
+
+// listedKeys is the keys of objects, in their order.
+func listedKeys(objects []listed) []string {
+	keys := make([]string, len(objects))
+	for i, o := range objects {
+		keys[i] = o.key
+	}
+	return keys
 }
 
 // putCond is the precondition of a put.

@@ -166,14 +166,28 @@ func checkBucket(t *testing.T, b bucket) {
 			return want(err, errPrecondition)
 		}},
 		{"list by prefix: every key under it, in order", func() error {
-			keys, prefixes, err := b.list(ctx, "d/", "")
+			objects, prefixes, err := b.list(ctx, "d/", "")
+			keys := listedKeys(objects)
 			if err != nil || !slices.Equal(keys, []string{"d/b", "d/e/c"}) || len(prefixes) != 0 {
 				return fmt.Errorf("got %q %q %v", keys, prefixes, err)
 			}
 			return nil
 		}},
+		{"list: each object's ETag as its get gives it (ChangeToken)", func() error {
+			objects, _, err := b.list(ctx, "d/", "")
+			if err != nil || len(objects) == 0 {
+				return fmt.Errorf("got %v %v", objects, err)
+			}
+			for _, o := range objects {
+				if _, etag, err := b.get(ctx, o.key, ""); err != nil || etag != o.etag {
+					return fmt.Errorf("%s: listed ETag %q, get %q %v", o.key, o.etag, etag, err)
+				}
+			}
+			return nil
+		}},
 		{"list by prefix and delimiter: one level", func() error {
-			keys, prefixes, err := b.list(ctx, "d/", "/")
+			objects, prefixes, err := b.list(ctx, "d/", "/")
+			keys := listedKeys(objects)
 			if err != nil || !slices.Equal(keys, []string{"d/b"}) || !slices.Equal(prefixes, []string{"d/e/"}) {
 				return fmt.Errorf("got %q %q %v", keys, prefixes, err)
 			}

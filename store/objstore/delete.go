@@ -155,7 +155,8 @@ func (s *Store) sweep(ctx context.Context, id string, end int64, known []string,
 			return nil, fmt.Errorf("delete session %s: %w", id, err)
 		}
 	}
-	keys, _, err := s.b.list(ctx, s.sessionKey(id, ""), "")
+	objects, _, err := s.b.list(ctx, s.sessionKey(id, ""), "")
+	keys := listedKeys(objects)
 	switch {
 	case errors.Is(err, ErrPermission) && mustList:
 		return err, nil
@@ -376,7 +377,8 @@ func (s *Store) finishPurges(ctx context.Context) {
 // deleted them. Credentials that may not list delete them by number, from
 // from (the first the base does not say are deleted) to through.
 func (s *Store) deleteDeltas(ctx context.Context, name string, from, through int64) error {
-	keys, _, err := s.b.list(ctx, "index/"+name+"/", "")
+	objects, _, err := s.b.list(ctx, "index/"+name+"/", "")
+	keys := listedKeys(objects)
 	if errors.Is(err, ErrPermission) {
 		for n := max(from, 1); n <= through; n++ {
 			if err := s.b.delete(ctx, deltaKey(name, n)); err != nil {

@@ -136,13 +136,13 @@ func (f *faultBucket) delete(ctx context.Context, key string) error {
 	return f.do(ctx, Op{Method: "DELETE", Key: key}, func() error { return f.bucket.delete(ctx, key) })
 }
 
-func (f *faultBucket) list(ctx context.Context, prefix, delimiter string) (keys, prefixes []string, err error) {
+func (f *faultBucket) list(ctx context.Context, prefix, delimiter string) (objects []listed, prefixes []string, err error) {
 	err = f.do(ctx, Op{Method: "LIST", Key: prefix, Delimiter: delimiter}, func() error {
-		keys, prefixes, err = f.bucket.list(ctx, prefix, delimiter)
+		objects, prefixes, err = f.bucket.list(ctx, prefix, delimiter)
 		return err
 	})
 	if err != nil {
 		return nil, nil, err
 	}
-	return keys, prefixes, nil
+	return objects, prefixes, nil
 }

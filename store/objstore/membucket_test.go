@@ -94,14 +94,14 @@ func (b *memBucket) delete(ctx context.Context, key string) error {
 	return nil
 }
 
-func (b *memBucket) list(ctx context.Context, prefix, delimiter string) (keys, prefixes []string, err error) {
+func (b *memBucket) list(ctx context.Context, prefix, delimiter string) (objects []listed, prefixes []string, err error) {
 	if err := ctx.Err(); err != nil {
 		return nil, nil, fmt.Errorf("list %s: %w", prefix, err)
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	for k := range b.objects {
-		k, ok := strings.CutPrefix(k, b.prefix)
+	for full, o := range b.objects {
+		k, ok := strings.CutPrefix(full, b.prefix)
 		if !ok || !strings.HasPrefix(k, prefix) {
 			continue
 		}
@@ -114,11 +114,11 @@ func (b *memBucket) list(ctx context.Context, prefix, delimiter string) (keys, p
 				continue
 			}
 		}
-		keys = append(keys, k)
+		objects = append(objects, listed{k, o.etag})
 	}
-	slices.Sort(keys)
+	slices.SortFunc(objects, func(a, b listed) int { return strings.Compare(a.key, b.key) })
 	slices.Sort(prefixes)
-	return keys, prefixes, nil
+	return objects, prefixes, nil
 }
 
 func (b *memBucket) url(key string) string { return "mem://" + b.name + "/" + b.prefix + key }

@@ -273,10 +273,11 @@ func (s *Store) rebuildShard(ctx context.Context, name string, truth map[string]
 	if err != nil && !errors.Is(err, errNotFound) {
 		return err
 	}
-	keys, _, err := s.b.list(ctx, "index/"+name+"/", "")
+	objects, _, err := s.b.list(ctx, "index/"+name+"/", "")
 	if err != nil {
 		return err
 	}
+	keys := listedKeys(objects)
 	var through int64
 	for _, k := range keys {
 		base := strings.TrimSuffix(k[strings.LastIndexByte(k, '/')+1:], ".json.zst")

@@ -261,7 +261,7 @@ func (c *idleConn) Write(b []byte) (int, error) {
 }
 
 // list pages through ListObjectsV2.
-func (b *s3Bucket) list(ctx context.Context, rel, delimiter string) (keys, prefixes []string, err error) {
+func (b *s3Bucket) list(ctx context.Context, rel, delimiter string) (objects []listed, prefixes []string, err error) {
 	in := &s3.ListObjectsV2Input{Bucket: &b.name, Prefix: aws.String(b.key(rel))}
 	if delimiter != "" {
 		in.Delimiter = aws.String(delimiter)
@@ -273,13 +273,13 @@ func (b *s3Bucket) list(ctx context.Context, rel, delimiter string) (keys, prefi
 			return nil, nil, b.requestFailed("list", b.key(rel), err)
 		}
 		for _, o := range page.Contents {
-			keys = append(keys, strings.TrimPrefix(aws.ToString(o.Key), b.prefix))
+			objects = append(objects, listed{strings.TrimPrefix(aws.ToString(o.Key), b.prefix), aws.ToString(o.ETag)})
 		}
 		for _, cp := range page.CommonPrefixes {
 			prefixes = append(prefixes, strings.TrimPrefix(aws.ToString(cp.Prefix), b.prefix))
 		}
 	}
-	return keys, prefixes, nil
+	return objects, prefixes, nil
 }
 
 func (b *s3Bucket) delete(ctx context.Context, rel string) error {

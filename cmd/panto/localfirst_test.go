@@ -1,0 +1,186 @@
+package main
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/panto-dev/panto/agent"
+	"github.com/panto-dev/panto/internal/testkit/fakeprovider"
+	"github.com/panto-dev/panto/internal/testkit/miniotest"
+	"github.com/panto-dev/panto/store/objstore"
+)
+
+// lfMachine is one machine of the local-first tests: its environment
+// (its own XDG_DATA_HOME, so its own replica) against the bucket.
+func lfMachine(t *testing.T, s3 *miniotest.Server) []string {
+	return append(minioEnv(s3), openaiKeyVar+"="+openaiKey, "XDG_DATA_HOME="+filepath.Join(t.TempDir(), "data"))
+}
+
+const openaiKeyVar = "OPENAI_API_KEY"
+
+// bucketTexts are the texts of session id's messages in the bucket, read
+// with the bucket's own store (--direct's).
+func bucketTexts(t *testing.T, s3 *miniotest.Server, remote, id string) []string {
+	t.Helper()
+	conv, err := bucketOf(t, s3, remote).Load(context.Background(), id)
+	if err != nil {
+		t.Fatalf("load %s from the bucket: %v", id, err)
+	}
+	var out []string
+	for _, m := range conv.Messages {
+		out = append(out, m.Text())
+	}
+	return out
+}
+
+// bucketOf opens the bucket's own store (what --direct opens).
+func bucketOf(t *testing.T, s3 *miniotest.Server, remote string) *objstore.Store {
+	t.Helper()
+	st, err := objstore.Open(t.Context(), remote, objstore.WithEndpoint(s3.Endpoint()), objstore.WithS3Options(s3.SetCredentials))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// TestLocalFirstOutage: with the bucket killed, then frozen, panto -c
+// answers every prompt from this machine's copy and says so in one line;
+// once the bucket is back every message is in it exactly once, and
+// another machine continues the session.
+func TestLocalFirstOutage(t *testing.T) {
+	t.Parallel()
+	provider := fakeprovider.New(t, fakeprovider.OpenAI, openaiKey,
+		fakeprovider.Reply{Text: "reply online"}, fakeprovider.Reply{Text: "reply dead"},
+		fakeprovider.Reply{Text: "reply frozen"}, fakeprovider.Reply{Text: "reply b"})
+	s3 := miniotest.New(t)
+	remote := "s3://" + s3.NewBucket(t) + "/lf"
+	a, b := lfMachine(t, s3), lfMachine(t, s3)
+	flags := append(providerCases[0].flags(provider), "--store", remote)
+	wd := t.TempDir()
+
+	r := runPanto(t, wd, a, "", append(flags, "online prompt")...)
+	m := sessionLine.FindStringSubmatch(r.stderr)
+	if r.code != 0 || m == nil {
+		t.Fatalf("online: exit %d: %s", r.code, r.stderr)
+	}
+	id := m[1]
+
+	s3.Kill()
+	r = runPanto(t, wd, a, "", append(flags, "-c", "prompt while dead")...)
+	if r.code != 0 || !strings.Contains(r.stderr, id) {
+		t.Fatalf("bucket dead: exit %d: %s", r.code, r.stderr)
+	}
+	for _, says := range []string{"bucket unreachable: working from this machine's copy", "2 messages not yet sent"} {
+		if !strings.Contains(r.stderr, says) {
+			t.Errorf("bucket dead: stderr does not say %q: %s", says, r.stderr)
+		}
+	}
+
+	if err := s3.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s3.Freeze(); err != nil {
+		t.Fatal(err)
+	}
+	r = runPanto(t, wd, a, "", append(flags, "-c", "prompt while frozen")...)
+	if err := s3.Thaw(); err != nil {
+		t.Fatal(err)
+	}
+	if r.code != 0 || !strings.Contains(r.stderr, "bucket unreachable") {
+		t.Fatalf("bucket frozen: exit %d: %s", r.code, r.stderr)
+	}
+	if got := len(provider.Requests()); got != 3 {
+		t.Fatalf("the provider had %d requests, want 3 (one per prompt)", got)
+	}
+
+	// Back: the next run on machine A sends what was left.
+	r = runPanto(t, wd, a, "", "sessions", "--store", remote)
+	if r.code != 0 || strings.Contains(r.stderr, "not yet sent") {
+		t.Fatalf("sessions after the outage: exit %d: %s", r.code, r.stderr)
+	}
+	want := []string{"online prompt", "reply online", "prompt while dead", "reply dead", "prompt while frozen", "reply frozen"}
+	if got := bucketTexts(t, s3, remote, id); strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Fatalf("the bucket holds %q, want %q", got, want)
+	}
+
+	// Machine B continues A's session from the bucket.
+	r = runPanto(t, wd, b, "", append(flags, "-c", "prompt on b")...)
+	if r.code != 0 || !strings.Contains(r.stderr, id) {
+		t.Fatalf("machine B: exit %d: %s", r.code, r.stderr)
+	}
+	if body := string(provider.Requests()[3].Body); !strings.Contains(body, "prompt while frozen") {
+		t.Errorf("machine B did not send A's history: %s", body)
+	}
+	if got := bucketTexts(t, s3, remote, id); len(got) != 8 || got[6] != "prompt on b" {
+		t.Fatalf("after machine B the bucket holds %q", got)
+	}
+}
+
+// TestLocalFirstDivergedKeepsBoth: machine A appends while the bucket is
+// down, machine B appends to the same session once it is back: A's next
+// run keeps both, as two linked sessions, and says which holds what.
+func TestLocalFirstDivergedKeepsBoth(t *testing.T) {
+	t.Parallel()
+	provider := fakeprovider.New(t, fakeprovider.OpenAI, openaiKey,
+		fakeprovider.Reply{Text: "reply 1"}, fakeprovider.Reply{Text: "reply a"}, fakeprovider.Reply{Text: "reply b"})
+	s3 := miniotest.New(t)
+	remote := "s3://" + s3.NewBucket(t) + "/lf"
+	a, b := lfMachine(t, s3), lfMachine(t, s3)
+	flags := append(providerCases[0].flags(provider), "--store", remote)
+	wd := t.TempDir()
+
+	r := runPanto(t, wd, a, "", append(flags, "shared prompt")...)
+	m := sessionLine.FindStringSubmatch(r.stderr)
+	if r.code != 0 || m == nil {
+		t.Fatalf("online: exit %d: %s", r.code, r.stderr)
+	}
+	id := m[1]
+	s3.Kill()
+	if r = runPanto(t, wd, a, "", append(flags, "-c", "a offline")...); r.code != 0 {
+		t.Fatalf("machine A offline: exit %d: %s", r.code, r.stderr)
+	}
+	if err := s3.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	if r = runPanto(t, wd, b, "", append(flags, "-c", "b online")...); r.code != 0 || !strings.Contains(r.stderr, id) {
+		t.Fatalf("machine B: exit %d: %s", r.code, r.stderr)
+	}
+
+	r = runPanto(t, wd, a, "", "sessions", "--store", remote)
+	if r.code != 0 || !strings.Contains(r.stderr, "also changed on another machine") {
+		t.Fatalf("machine A back online: exit %d, not told of the conflict: %s", r.code, r.stderr)
+	}
+	list, err := bucketOf(t, s3, remote).List(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kept agent.SessionInfo
+	for _, info := range list {
+		if info.Parent == id {
+			kept = info
+		}
+	}
+	if len(list) != 2 || kept.ID == "" || !strings.Contains(r.stderr, kept.ID) {
+		t.Fatalf("the bucket lists %+v: want %s and a copy linked to it, named in %q", list, id, r.stderr)
+	}
+	if got := strings.Join(bucketTexts(t, s3, remote, id), "|"); got != "shared prompt|reply 1|b online|reply b" {
+		t.Errorf("%s holds %q", id, got)
+	}
+	if got := strings.Join(bucketTexts(t, s3, remote, kept.ID), "|"); got != "shared prompt|reply 1|a offline|reply a" {
+		t.Errorf("the kept copy %s holds %q", kept.ID, got)
+	}
+}
+
+// TestLocalFirstUnreachableAtStart: a bucket that does not answer at all
+// does not refuse panto (it lists this machine's copy and says so in one
+// line); --direct keeps the error (TestMisconfiguredStore).
+func TestLocalFirstUnreachableAtStart(t *testing.T) {
+	t.Parallel()
+	s3 := miniotest.Shared(t)
+	r := runPanto(t, t.TempDir(), lfMachine(t, s3), "", "sessions", "--store", "s3://"+s3.NewBucket(t), "--endpoint", "http://127.0.0.1:1")
+	if r.code != 0 || !strings.Contains(r.stderr, "panto: bucket unreachable: working from this machine's copy\n") {
+		t.Fatalf("exit %d, stderr %q", r.code, r.stderr)
+	}
+}

@@ -1,0 +1,517 @@
+// Package localfirst is the local-first bucket store: what panto opens
+// for --store s3://... unless told --direct. It wraps a replica, a
+// catalog directory of this machine (store/fsjsonl), and the bucket's
+// store (store/objstore), so that panto never waits for the network nor
+// loses a prompt to it. docs/DESIGN.md, "The local-first store", is the
+// design; in short:
+//
+// # Protocol
+//
+//  1. Every write (messages, titles, forks, deletions) goes to the
+//     replica first, and returns when it is there: durable at the fsync,
+//     as with the directory store. The session is then marked to ship.
+//  2. A background shipper sends each marked session to the bucket with
+//     the sync engine (package replica: Relate and Transfer), one session
+//     at a time, in log order: every append is store.LogStore.AppendLog at
+//     the checkpoint the bucket is believed to hold, which the bucket
+//     refuses (store.ChangedError) when its log is elsewhere; the session
+//     is then related again from what the bucket holds. While the bucket
+//     does not answer (objstore.IsUnreachable) the shipper retries with
+//     backoff, up to a minute apart.
+//  3. When the bucket's log diverged from the replica's (another machine
+//     appended while this one was offline), the shipper keeps both, as
+//     panto-sync's --on-diverge=keep-both does: this machine's log goes
+//     to the bucket as a new session linked to the original
+//     (replica.KeptID); the replica gets that copy too, the original's
+//     log in the replica is replaced by the bucket's (fsjsonl.Replace),
+//     later appends of this process go to the copy, and the user is told
+//     which session holds what.
+//  4. Reads (List, Latest, Resolve, Load) ask the bucket with a short
+//     timeout and bring the replica's copy of what they read up to date
+//     (a pull of the sessions read, not of the whole bucket); when it
+//     does not answer they go on from the replica and say so once.
+//  5. Close waits a bounded time for the shipper, then says in one line
+//     what is still to send. Whatever is left is found by the catch-up
+//     of the next local-first store that reaches the bucket: at each
+//     connection the shipper plans the whole replica against the bucket
+//     (replica.PlanAll) and sends what the bucket lacks.
+//
+// # Invariants
+//
+//   - Nothing acknowledged is lost: an append is acknowledged once it is
+//     in the replica, and the replica is only ever appended to, except by
+//     step 3, which first makes its bytes another session, in the replica
+//     and in the bucket.
+//   - The bucket is never overwritten: every write is conditional.
+//   - The shipper's record of what the bucket holds of a session (the
+//     shipped file, .panto-shipped.json in the replica) is always a
+//     prefix of the replica's log; it may lag behind the bucket, which
+//     only costs a refused append and a new plan.
+//   - Processes on one machine share the replica: fsjsonl's locks order
+//     their appends into one log, so their shippers send the same bytes
+//     and never make a session diverge from itself.
+//
+// # Cost
+//
+// A shipped append is one conditional PUT when the shipper knows where
+// the bucket's log is (it does after its first send of the session),
+// else the checkpoint read of store.Head first. A read is the bucket's
+// listing (as with --direct) plus, for a session whose replica is behind,
+// the segments it lacks.
+package localfirst
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/panto-dev/panto/agent"
+	"github.com/panto-dev/panto/store"
+	"github.com/panto-dev/panto/store/fsjsonl"
+)
+
+// Options configure Open.
+type Options struct {
+	// Dir is the replica's directory (see Dir).
+	Dir string
+	// Name is the bucket's URL, s3://BUCKET[/PREFIX], named in messages.
+	Name string
+	// OpenBucket opens the bucket's store. It is called in the background
+	// until it succeeds, or fails with an error that is not unreachable.
+	OpenBucket func(ctx context.Context) (store.LogStore, error)
+	// Unreachable reports whether an error of the bucket means it gave
+	// no answer (objstore.IsUnreachable); any other error is reported.
+	Unreachable func(error) bool
+	// ReadTimeout bounds how long Open and each read wait for the bucket
+	// before going on from the replica (default 2s).
+	ReadTimeout time.Duration
+	// CloseTimeout bounds how long Close waits for the shipper (default 5s).
+	CloseTimeout time.Duration
+	// MaxBackoff bounds the wait between two attempts to reach a bucket
+	// that does not answer (default 30s).
+	MaxBackoff time.Duration
+	// Notify, when set, is told in one line what the user should know:
+	// the bucket is unreachable, a session was kept twice, a session
+	// could not be sent.
+	Notify func(string)
+}
+
+func (o *Options) defaults() {
+	if o.ReadTimeout <= 0 {
+		o.ReadTimeout = 2 * time.Second
+	}
+	if o.CloseTimeout <= 0 {
+		o.CloseTimeout = 5 * time.Second
+	}
+	if o.MaxBackoff <= 0 {
+		o.MaxBackoff = 30 * time.Second
+	}
+	if o.Notify == nil {
+		o.Notify = func(string) {}
+	}
+	if o.Unreachable == nil {
+		o.Unreachable = func(err error) bool { return errors.Is(err, context.DeadlineExceeded) }
+	}
+}
+
+// Store is the local-first store. It is safe for concurrent use.
+type Store struct {
+	opts    Options
+	local   *fsjsonl.Store
+	conn    *connector
+	ship    *shipper
+	shipped *shippedFile
+
+	// appendMu: appends hold it shared; a conflict's resolution holds it
+	// alone while it swaps the replica's log (conflict.go).
+	appendMu sync.RWMutex
+
+	mu sync.Mutex
+	// redirect sends this process's appends to a session that was kept
+	// twice to the copy that holds this machine's log.
+	redirect map[string]string
+	// toldOffline: the unreachable notice was given.
+	toldOffline bool
+	// offlineAt is when a read last found the bucket not answering: while
+	// the bucket is not open, the reads of the next offlineFor go straight
+	// to the replica, so that one command pays the wait once.
+	offlineAt time.Time
+}
+
+// offlineFor is how long a read that found the bucket not answering
+// spares the next ones the wait.
+const offlineFor = 30 * time.Second
+
+var (
+	_ store.LogStore     = (*Store)(nil)
+	_ store.Deleter      = (*Store)(nil)
+	_ store.Closer       = (*Store)(nil)
+	_ store.Flusher      = (*Store)(nil)
+	_ store.Unwrapper    = (*Store)(nil)
+	_ agent.SessionStore = (*Store)(nil)
+)
+
+// Open opens the replica and starts reaching the bucket in the
+// background. It waits at most ReadTimeout for the bucket's first answer:
+// an error that is not unreachable (rejected credentials, a missing
+// bucket, a server without conditional writes, another key) fails Open
+// before anything is written; a bucket that does not answer in time does
+// not.
+func Open(ctx context.Context, opts Options) (*Store, error) {
+	opts.defaults()
+	if opts.OpenBucket == nil {
+		return nil, errors.New("local-first store: no bucket to open")
+	}
+	local, err := fsjsonl.Open(opts.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("local-first store %s: replica: %w", opts.Name, err)
+	}
+	s := &Store{opts: opts, local: local, redirect: map[string]string{}, shipped: openShipped(opts.Dir)}
+	s.conn = newConnector(opts)
+	wait, cancel := context.WithTimeout(ctx, opts.ReadTimeout)
+	defer cancel()
+	reached, err := s.conn.firstAnswer(wait)
+	if err != nil {
+		s.conn.stop()
+		return nil, fmt.Errorf("store %s: %w", opts.Name, err)
+	}
+	_ = reached // a bucket not open yet is waited for by the first read
+	s.ship = newShipper(s)
+	return s, nil
+}
+
+// Unwrap returns the replica: what the helpers of package store find on
+// this store is this machine's copy (it is a store.PrefixHasher).
+func (s *Store) Unwrap() agent.SessionStore { return s.local }
+
+// Replica returns the replica's store.
+func (s *Store) Replica() *fsjsonl.Store { return s.local }
+
+// Create mints a handle on a new session (no I/O).
+func (s *Store) Create() *agent.Session {
+	return &agent.Session{Info: agent.SessionInfo{ID: agent.NewSessionID()}, Store: s}
+}
+
+// AppendMessages appends msgs to the replica's session id (or to the copy
+// that holds this machine's log, once the session was kept twice) and
+// marks it to ship. It never waits for the bucket.
+func (s *Store) AppendMessages(ctx context.Context, id string, msgs []agent.PersistentMessage) error {
+	s.appendMu.RLock()
+	defer s.appendMu.RUnlock()
+	id = s.target(id)
+	if err := s.local.AppendMessages(ctx, id, msgs); err != nil {
+		return err
+	}
+	s.ship.mark(id)
+	return nil
+}
+
+// AppendLog appends raw lines to the replica (store.LogStore.AppendLog)
+// and marks the session to ship.
+func (s *Store) AppendLog(ctx context.Context, id string, at store.Checkpoint, data []byte) (store.Checkpoint, error) {
+	s.appendMu.RLock()
+	defer s.appendMu.RUnlock()
+	cp, err := s.local.AppendLog(ctx, id, at, data)
+	if err == nil {
+		s.ship.mark(id)
+	}
+	return cp, err
+}
+
+// target is where this process appends what it appends to session id.
+func (s *Store) target(id string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if to, ok := s.redirect[id]; ok {
+		return to
+	}
+	return id
+}
+
+// List lists the bucket's sessions and the replica's, merged (the longer
+// copy of a session wins: the replica may hold appends not yet shipped,
+// the bucket another machine's). Offline it lists the replica.
+func (s *Store) List(ctx context.Context) ([]agent.SessionInfo, error) {
+	local, err := s.local.List(ctx)
+	if err != nil && !errors.Is(err, agent.ErrIncompleteList) {
+		return nil, err
+	}
+	partial := err
+	b := s.online(ctx)
+	if b == nil {
+		return local, partial
+	}
+	rctx, cancel := context.WithTimeout(ctx, s.opts.ReadTimeout)
+	defer cancel()
+	remote, err := b.List(rctx)
+	if s.unreachable(err) {
+		s.tellOffline(ctx)
+		return local, partial
+	}
+	if err != nil && !errors.Is(err, agent.ErrIncompleteList) {
+		return nil, fmt.Errorf("list %s: %w", s.opts.Name, err)
+	}
+	return merge(local, remote), errors.Join(partial, err)
+}
+
+// merge merges two listings, newest first; of a session in both, the
+// copy with more messages (then the later one) wins.
+func merge(a, b []agent.SessionInfo) []agent.SessionInfo {
+	byID := make(map[string]agent.SessionInfo, len(a)+len(b))
+	for _, l := range [][]agent.SessionInfo{a, b} {
+		for _, info := range l {
+			have, ok := byID[info.ID]
+			if !ok || info.MessageCount > have.MessageCount || (info.MessageCount == have.MessageCount && info.Modified.After(have.Modified)) {
+				byID[info.ID] = info
+			}
+		}
+	}
+	out := make([]agent.SessionInfo, 0, len(byID))
+	for _, info := range byID {
+		out = append(out, info)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if !out[i].Modified.Equal(out[j].Modified) {
+			return out[i].Modified.After(out[j].Modified)
+		}
+		return out[i].ID < out[j].ID
+	})
+	return out
+}
+
+// Latest returns the most recently modified session of the merged
+// listing, its replica brought up to date.
+func (s *Store) Latest(ctx context.Context) (*agent.Session, error) {
+	list, err := s.List(ctx)
+	if len(list) == 0 {
+		if err != nil {
+			return nil, err
+		}
+		return nil, agent.NotFoundError("")
+	}
+	return s.handle(ctx, list[0].ID, &list[0])
+}
+
+// Resolve finds idOrPrefix in the bucket and the replica; a prefix that
+// names different sessions in the two is ambiguous.
+func (s *Store) Resolve(ctx context.Context, idOrPrefix string) (*agent.Session, error) {
+	local, lerr := s.local.Resolve(ctx, idOrPrefix)
+	var gone *agent.DeletedError
+	if lerr != nil && (!errors.Is(lerr, agent.ErrSessionNotFound) || errors.As(lerr, &gone)) {
+		return nil, lerr // deleted here, or a catalog that cannot be read
+	}
+	var remote *agent.Session
+	consulted := false
+	if b := s.online(ctx); b != nil {
+		rctx, cancel := context.WithTimeout(ctx, s.opts.ReadTimeout)
+		defer cancel()
+		r, err := b.Resolve(rctx, idOrPrefix)
+		consulted = !s.unreachable(err)
+		switch {
+		case s.unreachable(err):
+			s.tellOffline(ctx)
+		case err != nil && (!errors.Is(err, agent.ErrSessionNotFound) || errors.As(err, &gone)):
+			return nil, err // deleted in the bucket, or a bucket that answers wrongly
+		default:
+			remote = r
+		}
+	}
+	switch {
+	case local == nil && remote == nil && !consulted:
+		return nil, fmt.Errorf("%w (the bucket did not answer: only this machine's copy of %s was searched)", lerr, s.opts.Name)
+	case local == nil && remote == nil:
+		return nil, lerr
+	case local != nil && remote != nil && local.Info.ID != remote.Info.ID:
+		return nil, agent.AmbiguousError(idOrPrefix, []string{local.Info.ID, remote.Info.ID})
+	case local != nil:
+		return s.handle(ctx, local.Info.ID, nil)
+	}
+	return s.handle(ctx, remote.Info.ID, &remote.Info)
+}
+
+// handle brings the replica's copy of session id up to date and returns
+// a handle on it.
+// listed is how the bucket listed it (nil: it did not), which the handle
+// keeps when the replica could not get a copy of it.
+func (s *Store) handle(ctx context.Context, id string, listed *agent.SessionInfo) (*agent.Session, error) {
+	s.refresh(ctx, id)
+	info, err := s.localInfo(ctx, id)
+	if errors.Is(err, agent.ErrSessionNotFound) {
+		// The refresh may have carried a deletion the bucket's listing
+		// did not show yet.
+		if t, terr := s.tombstone(ctx, id); terr == nil && t != nil {
+			return nil, &agent.DeletedError{ID: id, Deleted: t.Deleted, Length: t.At.Length, SHA256: t.At.SHA256}
+		}
+		if listed != nil {
+			// Listed, and no log to copy (a deletion cut short): what
+			// is done to it goes through the replica to the bucket.
+			return &agent.Session{Info: *listed, Store: s}, nil
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &agent.Session{Info: info, Store: s}, nil
+}
+
+// localInfo is the replica's summary of session id.
+func (s *Store) localInfo(ctx context.Context, id string) (agent.SessionInfo, error) {
+	sess, err := s.local.Resolve(ctx, id)
+	if err != nil {
+		return agent.SessionInfo{}, err
+	}
+	return sess.Info, nil
+}
+
+// Load brings the replica's copy of session id up to date, then loads it.
+func (s *Store) Load(ctx context.Context, id string) (*agent.Conversation, error) {
+	s.refresh(ctx, id)
+	return s.local.Load(ctx, id)
+}
+
+// Logs lists the replica's sessions and, online, those only the bucket
+// holds (which ReadLog brings into the replica).
+func (s *Store) Logs(ctx context.Context) ([]store.Log, error) {
+	local, err := s.local.Logs(ctx)
+	if err != nil && !errors.Is(err, agent.ErrIncompleteList) {
+		return nil, err
+	}
+	partial := err
+	b := s.online(ctx)
+	if b == nil {
+		return local, partial
+	}
+	rctx, cancel := context.WithTimeout(ctx, s.opts.ReadTimeout)
+	defer cancel()
+	remote, err := b.Logs(rctx)
+	if s.unreachable(err) {
+		s.tellOffline(ctx)
+		return local, partial
+	}
+	if err != nil && !errors.Is(err, agent.ErrIncompleteList) {
+		return nil, fmt.Errorf("list %s: %w", s.opts.Name, err)
+	}
+	have := make(map[string]bool, len(local))
+	for _, l := range local {
+		have[l.Info.ID] = true
+	}
+	for _, l := range remote {
+		if !have[l.Info.ID] {
+			local = append(local, l)
+		}
+	}
+	return local, errors.Join(partial, err)
+}
+
+// ReadLog brings the replica's copy of session id up to date, then reads
+// it.
+func (s *Store) ReadLog(ctx context.Context, id string, from int64) (io.ReadCloser, store.Checkpoint, error) {
+	s.refresh(ctx, id)
+	return s.local.ReadLog(ctx, id, from)
+}
+
+// Delete deletes session t.ID in the replica, leaving tombstone t, and
+// marks the deletion to ship (sync's rules then carry it to the bucket).
+func (s *Store) Delete(ctx context.Context, t store.Tombstone) error {
+	s.appendMu.RLock()
+	defer s.appendMu.RUnlock()
+	if err := s.local.Delete(ctx, t); err != nil {
+		return err
+	}
+	s.ship.mark(t.ID)
+	return nil
+}
+
+// Tombstones lists the replica's tombstones.
+func (s *Store) Tombstones(ctx context.Context) ([]store.Tombstone, error) {
+	return s.local.Tombstones(ctx)
+}
+
+// Flush makes the replica's summaries durable and gives the shipper a
+// nudge; it does not wait for the bucket (Close does, a bounded time).
+func (s *Store) Flush(ctx context.Context) error {
+	s.ship.kick()
+	return s.local.Flush(ctx)
+}
+
+// Close waits at most CloseTimeout (or ctx) for the shipper to send what
+// is marked, closes the bucket's store as far as it answers, and reports
+// in one line what is still to send: the catch-up of the next
+// local-first store that reaches the bucket sends it.
+func (s *Store) Close(ctx context.Context) error {
+	wait, cancel := context.WithTimeout(ctx, s.opts.CloseTimeout)
+	defer cancel()
+	s.ship.drain(wait)
+	s.ship.stop()
+	var errs []error
+	if b := s.conn.current(); b != nil {
+		done := make(chan error, 1)
+		go func() { done <- store.Close(wait, b) }()
+		select {
+		case err := <-done:
+			if err != nil && !s.unreachable(err) {
+				errs = append(errs, fmt.Errorf("close %s: %w", s.opts.Name, err))
+			}
+		case <-wait.Done():
+		}
+	}
+	s.conn.stop()
+	s.shipped.save()
+	if err := s.local.Flush(context.WithoutCancel(ctx)); err != nil {
+		errs = append(errs, err)
+	}
+	if n, err := s.pending(context.WithoutCancel(ctx)); err == nil && n.messages+n.deletions > 0 {
+		errs = append(errs, fmt.Errorf("%s not yet sent to %s: kept on this machine (%s); the next panto run that reaches the bucket sends them", n, s.opts.Name, s.opts.Dir))
+	}
+	return errors.Join(errs...)
+}
+
+// online returns the bucket's store when it is open, waiting for a
+// connection under way at most ReadTimeout; nil (and the unreachable
+// notice, once) when it is not there.
+func (s *Store) online(ctx context.Context) store.LogStore {
+	if b := s.conn.current(); b != nil {
+		return b // open: each read bounds its own wait
+	}
+	s.mu.Lock()
+	recent := !s.offlineAt.IsZero() && time.Since(s.offlineAt) < offlineFor
+	s.mu.Unlock()
+	if recent {
+		s.tellOffline(ctx)
+		return nil
+	}
+	wait, cancel := context.WithTimeout(ctx, s.opts.ReadTimeout)
+	defer cancel()
+	b := s.conn.wait(wait)
+	if b == nil {
+		s.tellOffline(ctx)
+	}
+	return b
+}
+
+// unreachable reports whether err means the bucket gave no answer.
+func (s *Store) unreachable(err error) bool {
+	return err != nil && (s.opts.Unreachable(err) || errors.Is(err, context.DeadlineExceeded))
+}
+
+// tellOffline records that a read found the bucket not answering, and
+// gives the unreachable notice, once per Store.
+func (s *Store) tellOffline(ctx context.Context) {
+	s.mu.Lock()
+	told := s.toldOffline
+	s.toldOffline = true
+	s.offlineAt = time.Now()
+	s.mu.Unlock()
+	if told {
+		return
+	}
+	msg := "bucket unreachable: working from this machine's copy"
+	if n, err := s.pending(ctx); err == nil && n.messages+n.deletions > 0 {
+		msg += fmt.Sprintf("; %s will be sent when it is back", n)
+	}
+	s.opts.Notify(msg)
+}

@@ -1,0 +1,362 @@
+package localfirst
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/panto-dev/panto/agent"
+	"github.com/panto-dev/panto/replica"
+	"github.com/panto-dev/panto/store"
+)
+
+// shipper sends the replica's marked sessions to the bucket in the
+// background (the package doc's step 2), and catches up at each
+// connection (step 5).
+type shipper struct {
+	s      *Store
+	kickCh chan struct{}
+	ctx    context.Context
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	mu    sync.Mutex
+	dirty map[string]bool
+	busy  bool          // a round is under way
+	idle  chan struct{} // closed when the catch-up is done, dirty is empty and no round runs
+	// idleOpen: idle is not closed yet.
+	idleOpen bool
+	// rounds counts the rounds begun; failedAt is the number of the last
+	// one that found the bucket not answering (1-based, 0: none).
+	rounds, failedAt, lastDone int
+	// caughtUp: the catch-up of this connection is done.
+	caughtUp bool
+	// failing: sessions whose last send failed with an answer (not
+	// unreachable), told once each.
+	failing map[string]bool
+}
+
+func newShipper(s *Store) *shipper {
+	ctx, cancel := context.WithCancel(context.Background())
+	sh := &shipper{s: s, kickCh: make(chan struct{}, 1), ctx: ctx, cancel: cancel, done: make(chan struct{}),
+		dirty: map[string]bool{}, idle: make(chan struct{}), idleOpen: true, failing: map[string]bool{}}
+	go sh.run()
+	return sh
+}
+
+// mark marks session id to ship and wakes the shipper.
+func (sh *shipper) mark(id string) {
+	sh.mu.Lock()
+	if !sh.idleOpen {
+		sh.idle, sh.idleOpen = make(chan struct{}), true
+	}
+	sh.dirty[id] = true
+	sh.mu.Unlock()
+	sh.kick()
+}
+
+func (sh *shipper) kick() {
+	select {
+	case sh.kickCh <- struct{}{}:
+	default:
+	}
+}
+
+// drain waits until nothing is marked and no round runs, or ctx ends,
+// or the bucket is found not to answer: then waiting longer would only
+// hold the user back.
+func (sh *shipper) drain(ctx context.Context) {
+	sh.kick()
+	sh.mu.Lock()
+	idle, rounds := sh.idle, sh.rounds
+	sh.mu.Unlock()
+	attempts := sh.s.conn.attempts()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-idle:
+			return
+		case <-sh.done: // it gave up: the bucket answered with an error
+			return
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			if sh.failedSince(rounds) || sh.s.conn.failedSince(attempts) {
+				return
+			}
+		}
+	}
+}
+
+// stop ends the shipper. A send under way is not waited for: its append
+// is conditional, and the next shipper finds whether it landed.
+func (sh *shipper) stop() { sh.cancel() }
+
+func (sh *shipper) run() {
+	defer close(sh.done)
+	select {
+	case <-sh.s.conn.ready():
+	case <-sh.ctx.Done():
+		return
+	}
+	b := sh.s.conn.current()
+	if b == nil {
+		if err := sh.s.conn.failure(); err != nil {
+			sh.s.opts.Notify(fmt.Sprintf("cannot send to %s: %v", sh.s.opts.Name, err))
+		}
+		return
+	}
+	attempt := 0
+	for {
+		ok := sh.round(b)
+		wait := time.Duration(0)
+		if !ok {
+			wait = backoff(attempt, sh.s.opts.MaxBackoff)
+			attempt++
+		} else {
+			attempt = 0
+		}
+		if wait == 0 && sh.pendingWork() {
+			continue
+		}
+		var timer <-chan time.Time
+		if wait > 0 {
+			timer = time.After(wait)
+		}
+		select {
+		case <-sh.ctx.Done():
+			return
+		case <-sh.kickCh:
+		case <-timer:
+		}
+	}
+}
+
+// failedSince reports whether a round begun after the first n found the
+// bucket not answering, and none has reached it since.
+func (sh *shipper) failedSince(n int) bool {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	return sh.failedAt > n && sh.failedAt == sh.lastDone
+}
+
+// pendingWork reports whether sessions are marked.
+func (sh *shipper) pendingWork() bool {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	return len(sh.dirty) > 0
+}
+
+// round catches up (once per connection) and sends the marked sessions.
+// It reports false when the bucket did not answer (the sessions stay
+// marked, and the caller backs off).
+func (sh *shipper) round(b store.LogStore) bool {
+	sh.mu.Lock()
+	sh.busy = true
+	sh.rounds++
+	round := sh.rounds
+	ids := make([]string, 0, len(sh.dirty))
+	for id := range sh.dirty {
+		ids = append(ids, id)
+	}
+	sh.dirty = map[string]bool{}
+	caughtUp := sh.caughtUp
+	sh.mu.Unlock()
+	sort.Strings(ids)
+
+	var plans []replica.Plan
+	reached := true
+	if !caughtUp {
+		marked := make(map[string]bool, len(ids))
+		for _, id := range ids {
+			marked[id] = true
+		}
+		// The marked sessions are planned below, from their latest state.
+		all, err := replica.PlanAll(sh.ctx, sh.s.local, b, replica.Options{Select: func(id string) bool { return !marked[id] }})
+		if sh.s.unreachable(err) || sh.ctx.Err() != nil {
+			reached = false
+		} else {
+			plans = append(plans, all...)
+			sh.mu.Lock()
+			sh.caughtUp = true
+			sh.mu.Unlock()
+		}
+	}
+	if reached {
+		for _, id := range ids {
+			p, err := sh.plan(b, id)
+			if sh.s.unreachable(err) {
+				reached = false
+				break
+			}
+			if err != nil {
+				p.Err = err
+			}
+			plans = append(plans, p)
+		}
+	}
+	var retry []string
+	if reached {
+		events := replica.Transfer(sh.ctx, sh.s.local, b, plans, replica.Options{KeepBoth: true, Concurrency: 4})
+		for _, e := range events {
+			if !sh.record(b, e) {
+				retry = append(retry, e.ID)
+			}
+		}
+		sh.s.shipped.save()
+	} else {
+		retry = ids
+	}
+	sh.mu.Lock()
+	for _, id := range retry {
+		sh.dirty[id] = true
+	}
+	sh.busy = false
+	if !reached {
+		sh.failedAt = round
+	}
+	sh.lastDone = round
+	if len(sh.dirty) == 0 && sh.caughtUp && sh.idleOpen {
+		close(sh.idle)
+		sh.idleOpen = false
+	}
+	sh.mu.Unlock()
+	return reached && len(retry) == 0
+}
+
+// plan plans session id: from the shipped record when the bucket was
+// seen to hold a prefix of the replica's log (no request), else from the
+// bucket's checkpoint of it (store.Head) related to the replica's.
+func (sh *shipper) plan(b store.LogStore, id string) (replica.Plan, error) {
+	ctx := sh.ctx
+	p := replica.Plan{ID: id}
+	tomb, err := sh.localTombstone(ctx, id)
+	if err != nil {
+		return p, err
+	}
+	if tomb == nil {
+		if p.Src, err = head(ctx, sh.s.local, id); err != nil {
+			return p, err
+		}
+		if cp, ok := sh.s.shipped.get(id); ok && cp.Length <= p.Src.Length && cp.Length > 0 {
+			p.Dst, p.Relation = cp, replica.SrcAhead
+			if cp == p.Src {
+				p.Relation = replica.Same
+			}
+			return p, nil
+		}
+	}
+	p.Dst, err = head(ctx, b, id)
+	var gone *agent.DeletedError
+	if errors.As(err, &gone) {
+		// The bucket deleted it: sync's rules decide (a copy written after
+		// the deletion is kept as a new session).
+		p.Dst, p.DstTomb = store.Checkpoint{}, &store.Tombstone{ID: id, Deleted: gone.Deleted, At: store.Checkpoint{Length: gone.Length, SHA256: gone.SHA256}}
+		err = nil
+	}
+	if err != nil {
+		return p, err
+	}
+	if tomb != nil || p.DstTomb != nil {
+		p.SrcTomb = tomb
+		p.Relation = relateDeleted(p)
+		return p, nil
+	}
+	p.Relation, err = replica.Relate(ctx, sh.s.local, b, id, p.Src, p.Dst)
+	return p, err
+}
+
+// relateDeleted is sync's relation of a session one side deleted
+// (replica's plan.go): a tombstone covers what was deleted and any copy
+// behind it; a copy it does not cover was written to after.
+func relateDeleted(p replica.Plan) replica.Relation {
+	switch {
+	case p.SrcTomb != nil && p.DstTomb != nil:
+		return replica.Same
+	case p.SrcTomb != nil:
+		if p.Dst.Length == 0 || p.SrcTomb.Covers(p.Dst) {
+			return replica.SrcDeleted
+		}
+		return replica.DeleteConflict
+	default:
+		if p.Src.Length == 0 || p.DstTomb.Covers(p.Src) {
+			return replica.DstDeleted
+		}
+		return replica.DeleteConflict
+	}
+}
+
+// localTombstone is the replica's tombstone of session id.
+func (sh *shipper) localTombstone(ctx context.Context, id string) (*store.Tombstone, error) {
+	return sh.s.tombstone(ctx, id)
+}
+
+// tombstone is the replica's tombstone of session id, if it deleted it.
+func (s *Store) tombstone(ctx context.Context, id string) (*store.Tombstone, error) {
+	tombs, err := s.local.Tombstones(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, t := range tombs {
+		if t.ID == id {
+			return &t, nil
+		}
+	}
+	return nil, nil
+}
+
+// head is the checkpoint of session id in s, the empty one when s does
+// not hold it.
+func head(ctx context.Context, s store.LogStore, id string) (store.Checkpoint, error) {
+	cp, err := store.Head(ctx, s, id)
+	if errors.Is(err, agent.ErrSessionNotFound) {
+		return store.Checkpoint{}, nil
+	}
+	return cp, err
+}
+
+// record learns from what became of one session; it reports false when
+// the session must be sent again.
+func (sh *shipper) record(b store.LogStore, e replica.Event) bool {
+	s := sh.s
+	switch e.Kind {
+	case replica.Created, replica.Appended, replica.Unchanged:
+		if e.Plan.Src.Length > 0 {
+			s.shipped.set(e.ID, e.Plan.Src)
+		}
+	case replica.Skipped:
+		switch e.Relation {
+		case replica.DstAhead:
+			s.shipped.set(e.ID, e.Plan.Src) // the replica is a prefix of the bucket's log
+		case replica.DstDeleted:
+			// Deleted in the bucket, and the replica holds no more than
+			// was deleted: the deletion comes here too.
+			if err := s.local.Delete(sh.ctx, *e.DstTomb); err != nil && !errors.Is(err, store.ErrChanged) {
+				s.opts.Notify(fmt.Sprintf("session %s was deleted in %s, but not on this machine: %v", e.ID, s.opts.Name, err))
+			}
+			s.shipped.forget(e.ID)
+		}
+	case replica.Deleted:
+		s.shipped.forget(e.ID)
+	case replica.KeptBoth:
+		return sh.keptBoth(b, e)
+	case replica.Failed, replica.Refused:
+		s.shipped.forget(e.ID) // plan it from the bucket next time
+		if s.unreachable(e.Err) || sh.ctx.Err() != nil {
+			return false
+		}
+		sh.mu.Lock()
+		told := sh.failing[e.ID]
+		sh.failing[e.ID] = true
+		sh.mu.Unlock()
+		if !told {
+			s.opts.Notify(fmt.Sprintf("cannot send session %s to %s (kept on this machine): %v", e.ID, s.opts.Name, e.Err))
+		}
+		return false
+	}
+	return true
+}
