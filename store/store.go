@@ -20,6 +20,7 @@
 //	Closer         the last flush, before the process exits (Close; else Flush)
 //	Deleter        deletions that sync carries (tombstones) (CanDelete, Delete, Tombstones)
 //	IndexRepairer  a listing checked against the data       (CheckIndex, RepairIndex)
+//	ChangeTokener  "did anything change?" in one request    (ChangeToken)
 //	Unwrapper      a store that wraps another               (every helper looks through it)
 //
 // A store that wraps another (a cache, a local-first copy) says so with
@@ -313,6 +314,26 @@ func Delete(ctx context.Context, s agent.SessionStore, t Tombstone) error {
 		return fmt.Errorf("delete session %s: the store cannot delete sessions: %w", t.ID, errors.ErrUnsupported)
 	}
 	return d.Delete(ctx, t)
+}
+
+// ChangeTokener is a store that tells cheaply whether the sessions it
+// lists may have changed: a token that differs from the last one whenever
+// they may have (a change it reports may be none; none it misses). A
+// process that polls an idle store (panto-sync watch) pulls only when the
+// token moved.
+type ChangeTokener interface {
+	ChangeToken(ctx context.Context) (string, error)
+}
+
+// ChangeToken returns s's change token (ChangeTokener). A store with no
+// cheap token returns "" and an error wrapping errors.ErrUnsupported: its
+// caller must look at the whole listing.
+func ChangeToken(ctx context.Context, s agent.SessionStore) (string, error) {
+	ct, ok := as[ChangeTokener](s)
+	if !ok {
+		return "", fmt.Errorf("change token: %w", errors.ErrUnsupported)
+	}
+	return ct.ChangeToken(ctx)
 }
 
 // Tombstones lists the tombstones of s (Deleter.Tombstones); a store that

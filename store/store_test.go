@@ -87,11 +87,17 @@ func (a *able) RepairIndex(ctx context.Context) (store.IndexReport, error) {
 	return store.IndexReport{}, nil
 }
 
+func (a *able) ChangeToken(ctx context.Context) (string, error) {
+	a.called("ChangeToken")
+	return "token", nil
+}
+
 var (
 	_ store.LogStore      = (*able)(nil)
 	_ store.Checkpointer  = (*able)(nil)
 	_ store.PrefixHasher  = (*able)(nil)
 	_ store.Verifier      = (*able)(nil)
+	_ store.ChangeTokener = (*able)(nil)
 	_ store.Compacter     = (*able)(nil)
 	_ store.Flusher       = (*able)(nil)
 	_ store.Closer        = (*able)(nil)
@@ -179,6 +185,10 @@ func TestHelpersSeeThroughWrappers(t *testing.T) {
 			_, err := store.RepairIndex(ctx, s)
 			return err
 		}, []string{"RepairIndex"}},
+		{"ChangeToken", func(s agent.SessionStore, ls store.LogStore) error {
+			_, err := store.ChangeToken(ctx, s)
+			return err
+		}, []string{"ChangeToken"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.helper, func(t *testing.T) {
@@ -237,6 +247,7 @@ func TestHelpersWithoutTheAbility(t *testing.T) {
 			"Checkpoints": second(store.Checkpoints(ctx, s, "id")),
 			"CheckIndex":  second(store.CheckIndex(ctx, s)),
 			"RepairIndex": second(store.RepairIndex(ctx, s)),
+			"ChangeToken": second(store.ChangeToken(ctx, s)),
 		}
 		for helper, err := range unsupported {
 			if !errors.Is(err, errors.ErrUnsupported) {

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -64,12 +65,6 @@ Examples:
 			return w.run(c.Context)
 		},
 	}
-}
-
-// changeTokener is a bucket that says cheaply whether it changed
-// (objstore.Store.ChangeToken).
-type changeTokener interface {
-	ChangeToken(ctx context.Context) (string, error)
 }
 
 // watcher is one run of watch.
@@ -230,13 +225,13 @@ func (w *watcher) loop(ctx context.Context, fsw *fsnotify.Watcher) {
 }
 
 // token asks the bucket whether it changed: "" with no cheap way to
-// tell, which makes every poll a pull.
+// tell (a store without a change token, or credentials that may not list
+// the index), which makes every poll a pull.
 func (w *watcher) token(ctx context.Context) (string, error) {
-	ct, ok := w.bucket.(changeTokener)
-	if !ok {
+	tok, err := store.ChangeToken(ctx, w.bucket)
+	if errors.Is(err, errors.ErrUnsupported) || errors.Is(err, objstore.ErrPermission) {
 		return "", nil
 	}
-	tok, err := ct.ChangeToken(ctx)
 	if err != nil {
 		w.failed(err)
 		return "", err

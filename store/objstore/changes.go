@@ -5,7 +5,11 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+
+	"github.com/panto-dev/panto/store"
 )
+
+var _ store.ChangeTokener = (*Store)(nil)
 
 // ChangeToken returns a token that differs from the last one whenever the
 // sessions the Store lists may have changed: the hash of the names and
