@@ -273,6 +273,14 @@ func (b *builder) emit(entries ...sessionlog.Entry) {
 			}
 		}
 		b.started = true
+		// The project is the directory the agent ran in, as its log says:
+		// what panto would have recorded there, less what only this
+		// machine's disk could add (git's remote), so that the bytes stay a
+		// function of the log alone (cmd/panto matches such a project
+		// against a work tree that holds it).
+		if o := b.header.Origin; o != nil && o.CWD != "" {
+			b.header.Project = agent.Project{Dir: o.CWD}
+		}
 		data, err := sessionlog.EncodeEntries(&b.header, entries)
 		b.write(data, err, len(entries))
 		return

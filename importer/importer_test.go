@@ -166,6 +166,11 @@ func TestHeaders(t *testing.T) {
 		if h.Origin == nil || *h.Origin != tc.origin || h.ForkedFrom != tc.parent {
 			t.Errorf("%s: origin %+v forked_from %q, want %+v %q", tc.file, h.Origin, h.ForkedFrom, tc.origin, tc.parent)
 		}
+		// The project is the directory the agent ran in, nothing more:
+		// the bytes are a function of the log alone.
+		if want := (agent.Project{Dir: tc.origin.CWD}); h.Project != want {
+			t.Errorf("%s: project %+v, want %+v", tc.file, h.Project, want)
+		}
 	}
 }
 

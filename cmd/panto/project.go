@@ -76,9 +76,21 @@ func projectOf(value string) (agent.Project, error) {
 }
 
 // sameProject reports whether a session of project a belongs to project
-// b; no project belongs to none.
+// b; no project belongs to none. A session that knows only its directory
+// (one imported from another agent's log) belongs to the work tree that
+// holds that directory.
 func sameProject(a, b agent.Project) bool {
-	return a.Key() != "" && a.Key() == b.Key()
+	if a.Key() != "" && a.Key() == b.Key() {
+		return true
+	}
+	onlyDir := a.Remote == "" && a.Root == "" && a.Dir != ""
+	return onlyDir && b.Root != "" && within(a.Dir, b.Root)
+}
+
+// within reports whether path dir is root or below it.
+func within(dir, root string) bool {
+	rel, err := filepath.Rel(root, dir)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, "../") && !filepath.IsAbs(rel)
 }
 
 // inProject returns the sessions of list that belong to p, in order.

@@ -418,3 +418,29 @@ func TestProjectFlag(t *testing.T) {
 		}
 	}
 }
+
+// TestSameProjectOfAnImport: a session that knows only its directory (an
+// import of another agent's log) belongs to the work tree holding that
+// directory, and to that directory outside git; never to a sibling.
+func TestSameProjectOfAnImport(t *testing.T) {
+	repo := agent.Project{Remote: "host.test/team/proj", Root: "/src/proj", Path: "cmd", Dir: "/src/proj/cmd"}
+	plain := agent.Project{Dir: "/tmp/notes"}
+	for _, tt := range []struct {
+		session agent.Project
+		here    agent.Project
+		want    bool
+	}{
+		{agent.Project{Dir: "/src/proj"}, repo, true},
+		{agent.Project{Dir: "/src/proj/internal/x"}, repo, true},
+		{agent.Project{Dir: "/src/proj2"}, repo, false},
+		{agent.Project{Dir: "/src"}, repo, false},
+		{agent.Project{Dir: "/tmp/notes"}, plain, true},
+		{agent.Project{Dir: "/tmp/notes/sub"}, plain, false},
+		{agent.Project{}, repo, false},
+		{agent.Project{Root: "/src/proj", Dir: "/src/proj"}, repo, false}, // a remote-less work tree is its root's project
+	} {
+		if got := sameProject(tt.session, tt.here); got != tt.want {
+			t.Errorf("sameProject(%+v, %+v) = %v, want %v", tt.session, tt.here, got, tt.want)
+		}
+	}
+}
