@@ -87,7 +87,7 @@ func runImport(c *cli.Context, e *env) error {
 	if err != nil {
 		return fmt.Errorf("import: %w", err)
 	}
-	st, err := openLogStore(c)
+	st, err := openBucketLogStore(c)
 	if err != nil {
 		return err
 	}

@@ -276,10 +276,23 @@ func isTerminal(f *os.File) bool { return term.IsTerminal(int(f.Fd())) }
 // (backends.OpenLogSpec): what the commands that read sessions as logs
 // (fork, export, search, usage) need; none keeps nothing to read.
 func openLogStore(c *cli.Context) (store.LogStore, error) {
+	return openLogStoreWith(c, false)
+}
+
+// openBucketLogStore is openLogStore with a bucket opened as itself, never
+// local-first: for a batch that compares what it writes with what the
+// bucket holds (import), which a replica of some of its sessions would
+// misinform.
+func openBucketLogStore(c *cli.Context) (store.LogStore, error) {
+	return openLogStoreWith(c, true)
+}
+
+func openLogStoreWith(c *cli.Context, direct bool) (store.LogStore, error) {
 	spec, opts, err := flaggedStore(c)
 	if err != nil {
 		return nil, err
 	}
+	opts.LocalFirst = opts.LocalFirst && !direct
 	ls, err := backends.OpenLogSpec(c.Context, spec, opts)
 	if errors.Is(err, backends.ErrNoLogs) {
 		return nil, errors.New("the store is none, which keeps no sessions: give --store DIR or s3://BUCKET[/PREFIX]")

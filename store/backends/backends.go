@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"sync/atomic"
 	"time"
 
 	"github.com/panto-dev/panto/agent"
@@ -133,11 +134,23 @@ func openLocalFirst(ctx context.Context, url string, opts Options, o []objstore.
 	if err != nil {
 		return nil, fmt.Errorf("store %s: %w", url, err)
 	}
+	var bucket atomic.Pointer[objstore.Store] // once open
 	return localfirst.Open(ctx, localfirst.Options{
 		Dir:  dir,
 		Name: url,
 		OpenBucket: func(ctx context.Context) (store.LogStore, error) {
-			return objstore.Open(ctx, url, o...)
+			st, err := objstore.Open(ctx, url, o...)
+			if err != nil {
+				return nil, err
+			}
+			bucket.Store(st)
+			return st, nil
+		},
+		WriteRefused: func() error {
+			if b := bucket.Load(); b != nil {
+				return b.WriteRefused()
+			}
+			return nil
 		},
 		Unreachable: objstore.IsUnreachable,
 		Notify:      opts.Notify,

@@ -94,6 +94,12 @@ type Options struct {
 	// MaxBackoff bounds the wait between two attempts to reach a bucket
 	// that does not answer (default 30s).
 	MaxBackoff time.Duration
+	// WriteRefused, when set, says whether the open bucket refuses this
+	// machine's writes (credentials that may only read): such a write is
+	// refused at once, before anything is written, instead of kept here
+	// for a bucket that will never take it. nil: the bucket is not open,
+	// or takes writes.
+	WriteRefused func() error
 	// Notify, when set, is told in one line what the user should know:
 	// the bucket is unreachable, a session was kept twice, a session
 	// could not be sent.
@@ -147,12 +153,13 @@ type Store struct {
 const offlineFor = 30 * time.Second
 
 var (
-	_ store.LogStore     = (*Store)(nil)
-	_ store.Deleter      = (*Store)(nil)
-	_ store.Closer       = (*Store)(nil)
-	_ store.Flusher      = (*Store)(nil)
-	_ store.Unwrapper    = (*Store)(nil)
-	_ agent.SessionStore = (*Store)(nil)
+	_ store.LogStore        = (*Store)(nil)
+	_ store.Deleter         = (*Store)(nil)
+	_ store.Closer          = (*Store)(nil)
+	_ store.Flusher         = (*Store)(nil)
+	_ store.Unwrapper       = (*Store)(nil)
+	_ agent.SessionStore    = (*Store)(nil)
+	_ agent.ProjectRecorder = (*Store)(nil)
 )
 
 // Open opens the replica and starts reaching the bucket in the
@@ -200,19 +207,40 @@ func (s *Store) Create() *agent.Session {
 // that holds this machine's log, once the session was kept twice) and
 // marks it to ship. It never waits for the bucket.
 func (s *Store) AppendMessages(ctx context.Context, id string, msgs []agent.PersistentMessage) error {
+	return s.AppendMessagesIn(ctx, agent.Project{}, id, msgs)
+}
+
+// AppendMessagesIn is AppendMessages whose first append records project
+// in the session's header (agent.ProjectRecorder), as the replica does.
+func (s *Store) AppendMessagesIn(ctx context.Context, project agent.Project, id string, msgs []agent.PersistentMessage) error {
+	if err := s.refuseWrite(); err != nil {
+		return fmt.Errorf("append to session %s: %w", id, err)
+	}
 	s.appendMu.RLock()
 	defer s.appendMu.RUnlock()
 	id = s.target(id)
-	if err := s.local.AppendMessages(ctx, id, msgs); err != nil {
+	if err := s.local.AppendMessagesIn(ctx, project, id, msgs); err != nil {
 		return err
 	}
 	s.ship.mark(id)
 	return nil
 }
 
+// refuseWrite is the bucket's refusal of every write (Options.WriteRefused)
+// when it is open and takes none.
+func (s *Store) refuseWrite() error {
+	if s.opts.WriteRefused == nil {
+		return nil
+	}
+	return s.opts.WriteRefused()
+}
+
 // AppendLog appends raw lines to the replica (store.LogStore.AppendLog)
 // and marks the session to ship.
 func (s *Store) AppendLog(ctx context.Context, id string, at store.Checkpoint, data []byte) (store.Checkpoint, error) {
+	if err := s.refuseWrite(); err != nil {
+		return store.Checkpoint{}, fmt.Errorf("append to session %s: %w", id, err)
+	}
 	s.appendMu.RLock()
 	defer s.appendMu.RUnlock()
 	cp, err := s.local.AppendLog(ctx, id, at, data)
@@ -417,6 +445,9 @@ func (s *Store) ReadLog(ctx context.Context, id string, from int64) (io.ReadClos
 // Delete deletes session t.ID in the replica, leaving tombstone t, and
 // marks the deletion to ship (sync's rules then carry it to the bucket).
 func (s *Store) Delete(ctx context.Context, t store.Tombstone) error {
+	if err := s.refuseWrite(); err != nil {
+		return fmt.Errorf("delete session %s: %w", t.ID, err)
+	}
 	s.appendMu.RLock()
 	defer s.appendMu.RUnlock()
 	if err := s.local.Delete(ctx, t); err != nil {

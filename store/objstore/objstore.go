@@ -149,6 +149,10 @@ type Store struct {
 	// this Store did not write cannot be in it.
 	created bool
 
+	// writeRefused is the probe's refusal when the credentials may not
+	// write (WriteRefused); set once, while Open probes.
+	writeRefused error
+
 	mu       sync.Mutex
 	sessions map[string]*sessionState
 	shards   map[string]*shardState

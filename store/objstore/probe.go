@@ -125,7 +125,23 @@ func (s *Store) probePut(ctx context.Context, key string, cond putCond) (probeOu
 	case errors.Is(err, errNotFound) && cond.ifMatch != "":
 		return probeMissing, nil
 	case errors.Is(err, errForbidden):
+		s.mu.Lock()
+		if s.writeRefused == nil {
+			s.writeRefused = err
+		}
+		s.mu.Unlock()
 		return probeForbidden, nil
 	}
 	return 0, err
+}
+
+// WriteRefused returns, when Open's probe found that the credentials may
+// not write (a reader's), the server's refusal as one line naming the
+// permission to grant (a *PermissionError); nil otherwise. A caller that
+// would accept a write now and send it later (store/localfirst) refuses it
+// at once instead.
+func (s *Store) WriteRefused() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.writeRefused
 }
