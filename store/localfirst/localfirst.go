@@ -264,26 +264,41 @@ func (s *Store) target(id string) string {
 // copy of a session wins: the replica may hold appends not yet shipped,
 // the bucket another machine's). Offline it lists the replica.
 func (s *Store) List(ctx context.Context) ([]agent.SessionInfo, error) {
-	local, err := s.local.List(ctx)
+	local, remote, online, err := listBoth(ctx, s, s.local.List, func(ctx context.Context, b store.LogStore) ([]agent.SessionInfo, error) {
+		return b.List(ctx)
+	})
+	if !online {
+		return local, err
+	}
+	return merge(local, remote), err
+}
+
+// listBoth lists the replica (local) and, online, the bucket (remote,
+// bounded by ReadTimeout). online is false when only the replica was
+// listed: the bucket is not open, or did not answer (the user is told
+// once). A listing that is only incomplete (agent.ErrIncompleteList) is
+// kept and its error joined to err; any other failure is err alone.
+func listBoth[T any](ctx context.Context, s *Store, local func(context.Context) ([]T, error), remote func(context.Context, store.LogStore) ([]T, error)) (mine, theirs []T, online bool, err error) {
+	mine, err = local(ctx)
 	if err != nil && !errors.Is(err, agent.ErrIncompleteList) {
-		return nil, err
+		return nil, nil, false, err
 	}
 	partial := err
 	b := s.online(ctx)
 	if b == nil {
-		return local, partial
+		return mine, nil, false, partial
 	}
 	rctx, cancel := context.WithTimeout(ctx, s.opts.ReadTimeout)
 	defer cancel()
-	remote, err := b.List(rctx)
+	theirs, err = remote(rctx, b)
 	if s.unreachable(err) {
 		s.tellOffline(ctx)
-		return local, partial
+		return mine, nil, false, partial
 	}
 	if err != nil && !errors.Is(err, agent.ErrIncompleteList) {
-		return nil, fmt.Errorf("list %s: %w", s.opts.Name, err)
+		return nil, nil, false, fmt.Errorf("list %s: %w", s.opts.Name, err)
 	}
-	return merge(local, remote), errors.Join(partial, err)
+	return mine, theirs, true, errors.Join(partial, err)
 }
 
 // merge merges two listings, newest first; of a session in both, the
@@ -404,24 +419,11 @@ func (s *Store) Load(ctx context.Context, id string) (*agent.Conversation, error
 // Logs lists the replica's sessions and, online, those only the bucket
 // holds (which ReadLog brings into the replica).
 func (s *Store) Logs(ctx context.Context) ([]store.Log, error) {
-	local, err := s.local.Logs(ctx)
-	if err != nil && !errors.Is(err, agent.ErrIncompleteList) {
-		return nil, err
-	}
-	partial := err
-	b := s.online(ctx)
-	if b == nil {
-		return local, partial
-	}
-	rctx, cancel := context.WithTimeout(ctx, s.opts.ReadTimeout)
-	defer cancel()
-	remote, err := b.Logs(rctx)
-	if s.unreachable(err) {
-		s.tellOffline(ctx)
-		return local, partial
-	}
-	if err != nil && !errors.Is(err, agent.ErrIncompleteList) {
-		return nil, fmt.Errorf("list %s: %w", s.opts.Name, err)
+	local, remote, online, err := listBoth(ctx, s, s.local.Logs, func(ctx context.Context, b store.LogStore) ([]store.Log, error) {
+		return b.Logs(ctx)
+	})
+	if !online {
+		return local, err
 	}
 	have := make(map[string]bool, len(local))
 	for _, l := range local {
@@ -432,7 +434,7 @@ func (s *Store) Logs(ctx context.Context) ([]store.Log, error) {
 			local = append(local, l)
 		}
 	}
-	return local, errors.Join(partial, err)
+	return local, err
 }
 
 // ReadLog brings the replica's copy of session id up to date, then reads
