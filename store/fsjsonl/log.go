@@ -144,21 +144,11 @@ func (s *Store) AppendLog(ctx context.Context, id string, at store.Checkpoint, d
 		// The file exists (maybe with no committed bytes): append under
 		// the lock like any other writer.
 	}
-	l, err := s.lock(ctx, id, at.Length == 0)
-	if errors.Is(err, fs.ErrNotExist) {
-		return fail(&store.ChangedError{ID: id, Want: at})
-	}
+	l, e, err := s.lockAt(ctx, id, at, at.Length == 0)
 	if err != nil {
 		return fail(err)
 	}
 	defer l.close()
-	e, err := s.lockedEntry(ctx, id, l)
-	if err != nil {
-		return fail(err)
-	}
-	if have := e.checkpoint(); have != at {
-		return fail(&store.ChangedError{ID: id, Want: at, Have: have})
-	}
 	next, h, err := extend(path, e, data)
 	if err != nil {
 		return fail(err)
@@ -203,6 +193,29 @@ func (s *Store) createLog(ctx context.Context, id, path string, data []byte) (cp
 
 // lockedEntry returns the entry of the file l holds locked: the cached one
 // when it describes this version, else by reading it.
+// lockAt locks session id's file (creating it with create) and checks
+// that its committed log is exactly at checkpoint at, else a
+// *store.ChangedError saying what it holds (a missing file holds
+// nothing). The caller closes the lock.
+func (s *Store) lockAt(ctx context.Context, id string, at store.Checkpoint, create bool) (*lockedFile, *indexEntry, error) {
+	l, err := s.lock(ctx, id, create)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil, &store.ChangedError{ID: id, Want: at}
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	e, err := s.lockedEntry(ctx, id, l)
+	if err == nil && e.checkpoint() != at {
+		err = &store.ChangedError{ID: id, Want: at, Have: e.checkpoint()}
+	}
+	if err != nil {
+		l.close()
+		return nil, nil, err
+	}
+	return l, e, nil
+}
+
 func (s *Store) lockedEntry(ctx context.Context, id string, l *lockedFile) (*indexEntry, error) {
 	e, err := s.scanLocked(ctx, id, l.f, true)
 	switch {

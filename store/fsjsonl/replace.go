@@ -2,7 +2,6 @@ package fsjsonl
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 
@@ -43,21 +42,11 @@ func (s *Store) Replace(ctx context.Context, id string, at store.Checkpoint, dat
 	if next.Decoder.Info.ID != id {
 		return fail(fmt.Errorf("%w: the replacement's header names session %q", sessionlog.ErrMalformed, next.Decoder.Info.ID))
 	}
-	l, err := s.lock(ctx, id, false)
-	if errors.Is(err, os.ErrNotExist) {
-		return fail(&store.ChangedError{ID: id, Want: at})
-	}
+	l, _, err := s.lockAt(ctx, id, at, false)
 	if err != nil {
 		return fail(err)
 	}
 	defer l.close()
-	e, err := s.lockedEntry(ctx, id, l)
-	if err != nil {
-		return fail(err)
-	}
-	if have := e.checkpoint(); have != at {
-		return fail(&store.ChangedError{ID: id, Want: at, Have: have})
-	}
 	if err := s.renameOver(path, data); err != nil {
 		return fail(err)
 	}
