@@ -200,7 +200,7 @@ var (
 )
 
 // Kinds is every kind of server, in the order of the README's table.
-var Kinds = []*Kind{MinIO, VersityGW, GoFakeS3, LaxDropConditions, LaxDropIfMatch, LaxDropIfNoneMatch, LaxRefuseConditions}
+var Kinds = []*Kind{MinIO, MinIOCluster, VersityGW, GoFakeS3, LaxDropConditions, LaxDropIfMatch, LaxDropIfNoneMatch, LaxRefuseConditions}
 
 // Refusal is the word a store's refusal of a server of this kind names
 // (the behaviour it lacks), or "" for a server a store must accept.

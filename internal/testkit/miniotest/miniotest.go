@@ -225,7 +225,7 @@ func (s *Server) Stop() {
 // a server process can be killed.
 func (s *Server) Kill() {
 	if s.proc == nil {
-		panic("miniotest: Kill of a " + s.Kind.Name + " server, which runs in the test process")
+		panic("miniotest: Kill of a " + s.Kind.Name + " server, which is not one server process (a cluster's node: Cluster.KillNode)")
 	}
 	s.proc.kill()
 }
@@ -312,11 +312,17 @@ func Start(k *Kind) (*Server, error) {
 	if _, err := active(); err != nil {
 		return nil, err
 	}
-	s := &Server{Kind: k, accessKey: "panto-" + randomHex(6), secretKey: randomHex(16)}
+	s := newServer(k)
 	if err := k.start(s); err != nil {
 		return nil, fmt.Errorf("start %s: %w", k.Name, err)
 	}
 	return s, nil
+}
+
+// newServer is a server of kind k, not started, with credentials of its
+// own.
+func newServer(k *Kind) *Server {
+	return &Server{Kind: k, accessKey: "panto-" + randomHex(6), secretKey: randomHex(16)}
 }
 
 // Pid is the server's process id, or 0 for a server in the test process.
