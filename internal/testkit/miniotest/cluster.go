@@ -36,6 +36,7 @@ var MinIOCluster = &Kind{
 	Version:  MinIOVersion,
 	Runs:     fmt.Sprintf("%d processes (`minio server` of the same %d endpoints), a data directory each, behind a round-robin proxy", ClusterNodes, ClusterNodes),
 	Supports: allConditional,
+	OptIn:    true,
 	start:    func(s *Server) error { _, err := startCluster(s, ClusterNodes); return err },
 }
 
