@@ -61,8 +61,8 @@ type Cluster struct {
 }
 
 // NewCluster starts a cluster of nodes nodes of the test's own, stopped
-// when the test ends: for a test that kills or restarts nodes. Tests that
-// do not share the binary's cluster: SharedOf(t, MinIOCluster).
+// when the test ends: for a test that kills or restarts nodes. A test
+// that does neither shares the binary's: SharedOf(t, MinIOCluster).
 func NewCluster(t testing.TB, nodes int) *Cluster {
 	t.Helper()
 	if _, err := active(); err != nil {
