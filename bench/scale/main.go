@@ -152,7 +152,10 @@ func run(ctx context.Context, o options, out io.Writer) error {
 			return fmt.Errorf("%d sessions: %w", n, err)
 		}
 		runs = append(runs, r)
-		// The catalogs of a size are not needed by the next.
+		// What was measured so far, before the slow removal of the
+		// size's catalogs (which the next size does not need).
+		fmt.Fprintf(os.Stderr, "%s scale: %d sessions measured:\n", time.Now().Format("15:04:05"), n)
+		printTables(os.Stderr, o, []sizeRun{r})
 		_ = os.RemoveAll(filepath.Join(o.work, strconv.Itoa(n)))
 	}
 	printTables(out, o, runs)
