@@ -105,7 +105,7 @@ func OpenSpec(ctx context.Context, s store.Spec, opts Options) (agent.SessionSto
 			o = append(o, objstore.WithKey(opts.Key))
 		}
 		if opts.LocalFirst {
-			return openLocalFirst(ctx, s.URL, opts, o)
+			return openLocalFirst(ctx, s.URL, opts, append(o, objstore.WithS3Options(failFast)))
 		}
 		st, err := objstore.Open(ctx, s.URL, o...)
 		if err != nil {
