@@ -13,6 +13,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
+	"runtime/pprof"
 	"slices"
 	"sort"
 	"strings"
@@ -52,7 +54,9 @@ import (
 
 // lfResult is one profile's figures.
 type lfResult struct {
-	durable             map[string][2]time.Duration // link state -> p50, p99
+	// durable: link state -> p50, p99 of the local-first appends, and of
+	// the directory store's appends made between them.
+	durable             map[string][4]time.Duration
 	contUp              time.Duration
 	contUpRequests      int
 	contDown, contFrozn time.Duration
@@ -96,14 +100,10 @@ func (b *bench) localfirstTable(names []string, idle time.Duration) {
 		}
 		fmt.Println()
 	}
-	for _, state := range []string{"up", "frozen", "down", "directory"} {
-		what := "append, link " + state + ": p50 / p99"
-		if state == "directory" {
-			what = "the floor: the same appends to a directory store (fsync alone)"
-		}
-		row("durable", "prompt durable ≤ 5 ms p99", what, func(_ profile, r *lfResult) string {
+	for _, state := range []string{"up", "frozen", "down"} {
+		row("durable", "prompt durable ≤ 5 ms p99", "append, link "+state+": p50 / p99 (the floor: a directory store's append between each two, fsync alone)", func(_ profile, r *lfResult) string {
 			d := r.durable[state]
-			return ms(d[0]) + " / " + ms(d[1])
+			return fmt.Sprintf("%s / %s (%s / %s)", ms(d[0]), ms(d[1]), ms(d[2]), ms(d[3]))
 		})
 	}
 	row("continue", "panto -c: ≤ 1 round trip online", "start to first provider request, link up (S3 requests done before it)", func(p profile, r *lfResult) string {
@@ -146,7 +146,7 @@ func (b *bench) localfirst(p profile, idle time.Duration) (*lfResult, error) {
 		return nil, err
 	}
 	url := "s3://" + bucket + "/panto"
-	r := &lfResult{durable: map[string][2]time.Duration{}}
+	r := &lfResult{durable: map[string][4]time.Duration{}}
 	for _, env := range [][2]string{{"AWS_ACCESS_KEY_ID", accessKey}, {"AWS_SECRET_ACCESS_KEY", secretKey}, {"AWS_REGION", region}, {"XDG_DATA_HOME", filepath.Join(b.work, "lf-"+p.name)}} {
 		os.Setenv(env[0], env[1])
 	}
@@ -175,14 +175,31 @@ func openLocalFirst(ctx context.Context, ep, url string) (agent.SessionStore, er
 	return backends.Open(ctx, url, backends.Options{Endpoint: ep, LocalFirst: true, Snapshot: true})
 }
 
-// durable times 200 acknowledged appends to one session per link state.
+// durable times 200 acknowledged appends to one session per link state,
+// each followed by the same append to a directory store (the floor: the
+// disk's fsync alone), so that both see the same load of the machine.
 func (b *bench) durable(k *link, ep, url string, r *lfResult) error {
 	ctx := context.Background()
 	st, err := openLocalFirst(ctx, ep, url)
 	if err != nil {
 		return err
 	}
-	sess := st.Create()
+	dir, err := fsjsonl.Open(filepath.Join(b.work, "durable-"+strings.TrimPrefix(url, "s3://")))
+	if err != nil {
+		return err
+	}
+	sess, plain := st.Create(), dir.Create()
+	if path := os.Getenv("WAN_BLOCKPROFILE"); path != "" {
+		// Where the appends wait (go tool pprof -top bench/wan PATH).
+		runtime.SetBlockProfileRate(int(50 * time.Microsecond))
+		defer func() {
+			runtime.SetBlockProfileRate(0)
+			if f, err := os.Create(path); err == nil {
+				_ = pprof.Lookup("block").WriteTo(f, 0)
+				f.Close()
+			}
+		}()
+	}
 	i := 0
 	for _, state := range []string{"up", "frozen", "down"} {
 		switch state {
@@ -192,37 +209,27 @@ func (b *bench) durable(k *link, ep, url string, r *lfResult) error {
 			k.thaw()
 			k.kill()
 		}
-		var ds []time.Duration
+		var ds, floor []time.Duration
 		for n := 0; n < 200; n++ {
 			start := time.Now()
 			if err := sess.Append(ctx, prompt(i)); err != nil {
 				return err
 			}
 			ds = append(ds, time.Since(start))
+			time.Sleep(time.Millisecond)
+			start = time.Now()
+			if err := plain.Append(ctx, prompt(i)); err != nil {
+				return err
+			}
+			floor = append(floor, time.Since(start))
 			i++
-			time.Sleep(2 * time.Millisecond) // the shipper runs between prompts, as in a REPL
+			time.Sleep(time.Millisecond) // the shipper runs between prompts, as in a REPL
 		}
-		r.durable[state] = [2]time.Duration{quantile(ds, 0.5), quantile(ds, 0.99)}
+		r.durable[state] = [4]time.Duration{quantile(ds, 0.5), quantile(ds, 0.99), quantile(floor, 0.5), quantile(floor, 0.99)}
 	}
 	if err := k.revive(); err != nil {
 		return err
 	}
-	// The floor: the same appends to a directory store, the disk alone.
-	dir, err := fsjsonl.Open(filepath.Join(b.work, "durable-"+url[len("s3://"):len("s3://")+8]))
-	if err != nil {
-		return err
-	}
-	plain := dir.Create()
-	var ds []time.Duration
-	for n := 0; n < 200; n++ {
-		start := time.Now()
-		if err := plain.Append(ctx, prompt(n)); err != nil {
-			return err
-		}
-		ds = append(ds, time.Since(start))
-		time.Sleep(2 * time.Millisecond)
-	}
-	r.durable["directory"] = [2]time.Duration{quantile(ds, 0.5), quantile(ds, 0.99)}
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	return store.Close(cctx, st) // sends what the outage kept
