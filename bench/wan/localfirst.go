@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -162,7 +163,16 @@ func (b *bench) localfirst(p profile, idle time.Duration) (*lfResult, error) {
 		{"durable", func() error { return b.durable(k, ep, url, r) }},
 		{"lag", func() error { return b.lag(ep, url, bucket, r) }},
 		{"continue", func() error { return b.continues(k, ep, url, r) }},
-		{"watch", func() error { return b.watchTimes(ep, url, idle, r) }},
+		{"watch", func() error {
+			// A bucket of its own: the first round of watch (a pull of
+			// what the measurements above wrote) would fall in the idle
+			// window.
+			wb, err := b.newBucket("lfw-" + p.name)
+			if err != nil {
+				return err
+			}
+			return b.watchTimes(ep, "s3://"+wb+"/panto", idle, r)
+		}},
 	}
 	for _, part := range parts {
 		if len(b.lfParts) > 0 && !slices.Contains(b.lfParts, part.name) {
@@ -177,7 +187,11 @@ func (b *bench) localfirst(p profile, idle time.Duration) (*lfResult, error) {
 
 // openLocalFirst opens url as panto does for --store s3://.
 func openLocalFirst(ctx context.Context, ep, url string) (agent.SessionStore, error) {
-	return backends.Open(ctx, url, backends.Options{Endpoint: ep, LocalFirst: true, Snapshot: true})
+	opts := backends.Options{Endpoint: ep, LocalFirst: true, Snapshot: true}
+	if os.Getenv("WAN_TRACE") != "" {
+		opts.Trace = slog.New(slog.NewTextHandler(os.Stderr, nil))
+	}
+	return backends.Open(ctx, url, opts)
 }
 
 // durable times 200 acknowledged appends to one session per link state,
@@ -250,8 +264,9 @@ func quantile(ds []time.Duration, q float64) time.Duration {
 	return s[int(q*float64(len(s)-1))]
 }
 
-// lag times 40 appends from their return to the bucket holding them, as
-// a store on MinIO itself (not through the link) reads it, every ms.
+// lag times 40 appends, 200 ms apart, from their return to the bucket
+// holding them, as a store on MinIO itself (not through the link) reads
+// it, every ms.
 func (b *bench) lag(ep, url, bucket string, r *lfResult) error {
 	ctx := context.Background()
 	st, err := openLocalFirst(ctx, ep, url)
@@ -263,10 +278,13 @@ func (b *bench) lag(ep, url, bucket string, r *lfResult) error {
 	if err != nil {
 		return err
 	}
-	replica, ok := store.AsLogStore(st)
+	// The replica itself: the local-first store's reads would ask the
+	// bucket too.
+	lf, ok := st.(interface{ Replica() *fsjsonl.Store })
 	if !ok {
-		return fmt.Errorf("the local-first store reads no logs")
+		return fmt.Errorf("the store opened is not local-first")
 	}
+	replica := lf.Replica()
 	sess := st.Create()
 	var ds []time.Duration
 	for i := 0; i < 40; i++ {
@@ -288,7 +306,10 @@ func (b *bench) lag(ep, url, bucket string, r *lfResult) error {
 			time.Sleep(time.Millisecond)
 		}
 		ds = append(ds, time.Since(start))
-		time.Sleep(20 * time.Millisecond)
+		// Appends 200 ms apart, the shipper idle at each (a prompt and
+		// its reply are seconds apart): one closer would wait for the
+		// round before it, whose index write follows the segment.
+		time.Sleep(200 * time.Millisecond)
 	}
 	r.lag = [2]time.Duration{quantile(ds, 0.5), quantile(ds, 0.99)}
 	return nil
@@ -510,8 +531,9 @@ func (b *bench) watchTimes(ep, url string, idle time.Duration, r *lfResult) erro
 	}
 	// Idle first: after its own pushes, watch's next poll finds the index
 	// changed and pulls once (a no-op pull, a round trip of index reads);
-	// idle is what follows, as here after its first round.
-	time.Sleep(time.Second)
+	// idle is what follows, as here after its first round (an empty
+	// bucket and catalog: a few round trips).
+	time.Sleep(2 * time.Second)
 	from := time.Now()
 	time.Sleep(idle)
 	r.watchIdle, r.watchWindow = trace.count("msg=s3 ", from), idle
