@@ -25,6 +25,10 @@
 // 60 ms profile's time less the 20 ms one's, over 40 ms, in which process
 // start and CPU cancel out).
 //
+// -ops localfirst measures the local-first store's targets (issue 22;
+// localfirst.go): the prompt's durability with the link up, frozen and
+// down, panto -c's round trips, the shipping lag, and watch.
+//
 // Needs: a minio binary ($PANTO_MINIO, PATH or $(go env GOPATH)/bin);
 // rclone and aws (awscli) when they are among -tools. rclone runs without
 // AWS_CA_BUNDLE, which Debian's build refuses.
