@@ -27,6 +27,9 @@ type end struct {
 	// create: a missing directory is created (the destination of a pull
 	// or copy); otherwise it is an error.
 	create bool
+	// leftovers: this bucket is first sent what panto's local-first
+	// replica of it kept (push without --dir; leftovers.go).
+	leftovers bool
 }
 
 // end is one side as the flags of o name it.
@@ -95,6 +98,9 @@ func runCopy(c *cli.Context, o *options, d direction, src, dst end) error {
 		return err
 	}
 	rep := newReporter(o, d)
+	if dst.leftovers && !o.DryRun {
+		_ = sendLeftovers(c.Context, o, dst, to, rep)
+	}
 	sum, err := replica.Copy(c.Context, from, to, replica.Options{
 		Concurrency: o.Concurrency,
 		Select:      o.selected,

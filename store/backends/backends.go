@@ -105,7 +105,7 @@ func OpenSpec(ctx context.Context, s store.Spec, opts Options) (agent.SessionSto
 			o = append(o, objstore.WithKey(opts.Key))
 		}
 		if opts.LocalFirst {
-			return openLocalFirst(ctx, s.URL, opts, o)
+			return openLocalFirst(ctx, s.URL, opts, append(o, objstore.WithS3Options(failFast)))
 		}
 		st, err := objstore.Open(ctx, s.URL, o...)
 		if err != nil {
@@ -126,11 +126,7 @@ var ErrNoLogs = errors.New("keeps no sessions")
 // panto's data directory (localfirst.Dir); the bucket itself is opened
 // with o, in the background.
 func openLocalFirst(ctx context.Context, url string, opts Options, o []objstore.Option) (agent.SessionStore, error) {
-	endpoint := opts.Endpoint
-	if endpoint == "" {
-		endpoint = firstSet(os.Getenv("AWS_ENDPOINT_URL_S3"), os.Getenv("AWS_ENDPOINT_URL"))
-	}
-	dir, err := localfirst.Dir(url, endpoint)
+	dir, err := ReplicaDir(url, opts.Endpoint)
 	if err != nil {
 		return nil, fmt.Errorf("store %s: %w", url, err)
 	}
@@ -155,6 +151,16 @@ func openLocalFirst(ctx context.Context, url string, opts Options, o []objstore.
 		Unreachable: objstore.IsUnreachable,
 		Notify:      opts.Notify,
 	})
+}
+
+// ReplicaDir is the directory of this machine's local-first replica of
+// the bucket store url at endpoint (empty: the AWS environment's, as
+// Open takes it), whether or not it exists: localfirst.Dir.
+func ReplicaDir(url, endpoint string) (string, error) {
+	if endpoint == "" {
+		endpoint = firstSet(os.Getenv("AWS_ENDPOINT_URL_S3"), os.Getenv("AWS_ENDPOINT_URL"))
+	}
+	return localfirst.Dir(url, endpoint)
 }
 
 func firstSet(s ...string) string {
