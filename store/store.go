@@ -441,6 +441,9 @@ type IndexReport struct {
 	// another checkpoint than they hold; Orphans listed sessions that do
 	// not exist; Damaged the parts of the listing that do not decode.
 	Unindexed, Stale, Orphans, Damaged []string
+	// Recent are sessions the listing's newest page (objstore's index log)
+	// misses, or shows though deleted or absent.
+	Recent []string
 	// Unreadable are sessions whose own objects could not be read (the
 	// error says which object); they are neither indexed nor dropped.
 	Unreadable map[string]error
@@ -450,5 +453,5 @@ type IndexReport struct {
 
 // Clean reports whether the listing and the sessions agree.
 func (r IndexReport) Clean() bool {
-	return len(r.Unindexed)+len(r.Stale)+len(r.Orphans)+len(r.Damaged) == 0
+	return len(r.Unindexed)+len(r.Stale)+len(r.Orphans)+len(r.Damaged)+len(r.Recent) == 0
 }

@@ -122,6 +122,92 @@ func (s *Store) adoptIndexBases(ctx context.Context) error {
 	return s.ensureFeature(ctx, manifest.FeatureIndexBases)
 }
 
+// adoptIndex brings the prefix's index to this version's format before
+// this Store's first write of it: bases instead of deltas, then format 4.
+func (s *Store) adoptIndex(ctx context.Context) error {
+	if err := s.adoptIndexBases(ctx); err != nil {
+		return err
+	}
+	return s.adoptIndexLog(ctx)
+}
+
+// adoptIndexLog moves a format-3 index (16 shards) to format 4 (256
+// partitions and the index log, manifest.FeatureIndexLog) before this
+// Store's first write of it: every shard's entries and tombstones go to
+// their partitions, a commit of the log records the newest sessions, and
+// then the marker requires the feature, so that an older panto refuses
+// the prefix from then on. Cut short anywhere, the next writer does it
+// again: a partition never takes back a longer entry or a deleted
+// session, and a commit's recent sessions only gain. The 16 shards stay
+// where they are, read by nobody (the deltas of an older panto still
+// running are treated the same way, §P3).
+func (s *Store) adoptIndexLog(ctx context.Context) error {
+	if s.indexLog() {
+		return nil
+	}
+	s.adoptMu.Lock()
+	defer s.adoptMu.Unlock()
+	if s.indexLog() {
+		return nil
+	}
+	// Another Store may have moved it since this one opened.
+	if err := s.rereadMarker(ctx); err != nil {
+		return err
+	}
+	if s.indexLog() {
+		return nil
+	}
+	all, tombs, err := s.readIndexAll(ctx, manifest.ShardNames())
+	if all == nil {
+		// A damaged shard hides its sessions after the move as before
+		// it, until repair; anything else stops the move.
+		return fmt.Errorf("move the index to format 4: %w", err)
+	}
+	names := map[string]bool{}
+	for _, e := range all {
+		names[s.queueIndexIn(manifest.PartitionOf(e.Info.ID, 2), e)] = true
+	}
+	for _, t := range tombs {
+		names[s.queueTombstoneIn(manifest.PartitionOf(t.ID, 2), t)] = true
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(16)
+	for name := range names {
+		g.Go(func() error { return s.writeQueued(gctx, name) })
+	}
+	if err := g.Wait(); err != nil {
+		return fmt.Errorf("move the index to format 4: %w", err)
+	}
+	// The commit takes the newest of them as changes, so that they fold
+	// into the recent sessions of any commit another Store wrote since.
+	recent := map[string]manifest.IndexEntry{}
+	for id, e := range all {
+		recent[id] = e
+	}
+	trimRecent(recent)
+	if err := s.commitLog(ctx, recent, nil, nil); err != nil {
+		return fmt.Errorf("move the index to format 4: write the index log: %w", err)
+	}
+	return s.ensureFeature(ctx, manifest.FeatureIndexLog)
+}
+
+// rereadMarker reads the marker again, for a feature another Store may
+// have added since Open.
+func (s *Store) rereadMarker(ctx context.Context) error {
+	data, etag, err := s.b.get(ctx, markerName, "")
+	if err != nil {
+		return fmt.Errorf("read the format marker: %w", err)
+	}
+	m, err := manifest.DecodeMarker(data)
+	if err != nil {
+		return fmt.Errorf("%s: %w: upgrade panto", s.b.url(""), err)
+	}
+	s.markerMu.Lock()
+	s.marker, s.markerEtag = m, etag
+	s.markerMu.Unlock()
+	return nil
+}
+
 // foldLegacy writes shard name's base anew if deltas follow it.
 func (s *Store) foldLegacy(ctx context.Context, name string) error {
 	st := s.shardState(name)

@@ -30,7 +30,7 @@ func (s *Store) Logs(ctx context.Context) ([]store.Log, error) {
 	if err := s.settle(ctx); ctx.Err() != nil {
 		return nil, fmt.Errorf("list sessions: %w", err)
 	}
-	all, err := s.readIndex(ctx, manifest.ShardNames())
+	all, err := s.readIndex(ctx, s.shardNames())
 	if all == nil {
 		return nil, fmt.Errorf("list sessions: %w", err)
 	}
@@ -266,7 +266,7 @@ func (s *Store) adoptRead(id string, caught *manifest.Manifest, etag string, sto
 // index shard, if the reading is recent (indexStale); it makes no
 // request.
 func (s *Store) cachedEntry(id string) (manifest.IndexEntry, bool) {
-	st := s.shardState(manifest.ShardOf(id))
+	st := s.shardState(s.shardOf(id))
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	if !st.loaded || st.view.shard == nil || s.now().Sub(st.fresh) >= indexStale {

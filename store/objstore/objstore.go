@@ -161,8 +161,11 @@ type Store struct {
 
 	// openSnapshot: WithOpenSnapshot.
 	openSnapshot bool
-	// adoptMu: one adoption of manifest.FeatureIndexBases at a time.
+	// adoptMu: one adoption of manifest.FeatureIndexBases or
+	// FeatureIndexLog at a time.
 	adoptMu sync.Mutex
+	// ilog is this Store's reading of the index log (indexlog.go).
+	ilog logState
 }
 
 // Option configures Open.
