@@ -21,7 +21,8 @@
 //	Deleter        deletions that sync carries (tombstones) (CanDelete, Delete, Tombstones)
 //	IndexRepairer  a listing checked against the data       (CheckIndex, RepairIndex)
 //	ChangeTokener  "did anything change?" in one request    (ChangeToken)
-//	Unwrapper      a store that wraps another               (every helper looks through it)
+//	NewestLister   the newest sessions, without listing all (ListNewest; not through Unwrap)
+//	Unwrapper      a store that wraps another               (every helper but ListNewest looks through it)
 //
 // A store that wraps another (a cache, a local-first copy) says so with
 // Unwrap, as errors.Unwrap and restic's AsBackend do: each helper looks
@@ -334,6 +335,41 @@ func ChangeToken(ctx context.Context, s agent.SessionStore) (string, error) {
 		return "", fmt.Errorf("change token: %w", errors.ErrUnsupported)
 	}
 	return ct.ChangeToken(ctx)
+}
+
+// NewestLister is a store that lists its newest sessions for less than
+// its whole listing costs (objstore: the newest commit of its index log).
+type NewestLister interface {
+	// ListNewest returns up to limit sessions that keep accepts (nil:
+	// all), newest first; limit <= 0: every one.
+	ListNewest(ctx context.Context, limit int, keep func(agent.SessionInfo) bool) ([]agent.SessionInfo, error)
+}
+
+// ListNewest returns up to limit sessions of s that keep accepts (nil:
+// all), newest first (NewestLister); limit <= 0: every one. A store
+// without a cheaper way lists all and filters. As List, it may return
+// sessions with an error wrapping agent.ErrIncompleteList.
+func ListNewest(ctx context.Context, s agent.SessionStore, limit int, keep func(agent.SessionInfo) bool) ([]agent.SessionInfo, error) {
+	if nl, ok := s.(NewestLister); ok {
+		return nl.ListNewest(ctx, limit, keep)
+	}
+	// Not through Unwrap: a wrapper lists what it wraps and more (the
+	// local-first store: its replica and the bucket), so its own List
+	// is the listing.
+	all, err := s.List(ctx)
+	if all == nil {
+		return nil, err
+	}
+	out := make([]agent.SessionInfo, 0, len(all))
+	for _, info := range all {
+		if keep == nil || keep(info) {
+			out = append(out, info)
+		}
+		if limit > 0 && len(out) == limit {
+			break
+		}
+	}
+	return out, err
 }
 
 // Tombstones lists the tombstones of s (Deleter.Tombstones); a store that
