@@ -46,7 +46,7 @@ func uploadFixture(t *testing.T, e *env, dir string) {
 
 // TestV2Bucket: a bucket written by main in format 2 lists, loads and
 // reads back byte for byte, verifies, and takes appends, which are
-// written in format 3 (and upgrade the marker first).
+// written in index format 4 (and upgrade the marker first).
 func TestV2Bucket(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -94,8 +94,9 @@ func TestV2Bucket(t *testing.T) {
 		t.Fatalf("reading upgraded the marker: %s", m)
 	}
 
-	// An append: the marker goes to 3, the new documents are version 3,
-	// and everything still reads through a fresh Store.
+	// An append: the marker goes to 3 and requires index format 4, the
+	// new documents are version 3, and everything still reads through a
+	// fresh Store.
 	id := "0a5e1f2b3c4d5e6f708192a3b4c5d6e7"
 	w := e.open(t, objstore.WithManifestInterval(1))
 	if err := w.AppendMessages(ctx, id, []agent.PersistentMessage{user("after the upgrade")}); err != nil {
@@ -104,7 +105,7 @@ func TestV2Bucket(t *testing.T) {
 	if err := w.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if m := e.object(t, "pfx/panto-store.json"); string(m) != `{"format":"panto-objstore","version":3,"requires":["index-bases"]}` {
+	if m := e.object(t, "pfx/panto-store.json"); string(m) != `{"format":"panto-objstore","version":3,"requires":["index-bases","index-log"]}` {
 		t.Fatalf("marker after a write: %s", m)
 	}
 	if m := e.object(t, "pfx/sessions/"+id+"/manifest.json"); !strings.HasPrefix(string(m), `{"version":3,`) {
