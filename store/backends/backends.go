@@ -40,6 +40,10 @@ type Options struct {
 	// Trace, when set, logs every request to an S3 server
 	// (objstore.WithTrace).
 	Trace *slog.Logger
+	// IndexCache, when set, is a directory where a bucket's index catalog
+	// is kept between runs (objstore.WithIndexCache): a sync then reads
+	// what changed since the last one instead of the whole index.
+	IndexCache string
 	// Snapshot is for a command that lists the store right after opening
 	// it: a bucket's listings in the two seconds after Open are then the
 	// reading made during Open (objstore.WithOpenSnapshot), which saves a
@@ -97,6 +101,9 @@ func OpenSpec(ctx context.Context, s store.Spec, opts Options) (agent.SessionSto
 		}
 		if opts.Snapshot {
 			o = append(o, objstore.WithOpenSnapshot())
+		}
+		if opts.IndexCache != "" {
+			o = append(o, objstore.WithIndexCache(opts.IndexCache))
 		}
 		if opts.Trace != nil {
 			o = append(o, objstore.WithTrace(opts.Trace))

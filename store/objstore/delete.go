@@ -297,12 +297,12 @@ func tombstoneOf(err error) (manifest.Tombstone, bool) {
 }
 
 // Tombstones lists the bucket's tombstones younger than
-// store.TombstoneRetention, from the index shards.
+// store.TombstoneRetention, from the index (catalog.go).
 func (s *Store) Tombstones(ctx context.Context) ([]store.Tombstone, error) {
 	if err := s.settle(ctx); ctx.Err() != nil {
 		return nil, fmt.Errorf("list deleted sessions: %w", err)
 	}
-	_, tombs, err := s.readIndexAll(ctx, s.shardNames())
+	_, tombs, err := s.catalog(ctx)
 	if tombs == nil && err != nil {
 		return nil, fmt.Errorf("list deleted sessions: %w", err)
 	}

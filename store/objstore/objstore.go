@@ -83,10 +83,12 @@
 package objstore
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"net/url"
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -166,6 +168,13 @@ type Store struct {
 	adoptMu sync.Mutex
 	// ilog is this Store's reading of the index log (indexlog.go).
 	ilog logState
+	// indexCache is WithIndexCache's directory ("": none), cat the
+	// catalog last read (catalog.go).
+	indexCache string
+	cat        catalogState
+	// endpoint is the S3 endpoint the Store was opened on ("" for the
+	// AWS environment's), which names its catalog cache with the URL.
+	endpoint string
 }
 
 // Option configures Open.
@@ -181,6 +190,7 @@ type options struct {
 	manifestEvery    int
 	openSnapshot     bool
 	key              *seal.Key
+	indexCache       string
 }
 
 // WithClock sets the clock that stamps appended lines (for deterministic
@@ -247,6 +257,10 @@ func Open(ctx context.Context, rawURL string, opts ...Option) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
+	if o.s3.endpoint == "" {
+		// The SDK's own: what names the catalog cache (catalog.go).
+		o.s3.endpoint = cmp.Or(os.Getenv("AWS_ENDPOINT_URL_S3"), os.Getenv("AWS_ENDPOINT_URL"))
+	}
 	return openBucket(ctx, b, o)
 }
 
@@ -276,6 +290,8 @@ func openBucket(ctx context.Context, b bucket, o options) (*Store, error) {
 		parallel:         8,
 		deferIndex:       o.deferIndex,
 		openSnapshot:     o.openSnapshot,
+		indexCache:       o.indexCache,
+		endpoint:         o.s3.endpoint,
 		manifestEvery:    max(o.manifestEvery, 1),
 		indexPruneAfter:  indexPruneAfter,
 		sessions:         map[string]*sessionState{},
