@@ -4,11 +4,15 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/minio/minio-go/v7"
 
@@ -19,14 +23,16 @@ import (
 	"github.com/panto-dev/panto/store/objstore"
 )
 
-const v2Fixture = "testdata/v2-bucket"
+const (
+	v2Fixture = "testdata/v2-bucket"
+	v3Fixture = "testdata/v3-bucket"
+)
 
 // uploadFixture puts the objects of a fixture bucket under the env's
-// prefix, with minio-go.
+// prefix, with minio-go (or into the memory bucket).
 func uploadFixture(t *testing.T, e *env, dir string) {
 	t.Helper()
 	root := filepath.Join(dir, "bucket")
-	c := e.srv.Client(t)
 	err := filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
 			return err
@@ -36,12 +42,31 @@ func uploadFixture(t *testing.T, e *env, dir string) {
 			return err
 		}
 		rel, _ := filepath.Rel(root, path)
-		_, err = c.PutObject(context.Background(), e.bucket, "pfx/"+filepath.ToSlash(rel), bytes.NewReader(data), int64(len(data)), minio.PutObjectOptions{})
+		key := "pfx/" + filepath.ToSlash(rel)
+		if e.mem != nil {
+			e.putRaw(t, key, data)
+			return nil
+		}
+		_, err = e.srv.Client(t).PutObject(context.Background(), e.bucket, key, bytes.NewReader(data), int64(len(data)), minio.PutObjectOptions{})
 		return err
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// fixtureList is the List a fixture bucket's list.json records.
+func fixtureList(t *testing.T, dir string) []agent.SessionInfo {
+	t.Helper()
+	var want []agent.SessionInfo
+	data, err := os.ReadFile(filepath.Join(dir, "list.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(data, &want); err != nil {
+		t.Fatal(err)
+	}
+	return want
 }
 
 // TestV2Bucket: a bucket written by main in format 2 lists, loads and
@@ -52,14 +77,7 @@ func TestV2Bucket(t *testing.T) {
 	ctx := context.Background()
 	e := newEnv(t)
 	uploadFixture(t, e, v2Fixture)
-	var want []agent.SessionInfo
-	data, err := os.ReadFile(filepath.Join(v2Fixture, "list.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(data, &want); err != nil {
-		t.Fatal(err)
-	}
+	want := fixtureList(t, v2Fixture)
 	s := e.open(t)
 	got, err := s.List(ctx)
 	if err != nil {
@@ -160,6 +178,178 @@ func TestV2Bucket(t *testing.T) {
 	}
 	if _, err := fresh.AppendLog(ctx, c, store.Checkpoint{}, []byte("x")); err == nil {
 		t.Fatal("a malformed append was accepted")
+	}
+}
+
+// TestV3Bucket: a bucket written by main in index format 3 (16 shard
+// bases, a deleted session) lists, loads and reads back byte for byte,
+// verifies, and is left as it was by reading. Its first write moves the
+// index to format 4: the partitions hold every live session and the
+// tombstone, a commit of the index log lists the sessions, and the marker
+// requires index-log; then a fresh Store lists the same and the append,
+// the first page of its listing agrees with List, the deleted session
+// stays deleted, and the index checks clean.
+func TestV3Bucket(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newMemEnv(t)
+	uploadFixture(t, e, v3Fixture)
+	want := fixtureList(t, v3Fixture)
+	const deleted = "e1e2e3e4e5e6e7e8e9eaebecedeeeff0"
+	// The Stores' clock runs from just after the fixture was written, so
+	// that its tombstone is as young as it was then, whenever this runs.
+	epoch, start := time.Date(2026, 12, 1, 23, 30, 0, 0, time.UTC), time.Now()
+	open := func(opts ...objstore.Option) *objstore.Store {
+		t.Helper()
+		s := e.open(t, opts...)
+		objstore.SetNow(s, func() time.Time { return epoch.Add(time.Since(start)) })
+		return s
+	}
+	marker := string(e.object(t, "pfx/panto-store.json"))
+	s := open()
+	// Open writes its probe objects (panto-probe*.json), and nothing
+	// else from here on.
+	before := e.snapshot(t)
+	got, err := s.List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("List of the v3 bucket:\n got %+v\nwant %+v", got, want)
+	}
+	if newest, err := s.ListNewest(ctx, 2, nil); err != nil || !reflect.DeepEqual(newest, want[:2]) {
+		t.Fatalf("ListNewest of the v3 bucket: %v, %+v", err, newest)
+	}
+	if latest, err := s.Latest(ctx); err != nil || !reflect.DeepEqual(latest.Info, want[0]) {
+		t.Fatalf("Latest of the v3 bucket: %v", err)
+	}
+	fixtureLogs := map[string][]byte{}
+	for _, info := range want {
+		raw, err := os.ReadFile(filepath.Join(v3Fixture, "jsonl", info.ID+".jsonl"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		fixtureLogs[info.ID] = raw
+		read, err := readRaw(ctx, s, info.ID, 0)
+		if err != nil || !bytes.Equal(read, raw) {
+			t.Fatalf("%s: ReadLog: %v, %d bytes, want the fixture's %d", info.ID, err, len(read), len(raw))
+		}
+		log, err := sessionlog.Parse("fixture", raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conv, err := s.Load(ctx, info.ID)
+		if err != nil || !reflect.DeepEqual(conv.Messages, log.Messages) {
+			t.Fatalf("%s: Load: %v", info.ID, err)
+		}
+		if err := s.Verify(ctx, info.ID); err != nil {
+			t.Fatalf("%s: Verify: %v", info.ID, err)
+		}
+	}
+	if _, err := s.Load(ctx, deleted); !errors.Is(err, agent.ErrSessionDeleted) {
+		t.Fatalf("Load of the deleted session: %v", err)
+	}
+	if report, err := s.CheckIndex(ctx); err != nil || !report.Clean() {
+		t.Fatalf("CheckIndex of the v3 bucket: %v, %+v", err, report)
+	}
+	// Nothing was written by reading (nor checking): not the marker,
+	// nor anything else.
+	if m := string(e.object(t, "pfx/panto-store.json")); m != marker {
+		t.Fatalf("reading the v3 bucket changed the marker: %s", m)
+	}
+	if after := e.snapshot(t); after != before {
+		t.Fatalf("reading the v3 bucket wrote:\nbefore %s\nafter  %s", before, after)
+	}
+
+	// An append to a session of the fixture and a new session: the first
+	// write moves the index to format 4.
+	appended, added := "0b77aa00112233445566778899aabbcc", "5a5e0000111122223333444455556666"
+	w := open(objstore.WithManifestInterval(1))
+	if err := w.AppendMessages(ctx, appended, []agent.PersistentMessage{user("after the move")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.AppendMessages(ctx, added, []agent.PersistentMessage{user("a new session")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if m := string(e.object(t, "pfx/panto-store.json")); m != strings.TrimSuffix(marker, `]}`)+`,"index-log"]}` {
+		t.Fatalf("marker after a write: %s (before: %s)", m, marker)
+	}
+	entries, tombs := e.partitions(t)
+	for _, info := range append(slices.Clone(want), agent.SessionInfo{ID: added}) {
+		if _, ok := entries[info.ID]; !ok {
+			t.Errorf("%s is in no partition after the move", info.ID)
+		}
+	}
+	if len(entries) != len(want)+1 {
+		t.Errorf("the partitions hold %d sessions, want %d", len(entries), len(want)+1)
+	}
+	if _, ok := tombs[deleted]; !ok || len(tombs) != 1 {
+		t.Errorf("the partitions hold the tombstones %v, want %s's", slices.Collect(maps.Keys(tombs)), deleted)
+	}
+	n, commit := e.newestCommit(t)
+	if commit == nil || len(commit.Recent) != len(want)+1 || commit.Recent[deleted].Length != 0 {
+		t.Fatalf("the newest index log commit (%d) after the move: %+v", n, commit)
+	}
+
+	fresh := open()
+	got, err = fresh.List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(want)+1 {
+		t.Fatalf("List after the move: %d sessions, want %d", len(got), len(want)+1)
+	}
+	listed := map[string]agent.SessionInfo{}
+	for _, info := range got {
+		listed[info.ID] = info
+	}
+	for _, info := range want {
+		l := listed[info.ID]
+		if info.ID == appended {
+			if l.MessageCount != info.MessageCount+1 || l.LastUserMessage != "after the move" || !l.Created.Equal(info.Created) {
+				t.Errorf("the appended session after the move: %+v", l)
+			}
+			continue
+		}
+		if !reflect.DeepEqual(l, info) {
+			t.Errorf("%s after the move:\n got %+v\nwant %+v", info.ID, l, info)
+		}
+	}
+	if l := listed[added]; l.MessageCount != 1 || l.LastUserMessage != "a new session" {
+		t.Errorf("the new session after the move: %+v", l)
+	}
+	if _, ok := listed[deleted]; ok {
+		t.Errorf("the deleted session is listed after the move")
+	}
+	if newest, err := fresh.ListNewest(ctx, len(got), nil); err != nil || !reflect.DeepEqual(newest, got) {
+		t.Errorf("ListNewest after the move: %v\n got %+v\nwant %+v", err, newest, got)
+	}
+	if newest, err := fresh.ListNewest(ctx, 2, nil); err != nil || !reflect.DeepEqual(newest, got[:2]) {
+		t.Errorf("ListNewest(2) after the move: %v, %+v", err, newest)
+	}
+	if latest, err := fresh.Latest(ctx); err != nil || !reflect.DeepEqual(latest.Info, got[0]) {
+		t.Errorf("Latest after the move: %v", err)
+	}
+	for id, raw := range fixtureLogs {
+		read, err := readRaw(ctx, fresh, id, 0)
+		if err != nil || !bytes.HasPrefix(read, raw) || (id != appended) != (len(read) == len(raw)) {
+			t.Errorf("%s: ReadLog after the move: %v, %d bytes, the fixture's %d", id, err, len(read), len(raw))
+		}
+		if err := fresh.Verify(ctx, id); err != nil {
+			t.Errorf("%s: Verify after the move: %v", id, err)
+		}
+	}
+	if _, err := fresh.Load(ctx, deleted); !errors.Is(err, agent.ErrSessionDeleted) {
+		t.Errorf("Load of the deleted session after the move: %v", err)
+	}
+	if _, err := fresh.Resolve(ctx, deleted[:6]); !errors.Is(err, agent.ErrSessionDeleted) {
+		t.Errorf("Resolve of the deleted session after the move: %v", err)
+	}
+	if report, err := fresh.CheckIndex(ctx); err != nil || !report.Clean() {
+		t.Errorf("CheckIndex after the move: %v, %+v", err, report)
 	}
 }
 
