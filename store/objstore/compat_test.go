@@ -364,3 +364,39 @@ func (e *env) object(t *testing.T, key string) []byte {
 	t.Fatalf("no object %s", key)
 	return nil
 }
+
+// TestV3BucketDeleteLeavesNoContent: a session of a format-3 bucket
+// deleted after the move to format 4 leaves none of its text in the
+// bucket, as in a prefix that was always format 4
+// (TestDeleteLeavesNoContent): not in its partition, not in the index
+// log, and not in the shard of format 3 that listed it before the move.
+func TestV3BucketDeleteLeavesNoContent(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newMemEnv(t)
+	uploadFixture(t, e, v3Fixture)
+	const victim, text = "7d00d1234567890abcdef0123456789a", "prompt 7d00 "
+	if hits := e.scanFor(t, text); len(hits) == 0 {
+		t.Fatalf("test setup: %q is nowhere in the fixture", text)
+	}
+	s := e.open(t)
+	if err := s.AppendMessages(ctx, "0b77aa00112233445566778899aabbcc", []agent.PersistentMessage{user("after the move")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if m := e.object(t, "pfx/panto-store.json"); !strings.Contains(string(m), `"index-log"`) {
+		t.Fatalf("the append did not move the index: %s", m)
+	}
+	deleteAll(t, s, victim)
+	if err := s.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if hits := e.scanFor(t, text); len(hits) > 0 {
+		t.Errorf("after the deletion these objects still hold the session's text: %v", hits)
+	}
+	if _, err := e.open(t).Load(ctx, victim); !errors.Is(err, agent.ErrSessionDeleted) {
+		t.Errorf("Load after the deletion: %v", err)
+	}
+}
