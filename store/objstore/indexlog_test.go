@@ -551,3 +551,52 @@ func TestRepairRecent(t *testing.T) {
 		})
 	}
 }
+
+// TestDeleteRacingCheckpoint: a deletion that overtakes the checkpoint of
+// an append before it (the append's index entry reached the partition,
+// its commit of the index log not yet) leaves the session's text in no
+// commit, and the newest commit does not list the deleted session: the
+// lagging commit, folded after the deletion's, must not bring it back.
+func TestDeleteRacingCheckpoint(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newMemEnv(t)
+	fb := e.faults(t)
+	w := e.openOn(t, fb)
+	victim := appendNew(t, w, "the first prompt")
+	other := appendNew(t, w, "another session")
+	if err := w.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	reached, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	fb.SetFault(func(o objstore.Op) error {
+		if o.Method == "PUT" && strings.HasPrefix(o.Key, "index/log/") {
+			once.Do(func() { close(reached) })
+			<-release
+		}
+		return nil
+	})
+	if err := w.AppendMessages(ctx, victim, []agent.PersistentMessage{user(secretTexts[1])}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-reached: // the partition holds the append's entry
+	case <-time.After(30 * time.Second):
+		t.Fatal("the append's checkpoint never reached the index log")
+	}
+	deleteAll(t, e.open(t), victim)
+	close(release)
+	if err := w.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if hits := e.scanFor(t, secretTexts[1]); len(hits) > 0 {
+		t.Errorf("after the deletion these objects hold the session's text: %v", hits)
+	}
+	if page, err := e.open(t).ListNewest(ctx, 1, nil); err != nil || len(page) != 1 || page[0].ID != other {
+		t.Errorf("newest after the deletion: %v, %v; want %s alone", err, infoIDs(page), other)
+	}
+	if report, err := e.open(t).CheckIndex(ctx); err != nil || !report.Clean() {
+		t.Errorf("check after the deletion: %v, %+v", err, report)
+	}
+}
