@@ -600,3 +600,67 @@ func TestDeleteRacingCheckpoint(t *testing.T) {
 		t.Errorf("check after the deletion: %v, %+v", err, report)
 	}
 }
+
+// TestLogPruneAndHead: every 64th commit of the index log deletes the
+// commits 64 and more before it and records its number in the log's head,
+// so that the log keeps between 64 and 128 commits however many writes
+// there were; a reader whose credentials may not LIST finds the newest
+// commit from the head, by probing the numbers after it, and answers the
+// first page of the listing from it.
+func TestLogPruneAndHead(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newMemEnv(t)
+	w := e.open(t)
+	for i := range 2*manifest.RecentSize + 2 {
+		appendNew(t, w, fmt.Sprintf("question %d", i))
+	}
+	if err := w.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	n, newest := e.newestCommit(t)
+	const keep = 64
+	pruned := n - n%keep
+	if pruned < 2*keep {
+		t.Fatalf("test setup: %d commits, want at least %d", n, 2*keep)
+	}
+	var kept []int64
+	for k := range e.logCommits(t) {
+		kept = append(kept, k)
+	}
+	slices.Sort(kept)
+	if int64(len(kept)) != n-(pruned-keep) || kept[0] != pruned-keep+1 || kept[len(kept)-1] != n {
+		t.Errorf("after %d commits the log keeps %d of them, %v..%v; want %d..%d", n, len(kept), kept[0], kept[len(kept)-1], pruned-keep+1, n)
+	}
+	codec, _ := manifest.NewCodec()
+	head, err := codec.DecodeIndexShard("index/log-head.json.zst", e.rawObject(t, e.key("index/log-head.json.zst")))
+	if err != nil || head.Shard != manifest.LogName || head.Through != pruned || len(head.Sessions)+len(head.Recent) != 0 {
+		t.Fatalf("the log's head: %v, %+v; want commit %d and no session", err, head, pruned)
+	}
+
+	fb := e.faults(t)
+	fb.SetFault(func(o objstore.Op) error {
+		if o.Method == "LIST" {
+			return objstore.ErrForbidden
+		}
+		return nil
+	})
+	r := e.openOn(t, fb)
+	fb.Take()
+	list, err := e.open(t).List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, err := r.ListNewest(ctx, 5, nil)
+	if err != nil || !reflect.DeepEqual(page, list[:5]) {
+		t.Fatalf("newest without LIST: %v, %v, want %v", err, infoIDs(page), infoIDs(list[:5]))
+	}
+	ops := fb.Take()
+	if slices.ContainsFunc(ops, func(o objstore.Op) bool { return partitionKeyRe.MatchString("pfx/" + o.Key) }) ||
+		!slices.ContainsFunc(ops, func(o objstore.Op) bool { return o.Method == "GET" && o.Key == commitKey(n) }) {
+		t.Errorf("newest without LIST: %+v; want the newest commit read, no partition", ops)
+	}
+	if latest, err := r.Latest(ctx); err != nil || latest.Info.ID != list[0].ID || len(newest.Recent) != manifest.RecentSize {
+		t.Errorf("latest without LIST: %v", err)
+	}
+}
