@@ -11,6 +11,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -398,5 +399,61 @@ func TestV3BucketDeleteLeavesNoContent(t *testing.T) {
 	}
 	if _, err := e.open(t).Load(ctx, victim); !errors.Is(err, agent.ErrSessionDeleted) {
 		t.Errorf("Load after the deletion: %v", err)
+	}
+}
+
+// TestV3BucketConcurrentMove: Stores that opened a format-3 bucket and
+// write to it at once all move it to format 4 (each moves what it read,
+// and the partitions' If-Match and the log's If-None-Match settle the
+// races): every session is in the partitions and the newest commit, the
+// marker requires index-log, and the index checks clean.
+func TestV3BucketConcurrentMove(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newMemEnv(t)
+	uploadFixture(t, e, v3Fixture)
+	want := fixtureList(t, v3Fixture)
+	const stores = 6
+	var ss []*objstore.Store
+	for range stores {
+		ss = append(ss, e.open(t))
+	}
+	ids := make([]string, stores)
+	errs := make([]error, stores)
+	var wg sync.WaitGroup
+	for i, s := range ss {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ids[i] = agent.NewSessionID()
+			if errs[i] = s.AppendMessages(ctx, ids[i], []agent.PersistentMessage{user("during the move")}); errs[i] == nil {
+				errs[i] = s.Flush(ctx)
+			}
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if m := string(e.object(t, "pfx/panto-store.json")); !strings.Contains(m, `"index-log"`) {
+		t.Fatalf("marker after the moves: %s", m)
+	}
+	entries, tombs := e.partitions(t)
+	_, commit := e.newestCommit(t)
+	for _, id := range append(infoIDs(want), ids...) {
+		if _, ok := entries[id]; !ok {
+			t.Errorf("%s is in no partition", id)
+		}
+		if _, ok := commit.Recent[id]; !ok {
+			t.Errorf("%s is not in the newest commit", id)
+		}
+	}
+	if _, ok := tombs["e1e2e3e4e5e6e7e8e9eaebecedeeeff0"]; !ok {
+		t.Errorf("the tombstone is in no partition")
+	}
+	if report, err := e.open(t).CheckIndex(ctx); err != nil || !report.Clean() {
+		t.Errorf("check after the moves: %v, %+v", err, report)
 	}
 }
