@@ -198,13 +198,14 @@ type IndexShard struct {
 	Pruned   int64
 	Purge    int64
 	Written  time.Time
-	// Folded, in a log commit (Shard LogName, Through its number), is the
-	// commit from which its Sessions and Tombstones accumulate: they are
-	// every change of the commits after Folded through this one. Recent
-	// is the newest sessions of the whole index as of this commit (at
-	// most RecentSize, without Resume): every live session it does not
-	// hold is older than all it holds. Both are zero in a partition.
-	Folded   int64
+	// Omitted, in a log commit (Shard LogName, Through its number), is
+	// how many changes of its write it does not list in Sessions and
+	// Tombstones (a bulk write's, past LogChanges): a reader that wants
+	// every change reads the partitions instead. Recent is the newest
+	// sessions of the whole index as of this commit (at most RecentSize,
+	// without Resume): every live session it does not hold is older than
+	// all it holds. Both are zero in a partition.
+	Omitted  int64
 	Recent   map[string]IndexEntry
 	Sessions map[string]IndexEntry
 	// Tombstones are the shard's deleted sessions: an id here has no
@@ -404,10 +405,10 @@ func (s *IndexShard) validate() error {
 	if !log && (len(s.Shard) < 1 || len(s.Shard) > 2 || strings.Trim(s.Shard, hexDigits) != "") {
 		return fmt.Errorf("%w: index shard name %q", ErrInvalid, s.Shard)
 	}
-	if s.Pruned < 0 || s.Through < s.Pruned || s.Purge < 0 || s.Through < s.Purge || s.Folded < 0 || s.Folded > s.Through {
-		return fmt.Errorf("%w: index shard %s: through %d, pruned %d, purge %d, folded %d", ErrInvalid, s.Shard, s.Through, s.Pruned, s.Purge, s.Folded)
+	if s.Pruned < 0 || s.Through < s.Pruned || s.Purge < 0 || s.Through < s.Purge || s.Omitted < 0 {
+		return fmt.Errorf("%w: index shard %s: through %d, pruned %d, purge %d, omitted %d", ErrInvalid, s.Shard, s.Through, s.Pruned, s.Purge, s.Omitted)
 	}
-	if !log && (s.Folded != 0 || len(s.Recent) != 0) {
+	if !log && (s.Omitted != 0 || len(s.Recent) != 0) {
 		return fmt.Errorf("%w: index shard %s: a partition with a log commit's fields", ErrInvalid, s.Shard)
 	}
 	filed := func(id string) bool { return log || PartitionOf(id, len(s.Shard)) == s.Shard }

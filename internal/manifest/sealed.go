@@ -251,7 +251,7 @@ type wireSealedShard struct {
 	Pruned     int64                          `json:"pruned,omitempty"`
 	Purge      int64                          `json:"purge,omitempty"`
 	Written    time.Time                      `json:"written,omitzero"`
-	Folded     int64                          `json:"folded,omitempty"`
+	Omitted    int64                          `json:"omitted,omitempty"`
 	Recent     map[string]wireSealedEntry     `json:"recent,omitempty"`
 	Sessions   map[string]wireSealedEntry     `json:"sessions"`
 	Tombstones map[string]wireSealedTombstone `json:"tombstones,omitempty"`
@@ -274,7 +274,7 @@ type wireSealedTombstone struct {
 }
 
 func shardSkeleton(s *IndexShard) wireSealedShard {
-	w := wireSealedShard{Version: Version, Shard: s.Shard, Through: s.Through, Pruned: s.Pruned, Purge: s.Purge, Folded: s.Folded, Sessions: make(map[string]wireSealedEntry, len(s.Sessions))}
+	w := wireSealedShard{Version: Version, Shard: s.Shard, Through: s.Through, Pruned: s.Pruned, Purge: s.Purge, Omitted: s.Omitted, Sessions: make(map[string]wireSealedEntry, len(s.Sessions))}
 	if !s.Written.IsZero() {
 		w.Written = s.Written.UTC()
 	}

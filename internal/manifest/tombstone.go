@@ -29,6 +29,11 @@ const FeatureIndexLog = "index-log"
 // read that commit alone.
 const RecentSize = 64
 
+// LogChanges is how many changes an index log commit lists at most: a
+// bulk write's commit past it lists none (IndexShard.Omitted), so that
+// the newest commit, which every reader reads, stays small.
+const LogChanges = 64
+
 // Tombstone is what the bucket keeps of a deleted session: in its index
 // shard, and as the object that takes the place of its first segment
 // (and of the segment after its last), so that the id can never be

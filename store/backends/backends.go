@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"sync/atomic"
 	"time"
 
@@ -140,6 +141,13 @@ func openLocalFirst(ctx context.Context, url string, opts Options, o []objstore.
 	dir, err := localfirst.Dir(url, endpoint)
 	if err != nil {
 		return nil, fmt.Errorf("store %s: %w", url, err)
+	}
+	if opts.IndexCache == "" {
+		// The replica keeps the bucket's index catalog too, so that the
+		// shipper's sync reads what changed since the last run, not the
+		// whole index (objstore.WithIndexCache; fsjsonl ignores dot
+		// files).
+		o = append(o, objstore.WithIndexCache(filepath.Join(dir, ".panto-index")))
 	}
 	var bucket atomic.Pointer[objstore.Store] // once open
 	return localfirst.Open(ctx, localfirst.Options{

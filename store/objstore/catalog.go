@@ -142,6 +142,11 @@ func (s *Store) catchUpCatalog(ctx context.Context, cached *manifest.IndexShard,
 	if err := g.Wait(); err != nil || etags[0] != cachedETag {
 		return nil, false
 	}
+	for _, commit := range commits[1:] {
+		if commit.Omitted > 0 {
+			return nil, false // a bulk write: its changes are in the partitions
+		}
+	}
 	c := cached.Clone()
 	for _, commit := range commits[1:] {
 		c.Apply(commit)

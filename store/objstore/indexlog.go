@@ -228,9 +228,10 @@ func (s *Store) commitLog(ctx context.Context, entries map[string]manifest.Index
 	return errors.New("too many concurrent commits")
 }
 
-// nextCommit is commit n: the changes entries and buried, and the recent
-// sessions of prev (nil: none; those drop says are wrong left out) with
-// them folded in.
+// nextCommit is commit n: the changes entries and buried (counted in
+// Omitted instead, past manifest.LogChanges), and the recent sessions of
+// prev (nil: none; those drop says are wrong left out) with them folded
+// in.
 func nextCommit(n int64, prev *manifest.IndexShard, entries map[string]manifest.IndexEntry, buried map[string]manifest.Tombstone, drop func(manifest.IndexEntry) bool, now time.Time) *manifest.IndexShard {
 	c := &manifest.IndexShard{Shard: manifest.LogName, Through: n, Written: now, Sessions: map[string]manifest.IndexEntry{}, Recent: map[string]manifest.IndexEntry{}}
 	if prev != nil {
@@ -240,8 +241,14 @@ func nextCommit(n int64, prev *manifest.IndexShard, entries map[string]manifest.
 			}
 		}
 	}
+	list := len(entries)+len(buried) <= manifest.LogChanges
+	if !list {
+		c.Omitted = int64(len(entries) + len(buried))
+	}
 	for id, e := range entries {
-		c.Sessions[id] = e
+		if list {
+			c.Sessions[id] = e
+		}
 		r := e
 		r.Resume = manifest.Resume{} // a listing needs no append state
 		if old, ok := c.Recent[id]; !ok || old.Length <= r.Length {
@@ -249,10 +256,12 @@ func nextCommit(n int64, prev *manifest.IndexShard, entries map[string]manifest.
 		}
 	}
 	for id, t := range buried {
-		if c.Tombstones == nil {
+		if c.Tombstones == nil && list {
 			c.Tombstones = map[string]manifest.Tombstone{}
 		}
-		c.Tombstones[id] = t
+		if list {
+			c.Tombstones[id] = t
+		}
 		delete(c.Recent, id)
 		delete(c.Sessions, id)
 	}
