@@ -664,3 +664,47 @@ func TestLogPruneAndHead(t *testing.T) {
 		t.Errorf("latest without LIST: %v", err)
 	}
 }
+
+// TestLogFarBehind: a Store whose reading of the index log is older than
+// what pruning keeps (another Store wrote more than 128 commits since it
+// opened) still lists the newest sessions, and its next commit is built on
+// the newest one: a pruned number is not the end of the log.
+func TestLogFarBehind(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newMemEnv(t)
+	appendNew(t, e.open(t), "the first")
+	behind := e.open(t) // knows commit 1
+	w := e.open(t)
+	for i := range 2*manifest.RecentSize + 2 {
+		appendNew(t, w, fmt.Sprintf("question %d", i))
+	}
+	if err := w.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if e.maybeRawObject(t, e.key(commitKey(2))) != nil {
+		t.Fatal("test setup: commit 2 was not pruned")
+	}
+	list, err := e.open(t).List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if latest, err := behind.Latest(ctx); err != nil || latest.Info.ID != list[0].ID {
+		t.Errorf("latest by a Store far behind: %v, %v; want %s", err, latest, list[0].ID)
+	}
+	if page, err := behind.ListNewest(ctx, 3, nil); err != nil || !reflect.DeepEqual(page, list[:3]) {
+		t.Errorf("newest by a Store far behind: %v, %v; want %v", err, infoIDs(page), infoIDs(list[:3]))
+	}
+	// Its write, after others' 130: the newest session, which the newest
+	// commit must list.
+	mine := appendNew(t, behind, "far behind")
+	if err := behind.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if latest, err := e.open(t).Latest(ctx); err != nil || latest.Info.ID != mine {
+		t.Errorf("latest after the write of a Store far behind: %v, want %s", err, mine)
+	}
+	if report, err := e.open(t).CheckIndex(ctx); err != nil || !report.Clean() {
+		t.Errorf("check after the write of a Store far behind: %v, %+v", err, report)
+	}
+}
