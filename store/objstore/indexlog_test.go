@@ -708,3 +708,39 @@ func TestLogFarBehind(t *testing.T) {
 		t.Errorf("check after the write of a Store far behind: %v, %+v", err, report)
 	}
 }
+
+// TestDeleteThenStaleStore: a deletion deletes every commit of the index
+// log before its own; a Store whose reading is older than that (it read a
+// commit that listed the deleted session) must neither list the deleted
+// session nor, with its next write, put the deleted session's text back
+// in a commit — nor leave that write out of the newest commit.
+func TestDeleteThenStaleStore(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newMemEnv(t)
+	w := e.open(t)
+	other := appendNew(t, w, "another session")
+	victim := appendNew(t, w, secretTexts[0])
+	stale := e.open(t) // its reading lists the victim
+	third := appendNew(t, w, "a third session")
+	if err := w.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	deleteAll(t, e.open(t), victim)
+	if hits := e.scanFor(t, secretTexts[0]); len(hits) > 0 {
+		t.Fatalf("after the deletion these objects hold the session's text: %v", hits)
+	}
+	if page, err := stale.ListNewest(ctx, 2, nil); err != nil || !slices.Equal(infoIDs(page), []string{third, other}) {
+		t.Errorf("newest by a Store that read the log before the deletion: %v, %v; want %v", err, infoIDs(page), []string{third, other})
+	}
+	mine := appendNew(t, stale, "after the deletion")
+	if err := stale.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if hits := e.scanFor(t, secretTexts[0]); len(hits) > 0 {
+		t.Errorf("after a write by that Store these objects hold the deleted session's text: %v", hits)
+	}
+	if latest, err := e.open(t).Latest(ctx); err != nil || latest.Info.ID != mine {
+		t.Errorf("latest after that Store's write: %v, want %s", err, mine)
+	}
+}
