@@ -489,3 +489,42 @@ func TestV3BucketReaderDuringMove(t *testing.T) {
 		t.Errorf("latest by a Store opened before the move: %v, want %s", err, added)
 	}
 }
+
+// TestV3BucketDamagedShardMove: a format-3 bucket with a damaged shard
+// says so when listed (ErrIndexDamaged: run repair). Moved to format 4 by
+// a write, its listing must still either show the shard's sessions or say
+// that some are missing, never leave them out silently; repair lists them
+// again.
+func TestV3BucketDamagedShardMove(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newMemEnv(t)
+	uploadFixture(t, e, v3Fixture)
+	want := fixtureList(t, v3Fixture)
+	d := e.rawObject(t, "pfx/index/0.json.zst")
+	d[len(d)/2] ^= 0x01
+	e.putRaw(t, "pfx/index/0.json.zst", d)
+	if _, err := e.open(t).List(ctx); !errors.Is(err, objstore.ErrIndexDamaged) {
+		t.Fatalf("list with a damaged shard: %v, want ErrIndexDamaged", err)
+	}
+	w := e.open(t)
+	if err := w.AppendMessages(ctx, "7d00d1234567890abcdef0123456789a", []agent.PersistentMessage{user("after the move")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if m := string(e.rawObject(t, "pfx/panto-store.json")); !strings.Contains(m, `"index-log"`) {
+		t.Fatalf("marker after the move: %s", m)
+	}
+	got, err := e.open(t).List(ctx)
+	if len(got) != len(want) && !errors.Is(err, objstore.ErrIndexDamaged) {
+		t.Errorf("list after the move: %d of %d sessions (%v), and no error says some are missing (%v)", len(got), len(want), infoIDs(got), err)
+	}
+	if _, err := e.open(t).RepairIndex(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := e.open(t).List(ctx); err != nil || len(got) != len(want) {
+		t.Errorf("list after the repair: %v, %v", err, infoIDs(got))
+	}
+}
