@@ -42,6 +42,13 @@ const (
 	// logProbeWindow is how many commit numbers a reader that may not
 	// list asks for at once.
 	logProbeWindow = 16
+	// logTombstoneGrace and logTombstones: how long, and how many of,
+	// the recent deletions each commit carries on from the one before.
+	logTombstoneGrace = time.Hour
+	logTombstones     = 256
+	// logTrust is how long a writer takes an empty log it read to be
+	// empty still (commit 1 may be pruned since).
+	logTrust = time.Second
 )
 
 func logKey(n int64) string { return fmt.Sprintf("index/log/%020d.json.zst", n) }
@@ -174,8 +181,11 @@ func (s *Store) commitLog(ctx context.Context, entries map[string]manifest.Index
 	}
 	lg := &s.ilog
 	lg.mu.Lock()
-	n, last, known := lg.n, lg.last, lg.known
+	n, last, known, fresh := lg.n, lg.last, lg.known, lg.fresh
 	lg.mu.Unlock()
+	if known && n == 0 && s.now().Sub(fresh) > logTrust {
+		known = false // an empty log long ago: commit 1 may be pruned since
+	}
 	if !known {
 		var err error
 		if n, last, _, err = s.readNewestCommit(ctx); err != nil && !errors.Is(err, ErrCorrupt) {
@@ -189,7 +199,26 @@ func (s *Store) commitLog(ctx context.Context, entries map[string]manifest.Index
 		if err != nil {
 			return err
 		}
+		// A number pruned since (the log moved on by 64 or more, or a
+		// deletion purged it) would take a create at n+1: in the same
+		// round trip, check that n is still there.
+		var present error
+		var wg sync.WaitGroup
+		if n > 0 {
+			wg.Add(1)
+			go func() { defer wg.Done(); present = s.b.head(ctx, logKey(n)) }()
+		}
 		etag, err := s.put(ctx, key, data, putCond{ifNoneMatch: true}, "application/zstd")
+		wg.Wait()
+		if err == nil && errors.Is(present, errNotFound) {
+			// Written where the log was long ago: nobody reads it (and
+			// pruning or a deletion's purge deletes it). Commit again
+			// after the newest.
+			if n, last, _, err = s.readNewestCommit(ctx); err != nil && !errors.Is(err, ErrCorrupt) {
+				return err
+			}
+			continue
+		}
 		if err == nil {
 			s.adoptCommit(n+1, next, etag)
 			if (n+1)%logKeep == 0 {
@@ -228,24 +257,40 @@ func (s *Store) commitLog(ctx context.Context, entries map[string]manifest.Index
 	return errors.New("too many concurrent commits")
 }
 
-// nextCommit is commit n: the changes entries and buried (counted in
-// Omitted instead, past manifest.LogChanges), and the recent sessions of
-// prev (nil: none; those drop says are wrong left out) with them folded
-// in.
+// nextCommit is commit n: the changes entries (counted in Omitted
+// instead, past manifest.LogChanges; none of a session deleted) and the
+// deletions buried with those of prev's of the last hour, and the recent
+// sessions of prev (nil: none; those drop says are wrong left out) with
+// them folded in.
 func nextCommit(n int64, prev *manifest.IndexShard, entries map[string]manifest.IndexEntry, buried map[string]manifest.Tombstone, drop func(manifest.IndexEntry) bool, now time.Time) *manifest.IndexShard {
 	c := &manifest.IndexShard{Shard: manifest.LogName, Through: n, Written: now, Sessions: map[string]manifest.IndexEntry{}, Recent: map[string]manifest.IndexEntry{}}
+	gone := map[string]manifest.Tombstone{}
 	if prev != nil {
 		for id, e := range prev.Recent {
 			if drop == nil || !drop(e) {
 				c.Recent[id] = e
 			}
 		}
+		// The recent deletions travel on (logTombstoneGrace), so that an
+		// entry a writer took before a deletion and commits after it
+		// does not bring the session back.
+		for id, t := range prev.Tombstones {
+			if now.Sub(t.Deleted) < logTombstoneGrace {
+				gone[id] = t
+			}
+		}
+	}
+	for id, t := range buried {
+		gone[id] = t
 	}
 	list := len(entries)+len(buried) <= manifest.LogChanges
 	if !list {
 		c.Omitted = int64(len(entries) + len(buried))
 	}
 	for id, e := range entries {
+		if _, deleted := gone[id]; deleted {
+			continue
+		}
 		if list {
 			c.Sessions[id] = e
 		}
@@ -255,18 +300,36 @@ func nextCommit(n int64, prev *manifest.IndexShard, entries map[string]manifest.
 			c.Recent[id] = r
 		}
 	}
-	for id, t := range buried {
-		if c.Tombstones == nil && list {
-			c.Tombstones = map[string]manifest.Tombstone{}
-		}
-		if list {
-			c.Tombstones[id] = t
-		}
+	for id := range gone {
 		delete(c.Recent, id)
-		delete(c.Sessions, id)
+	}
+	if len(gone) > 0 {
+		c.Tombstones = newestTombstones(gone, logTombstones)
 	}
 	trimRecent(c.Recent)
 	return c
+}
+
+// newestTombstones keeps the max most recent deletions of gone.
+func newestTombstones(gone map[string]manifest.Tombstone, max int) map[string]manifest.Tombstone {
+	if len(gone) <= max {
+		return gone
+	}
+	ts := make([]manifest.Tombstone, 0, len(gone))
+	for _, t := range gone {
+		ts = append(ts, t)
+	}
+	slices.SortFunc(ts, func(a, b manifest.Tombstone) int {
+		if c := b.Deleted.Compare(a.Deleted); c != 0 {
+			return c
+		}
+		return strings.Compare(a.ID, b.ID)
+	})
+	out := make(map[string]manifest.Tombstone, max)
+	for _, t := range ts[:max] {
+		out[t.ID] = t
+	}
+	return out
 }
 
 // trimRecent keeps the manifest.RecentSize newest of recent.
@@ -493,14 +556,38 @@ func (s *Store) newestCommit(ctx context.Context) (*manifest.IndexShard, error) 
 		_, c, _, err := s.readNewestCommit(ctx)
 		return c, err
 	}
-	// Chase the commits after n; past a few, list instead.
+	// Chase the commits after n; past a few, list instead. A missing n+1
+	// means n is the newest only if n is still there (a HEAD in the same
+	// round trip): pruning deletes a commit once the log has moved on
+	// past it.
 	for range 2 {
-		c, etag, err := s.readCommit(ctx, n+1, "")
-		if errors.Is(err, errNotFound) {
+		var (
+			c       *manifest.IndexShard
+			etag    string
+			err     error
+			present error
+		)
+		var wg sync.WaitGroup
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if n > 0 {
+				present = s.b.head(ctx, logKey(n))
+			}
+		}()
+		c, etag, err = s.readCommit(ctx, n+1, "")
+		wg.Wait()
+		if errors.Is(err, errNotFound) && n > 0 && errors.Is(present, errNotFound) {
+			break // pruned: list
+		}
+		if errors.Is(err, errNotFound) && present == nil {
 			lg.mu.Lock()
 			lg.fresh = s.now()
 			lg.mu.Unlock()
 			return last, nil
+		}
+		if errors.Is(err, errNotFound) {
+			return nil, fmt.Errorf("read the index log: %w", present)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("read the index log: %w", err)
