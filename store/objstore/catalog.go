@@ -76,6 +76,9 @@ func (s *Store) catalogPath() string {
 // partition does not hide the others: its error comes with the rest (and
 // nothing is cached).
 func (s *Store) catalog(ctx context.Context) (map[string]manifest.IndexEntry, map[string]manifest.Tombstone, error) {
+	if err := s.checkMoved(ctx); err != nil {
+		return nil, nil, err
+	}
 	path := s.catalogPath()
 	if path == "" || !s.indexLog() {
 		return s.readIndexAll(ctx, s.shardNames())

@@ -30,6 +30,9 @@ func (s *Store) List(ctx context.Context) ([]agent.SessionInfo, error) {
 	if err := s.settle(ctx); ctx.Err() != nil {
 		return nil, fmt.Errorf("list sessions: %w", err)
 	}
+	if err := s.checkMoved(ctx); err != nil {
+		return nil, fmt.Errorf("list sessions: %w", err)
+	}
 	all, err := s.readIndex(ctx, s.shardNames())
 	if all == nil {
 		return nil, fmt.Errorf("list sessions: %w", err)
@@ -56,6 +59,9 @@ func (s *Store) Resolve(ctx context.Context, idOrPrefix string) (*agent.Session,
 		return nil, err
 	}
 	if err := s.settle(ctx); ctx.Err() != nil {
+		return nil, fmt.Errorf("resolve %q: %w", idOrPrefix, err)
+	}
+	if err := s.checkMoved(ctx); err != nil {
 		return nil, fmt.Errorf("resolve %q: %w", idOrPrefix, err)
 	}
 	all, tombs, err := s.readIndexAll(ctx, s.shardsOfPrefix(idOrPrefix))

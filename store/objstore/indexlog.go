@@ -134,11 +134,13 @@ func (s *Store) writeLog(ctx context.Context) error {
 	return nil
 }
 
-// purgeLog deletes every commit before the newest this Store knows: each
-// of them may hold the summary of a session deleted since. The commits
+// purgeLog deletes every commit before the newest this Store knows (and
+// format 3's shards): each of them may hold the summary of a session
+// deleted since. The commits
 // are found by listing, or where the credentials may not list, by number
 // (those pruning has not deleted: the last 2·logKeep).
 func (s *Store) purgeLog(ctx context.Context) error {
+	s.dropShards(ctx) // format 3's, which may hold the summary too
 	s.ilog.mu.Lock()
 	n := s.ilog.n
 	s.ilog.mu.Unlock()
@@ -211,9 +213,12 @@ func (s *Store) commitLog(ctx context.Context, entries map[string]manifest.Index
 		etag, err := s.put(ctx, key, data, putCond{ifNoneMatch: true}, "application/zstd")
 		wg.Wait()
 		if err == nil && errors.Is(present, errNotFound) {
-			// Written where the log was long ago: nobody reads it (and
-			// pruning or a deletion's purge deletes it). Commit again
-			// after the newest.
+			// Written where the log was long ago, which pruning or a
+			// deletion's purge emptied: delete it (it may hold a deleted
+			// session's summary), and commit again after the newest.
+			if err := s.b.delete(ctx, key); err != nil && !errors.Is(err, errNotFound) {
+				return fmt.Errorf("delete commit %d, written behind the log: %w", n+1, err)
+			}
 			if n, last, _, err = s.readNewestCommit(ctx); err != nil && !errors.Is(err, ErrCorrupt) {
 				return err
 			}
@@ -477,7 +482,8 @@ func (s *Store) probeNewestCommit(ctx context.Context) (int64, error) {
 }
 
 // pruneLog deletes the commits logKeep and more before commit n, which
-// its writer just created, and records n in the hint. Both are best
+// its writer just created (and format 3's shards, dropShards), and
+// records n in the hint. Both are best
 // effort: a commit left behind is read by nobody, and an old hint costs
 // a reader that may not list a few more probes.
 func (s *Store) pruneLog(ctx context.Context, n int64) {
@@ -485,6 +491,7 @@ func (s *Store) pruneLog(ctx context.Context, n int64) {
 	if data, err := s.codec.EncodeIndexShard(logHeadKey, head); err == nil {
 		_, _ = s.b.put(ctx, logHeadKey, data, putCond{}, "application/zstd")
 	}
+	s.dropShards(ctx)
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(8)
 	for k := max(n-2*logKeep, 1); k <= n-logKeep; k++ {
@@ -606,6 +613,9 @@ func (s *Store) newestCommit(ctx context.Context) (*manifest.IndexShard, error) 
 // index) it lists every partition.
 func (s *Store) ListNewest(ctx context.Context, limit int, keep func(agent.SessionInfo) bool) ([]agent.SessionInfo, error) {
 	if err := s.settle(ctx); ctx.Err() != nil {
+		return nil, fmt.Errorf("list sessions: %w", err)
+	}
+	if err := s.checkMoved(ctx); err != nil {
 		return nil, fmt.Errorf("list sessions: %w", err)
 	}
 	if limit > 0 && s.indexLog() {

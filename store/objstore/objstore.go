@@ -147,6 +147,7 @@ type Store struct {
 	markerMu   sync.Mutex
 	marker     manifest.Marker
 	markerEtag string
+	markerRead time.Time // when marker was last read
 	// created: this Store created the prefix (its marker), so a session
 	// this Store did not write cannot be in it.
 	created bool
@@ -381,7 +382,7 @@ func (s *Store) checkMarker(ctx context.Context) error {
 		if err := s.checkKey(m); err != nil {
 			return err
 		}
-		s.marker, s.markerEtag = m, etag
+		s.marker, s.markerEtag, s.markerRead = m, etag, s.now()
 		return nil
 	}
 	return fmt.Errorf("%w: %s: could not read or create the format marker", ErrOpen, s.b.url(markerName))

@@ -39,8 +39,12 @@ func (s *Store) CheckIndex(ctx context.Context) (store.IndexReport, error) {
 // are applied on top of it as usual, so a session appended during the
 // repair is at worst listed a checkpoint behind (§P2), never lost.
 func (s *Store) RepairIndex(ctx context.Context) (store.IndexReport, error) {
-	// A format-3 index is moved first: the repair rebuilds format 4.
-	if err := s.adoptIndex(ctx); err != nil {
+	// A format-3 index is moved first, damaged shards and all: the
+	// repair rebuilds format 4.
+	if err := s.adoptIndexBases(ctx); err != nil {
+		return store.IndexReport{}, fmt.Errorf("repair the index: %w", err)
+	}
+	if err := s.adoptIndexLog(ctx, true); err != nil {
 		return store.IndexReport{}, fmt.Errorf("repair the index: %w", err)
 	}
 	for attempt := 0; ; attempt++ {
