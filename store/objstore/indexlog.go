@@ -14,6 +14,7 @@ import (
 
 	"github.com/panto-dev/panto/agent"
 	"github.com/panto-dev/panto/internal/manifest"
+	"github.com/panto-dev/panto/store"
 )
 
 // The index log (format 4, docs/DESIGN.md §P3): after a write of
@@ -607,11 +608,26 @@ func (s *Store) newestCommit(ctx context.Context) (*manifest.IndexShard, error) 
 }
 
 // ListNewest returns up to limit sessions keep accepts (nil: all), newest
-// first. In format 4 the newest commit of the index log answers when its
-// recent sessions hold limit of them: one or two requests, whatever the
-// number of sessions. Otherwise (fewer match, limit <= 0, or an older
-// index) it lists every partition.
+// first (NewestLogs without the checkpoints).
 func (s *Store) ListNewest(ctx context.Context, limit int, keep func(agent.SessionInfo) bool) ([]agent.SessionInfo, error) {
+	logs, err := s.NewestLogs(ctx, limit, keep)
+	if logs == nil {
+		return nil, err
+	}
+	infos := make([]agent.SessionInfo, len(logs))
+	for i, l := range logs {
+		infos[i] = l.Info
+	}
+	return infos, err
+}
+
+// NewestLogs returns up to limit sessions keep accepts (nil: all), newest
+// first, each with the checkpoint the index lists. In format 4 the newest
+// commit of the index log answers when its recent sessions hold limit of
+// them: one or two requests, whatever the number of sessions (none in
+// the moment after Open, WithOpenSnapshot). Otherwise (fewer match,
+// limit <= 0, or an older index) it lists every partition (Logs).
+func (s *Store) NewestLogs(ctx context.Context, limit int, keep func(agent.SessionInfo) bool) ([]store.Log, error) {
 	if err := s.settle(ctx); ctx.Err() != nil {
 		return nil, fmt.Errorf("list sessions: %w", err)
 	}
@@ -624,25 +640,43 @@ func (s *Store) ListNewest(ctx context.Context, limit int, keep func(agent.Sessi
 			return nil, fmt.Errorf("list sessions: %w", err)
 		}
 		if c != nil {
-			infos := make([]agent.SessionInfo, 0, len(c.Recent))
+			logs := make([]store.Log, 0, len(c.Recent))
 			for _, e := range c.Recent {
 				if keep == nil || keep(e.Info) {
-					infos = append(infos, e.Info)
+					logs = append(logs, store.Log{Info: e.Info, Checkpoint: store.Checkpoint{Length: e.Length, SHA256: e.SHA256}})
 				}
 			}
-			if len(infos) >= limit {
-				sortNewestFirst(infos)
-				return infos[:limit], nil
+			if len(logs) >= limit {
+				sortLogsNewestFirst(logs)
+				return logs[:limit], nil
 			}
 		}
 	}
-	all, err := s.List(ctx)
+	all, _, err := s.catalog(ctx)
 	if all == nil {
-		return nil, err
+		return nil, fmt.Errorf("list sessions: %w", err)
 	}
-	infos := slices.DeleteFunc(all, func(info agent.SessionInfo) bool { return keep != nil && !keep(info) })
-	if limit > 0 && len(infos) > limit {
-		infos = infos[:limit]
+	logs := make([]store.Log, 0, len(all))
+	for _, e := range all {
+		if keep == nil || keep(e.Info) {
+			logs = append(logs, store.Log{Info: e.Info, Checkpoint: store.Checkpoint{Length: e.Length, SHA256: e.SHA256}})
+		}
 	}
-	return infos, err
+	sortLogsNewestFirst(logs)
+	if limit > 0 && len(logs) > limit {
+		logs = logs[:limit]
+	}
+	if err != nil {
+		return logs, fmt.Errorf("list sessions: %w", err)
+	}
+	return logs, nil
+}
+
+func sortLogsNewestFirst(logs []store.Log) {
+	slices.SortFunc(logs, func(a, b store.Log) int {
+		if c := b.Info.Modified.Compare(a.Info.Modified); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Info.ID, b.Info.ID)
+	})
 }
