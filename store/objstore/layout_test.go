@@ -371,8 +371,9 @@ func TestLayoutOneSegment(t *testing.T) {
 // PUT, the GET of its index partition (Open reads none of the 256) and
 // the partition's PUT, then the PUT of the index log's next commit; a
 // steady-state append is 1 PUT on the caller's path and a checkpoint of
-// the partition's PUT (If-Match) then the commit's, with the manifest's
-// PUT in parallel with the partition's every 8 segments; no LIST.
+// the partition's PUT (If-Match) then the commit's (with the HEAD of the
+// commit before it), with the manifest's PUT in parallel with the
+// partition's every 8 segments; no GET, no LIST.
 func TestRequestsPerAppend(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -433,23 +434,29 @@ func TestRequestsPerAppend(t *testing.T) {
 		if alone() {
 			t.Fatalf("append %d: the manifest and index PUTs were not in flight together: %+v", i, reqs)
 		}
+		// The commit follows the partition's PUT, with the HEAD of the
+		// commit before it (still there: the log was not pruned past
+		// this Store's reading); the manifest's PUT may end after it.
+		p := slices.IndexFunc(reqs, isPartitionPut)
+		c := slices.IndexFunc(reqs, func(o objstore.Op) bool { return isCommitPut(o, commit) })
+		checked := slices.ContainsFunc(reqs, func(o objstore.Op) bool {
+			return o.Method == "HEAD" && o.Key == fmt.Sprintf("index/log/%020d.json.zst", commit-1) && o.Err == nil
+		})
 		if !withManifest {
-			if len(reqs) != 3 || !isSegmentPut(reqs[0]) || !isPartitionPut(reqs[1]) || reqs[1].IfMatch == "" || !isCommitPut(reqs[2], commit) || opRounds(reqs) != 3 {
-				t.Fatalf("append with %d segments: %+v, want the segment PUT, the partition's PUT, the commit's PUT", segments, reqs)
+			if len(reqs) != 4 || !isSegmentPut(reqs[0]) || p != 1 || reqs[p].IfMatch == "" || c < 0 || !checked || reqs[c].Start.Before(reqs[p].End) || countOps(reqs, "GET") != 0 {
+				t.Fatalf("append with %d segments: %+v, want the segment PUT, the partition's PUT, the commit's PUT and the HEAD of the one before", segments, reqs)
 			}
 			continue
 		}
-		// The commit follows the partition's PUT; the manifest's may end
-		// after it.
-		p := slices.IndexFunc(reqs, isPartitionPut)
-		c := slices.IndexFunc(reqs, func(o objstore.Op) bool { return isCommitPut(o, commit) })
-		if len(reqs) != 3 || countOps(reqs, "PUT") != 3 || opRounds(reqs) != 2 || p < 0 || c < 0 || reqs[c].Start.Before(reqs[p].End) ||
+		if len(reqs) != 4 || countOps(reqs, "PUT") != 3 || p < 0 || c < 0 || !checked || reqs[c].Start.Before(reqs[p].End) ||
 			!slices.ContainsFunc(reqs, func(o objstore.Op) bool { return strings.HasSuffix(o.Key, "manifest.json") }) {
 			t.Fatalf("checkpoint of the append with %d segments: %+v", segments, reqs)
 		}
 	}
-	// List costs one GET per partition (a 304 when cached), no LIST; resolve one GET, of the prefix's partition; latest one
-	// GET, of the commit after the newest this Store knows (none: a 404).
+	// List costs one GET per partition (a 304 when cached), no LIST;
+	// resolve one GET, of the prefix's partition; latest the GET of the
+	// commit after the newest this Store knows (none: a 404) and the HEAD
+	// of that one.
 	rec.SetFault(nil)
 	if _, err := s.List(ctx); err != nil {
 		t.Fatal(err)
@@ -466,8 +473,9 @@ func TestRequestsPerAppend(t *testing.T) {
 	if latest, err := s.Latest(ctx); err != nil || latest.Info.ID != sess.Info.ID {
 		t.Fatalf("latest: %v", err)
 	}
-	if reqs := rec.Take(); len(reqs) != 1 || reqs[0].Method != "GET" || reqs[0].Key != fmt.Sprintf("index/log/%020d.json.zst", 12) {
-		t.Fatalf("latest: %+v", reqs)
+	if reqs := rec.Take(); len(reqs) != 2 || !slices.ContainsFunc(reqs, func(o objstore.Op) bool { return o.Method == "GET" && o.Key == fmt.Sprintf("index/log/%020d.json.zst", 12) }) ||
+		!slices.ContainsFunc(reqs, func(o objstore.Op) bool { return o.Method == "HEAD" && o.Key == fmt.Sprintf("index/log/%020d.json.zst", 11) }) {
+		t.Fatalf("latest: %+v, want the GET of commit 12 and the HEAD of 11", reqs)
 	}
 }
 
