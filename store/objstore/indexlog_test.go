@@ -210,7 +210,9 @@ func TestListNewestFromLog(t *testing.T) {
 		t.Fatalf("after another Store's append: %v, %v", err, infoIDs(got))
 	}
 	has := func(ops []objstore.Op, method string, n int64, found bool) bool {
-		return slices.ContainsFunc(ops, func(o objstore.Op) bool { return o.Method == method && o.Key == commitKey(n) && (o.Err == nil) == found })
+		return slices.ContainsFunc(ops, func(o objstore.Op) bool {
+			return o.Method == method && o.Key == commitKey(n) && (o.Err == nil) == found
+		})
 	}
 	if ops := fb.Take(); len(ops) != 4 || !has(ops, "GET", newest+1, true) || !has(ops, "HEAD", newest, true) ||
 		!has(ops, "GET", newest+2, false) || !has(ops, "HEAD", newest+1, true) {
