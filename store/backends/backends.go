@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"sync/atomic"
 	"time"
 
@@ -40,6 +41,10 @@ type Options struct {
 	// Trace, when set, logs every request to an S3 server
 	// (objstore.WithTrace).
 	Trace *slog.Logger
+	// IndexCache, when set, is a directory where a bucket's index catalog
+	// is kept between runs (objstore.WithIndexCache): a sync then reads
+	// what changed since the last one instead of the whole index.
+	IndexCache string
 	// Snapshot is for a command that lists the store right after opening
 	// it: a bucket's listings in the two seconds after Open are then the
 	// reading made during Open (objstore.WithOpenSnapshot), which saves a
@@ -98,6 +103,9 @@ func OpenSpec(ctx context.Context, s store.Spec, opts Options) (agent.SessionSto
 		if opts.Snapshot {
 			o = append(o, objstore.WithOpenSnapshot())
 		}
+		if opts.IndexCache != "" {
+			o = append(o, objstore.WithIndexCache(opts.IndexCache))
+		}
 		if opts.Trace != nil {
 			o = append(o, objstore.WithTrace(opts.Trace))
 		}
@@ -129,6 +137,13 @@ func openLocalFirst(ctx context.Context, url string, opts Options, o []objstore.
 	dir, err := ReplicaDir(url, opts.Endpoint)
 	if err != nil {
 		return nil, fmt.Errorf("store %s: %w", url, err)
+	}
+	if opts.IndexCache == "" {
+		// The replica keeps the bucket's index catalog too, so that the
+		// shipper's sync reads what changed since the last run, not the
+		// whole index (objstore.WithIndexCache; fsjsonl ignores dot
+		// files).
+		o = append(o, objstore.WithIndexCache(filepath.Join(dir, ".panto-index")))
 	}
 	var bucket atomic.Pointer[objstore.Store] // once open
 	return localfirst.Open(ctx, localfirst.Options{

@@ -389,9 +389,9 @@ func merge(a, b []agent.SessionInfo) []agent.SessionInfo {
 }
 
 // Latest returns the most recently modified session of the merged
-// listing, its replica brought up to date.
+// listing (ListNewest), its replica brought up to date.
 func (s *Store) Latest(ctx context.Context) (*agent.Session, error) {
-	list, err := s.List(ctx)
+	list, err := s.ListNewest(ctx, 1, nil)
 	if len(list) == 0 {
 		if err != nil {
 			return nil, err
