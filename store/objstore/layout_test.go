@@ -473,12 +473,10 @@ func TestRequestsPerAppend(t *testing.T) {
 	if latest, err := s.Latest(ctx); err != nil || latest.Info.ID != sess.Info.ID {
 		t.Fatalf("latest: %v", err)
 	}
-	if reqs := rec.Take(); len(reqs) != 2 || !slices.ContainsFunc(reqs, func(o objstore.Op) bool {
-		return o.Method == "GET" && o.Key == fmt.Sprintf("index/log/%020d.json.zst", 12)
-	}) ||
-		!slices.ContainsFunc(reqs, func(o objstore.Op) bool {
-			return o.Method == "HEAD" && o.Key == fmt.Sprintf("index/log/%020d.json.zst", 11)
-		}) {
+	commitOp := func(method string, n int) func(objstore.Op) bool {
+		return func(o objstore.Op) bool { return o.Method == method && o.Key == fmt.Sprintf("index/log/%020d.json.zst", n) }
+	}
+	if reqs := rec.Take(); len(reqs) != 2 || !slices.ContainsFunc(reqs, commitOp("GET", 12)) || !slices.ContainsFunc(reqs, commitOp("HEAD", 11)) {
 		t.Fatalf("latest: %+v, want the GET of commit 12 and the HEAD of 11", reqs)
 	}
 }
