@@ -474,7 +474,9 @@ func TestRequestsPerAppend(t *testing.T) {
 		t.Fatalf("latest: %v", err)
 	}
 	commitOp := func(method string, n int) func(objstore.Op) bool {
-		return func(o objstore.Op) bool { return o.Method == method && o.Key == fmt.Sprintf("index/log/%020d.json.zst", n) }
+		return func(o objstore.Op) bool {
+			return o.Method == method && o.Key == fmt.Sprintf("index/log/%020d.json.zst", n)
+		}
 	}
 	if reqs := rec.Take(); len(reqs) != 2 || !slices.ContainsFunc(reqs, commitOp("GET", 12)) || !slices.ContainsFunc(reqs, commitOp("HEAD", 11)) {
 		t.Fatalf("latest: %+v, want the GET of commit 12 and the HEAD of 11", reqs)
