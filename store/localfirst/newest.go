@@ -16,7 +16,9 @@ var _ store.NewestLister = (*Store)(nil)
 // limit, so neither side lists more.
 func (s *Store) ListNewest(ctx context.Context, limit int, keep func(agent.SessionInfo) bool) ([]agent.SessionInfo, error) {
 	local, remote, online, err := listBoth(ctx, s,
-		func(ctx context.Context) ([]agent.SessionInfo, error) { return store.ListNewest(ctx, s.local, limit, keep) },
+		func(ctx context.Context) ([]agent.SessionInfo, error) {
+			return store.ListNewest(ctx, s.local, limit, keep)
+		},
 		func(ctx context.Context, b store.LogStore) ([]agent.SessionInfo, error) {
 			return store.ListNewest(ctx, b, limit, keep)
 		})
