@@ -89,6 +89,11 @@ type Options struct {
 	// ReadTimeout bounds how long Open and each read wait for the bucket
 	// before going on from the replica (default 2s).
 	ReadTimeout time.Duration
+	// ListTimeout bounds a listing of a bucket that answered Open
+	// (default 30s): a listing the index's newest commit cannot answer
+	// reads every index partition, more than one round trip, and a slow
+	// one is not an unreachable bucket.
+	ListTimeout time.Duration
 	// CloseTimeout bounds how long Close waits for the shipper (default 5s).
 	CloseTimeout time.Duration
 	// MaxBackoff bounds the wait between two attempts to reach a bucket
@@ -109,6 +114,9 @@ type Options struct {
 func (o *Options) defaults() {
 	if o.ReadTimeout <= 0 {
 		o.ReadTimeout = 2 * time.Second
+	}
+	if o.ListTimeout <= 0 {
+		o.ListTimeout = 30 * time.Second
 	}
 	if o.CloseTimeout <= 0 {
 		o.CloseTimeout = 5 * time.Second
@@ -303,7 +311,7 @@ func (s *Store) List(ctx context.Context) ([]agent.SessionInfo, error) {
 }
 
 // listBoth lists the replica (local) and, online, the bucket (remote,
-// bounded by ReadTimeout). online is false when only the replica was
+// bounded by ListTimeout: the bucket answered Open). online is false when only the replica was
 // listed: the bucket is not open, or did not answer (the user is told
 // once). A listing that is only incomplete (agent.ErrIncompleteList) is
 // kept and its error joined to err; any other failure is err alone.
@@ -317,7 +325,7 @@ func listBoth[T any](ctx context.Context, s *Store, local func(context.Context) 
 	if b == nil {
 		return mine, nil, false, partial
 	}
-	rctx, cancel := context.WithTimeout(ctx, s.opts.ReadTimeout)
+	rctx, cancel := context.WithTimeout(ctx, s.opts.ListTimeout)
 	defer cancel()
 	theirs, err = remote(rctx, b)
 	if s.unreachable(err) {
