@@ -1,6 +1,7 @@
 package objstore
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/sha256"
@@ -60,6 +61,33 @@ const catalogName = "catalog"
 
 type catalogHeader struct {
 	ETag string `json:"etag"`
+	// N is the commit's number (also the document's Through), here so
+	// that Open can read it without decoding the catalog.
+	N int64 `json:"n,omitempty"`
+}
+
+// cachedCommitNumber is the number of the newest commit the cached
+// catalog includes (0: no cache): the commit Open guesses is still the
+// newest. Only the header line is read.
+func (s *Store) cachedCommitNumber() int64 {
+	path := s.catalogPath()
+	if path == "" {
+		return 0
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	line, err := bufio.NewReader(f).ReadBytes('\n')
+	if err != nil {
+		return 0
+	}
+	var h catalogHeader
+	if json.Unmarshal(line, &h) != nil {
+		return 0
+	}
+	return h.N
 }
 
 // catalogPath is where this prefix's catalog is cached, "" without a
@@ -186,7 +214,7 @@ func (s *Store) saveCatalog(path string, c *manifest.IndexShard, etag string) {
 	if err != nil {
 		return
 	}
-	line, err := json.Marshal(catalogHeader{ETag: etag})
+	line, err := json.Marshal(catalogHeader{ETag: etag, N: c.Through})
 	if err != nil {
 		return
 	}

@@ -163,3 +163,44 @@ func mapsEqual(a, b map[string]int64) bool {
 	}
 	return true
 }
+
+// TestOpenGuessesNewestCommit: with the catalog cached, Open reads the
+// newest commit the last run saw beside its listing of the log, so that
+// an unchanged log costs Open one round trip, not two.
+func TestOpenGuessesNewestCommit(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newMemEnv(t)
+	cache := t.TempDir()
+	w := e.open(t)
+	for range 3 {
+		if err := w.AppendMessages(ctx, agent.NewSessionID(), []agent.PersistentMessage{user("q")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	openRounds := func() int {
+		fb := e.faults(t)
+		fb.SetDelay(20 * time.Millisecond)
+		s := e.openOn(t, fb, objstore.WithIndexCache(cache), objstore.WithOpenSnapshot())
+		if _, err := s.Logs(ctx); err != nil { // fills the cache
+			t.Fatal(err)
+		}
+		ops := fb.Take()
+		var open []objstore.Op
+		for _, op := range ops {
+			if !strings.HasPrefix(op.Key, "index/") || strings.HasPrefix(op.Key, "index/log") {
+				open = append(open, op)
+			}
+		}
+		return opRounds(open)
+	}
+	if got := openRounds(); got != 2 {
+		t.Errorf("Open with no cache: %d round trips, want 2 (the listing, then the newest commit)", got)
+	}
+	if got := openRounds(); got != 1 {
+		t.Errorf("Open with the catalog cached and the log unchanged: %d round trips, want 1", got)
+	}
+}

@@ -519,13 +519,38 @@ func (s *Store) prefetchLog(ctx context.Context) *sync.WaitGroup {
 	go func() {
 		defer wg.Done()
 		defer close(s.ilog.prefetching)
+		// The newest commit the last run saw (the catalog cache says
+		// which): read it with the listing, so that when the log has not
+		// moved since, Open reads it in its one round trip.
+		type reading struct {
+			c    *manifest.IndexShard
+			etag string
+			err  error
+		}
+		var guess chan reading
+		if last := s.cachedCommitNumber(); last > 0 {
+			guess = make(chan reading, 1)
+			go func() {
+				c, etag, err := s.readCommit(ctx, last, "")
+				guess <- reading{c, etag, err}
+			}()
+		}
 		objects, _, err := s.b.list(ctx, "index/log/", "")
 		if err != nil {
 			return
 		}
 		n := newestListed(objects)
+		var early *reading
+		if guess != nil {
+			r := <-guess
+			if r.err == nil && r.c.Through == n {
+				early = &r
+			}
+		}
 		if n == 0 {
 			s.adoptCommit(0, nil, "")
+		} else if early != nil {
+			s.adoptCommit(n, early.c, early.etag)
 		} else if c, etag, err := s.readCommit(ctx, n, ""); err == nil {
 			s.adoptCommit(n, c, etag)
 		} else {
