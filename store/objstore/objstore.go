@@ -89,6 +89,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/panto-dev/panto/agent"
@@ -163,6 +164,9 @@ type Store struct {
 	openSnapshot bool
 	// adoptMu: one adoption of manifest.FeatureIndexBases at a time.
 	adoptMu sync.Mutex
+	// listing holds the index entries the last Logs returned, by id:
+	// ReadListed reads a session as that listing vouched for it.
+	listing atomic.Pointer[map[string]manifest.IndexEntry]
 }
 
 // Option configures Open.
