@@ -6,7 +6,9 @@
 # each round pulls it with each tool into a new directory, the tools
 # taking turns going first, after a `sync` so that neither pays for
 # writing back the other's files. It prints every run, the medians, the
-# ratio, and panto-sync's requests (one more pull, traced: -v).
+# ratio, each tool's CPU time (user + system, medians: on a shared
+# machine a steadier measure than the wall time), and panto-sync's
+# requests (one more pull, traced: -v).
 #
 #   bench/pull.sh                                # 5,000 sessions (~183 MB), 3 rounds
 #   SESSIONS=500 MB=20 ROUNDS=1 bench/pull.sh    # a quick run
@@ -45,18 +47,19 @@ pull() {
 	esac
 }
 
-declare -A times
+declare -A times cpus
 tools=(panto rclone)
+TIMEFORMAT='%R %U %S'
 for r in $(seq 1 "$ROUNDS"); do
 	order=("${tools[@]:$(((r - 1) % 2))}" "${tools[@]:0:$(((r - 1) % 2))}")
 	for t in "${order[@]}"; do
 		sync
-		t0=$(date +%s.%N)
-		pull "$t" "$work/$t-$r"
-		t1=$(date +%s.%N)
-		d=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", b - a }')
-		echo "  round $r $t: $d s" >&2
+		{ time pull "$t" "$work/$t-$r" 2>"$work/err"; } 2>"$work/time" || { cat "$work/err" >&2; exit 1; }
+		read -r d u s <"$work/time"
+		cpu=$(awk -v u="$u" -v s="$s" 'BEGIN { printf "%.2f", u + s }')
+		echo "  round $r $t: $d s, CPU $cpu s" >&2
 		times[$t]="${times[$t]:-} $d"
+		cpus[$t]="${cpus[$t]:-} $cpu"
 		rm -rf "$work/$t-$r"
 	done
 done
@@ -71,8 +74,11 @@ c=$(echo "${times[rclone]}" | median)
 echo
 echo "$SESSIONS sessions, $(find "$work/cat" -name '*.jsonl' -printf '%s\n' | awk '{s+=$1} END {print s}') bytes of JSONL; MinIO on loopback, $(nproc) cores; $ROUNDS rounds"
 echo "every run (s): panto-sync${times[panto]}; rclone${times[rclone]}"
+echo "CPU of every run (s): panto-sync${cpus[panto]}; rclone${cpus[rclone]}"
+pc=$(echo "${cpus[panto]}" | median)
+cc=$(echo "${cpus[rclone]}" | median)
 echo
-echo "| tool | full pull (s, median) | panto ÷ rclone | requests |"
-echo "|---|---|---|---|"
-echo "| panto-sync | $p | $(awk -v a="$p" -v b="$c" 'BEGIN { printf "%.2f", a / b }') | $requests ($gets GETs) |"
-echo "| rclone copy | $c | | |"
+echo "| tool | full pull (s, median) | panto ÷ rclone | CPU s (median) | panto ÷ rclone | requests |"
+echo "|---|---|---|---|---|---|"
+echo "| panto-sync | $p | $(awk -v a="$p" -v b="$c" 'BEGIN { printf "%.2f", a / b }') | $pc | $(awk -v a="$pc" -v b="$cc" 'BEGIN { printf "%.2f", a / b }') | $requests ($gets GETs) |"
+echo "| rclone copy | $c | | $cc | | |"
