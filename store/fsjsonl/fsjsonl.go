@@ -13,7 +13,9 @@
 // refuses a file whose header names a newer line format, cuts off any
 // torn tail a crash left behind (this is the repair), writes the whole
 // batch with one write at the committed end and fsyncs before it returns;
-// creating the file also fsyncs the directory. A crash at any point
+// creating the file also fsyncs the directory (a bulk writer, panto-sync
+// pull, defers both to one sync of the batch at Flush: WithDeferredSync,
+// durable.go). A crash at any point
 // leaves either the old committed bytes or the new ones: a batch cut
 // short is a torn tail that readers ignore and the next append cuts. The
 // batch is encoded before any file is touched, so a message that cannot
