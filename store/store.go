@@ -22,7 +22,8 @@
 //	Deleter        deletions that sync carries (tombstones) (CanDelete, Delete, Tombstones)
 //	IndexRepairer  a listing checked against the data       (CheckIndex, RepairIndex)
 //	ChangeTokener  "did anything change?" in one request    (ChangeToken)
-//	Unwrapper      a store that wraps another               (every helper looks through it)
+//	NewestLister   the newest sessions, without listing all (ListNewest; not through Unwrap)
+//	Unwrapper      a store that wraps another               (every helper but ListNewest looks through it)
 //
 // A store that wraps another (a cache, a local-first copy) says so with
 // Unwrap, as errors.Unwrap and restic's AsBackend do: each helper looks
@@ -367,6 +368,41 @@ func ChangeToken(ctx context.Context, s agent.SessionStore) (string, error) {
 	return ct.ChangeToken(ctx)
 }
 
+// NewestLister is a store that lists its newest sessions for less than
+// its whole listing costs (objstore: the newest commit of its index log).
+type NewestLister interface {
+	// ListNewest returns up to limit sessions that keep accepts (nil:
+	// all), newest first; limit <= 0: every one.
+	ListNewest(ctx context.Context, limit int, keep func(agent.SessionInfo) bool) ([]agent.SessionInfo, error)
+}
+
+// ListNewest returns up to limit sessions of s that keep accepts (nil:
+// all), newest first (NewestLister); limit <= 0: every one. A store
+// without a cheaper way lists all and filters. As List, it may return
+// sessions with an error wrapping agent.ErrIncompleteList.
+func ListNewest(ctx context.Context, s agent.SessionStore, limit int, keep func(agent.SessionInfo) bool) ([]agent.SessionInfo, error) {
+	if nl, ok := s.(NewestLister); ok {
+		return nl.ListNewest(ctx, limit, keep)
+	}
+	// Not through Unwrap: a wrapper lists what it wraps and more (the
+	// local-first store: its replica and the bucket), so its own List
+	// is the listing.
+	all, err := s.List(ctx)
+	if all == nil {
+		return nil, err
+	}
+	out := make([]agent.SessionInfo, 0, len(all))
+	for _, info := range all {
+		if keep == nil || keep(info) {
+			out = append(out, info)
+		}
+		if limit > 0 && len(out) == limit {
+			break
+		}
+	}
+	return out, err
+}
+
 // Tombstones lists the tombstones of s (Deleter.Tombstones); a store that
 // cannot delete has none.
 func Tombstones(ctx context.Context, s agent.SessionStore) ([]Tombstone, error) {
@@ -472,6 +508,9 @@ type IndexReport struct {
 	// another checkpoint than they hold; Orphans listed sessions that do
 	// not exist; Damaged the parts of the listing that do not decode.
 	Unindexed, Stale, Orphans, Damaged []string
+	// Recent are sessions the listing's newest page (objstore's index log)
+	// misses, or shows though deleted or absent.
+	Recent []string
 	// Unreadable are sessions whose own objects could not be read (the
 	// error says which object); they are neither indexed nor dropped.
 	Unreadable map[string]error
@@ -481,5 +520,5 @@ type IndexReport struct {
 
 // Clean reports whether the listing and the sessions agree.
 func (r IndexReport) Clean() bool {
-	return len(r.Unindexed)+len(r.Stale)+len(r.Orphans)+len(r.Damaged) == 0
+	return len(r.Unindexed)+len(r.Stale)+len(r.Orphans)+len(r.Damaged)+len(r.Recent) == 0
 }

@@ -15,10 +15,20 @@ import (
 // byte arrives half a round trip after it was sent.
 type link struct {
 	l        net.Listener
+	address  string
 	upstream string
 	delay    time.Duration // one way
 	up, down *pipe
 	wg       sync.WaitGroup
+
+	// mu guards what a fault changes: frozen holds every byte until thaw
+	// (a server that accepts and never answers); down closes the listener
+	// and every connection (refused, as a dead server).
+	mu     sync.Mutex
+	frozen bool
+	thawed *sync.Cond
+	conns  map[net.Conn]bool
+	isDown bool
 }
 
 // pipe is one direction's shared rate: a byte may leave no sooner than
@@ -52,23 +62,94 @@ func startLink(upstream string, rtt time.Duration, rate float64) (*link, error) 
 	if err != nil {
 		return nil, err
 	}
-	k := &link{l: l, upstream: upstream, delay: rtt / 2, up: &pipe{rate: rate}, down: &pipe{rate: rate}}
+	k := &link{l: l, address: l.Addr().String(), upstream: upstream, delay: rtt / 2, up: &pipe{rate: rate}, down: &pipe{rate: rate}, conns: map[net.Conn]bool{}}
+	k.thawed = sync.NewCond(&k.mu)
 	k.wg.Add(1)
-	go k.serve()
+	go k.serve(l)
 	return k, nil
 }
 
-func (k *link) addr() string { return k.l.Addr().String() }
+// freeze holds every byte in both directions, of the connections open
+// and of new ones, until thaw.
+func (k *link) freeze() {
+	k.mu.Lock()
+	k.frozen = true
+	k.mu.Unlock()
+}
 
-func (k *link) close() {
+func (k *link) thaw() {
+	k.mu.Lock()
+	k.frozen = false
+	k.thawed.Broadcast()
+	k.mu.Unlock()
+}
+
+// gate waits while the link is frozen.
+func (k *link) gate() {
+	k.mu.Lock()
+	for k.frozen {
+		k.thawed.Wait()
+	}
+	k.mu.Unlock()
+}
+
+// kill closes the listener and every connection: connections are then
+// refused, as by a dead server, until revive listens on the same address.
+func (k *link) kill() {
+	k.mu.Lock()
+	k.isDown = true
 	k.l.Close()
+	for c := range k.conns {
+		c.Close()
+	}
+	k.mu.Unlock()
 	k.wg.Wait()
 }
 
-func (k *link) serve() {
+func (k *link) revive() error {
+	l, err := net.Listen("tcp", k.addr())
+	if err != nil {
+		return err
+	}
+	k.mu.Lock()
+	k.l, k.isDown = l, false
+	k.mu.Unlock()
+	k.wg.Add(1)
+	go k.serve(l)
+	return nil
+}
+
+// track records c for kill; it reports false (and closes c) when the link
+// is down.
+func (k *link) track(c net.Conn, open bool) bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if !open {
+		delete(k.conns, c)
+		return true
+	}
+	if k.isDown {
+		c.Close()
+		return false
+	}
+	k.conns[c] = true
+	return true
+}
+
+func (k *link) addr() string { return k.address }
+
+func (k *link) close() {
+	k.thaw()
+	k.mu.Lock()
+	k.l.Close()
+	k.mu.Unlock()
+	k.wg.Wait()
+}
+
+func (k *link) serve(l net.Listener) {
 	defer k.wg.Done()
 	for {
-		c, err := k.l.Accept()
+		c, err := l.Accept()
 		if err != nil {
 			return
 		}
@@ -82,6 +163,13 @@ func (k *link) forward(client net.Conn) {
 		client.Close()
 		return
 	}
+	if !k.track(client, true) || !k.track(server, true) {
+		client.Close()
+		server.Close()
+		return
+	}
+	defer k.track(client, false)
+	defer k.track(server, false)
 	done := make(chan struct{}, 2)
 	go func() { k.carry(server, client, k.up); done <- struct{}{} }()
 	go func() { k.carry(client, server, k.down); done <- struct{}{} }()
@@ -119,6 +207,7 @@ func (k *link) carry(dst, src net.Conn, p *pipe) {
 	}()
 	for c := range q {
 		time.Sleep(time.Until(c.at.Add(k.delay)))
+		k.gate()
 		if c.err != nil {
 			if tc, ok := dst.(*net.TCPConn); ok && errors.Is(c.err, io.EOF) {
 				tc.CloseWrite()

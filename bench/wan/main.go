@@ -25,6 +25,10 @@
 // 60 ms profile's time less the 20 ms one's, over 40 ms, in which process
 // start and CPU cancel out).
 //
+// -ops localfirst measures the local-first store's targets (issue 22;
+// localfirst.go): the prompt's durability with the link up, frozen and
+// down, panto -c's round trips, the shipping lag, and watch.
+//
 // Needs: a minio binary ($PANTO_MINIO, PATH or $(go env GOPATH)/bin);
 // rclone and aws (awscli) when they are among -tools. rclone runs without
 // AWS_CA_BUNDLE, which Debian's build refuses.
@@ -86,6 +90,8 @@ type bench struct {
 	tools     []string
 	ops       []string
 	bucketN   int
+	// lfParts are the localfirst measurements to make (none: all).
+	lfParts []string
 	// concurrency is panto-sync's --concurrency, 0 for its default.
 	concurrency int
 }
@@ -95,7 +101,9 @@ func main() {
 	profilesFlag := flag.String("profiles", "loopback,20ms,60ms", "network profiles, comma-separated")
 	rounds := flag.Int("rounds", 3, "rounds per operation (the median is reported)")
 	toolsFlag := flag.String("tools", "panto,rclone,aws", "tools to compare")
-	opsFlag := flag.String("ops", "push,pull,copy,single", "what to measure: push, pull, copy (sync operations), single (panto on a bucket)")
+	opsFlag := flag.String("ops", "push,pull,copy,single", "what to measure: push, pull, copy (sync operations), single (panto on a bucket), localfirst (the local-first store's targets, localfirst.go)")
+	lfParts := flag.String("lf-parts", "", "localfirst: only these measurements, comma-separated (durable, lag, continue, watch; default all)")
+	watchIdle := flag.Duration("watch-idle", 30*time.Second, "localfirst: the idle window in which watch's requests are counted")
 	concurrency := flag.Int("concurrency", 0, "panto-sync --concurrency (0: its default)")
 	flag.Parse()
 	log.SetFlags(0)
@@ -107,6 +115,9 @@ func main() {
 	}
 	defer os.RemoveAll(work)
 	b := &bench{work: work, rounds: *rounds, tools: strings.Split(*toolsFlag, ","), ops: strings.Split(*opsFlag, ","), concurrency: *concurrency}
+	if *lfParts != "" {
+		b.lfParts = strings.Split(*lfParts, ",")
+	}
 	stop, err := b.startMinIO()
 	if err != nil {
 		log.Fatal(err)
@@ -117,6 +128,9 @@ func main() {
 	}
 	fmt.Printf("# bench/wan: %s, %d rounds, tools %s\n\n", time.Now().UTC().Format("2006-01-02 15:04 UTC"), b.rounds, strings.Join(b.tools, ", "))
 	for _, ns := range strings.Split(*sessionsFlag, ",") {
+		if !b.wants("push") && !b.wants("pull") && !b.wants("copy") {
+			break
+		}
 		n, err := strconv.Atoi(ns)
 		if err != nil || n < 1 {
 			log.Fatalf("-sessions %q: not a number", ns)
@@ -146,6 +160,10 @@ func main() {
 	if b.wants("single") {
 		fmt.Printf("## panto on a bucket\n\n")
 		b.singleTable(strings.Split(*profilesFlag, ","))
+	}
+	if b.wants("localfirst") {
+		fmt.Printf("## The local-first store (issue 22)\n\n")
+		b.localfirstTable(strings.Split(*profilesFlag, ","), *watchIdle)
 	}
 }
 

@@ -19,6 +19,9 @@ its tombstone; one deleted in the bucket is left alone here (pull deletes it). A
 session deleted on one side and written to on the other after the deletion is a
 conflict: reported, both untouched, exit 3 (keep-both keeps the written copy as a new
 session). push is "panto-sync copy DIR s3://..." with the local catalog as the source.
+Without --dir, push first sends what panto's local-first replica of the bucket kept on
+this machine (prompts of a panto run that exited before the bucket took them), as
+panto's own shipper would; with no local catalog it sends only that.
 
 Examples:
    panto-sync push s3://my-bucket/panto
@@ -35,7 +38,13 @@ Examples:
 			if err != nil {
 				return err
 			}
-			return runCopy(c, o, pushDirection, end{spec: o.Dir}, o.end(bucket, o.Endpoint))
+			src, dst := end{spec: o.Dir}, o.end(bucket, o.Endpoint)
+			if dst.leftovers = !c.IsSet("dir"); dst.leftovers && !exists(o.Dir) && hasReplica(bucket, o.Endpoint) {
+				// panto keeps its sessions in the bucket alone: push
+				// sends what it kept here, from an empty catalog.
+				src.create = true
+			}
+			return runCopy(c, o, pushDirection, src, dst)
 		},
 	}
 }

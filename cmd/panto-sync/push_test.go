@@ -41,9 +41,13 @@ func (e *env) segments(t *testing.T) map[string]int {
 	return m
 }
 
+// TestPushPullRoundTrip runs on the 4-node MinIO cluster too
+// (miniotest.ConditionalKinds), the one sync test that does.
 func TestPushPullRoundTrip(t *testing.T) {
 	t.Parallel()
-	miniotest.Matrix(t, func(t *testing.T, srv *miniotest.Server) { testPushPullRoundTrip(t, newEnvOn(t, srv)) })
+	miniotest.Each(t, miniotest.ConditionalKinds(), func(t *testing.T, srv *miniotest.Server) {
+		testPushPullRoundTrip(t, newEnvOn(t, srv))
+	})
 }
 
 func testPushPullRoundTrip(t *testing.T, e *env) {

@@ -92,6 +92,7 @@ func indexEvents(r store.IndexReport, repaired bool) []Event {
 	add("unindexed", r.Unindexed, "in the bucket, missing from its index")
 	add("stale-entry", r.Stale, "its index entry is behind (or other than) what the bucket holds")
 	add("orphan-entry", r.Orphans, "its index entry names a session the bucket does not hold")
+	add("recent-entry", r.Recent, "the index log's newest sessions miss it, or show it though it is deleted or absent")
 	for _, name := range r.Damaged {
 		e := Event{Event: "damaged-shard", ID: name, Text: fmt.Sprintf("damaged-shard %s: index shard %s does not decode", name, name)}
 		if repaired {
@@ -106,7 +107,7 @@ func indexEvents(r store.IndexReport, repaired bool) []Event {
 }
 
 func repairText(r store.IndexReport, dryRun bool, where string) string {
-	found := len(r.Unindexed) + len(r.Stale) + len(r.Orphans)
+	found := len(r.Unindexed) + len(r.Stale) + len(r.Orphans) + len(r.Recent)
 	text := fmt.Sprintf("repair: %d sessions; %d unindexed, %d stale, %d orphan entries, %d damaged shards", len(r.Sessions), len(r.Unindexed), len(r.Stale), len(r.Orphans), len(r.Damaged))
 	switch {
 	case r.Clean():
@@ -114,7 +115,7 @@ func repairText(r store.IndexReport, dryRun bool, where string) string {
 	case dryRun:
 		text += fmt.Sprintf("; run `panto-sync repair %s` to mend them", where)
 	default:
-		text += fmt.Sprintf("; rebuilt %d shards (%s) for %d entries", len(r.Rebuilt), strings.Join(r.Rebuilt, ", "), found)
+		text += fmt.Sprintf("; rebuilt %d parts (%s) for %d entries", len(r.Rebuilt), strings.Join(r.Rebuilt, ", "), found)
 	}
 	if len(r.Unreadable) > 0 {
 		text += fmt.Sprintf("; %d sessions could not be read (see above): `panto-sync verify` says which object", len(r.Unreadable))
@@ -135,8 +136,8 @@ func checkIndex(ctx context.Context, s store.LogStore, where string) (sessions [
 	}
 	events = indexEvents(report, false)
 	if !report.Clean() {
-		return report.Sessions, events, fmt.Errorf("the index of %s is not whole (%d unindexed, %d stale, %d orphan entries, %d damaged shards): run `panto-sync repair %s`",
-			where, len(report.Unindexed), len(report.Stale), len(report.Orphans), len(report.Damaged), where)
+		return report.Sessions, events, fmt.Errorf("the index of %s is not whole (%d unindexed, %d stale, %d orphan entries, %d damaged shards, %d wrong recent entries): run `panto-sync repair %s`",
+			where, len(report.Unindexed), len(report.Stale), len(report.Orphans), len(report.Damaged), len(report.Recent), where)
 	}
 	return report.Sessions, events, nil
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -27,6 +28,9 @@ type end struct {
 	// create: a missing directory is created (the destination of a pull
 	// or copy); otherwise it is an error.
 	create bool
+	// leftovers: this bucket is first sent what panto's local-first
+	// replica of it kept (push without --dir; leftovers.go).
+	leftovers bool
 }
 
 // end is one side as the flags of o name it.
@@ -63,11 +67,22 @@ func (e end) openWith(ctx context.Context, what string, snapshot bool) (store.Lo
 			return nil, fmt.Errorf("%w: give the file panto-sync keygen wrote (--key-file, PANTO_KEY_FILE)", err)
 		}
 	}
-	s, err := backends.OpenLog(ctx, e.spec, backends.Options{Endpoint: e.endpoint, Bulk: true, StallTimeout: e.stall, Trace: e.trace, Snapshot: snapshot, Key: key})
+	s, err := backends.OpenLog(ctx, e.spec, backends.Options{Endpoint: e.endpoint, Bulk: true, StallTimeout: e.stall, Trace: e.trace, Snapshot: snapshot, Key: key, IndexCache: indexCacheDir()})
 	if err != nil {
 		return nil, err
 	}
 	return s, nil
+}
+
+// indexCacheDir is where a bucket's index catalog is kept between runs
+// ($XDG_CACHE_HOME/panto/index), so that a sync reads what changed since
+// the last one; "" (no cache) when there is no cache directory.
+func indexCacheDir() string {
+	dir, err := os.UserCacheDir()
+	if err != nil {
+		return ""
+	}
+	return filepath.Join(dir, "panto", "index")
 }
 
 // closeStore closes s as a command that opened it ends (store.Close), so
@@ -95,6 +110,9 @@ func runCopy(c *cli.Context, o *options, d direction, src, dst end) error {
 		return err
 	}
 	rep := newReporter(o, d)
+	if dst.leftovers && !o.DryRun {
+		_ = sendLeftovers(c.Context, o, dst, to, rep)
+	}
 	sum, err := replica.Copy(c.Context, from, to, replica.Options{
 		Concurrency: o.Concurrency,
 		Select:      o.selected,

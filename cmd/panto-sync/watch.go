@@ -40,7 +40,9 @@ changes), and copies only when the bucket's index changed. Deletions travel as p
 pull carry them. A session changed on both sides is kept twice (--on-diverge=keep-both,
 always). While the bucket does not answer, watch says so once and retries with backoff;
 the catalog's changes are pushed when it is back. SIGINT or SIGTERM stops it cleanly:
-a copy under way finishes its appends.
+a copy under way finishes its appends. Without --dir, watch also sends what panto's
+local-first replica of the bucket kept on this machine: at start, and whenever the
+bucket answers again after an outage.
 
 Examples:
    panto-sync watch s3://my-bucket/panto
@@ -61,7 +63,7 @@ Examples:
 			if c.Duration("poll") < time.Second {
 				return usageError(c, "--poll must be at least 1s")
 			}
-			w := &watcher{o: o, url: bucket, poll: c.Duration("poll")}
+			w := &watcher{o: o, url: bucket, poll: c.Duration("poll"), leftovers: !c.IsSet("dir")}
 			return w.run(c.Context)
 		},
 	}
@@ -78,8 +80,15 @@ type watcher struct {
 	push   *reporter
 	pull   *reporter
 
+	// leftovers: watch also sends what panto's local-first replica of the
+	// bucket kept (without --dir): at start, and whenever the bucket
+	// answers again after an outage.
+	leftovers bool
+
 	mu      sync.Mutex
 	offline bool // the unreachable notice was given and not yet ended
+	// leftoversDue: the replica's leftovers are to be sent.
+	leftoversDue bool
 }
 
 // watchEvent is watch's own --json object (the copies' events are push's
@@ -132,6 +141,7 @@ func (w *watcher) run(ctx context.Context) error {
 		_ = store.Close(cctx, w.local)
 	}()
 	w.push, w.pull = newReporter(w.o, pushDirection), newReporter(w.o, pullDirection)
+	w.leftoversDue = w.leftovers
 	w.say(watchEvent{Event: "watching", Dir: w.o.Dir, Bucket: w.url, Poll: w.poll.String()},
 		fmt.Sprintf("watching %s and %s (polling every %s); stop with Ctrl-C", w.o.Dir, w.url, w.poll))
 	w.loop(ctx, fsw)
@@ -186,6 +196,13 @@ func (w *watcher) loop(ctx context.Context, fsw *fsnotify.Watcher) {
 			if ok && pushDue {
 				ok = w.copy(ctx, w.local, w.bucket, w.push)
 				pushDue = !ok
+			}
+			if ok && w.takeLeftovers() {
+				if sendLeftovers(ctx, w.o, w.o.end(w.url, w.o.Endpoint), w.bucket, w.push) != nil {
+					w.mu.Lock()
+					w.leftoversDue = true
+					w.mu.Unlock()
+				}
 			}
 			if ctx.Err() != nil {
 				return
@@ -285,10 +302,23 @@ func (w *watcher) unreachable(err error) {
 	}
 }
 
+// takeLeftovers reports whether the replica's leftovers are to be sent
+// now, and clears it.
+func (w *watcher) takeLeftovers() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	due := w.leftoversDue
+	w.leftoversDue = false
+	return due
+}
+
 func (w *watcher) reachable() {
 	w.mu.Lock()
 	was := w.offline
 	w.offline = false
+	if was {
+		w.leftoversDue = w.leftovers
+	}
 	w.mu.Unlock()
 	if was {
 		w.say(watchEvent{Event: "reachable"}, "bucket reachable again")

@@ -33,7 +33,14 @@ type watchRun struct {
 
 func startWatch(t *testing.T, e *env, endpoint string, args ...string) (*watchRun, func() int) {
 	t.Helper()
+	return startWatchEnv(t, e, nil, endpoint, args...)
+}
+
+// startWatchEnv is startWatch with extra environment variables.
+func startWatchEnv(t *testing.T, e *env, extra []string, endpoint string, args ...string) (*watchRun, func() int) {
+	t.Helper()
 	cmd := e.command(t, append([]string{"watch", "--json", "--endpoint", endpoint}, args...)...)
+	cmd.Env = append(cmd.Env, extra...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/panto-dev/panto/agent"
 	"github.com/panto-dev/panto/internal/project"
+	"github.com/panto-dev/panto/store"
 )
 
 // This file is what the commands share about projects: the current one
@@ -135,13 +136,14 @@ func projectName(p agent.Project, home string) string {
 }
 
 // latestInProject is the most recently modified session of project p
-// (-c): one listing, as Latest costs.
+// (-c): from the newest sessions when the store keeps them apart (a
+// bucket's index log: one small object), else one listing, as Latest
+// costs.
 func latestInProject(ctx context.Context, st agent.SessionStore, p agent.Project) (*agent.Session, error) {
-	list, err := st.List(ctx)
+	mine, err := store.ListNewest(ctx, st, 1, func(s agent.SessionInfo) bool { return sameProject(s.Project, p) })
 	if err != nil && !errors.Is(err, agent.ErrIncompleteList) {
 		return nil, err
 	}
-	mine := inProject(list, p)
 	if len(mine) == 0 {
 		if err != nil {
 			return nil, err // what is not listed may be it

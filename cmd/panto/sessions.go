@@ -10,6 +10,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/panto-dev/panto/agent"
+	"github.com/panto-dev/panto/store"
 )
 
 func sessionsCommand(e *env) *cli.Command {
@@ -17,19 +18,21 @@ func sessionsCommand(e *env) *cli.Command {
 		Name:      "sessions",
 		Aliases:   []string{"ls"},
 		Usage:     "list this project's sessions, newest first",
-		UsageText: "panto sessions [--store SPEC] [--endpoint URL] [--all | --project PROJECT] [--json]",
+		UsageText: "panto sessions [--store SPEC] [--endpoint URL] [--all | --project PROJECT] [--limit N] [--json]",
 		Description: `Lists the sessions of the current project, newest first: short id, last modified,
 number of messages, model, and the title (panto title) or else the last prompt typed.
 The project is the git repository panto runs in, known by its origin remote (so a
 clone at another path, or on another machine, is the same project), else the work
 tree's root, else the directory. --all lists every session, with a PROJECT column
 (sessions that predate projects are "(no project)"); --project another project's.
---json adds the full id, the project, the parent of a fork (panto fork) and the
-session's token totals.
+--limit N shows the newest N (default 50; 0: every one), which on a bucket reads
+one small object however many sessions it holds. --json adds the full id, the
+project, the parent of a fork (panto fork) and the session's token totals.
 
 Examples:
    panto sessions
    panto sessions --all
+   panto sessions --all --limit 0 --json > every-session.json
    panto sessions --project git@github.com:team/proj.git
    panto sessions --json | jq '.[0].id'
    panto sessions --all --json | jq 'group_by(.project.key) | map({project: .[0].project.key, sessions: length})'
@@ -38,6 +41,7 @@ Examples:
 		Flags: append(storeFlags(false),
 			&cli.BoolFlag{Name: "all", Aliases: []string{"a"}, Usage: "every session, of every project"},
 			projectFlag(),
+			&cli.IntFlag{Name: "limit", Aliases: []string{"n"}, Value: defaultSessionsLimit, Usage: "show the newest `N` (0: every one)"},
 			&cli.BoolFlag{Name: "json", Usage: "print JSON (full ids, times in RFC 3339)"},
 		),
 		Action: func(c *cli.Context) error {
@@ -45,19 +49,35 @@ Examples:
 			if err != nil {
 				return err
 			}
+			limit := c.Int("limit")
+			if limit < 0 {
+				return fmt.Errorf("sessions: --limit %d: give 0 (every session) or more", limit)
+			}
 			st, _, err := openStore(c)
 			if err != nil {
 				return err
 			}
 			defer closeStore(c.Context, st, e.stderr)
-			list, err := st.List(c.Context)
+			// One more than shown, to tell whether there are more.
+			ask := limit
+			if limit > 0 {
+				ask = limit + 1
+			}
+			list, err := store.ListNewest(c.Context, st, ask, scope.keep)
 			if err != nil && !errors.Is(err, agent.ErrIncompleteList) {
 				return fmt.Errorf("list sessions: %w", err)
 			}
 			// Part of the catalog is damaged: list the rest, then say so.
 			partial := err
-			if err := printScoped(c, e, scope, list); err != nil {
+			more := limit > 0 && len(list) > limit
+			if more {
+				list = list[:limit]
+			}
+			if err := printScoped(c, e, scope, list, st); err != nil {
 				return err
+			}
+			if more && !c.Bool("json") {
+				fmt.Fprintf(e.stderr, "the newest %d shown: --limit 0 lists every one\n", limit)
 			}
 			if partial != nil {
 				return fmt.Errorf("list sessions: %w", partial)
@@ -67,11 +87,20 @@ Examples:
 	}
 }
 
+// defaultSessionsLimit is how many sessions `panto sessions` shows
+// unless told: a screenful, and what a bucket's index log answers alone.
+const defaultSessionsLimit = 50
+
 // sessionScope is which sessions a listing shows: every one, or one
 // project's.
 type sessionScope struct {
 	all     bool
 	project agent.Project
+}
+
+// keep reports whether session s is in the scope (nil: every one is).
+func (sc sessionScope) keep(s agent.SessionInfo) bool {
+	return sc.all || sameProject(s.Project, sc.project)
 }
 
 // listScope reads --all and --project; without either, the current
@@ -106,21 +135,24 @@ func printSessions(c *cli.Context, e *env, list []agent.SessionInfo) error {
 	return nil
 }
 
-// printScoped prints the sessions of list in scope as printSessions
+// printScoped prints shown, the sessions of a scope, as printSessions
 // does, with a PROJECT column for --all, and says when the project has
-// none but others do.
-func printScoped(c *cli.Context, e *env, scope sessionScope, list []agent.SessionInfo) error {
-	shown := list
-	if !scope.all {
-		shown = inProject(list, scope.project)
-	}
-	if c.Bool("json") || len(shown) == 0 && len(list) == 0 {
+// none but others of st do.
+func printScoped(c *cli.Context, e *env, scope sessionScope, shown []agent.SessionInfo, st agent.SessionStore) error {
+	if c.Bool("json") {
 		return printSessions(c, e, shown)
 	}
 	home := e.getenv("HOME")
+	if len(shown) == 0 && !scope.all {
+		if others, _ := store.ListNewest(c.Context, st, 1, nil); len(others) > 0 {
+			fmt.Fprintf(e.stderr, "no sessions of project %s yet (panto sessions --all lists every project's)\n", projectName(scope.project, home))
+			return nil
+		}
+	}
+	if len(shown) == 0 {
+		return printSessions(c, e, shown)
+	}
 	switch {
-	case len(shown) == 0:
-		fmt.Fprintf(e.stderr, "no sessions of project %s yet (panto sessions --all lists the %s of every project)\n", projectName(scope.project, home), plural(len(list), "session"))
 	case scope.all:
 		writeSessions(e.stdout, shown, "", func(s agent.SessionInfo) string { return projectName(s.Project, home) })
 	default:

@@ -1,7 +1,6 @@
 package manifest
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding"
 	"encoding/binary"
@@ -41,10 +40,39 @@ func ShardOf(id string) string {
 }
 
 // ShardNames returns the names of all shards.
-func ShardNames() []string {
-	names := make([]string, Shards)
-	for i := range names {
-		names[i] = hexDigits[i : i+1]
+func ShardNames() []string { return PartitionNames(1) }
+
+// LogName is the Shard of an index log commit (docs/DESIGN.md §P3): a
+// document spelled as a shard, whose Through is its number.
+const LogName = "log"
+
+// PartitionOf returns the index partition of a session id at width 1
+// (the 16 shards of format 3: ShardOf) or 2 (the 256 partitions of an
+// index-log prefix: the id's first two characters, each mapped as
+// ShardOf maps one). An id prefix of at least width characters falls in
+// the partition of every id it starts.
+func PartitionOf(id string, width int) string {
+	if width <= 1 || len(id) < 2 {
+		return ShardOf(id)
+	}
+	return ShardOf(id[:1]) + ShardOf(id[1:2])
+}
+
+// PartitionNames returns the names of all partitions at width 1 (16) or
+// 2 (256), in order.
+func PartitionNames(width int) []string {
+	if width <= 1 {
+		names := make([]string, Shards)
+		for i := range names {
+			names[i] = hexDigits[i : i+1]
+		}
+		return names
+	}
+	names := make([]string, 0, Shards*Shards)
+	for _, a := range hexDigits {
+		for _, b := range hexDigits {
+			names = append(names, string(a)+string(b))
+		}
 	}
 	return names
 }
@@ -170,6 +198,15 @@ type IndexShard struct {
 	Pruned   int64
 	Purge    int64
 	Written  time.Time
+	// Omitted, in a log commit (Shard LogName, Through its number), is
+	// how many changes of its write it does not list in Sessions and
+	// Tombstones (a bulk write's, past LogChanges): a reader that wants
+	// every change reads the partitions instead. Recent is the newest
+	// sessions of the whole index as of this commit (at most RecentSize,
+	// without Resume): every live session it does not hold is older than
+	// all it holds. Both are zero in a partition.
+	Omitted  int64
+	Recent   map[string]IndexEntry
 	Sessions map[string]IndexEntry
 	// Tombstones are the shard's deleted sessions: an id here has no
 	// entry in Sessions, and none can be put back.
@@ -236,6 +273,12 @@ func (s *IndexShard) Clone() *IndexShard {
 		c.Tombstones = make(map[string]Tombstone, len(s.Tombstones))
 		for k, v := range s.Tombstones {
 			c.Tombstones[k] = v
+		}
+	}
+	if s.Recent != nil {
+		c.Recent = make(map[string]IndexEntry, len(s.Recent))
+		for k, v := range s.Recent {
+			c.Recent[k] = v
 		}
 	}
 	return &c
@@ -358,17 +401,22 @@ func decodeShard(raw []byte) (*IndexShard, error) {
 }
 
 func (s *IndexShard) validate() error {
-	if len(s.Shard) != 1 || !bytes.Contains([]byte(hexDigits), []byte(s.Shard)) {
+	log := s.Shard == LogName
+	if !log && (len(s.Shard) < 1 || len(s.Shard) > 2 || strings.Trim(s.Shard, hexDigits) != "") {
 		return fmt.Errorf("%w: index shard name %q", ErrInvalid, s.Shard)
 	}
-	if s.Pruned < 0 || s.Through < s.Pruned || s.Purge < 0 || s.Through < s.Purge {
-		return fmt.Errorf("%w: index shard %s: through %d, pruned %d, purge %d", ErrInvalid, s.Shard, s.Through, s.Pruned, s.Purge)
+	if s.Pruned < 0 || s.Through < s.Pruned || s.Purge < 0 || s.Through < s.Purge || s.Omitted < 0 {
+		return fmt.Errorf("%w: index shard %s: through %d, pruned %d, purge %d, omitted %d", ErrInvalid, s.Shard, s.Through, s.Pruned, s.Purge, s.Omitted)
 	}
+	if !log && (s.Omitted != 0 || len(s.Recent) != 0) {
+		return fmt.Errorf("%w: index shard %s: a partition with a log commit's fields", ErrInvalid, s.Shard)
+	}
+	filed := func(id string) bool { return log || PartitionOf(id, len(s.Shard)) == s.Shard }
 	for id, e := range s.Sessions {
 		if err := agent.ValidateSessionID(id); err != nil {
 			return fmt.Errorf("%w: index shard %s: %v", ErrInvalid, s.Shard, err)
 		}
-		if ShardOf(id) != s.Shard || e.Info.ID != id {
+		if !filed(id) || e.Info.ID != id {
 			return fmt.Errorf("%w: index shard %s: misfiled session %q", ErrInvalid, s.Shard, id)
 		}
 		if e.Length <= 0 || !isSHA256(e.SHA256) {
@@ -378,8 +426,13 @@ func (s *IndexShard) validate() error {
 			return fmt.Errorf("%w: index shard %s: session %s is both listed and deleted", ErrInvalid, s.Shard, id)
 		}
 	}
+	for id, e := range s.Recent {
+		if err := agent.ValidateSessionID(id); err != nil || e.Info.ID != id || e.Length <= 0 || !isSHA256(e.SHA256) {
+			return fmt.Errorf("%w: index log commit %d: recent session %q", ErrInvalid, s.Through, id)
+		}
+	}
 	for id, t := range s.Tombstones {
-		if err := agent.ValidateSessionID(id); err != nil || ShardOf(id) != s.Shard || t.ID != id {
+		if err := agent.ValidateSessionID(id); err != nil || !filed(id) || t.ID != id {
 			return fmt.Errorf("%w: index shard %s: misfiled tombstone %q", ErrInvalid, s.Shard, id)
 		}
 	}

@@ -251,6 +251,8 @@ type wireSealedShard struct {
 	Pruned     int64                          `json:"pruned,omitempty"`
 	Purge      int64                          `json:"purge,omitempty"`
 	Written    time.Time                      `json:"written,omitzero"`
+	Omitted    int64                          `json:"omitted,omitempty"`
+	Recent     map[string]wireSealedEntry     `json:"recent,omitempty"`
 	Sessions   map[string]wireSealedEntry     `json:"sessions"`
 	Tombstones map[string]wireSealedTombstone `json:"tombstones,omitempty"`
 	Sealed     []byte                         `json:"sealed,omitempty"`
@@ -272,12 +274,21 @@ type wireSealedTombstone struct {
 }
 
 func shardSkeleton(s *IndexShard) wireSealedShard {
-	w := wireSealedShard{Version: Version, Shard: s.Shard, Through: s.Through, Pruned: s.Pruned, Purge: s.Purge, Sessions: make(map[string]wireSealedEntry, len(s.Sessions))}
+	w := wireSealedShard{Version: Version, Shard: s.Shard, Through: s.Through, Pruned: s.Pruned, Purge: s.Purge, Omitted: s.Omitted, Sessions: make(map[string]wireSealedEntry, len(s.Sessions))}
 	if !s.Written.IsZero() {
 		w.Written = s.Written.UTC()
 	}
+	skeleton := func(e IndexEntry) wireSealedEntry {
+		return wireSealedEntry{Length: e.Length, Created: e.Info.Created.UTC(), Modified: e.Info.Modified.UTC(), Messages: e.Info.MessageCount}
+	}
 	for id, e := range s.Sessions {
-		w.Sessions[id] = wireSealedEntry{Length: e.Length, Created: e.Info.Created.UTC(), Modified: e.Info.Modified.UTC(), Messages: e.Info.MessageCount}
+		w.Sessions[id] = skeleton(e)
+	}
+	for id, e := range s.Recent {
+		if w.Recent == nil {
+			w.Recent = map[string]wireSealedEntry{}
+		}
+		w.Recent[id] = skeleton(e)
 	}
 	for id, t := range s.Tombstones {
 		if w.Tombstones == nil {

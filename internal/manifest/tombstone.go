@@ -17,6 +17,23 @@ const FeatureTombstones = "tombstones"
 // deltas those readers do not look for, so it must refuse the prefix.
 const FeatureIndexBases = "index-bases"
 
+// FeatureIndexLog is the marker feature of index format 4 (docs/DESIGN.md
+// §P3): 256 partitions instead of 16 shards, and a log of commits that
+// keeps the newest sessions and says what changed. An older panto would
+// write the 16 shards nobody reads any more, so it must refuse the
+// prefix.
+const FeatureIndexLog = "index-log"
+
+// RecentSize is how many of the newest sessions an index log commit
+// holds (IndexShard.Recent): a page of `panto sessions` and `panto -c`
+// read that commit alone.
+const RecentSize = 64
+
+// LogChanges is how many changes an index log commit lists at most: a
+// bulk write's commit past it lists none (IndexShard.Omitted), so that
+// the newest commit, which every reader reads, stays small.
+const LogChanges = 64
+
 // Tombstone is what the bucket keeps of a deleted session: in its index
 // shard, and as the object that takes the place of its first segment
 // (and of the segment after its last), so that the id can never be

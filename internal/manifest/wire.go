@@ -242,6 +242,8 @@ type wireShard struct {
 	Pruned     int64                    `json:"pruned,omitempty"`
 	Purge      int64                    `json:"purge,omitempty"`
 	Written    time.Time                `json:"written,omitzero"`
+	Omitted    int64                    `json:"omitted,omitempty"`
+	Recent     map[string]wireEntry     `json:"recent,omitempty"`
 	Sessions   map[string]wireEntry     `json:"sessions"`
 	Tombstones map[string]wireTombstone `json:"tombstones,omitempty"`
 }
@@ -255,9 +257,15 @@ type wireTombstone struct {
 }
 
 func shardToWire(s *IndexShard) wireShard {
-	w := wireShard{Version: Version, Shard: s.Shard, Through: s.Through, Pruned: s.Pruned, Purge: s.Purge, Sessions: make(map[string]wireEntry, len(s.Sessions))}
+	w := wireShard{Version: Version, Shard: s.Shard, Through: s.Through, Pruned: s.Pruned, Purge: s.Purge, Omitted: s.Omitted, Sessions: make(map[string]wireEntry, len(s.Sessions))}
 	if !s.Written.IsZero() {
 		w.Written = s.Written.UTC()
+	}
+	for id, e := range s.Recent {
+		if w.Recent == nil {
+			w.Recent = map[string]wireEntry{}
+		}
+		w.Recent[id] = entryToWire(e)
 	}
 	for id, e := range s.Sessions {
 		w.Sessions[id] = entryToWire(e)
@@ -272,7 +280,13 @@ func shardToWire(s *IndexShard) wireShard {
 }
 
 func (w *wireShard) shard() *IndexShard {
-	s := &IndexShard{Shard: w.Shard, Through: w.Through, Pruned: w.Pruned, Purge: w.Purge, Written: w.Written, Sessions: make(map[string]IndexEntry, len(w.Sessions))}
+	s := &IndexShard{Shard: w.Shard, Through: w.Through, Pruned: w.Pruned, Purge: w.Purge, Written: w.Written, Omitted: w.Omitted, Sessions: make(map[string]IndexEntry, len(w.Sessions))}
+	for id, e := range w.Recent {
+		if s.Recent == nil {
+			s.Recent = map[string]IndexEntry{}
+		}
+		s.Recent[id] = e.entry(id)
+	}
 	for id, e := range w.Sessions {
 		s.Sessions[id] = e.entry(id)
 	}

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"sync/atomic"
 	"time"
 
@@ -41,6 +42,10 @@ type Options struct {
 	// Trace, when set, logs every request to an S3 server
 	// (objstore.WithTrace).
 	Trace *slog.Logger
+	// IndexCache, when set, is a directory where a bucket's index catalog
+	// is kept between runs (objstore.WithIndexCache): a sync then reads
+	// what changed since the last one instead of the whole index.
+	IndexCache string
 	// Snapshot is for a command that lists the store right after opening
 	// it: a bucket's listings in the two seconds after Open are then the
 	// reading made during Open (objstore.WithOpenSnapshot), which saves a
@@ -99,6 +104,9 @@ func OpenSpec(ctx context.Context, s store.Spec, opts Options) (agent.SessionSto
 		if opts.Snapshot {
 			o = append(o, objstore.WithOpenSnapshot())
 		}
+		if opts.IndexCache != "" {
+			o = append(o, objstore.WithIndexCache(opts.IndexCache))
+		}
 		if opts.Trace != nil {
 			o = append(o, objstore.WithTrace(opts.Trace))
 		}
@@ -106,7 +114,7 @@ func OpenSpec(ctx context.Context, s store.Spec, opts Options) (agent.SessionSto
 			o = append(o, objstore.WithKey(opts.Key))
 		}
 		if opts.LocalFirst {
-			return openLocalFirst(ctx, s.URL, opts, o)
+			return openLocalFirst(ctx, s.URL, opts, append(o, objstore.WithS3Options(failFast)))
 		}
 		st, err := objstore.Open(ctx, s.URL, o...)
 		if err != nil {
@@ -127,13 +135,16 @@ var ErrNoLogs = errors.New("keeps no sessions")
 // panto's data directory (localfirst.Dir); the bucket itself is opened
 // with o, in the background.
 func openLocalFirst(ctx context.Context, url string, opts Options, o []objstore.Option) (agent.SessionStore, error) {
-	endpoint := opts.Endpoint
-	if endpoint == "" {
-		endpoint = firstSet(os.Getenv("AWS_ENDPOINT_URL_S3"), os.Getenv("AWS_ENDPOINT_URL"))
-	}
-	dir, err := localfirst.Dir(url, endpoint)
+	dir, err := ReplicaDir(url, opts.Endpoint)
 	if err != nil {
 		return nil, fmt.Errorf("store %s: %w", url, err)
+	}
+	if opts.IndexCache == "" {
+		// The replica keeps the bucket's index catalog too, so that the
+		// shipper's sync reads what changed since the last run, not the
+		// whole index (objstore.WithIndexCache; fsjsonl ignores dot
+		// files).
+		o = append(o, objstore.WithIndexCache(filepath.Join(dir, ".panto-index")))
 	}
 	var bucket atomic.Pointer[objstore.Store] // once open
 	return localfirst.Open(ctx, localfirst.Options{
@@ -156,6 +167,16 @@ func openLocalFirst(ctx context.Context, url string, opts Options, o []objstore.
 		Unreachable: objstore.IsUnreachable,
 		Notify:      opts.Notify,
 	})
+}
+
+// ReplicaDir is the directory of this machine's local-first replica of
+// the bucket store url at endpoint (empty: the AWS environment's, as
+// Open takes it), whether or not it exists: localfirst.Dir.
+func ReplicaDir(url, endpoint string) (string, error) {
+	if endpoint == "" {
+		endpoint = firstSet(os.Getenv("AWS_ENDPOINT_URL_S3"), os.Getenv("AWS_ENDPOINT_URL"))
+	}
+	return localfirst.Dir(url, endpoint)
 }
 
 func firstSet(s ...string) string {

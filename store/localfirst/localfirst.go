@@ -142,11 +142,28 @@ type Store struct {
 	redirect map[string]string
 	// toldOffline: the unreachable notice was given.
 	toldOffline bool
-	// offlineAt is when a read last found the bucket not answering: while
-	// the bucket is not open, the reads of the next offlineFor go straight
-	// to the replica, so that one command pays the wait once.
+	// offlineAt is when a read (or Open) last found the bucket not
+	// answering: while the bucket is not open, the reads of the next
+	// offlineFor go straight to the replica, so that one command pays the
+	// wait once.
 	offlineAt time.Time
+	// view is the bucket's listing as the last read of it found it.
+	view bucketView
 }
+
+// bucketView is the checkpoint of each session the bucket listed, and
+// when: a read of session id in the viewFor after a listing takes the
+// bucket's checkpoint from it instead of asking again (pull.go), so that
+// panto -c costs the listing alone, which the bucket's Open reads anyway
+// (objstore.WithOpenSnapshot).
+type bucketView struct {
+	at   time.Time
+	logs map[string]store.Checkpoint
+}
+
+// viewFor is how long a listing of the bucket stands for what it holds:
+// one command's reads (as objstore's open snapshot).
+const viewFor = 2 * time.Second
 
 // offlineFor is how long a read that found the bucket not answering
 // spares the next ones the wait.
@@ -186,7 +203,12 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		s.conn.stop()
 		return nil, fmt.Errorf("store %s: %w", opts.Name, err)
 	}
-	_ = reached // a bucket not open yet is waited for by the first read
+	if !reached {
+		// Open waited its one short timeout (or was refused at once): the
+		// reads that follow go straight to the replica rather than wait
+		// again, and the first of them tells the user.
+		s.offlineAt = time.Now()
+	}
 	s.ship = newShipper(s)
 	return s, nil
 }
@@ -265,7 +287,14 @@ func (s *Store) target(id string) string {
 // the bucket another machine's). Offline it lists the replica.
 func (s *Store) List(ctx context.Context) ([]agent.SessionInfo, error) {
 	local, remote, online, err := listBoth(ctx, s, s.local.List, func(ctx context.Context, b store.LogStore) ([]agent.SessionInfo, error) {
-		return b.List(ctx)
+		// The bucket's logs rather than its sessions: the same reading of
+		// its index, and the checkpoints the reads that follow use.
+		logs, err := s.bucketLogs(ctx, b)
+		infos := make([]agent.SessionInfo, len(logs))
+		for i, l := range logs {
+			infos[i] = l.Info
+		}
+		return infos, err
 	})
 	if !online {
 		return local, err
@@ -301,6 +330,39 @@ func listBoth[T any](ctx context.Context, s *Store, local func(context.Context) 
 	return mine, theirs, true, errors.Join(partial, err)
 }
 
+// bucketLogs lists the bucket's logs and keeps their checkpoints as the
+// view of the next viewFor.
+func (s *Store) bucketLogs(ctx context.Context, b store.LogStore) ([]store.Log, error) {
+	at := time.Now()
+	logs, err := b.Logs(ctx)
+	if err != nil && !errors.Is(err, agent.ErrIncompleteList) {
+		return logs, err
+	}
+	v := bucketView{at: at, logs: make(map[string]store.Checkpoint, len(logs))}
+	for _, l := range logs {
+		if l.Err == nil {
+			v.logs[l.Info.ID] = l.Checkpoint
+		}
+	}
+	s.mu.Lock()
+	s.view = v
+	s.mu.Unlock()
+	return logs, err
+}
+
+// listed is the bucket's checkpoint of session id as a listing of the
+// last viewFor found it; false when there is none, or it did not list
+// the session (its index may not know a session yet: ask it).
+func (s *Store) listed(id string) (store.Checkpoint, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.view.logs == nil || time.Since(s.view.at) > viewFor {
+		return store.Checkpoint{}, false
+	}
+	cp, ok := s.view.logs[id]
+	return cp, ok
+}
+
 // merge merges two listings, newest first; of a session in both, the
 // copy with more messages (then the later one) wins.
 func merge(a, b []agent.SessionInfo) []agent.SessionInfo {
@@ -327,9 +389,9 @@ func merge(a, b []agent.SessionInfo) []agent.SessionInfo {
 }
 
 // Latest returns the most recently modified session of the merged
-// listing, its replica brought up to date.
+// listing (ListNewest), its replica brought up to date.
 func (s *Store) Latest(ctx context.Context) (*agent.Session, error) {
-	list, err := s.List(ctx)
+	list, err := s.ListNewest(ctx, 1, nil)
 	if len(list) == 0 {
 		if err != nil {
 			return nil, err
@@ -419,9 +481,7 @@ func (s *Store) Load(ctx context.Context, id string) (*agent.Conversation, error
 // Logs lists the replica's sessions and, online, those only the bucket
 // holds (which ReadLog brings into the replica).
 func (s *Store) Logs(ctx context.Context) ([]store.Log, error) {
-	local, remote, online, err := listBoth(ctx, s, s.local.Logs, func(ctx context.Context, b store.LogStore) ([]store.Log, error) {
-		return b.Logs(ctx)
-	})
+	local, remote, online, err := listBoth(ctx, s, s.local.Logs, s.bucketLogs)
 	if !online {
 		return local, err
 	}

@@ -50,7 +50,10 @@ func (s *Store) pull(ctx context.Context, b store.LogStore, id string) error {
 	if err != nil {
 		return err
 	}
-	theirs, err := head(ctx, b, id)
+	theirs, listed := s.listed(id)
+	if !listed {
+		theirs, err = head(ctx, b, id)
+	}
 	var gone *agent.DeletedError
 	if errors.As(err, &gone) {
 		t := store.Tombstone{ID: id, Deleted: gone.Deleted, At: store.Checkpoint{Length: gone.Length, SHA256: gone.SHA256}}

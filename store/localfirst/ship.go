@@ -37,6 +37,9 @@ type shipper struct {
 	// failing: sessions whose last send failed with an answer (not
 	// unreachable), told once each.
 	failing map[string]bool
+	// report, when set, is told of every session a round sent
+	// (SendLeftovers).
+	report func(replica.Event)
 }
 
 func newShipper(s *Store) *shipper {
@@ -203,11 +206,14 @@ func (sh *shipper) round(b store.LogStore) bool {
 	if reached {
 		events := replica.Transfer(sh.ctx, sh.s.local, b, plans, replica.Options{KeepBoth: true, Concurrency: 4})
 		for _, e := range events {
+			if sh.report != nil {
+				sh.report(e)
+			}
 			if !sh.record(b, e) {
 				retry = append(retry, e.ID)
 			}
 		}
-		sh.s.shipped.save()
+		sh.s.shipped.saveSoon()
 	} else {
 		retry = ids
 	}

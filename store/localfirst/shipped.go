@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"time"
 
 	"github.com/panto-dev/panto/agent"
 	"github.com/panto-dev/panto/store"
@@ -30,7 +31,15 @@ type shippedFile struct {
 	path string
 	mu   sync.Mutex
 	at   map[string]store.Checkpoint
+	// savedAt is when save last wrote the file.
+	savedAt time.Time
 }
+
+// saveEvery spaces the saves of a shipper's rounds: each is a rename in
+// the replica's directory, whose metadata the next append's fsync would
+// commit with it (on a journaling file system), in the prompt's path.
+// Close saves what is left.
+const saveEvery = 5 * time.Second
 
 type shippedJSON struct {
 	Version  int                         `json:"version"`
@@ -73,6 +82,16 @@ func (f *shippedFile) forget(id string) {
 	delete(f.at, id)
 }
 
+// saveSoon saves the record when the last save is saveEvery old.
+func (f *shippedFile) saveSoon() {
+	f.mu.Lock()
+	due := time.Since(f.savedAt) >= saveEvery
+	f.mu.Unlock()
+	if due {
+		f.save()
+	}
+}
+
 // save merges the record into the file, atomically (best-effort: a
 // replica that cannot be written is reported by its appends).
 func (f *shippedFile) save() {
@@ -96,8 +115,8 @@ func (f *shippedFile) save() {
 		tmp.Close()
 		return
 	}
-	if tmp.Close() == nil {
-		_ = os.Rename(tmp.Name(), f.path)
+	if tmp.Close() == nil && os.Rename(tmp.Name(), f.path) == nil {
+		f.savedAt = time.Now()
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -427,4 +428,129 @@ func BenchmarkCompression(b *testing.B) {
 	b.ReportMetric(float64(raw), "raw-bytes")
 	b.ReportMetric(float64(asAppended)/float64(raw), "ratio-as-appended")
 	b.ReportMetric(float64(compacted)/float64(raw), "ratio-compacted")
+}
+
+// BenchmarkConcurrentWriters: 20 writers, each its own Store (a team's
+// processes on one bucket), append one message at the same moment to
+// their own sessions, once per iteration; the same iteration then PUTs
+// the same bytes with 20 bare PutObjects at once. It reports the p50 of
+// each (and their ratio: issue 21 wants at most 1.1), the lag from the
+// last append's return until a reader's List shows every writer's
+// session at its new message count, and what the appends asked of the
+// bucket, their checkpoints included: requests and conditional writes
+// refused (412: a lost race on an object other writers replace too).
+// Run it with a fixed count (-benchtime 20x): an iteration waits for the
+// index.
+func BenchmarkConcurrentWriters(b *testing.B) {
+	const writers = 20
+	ctx := context.Background()
+	e := newEnv(b)
+	bare := bareClient(b, e)
+	codec, _ := manifest.NewCodec()
+	stores := make([]*objstore.Store, writers)
+	recs := make([]*recorder, writers)
+	ids := make([]string, writers)
+	for w := range stores {
+		recs[w] = &recorder{}
+		stores[w] = e.open(b, recs[w].option())
+		ids[w] = stores[w].Create().Info.ID
+		if err := stores[w].AppendMessages(ctx, ids[w], []agent.PersistentMessage{user(fmt.Sprint("writer ", w, " starts"))}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for w := range stores {
+		if err := stores[w].Flush(ctx); err != nil {
+			b.Fatal(err)
+		}
+		recs[w].take()
+	}
+	reader := e.open(b)
+
+	// together runs f for every writer at the same moment and returns
+	// each one's latency.
+	together := func(f func(w int) error) []time.Duration {
+		lat := make([]time.Duration, writers)
+		errs := make([]error, writers)
+		gate := make(chan struct{})
+		var wg sync.WaitGroup
+		for w := range writers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-gate
+				start := time.Now()
+				errs[w] = f(w)
+				lat[w] = time.Since(start)
+			}()
+		}
+		close(gate)
+		wg.Wait()
+		for _, err := range errs {
+			if err != nil {
+				b.Fatal(err)
+			}
+		}
+		return lat
+	}
+
+	var appendT, putT, lags []time.Duration
+	messages := 1
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		pm := user(fmt.Sprintf("message %d: %s", i, strings.Repeat("some words of a prompt ", 8)))
+		appendT = append(appendT, together(func(w int) error {
+			return stores[w].AppendMessages(ctx, ids[w], []agent.PersistentMessage{pm})
+		})...)
+		appended := time.Now()
+		messages++
+		for indexed := false; !indexed; {
+			infos, err := reader.List(ctx)
+			if err != nil {
+				b.Fatal(err)
+			}
+			counts := map[string]int{}
+			for _, info := range infos {
+				counts[info.ID] = info.MessageCount
+			}
+			indexed = !slices.ContainsFunc(ids, func(id string) bool { return counts[id] < messages })
+			if !indexed && time.Since(appended) > time.Minute {
+				b.Fatalf("a minute after the appends of round %d the index lists %v of the writers' message counts, want %d each", i, counts, messages)
+			}
+		}
+		lags = append(lags, time.Since(appended))
+
+		putT = append(putT, together(func(w int) error {
+			raw, err := sessionlog.EncodeBatch(ids[w], false, []agent.PersistentMessage{pm}, time.Now())
+			if err != nil {
+				return err
+			}
+			comp := codec.Compress(raw)
+			_, err = bare.PutObject(ctx, &s3.PutObjectInput{Bucket: &e.bucket, Key: aws.String(fmt.Sprintf("bare/%d/%d", i, w)),
+				Body: bytes.NewReader(comp), ContentLength: aws.Int64(int64(len(comp)))})
+			return err
+		})...)
+	}
+	b.StopTimer()
+	var reqs []request
+	for w := range stores {
+		if err := stores[w].Flush(ctx); err != nil {
+			b.Fatal(err)
+		}
+		reqs = append(reqs, recs[w].take()...)
+	}
+	refused := 0
+	for _, q := range reqs {
+		if q.status == http.StatusPreconditionFailed {
+			refused++
+		}
+	}
+	appends := float64(writers * b.N)
+	ma, mp := median(appendT), median(putT)
+	b.ReportMetric(float64(ma.Microseconds()), "µs-append-p50")
+	b.ReportMetric(float64(mp.Microseconds()), "µs-bareput-p50")
+	b.ReportMetric(float64(ma)/float64(mp), "ratio")
+	b.ReportMetric(float64(median(lags).Milliseconds()), "ms-index-lag-p50")
+	b.ReportMetric(float64(slices.Max(lags).Milliseconds()), "ms-index-lag-max")
+	b.ReportMetric(float64(len(reqs))/appends, "requests/append")
+	b.ReportMetric(float64(refused)/appends, "412s/append")
 }

@@ -21,8 +21,16 @@ var _ store.ChangeTokener = (*Store)(nil)
 // watch). A change it reports may be none (a fold, a pruning); none it
 // misses. It is the one listing of a routine path (§P6 otherwise holds),
 // and bounded.
+//
+// In format 4 it lists the index log alone (every write of the index
+// ends with a commit there; the log is pruned to its last 64 to 128
+// commits): the newest commit's name and ETag.
 func (s *Store) ChangeToken(ctx context.Context) (string, error) {
-	objects, _, err := s.b.list(ctx, "index/", "")
+	prefix := "index/"
+	if s.indexLog() {
+		prefix = "index/log/"
+	}
+	objects, _, err := s.b.list(ctx, prefix, "")
 	if err != nil {
 		return "", fmt.Errorf("check %s for changes: %w", s.b.url(""), err)
 	}

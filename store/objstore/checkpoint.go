@@ -167,6 +167,9 @@ func (s *Store) settle(ctx context.Context) error {
 		sh.mu.Unlock()
 	}
 	s.mu.Unlock()
+	// Deletions' tombstones go to the index log before their partitions
+	// (finishDelete).
+	logErr := s.writeLog(ctx)
 	// Each shard on its own: one that cannot be written (a damaged one,
 	// say) must not cancel the others.
 	errs := make([]error, len(queued))
@@ -179,7 +182,8 @@ func (s *Store) settle(ctx context.Context) error {
 		}()
 	}
 	wg.Wait()
-	return errors.Join(errs...)
+	// One commit of the index log for every shard written.
+	return errors.Join(append(errs, logErr, s.writeLog(ctx))...)
 }
 
 // waitIdle waits until no checkpoint is being written.

@@ -200,9 +200,9 @@ func TestReadLogEntrySaysNoManifest(t *testing.T) {
 	if plain >= 6 {
 		t.Fatalf("no original segment was deleted: a probe from seg/0 would read them all")
 	}
-	// Rewrite the shard's entry to say no manifest is stored.
+	// Rewrite the partition's entry to say no manifest is stored.
 	codec, _ := manifest.NewCodec()
-	key := "pfx/index/7.json.zst"
+	key := partitionKey(id)
 	sh, err := codec.DecodeIndexShard(key, codec.CompressSmaller(e.object(t, key)))
 	if err != nil {
 		t.Fatal(err)

@@ -4,11 +4,16 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/minio/minio-go/v7"
 
@@ -19,14 +24,16 @@ import (
 	"github.com/panto-dev/panto/store/objstore"
 )
 
-const v2Fixture = "testdata/v2-bucket"
+const (
+	v2Fixture = "testdata/v2-bucket"
+	v3Fixture = "testdata/v3-bucket"
+)
 
 // uploadFixture puts the objects of a fixture bucket under the env's
-// prefix, with minio-go.
+// prefix, with minio-go (or into the memory bucket).
 func uploadFixture(t *testing.T, e *env, dir string) {
 	t.Helper()
 	root := filepath.Join(dir, "bucket")
-	c := e.srv.Client(t)
 	err := filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
 			return err
@@ -36,7 +43,12 @@ func uploadFixture(t *testing.T, e *env, dir string) {
 			return err
 		}
 		rel, _ := filepath.Rel(root, path)
-		_, err = c.PutObject(context.Background(), e.bucket, "pfx/"+filepath.ToSlash(rel), bytes.NewReader(data), int64(len(data)), minio.PutObjectOptions{})
+		key := "pfx/" + filepath.ToSlash(rel)
+		if e.mem != nil {
+			e.putRaw(t, key, data)
+			return nil
+		}
+		_, err = e.srv.Client(t).PutObject(context.Background(), e.bucket, key, bytes.NewReader(data), int64(len(data)), minio.PutObjectOptions{})
 		return err
 	})
 	if err != nil {
@@ -44,22 +56,29 @@ func uploadFixture(t *testing.T, e *env, dir string) {
 	}
 }
 
-// TestV2Bucket: a bucket written by main in format 2 lists, loads and
-// reads back byte for byte, verifies, and takes appends, which are
-// written in format 3 (and upgrade the marker first).
-func TestV2Bucket(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	e := newEnv(t)
-	uploadFixture(t, e, v2Fixture)
+// fixtureList is the List a fixture bucket's list.json records.
+func fixtureList(t *testing.T, dir string) []agent.SessionInfo {
+	t.Helper()
 	var want []agent.SessionInfo
-	data, err := os.ReadFile(filepath.Join(v2Fixture, "list.json"))
+	data, err := os.ReadFile(filepath.Join(dir, "list.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := json.Unmarshal(data, &want); err != nil {
 		t.Fatal(err)
 	}
+	return want
+}
+
+// TestV2Bucket: a bucket written by main in format 2 lists, loads and
+// reads back byte for byte, verifies, and takes appends, which are
+// written in index format 4 (and upgrade the marker first).
+func TestV2Bucket(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newEnv(t)
+	uploadFixture(t, e, v2Fixture)
+	want := fixtureList(t, v2Fixture)
 	s := e.open(t)
 	got, err := s.List(ctx)
 	if err != nil {
@@ -94,8 +113,9 @@ func TestV2Bucket(t *testing.T) {
 		t.Fatalf("reading upgraded the marker: %s", m)
 	}
 
-	// An append: the marker goes to 3, the new documents are version 3,
-	// and everything still reads through a fresh Store.
+	// An append: the marker goes to 3 and requires index format 4, the
+	// new documents are version 3, and everything still reads through a
+	// fresh Store.
 	id := "0a5e1f2b3c4d5e6f708192a3b4c5d6e7"
 	w := e.open(t, objstore.WithManifestInterval(1))
 	if err := w.AppendMessages(ctx, id, []agent.PersistentMessage{user("after the upgrade")}); err != nil {
@@ -104,7 +124,7 @@ func TestV2Bucket(t *testing.T) {
 	if err := w.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if m := e.object(t, "pfx/panto-store.json"); string(m) != `{"format":"panto-objstore","version":3,"requires":["index-bases"]}` {
+	if m := e.object(t, "pfx/panto-store.json"); string(m) != `{"format":"panto-objstore","version":3,"requires":["index-bases","index-log"]}` {
 		t.Fatalf("marker after a write: %s", m)
 	}
 	if m := e.object(t, "pfx/sessions/"+id+"/manifest.json"); !strings.HasPrefix(string(m), `{"version":3,`) {
@@ -162,6 +182,178 @@ func TestV2Bucket(t *testing.T) {
 	}
 }
 
+// TestV3Bucket: a bucket written by main in index format 3 (16 shard
+// bases, a deleted session) lists, loads and reads back byte for byte,
+// verifies, and is left as it was by reading. Its first write moves the
+// index to format 4: the partitions hold every live session and the
+// tombstone, a commit of the index log lists the sessions, and the marker
+// requires index-log; then a fresh Store lists the same and the append,
+// the first page of its listing agrees with List, the deleted session
+// stays deleted, and the index checks clean.
+func TestV3Bucket(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newMemEnv(t)
+	uploadFixture(t, e, v3Fixture)
+	want := fixtureList(t, v3Fixture)
+	const deleted = "e1e2e3e4e5e6e7e8e9eaebecedeeeff0"
+	// The Stores' clock runs from just after the fixture was written, so
+	// that its tombstone is as young as it was then, whenever this runs.
+	epoch, start := time.Date(2026, 12, 1, 23, 30, 0, 0, time.UTC), time.Now()
+	open := func(opts ...objstore.Option) *objstore.Store {
+		t.Helper()
+		s := e.open(t, opts...)
+		objstore.SetNow(s, func() time.Time { return epoch.Add(time.Since(start)) })
+		return s
+	}
+	marker := string(e.object(t, "pfx/panto-store.json"))
+	s := open()
+	// Open writes its probe objects (panto-probe*.json), and nothing
+	// else from here on.
+	before := e.snapshot(t)
+	got, err := s.List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("List of the v3 bucket:\n got %+v\nwant %+v", got, want)
+	}
+	if newest, err := s.ListNewest(ctx, 2, nil); err != nil || !reflect.DeepEqual(newest, want[:2]) {
+		t.Fatalf("ListNewest of the v3 bucket: %v, %+v", err, newest)
+	}
+	if latest, err := s.Latest(ctx); err != nil || !reflect.DeepEqual(latest.Info, want[0]) {
+		t.Fatalf("Latest of the v3 bucket: %v", err)
+	}
+	fixtureLogs := map[string][]byte{}
+	for _, info := range want {
+		raw, err := os.ReadFile(filepath.Join(v3Fixture, "jsonl", info.ID+".jsonl"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		fixtureLogs[info.ID] = raw
+		read, err := readRaw(ctx, s, info.ID, 0)
+		if err != nil || !bytes.Equal(read, raw) {
+			t.Fatalf("%s: ReadLog: %v, %d bytes, want the fixture's %d", info.ID, err, len(read), len(raw))
+		}
+		log, err := sessionlog.Parse("fixture", raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conv, err := s.Load(ctx, info.ID)
+		if err != nil || !reflect.DeepEqual(conv.Messages, log.Messages) {
+			t.Fatalf("%s: Load: %v", info.ID, err)
+		}
+		if err := s.Verify(ctx, info.ID); err != nil {
+			t.Fatalf("%s: Verify: %v", info.ID, err)
+		}
+	}
+	if _, err := s.Load(ctx, deleted); !errors.Is(err, agent.ErrSessionDeleted) {
+		t.Fatalf("Load of the deleted session: %v", err)
+	}
+	if report, err := s.CheckIndex(ctx); err != nil || !report.Clean() {
+		t.Fatalf("CheckIndex of the v3 bucket: %v, %+v", err, report)
+	}
+	// Nothing was written by reading (nor checking): not the marker,
+	// nor anything else.
+	if m := string(e.object(t, "pfx/panto-store.json")); m != marker {
+		t.Fatalf("reading the v3 bucket changed the marker: %s", m)
+	}
+	if after := e.snapshot(t); after != before {
+		t.Fatalf("reading the v3 bucket wrote:\nbefore %s\nafter  %s", before, after)
+	}
+
+	// An append to a session of the fixture and a new session: the first
+	// write moves the index to format 4.
+	appended, added := "0b77aa00112233445566778899aabbcc", "5a5e0000111122223333444455556666"
+	w := open(objstore.WithManifestInterval(1))
+	if err := w.AppendMessages(ctx, appended, []agent.PersistentMessage{user("after the move")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.AppendMessages(ctx, added, []agent.PersistentMessage{user("a new session")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if m := string(e.object(t, "pfx/panto-store.json")); m != strings.TrimSuffix(marker, `]}`)+`,"index-log"]}` {
+		t.Fatalf("marker after a write: %s (before: %s)", m, marker)
+	}
+	entries, tombs := e.partitions(t)
+	for _, info := range append(slices.Clone(want), agent.SessionInfo{ID: added}) {
+		if _, ok := entries[info.ID]; !ok {
+			t.Errorf("%s is in no partition after the move", info.ID)
+		}
+	}
+	if len(entries) != len(want)+1 {
+		t.Errorf("the partitions hold %d sessions, want %d", len(entries), len(want)+1)
+	}
+	if _, ok := tombs[deleted]; !ok || len(tombs) != 1 {
+		t.Errorf("the partitions hold the tombstones %v, want %s's", slices.Collect(maps.Keys(tombs)), deleted)
+	}
+	n, commit := e.newestCommit(t)
+	if commit == nil || len(commit.Recent) != len(want)+1 || commit.Recent[deleted].Length != 0 {
+		t.Fatalf("the newest index log commit (%d) after the move: %+v", n, commit)
+	}
+
+	fresh := open()
+	got, err = fresh.List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(want)+1 {
+		t.Fatalf("List after the move: %d sessions, want %d", len(got), len(want)+1)
+	}
+	listed := map[string]agent.SessionInfo{}
+	for _, info := range got {
+		listed[info.ID] = info
+	}
+	for _, info := range want {
+		l := listed[info.ID]
+		if info.ID == appended {
+			if l.MessageCount != info.MessageCount+1 || l.LastUserMessage != "after the move" || !l.Created.Equal(info.Created) {
+				t.Errorf("the appended session after the move: %+v", l)
+			}
+			continue
+		}
+		if !reflect.DeepEqual(l, info) {
+			t.Errorf("%s after the move:\n got %+v\nwant %+v", info.ID, l, info)
+		}
+	}
+	if l := listed[added]; l.MessageCount != 1 || l.LastUserMessage != "a new session" {
+		t.Errorf("the new session after the move: %+v", l)
+	}
+	if _, ok := listed[deleted]; ok {
+		t.Errorf("the deleted session is listed after the move")
+	}
+	if newest, err := fresh.ListNewest(ctx, len(got), nil); err != nil || !reflect.DeepEqual(newest, got) {
+		t.Errorf("ListNewest after the move: %v\n got %+v\nwant %+v", err, newest, got)
+	}
+	if newest, err := fresh.ListNewest(ctx, 2, nil); err != nil || !reflect.DeepEqual(newest, got[:2]) {
+		t.Errorf("ListNewest(2) after the move: %v, %+v", err, newest)
+	}
+	if latest, err := fresh.Latest(ctx); err != nil || !reflect.DeepEqual(latest.Info, got[0]) {
+		t.Errorf("Latest after the move: %v", err)
+	}
+	for id, raw := range fixtureLogs {
+		read, err := readRaw(ctx, fresh, id, 0)
+		if err != nil || !bytes.HasPrefix(read, raw) || (id != appended) != (len(read) == len(raw)) {
+			t.Errorf("%s: ReadLog after the move: %v, %d bytes, the fixture's %d", id, err, len(read), len(raw))
+		}
+		if err := fresh.Verify(ctx, id); err != nil {
+			t.Errorf("%s: Verify after the move: %v", id, err)
+		}
+	}
+	if _, err := fresh.Load(ctx, deleted); !errors.Is(err, agent.ErrSessionDeleted) {
+		t.Errorf("Load of the deleted session after the move: %v", err)
+	}
+	if _, err := fresh.Resolve(ctx, deleted[:6]); !errors.Is(err, agent.ErrSessionDeleted) {
+		t.Errorf("Resolve of the deleted session after the move: %v", err)
+	}
+	if report, err := fresh.CheckIndex(ctx); err != nil || !report.Clean() {
+		t.Errorf("CheckIndex after the move: %v, %+v", err, report)
+	}
+}
+
 // object reads one object of the env's bucket with minio-go.
 func (e *env) object(t *testing.T, key string) []byte {
 	t.Helper()
@@ -172,4 +364,167 @@ func (e *env) object(t *testing.T, key string) []byte {
 	}
 	t.Fatalf("no object %s", key)
 	return nil
+}
+
+// TestV3BucketDeleteLeavesNoContent: a session of a format-3 bucket
+// deleted after the move to format 4 leaves none of its text in the
+// bucket, as in a prefix that was always format 4
+// (TestDeleteLeavesNoContent): not in its partition, not in the index
+// log, and not in the shard of format 3 that listed it before the move.
+func TestV3BucketDeleteLeavesNoContent(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newMemEnv(t)
+	uploadFixture(t, e, v3Fixture)
+	const victim, text = "7d00d1234567890abcdef0123456789a", "prompt 7d00 "
+	if hits := e.scanFor(t, text); len(hits) == 0 {
+		t.Fatalf("test setup: %q is nowhere in the fixture", text)
+	}
+	s := e.open(t)
+	if err := s.AppendMessages(ctx, "0b77aa00112233445566778899aabbcc", []agent.PersistentMessage{user("after the move")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if m := e.object(t, "pfx/panto-store.json"); !strings.Contains(string(m), `"index-log"`) {
+		t.Fatalf("the append did not move the index: %s", m)
+	}
+	deleteAll(t, s, victim)
+	if err := s.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if hits := e.scanFor(t, text); len(hits) > 0 {
+		t.Errorf("after the deletion these objects still hold the session's text: %v", hits)
+	}
+	if _, err := e.open(t).Load(ctx, victim); !errors.Is(err, agent.ErrSessionDeleted) {
+		t.Errorf("Load after the deletion: %v", err)
+	}
+}
+
+// TestV3BucketConcurrentMove: Stores that opened a format-3 bucket and
+// write to it at once all move it to format 4 (each moves what it read,
+// and the partitions' If-Match and the log's If-None-Match settle the
+// races): every session is in the partitions and the newest commit, the
+// marker requires index-log, and the index checks clean.
+func TestV3BucketConcurrentMove(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newMemEnv(t)
+	uploadFixture(t, e, v3Fixture)
+	want := fixtureList(t, v3Fixture)
+	const stores = 6
+	var ss []*objstore.Store
+	for range stores {
+		ss = append(ss, e.open(t))
+	}
+	ids := make([]string, stores)
+	errs := make([]error, stores)
+	var wg sync.WaitGroup
+	for i, s := range ss {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ids[i] = agent.NewSessionID()
+			if errs[i] = s.AppendMessages(ctx, ids[i], []agent.PersistentMessage{user("during the move")}); errs[i] == nil {
+				errs[i] = s.Flush(ctx)
+			}
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if m := string(e.object(t, "pfx/panto-store.json")); !strings.Contains(m, `"index-log"`) {
+		t.Fatalf("marker after the moves: %s", m)
+	}
+	entries, tombs := e.partitions(t)
+	_, commit := e.newestCommit(t)
+	for _, id := range append(infoIDs(want), ids...) {
+		if _, ok := entries[id]; !ok {
+			t.Errorf("%s is in no partition", id)
+		}
+		if _, ok := commit.Recent[id]; !ok {
+			t.Errorf("%s is not in the newest commit", id)
+		}
+	}
+	if _, ok := tombs["e1e2e3e4e5e6e7e8e9eaebecedeeeff0"]; !ok {
+		t.Errorf("the tombstone is in no partition")
+	}
+	if report, err := e.open(t).CheckIndex(ctx); err != nil || !report.Clean() {
+		t.Errorf("check after the moves: %v, %+v", err, report)
+	}
+}
+
+// TestV3BucketReaderDuringMove: a Store that opened a bucket in format 3,
+// and another Store moves to format 4 meanwhile, still lists what is
+// written after the move: a listing reflects every write that completed
+// before it began (List's promise), whatever the format the Store read at
+// Open.
+func TestV3BucketReaderDuringMove(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newMemEnv(t)
+	uploadFixture(t, e, v3Fixture)
+	want := fixtureList(t, v3Fixture)
+	r := e.open(t)
+	if got, err := r.List(ctx); err != nil || len(got) != len(want) {
+		t.Fatalf("list before the move: %v, %d sessions", err, len(got))
+	}
+	w := e.open(t)
+	added := appendNew(t, w, "after the move")
+	if err := w.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if m := string(e.object(t, "pfx/panto-store.json")); !strings.Contains(m, `"index-log"`) {
+		t.Fatalf("marker after the move: %s", m)
+	}
+	got, err := r.List(ctx)
+	if err != nil || !slices.Contains(infoIDs(got), added) {
+		t.Errorf("list by a Store opened before the move: %v, %v; want %s too", err, infoIDs(got), added)
+	}
+	if latest, err := r.Latest(ctx); err != nil || latest.Info.ID != added {
+		t.Errorf("latest by a Store opened before the move: %v, want %s", err, added)
+	}
+}
+
+// TestV3BucketDamagedShardMove: a format-3 bucket with a damaged shard
+// says so when listed (ErrIndexDamaged: run repair). Moved to format 4 by
+// a write, its listing must still either show the shard's sessions or say
+// that some are missing, never leave them out silently; repair lists them
+// again.
+func TestV3BucketDamagedShardMove(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newMemEnv(t)
+	uploadFixture(t, e, v3Fixture)
+	want := fixtureList(t, v3Fixture)
+	d := e.rawObject(t, "pfx/index/0.json.zst")
+	d[len(d)/2] ^= 0x01
+	e.putRaw(t, "pfx/index/0.json.zst", d)
+	if _, err := e.open(t).List(ctx); !errors.Is(err, objstore.ErrIndexDamaged) {
+		t.Fatalf("list with a damaged shard: %v, want ErrIndexDamaged", err)
+	}
+	w := e.open(t)
+	if err := w.AppendMessages(ctx, "7d00d1234567890abcdef0123456789a", []agent.PersistentMessage{user("after the move")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if m := string(e.rawObject(t, "pfx/panto-store.json")); !strings.Contains(m, `"index-log"`) {
+		t.Fatalf("marker after the move: %s", m)
+	}
+	got, err := e.open(t).List(ctx)
+	if len(got) != len(want) && !errors.Is(err, objstore.ErrIndexDamaged) {
+		t.Errorf("list after the move: %d of %d sessions (%v), and no error says some are missing (%v)", len(got), len(want), infoIDs(got), err)
+	}
+	if _, err := e.open(t).RepairIndex(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := e.open(t).List(ctx); err != nil || len(got) != len(want) {
+		t.Errorf("list after the repair: %v, %v", err, infoIDs(got))
+	}
 }

@@ -120,8 +120,20 @@ func (s *Store) finishDelete(ctx context.Context, id string, tomb manifest.Tombs
 	if err != nil {
 		return err
 	}
+	// The index log before the partition: its commit takes the session
+	// out of the recent sessions, and then the commits before it, which
+	// may hold its summary, are deleted (writeLog). Cut short before the
+	// partition buries the session, the deletion is finished by the next
+	// one, which a listing of tombstones would not ask for once the
+	// partition buries it.
+	if s.indexLog() {
+		s.queueLog(nil, map[string]manifest.Tombstone{id: tomb})
+	}
 	name := s.queueTombstone(tomb)
 	if !s.deferIndex {
+		if err := s.writeLog(ctx); err != nil {
+			return fail(err)
+		}
 		if err := s.writeShard(ctx, name); err != nil {
 			return fail(err)
 		}
@@ -234,7 +246,7 @@ func (s *Store) knownObjects(ctx context.Context, id string) ([]string, error) {
 // then its deletion went through to the end (the content goes before the
 // burial), and only strays a listing would find can be left.
 func (s *Store) buried(ctx context.Context, id string) bool {
-	_, tombs, err := s.readIndexAll(ctx, []string{manifest.ShardOf(id)})
+	_, tombs, err := s.readIndexAll(ctx, []string{s.shardOf(id)})
 	_, ok := tombs[id]
 	return ok && err == nil
 }
@@ -285,12 +297,12 @@ func tombstoneOf(err error) (manifest.Tombstone, bool) {
 }
 
 // Tombstones lists the bucket's tombstones younger than
-// store.TombstoneRetention, from the index shards.
+// store.TombstoneRetention, from the index (catalog.go).
 func (s *Store) Tombstones(ctx context.Context) ([]store.Tombstone, error) {
 	if err := s.settle(ctx); ctx.Err() != nil {
 		return nil, fmt.Errorf("list deleted sessions: %w", err)
 	}
-	_, tombs, err := s.readIndexAll(ctx, manifest.ShardNames())
+	_, tombs, err := s.catalog(ctx)
 	if tombs == nil && err != nil {
 		return nil, fmt.Errorf("list deleted sessions: %w", err)
 	}
@@ -361,7 +373,7 @@ func (s *Store) putBase(ctx context.Context, name string, base *manifest.IndexSh
 // reading ask for (Tombstones calls it: a sync lists them before it
 // plans). A failure leaves the request for the next writer.
 func (s *Store) finishPurges(ctx context.Context) {
-	for _, name := range manifest.ShardNames() {
+	for _, name := range s.shardNames() {
 		st := s.shardState(name)
 		st.mu.Lock()
 		v := st.view

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -108,7 +109,7 @@ func TestEncryptedOpen(t *testing.T) {
 		t.Fatal(err)
 	}
 	marker := string(e.rawObject(t, "pfx/panto-store.json"))
-	want := fmt.Sprintf(`{"format":"panto-objstore","version":3,"requires":["index-bases","encryption"],"encryption":{"scheme":"%s","key_id":"%s"}}`, seal.Scheme, key.ID())
+	want := fmt.Sprintf(`{"format":"panto-objstore","version":3,"requires":["index-bases","index-log","encryption"],"encryption":{"scheme":"%s","key_id":"%s"}}`, seal.Scheme, key.ID())
 	if marker != want {
 		t.Fatalf("marker %s, want %s", marker, want)
 	}
@@ -244,13 +245,25 @@ func (e *env) scan(t *testing.T, secrets [][]byte) []string {
 }
 
 // fillBucket writes, through s, sessions that leave every kind of object
-// in the bucket: segments and merged segments, manifests, index bases, a
-// title, a fork, and a deleted session's tombstones. It returns the
-// secrets of the sessions left and those of the deleted one.
+// in the bucket: segments and merged segments, manifests, index
+// partitions, index log commits and the log's head, a title, a fork, and
+// a deleted session's tombstones. It returns the secrets of the sessions
+// left and those of the deleted one.
 func fillBucket(t *testing.T, s *objstore.Store) [][]byte {
 	t.Helper()
 	ctx := context.Background()
 	var secrets [][]byte
+	// One commit of the index log per new session: the 64th writes the
+	// log's head. The sessions after them are the newest, so the newest
+	// commit lists them (their last prompts) among its recent sessions.
+	for i := range manifest.RecentSize {
+		text := fmt.Sprintf("padding session %d: OTP=%06d", i, i)
+		id := agent.NewSessionID()
+		if err := s.AppendMessages(ctx, id, []agent.PersistentMessage{user(text)}); err != nil {
+			t.Fatal(err)
+		}
+		secrets = append(secrets, []byte(text))
+	}
 	ids := []string{"a" + agent.NewSessionID()[1:], "a" + agent.NewSessionID()[1:]}
 	for n, id := range ids {
 		var texts []string
@@ -314,8 +327,13 @@ func TestEncryptedScan(t *testing.T) {
 
 	plain := newMemEnv(t)
 	secrets := fillBucket(t, plain.open(t, opts...))
-	if hits := plain.scan(t, secrets); len(hits) == 0 {
+	hits := plain.scan(t, secrets)
+	if len(hits) == 0 {
 		t.Fatal("the scan finds nothing in a plaintext bucket: it is blind")
+	}
+	// The index log's commits hold last prompts too: the scan sees them.
+	if !slices.ContainsFunc(hits, func(h string) bool { return strings.HasPrefix(h, "pfx/index/log/") }) {
+		t.Fatalf("the scan finds nothing in the index log of a plaintext bucket: it is blind there (%d hits)", len(hits))
 	}
 
 	e := newMemEnv(t)
@@ -325,7 +343,7 @@ func TestEncryptedScan(t *testing.T) {
 	// The deletion added its feature to the marker, which is still the
 	// encrypted prefix's.
 	marker := string(e.rawObject(t, "pfx/panto-store.json"))
-	if want := fmt.Sprintf(`"requires":["index-bases","encryption","tombstones"],"encryption":{"scheme":"%s","key_id":"%s"}`, seal.Scheme, key.ID()); !strings.Contains(marker, want) {
+	if want := fmt.Sprintf(`"requires":["index-bases","index-log","encryption","tombstones"],"encryption":{"scheme":"%s","key_id":"%s"}`, seal.Scheme, key.ID()); !strings.Contains(marker, want) {
 		t.Errorf("marker after a deletion: %s", marker)
 	}
 	// A second compaction, after the grace period, deletes the replaced
@@ -352,6 +370,10 @@ func TestEncryptedScan(t *testing.T) {
 			kinds["segment or tombstone"]++
 		case strings.HasSuffix(rel, "manifest.json"):
 			kinds["manifest"]++
+		case rel == "index/log-head.json.zst":
+			kinds["index log head"]++
+		case strings.HasPrefix(rel, "index/log/") && strings.Count(rel, "/") == 2:
+			kinds["index log commit"]++
 		case strings.HasPrefix(rel, "index/") && strings.Count(rel, "/") == 1:
 			kinds["index base"]++
 		default:
@@ -362,7 +384,7 @@ func TestEncryptedScan(t *testing.T) {
 		}
 	}
 	t.Logf("objects: %v", kinds)
-	for _, k := range []string{"merged segment", "segment or tombstone", "manifest", "index base"} {
+	for _, k := range []string{"merged segment", "segment or tombstone", "manifest", "index base", "index log commit", "index log head"} {
 		if kinds[k] == 0 {
 			t.Errorf("the bucket holds no %s: the scan does not cover it", k)
 		}
@@ -467,9 +489,9 @@ func TestEncryptedTamper(t *testing.T) {
 		t.Fatalf("after the repair: %v", err)
 	}
 
-	// A damaged index shard is said to be damaged, as in a plaintext
+	// A damaged index partition is said to be damaged, as in a plaintext
 	// prefix, and hides only its own sessions.
-	shard := "pfx/index/" + manifest.ShardOf(a) + ".json.zst"
+	shard := partitionKey(a)
 	d := e.rawObject(t, shard)
 	d[len(d)/2] ^= 0x01
 	e.putRaw(t, shard, d)

@@ -75,3 +75,7 @@ func SetIndexPruneAfter(s *Store, d time.Duration) { s.indexPruneAfter = d }
 // SetNow sets the clock of the Store's caches and delays (not the one
 // that stamps lines).
 func SetNow(s *Store, now func() time.Time) { s.now = now }
+
+// ErrForbidden is what a bucket answers a request its credentials do not
+// allow: a fault that makes a FaultBucket's LIST a forbidden one.
+var ErrForbidden = errForbidden

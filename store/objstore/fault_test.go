@@ -69,6 +69,11 @@ func TestCrashPoints(t *testing.T) {
 					if err := s.AppendMessages(ctx, id, []agent.PersistentMessage{user(text)}); err != nil {
 						t.Fatal(err)
 					}
+					// Its checkpoints land before the next Store opens:
+					// the crash under test is the next append's.
+					if err := s.Flush(ctx); err != nil {
+						t.Fatal(err)
+					}
 					want = append(want, text)
 				}
 				fb := e.faults(t)

@@ -1,22 +1,30 @@
 package objstore
 
 import (
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/panto-dev/panto/internal/manifest"
 )
 
-// An index shard is stored as a base, index/<shard>.json.zst, which a
-// write replaces whole, with If-Match on the ETag the writer last read or
-// wrote (If-None-Match: * when there is none): a 412 means another writer
-// changed it, so the writer reads it again and applies its entries to
-// that. A reader needs the base alone: one GET, a 304 when unchanged, and
-// all sixteen shards in one round trip.
+// An index partition (a shard, in format 3) is stored as a base,
+// index/<name>.json.zst, which a write replaces whole, with If-Match on
+// the ETag the writer last read or wrote (If-None-Match: * when there is
+// none): a 412 means another writer changed it, so the writer reads it
+// again and applies its entries to that. A reader needs the base alone:
+// one GET, a 304 when unchanged. Index format 4 (manifest.FeatureIndexLog,
+// docs/DESIGN.md §P3) has 256 partitions, named by an id's first two
+// characters, so that a write replaces 1/256 of the index; format 3 had
+// 16, by the first character. After each write of partitions a commit
+// goes to the index log (indexlog.go): the newest sessions, so that the
+// latest session and the first page of a listing are one small object
+// whatever the number of sessions.
 //
-// indexread.go reads and caches the shards, indexwrite.go writes them,
-// indexlist.go lists and resolves sessions from them, and indexlegacy.go
-// holds what older prefixes need: their index deltas.
+// indexread.go reads and caches the partitions, indexwrite.go writes
+// them, indexlog.go keeps the log, indexlist.go lists and resolves
+// sessions from them, and indexlegacy.go holds what older prefixes need:
+// their index deltas, and the move from 16 shards to 256 partitions.
 const (
 	// openSnapshotFor is how long after Open its reading of the index
 	// serves listings as it is (WithOpenSnapshot): long enough for a
@@ -67,6 +75,46 @@ func (s *Store) shardState(name string) *shardState {
 }
 
 func shardKey(name string) string { return "index/" + name + ".json.zst" }
+
+// indexLog reports whether the prefix's index is format 4: 256
+// partitions and a log (manifest.FeatureIndexLog).
+func (s *Store) indexLog() bool {
+	s.markerMu.Lock()
+	defer s.markerMu.Unlock()
+	return slices.Contains(s.marker.Requires, manifest.FeatureIndexLog)
+}
+
+// partitionWidth is the number of id characters that name a partition
+// of the prefix's index: 2 in format 4, 1 (the 16 shards) before.
+func (s *Store) partitionWidth() int {
+	if s.indexLog() {
+		return 2
+	}
+	return 1
+}
+
+// shardNames returns the names of the index's partitions.
+func (s *Store) shardNames() []string { return manifest.PartitionNames(s.partitionWidth()) }
+
+// shardOf returns the partition of session id.
+func (s *Store) shardOf(id string) string { return manifest.PartitionOf(id, s.partitionWidth()) }
+
+// shardsOfPrefix returns the partitions that hold every id starting with
+// prefix: one, or the 16 of a one-character prefix in format 4.
+func (s *Store) shardsOfPrefix(prefix string) []string {
+	w := s.partitionWidth()
+	if len(prefix) >= w {
+		return []string{manifest.PartitionOf(prefix, w)}
+	}
+	first := manifest.ShardOf(prefix)
+	var names []string
+	for _, name := range manifest.PartitionNames(w) {
+		if name[:1] == first {
+			names = append(names, name)
+		}
+	}
+	return names
+}
 
 // shardView is one reading of a shard: its base (ETag "" when none is
 // stored) with the deltas through applied.

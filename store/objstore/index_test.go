@@ -3,6 +3,7 @@ package objstore_test
 import (
 	"context"
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -14,15 +15,23 @@ import (
 	"github.com/panto-dev/panto/store/objstore"
 )
 
-// idIn returns a new session id in index shard name.
-func idIn(name string) string { return name + agent.NewSessionID()[1:] }
+// idIn returns a new session id starting with name: in index shard
+// name (format 3), in partition name when it has two characters.
+func idIn(name string) string { return name + agent.NewSessionID()[len(name):] }
+
+// partitionKey is the key, from the bucket's root, of the index
+// partition of session id (format 4: named by its first two characters).
+func partitionKey(id string) string {
+	return "pfx/index/" + manifest.PartitionOf(id, 2) + ".json.zst"
+}
 
 // TestIndexLegacyDeltas: a prefix an earlier writer of format 3 wrote
 // (index deltas after the bases, no index-bases feature in the marker) is
 // read whole: its readers apply the deltas. The first write of this
-// version folds them into the base it writes and adds the feature; from
-// then on a reader reads the bases alone, and a later write deletes the
-// deltas the base folded once the prune delay has passed.
+// version folds them into the base of the shard, then moves the index to
+// format 4: the 256 partitions hold every session, a commit of the index
+// log lists them, and the marker requires both features. From then on a
+// reader reads neither the deltas nor the 16 shards.
 func TestIndexLegacyDeltas(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -74,35 +83,45 @@ func TestIndexLegacyDeltas(t *testing.T) {
 	if err := w.AppendMessages(ctx, id, []agent.PersistentMessage{user("new")}); err != nil {
 		t.Fatal(err)
 	}
-	if m := e.object(t, "pfx/panto-store.json"); !strings.Contains(string(m), manifest.FeatureIndexBases) {
+	if m := e.object(t, "pfx/panto-store.json"); string(m) != `{"format":"panto-objstore","version":3,"requires":["index-bases","index-log"]}` {
 		t.Fatalf("marker after a write of this version: %s", m)
 	}
 	base, err := codec.DecodeIndexShard("index/a.json.zst", codec.CompressSmaller(e.object(t, "pfx/index/a.json.zst")))
-	if err != nil || base.Through != n || len(base.Sessions) != n+1 {
-		t.Fatalf("the base the write made: %v, through %d, %d sessions", err, base.Through, len(base.Sessions))
+	if err != nil || base.Through != n || len(base.Sessions) != n {
+		t.Fatalf("the base the fold made: %v, through %d, %d sessions", err, base.Through, len(base.Sessions))
+	}
+	entries, _ := e.partitions(t)
+	for id := range want {
+		if _, ok := entries[id]; !ok {
+			t.Errorf("%s is in no partition after the move to format 4", id)
+		}
+	}
+	if len(entries) != n+1 {
+		t.Errorf("the partitions hold %d sessions, want %d", len(entries), n+1)
+	}
+	if _, c := e.newestCommit(t); c == nil || len(c.Recent) != n+1 {
+		t.Fatalf("the newest commit of the index log after the move: %+v", c)
 	}
 	fb := e.faults(t)
 	r := e.openOn(t, fb)
 	fb.Take()
-	lists("a reader after the fold", r, n+1)
-	if ops := fb.Take(); slices.ContainsFunc(ops, func(o objstore.Op) bool { return strings.HasPrefix(o.Key, "index/a/") }) {
-		t.Errorf("a reader of a prefix with index-bases probed a delta: %+v", ops)
+	lists("a reader after the move", r, n+1)
+	shardOrDelta := regexp.MustCompile(`^index/[0-9a-f](/|\.json\.zst$)`)
+	if ops := fb.Take(); slices.ContainsFunc(ops, func(o objstore.Op) bool { return shardOrDelta.MatchString(o.Key) }) {
+		t.Errorf("a reader of a format-4 prefix read a shard or delta of format 3: %+v", ops)
 	}
 
-	// The next write deletes the deltas the base folded (the prune delay
-	// is 0 for w).
+	// The next write is a plain one of format 4.
 	if err := w.AppendMessages(ctx, idIn("a"), []agent.PersistentMessage{user("newer")}); err != nil {
 		t.Fatal(err)
 	}
-	for _, o := range e.readBucket(t) {
-		if strings.HasPrefix(o.key, "pfx/index/a/") {
-			t.Errorf("delta %s is left after the base folding it was pruned", o.key)
-		}
+	lists("a reader after the next write", e.open(t), n+2)
+	if entries, _ := e.partitions(t); len(entries) != n+2 {
+		t.Errorf("the partitions hold %d sessions, want %d", len(entries), n+2)
 	}
-	lists("a reader after the prune", e.open(t), n+2)
 }
 
-// TestIndexConcurrentWriters: Stores writing one shard at once (their
+// TestIndexConcurrentWriters: Stores writing one partition at once (their
 // base replacements race, and group commits within each Store) lose no
 // entry.
 func TestIndexConcurrentWriters(t *testing.T) {
@@ -123,7 +142,7 @@ func TestIndexConcurrentWriters(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				for j := range sessions {
-					id := idIn("b")
+					id := idIn("b7") // one partition
 					msgs := make([]agent.PersistentMessage, j+1)
 					for k := range msgs {
 						msgs[k] = user("x")
@@ -163,15 +182,19 @@ func TestIndexConcurrentWriters(t *testing.T) {
 	}
 }
 
-// TestOpenSnapshot: with WithOpenSnapshot, the listings right after Open
-// serve the index as Open read it, with no request, and with the Store's
-// own writes; a session another Store adds is listed once the snapshot's
-// two seconds are over. Without the option every listing reads the index.
+// TestOpenSnapshot: with WithOpenSnapshot, the first page of the
+// listing right after Open (ListNewest, Latest) serves the newest commit
+// of the index log as Open read it, with no request, and with the
+// Store's own writes; a session another Store adds is listed once the
+// snapshot's two seconds are over. Without the option every listing
+// reads the index. (List reads the 256 partitions, which Open does not
+// read in format 4.)
 func TestOpenSnapshot(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	e := newMemEnv(t)
-	if err := e.open(t).AppendMessages(ctx, idIn("1"), []agent.PersistentMessage{user("before")}); err != nil {
+	before := idIn("1")
+	if err := e.open(t).AppendMessages(ctx, before, []agent.PersistentMessage{user("before")}); err != nil {
 		t.Fatal(err)
 	}
 	fb := e.faults(t)
@@ -179,30 +202,51 @@ func TestOpenSnapshot(t *testing.T) {
 	now := time.Now()
 	objstore.SetNow(s, func() time.Time { return now })
 	fb.Take()
-	if err := e.open(t).AppendMessages(ctx, idIn("2"), []agent.PersistentMessage{user("by another")}); err != nil {
-		t.Fatal(err)
-	}
 	own := idIn("3")
 	if err := s.AppendMessages(ctx, own, []agent.PersistentMessage{user("own")}); err != nil {
 		t.Fatal(err)
 	}
+	other := idIn("2")
+	if err := e.open(t).AppendMessages(ctx, other, []agent.PersistentMessage{user("by another")}); err != nil {
+		t.Fatal(err)
+	}
 	fb.Take()
-	infos, err := s.List(ctx)
+	infos, err := s.ListNewest(ctx, 2, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ops := fb.Take(); len(ops) != 0 || len(infos) != 2 {
-		t.Fatalf("list in the snapshot: %d sessions, %d requests, want 2 (Open's and its own) and none", len(infos), len(ops))
+	latest, err := s.Latest(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ops := fb.Take(); len(ops) != 0 || !slices.Equal(infoIDs(infos), []string{own, before}) || latest.Info.ID != own {
+		t.Fatalf("newest in the snapshot: %v, latest %s, %d requests; want Open's and its own, and none", infoIDs(infos), latest.Info.ID, len(ops))
 	}
 	now = now.Add(3 * time.Second)
-	if infos, err = s.List(ctx); err != nil || len(infos) != 3 {
-		t.Fatalf("list after the snapshot: %v, %d sessions, want 3", err, len(infos))
+	if infos, err = s.ListNewest(ctx, 3, nil); err != nil || !slices.Equal(infoIDs(infos), []string{other, own, before}) {
+		t.Fatalf("newest after the snapshot: %v, %v, want the other Store's too", err, infoIDs(infos))
 	}
 	plain := e.open(t)
-	if err := e.open(t).AppendMessages(ctx, idIn("4"), []agent.PersistentMessage{user("later")}); err != nil {
+	later := idIn("4")
+	if err := e.open(t).AppendMessages(ctx, later, []agent.PersistentMessage{user("later")}); err != nil {
 		t.Fatal(err)
+	}
+	if latest, err := plain.Latest(ctx); err != nil || latest.Info.ID != later {
+		t.Fatalf("latest without the option: %v, want %s", err, later)
+	}
+	if infos, err := plain.ListNewest(ctx, 4, nil); err != nil || len(infos) != 4 {
+		t.Fatalf("newest without the option: %v, %d sessions, want 4", err, len(infos))
 	}
 	if infos, err := plain.List(ctx); err != nil || len(infos) != 4 {
 		t.Fatalf("list without the option: %v, %d sessions, want 4", err, len(infos))
 	}
+}
+
+// infoIDs are the ids of infos, in order.
+func infoIDs(infos []agent.SessionInfo) []string {
+	ids := make([]string, len(infos))
+	for i, info := range infos {
+		ids[i] = info.ID
+	}
+	return ids
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"golang.org/x/sync/errgroup"
 
@@ -120,6 +121,148 @@ func (s *Store) adoptIndexBases(ctx context.Context) error {
 		return fmt.Errorf("fold the index deltas: %w", err)
 	}
 	return s.ensureFeature(ctx, manifest.FeatureIndexBases)
+}
+
+// adoptIndex brings the prefix's index to this version's format before
+// this Store's first write of it: bases instead of deltas, then format 4.
+func (s *Store) adoptIndex(ctx context.Context) error {
+	if err := s.adoptIndexBases(ctx); err != nil {
+		return err
+	}
+	return s.adoptIndexLog(ctx, false)
+}
+
+// adoptIndexLog moves a format-3 index (16 shards) to format 4 (256
+// partitions and the index log, manifest.FeatureIndexLog) before this
+// Store's first write of it: every shard's entries and tombstones go to
+// their partitions, a commit of the log records the newest sessions, and
+// then the marker requires the feature, so that an older panto refuses
+// the prefix from then on. Cut short anywhere, the next writer does it
+// again: a partition never takes back a longer entry or a deleted
+// session, and a commit's recent sessions only gain. The 16 shards stay
+// where they are, read by nobody (the deltas of an older panto still
+// running are treated the same way, §P3). A damaged shard stops the
+// move (its sessions would go missing without a word) until repair,
+// which moves it anyway (damaged: true) and rebuilds what is missing.
+func (s *Store) adoptIndexLog(ctx context.Context, damaged bool) error {
+	if s.indexLog() {
+		return nil
+	}
+	s.adoptMu.Lock()
+	defer s.adoptMu.Unlock()
+	if s.indexLog() {
+		return nil
+	}
+	// Another Store may have moved it since this one opened.
+	if err := s.rereadMarker(ctx); err != nil {
+		return err
+	}
+	if s.indexLog() {
+		return nil
+	}
+	all, tombs, err := s.readIndexAll(ctx, manifest.ShardNames())
+	if all == nil || err != nil && !(damaged && errors.Is(err, ErrIndexDamaged)) {
+		return fmt.Errorf("move the index to format 4: %w", err)
+	}
+	names := map[string]bool{}
+	for _, e := range all {
+		names[s.queueIndexIn(manifest.PartitionOf(e.Info.ID, 2), e)] = true
+	}
+	for _, t := range tombs {
+		names[s.queueTombstoneIn(manifest.PartitionOf(t.ID, 2), t)] = true
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(16)
+	for name := range names {
+		g.Go(func() error { return s.writeQueued(gctx, name) })
+	}
+	if err := g.Wait(); err != nil {
+		return fmt.Errorf("move the index to format 4: %w", err)
+	}
+	// The commit takes the newest of them as changes, so that they fold
+	// into the recent sessions of any commit another Store wrote since.
+	recent := map[string]manifest.IndexEntry{}
+	for id, e := range all {
+		recent[id] = e
+	}
+	trimRecent(recent)
+	if err := s.commitLog(ctx, recent, nil, nil); err != nil {
+		return fmt.Errorf("move the index to format 4: write the index log: %w", err)
+	}
+	return s.ensureFeature(ctx, manifest.FeatureIndexLog)
+}
+
+// dropShards deletes format 3's 16 shards and their deltas, once the
+// index moved: nobody reads them, and they hold the summaries of
+// sessions a deletion must take out. Not at the move itself, so that a
+// Store that read the marker just before lists what it listed until it
+// reads the marker again (checkMoved): each 64th commit, and each
+// deletion, drops them. Best effort: what is left is garbage, and deltas
+// are found by listing, which credentials may not allow.
+func (s *Store) dropShards(ctx context.Context) {
+	// One listing of index/ finds them (a format-4 prefix that never had
+	// any costs that alone); without the right to list, delete the 16
+	// bases blind.
+	var keys []string
+	objects, prefixes, err := s.b.list(ctx, "index/", "/")
+	if err != nil {
+		for _, name := range manifest.ShardNames() {
+			keys = append(keys, shardKey(name))
+		}
+	}
+	for _, o := range objects {
+		if name := strings.TrimSuffix(strings.TrimPrefix(o.key, "index/"), ".json.zst"); len(name) == 1 {
+			keys = append(keys, o.key)
+		}
+	}
+	for _, p := range prefixes {
+		if name := strings.TrimSuffix(strings.TrimPrefix(p, "index/"), "/"); len(name) == 1 {
+			deltas, _, err := s.b.list(ctx, p, "")
+			if err == nil {
+				keys = append(keys, listedKeys(deltas)...)
+			}
+		}
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(8)
+	for _, k := range keys {
+		g.Go(func() error { _ = s.b.delete(gctx, k); return nil })
+	}
+	_ = g.Wait()
+}
+
+// rereadMarker reads the marker again, for a feature another Store may
+// have added since Open.
+func (s *Store) rereadMarker(ctx context.Context) error {
+	data, etag, err := s.b.get(ctx, markerName, "")
+	if err != nil {
+		return fmt.Errorf("read the format marker: %w", err)
+	}
+	m, err := manifest.DecodeMarker(data)
+	if err != nil {
+		return fmt.Errorf("%s: %w: upgrade panto", s.b.url(""), err)
+	}
+	s.markerMu.Lock()
+	s.marker, s.markerEtag, s.markerRead = m, etag, s.now()
+	s.markerMu.Unlock()
+	return nil
+}
+
+// checkMoved reads the marker again before a listing of a format-3 index
+// whose marker this Store read more than openSnapshotFor ago: another
+// Store may have moved the index to format 4 since, after which nobody
+// writes the 16 shards.
+func (s *Store) checkMoved(ctx context.Context) error {
+	if s.indexLog() {
+		return nil
+	}
+	s.markerMu.Lock()
+	recent := s.now().Sub(s.markerRead) < openSnapshotFor
+	s.markerMu.Unlock()
+	if recent {
+		return nil
+	}
+	return s.rereadMarker(ctx)
 }
 
 // foldLegacy writes shard name's base anew if deltas follow it.

@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	"github.com/panto-dev/panto/agent"
-	"github.com/panto-dev/panto/internal/manifest"
 	"github.com/panto-dev/panto/store"
 )
 
@@ -25,12 +24,16 @@ func sortNewestFirst(infos []agent.SessionInfo) {
 }
 
 // List returns every session in the index, newest first: one GET per
-// shard, whatever the number of sessions and segments.
+// partition, whatever the number of segments. ListNewest reads less
+// when a page will do.
 func (s *Store) List(ctx context.Context) ([]agent.SessionInfo, error) {
 	if err := s.settle(ctx); ctx.Err() != nil {
 		return nil, fmt.Errorf("list sessions: %w", err)
 	}
-	all, err := s.readIndex(ctx, manifest.ShardNames())
+	if err := s.checkMoved(ctx); err != nil {
+		return nil, fmt.Errorf("list sessions: %w", err)
+	}
+	all, err := s.readIndex(ctx, s.shardNames())
 	if all == nil {
 		return nil, fmt.Errorf("list sessions: %w", err)
 	}
@@ -46,7 +49,8 @@ func (s *Store) List(ctx context.Context) ([]agent.SessionInfo, error) {
 }
 
 // Resolve finds the session whose id is idOrPrefix or the only one
-// starting with it, reading the one shard the prefix falls in. A full id
+// starting with it, reading the one partition the prefix falls in (the
+// 16 a one-character prefix may fall in, in format 4). A full id
 // the index does not know yet (its first append crashed before the index
 // was written) is found through its manifest or first segment, and put
 // back in the index.
@@ -57,7 +61,10 @@ func (s *Store) Resolve(ctx context.Context, idOrPrefix string) (*agent.Session,
 	if err := s.settle(ctx); ctx.Err() != nil {
 		return nil, fmt.Errorf("resolve %q: %w", idOrPrefix, err)
 	}
-	all, tombs, err := s.readIndexAll(ctx, []string{manifest.ShardOf(idOrPrefix)})
+	if err := s.checkMoved(ctx); err != nil {
+		return nil, fmt.Errorf("resolve %q: %w", idOrPrefix, err)
+	}
+	all, tombs, err := s.readIndexAll(ctx, s.shardsOfPrefix(idOrPrefix))
 	if all == nil {
 		return nil, fmt.Errorf("resolve %q: %w", idOrPrefix, err)
 	}
@@ -112,10 +119,12 @@ func (s *Store) resolveObjects(ctx context.Context, id string) (*agent.Session, 
 	return &agent.Session{Info: m.Info(), Store: s}, nil
 }
 
-// Latest returns the most recently modified session in the index. With
-// a damaged shard it fails: the latest session may be one it hides.
+// Latest returns the most recently modified session in the index: in
+// format 4 from the newest commit of the index log alone (ListNewest).
+// With a damaged partition it fails when it must read them all: the
+// latest session may be one it hides.
 func (s *Store) Latest(ctx context.Context) (*agent.Session, error) {
-	infos, err := s.List(ctx)
+	infos, err := s.ListNewest(ctx, 1, nil)
 	if err != nil {
 		return nil, fmt.Errorf("latest session: %w", err)
 	}

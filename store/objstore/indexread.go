@@ -16,30 +16,38 @@ import (
 // Reading the index: Open's prefetch of every shard, the cached readings
 // (a 304 when a shard has not changed), and the error of damaged shards.
 
-// prefetchIndex reads every shard's base in parallel, from the moment
-// Open starts (its requests go out with the marker's), and waits for the
-// marker to say whether deltas are to be probed; Open waits for it (the
-// same round trip, but on a prefix with legacy deltas). Errors are
-// dropped: a reader or writer that finds no reading makes its own.
+// prefetchIndex reads what the first listing needs from the moment Open
+// starts: in format 4 the newest commit of the index log (its LIST goes
+// out with the marker's read, prefetchLog), before it every shard's base,
+// once the marker says the prefix is one (16 shards of a format-3 prefix
+// read in the round trip after the marker's; a migrated prefix keeps no
+// shard anyone reads). Open waits for it. Errors are dropped: a reader or
+// writer that finds no reading makes its own.
 func (s *Store) prefetchIndex(ctx context.Context, marker <-chan struct{}) *sync.WaitGroup {
+	logs := s.prefetchLog(ctx)
 	names := manifest.ShardNames()
 	for _, name := range names {
 		s.shardState(name).prefetching = make(chan struct{})
 	}
 	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); logs.Wait() }()
 	for _, name := range names {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			st := s.shardState(name)
 			defer close(st.prefetching)
-			v, err := s.fetchBase(ctx, name)
-			if err != nil {
-				return
-			}
 			select {
 			case <-marker:
 			case <-ctx.Done():
+				return
+			}
+			if s.indexLog() {
+				return
+			}
+			v, err := s.fetchBase(ctx, name)
+			if err != nil {
 				return
 			}
 			if !s.indexBases() {

@@ -17,13 +17,20 @@ import (
 // back.
 func (s *Store) updateIndex(ctx context.Context, e manifest.IndexEntry) error {
 	name := s.queueIndex(e)
-	return s.writeShard(ctx, name)
+	if err := s.writeShard(ctx, name); err != nil {
+		return err
+	}
+	return s.writeLog(ctx)
 }
 
 // queueIndex queues e for the next write of its shard, and returns the
 // shard's name.
 func (s *Store) queueIndex(e manifest.IndexEntry) string {
-	name := manifest.ShardOf(e.Info.ID)
+	return s.queueIndexIn(s.shardOf(e.Info.ID), e)
+}
+
+// queueIndexIn queues e for the next write of shard name.
+func (s *Store) queueIndexIn(name string, e manifest.IndexEntry) string {
 	st := s.shardState(name)
 	st.mu.Lock()
 	defer st.mu.Unlock()
@@ -40,7 +47,11 @@ func (s *Store) queueIndex(e manifest.IndexEntry) string {
 // purges the shard's older deltas (nextBase), and returns the shard's
 // name.
 func (s *Store) queueTombstone(t manifest.Tombstone) string {
-	name := manifest.ShardOf(t.ID)
+	return s.queueTombstoneIn(s.shardOf(t.ID), t)
+}
+
+// queueTombstoneIn queues t for the next write of shard name.
+func (s *Store) queueTombstoneIn(name string, t manifest.Tombstone) string {
 	st := s.shardState(name)
 	st.mu.Lock()
 	defer st.mu.Unlock()
@@ -52,16 +63,28 @@ func (s *Store) queueTombstone(t manifest.Tombstone) string {
 }
 
 // writeShard writes the entries queued for shard name, if any, as the
-// shard's new base (see index.go). It starts from the cached reading,
+// shard's new base (see index.go), and queues what changed for the next
+// commit of the index log (format 4), which the caller writes
+// (writeLog) once it has written every shard it meant to. It starts from the cached reading,
 // whatever its age: the If-Match refuses a base someone changed since,
 // and then the shard is read again and the entries applied to it. A
 // write that fails leaves the entries queued for the next writer.
 func (s *Store) writeShard(ctx context.Context, name string) error {
 	// Before the shard's lock: the adoption folds every shard under its
 	// own. The entries stay queued if it fails.
-	if err := s.adoptIndexBases(ctx); err != nil {
+	if err := s.adoptIndex(ctx); err != nil {
 		return err
 	}
+	if s.indexLog() && len(name) == 1 {
+		// Queued under a shard name before this Store learnt of the
+		// move to partitions: requeue under the partitions.
+		return s.requeueShard(ctx, name)
+	}
+	return s.writeQueued(ctx, name)
+}
+
+// writeQueued is writeShard once the index is in this Store's format.
+func (s *Store) writeQueued(ctx context.Context, name string) error {
 	st := s.shardState(name)
 	st.wmu.Lock()
 	defer st.wmu.Unlock()
@@ -69,15 +92,41 @@ func (s *Store) writeShard(ctx context.Context, name string) error {
 	if batch.empty() {
 		return nil // written by the writer before us, or nothing queued
 	}
-	w, err := s.putBatch(ctx, name, st, batch, v, loaded)
+	w, applied, err := s.putBatch(ctx, name, st, batch, v, loaded)
 	if err != nil {
 		st.requeue(batch)
 		return err
+	}
+	if s.indexLog() {
+		// A deletion queues its tombstone for the log itself, before
+		// the partition buries the session (finishDelete).
+		s.queueLog(applied.entries, nil)
 	}
 	if w.purgePending() {
 		return s.finishPurge(ctx, name, w)
 	}
 	return nil
+}
+
+// requeueShard moves what is queued under format 3's shard name to the
+// partitions of format 4, and writes them.
+func (s *Store) requeueShard(ctx context.Context, name string) error {
+	st := s.shardState(name)
+	st.wmu.Lock()
+	batch, _, _ := st.take()
+	st.wmu.Unlock()
+	names := map[string]bool{}
+	for _, e := range batch.entries {
+		names[s.queueIndex(e)] = true
+	}
+	for _, t := range batch.buried {
+		names[s.queueTombstone(t)] = true
+	}
+	var errs []error
+	for n := range names {
+		errs = append(errs, s.writeQueued(ctx, n))
+	}
+	return errors.Join(errs...)
 }
 
 // shardBatch is what one writer of a shard took from its queue.
@@ -125,11 +174,12 @@ func (st *shardState) requeue(b shardBatch) {
 // one; else Open's, or a new reading) and puts the result as the base,
 // reading the shard again after each lost race. It returns the view of
 // the base it wrote (the zero view when the batch changed nothing), after
-// deleting the deltas an older base folded.
-func (s *Store) putBatch(ctx context.Context, name string, st *shardState, batch shardBatch, v shardView, loaded bool) (shardView, error) {
+// deleting the deltas an older base folded, and what of the batch changed
+// the shard (for the index log).
+func (s *Store) putBatch(ctx context.Context, name string, st *shardState, batch shardBatch, v shardView, loaded bool) (shardView, shardBatch, error) {
 	if !loaded {
 		if err := s.awaitPrefetch(ctx, name); err != nil {
-			return shardView{}, err
+			return shardView{}, shardBatch{}, err
 		}
 		st.mu.Lock()
 		v, loaded = st.view, st.loaded && st.view.shard != nil
@@ -139,20 +189,25 @@ func (s *Store) putBatch(ctx context.Context, name string, st *shardState, batch
 		if !loaded {
 			var err error
 			if v, err = s.readShardView(ctx, name); err != nil {
-				return shardView{}, err
+				return shardView{}, shardBatch{}, err
 			}
 			loaded = true
 		}
 		next := v.shard.Clone()
 		changed := v.applied > v.through() // legacy deltas to fold
-		for _, e := range batch.entries {
-			changed = next.Put(e) || changed
+		applied := shardBatch{entries: map[string]manifest.IndexEntry{}, buried: map[string]manifest.Tombstone{}}
+		for id, e := range batch.entries {
+			if next.Put(e) {
+				applied.entries[id], changed = e, true
+			}
 		}
-		for _, t := range batch.buried {
-			changed = next.Bury(t) || changed
+		for id, t := range batch.buried {
+			if next.Bury(t) {
+				applied.buried[id], changed = t, true
+			}
 		}
 		if !changed && !v.purgePending() {
-			return shardView{}, nil
+			return shardView{}, shardBatch{}, nil
 		}
 		base, pruneFrom, pruneTo := s.nextBase(next, v, batch.purge)
 		w, err := s.putBase(ctx, name, base, v.etag)
@@ -160,19 +215,19 @@ func (s *Store) putBatch(ctx context.Context, name string, st *shardState, batch
 			if !w.purgePending() {
 				s.pruneDeltas(ctx, name, pruneFrom, pruneTo)
 			}
-			return w, nil
+			return w, applied, nil
 		}
 		if !errors.Is(err, errPrecondition) && !errors.Is(err, errConflict) {
-			return shardView{}, err
+			return shardView{}, shardBatch{}, err
 		}
 		loaded = false
 		if errors.Is(err, errConflict) {
 			if err := backoff(ctx, attempt); err != nil {
-				return shardView{}, err
+				return shardView{}, shardBatch{}, err
 			}
 		}
 	}
-	return shardView{}, fmt.Errorf("index shard %s: too many concurrent updates", name)
+	return shardView{}, shardBatch{}, fmt.Errorf("index shard %s: too many concurrent updates", name)
 }
 
 // nextBase is next, the reading v with the queued entries applied, as the

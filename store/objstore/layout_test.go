@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"regexp"
@@ -91,42 +92,61 @@ func (e *env) readBucket(t testing.TB) []object {
 	return out
 }
 
-var indexKey = regexp.MustCompile(`^pfx/index/([0-9a-f])(\.json\.zst|/(\d{20})\.json\.zst)$`)
+// indexKey matches an index partition (two hex characters, format 4) or
+// a shard of format 3 (one), and the legacy deltas after a shard.
+var indexKey = regexp.MustCompile(`^pfx/index/([0-9a-f]{1,2})(\.json\.zst|/(\d{20})\.json\.zst)$`)
 
-// indexEntries reads index shard name from objs as a reader would, with
-// encoding/json: the base, then the deltas after its Through in order.
+// logCommitKey matches a commit of the index log (format 4).
+var logCommitKey = regexp.MustCompile(`^pfx/index/log/(\d{20})\.json\.zst$`)
+
+// docEntry is a session of an index document as docs/DESIGN.md spells
+// it, read independently of internal/manifest's decoder.
+type docEntry struct {
+	Length          int64           `json:"length"`
+	SHA256          string          `json:"sha256"`
+	Created         time.Time       `json:"created"`
+	Modified        time.Time       `json:"modified"`
+	Messages        int             `json:"messages"`
+	LastUserMessage string          `json:"last_user_message"`
+	Model           string          `json:"model"`
+	Resume          json.RawMessage `json:"resume"`
+}
+
+// indexDoc is an index partition, shard, delta or log commit as
+// docs/DESIGN.md spells it.
+type indexDoc struct {
+	Version  int                 `json:"version"`
+	Shard    string              `json:"shard"`
+	Through  int64               `json:"through"`
+	Sessions map[string]docEntry `json:"sessions"`
+	Recent   map[string]docEntry `json:"recent"`
+}
+
+func decodeIndexDoc(t testing.TB, data []byte) indexDoc {
+	t.Helper()
+	var doc indexDoc
+	if err := json.Unmarshal(data, &doc); err != nil {
+		t.Fatal(err)
+	}
+	if doc.Version != manifest.Version {
+		t.Fatalf("index document of version %d, want %d", doc.Version, manifest.Version)
+	}
+	return doc
+}
+
+func (e docEntry) indexEntry(id string) manifest.IndexEntry {
+	return manifest.IndexEntry{Length: e.Length, SHA256: e.SHA256, Info: agent.SessionInfo{
+		ID: id, Created: e.Created, Modified: e.Modified, MessageCount: e.Messages, LastUserMessage: e.LastUserMessage, Model: e.Model}}
+}
+
+// indexEntries reads index partition (or shard) name from objs as a
+// reader would, with encoding/json: the base, then the deltas after its
+// Through in order.
 func indexEntries(t testing.TB, objs []object, name string) map[string]manifest.IndexEntry {
 	t.Helper()
-	// The shard as docs/DESIGN.md spells it, read independently of
-	// internal/manifest's decoder.
-	type entry struct {
-		Length          int64     `json:"length"`
-		SHA256          string    `json:"sha256"`
-		Created         time.Time `json:"created"`
-		Modified        time.Time `json:"modified"`
-		Messages        int       `json:"messages"`
-		LastUserMessage string    `json:"last_user_message"`
-		Model           string    `json:"model"`
-	}
-	type shard struct {
-		Version  int              `json:"version"`
-		Through  int64            `json:"through"`
-		Sessions map[string]entry `json:"sessions"`
-	}
-	decode := func(data []byte) shard {
-		var sh shard
-		if err := json.Unmarshal(data, &sh); err != nil {
-			t.Fatal(err)
-		}
-		if sh.Version != manifest.Version {
-			t.Fatalf("index shard of version %d, want %d", sh.Version, manifest.Version)
-		}
-		return sh
-	}
-	put := func(out map[string]manifest.IndexEntry, id string, e entry) {
+	put := func(out map[string]manifest.IndexEntry, id string, e docEntry) {
 		if old, ok := out[id]; !ok || old.Length <= e.Length {
-			out[id] = manifest.IndexEntry{Length: e.Length, SHA256: e.SHA256, Info: agent.SessionInfo{
-				ID: id, Created: e.Created, Modified: e.Modified, MessageCount: e.Messages, LastUserMessage: e.LastUserMessage, Model: e.Model}}
+			out[id] = e.indexEntry(id)
 		}
 	}
 	out := map[string]manifest.IndexEntry{}
@@ -138,7 +158,7 @@ func indexEntries(t testing.TB, objs []object, name string) map[string]manifest.
 			continue
 		}
 		if m[3] == "" {
-			base := decode(o.data)
+			base := decodeIndexDoc(t, o.data)
 			through = base.Through
 			for id, e := range base.Sessions {
 				put(out, id, e)
@@ -149,11 +169,35 @@ func indexEntries(t testing.TB, objs []object, name string) map[string]manifest.
 		deltas[n] = o.data
 	}
 	for n := through + 1; deltas[n] != nil; n++ {
-		for id, e := range decode(deltas[n]).Sessions {
+		for id, e := range decodeIndexDoc(t, deltas[n]).Sessions {
 			put(out, id, e)
 		}
 	}
 	return out
+}
+
+// newestCommitDoc reads the newest commit of the index log in objs with
+// encoding/json, and checks that it says its own number; ok is false
+// when the log has none.
+func newestCommitDoc(t testing.TB, objs []object) (doc indexDoc, ok bool) {
+	t.Helper()
+	var newest int64
+	var data []byte
+	for _, o := range objs {
+		if m := logCommitKey.FindStringSubmatch(o.key); m != nil {
+			if n, _ := strconv.ParseInt(m[1], 10, 64); n > newest {
+				newest, data = n, o.data
+			}
+		}
+	}
+	if data == nil {
+		return indexDoc{}, false
+	}
+	doc = decodeIndexDoc(t, data)
+	if doc.Shard != "log" || doc.Through != newest {
+		t.Fatalf("index log commit %d says shard %q, through %d", newest, doc.Shard, doc.Through)
+	}
+	return doc, true
 }
 
 // TestLayout reads the bucket back with minio-go: the objects are those
@@ -205,19 +249,21 @@ func TestLayout(t *testing.T) {
 		}
 	}
 	segKey := regexp.MustCompile(`^pfx/sessions/` + id + `/seg/\d{20}\.jsonl\.zst$`)
-	nseg, nindex := 0, 0
+	nseg, nlog := 0, 0
 	for _, k := range keys {
 		switch {
 		case k == "pfx/panto-store.json", k == "pfx/panto-probe.json", k == "pfx/panto-probe-replace.json", k == "pfx/sessions/"+id+"/manifest.json":
 		case segKey.MatchString(k):
 			nseg++
-		case indexKey.MatchString(k) && strings.HasPrefix(k, "pfx/index/c"):
-			nindex++
+		case k == "pfx/index/c0.json.zst":
+			// The session's partition (format 4): its first two characters.
+		case logCommitKey.MatchString(k):
+			nlog++
 		default:
 			t.Errorf("unexpected object %s", k)
 		}
 	}
-	if nseg != len(batches) || nindex == 0 || len(keys) != len(batches)+4+nindex {
+	if nseg != len(batches) || nlog == 0 || len(keys) != len(batches)+5+nlog {
 		t.Fatalf("objects %q", keys)
 	}
 	if !bytes.Equal(segs, want) {
@@ -249,14 +295,21 @@ func TestLayout(t *testing.T) {
 				t.Fatalf("manifest %+v", m)
 			}
 		case strings.HasSuffix(o.key, "panto-store.json"):
-			if !bytes.Equal(o.data, []byte(`{"format":"panto-objstore","version":3,"requires":["index-bases"]}`)) {
+			if !bytes.Equal(o.data, []byte(`{"format":"panto-objstore","version":3,"requires":["index-bases","index-log"]}`)) {
 				t.Fatalf("marker %s", o.data)
 			}
 		}
 	}
-	entry := indexEntries(t, objs, "c")[id]
+	entry := indexEntries(t, objs, "c0")[id]
 	if entry.Length != int64(len(want)) || entry.Info.MessageCount != 6 || entry.Info.LastUserMessage != "second" || !entry.Info.Modified.Equal(t0.Add(3*time.Second)) {
 		t.Fatalf("index entry %+v", entry)
+	}
+	// The newest commit of the index log lists it as the partition does,
+	// without the append state (a listing needs none).
+	commit, _ := newestCommitDoc(t, objs)
+	recent, ok := commit.Recent[id]
+	if !ok || len(commit.Recent) != 1 || recent.Resume != nil || recent.indexEntry(id) != entry {
+		t.Fatalf("the newest index log commit lists %+v, want the partition's %+v without resume", commit.Recent, entry)
 	}
 }
 
@@ -282,9 +335,9 @@ func TestLayoutOneSegment(t *testing.T) {
 			seg = o.data
 		}
 	}
-	entry := indexEntries(t, objs, "c")[id]
+	entry := indexEntries(t, objs, "c0")[id]
 	slices.Sort(keys)
-	want := []string{"pfx/index/c.json.zst", "pfx/panto-probe-replace.json", "pfx/panto-probe.json", "pfx/panto-store.json", "pfx/sessions/" + id + "/" + manifest.SegmentName(0)}
+	want := []string{"pfx/index/c0.json.zst", "pfx/index/log/00000000000000000001.json.zst", "pfx/panto-probe-replace.json", "pfx/panto-probe.json", "pfx/panto-store.json", "pfx/sessions/" + id + "/" + manifest.SegmentName(0)}
 	if !slices.Equal(keys, want) {
 		t.Fatalf("objects %q, want %q", keys, want)
 	}
@@ -314,40 +367,48 @@ func TestLayoutOneSegment(t *testing.T) {
 	}
 }
 
-// TestRequestsPerAppend: the first append of a session is 2 PUTs (segment,
-// index shard) and the shard's GET; a steady-state append is 1 PUT on the
-// caller's path and a checkpoint of 1 PUT (index shard), or 2 in parallel
-// (index shard and manifest) every 8 segments; no GET or LIST.
+// TestRequestsPerAppend: the first append of a session is its segment's
+// PUT, the GET of its index partition (Open reads none of the 256) and
+// the partition's PUT, then the PUT of the index log's next commit; a
+// steady-state append is 1 PUT on the caller's path and a checkpoint of
+// the partition's PUT (If-Match) then the commit's (with the HEAD of the
+// commit before it), with the manifest's PUT in parallel with the
+// partition's every 8 segments; no GET, no LIST.
 func TestRequestsPerAppend(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	e := newMemEnv(t)
 	rec := e.faults(t)
 	s := e.openOn(t, rec, objstore.WithCompactThreshold(0))
-	rec.Take() // Open's marker read (and creation)
+	rec.Take() // Open's marker read (and creation), and the log's LIST
 	sess := s.Create()
 	if err := s.AppendMessages(ctx, sess.Info.ID, []agent.PersistentMessage{user("first")}); err != nil {
 		t.Fatal(err)
 	}
+	partition := "index/" + manifest.PartitionOf(sess.Info.ID, 2) + ".json.zst"
+	isPartitionPut := func(o objstore.Op) bool { return o.Method == "PUT" && o.Key == partition }
+	isCommitPut := func(o objstore.Op, n int) bool {
+		return o.Method == "PUT" && o.Key == fmt.Sprintf("index/log/%020d.json.zst", n) && o.IfNoneMatch == "*"
+	}
 	// The first append of a session writes its segment and its index
-	// entry, no manifest: the segment PUT, then the PUT of the shard's
-	// base, from the reading Open made: two round trips.
+	// entry, no manifest: four round trips.
 	first := rec.Take()
 	for _, o := range first {
 		t.Logf("first append: %s %s %v", o.Method, o.Key, o.Err)
 	}
-	if len(first) != 2 || countOps(first, "PUT") != 2 || opRounds(first) != 2 || !strings.HasSuffix(first[0].Key, "/"+manifest.SegmentName(0)) ||
-		slices.ContainsFunc(first, func(o objstore.Op) bool { return strings.HasSuffix(o.Key, "manifest.json") }) {
+	if len(first) != 4 || countOps(first, "PUT") != 3 || opRounds(first) != 4 || !isSegmentPut(first[0]) ||
+		first[1].Method != "GET" || first[1].Key != partition || !isPartitionPut(first[2]) || first[2].IfNoneMatch != "*" || !isCommitPut(first[3], 1) {
 		t.Fatalf("first append: %+v", first)
 	}
 	// The first append waited for its index entry; later ones return at
 	// their commit point: one PUT, one round trip. The checkpoint follows
-	// in the background: the index shard's PUT (If-Match), and with the
-	// append that brings 8 segments past the manifest (none yet: the first
-	// segment does not count), the manifest PUT in parallel with it; no
-	// GET.
+	// in the background: the partition's PUT (If-Match) then the log's
+	// next commit, and with the append that brings 8 segments past the
+	// manifest (none yet: the first segment does not count), the manifest
+	// PUT in parallel with the partition's; no GET.
 	for i := 0; i < 10; i++ {
 		segments := i + 2
+		commit := i + 2
 		withManifest := segments == 9
 		var release func()
 		alone := func() bool { return false }
@@ -373,31 +434,52 @@ func TestRequestsPerAppend(t *testing.T) {
 		if alone() {
 			t.Fatalf("append %d: the manifest and index PUTs were not in flight together: %+v", i, reqs)
 		}
+		// The commit follows the partition's PUT, with the HEAD of the
+		// commit before it (still there: the log was not pruned past
+		// this Store's reading); the manifest's PUT may end after it.
+		p := slices.IndexFunc(reqs, isPartitionPut)
+		c := slices.IndexFunc(reqs, func(o objstore.Op) bool { return isCommitPut(o, commit) })
+		checked := slices.ContainsFunc(reqs, func(o objstore.Op) bool {
+			return o.Method == "HEAD" && o.Key == fmt.Sprintf("index/log/%020d.json.zst", commit-1) && o.Err == nil
+		})
 		if !withManifest {
-			if len(reqs) != 2 || !isSegmentPut(reqs[0]) || !strings.HasPrefix(reqs[1].Key, "index/") || countOps(reqs, "PUT") != 2 || opRounds(reqs) != 2 {
-				t.Fatalf("append with %d segments: %+v, want the segment PUT then the index shard PUT", segments, reqs)
+			if len(reqs) != 4 || !isSegmentPut(reqs[0]) || p != 1 || reqs[p].IfMatch == "" || c < 0 || !checked || reqs[c].Start.Before(reqs[p].End) || countOps(reqs, "GET") != 0 {
+				t.Fatalf("append with %d segments: %+v, want the segment PUT, the partition's PUT, the commit's PUT and the HEAD of the one before", segments, reqs)
 			}
 			continue
 		}
-		if len(reqs) != 2 || countOps(reqs, "PUT") != 2 || opRounds(reqs) != 1 ||
+		if len(reqs) != 4 || countOps(reqs, "PUT") != 3 || p < 0 || c < 0 || !checked || reqs[c].Start.Before(reqs[p].End) ||
 			!slices.ContainsFunc(reqs, func(o objstore.Op) bool { return strings.HasSuffix(o.Key, "manifest.json") }) {
 			t.Fatalf("checkpoint of the append with %d segments: %+v", segments, reqs)
 		}
 	}
-	// List, resolve and latest cost one GET per shard (its base, a 304
-	// when cached), all at once, no LIST.
+	// List costs one GET per partition (a 304 when cached), no LIST;
+	// resolve one GET, of the prefix's partition; latest the GET of the
+	// commit after the newest this Store knows (none: a 404) and the HEAD
+	// of that one.
 	rec.SetFault(nil)
 	if _, err := s.List(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if reqs := rec.Take(); len(reqs) != manifest.Shards || countOps(reqs, "GET") != len(reqs) || countOps(reqs, "LIST") != 0 {
-		t.Fatalf("list: %+v", reqs)
+	if reqs := rec.Take(); len(reqs) != manifest.Shards*manifest.Shards || countOps(reqs, "GET") != len(reqs) {
+		t.Fatalf("list: %d requests, %d GETs", len(reqs), countOps(reqs, "GET"))
 	}
 	if _, err := s.Resolve(ctx, sess.Info.ID[:3]); err != nil {
 		t.Fatal(err)
 	}
-	if reqs := rec.Take(); len(reqs) != 1 {
-		t.Fatalf("resolve: %d requests", len(reqs))
+	if reqs := rec.Take(); len(reqs) != 1 || reqs[0].Method != "GET" || reqs[0].Key != partition {
+		t.Fatalf("resolve: %+v", reqs)
+	}
+	if latest, err := s.Latest(ctx); err != nil || latest.Info.ID != sess.Info.ID {
+		t.Fatalf("latest: %v", err)
+	}
+	if reqs := rec.Take(); len(reqs) != 2 || !slices.ContainsFunc(reqs, func(o objstore.Op) bool {
+		return o.Method == "GET" && o.Key == fmt.Sprintf("index/log/%020d.json.zst", 12)
+	}) ||
+		!slices.ContainsFunc(reqs, func(o objstore.Op) bool {
+			return o.Method == "HEAD" && o.Key == fmt.Sprintf("index/log/%020d.json.zst", 11)
+		}) {
+		t.Fatalf("latest: %+v, want the GET of commit 12 and the HEAD of 11", reqs)
 	}
 }
 
@@ -446,7 +528,8 @@ func checkpointsTogether(rec *objstore.FaultBucket) (release func(), alone func(
 	released := make(chan struct{})
 	var timedOut atomic.Bool
 	rec.SetFault(func(o objstore.Op) error {
-		if !isPutOp(o, "manifest.json") && !(isPutOp(o, ".json.zst") && strings.HasPrefix(o.Key, "index/")) {
+		partition := isPutOp(o, ".json.zst") && strings.HasPrefix(o.Key, "index/") && !strings.HasPrefix(o.Key, "index/log")
+		if !isPutOp(o, "manifest.json") && !partition {
 			return nil
 		}
 		mu.Lock()

@@ -22,15 +22,15 @@ import (
 // that let sync decide "is a prefix" without downloading data.
 
 // Logs returns every session in the bucket with its committed length and
-// hash, from the index shards alone (a fixed number of GETs, independent
-// of the number of sessions). The index may lag behind a session whose
+// hash, from the index alone: its partitions, or with WithIndexCache the
+// catalog cached by the last run and the commits since (catalog.go). The index may lag behind a session whose
 // writer died before its checkpoint (§P2); ReadLog, Checkpoints and
 // AppendLog consult the session itself.
 func (s *Store) Logs(ctx context.Context) ([]store.Log, error) {
 	if err := s.settle(ctx); ctx.Err() != nil {
 		return nil, fmt.Errorf("list sessions: %w", err)
 	}
-	all, err := s.readIndex(ctx, manifest.ShardNames())
+	all, _, err := s.catalog(ctx)
 	if all == nil {
 		return nil, fmt.Errorf("list sessions: %w", err)
 	}
@@ -264,16 +264,19 @@ func (s *Store) adoptRead(id string, caught *manifest.Manifest, etag string, sto
 }
 
 // cachedEntry returns session id's entry in this Store's reading of its
-// index shard, if the reading is recent (indexStale); it makes no
-// request.
+// index partition, or else of the catalog (catalog.go), if the reading
+// is recent (indexStale); it makes no request.
 func (s *Store) cachedEntry(id string) (manifest.IndexEntry, bool) {
-	st := s.shardState(manifest.ShardOf(id))
+	st := s.shardState(s.shardOf(id))
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	if !st.loaded || st.view.shard == nil || s.now().Sub(st.fresh) >= indexStale {
-		return manifest.IndexEntry{}, false
+		return s.catalogEntry(id)
 	}
 	e, ok := st.view.shard.Sessions[id]
+	if !ok {
+		return s.catalogEntry(id)
+	}
 	return e, ok
 }
 

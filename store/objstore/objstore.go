@@ -83,10 +83,12 @@
 package objstore
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"net/url"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -146,6 +148,7 @@ type Store struct {
 	markerMu   sync.Mutex
 	marker     manifest.Marker
 	markerEtag string
+	markerRead time.Time // when marker was last read
 	// created: this Store created the prefix (its marker), so a session
 	// this Store did not write cannot be in it.
 	created bool
@@ -162,11 +165,21 @@ type Store struct {
 
 	// openSnapshot: WithOpenSnapshot.
 	openSnapshot bool
-	// adoptMu: one adoption of manifest.FeatureIndexBases at a time.
+	// adoptMu: one adoption of manifest.FeatureIndexBases or
+	// FeatureIndexLog at a time.
 	adoptMu sync.Mutex
 	// listing holds the index entries the last Logs returned, by id:
 	// ReadListed reads a session as that listing vouched for it.
 	listing atomic.Pointer[map[string]manifest.IndexEntry]
+	// ilog is this Store's reading of the index log (indexlog.go).
+	ilog logState
+	// indexCache is WithIndexCache's directory ("": none), cat the
+	// catalog last read (catalog.go).
+	indexCache string
+	cat        catalogState
+	// endpoint is the S3 endpoint the Store was opened on ("" for the
+	// AWS environment's), which names its catalog cache with the URL.
+	endpoint string
 }
 
 // Option configures Open.
@@ -182,6 +195,7 @@ type options struct {
 	manifestEvery    int
 	openSnapshot     bool
 	key              *seal.Key
+	indexCache       string
 }
 
 // WithClock sets the clock that stamps appended lines (for deterministic
@@ -248,6 +262,10 @@ func Open(ctx context.Context, rawURL string, opts ...Option) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
+	if o.s3.endpoint == "" {
+		// The SDK's own: what names the catalog cache (catalog.go).
+		o.s3.endpoint = cmp.Or(os.Getenv("AWS_ENDPOINT_URL_S3"), os.Getenv("AWS_ENDPOINT_URL"))
+	}
 	return openBucket(ctx, b, o)
 }
 
@@ -277,6 +295,8 @@ func openBucket(ctx context.Context, b bucket, o options) (*Store, error) {
 		parallel:         8,
 		deferIndex:       o.deferIndex,
 		openSnapshot:     o.openSnapshot,
+		indexCache:       o.indexCache,
+		endpoint:         o.s3.endpoint,
 		manifestEvery:    max(o.manifestEvery, 1),
 		indexPruneAfter:  indexPruneAfter,
 		sessions:         map[string]*sessionState{},
@@ -366,7 +386,7 @@ func (s *Store) checkMarker(ctx context.Context) error {
 		if err := s.checkKey(m); err != nil {
 			return err
 		}
-		s.marker, s.markerEtag = m, etag
+		s.marker, s.markerEtag, s.markerRead = m, etag, s.now()
 		return nil
 	}
 	return fmt.Errorf("%w: %s: could not read or create the format marker", ErrOpen, s.b.url(markerName))

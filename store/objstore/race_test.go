@@ -114,11 +114,15 @@ func TestRaceGoroutines(t *testing.T) {
 // a goroutine of this one append to one session.
 func TestRaceProcesses(t *testing.T) {
 	t.Parallel()
+	raceProcesses(t, newEnv(t))
+}
+
+// raceProcesses is TestRaceProcesses on e's server.
+func raceProcesses(t *testing.T, e *env) {
 	if os.Getenv("PANTO_OBJSTORE_CHILD") != "" {
 		t.Skip("child")
 	}
 	ctx := context.Background()
-	e := newEnv(t)
 	id := agent.NewSessionID()
 	const batches = 8
 	var cmds []*exec.Cmd

@@ -130,7 +130,7 @@ func (s *Store) catchUpFrom(ctx context.Context, m *manifest.Manifest, keep int6
 	)
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error {
-		shard, err := s.cachedShard(gctx, manifest.ShardOf(m.ID))
+		shard, err := s.cachedShard(gctx, s.shardOf(m.ID))
 		if errors.Is(err, ErrCorrupt) {
 			// A damaged shard says nothing, as an entry never written
 			// does: the session still loads (§P2, §P4).

@@ -39,6 +39,14 @@ func (s *Store) CheckIndex(ctx context.Context) (store.IndexReport, error) {
 // are applied on top of it as usual, so a session appended during the
 // repair is at worst listed a checkpoint behind (§P2), never lost.
 func (s *Store) RepairIndex(ctx context.Context) (store.IndexReport, error) {
+	// A format-3 index is moved first, damaged shards and all: the
+	// repair rebuilds format 4.
+	if err := s.adoptIndexBases(ctx); err != nil {
+		return store.IndexReport{}, fmt.Errorf("repair the index: %w", err)
+	}
+	if err := s.adoptIndexLog(ctx, true); err != nil {
+		return store.IndexReport{}, fmt.Errorf("repair the index: %w", err)
+	}
 	for attempt := 0; ; attempt++ {
 		report, truth, buried, err := s.checkIndex(ctx)
 		if err != nil {
@@ -50,11 +58,13 @@ func (s *Store) RepairIndex(ctx context.Context) (store.IndexReport, error) {
 		shards := map[string]bool{}
 		for _, list := range [][]string{report.Unindexed, report.Stale, report.Orphans} {
 			for _, id := range list {
-				shards[manifest.ShardOf(id)] = true
+				shards[s.shardOf(id)] = true
 			}
 		}
 		for _, name := range report.Damaged {
-			shards[name] = true
+			if name != manifest.LogName {
+				shards[name] = true
+			}
 		}
 		var lost bool
 		for _, name := range sortedKeys(shards) {
@@ -69,6 +79,9 @@ func (s *Store) RepairIndex(ctx context.Context) (store.IndexReport, error) {
 			report.Rebuilt = append(report.Rebuilt, name)
 		}
 		if !lost {
+			if err := s.rebuildRecent(ctx, &report, truth); err != nil {
+				return report, fmt.Errorf("repair the index: %w", err)
+			}
 			return report, s.sweepBuried(ctx, buried)
 		}
 		if attempt+1 >= s.maxAttempts {
@@ -111,13 +124,16 @@ func (s *Store) checkIndex(ctx context.Context) (report store.IndexReport, truth
 	if err := s.compareEntries(ctx, &report, truth, indexed); err != nil {
 		return report, nil, nil, err
 	}
-	damaged := func(id string) bool { return slices.Contains(report.Damaged, manifest.ShardOf(id)) }
+	damaged := func(id string) bool { return slices.Contains(report.Damaged, s.shardOf(id)) }
 	for id := range indexed {
 		if _, ok := truth[id]; !ok && unreadable[id] == nil && !damaged(id) {
 			report.Orphans = append(report.Orphans, id)
 		}
 	}
-	for _, list := range []*[]string{&report.Unindexed, &report.Stale, &report.Orphans} {
+	if err := s.checkRecent(ctx, &report, truth); err != nil {
+		return report, nil, nil, err
+	}
+	for _, list := range []*[]string{&report.Unindexed, &report.Stale, &report.Orphans, &report.Recent} {
 		slices.Sort(*list)
 	}
 	return report, truth, buried, nil
@@ -128,7 +144,7 @@ func (s *Store) checkIndex(ctx context.Context) (report store.IndexReport, truth
 func (s *Store) readIndexForCheck(ctx context.Context, report *store.IndexReport) (map[string]manifest.IndexEntry, map[string]manifest.Tombstone, error) {
 	indexed := map[string]manifest.IndexEntry{}
 	indexedTombs := map[string]manifest.Tombstone{}
-	for _, name := range manifest.ShardNames() {
+	for _, name := range s.shardNames() {
 		sh, err := s.readShard(ctx, name)
 		if errors.Is(err, ErrCorrupt) {
 			report.Damaged = append(report.Damaged, name)
@@ -154,7 +170,7 @@ func (s *Store) readIndexForCheck(ctx context.Context, report *store.IndexReport
 func (s *Store) checkBuried(report *store.IndexReport, buried map[string]manifest.Tombstone, indexed map[string]manifest.IndexEntry, indexedTombs map[string]manifest.Tombstone) {
 	for id, t := range buried {
 		switch _, listed := indexed[id]; {
-		case slices.Contains(report.Damaged, manifest.ShardOf(id)):
+		case slices.Contains(report.Damaged, s.shardOf(id)):
 		case listed:
 			report.Stale = append(report.Stale, id)
 		case s.now().Sub(t.Deleted) <= store.TombstoneRetention:
@@ -176,7 +192,7 @@ func (s *Store) compareEntries(ctx context.Context, report *store.IndexReport, t
 	for id, t := range truth {
 		e, ok := indexed[id]
 		switch {
-		case slices.Contains(report.Damaged, manifest.ShardOf(id)):
+		case slices.Contains(report.Damaged, s.shardOf(id)):
 			// Rebuilt with its shard; not counted twice.
 		case !ok:
 			report.Unindexed = append(report.Unindexed, id)
@@ -287,12 +303,12 @@ func (s *Store) rebuildShard(ctx context.Context, name string, truth map[string]
 	}
 	shard := manifest.NewIndexShard(name)
 	for id, e := range truth {
-		if manifest.ShardOf(id) == name {
+		if s.shardOf(id) == name {
 			shard.Sessions[id] = e
 		}
 	}
 	for id, t := range buried {
-		if manifest.ShardOf(id) == name {
+		if s.shardOf(id) == name {
 			shard.Bury(t)
 		}
 	}

@@ -172,7 +172,7 @@ func TestResumedAppendKeepsTail(t *testing.T) {
 		offs = append(offs, fmt.Sprint(o))
 	}
 	codec, _ := manifest.NewCodec()
-	key := "pfx/index/3.json.zst"
+	key := partitionKey(id)
 	sh, err := codec.DecodeIndexShard(key, codec.CompressSmaller(e.object(t, key)))
 	if err != nil {
 		t.Fatal(err)

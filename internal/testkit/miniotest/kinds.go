@@ -25,6 +25,10 @@ type Kind struct {
 	// Supports is what the server does with the requests panto relies
 	// on, as TestCapabilities measures it.
 	Supports Capabilities
+	// OptIn keeps the kind out of Matrix: a test runs on it by naming it
+	// (Each, ConditionalKinds). The cluster is, because it doubles the
+	// CPU time of the matrix tests on two cores.
+	OptIn bool
 
 	start   func(s *Server) error
 	refusal string
@@ -200,23 +204,31 @@ var (
 )
 
 // Kinds is every kind of server, in the order of the README's table.
-var Kinds = []*Kind{MinIO, VersityGW, GoFakeS3, LaxDropConditions, LaxDropIfMatch, LaxDropIfNoneMatch, LaxRefuseConditions}
+var Kinds = []*Kind{MinIO, MinIOCluster, VersityGW, GoFakeS3, LaxDropConditions, LaxDropIfMatch, LaxDropIfNoneMatch, LaxRefuseConditions}
 
 // Refusal is the word a store's refusal of a server of this kind names
 // (the behaviour it lacks), or "" for a server a store must accept.
 func (k *Kind) Refusal() string { return k.refusal }
 
-// ConditionalKinds are the kinds that honour conditional writes; LaxKinds
-// those a store must refuse at Open.
-func ConditionalKinds() []*Kind { return kindsWhere(true) }
+// ConditionalKinds are the kinds that honour conditional writes, the
+// opt-in ones included; LaxKinds those a store must refuse at Open.
+func ConditionalKinds() []*Kind {
+	return kindsWhere(func(k *Kind) bool { return k.Supports.Conditional() })
+}
 
 // LaxKinds: see ConditionalKinds.
-func LaxKinds() []*Kind { return kindsWhere(false) }
+func LaxKinds() []*Kind { return kindsWhere(func(k *Kind) bool { return !k.Supports.Conditional() }) }
 
-func kindsWhere(conditional bool) []*Kind {
+// MatrixKinds are the kinds Matrix runs on: those that honour conditional
+// writes and are not opt-in.
+func MatrixKinds() []*Kind {
+	return kindsWhere(func(k *Kind) bool { return k.Supports.Conditional() && !k.OptIn })
+}
+
+func kindsWhere(keep func(*Kind) bool) []*Kind {
 	var out []*Kind
 	for _, k := range Kinds {
-		if k.Supports.Conditional() == conditional {
+		if keep(k) {
 			out = append(out, k)
 		}
 	}
@@ -224,9 +236,8 @@ func kindsWhere(conditional bool) []*Kind {
 }
 
 // Matrix runs fn as a parallel subtest, named after the kind, on the
-// shared server of each kind that honours conditional writes. fn must not
-// use t.Setenv.
-func Matrix(t *testing.T, fn func(t *testing.T, s *Server)) { Each(t, ConditionalKinds(), fn) }
+// shared server of each kind in MatrixKinds. fn must not use t.Setenv.
+func Matrix(t *testing.T, fn func(t *testing.T, s *Server)) { Each(t, MatrixKinds(), fn) }
 
 // Lax runs fn as a parallel subtest on the shared server of each kind a
 // store must refuse.

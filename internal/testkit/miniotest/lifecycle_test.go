@@ -21,8 +21,8 @@ import (
 const childEnv = "PANTO_MINIOTEST_CHILD"
 
 // TestNothingOutlivesTheBinary runs this test binary as a child that
-// starts a MinIO and a versitygw, writes a file under t.TempDir and one
-// under os.TempDir (as the binaries under test are built), and then ends
+// starts a MinIO and a versitygw (and a MinIO cluster, when it is
+// killed), writes a file under t.TempDir and one under os.TempDir (as the binaries under test are built), and then ends
 // each way a test binary ends: the tests pass, a test panics, -timeout
 // fires, or the binary is killed. Afterwards no server of the child runs
 // and nothing it wrote is left.
@@ -32,7 +32,7 @@ func TestNothingOutlivesTheBinary(t *testing.T) {
 			t.Parallel()
 			ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 			defer cancel()
-			cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestChildOfLifecycle$", "-test.timeout=10s")
+			cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestChildOfLifecycle$", "-test.timeout="+childTimeout(mode))
 			cmd.Env = append(os.Environ(), childEnv+"="+mode)
 			cmd.WaitDelay = 5 * time.Second
 			stdout, err := cmd.StdoutPipe()
@@ -60,7 +60,7 @@ func TestNothingOutlivesTheBinary(t *testing.T) {
 					break
 				}
 			}
-			if len(pids) != 2 || len(paths) != 3 {
+			if len(pids) != childServers(mode) || len(paths) != 3 {
 				_ = cmd.Process.Kill()
 				_ = cmd.Wait()
 				t.Fatalf("the child did not start its servers: pids %v paths %v\n%s", pids, paths, stderr.String())
@@ -108,6 +108,12 @@ func TestChildOfLifecycle(t *testing.T) {
 	for _, k := range []*miniotest.Kind{miniotest.MinIO, miniotest.VersityGW} {
 		fmt.Println("pid", miniotest.SharedOf(t, k).Pid())
 	}
+	if childServers(mode) > 2 {
+		c := miniotest.NewCluster(t, miniotest.ClusterNodes)
+		for i := range c.Nodes() {
+			fmt.Println("pid", c.Node(i).Pid())
+		}
+	}
 	built, err := os.MkdirTemp("", "panto-bin-")
 	if err != nil {
 		t.Fatal(err)
@@ -129,6 +135,25 @@ func TestChildOfLifecycle(t *testing.T) {
 	case "timeout", "kill":
 		time.Sleep(time.Minute)
 	}
+}
+
+// childServers is the number of server processes the child starts: a
+// MinIO and a versitygw, and in the harshest ending (killed, so that only
+// the reaper and the parent-death signal act) a cluster's nodes too.
+func childServers(mode string) int {
+	if mode == "kill" {
+		return 2 + miniotest.ClusterNodes
+	}
+	return 2
+}
+
+// childTimeout is the child's -timeout: short where the timeout is how it
+// ends, long enough to start a cluster where it is killed.
+func childTimeout(mode string) string {
+	if mode == "kill" {
+		return "2m"
+	}
+	return "10s"
 }
 
 // alive reports whether pid is a running process (not a zombie).

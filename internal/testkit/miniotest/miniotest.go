@@ -1,15 +1,17 @@
 // Package miniotest runs real S3 servers for tests: S3 behaviour is
 // tested against real servers, never a mock.
 //
-// What a test gets: a Server of any Kind (MinIO, versitygw, gofakes3, or
-// a lax proxy that mishandles conditional writes) on a free loopback port,
-// with credentials of its own; its Endpoint, an Env for child processes
-// (PATH, HOME, TMPDIR and the AWS variables, nothing else), SetCredentials
-// for an in-process S3 client, a minio-go Client for setup and for reading
-// a bucket back independently of the code under test, NewBucket for a
-// bucket of the test's own, and Stop (Kill and Restart for fault tests).
-// Matrix runs a subtest per kind that honours conditional writes, Lax one
-// per kind that panto must refuse; each Kind says what it Supports, as
+// What a test gets: a Server of any Kind (MinIO, a 4-node MinIO cluster,
+// versitygw, gofakes3, or a lax proxy that mishandles conditional writes)
+// on a free loopback port, with credentials of its own; its Endpoint, an
+// Env for child processes (PATH, HOME, TMPDIR and the AWS variables,
+// nothing else), SetCredentials for an in-process S3 client, a minio-go
+// Client for setup and for reading a bucket back independently of the
+// code under test, NewBucket for a bucket of the test's own, and Stop
+// (Kill and Restart for fault tests; a Cluster's KillNode and RestartNode
+// for one node). Matrix runs a subtest per kind that honours conditional
+// writes (but the opt-in cluster, which tests name), Lax one per kind
+// that panto must refuse; each Kind says what it Supports, as
 // TestCapabilities measures it. Every server started is stopped however
 // the test binary ends, and everything written lives under one temporary
 // root that is removed with it (see Main).
@@ -225,7 +227,7 @@ func (s *Server) Stop() {
 // a server process can be killed.
 func (s *Server) Kill() {
 	if s.proc == nil {
-		panic("miniotest: Kill of a " + s.Kind.Name + " server, which runs in the test process")
+		panic("miniotest: Kill of a " + s.Kind.Name + " server, which is not one server process (a cluster's node: Cluster.KillNode)")
 	}
 	s.proc.kill()
 }
@@ -312,11 +314,17 @@ func Start(k *Kind) (*Server, error) {
 	if _, err := active(); err != nil {
 		return nil, err
 	}
-	s := &Server{Kind: k, accessKey: "panto-" + randomHex(6), secretKey: randomHex(16)}
+	s := newServer(k)
 	if err := k.start(s); err != nil {
 		return nil, fmt.Errorf("start %s: %w", k.Name, err)
 	}
 	return s, nil
+}
+
+// newServer is a server of kind k, not started, with credentials of its
+// own.
+func newServer(k *Kind) *Server {
+	return &Server{Kind: k, accessKey: "panto-" + randomHex(6), secretKey: randomHex(16)}
 }
 
 // Pid is the server's process id, or 0 for a server in the test process.

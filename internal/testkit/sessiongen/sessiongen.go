@@ -32,6 +32,13 @@ func (g *Generator) Rand() *rand.Rand { return g.r }
 
 // Session encodes batches until the log reaches about target bytes.
 func (g *Generator) Session(id string, target int, at time.Time) ([]byte, error) {
+	return g.SessionIn(agent.Project{}, id, target, at)
+}
+
+// SessionIn is Session for a session started in project, which its
+// header records (the scale benchmark spreads its sessions over projects,
+// as a team's bucket holds them).
+func (g *Generator) SessionIn(project agent.Project, id string, target int, at time.Time) ([]byte, error) {
 	var out []byte
 	model := []string{"claude-sonnet-4-5", "gpt-5.1", "qwen3-coder-480b", "claude-opus-4-1"}[g.r.IntN(4)]
 	ident := agent.WireIdentity{APIStyle: agent.APIStyleAnthropicMessages, BaseURL: "https://api.anthropic.com", Model: model}
@@ -42,7 +49,7 @@ func (g *Generator) Session(id string, target int, at time.Time) ([]byte, error)
 		{Message: agent.SystemText("You are panto, a coding agent. Work in "+g.path()+". Be concise.", agent.SystemReplace)},
 		{Message: agent.UserText(g.prompt()), Identity: ident},
 	}
-	b, err := sessionlog.EncodeBatch(id, true, first, at)
+	b, err := sessionlog.EncodeBatchIn(project, id, true, first, at)
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,103 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"time"
+)
+
+// printTables prints what was measured as markdown: every command at
+// every size, then the seeding and the full pull against rclone.
+func printTables(w io.Writer, o options, runs []sizeRun) {
+	fmt.Fprintf(w, "Sessions in %d projects (sizes below); panto-sync --concurrency %d. From panto's request trace (-v): requests, response bytes received, request bytes sent; \"beyond segments\" is what was sent to objects other than session segments.\n\n", o.projects, o.concurrency)
+	fmt.Fprintln(w, "| operation | sessions | requests | by method | received | sent | sent beyond segments | wall (s) |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|")
+	// Each operation with its sizes together.
+	var ops []string
+	seen := map[string]bool{}
+	for _, r := range runs {
+		for _, res := range r.results {
+			key := opKey(res.op)
+			if !seen[key] {
+				seen[key] = true
+				ops = append(ops, key)
+			}
+		}
+	}
+	for _, op := range ops {
+		for _, r := range runs {
+			for _, res := range r.results {
+				if opKey(res.op) != op {
+					continue
+				}
+				fmt.Fprintf(w, "| %s | %s | %d | %s | %s | %s | %s | %.2f |\n", res.op, thousands(r.size), res.t.requests, res.t.methods(),
+					humanBytes(res.t.received), humanBytes(res.t.sent), humanBytes(res.t.sent-res.t.sentSegments), res.wall.Seconds())
+			}
+		}
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintf(w, "| sessions | catalog (bytes of logs) | median session | generate (s) | seed push (s) | full pull (s, best of %d) | rclone copy (s, best of %d) | pull ÷ rclone |\n", o.pullRounds, o.pullRounds)
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|")
+	for _, r := range runs {
+		ratio := "-"
+		if r.rclone > 0 {
+			ratio = fmt.Sprintf("%.2f", r.fullPull.Seconds()/r.rclone.Seconds())
+		}
+		fmt.Fprintf(w, "| %s | %s | %s | %.1f | %.1f | %.2f | %s | %s |\n", thousands(r.size), humanBytes(r.catalogBytes), humanBytes(int64(r.medianBytes)), r.generate.Seconds(),
+			r.seed.Seconds(), r.fullPull.Seconds(), seconds(r.rclone), ratio)
+	}
+}
+
+// opKey groups the rows of one operation across sizes: the label up to
+// its parenthesis where the label varies with the size (the push after
+// 1% grew names its counts).
+func opKey(op string) string {
+	if strings.HasPrefix(op, "panto-sync push after") {
+		k, _, _ := strings.Cut(op, " (")
+		return k
+	}
+	return op
+}
+
+func seconds(d time.Duration) string {
+	if d == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f", d.Seconds())
+}
+
+// humanBytes is n in B, KB, MB or GB (powers of 1000, as the issue's
+// table), to three significant digits.
+func humanBytes(n int64) string {
+	v := float64(n)
+	for _, unit := range []string{"B", "KB", "MB", "GB"} {
+		if v < 1000 || unit == "GB" {
+			switch {
+			case unit == "B":
+				return fmt.Sprintf("%d B", n)
+			case v < 10:
+				return fmt.Sprintf("%.2f %s", v, unit)
+			case v < 100:
+				return fmt.Sprintf("%.1f %s", v, unit)
+			default:
+				return fmt.Sprintf("%.0f %s", v, unit)
+			}
+		}
+		v /= 1000
+	}
+	return ""
+}
+
+// thousands writes n with comma separators: 100,000.
+func thousands(n int) string {
+	s := fmt.Sprint(n)
+	var b strings.Builder
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	return b.String()
+}

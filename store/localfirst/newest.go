@@ -1,0 +1,66 @@
+package localfirst
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/panto-dev/panto/agent"
+	"github.com/panto-dev/panto/store"
+)
+
+var _ store.NewestLister = (*Store)(nil)
+
+// newestLogger is a bucket that lists its newest sessions with their
+// checkpoints (objstore: from its index log's newest commit).
+type newestLogger interface {
+	NewestLogs(ctx context.Context, limit int, keep func(agent.SessionInfo) bool) ([]store.Log, error)
+}
+
+// bucketNewest lists the bucket's newest sessions; when it says their
+// checkpoints too, they are the view the reads of the next viewFor take
+// (bucketLogs), so that panto -c asks the bucket nothing after Open.
+func (s *Store) bucketNewest(ctx context.Context, b store.LogStore, limit int, keep func(agent.SessionInfo) bool) ([]agent.SessionInfo, error) {
+	nl, ok := b.(newestLogger)
+	if !ok {
+		return store.ListNewest(ctx, b, limit, keep)
+	}
+	at := time.Now()
+	logs, err := nl.NewestLogs(ctx, limit, keep)
+	if err != nil && !errors.Is(err, agent.ErrIncompleteList) {
+		return nil, err
+	}
+	v := bucketView{at: at, logs: make(map[string]store.Checkpoint, len(logs))}
+	infos := make([]agent.SessionInfo, len(logs))
+	for i, l := range logs {
+		v.logs[l.Info.ID] = l.Checkpoint
+		infos[i] = l.Info
+	}
+	s.mu.Lock()
+	s.view = v
+	s.mu.Unlock()
+	return infos, err
+}
+
+// ListNewest lists the newest sessions keep accepts of the replica and,
+// online, of the bucket (store.ListNewest: a bucket's index log answers
+// from its newest commit), merged as List merges, the newest limit kept.
+// The newest limit of the two together are among each side's newest
+// limit, so neither side lists more.
+func (s *Store) ListNewest(ctx context.Context, limit int, keep func(agent.SessionInfo) bool) ([]agent.SessionInfo, error) {
+	local, remote, online, err := listBoth(ctx, s,
+		func(ctx context.Context) ([]agent.SessionInfo, error) {
+			return store.ListNewest(ctx, s.local, limit, keep)
+		},
+		func(ctx context.Context, b store.LogStore) ([]agent.SessionInfo, error) {
+			return s.bucketNewest(ctx, b, limit, keep)
+		})
+	list := local
+	if online {
+		list = merge(local, remote)
+	}
+	if limit > 0 && len(list) > limit {
+		list = list[:limit]
+	}
+	return list, err
+}

@@ -1,0 +1,225 @@
+package objstore
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/panto-dev/panto/internal/manifest"
+)
+
+// The catalog is every entry and tombstone of the index: what sync
+// compares with the other side (Logs, Tombstones). Read from the 256
+// partitions it costs what the archive weighs. With WithIndexCache a
+// Store keeps it on disk between runs, with the number of the newest
+// commit of the index log it includes, as restic's readers cache the
+// index files and Litestream's remember their position: the next run
+// reads the newest commit (Open did) and, when the log has not moved,
+// nothing else; when it moved by at most logKeep commits, those commits
+// (each holds what its write changed), in parallel; else the partitions.
+// So a sync with nothing to do costs Open's requests, and one after a
+// few changes reads those changes, whatever the size of the archive.
+//
+// A commit follows its partitions' write, so a writer that died between
+// the two leaves a change the log does not show: the cache lags there,
+// as the index does after such a crash (§P2), which sync handles (an
+// append at a stale end meets the segment there and reads the log). To
+// bound how long, a cache older than catalogRefresh is read again whole.
+
+// catalogRefresh is how old a cached catalog may be before a full read.
+const catalogRefresh = 24 * time.Hour
+
+// WithIndexCache keeps the index's catalog in dir between runs (panto-sync:
+// $XDG_CACHE_HOME/panto/index), one file per bucket and prefix, sealed
+// in an encrypted prefix.
+func WithIndexCache(dir string) Option { return func(o *options) { o.indexCache = dir } }
+
+// catalogState is the catalog this Store read last: what cachedEntry
+// resumes appends from when the partitions were not read.
+type catalogState struct {
+	mu      sync.Mutex
+	entries map[string]manifest.IndexEntry
+	fresh   time.Time
+}
+
+// The catalog is stored on disk as a line of JSON, the ETag of the
+// newest commit it includes (so that a bucket made anew under the same
+// name, whose commits are numbered alike, is never taken for the one
+// cached), then a shard document named catalogName, its Through that
+// commit's number and Written when the partitions were last read whole.
+const catalogName = "catalog"
+
+type catalogHeader struct {
+	ETag string `json:"etag"`
+}
+
+// catalogPath is where this prefix's catalog is cached, "" without a
+// cache.
+func (s *Store) catalogPath() string {
+	if s.indexCache == "" {
+		return ""
+	}
+	sum := sha256.Sum256([]byte(s.endpoint + "\n" + s.b.url("")))
+	return filepath.Join(s.indexCache, hex.EncodeToString(sum[:12])+".json.zst")
+}
+
+// catalog returns every entry and tombstone of the index. A damaged
+// partition does not hide the others: its error comes with the rest (and
+// nothing is cached).
+func (s *Store) catalog(ctx context.Context) (map[string]manifest.IndexEntry, map[string]manifest.Tombstone, error) {
+	if err := s.checkMoved(ctx); err != nil {
+		return nil, nil, err
+	}
+	path := s.catalogPath()
+	if path == "" || !s.indexLog() {
+		return s.readIndexAll(ctx, s.shardNames())
+	}
+	newest, err := s.newestCommit(ctx)
+	if err != nil && !errors.Is(err, ErrCorrupt) {
+		return nil, nil, err
+	}
+	var n int64
+	if newest != nil {
+		n = newest.Through
+	}
+	etag := s.newestETag()
+	if cached, cachedETag := s.loadCatalog(path); cached != nil && n > 0 && s.now().Sub(cached.Written) < catalogRefresh {
+		if c, ok := s.catchUpCatalog(ctx, cached, cachedETag, n, etag); ok {
+			if c != cached {
+				s.saveCatalog(path, c, etag)
+			}
+			s.noteCatalog(c.Sessions)
+			return c.Sessions, c.Tombstones, nil
+		}
+	}
+	all, tombs, err := s.readIndexAll(ctx, s.shardNames())
+	if all == nil || err != nil || n == 0 {
+		return all, tombs, err
+	}
+	c := &manifest.IndexShard{Shard: manifest.LogName, Through: n, Written: s.now().UTC(), Sessions: all, Tombstones: tombs}
+	s.saveCatalog(path, c, etag)
+	s.noteCatalog(all)
+	return all, tombs, nil
+}
+
+// newestETag is the ETag of the newest commit this Store read.
+func (s *Store) newestETag() string {
+	s.ilog.mu.Lock()
+	defer s.ilog.mu.Unlock()
+	return s.ilog.etag
+}
+
+// catchUpCatalog brings cached, which includes the commits through its
+// Through (whose ETag was cachedETag), to commit n (ETag etag) by
+// applying the commits after it; ok is false when that cannot be done
+// (too far behind, a commit pruned or damaged, or another bucket's).
+func (s *Store) catchUpCatalog(ctx context.Context, cached *manifest.IndexShard, cachedETag string, n int64, etag string) (*manifest.IndexShard, bool) {
+	from := cached.Through
+	if from == n {
+		return cached, cachedETag == etag
+	}
+	if from > n || n-from > logKeep {
+		return nil, false
+	}
+	// Commit from itself too: its ETag says it is the one cached.
+	commits := make([]*manifest.IndexShard, n-from+1)
+	etags := make([]string, len(commits))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(16)
+	for i := range commits {
+		g.Go(func() error {
+			var err error
+			commits[i], etags[i], err = s.readCommit(gctx, from+int64(i), "")
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil || etags[0] != cachedETag {
+		return nil, false
+	}
+	for _, commit := range commits[1:] {
+		if commit.Omitted > 0 {
+			return nil, false // a bulk write: its changes are in the partitions
+		}
+	}
+	c := cached.Clone()
+	for _, commit := range commits[1:] {
+		c.Apply(commit)
+	}
+	c.Through = n
+	return c, true
+}
+
+// loadCatalog reads the cached catalog at path and the ETag of its
+// newest commit; nil when there is none usable (absent, damaged, another
+// key's).
+func (s *Store) loadCatalog(path string) (*manifest.IndexShard, string) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, ""
+	}
+	line, doc, ok := bytes.Cut(data, []byte("\n"))
+	var h catalogHeader
+	if !ok || json.Unmarshal(line, &h) != nil {
+		return nil, ""
+	}
+	c, err := s.codec.DecodeIndexShard(catalogName, doc)
+	if err != nil || c.Shard != manifest.LogName {
+		return nil, ""
+	}
+	return c, h.ETag
+}
+
+// saveCatalog writes c, whose newest commit's ETag is etag, to path
+// (through a temporary file, so that a reader never sees half of it). A
+// failure only costs the next run a full read.
+func (s *Store) saveCatalog(path string, c *manifest.IndexShard, etag string) {
+	doc, err := s.codec.EncodeIndexShard(catalogName, c)
+	if err != nil {
+		return
+	}
+	line, err := json.Marshal(catalogHeader{ETag: etag})
+	if err != nil {
+		return
+	}
+	data := append(append(line, '\n'), doc...)
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".catalog-*")
+	if err != nil {
+		return
+	}
+	_, werr := tmp.Write(data)
+	cerr := tmp.Close()
+	if werr != nil || cerr != nil || os.Rename(tmp.Name(), path) != nil {
+		_ = os.Remove(tmp.Name())
+	}
+}
+
+// noteCatalog keeps the entries just read for cachedEntry.
+func (s *Store) noteCatalog(entries map[string]manifest.IndexEntry) {
+	s.cat.mu.Lock()
+	s.cat.entries, s.cat.fresh = entries, s.now()
+	s.cat.mu.Unlock()
+}
+
+// catalogEntry is session id's entry in the catalog this Store read,
+// when that is recent (indexStale).
+func (s *Store) catalogEntry(id string) (manifest.IndexEntry, bool) {
+	s.cat.mu.Lock()
+	defer s.cat.mu.Unlock()
+	if s.cat.entries == nil || s.now().Sub(s.cat.fresh) >= indexStale {
+		return manifest.IndexEntry{}, false
+	}
+	e, ok := s.cat.entries[id]
+	return e, ok
+}

@@ -1,0 +1,682 @@
+package objstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/panto-dev/panto/agent"
+	"github.com/panto-dev/panto/internal/manifest"
+	"github.com/panto-dev/panto/store"
+)
+
+// The index log (format 4, docs/DESIGN.md §P3): after a write of
+// partitions, a commit, index/log/<n:020d>.json.zst, created with
+// If-None-Match: * at the number after the newest one its writer knows.
+// It holds what the write changed (Sessions, Tombstones) and the newest
+// manifest.RecentSize sessions of the whole index (Recent), folded from
+// the commit before it. A 412 means another writer took the number: the
+// writer reads that commit, folds its own changes into it, and tries the
+// next number (the log of Delta Lake and Iceberg: put-if-absent of the
+// next number). So the newest commit alone answers `panto -c` and the
+// first page of `panto sessions`, whatever the number of sessions, and
+// no writer replaces an object every other writer replaces too.
+//
+// Readers find the newest commit with one LIST of index/log/ (a page of
+// keys: the log is pruned to its last logKeep commits), or, with
+// credentials that may not list, from the hint index/log-head.json.zst
+// (the number of the last commit that pruned) by probing forward.
+
+const (
+	// logKeep: each logKeep-th commit deletes the commits more than
+	// logKeep before it, and writes the hint. A reader reads the newest
+	// commit alone, and a reader that held one logKeep commits back reads
+	// the partitions instead of the commits since.
+	logKeep = 64
+	// logProbeWindow is how many commit numbers a reader that may not
+	// list asks for at once.
+	logProbeWindow = 16
+	// logTombstoneGrace and logTombstones: how long, and how many of,
+	// the recent deletions each commit carries on from the one before.
+	logTombstoneGrace = time.Hour
+	logTombstones     = 256
+	// logTrust is how long a writer takes an empty log it read to be
+	// empty still (commit 1 may be pruned since).
+	logTrust = time.Second
+)
+
+func logKey(n int64) string { return fmt.Sprintf("index/log/%020d.json.zst", n) }
+
+const logHeadKey = "index/log-head.json.zst"
+
+// logState is this Store's reading of the index log, and the changes
+// waiting for its next commit.
+type logState struct {
+	wmu sync.Mutex // one commit writer at a time (group commit)
+	mu  sync.Mutex // guards the fields below
+	// n is the newest commit known, last its content (nil when n is 0:
+	// no commit), etag its ETag; known: n was read or written.
+	n     int64
+	last  *manifest.IndexShard
+	etag  string
+	known bool
+	// fresh is when the reading was last checked against the bucket;
+	// snapshot: until then it serves as it is (WithOpenSnapshot).
+	fresh, snapshot time.Time
+	pending         map[string]manifest.IndexEntry
+	buried          map[string]manifest.Tombstone
+	// prefetching is closed when Open's reading of the log ends.
+	prefetching chan struct{}
+}
+
+// queueLog queues the changes a write of partitions applied for the
+// next commit.
+func (s *Store) queueLog(entries map[string]manifest.IndexEntry, buried map[string]manifest.Tombstone) {
+	if len(entries) == 0 && len(buried) == 0 {
+		return
+	}
+	lg := &s.ilog
+	lg.mu.Lock()
+	defer lg.mu.Unlock()
+	if lg.pending == nil {
+		lg.pending = map[string]manifest.IndexEntry{}
+	}
+	for id, e := range entries {
+		if old, ok := lg.pending[id]; !ok || old.Length <= e.Length {
+			lg.pending[id] = e
+		}
+	}
+	for id, t := range buried {
+		if lg.buried == nil {
+			lg.buried = map[string]manifest.Tombstone{}
+		}
+		lg.buried[id] = t
+		delete(lg.pending, id)
+	}
+}
+
+// writeLog writes the queued changes as the next commit. Changes queued
+// while another writer of this Store commits go in its commit or the
+// next. A failure leaves them queued for the next writer; the partitions
+// already hold them, so only the recent sessions lag meanwhile.
+func (s *Store) writeLog(ctx context.Context) error {
+	if !s.indexLog() {
+		return nil
+	}
+	lg := &s.ilog
+	lg.wmu.Lock()
+	defer lg.wmu.Unlock()
+	lg.mu.Lock()
+	entries, buried := lg.pending, lg.buried
+	lg.pending, lg.buried = nil, nil
+	lg.mu.Unlock()
+	if len(entries) == 0 && len(buried) == 0 {
+		return nil
+	}
+	if err := s.commitLog(ctx, entries, buried, nil); err != nil {
+		s.queueLog(entries, buried)
+		return fmt.Errorf("write the index log: %w", err)
+	}
+	if len(buried) > 0 {
+		// The commits before this one may hold a deleted session's
+		// summary. Cut short here, the deletion's next run (or repair)
+		// commits and purges again.
+		if err := s.purgeLog(ctx); err != nil {
+			return fmt.Errorf("write the index log: %w", err)
+		}
+	}
+	return nil
+}
+
+// purgeLog deletes every commit before the newest this Store knows (and
+// format 3's shards): each of them may hold the summary of a session
+// deleted since. The commits
+// are found by listing, or where the credentials may not list, by number
+// (those pruning has not deleted: the last 2·logKeep).
+func (s *Store) purgeLog(ctx context.Context) error {
+	s.dropShards(ctx) // format 3's, which may hold the summary too
+	s.ilog.mu.Lock()
+	n := s.ilog.n
+	s.ilog.mu.Unlock()
+	var numbers []int64
+	objects, _, err := s.b.list(ctx, "index/log/", "")
+	switch {
+	case errors.Is(err, errForbidden):
+		for k := max(n-2*logKeep, 1); k < n; k++ {
+			numbers = append(numbers, k)
+		}
+	case err != nil:
+		return fmt.Errorf("list the index log: %w", err)
+	default:
+		for _, o := range objects {
+			if k := newestListed([]listed{o}); k > 0 && k < n {
+				numbers = append(numbers, k)
+			}
+		}
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(8)
+	for _, k := range numbers {
+		g.Go(func() error {
+			if err := s.b.delete(gctx, logKey(k)); err != nil && !errors.Is(err, errNotFound) {
+				return fmt.Errorf("delete index log commit %d: %w", k, err)
+			}
+			return nil
+		})
+	}
+	return g.Wait()
+}
+
+// commitLog creates the commit after the newest one with entries and
+// buried, reading the commit that took its number after each lost race.
+// drop (nil: none), from repair, says which recent sessions of the commit
+// before are wrong (deleted, or not in the index).
+func (s *Store) commitLog(ctx context.Context, entries map[string]manifest.IndexEntry, buried map[string]manifest.Tombstone, drop func(manifest.IndexEntry) bool) error {
+	if err := s.awaitLogPrefetch(ctx); err != nil {
+		return err
+	}
+	lg := &s.ilog
+	lg.mu.Lock()
+	n, last, known, fresh := lg.n, lg.last, lg.known, lg.fresh
+	lg.mu.Unlock()
+	if known && n == 0 && s.now().Sub(fresh) > logTrust {
+		known = false // an empty log long ago: commit 1 may be pruned since
+	}
+	if !known {
+		var err error
+		if n, last, _, err = s.readNewestCommit(ctx); err != nil && !errors.Is(err, ErrCorrupt) {
+			return err
+		}
+	}
+	for attempt := 0; attempt < s.maxAttempts*4; attempt++ {
+		next := nextCommit(n+1, last, entries, buried, drop, s.now().UTC())
+		key := logKey(n + 1)
+		data, err := s.codec.EncodeIndexShard(key, next)
+		if err != nil {
+			return err
+		}
+		// A number pruned since (the log moved on by 64 or more, or a
+		// deletion purged it) would take a create at n+1: in the same
+		// round trip, check that n is still there.
+		var present error
+		var wg sync.WaitGroup
+		if n > 0 {
+			wg.Add(1)
+			go func() { defer wg.Done(); present = s.b.head(ctx, logKey(n)) }()
+		}
+		etag, err := s.put(ctx, key, data, putCond{ifNoneMatch: true}, "application/zstd")
+		wg.Wait()
+		if err == nil && errors.Is(present, errNotFound) {
+			// Written where the log was long ago, which pruning or a
+			// deletion's purge emptied: delete it (it may hold a deleted
+			// session's summary), and commit again after the newest.
+			if err := s.b.delete(ctx, key); err != nil && !errors.Is(err, errNotFound) {
+				return fmt.Errorf("delete commit %d, written behind the log: %w", n+1, err)
+			}
+			if n, last, _, err = s.readNewestCommit(ctx); err != nil && !errors.Is(err, ErrCorrupt) {
+				return err
+			}
+			continue
+		}
+		if err == nil {
+			s.adoptCommit(n+1, next, etag)
+			if (n+1)%logKeep == 0 {
+				s.pruneLog(ctx, n+1)
+			}
+			return nil
+		}
+		switch {
+		case errors.Is(err, errPrecondition):
+			// Another writer took n+1: go on from its commit.
+			c, cEtag, err := s.readCommit(ctx, n+1, "")
+			if errors.Is(err, errNotFound) {
+				// Pruned already: far behind, find the newest again.
+				if n, last, _, err = s.readNewestCommit(ctx); err != nil && !errors.Is(err, ErrCorrupt) {
+					return err
+				}
+				continue
+			}
+			if errors.Is(err, ErrCorrupt) {
+				n, last = n+1, nil // go on after it; repair mends the view
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			n, last = n+1, c
+			s.adoptCommit(n, c, cEtag)
+		case errors.Is(err, errConflict):
+			if err := backoff(ctx, attempt); err != nil {
+				return err
+			}
+		default:
+			return err
+		}
+	}
+	return errors.New("too many concurrent commits")
+}
+
+// nextCommit is commit n: the changes entries (counted in Omitted
+// instead, past manifest.LogChanges; none of a session deleted) and the
+// deletions buried with those of prev's of the last hour, and the recent
+// sessions of prev (nil: none; those drop says are wrong left out) with
+// them folded in.
+func nextCommit(n int64, prev *manifest.IndexShard, entries map[string]manifest.IndexEntry, buried map[string]manifest.Tombstone, drop func(manifest.IndexEntry) bool, now time.Time) *manifest.IndexShard {
+	c := &manifest.IndexShard{Shard: manifest.LogName, Through: n, Written: now, Sessions: map[string]manifest.IndexEntry{}, Recent: map[string]manifest.IndexEntry{}}
+	gone := map[string]manifest.Tombstone{}
+	if prev != nil {
+		for id, e := range prev.Recent {
+			if drop == nil || !drop(e) {
+				c.Recent[id] = e
+			}
+		}
+		// The recent deletions travel on (logTombstoneGrace), so that an
+		// entry a writer took before a deletion and commits after it
+		// does not bring the session back.
+		for id, t := range prev.Tombstones {
+			if now.Sub(t.Deleted) < logTombstoneGrace {
+				gone[id] = t
+			}
+		}
+	}
+	for id, t := range buried {
+		gone[id] = t
+	}
+	list := len(entries)+len(buried) <= manifest.LogChanges
+	if !list {
+		c.Omitted = int64(len(entries) + len(buried))
+	}
+	for id, e := range entries {
+		if _, deleted := gone[id]; deleted {
+			continue
+		}
+		if list {
+			c.Sessions[id] = e
+		}
+		r := e
+		r.Resume = manifest.Resume{} // a listing needs no append state
+		if old, ok := c.Recent[id]; !ok || old.Length <= r.Length {
+			c.Recent[id] = r
+		}
+	}
+	for id := range gone {
+		delete(c.Recent, id)
+	}
+	if len(gone) > 0 {
+		c.Tombstones = newestTombstones(gone, logTombstones)
+	}
+	trimRecent(c.Recent)
+	return c
+}
+
+// newestTombstones keeps the max most recent deletions of gone.
+func newestTombstones(gone map[string]manifest.Tombstone, max int) map[string]manifest.Tombstone {
+	if len(gone) <= max {
+		return gone
+	}
+	ts := make([]manifest.Tombstone, 0, len(gone))
+	for _, t := range gone {
+		ts = append(ts, t)
+	}
+	slices.SortFunc(ts, func(a, b manifest.Tombstone) int {
+		if c := b.Deleted.Compare(a.Deleted); c != 0 {
+			return c
+		}
+		return strings.Compare(a.ID, b.ID)
+	})
+	out := make(map[string]manifest.Tombstone, max)
+	for _, t := range ts[:max] {
+		out[t.ID] = t
+	}
+	return out
+}
+
+// trimRecent keeps the manifest.RecentSize newest of recent.
+func trimRecent(recent map[string]manifest.IndexEntry) {
+	if len(recent) <= manifest.RecentSize {
+		return
+	}
+	infos := make([]agent.SessionInfo, 0, len(recent))
+	for _, e := range recent {
+		infos = append(infos, e.Info)
+	}
+	sortNewestFirst(infos)
+	for _, info := range infos[manifest.RecentSize:] {
+		delete(recent, info.ID)
+	}
+}
+
+// adoptCommit makes commit n, read or written with etag, this Store's
+// reading of the log when it is newer than the one it has.
+func (s *Store) adoptCommit(n int64, c *manifest.IndexShard, etag string) {
+	lg := &s.ilog
+	lg.mu.Lock()
+	defer lg.mu.Unlock()
+	if !lg.known || n >= lg.n {
+		lg.n, lg.last, lg.etag, lg.known, lg.fresh = n, c, etag, true, s.now()
+	}
+}
+
+// readCommit reads commit n (a 304 when etag is still it: then nil).
+func (s *Store) readCommit(ctx context.Context, n int64, etag string) (*manifest.IndexShard, string, error) {
+	key := logKey(n)
+	data, etag, err := s.b.get(ctx, key, etag)
+	if err != nil {
+		return nil, "", err
+	}
+	c, err := s.decodeShardObject(key, manifest.LogName, data)
+	if err != nil {
+		return nil, "", err
+	}
+	if c.Through != n {
+		return nil, "", fmt.Errorf("%s: %w: holds commit %d", s.objectURL(key), ErrCorrupt, c.Through)
+	}
+	return c, etag, nil
+}
+
+// readNewestCommit finds the newest commit and reads it (n is 0 when the
+// log has none), and makes it this Store's reading.
+func (s *Store) readNewestCommit(ctx context.Context) (n int64, c *manifest.IndexShard, etag string, err error) {
+	for range 3 {
+		n, err = s.newestCommitNumber(ctx)
+		if err != nil || n == 0 {
+			if err == nil {
+				s.adoptCommit(0, nil, "")
+			}
+			return n, nil, "", err
+		}
+		c, etag, err = s.readCommit(ctx, n, "")
+		if errors.Is(err, errNotFound) {
+			continue // pruned between the listing and the read
+		}
+		if err != nil {
+			// n is still the newest (ErrCorrupt: a writer goes on after
+			// it with what it knows, and repair rebuilds the view).
+			return n, nil, "", fmt.Errorf("read the index log: %w", err)
+		}
+		s.adoptCommit(n, c, etag)
+		return n, c, etag, nil
+	}
+	return 0, nil, "", errors.New("read the index log: its newest commit keeps disappearing")
+}
+
+// newestCommitNumber is the number of the newest commit: one LIST, or
+// where the credentials may not list, the hint and probes after it.
+func (s *Store) newestCommitNumber(ctx context.Context) (int64, error) {
+	objects, _, err := s.b.list(ctx, "index/log/", "")
+	if errors.Is(err, errForbidden) {
+		return s.probeNewestCommit(ctx)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("list the index log: %w", err)
+	}
+	return newestListed(objects), nil
+}
+
+// newestListed is the highest commit number among the listed keys.
+func newestListed(objects []listed) int64 {
+	var n int64
+	for _, o := range objects {
+		name := strings.TrimSuffix(o.key[strings.LastIndex(o.key, "/")+1:], ".json.zst")
+		if v, err := strconv.ParseInt(name, 10, 64); err == nil && v > n {
+			n = v
+		}
+	}
+	return n
+}
+
+// probeNewestCommit finds the newest commit without listing: from the
+// hint (or this Store's reading, when later), logProbeWindow numbers at
+// a time, until a window ends in a missing one.
+func (s *Store) probeNewestCommit(ctx context.Context) (int64, error) {
+	var from int64
+	data, _, err := s.b.get(ctx, logHeadKey, "")
+	switch {
+	case err == nil:
+		h, err := s.decodeShardObject(logHeadKey, manifest.LogName, data)
+		if err != nil {
+			return 0, err
+		}
+		from = h.Through
+	case !errors.Is(err, errNotFound):
+		return 0, fmt.Errorf("read the index log's head: %w", err)
+	}
+	s.ilog.mu.Lock()
+	if s.ilog.known && s.ilog.n > from {
+		from = s.ilog.n
+	}
+	s.ilog.mu.Unlock()
+	for {
+		found := make([]bool, logProbeWindow)
+		g, gctx := errgroup.WithContext(ctx)
+		for i := range found {
+			g.Go(func() error {
+				err := s.b.head(gctx, logKey(from+1+int64(i)))
+				if errors.Is(err, errNotFound) {
+					return nil
+				}
+				found[i] = err == nil
+				return err
+			})
+		}
+		if err := g.Wait(); err != nil {
+			return 0, fmt.Errorf("probe the index log: %w", err)
+		}
+		last := -1
+		for i, ok := range found {
+			if ok {
+				last = i
+			}
+		}
+		from += int64(last + 1)
+		if last < logProbeWindow-1 {
+			return from, nil
+		}
+	}
+}
+
+// pruneLog deletes the commits logKeep and more before commit n, which
+// its writer just created (and format 3's shards, dropShards), and
+// records n in the hint. Both are best
+// effort: a commit left behind is read by nobody, and an old hint costs
+// a reader that may not list a few more probes.
+func (s *Store) pruneLog(ctx context.Context, n int64) {
+	head := &manifest.IndexShard{Shard: manifest.LogName, Through: n, Written: s.now().UTC(), Sessions: map[string]manifest.IndexEntry{}}
+	if data, err := s.codec.EncodeIndexShard(logHeadKey, head); err == nil {
+		_, _ = s.b.put(ctx, logHeadKey, data, putCond{}, "application/zstd")
+	}
+	s.dropShards(ctx)
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(8)
+	for k := max(n-2*logKeep, 1); k <= n-logKeep; k++ {
+		g.Go(func() error { _ = s.b.delete(gctx, logKey(k)); return nil })
+	}
+	_ = g.Wait()
+}
+
+// prefetchLog reads the newest commit from the moment Open starts (its
+// LIST goes out with the marker's read); Open waits for it. Errors are
+// dropped: a reader that finds no reading makes its own.
+func (s *Store) prefetchLog(ctx context.Context) *sync.WaitGroup {
+	s.ilog.prefetching = make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		defer close(s.ilog.prefetching)
+		objects, _, err := s.b.list(ctx, "index/log/", "")
+		if err != nil {
+			return
+		}
+		n := newestListed(objects)
+		if n == 0 {
+			s.adoptCommit(0, nil, "")
+		} else if c, etag, err := s.readCommit(ctx, n, ""); err == nil {
+			s.adoptCommit(n, c, etag)
+		} else {
+			return
+		}
+		if s.openSnapshot {
+			s.ilog.mu.Lock()
+			s.ilog.snapshot = s.now().Add(openSnapshotFor)
+			s.ilog.mu.Unlock()
+		}
+	}()
+	return &wg
+}
+
+func (s *Store) awaitLogPrefetch(ctx context.Context) error {
+	if ch := s.ilog.prefetching; ch != nil {
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+// newestCommit returns the newest commit (nil: the log has none), read
+// now: a listing reflects every write that completed before it began.
+// Knowing commit n, that is one GET of n+1 (a 404: n is still the
+// newest); with WithOpenSnapshot, Open's reading serves as it is for a
+// moment.
+func (s *Store) newestCommit(ctx context.Context) (*manifest.IndexShard, error) {
+	if err := s.awaitLogPrefetch(ctx); err != nil {
+		return nil, err
+	}
+	lg := &s.ilog
+	lg.mu.Lock()
+	n, last, known := lg.n, lg.last, lg.known
+	serves := known && s.now().Before(lg.snapshot)
+	lg.mu.Unlock()
+	if serves {
+		return last, nil
+	}
+	if !known {
+		_, c, _, err := s.readNewestCommit(ctx)
+		return c, err
+	}
+	// Chase the commits after n; past a few, list instead. A missing n+1
+	// means n is the newest only if n is still there (a HEAD in the same
+	// round trip): pruning deletes a commit once the log has moved on
+	// past it.
+	for range 2 {
+		var (
+			c       *manifest.IndexShard
+			etag    string
+			err     error
+			present error
+		)
+		var wg sync.WaitGroup
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if n > 0 {
+				present = s.b.head(ctx, logKey(n))
+			}
+		}()
+		c, etag, err = s.readCommit(ctx, n+1, "")
+		wg.Wait()
+		if errors.Is(err, errNotFound) && n > 0 && errors.Is(present, errNotFound) {
+			break // pruned: list
+		}
+		if errors.Is(err, errNotFound) && present == nil {
+			lg.mu.Lock()
+			lg.fresh = s.now()
+			lg.mu.Unlock()
+			return last, nil
+		}
+		if errors.Is(err, errNotFound) {
+			return nil, fmt.Errorf("read the index log: %w", present)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read the index log: %w", err)
+		}
+		n, last = n+1, c
+		s.adoptCommit(n, c, etag)
+	}
+	_, c, _, err := s.readNewestCommit(ctx)
+	return c, err
+}
+
+// ListNewest returns up to limit sessions keep accepts (nil: all), newest
+// first (NewestLogs without the checkpoints).
+func (s *Store) ListNewest(ctx context.Context, limit int, keep func(agent.SessionInfo) bool) ([]agent.SessionInfo, error) {
+	logs, err := s.NewestLogs(ctx, limit, keep)
+	if logs == nil {
+		return nil, err
+	}
+	infos := make([]agent.SessionInfo, len(logs))
+	for i, l := range logs {
+		infos[i] = l.Info
+	}
+	return infos, err
+}
+
+// NewestLogs returns up to limit sessions keep accepts (nil: all), newest
+// first, each with the checkpoint the index lists. In format 4 the newest
+// commit of the index log answers when its recent sessions hold limit of
+// them: one or two requests, whatever the number of sessions (none in
+// the moment after Open, WithOpenSnapshot). Otherwise (fewer match,
+// limit <= 0, or an older index) it lists every partition (Logs).
+func (s *Store) NewestLogs(ctx context.Context, limit int, keep func(agent.SessionInfo) bool) ([]store.Log, error) {
+	if err := s.settle(ctx); ctx.Err() != nil {
+		return nil, fmt.Errorf("list sessions: %w", err)
+	}
+	if err := s.checkMoved(ctx); err != nil {
+		return nil, fmt.Errorf("list sessions: %w", err)
+	}
+	if limit > 0 && s.indexLog() {
+		c, err := s.newestCommit(ctx)
+		if err != nil && !errors.Is(err, ErrCorrupt) {
+			return nil, fmt.Errorf("list sessions: %w", err)
+		}
+		if c != nil {
+			logs := make([]store.Log, 0, len(c.Recent))
+			for _, e := range c.Recent {
+				if keep == nil || keep(e.Info) {
+					logs = append(logs, store.Log{Info: e.Info, Checkpoint: store.Checkpoint{Length: e.Length, SHA256: e.SHA256}})
+				}
+			}
+			if len(logs) >= limit {
+				sortLogsNewestFirst(logs)
+				return logs[:limit], nil
+			}
+		}
+	}
+	all, _, err := s.catalog(ctx)
+	if all == nil {
+		return nil, fmt.Errorf("list sessions: %w", err)
+	}
+	logs := make([]store.Log, 0, len(all))
+	for _, e := range all {
+		if keep == nil || keep(e.Info) {
+			logs = append(logs, store.Log{Info: e.Info, Checkpoint: store.Checkpoint{Length: e.Length, SHA256: e.SHA256}})
+		}
+	}
+	sortLogsNewestFirst(logs)
+	if limit > 0 && len(logs) > limit {
+		logs = logs[:limit]
+	}
+	if err != nil {
+		return logs, fmt.Errorf("list sessions: %w", err)
+	}
+	return logs, nil
+}
+
+func sortLogsNewestFirst(logs []store.Log) {
+	slices.SortFunc(logs, func(a, b store.Log) int {
+		if c := b.Info.Modified.Compare(a.Info.Modified); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Info.ID, b.Info.ID)
+	})
+}
