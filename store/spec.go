@@ -65,6 +65,18 @@ func ParseSpec(spec string) (Spec, error) {
 	}
 }
 
+// DefaultIndexCacheDir is where panto and panto-sync keep a bucket's
+// index catalog between runs (objstore.WithIndexCache):
+// $XDG_CACHE_HOME/panto/index, else ~/.cache/panto/index; "" (no cache)
+// when there is no cache directory.
+func DefaultIndexCacheDir() string {
+	dir, err := os.UserCacheDir()
+	if err != nil {
+		return ""
+	}
+	return filepath.Join(dir, "panto", "index")
+}
+
 // DefaultDir is panto's session directory: $XDG_DATA_HOME/panto/sessions,
 // else ~/.local/share/panto/sessions.
 func DefaultDir() (string, error) {

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -67,22 +66,11 @@ func (e end) openWith(ctx context.Context, what string, snapshot bool) (store.Lo
 			return nil, fmt.Errorf("%w: give the file panto-sync keygen wrote (--key-file, PANTO_KEY_FILE)", err)
 		}
 	}
-	s, err := backends.OpenLog(ctx, e.spec, backends.Options{Endpoint: e.endpoint, Bulk: true, StallTimeout: e.stall, Trace: e.trace, Snapshot: snapshot, Key: key, IndexCache: indexCacheDir()})
+	s, err := backends.OpenLog(ctx, e.spec, backends.Options{Endpoint: e.endpoint, Bulk: true, StallTimeout: e.stall, Trace: e.trace, Snapshot: snapshot, Key: key, IndexCache: store.DefaultIndexCacheDir()})
 	if err != nil {
 		return nil, err
 	}
 	return s, nil
-}
-
-// indexCacheDir is where a bucket's index catalog is kept between runs
-// ($XDG_CACHE_HOME/panto/index), so that a sync reads what changed since
-// the last one; "" (no cache) when there is no cache directory.
-func indexCacheDir() string {
-	dir, err := os.UserCacheDir()
-	if err != nil {
-		return ""
-	}
-	return filepath.Join(dir, "panto", "index")
 }
 
 // closeStore closes s as a command that opened it ends (store.Close), so

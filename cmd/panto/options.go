@@ -74,8 +74,11 @@ func storeOptions(c *cli.Context, spec store.Spec) (backends.Options, error) {
 	}
 	notify := func(msg string) { fmt.Fprintf(c.App.ErrWriter, "panto: %s\n", oneLine(msg)) }
 	// Every command lists or resolves right after opening the store.
+	// The bucket's index catalog is kept between runs, shared with
+	// panto-sync: a listing the newest commit cannot answer reads what
+	// changed since the last run, not every partition.
 	return backends.Options{Endpoint: flagValue(c, "endpoint"), Trace: trace, Snapshot: true, Key: key,
-		LocalFirst: spec.Kind == store.KindS3 && !direct, Notify: notify}, nil
+		LocalFirst: spec.Kind == store.KindS3 && !direct, Notify: notify, IndexCache: store.DefaultIndexCacheDir()}, nil
 }
 
 // flagValue returns the value of a flag given to this command or to the

@@ -194,10 +194,10 @@ type IndexShard struct {
 	// usual delay: a deletion cut short between writing this base and
 	// deleting them is finished by the next writer that reads it. All
 	// four are zero in a delta.
-	Through  int64
-	Pruned   int64
-	Purge    int64
-	Written  time.Time
+	Through int64
+	Pruned  int64
+	Purge   int64
+	Written time.Time
 	// Omitted, in a log commit (Shard LogName, Through its number), is
 	// how many changes of its write it does not list in Sessions and
 	// Tombstones (a bulk write's, past LogChanges): a reader that wants
@@ -205,7 +205,11 @@ type IndexShard struct {
 	// sessions of the whole index as of this commit (at most RecentSize,
 	// without Resume): every live session it does not hold is older than
 	// all it holds. Both are zero in a partition.
-	Omitted  int64
+	Omitted int64
+	// Complete, in a log commit, says Recent holds every live session of
+	// the index (it never had to drop one for room), so a listing of any
+	// length is Recent alone.
+	Complete bool
 	Recent   map[string]IndexEntry
 	Sessions map[string]IndexEntry
 	// Tombstones are the shard's deleted sessions: an id here has no
@@ -408,7 +412,7 @@ func (s *IndexShard) validate() error {
 	if s.Pruned < 0 || s.Through < s.Pruned || s.Purge < 0 || s.Through < s.Purge || s.Omitted < 0 {
 		return fmt.Errorf("%w: index shard %s: through %d, pruned %d, purge %d, omitted %d", ErrInvalid, s.Shard, s.Through, s.Pruned, s.Purge, s.Omitted)
 	}
-	if !log && (s.Omitted != 0 || len(s.Recent) != 0) {
+	if !log && (s.Omitted != 0 || s.Complete || len(s.Recent) != 0) {
 		return fmt.Errorf("%w: index shard %s: a partition with a log commit's fields", ErrInvalid, s.Shard)
 	}
 	filed := func(id string) bool { return log || PartitionOf(id, len(s.Shard)) == s.Shard }

@@ -252,6 +252,7 @@ type wireSealedShard struct {
 	Purge      int64                          `json:"purge,omitempty"`
 	Written    time.Time                      `json:"written,omitzero"`
 	Omitted    int64                          `json:"omitted,omitempty"`
+	Complete   bool                           `json:"complete,omitempty"`
 	Recent     map[string]wireSealedEntry     `json:"recent,omitempty"`
 	Sessions   map[string]wireSealedEntry     `json:"sessions"`
 	Tombstones map[string]wireSealedTombstone `json:"tombstones,omitempty"`
@@ -274,7 +275,7 @@ type wireSealedTombstone struct {
 }
 
 func shardSkeleton(s *IndexShard) wireSealedShard {
-	w := wireSealedShard{Version: Version, Shard: s.Shard, Through: s.Through, Pruned: s.Pruned, Purge: s.Purge, Omitted: s.Omitted, Sessions: make(map[string]wireSealedEntry, len(s.Sessions))}
+	w := wireSealedShard{Version: Version, Shard: s.Shard, Through: s.Through, Pruned: s.Pruned, Purge: s.Purge, Omitted: s.Omitted, Complete: s.Complete, Sessions: make(map[string]wireSealedEntry, len(s.Sessions))}
 	if !s.Written.IsZero() {
 		w.Written = s.Written.UTC()
 	}

@@ -153,6 +153,9 @@ func (s *Store) appendBatch(ctx context.Context, id string, encode func(header b
 	if err := st.mu.lock(ctx); err != nil {
 		return manifest.Segment{}, fmt.Errorf("append to session %s: %w", id, err)
 	}
+	if !s.deferIndex {
+		s.warmPartition(ctx, id)
+	}
 	seg, err := s.commitBatch(ctx, id, st, encode, expect)
 	first := err == nil && seg.Start == 0
 	caughtUp := st.loaded

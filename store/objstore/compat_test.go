@@ -459,10 +459,10 @@ func TestV3BucketConcurrentMove(t *testing.T) {
 }
 
 // TestV3BucketReaderDuringMove: a Store that opened a bucket in format 3,
-// and another Store moves to format 4 meanwhile, still lists what is
-// written after the move: a listing reflects every write that completed
-// before it began (List's promise), whatever the format the Store read at
-// Open.
+// which another Store moves to format 4 meanwhile, lists what is written
+// after the move once its reading of the marker is older than two
+// seconds (it reads the marker again before such a listing): it does not
+// go on listing the 16 shards nobody writes any more.
 func TestV3BucketReaderDuringMove(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -481,9 +481,10 @@ func TestV3BucketReaderDuringMove(t *testing.T) {
 	if m := string(e.object(t, "pfx/panto-store.json")); !strings.Contains(m, `"index-log"`) {
 		t.Fatalf("marker after the move: %s", m)
 	}
+	objstore.SetNow(r, func() time.Time { return time.Now().Add(3 * time.Second) })
 	got, err := r.List(ctx)
-	if err != nil || !slices.Contains(infoIDs(got), added) {
-		t.Errorf("list by a Store opened before the move: %v, %v; want %s too", err, infoIDs(got), added)
+	if err != nil || !slices.Contains(infoIDs(got), added) || len(got) != len(want)+1 {
+		t.Errorf("list by a Store opened before the move: %v, %v; want the fixture's and %s", err, infoIDs(got), added)
 	}
 	if latest, err := r.Latest(ctx); err != nil || latest.Info.ID != added {
 		t.Errorf("latest by a Store opened before the move: %v, want %s", err, added)
@@ -491,10 +492,11 @@ func TestV3BucketReaderDuringMove(t *testing.T) {
 }
 
 // TestV3BucketDamagedShardMove: a format-3 bucket with a damaged shard
-// says so when listed (ErrIndexDamaged: run repair). Moved to format 4 by
-// a write, its listing must still either show the shard's sessions or say
-// that some are missing, never leave them out silently; repair lists them
-// again.
+// says so when listed (ErrIndexDamaged: run repair), and is not moved to
+// format 4 by a write, which would leave the shard's sessions out of the
+// partitions silently: the write's messages are stored, its checkpoint
+// says the index is damaged, and listings go on saying so. Repair moves
+// it and lists every session again.
 func TestV3BucketDamagedShardMove(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -507,24 +509,35 @@ func TestV3BucketDamagedShardMove(t *testing.T) {
 	if _, err := e.open(t).List(ctx); !errors.Is(err, objstore.ErrIndexDamaged) {
 		t.Fatalf("list with a damaged shard: %v, want ErrIndexDamaged", err)
 	}
+	const appended = "7d00d1234567890abcdef0123456789a"
 	w := e.open(t)
-	if err := w.AppendMessages(ctx, "7d00d1234567890abcdef0123456789a", []agent.PersistentMessage{user("after the move")}); err != nil {
+	if err := w.AppendMessages(ctx, appended, []agent.PersistentMessage{user("after the damage")}); err != nil {
 		t.Fatal(err)
 	}
-	if err := w.Flush(ctx); err != nil {
-		t.Fatal(err)
+	if err := w.Flush(ctx); !errors.Is(err, objstore.ErrIndexDamaged) || !strings.Contains(err.Error(), "panto-sync repair") {
+		t.Errorf("flush of a write to a damaged format-3 bucket: %v, want ErrIndexDamaged saying to repair", err)
 	}
-	if m := string(e.rawObject(t, "pfx/panto-store.json")); !strings.Contains(m, `"index-log"`) {
-		t.Fatalf("marker after the move: %s", m)
+	if m := string(e.rawObject(t, "pfx/panto-store.json")); strings.Contains(m, `"index-log"`) {
+		t.Errorf("a damaged format-3 bucket was moved: %s", m)
 	}
 	got, err := e.open(t).List(ctx)
 	if len(got) != len(want) && !errors.Is(err, objstore.ErrIndexDamaged) {
-		t.Errorf("list after the move: %d of %d sessions (%v), and no error says some are missing (%v)", len(got), len(want), infoIDs(got), err)
+		t.Errorf("list after the write: %d of %d sessions (%v), and no error says some are missing (%v)", len(got), len(want), infoIDs(got), err)
+	}
+	if conv, err := e.open(t).Load(ctx, appended); err != nil || conv.Messages[len(conv.Messages)-1].Text() != "after the damage" {
+		t.Errorf("load of the session written after the damage: %v", err)
 	}
 	if _, err := e.open(t).RepairIndex(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := e.open(t).List(ctx); err != nil || len(got) != len(want) {
+	if m := string(e.rawObject(t, "pfx/panto-store.json")); !strings.Contains(m, `"index-log"`) {
+		t.Errorf("marker after the repair: %s", m)
+	}
+	got, err = e.open(t).List(ctx)
+	if err != nil || len(got) != len(want) || got[0].ID != appended || got[0].LastUserMessage != "after the damage" {
 		t.Errorf("list after the repair: %v, %v", err, infoIDs(got))
+	}
+	if report, err := e.open(t).CheckIndex(ctx); err != nil || !report.Clean() {
+		t.Errorf("check after the repair: %v, %+v", err, report)
 	}
 }

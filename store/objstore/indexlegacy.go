@@ -185,8 +185,9 @@ func (s *Store) adoptIndexLog(ctx context.Context, damaged bool) error {
 	for id, e := range all {
 		recent[id] = e
 	}
+	whole := err == nil && len(recent) <= manifest.RecentSize
 	trimRecent(recent)
-	if err := s.commitLog(ctx, recent, nil, nil); err != nil {
+	if err := s.commitLog(ctx, recent, nil, nil, whole); err != nil {
 		return fmt.Errorf("move the index to format 4: write the index log: %w", err)
 	}
 	return s.ensureFeature(ctx, manifest.FeatureIndexLog)

@@ -120,7 +120,7 @@ func (s *Store) writeLog(ctx context.Context) error {
 	if len(entries) == 0 && len(buried) == 0 {
 		return nil
 	}
-	if err := s.commitLog(ctx, entries, buried, nil); err != nil {
+	if err := s.commitLog(ctx, entries, buried, nil, false); err != nil {
 		s.queueLog(entries, buried)
 		return fmt.Errorf("write the index log: %w", err)
 	}
@@ -177,8 +177,9 @@ func (s *Store) purgeLog(ctx context.Context) error {
 // commitLog creates the commit after the newest one with entries and
 // buried, reading the commit that took its number after each lost race.
 // drop (nil: none), from repair, says which recent sessions of the commit
-// before are wrong (deleted, or not in the index).
-func (s *Store) commitLog(ctx context.Context, entries map[string]manifest.IndexEntry, buried map[string]manifest.Tombstone, drop func(manifest.IndexEntry) bool) error {
+// before are wrong (deleted, or not in the index); whole, that entries
+// are every session of the index (a move or a repair of a small one).
+func (s *Store) commitLog(ctx context.Context, entries map[string]manifest.IndexEntry, buried map[string]manifest.Tombstone, drop func(manifest.IndexEntry) bool, whole bool) error {
 	if err := s.awaitLogPrefetch(ctx); err != nil {
 		return err
 	}
@@ -196,7 +197,7 @@ func (s *Store) commitLog(ctx context.Context, entries map[string]manifest.Index
 		}
 	}
 	for attempt := 0; attempt < s.maxAttempts*4; attempt++ {
-		next := nextCommit(n+1, last, entries, buried, drop, s.now().UTC())
+		next := nextCommit(n+1, last, entries, buried, drop, whole, s.now().UTC())
 		key := logKey(n + 1)
 		data, err := s.codec.EncodeIndexShard(key, next)
 		if err != nil {
@@ -268,8 +269,12 @@ func (s *Store) commitLog(ctx context.Context, entries map[string]manifest.Index
 // deletions buried with those of prev's of the last hour, and the recent
 // sessions of prev (nil: none; those drop says are wrong left out) with
 // them folded in.
-func nextCommit(n int64, prev *manifest.IndexShard, entries map[string]manifest.IndexEntry, buried map[string]manifest.Tombstone, drop func(manifest.IndexEntry) bool, now time.Time) *manifest.IndexShard {
+func nextCommit(n int64, prev *manifest.IndexShard, entries map[string]manifest.IndexEntry, buried map[string]manifest.Tombstone, drop func(manifest.IndexEntry) bool, whole bool, now time.Time) *manifest.IndexShard {
 	c := &manifest.IndexShard{Shard: manifest.LogName, Through: n, Written: now, Sessions: map[string]manifest.IndexEntry{}, Recent: map[string]manifest.IndexEntry{}}
+	// The first commit of a fresh index holds all of it (none), as does
+	// one whose entries are all of it; a complete view stays so until it
+	// has to drop a session for room.
+	c.Complete = whole || prev == nil && n == 1 || prev != nil && prev.Complete
 	gone := map[string]manifest.Tombstone{}
 	if prev != nil {
 		for id, e := range prev.Recent {
@@ -312,7 +317,10 @@ func nextCommit(n int64, prev *manifest.IndexShard, entries map[string]manifest.
 	if len(gone) > 0 {
 		c.Tombstones = newestTombstones(gone, logTombstones)
 	}
-	trimRecent(c.Recent)
+	if len(c.Recent) > manifest.RecentSize {
+		c.Complete = false
+		trimRecent(c.Recent)
+	}
 	return c
 }
 
@@ -624,7 +632,7 @@ func (s *Store) ListNewest(ctx context.Context, limit int, keep func(agent.Sessi
 // NewestLogs returns up to limit sessions keep accepts (nil: all), newest
 // first, each with the checkpoint the index lists. In format 4 the newest
 // commit of the index log answers when its recent sessions hold limit of
-// them: one or two requests, whatever the number of sessions (none in
+// them, or all there are (Complete: a small index): one or two requests, whatever the number of sessions (none in
 // the moment after Open, WithOpenSnapshot). Otherwise (fewer match,
 // limit <= 0, or an older index) it lists every partition (Logs).
 func (s *Store) NewestLogs(ctx context.Context, limit int, keep func(agent.SessionInfo) bool) ([]store.Log, error) {
@@ -646,9 +654,9 @@ func (s *Store) NewestLogs(ctx context.Context, limit int, keep func(agent.Sessi
 					logs = append(logs, store.Log{Info: e.Info, Checkpoint: store.Checkpoint{Length: e.Length, SHA256: e.SHA256}})
 				}
 			}
-			if len(logs) >= limit {
+			if len(logs) >= limit || c.Complete {
 				sortLogsNewestFirst(logs)
-				return logs[:limit], nil
+				return logs[:min(limit, len(logs))], nil
 			}
 		}
 	}

@@ -27,7 +27,10 @@ func (s *Store) prefetchIndex(ctx context.Context, marker <-chan struct{}) *sync
 	logs := s.prefetchLog(ctx)
 	names := manifest.ShardNames()
 	for _, name := range names {
-		s.shardState(name).prefetching = make(chan struct{})
+		st := s.shardState(name)
+		st.mu.Lock()
+		st.prefetching = make(chan struct{})
+		st.mu.Unlock()
 	}
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -37,7 +40,10 @@ func (s *Store) prefetchIndex(ctx context.Context, marker <-chan struct{}) *sync
 		go func() {
 			defer wg.Done()
 			st := s.shardState(name)
-			defer close(st.prefetching)
+			st.mu.Lock()
+			done := st.prefetching
+			st.mu.Unlock()
+			defer close(done)
 			select {
 			case <-marker:
 			case <-ctx.Done():
@@ -87,7 +93,11 @@ func (s *Store) readShard(ctx context.Context, name string) (*manifest.IndexShar
 // awaitPrefetch waits for Open's reading of shard name, if one is under
 // way, so that the next read can be conditional on it.
 func (s *Store) awaitPrefetch(ctx context.Context, name string) error {
-	if ch := s.shardState(name).prefetching; ch != nil {
+	st := s.shardState(name)
+	st.mu.Lock()
+	ch := st.prefetching
+	st.mu.Unlock()
+	if ch != nil {
 		select {
 		case <-ch:
 		case <-ctx.Done():
@@ -95,6 +105,39 @@ func (s *Store) awaitPrefetch(ctx context.Context, name string) error {
 		}
 	}
 	return nil
+}
+
+// warmPartition starts reading session id's partition when this Store
+// has no reading of it and none is under way (format 4: Open reads no
+// partition), so that the index write after an append, which the first
+// append of a session waits for, finds it read: its GET goes out with
+// the segment's PUT instead of after it.
+func (s *Store) warmPartition(ctx context.Context, id string) {
+	if !s.indexLog() {
+		return
+	}
+	name := s.shardOf(id)
+	st := s.shardState(name)
+	st.mu.Lock()
+	if st.loaded || st.prefetching != nil {
+		st.mu.Unlock()
+		return
+	}
+	ch := make(chan struct{})
+	st.prefetching = ch
+	st.mu.Unlock()
+	go func() {
+		defer close(ch)
+		v, err := s.fetchBase(context.WithoutCancel(ctx), name)
+		if err != nil {
+			return // the write reads it itself
+		}
+		st.mu.Lock()
+		if !st.loaded || v.newer(st.view) {
+			st.view, st.loaded, st.fresh = v, true, s.now()
+		}
+		st.mu.Unlock()
+	}()
 }
 
 // cachedShard returns the cached reading of shard name if it is younger

@@ -222,21 +222,24 @@ func withManifestInterval(n int) Option { return func(o *options) { o.manifestEv
 
 // WithDeferredIndex makes the Store write the index entries of its
 // appends at Flush (and before its own List, Resolve, Latest and
-// Sessions), each index shard once, instead of after each append: for a
-// bulk writer such as panto-sync push, which appends to many sessions and
-// would otherwise rewrite each shard many times. Until the Flush, other
+// Sessions), each index partition once and then one commit of the index
+// log, instead of after each append: for a bulk writer such as panto-sync
+// push, which appends to many sessions and would otherwise rewrite each
+// partition many times. Until the Flush, other
 // processes do not list the sessions it created or changed (they load
 // them); a writer that dies before it leaves the index behind, and its
 // re-run (AppendRaw finds its own segments) writes it.
 func WithDeferredIndex() Option { return func(o *options) { o.deferIndex = true } }
 
-// WithOpenSnapshot makes the Store's listings of the index (List, Latest,
-// Resolve, Logs, Tombstones) in the two seconds after Open serve the
-// reading Open made, which goes out with Open's own requests, instead of
-// reading the index again: for a command that opens a store to list it at
-// once (panto sessions, panto -c, a sync), Open and the listing are one
-// round trip. Those listings show the bucket as it was during Open, plus
-// this Store's own writes; later ones read it again.
+// WithOpenSnapshot makes the Store's readings of the index in the two
+// seconds after Open serve what Open read, which goes out with Open's own
+// requests, instead of reading it again: in format 4 the newest commit of
+// the index log (ListNewest, NewestLogs, Latest, and the catalog cache's
+// check for Logs and Tombstones); in format 3 the 16 shards (every
+// listing). For a command that opens a store to list it at once (panto
+// sessions, panto -c, a sync) Open and the listing are one round trip,
+// or two. Those listings show the bucket as it was during Open, plus this
+// Store's own writes; later ones read it again.
 func WithOpenSnapshot() Option { return func(o *options) { o.openSnapshot = true } }
 
 // withMaxAttempts bounds the attempts of each conditional-write loop

@@ -97,7 +97,8 @@ func (s *Store) rebuildRecent(ctx context.Context, report *store.IndexReport, tr
 		_, live := truth[e.Info.ID]
 		return wrong[e.Info.ID] && !live
 	}
-	if err := s.commitLog(ctx, recent, nil, drop); err != nil {
+	whole := len(truth) <= manifest.RecentSize && len(report.Unreadable) == 0
+	if err := s.commitLog(ctx, recent, nil, drop, whole); err != nil {
 		return fmt.Errorf("write the index log: %w", err)
 	}
 	report.Rebuilt = append(report.Rebuilt, manifest.LogName)
