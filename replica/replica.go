@@ -13,7 +13,10 @@
 //     tell (store.PrefixCheckpoint), and otherwise compares only the bytes
 //     after the longest prefix both sides know the hash of.
 //  2. Transfer (transfer.go): for each session the source is ahead on,
-//     stream its bytes after the destination's end, cut into chunks of
+//     stream its bytes after the destination's end, up to what the
+//     source listed when it can read so (store.ReadListed: a bucket's
+//     index names the segments, so a session costs about one GET and no
+//     probe past its listed end), cut into chunks of
 //     whole batches (sessionlog.Batches, bounded memory), each appended
 //     with store.LogStore.AppendLog at the checkpoint the destination
 //     holds. A destination that moved meanwhile is planned again from

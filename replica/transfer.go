@@ -127,11 +127,14 @@ func (t *transfer) copyTailBudgeted(ctx context.Context, p Plan) (int64, store.C
 
 // copyTail appends the source's bytes after the destination's end (p.Dst)
 // to the destination, in chunks of whole batches, each at the checkpoint
-// the previous one left. It returns the bytes moved and the source's
-// checkpoint at the end of what it read. Once a chunk is being appended it
-// is appended even if ctx ends meanwhile; no chunk starts after that.
+// the previous one left. The source is read up to what it listed (p.Src)
+// when it can read so (store.ReadListed: a bucket's index names the
+// segments up to there, so no request looks past them), else to its end
+// now. It returns the bytes moved and the source's checkpoint at the end
+// of what it read. Once a chunk is being appended it is appended even if
+// ctx ends meanwhile; no chunk starts after that.
 func (t *transfer) copyTail(ctx context.Context, p Plan) (int64, store.Checkpoint, error) {
-	r, end, err := t.src.ReadLog(ctx, p.ID, p.Dst.Length)
+	r, end, err := store.ReadListed(ctx, t.src, p.ID, p.Dst.Length, p.Src)
 	if err != nil {
 		return 0, store.Checkpoint{}, fmt.Errorf("read the source: %w", err)
 	}

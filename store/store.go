@@ -13,6 +13,7 @@
 //
 //	LogStore       raw logs: list, read, append             (AsLogStore)
 //	Checkpointer   prefix hashes the store knows cheaply    (PrefixCheckpoint, Head, Checkpoints)
+//	ListedReader   a read up to what the listing vouched for (ReadListed; else ReadLog)
 //	PrefixHasher   the hash of any prefix, at a read's cost (PrefixCheckpoint)
 //	Verifier       a deep check of one session              (Verify)
 //	Compacter      fewer objects for one session            (Compact)
@@ -236,6 +237,36 @@ func Close(ctx context.Context, s agent.SessionStore) error {
 		return c.Close(ctx)
 	}
 	return Flush(ctx, s)
+}
+
+// ListedReader is a LogStore whose listing vouches for where each
+// session's bytes are (objstore: the index entry names the segments up
+// to its end), so that it can read a session up to the checkpoint Logs
+// gave without first finding where the log ends now.
+type ListedReader interface {
+	// ReadListed is ReadLog up to listed, a checkpoint this store's
+	// last Logs gave for session id: it returns a reader of the
+	// committed bytes from offset from up to the end of listed, and
+	// listed; or, when it cannot read as listed, what ReadLog returns.
+	ReadListed(ctx context.Context, id string, from int64, listed Checkpoint) (io.ReadCloser, Checkpoint, error)
+}
+
+// ReadListed reads session id of s from offset from, for a copy planned
+// from s's listing, which gave it listed: up to listed when s is a
+// ListedReader (a bulk copy then mirrors the listing, and a session
+// appended since comes as listed, a prefix the next copy completes),
+// else to the end of the log as it is now (ReadLog). Either way the
+// returned checkpoint is the end of what the reader returns.
+//
+// Unlike the other helpers it does not look through a wrapper: a
+// wrapper's ReadLog serves the wrapper's own copy, and its listing is
+// its own, so only a store that is itself a ListedReader reads as
+// listed.
+func ReadListed(ctx context.Context, s LogStore, id string, from int64, listed Checkpoint) (io.ReadCloser, Checkpoint, error) {
+	if r, ok := s.(ListedReader); ok {
+		return r.ReadListed(ctx, id, from, listed)
+	}
+	return s.ReadLog(ctx, id, from)
 }
 
 // Verifier is a store with a deeper check of a session than reading it

@@ -10,8 +10,10 @@ func pullCommand() *cli.Command {
 		Usage:     "download a bucket into the local catalog: new sessions, and the tails appended remotely",
 		ArgsUsage: "s3://BUCKET[/PREFIX]",
 		Description: `pull writes every session the catalog lacks (a new file, atomically) and appends to
-a local file the bytes the bucket holds after it (with fsync). Pulling a pushed catalog
-into an empty directory reproduces every file byte for byte. A session whose copies
+a local file the bytes the bucket holds after it, as the bucket's index lists them (a
+session appended since its index entry comes as listed; the next pull brings the rest).
+Everything written is made durable in one sync before pull reports success. Pulling a
+pushed catalog into an empty directory reproduces every file byte for byte. A session whose copies
 diverged is left alone and reported (exit 3), or with --on-diverge=keep-both the remote
 copy is written as a new local session linked to the original. A session deleted in
 the bucket is deleted locally (the file goes, a tombstone stays in .panto-deleted); a

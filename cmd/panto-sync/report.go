@@ -374,7 +374,7 @@ func (r *reporter) summary(sum replica.Summary) int {
 		Seconds: sum.Elapsed.Seconds(), Failed: sum.Failed, Diverged: sum.Diverged}
 	if sum.FlushErr != nil {
 		s.Failed++
-		fmt.Fprintf(r.errOut, "panto-sync: %s: the data is copied but the %s's index lags; run again to repair it\n", oneLine(sum.FlushErr.Error()), r.d.dst)
+		fmt.Fprintf(r.errOut, "panto-sync: %s: the data is copied but the %s has not recorded it (a bucket's index, a directory's sync); run again to complete it\n", oneLine(sum.FlushErr.Error()), r.d.dst)
 	}
 	if sum.ListErr != nil {
 		s.Failed++

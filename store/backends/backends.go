@@ -32,7 +32,8 @@ type Options struct {
 	// Bulk is for a caller that appends to many sessions and flushes once
 	// at the end (panto-sync): the object store then writes each index
 	// shard once, at the Flush, instead of after every append, and a
-	// directory is fsynced once, at the Flush, for all the files created.
+	// directory makes the files written durable in one sync, at the Flush
+	// (fsjsonl.WithDeferredSync), instead of an fsync per write.
 	Bulk bool
 	// StallTimeout bounds how long a connection to an S3 server may move
 	// no byte before its request fails and is retried (0: the object
@@ -82,7 +83,7 @@ func OpenSpec(ctx context.Context, s store.Spec, opts Options) (agent.SessionSto
 	case store.KindDir:
 		var o []fsjsonl.Option
 		if opts.Bulk {
-			o = append(o, fsjsonl.WithBulkCreates())
+			o = append(o, fsjsonl.WithDeferredSync())
 		}
 		st, err := fsjsonl.Open(s.Dir, o...)
 		if err != nil {

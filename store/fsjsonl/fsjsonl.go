@@ -13,7 +13,9 @@
 // refuses a file whose header names a newer line format, cuts off any
 // torn tail a crash left behind (this is the repair), writes the whole
 // batch with one write at the committed end and fsyncs before it returns;
-// creating the file also fsyncs the directory. A crash at any point
+// creating the file also fsyncs the directory (a bulk writer, panto-sync
+// pull, defers both to one sync of the batch at Flush: WithDeferredSync,
+// durable.go). A crash at any point
 // leaves either the old committed bytes or the new ones: a batch cut
 // short is a torn tail that readers ignore and the next append cuts. The
 // batch is encoded before any file is touched, so a message that cannot
@@ -78,7 +80,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/panto-dev/panto/agent"
@@ -95,10 +96,12 @@ const Ext = ".jsonl"
 type Store struct {
 	dir string
 	now func() time.Time
-	// bulk: the directory is fsynced once, at Flush, not after each new
-	// file (WithBulkCreates); dirDirty says a file was created since.
-	bulk     bool
-	dirDirty atomic.Bool
+	// deferSync: files and the directory are made durable once, at
+	// Flush, not at each write (WithDeferredSync); pending is what was
+	// written since, syncBatch how it is synced (syncfs(2) on Linux).
+	deferSync bool
+	pending   deferredSync
+	syncBatch func(ctx context.Context, dir string, files []string) error
 
 	mu    sync.Mutex
 	index *index // the summary cache, loaded on first use
@@ -113,24 +116,39 @@ func WithClock(now func() time.Time) Option {
 	return func(s *Store) { s.now = now }
 }
 
-// WithBulkCreates is for a caller that creates many session files and
-// flushes once at the end (panto-sync pull): each new file is still
-// written, fsynced and linked into place whole, but the directory is
-// fsynced once, at Flush, instead of after each one. A crash before the
-// Flush may lose the newest files (never leave a partial one); a pull
-// run again brings them back.
-func WithBulkCreates() Option {
-	return func(s *Store) { s.bulk = true }
+// WithDeferredSync is for a caller that writes many session files and
+// flushes once at the end (panto-sync pull, whose record step is that
+// Flush): AppendLog writes each file (a new one linked into place whole,
+// as always) without an fsync, and Flush makes all of them and the
+// directory durable in one sync of the batch (syncfs(2) on Linux, else
+// an fsync of each file in parallel and one of the directory) before it
+// saves the summary cache. Once Flush returns, every byte written is
+// durable, as if each write had been fsynced. A crash before it may lose
+// the newest writes, or leave a file cut short: a prefix of what was
+// written, which the line format reads as a torn tail (its committed
+// batches, and nothing of a batch cut short), as a crash during an
+// append leaves; the copy run again completes it. docs/DESIGN.md §2.
+func WithDeferredSync() Option {
+	return func(s *Store) { s.deferSync = true }
 }
 
-// syncCreated makes a file just created in the directory durable: at
-// once, or at Flush for a bulk Store.
-func (s *Store) syncCreated() error {
-	if s.bulk {
-		s.dirDirty.Store(true)
+// wrote makes a write to path durable (created: it created the file), at
+// once or, for a Store that defers its syncs, at Flush. f is the file,
+// when the caller holds it open.
+func (s *Store) wrote(f *os.File, path string, created bool) error {
+	if s.deferSync {
+		s.pending.wrote(path, created)
 		return nil
 	}
-	return syncDir(s.dir)
+	if f != nil {
+		if err := f.Sync(); err != nil {
+			return err
+		}
+	}
+	if created {
+		return syncDir(s.dir)
+	}
+	return nil
 }
 
 // Open returns the store of dir, creating the directory (mode 0700:
@@ -149,7 +167,7 @@ func Open(dir string, opts ...Option) (*Store, error) {
 	if !fi.IsDir() {
 		return nil, fmt.Errorf("open session directory %s: not a directory", dir)
 	}
-	s := &Store{dir: dir, now: time.Now}
+	s := &Store{dir: dir, now: time.Now, syncBatch: syncBatch}
 	for _, o := range opts {
 		o(s)
 	}
@@ -219,7 +237,9 @@ func (s *Store) AppendMessagesIn(ctx context.Context, project agent.Project, id 
 }
 
 // createWhole creates path holding exactly data, atomically: it writes a
-// temporary file in the directory, fsyncs it and links it into place.
+// temporary file in the directory, fsyncs it (at Flush, when the Store
+// defers its syncs: the temporary file is made durable under its new
+// name) and links it into place.
 // It reports false (and does nothing) when path already exists. A link
 // rather than a rename, because a rename would silently replace a file
 // another writer created meanwhile.
@@ -239,9 +259,11 @@ func (s *Store) createWhole(ctx context.Context, path string, data []byte) (bool
 		tmp.Close()
 		return false, err
 	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return false, err
+	if !s.deferSync {
+		if err := tmp.Sync(); err != nil {
+			tmp.Close()
+			return false, err
+		}
 	}
 	if err := tmp.Close(); err != nil {
 		return false, err
@@ -255,7 +277,7 @@ func (s *Store) createWhole(ctx context.Context, path string, data []byte) (bool
 		// batch framing).
 		return false, nil
 	}
-	if err := s.syncCreated(); err != nil {
+	if err := s.wrote(nil, path, true); err != nil {
 		return false, err
 	}
 	return true, nil
@@ -338,7 +360,8 @@ func checkHeader(f *os.File, path string) error {
 
 // write cuts any torn tail (the repair: a write that never completed),
 // writes data at the committed length with one write, and fsyncs (the
-// directory too when the append created the file).
+// directory too when the append created the file), at once or at Flush
+// (WithDeferredSync).
 func (l *lockedFile) write(data []byte) error {
 	if l.committed < l.size {
 		if err := l.f.Truncate(l.committed); err != nil {
@@ -350,13 +373,8 @@ func (l *lockedFile) write(data []byte) error {
 		// cut by the next append.
 		return err
 	}
-	if err := l.f.Sync(); err != nil {
+	if err := l.s.wrote(l.f, l.path, l.created); err != nil {
 		return err
-	}
-	if l.created {
-		if err := l.s.syncCreated(); err != nil {
-			return err
-		}
 	}
 	l.committed += int64(len(data))
 	l.size = l.committed

@@ -120,14 +120,14 @@ func (s *Store) saveIndex() {
 	idx.dirty = false
 }
 
-// Flush writes the summary cache, so that the next process lists from it
-// (panto-sync updates it as it appends).
+// Flush makes what a Store that defers its syncs wrote durable (one
+// sync of the batch), then writes the summary cache, so that the next
+// process lists from it (panto-sync updates it as it appends). The cache
+// never records a write before it is durable: a sync that fails fails
+// the Flush, and the cache is not saved.
 func (s *Store) Flush(ctx context.Context) error {
-	if s.dirDirty.Swap(false) {
-		if err := syncDir(s.dir); err != nil {
-			s.dirDirty.Store(true)
-			return err
-		}
+	if err := s.syncDeferred(ctx); err != nil {
+		return err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

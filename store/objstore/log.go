@@ -34,6 +34,7 @@ func (s *Store) Logs(ctx context.Context) ([]store.Log, error) {
 	if all == nil {
 		return nil, fmt.Errorf("list sessions: %w", err)
 	}
+	s.listing.Store(&all)
 	out := make([]store.Log, 0, len(all))
 	for _, e := range all {
 		out = append(out, store.Log{Info: e.Info, Checkpoint: store.Checkpoint{Length: e.Length, SHA256: e.SHA256}})

@@ -91,6 +91,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/panto-dev/panto/agent"
@@ -167,6 +168,9 @@ type Store struct {
 	// adoptMu: one adoption of manifest.FeatureIndexBases or
 	// FeatureIndexLog at a time.
 	adoptMu sync.Mutex
+	// listing holds the index entries the last Logs returned, by id:
+	// ReadListed reads a session as that listing vouched for it.
+	listing atomic.Pointer[map[string]manifest.IndexEntry]
 	// ilog is this Store's reading of the index log (indexlog.go).
 	ilog logState
 	// indexCache is WithIndexCache's directory ("": none), cat the
