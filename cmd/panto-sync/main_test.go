@@ -59,6 +59,10 @@ type env struct {
 	srv    *miniotest.Server
 	bucket string
 	url    string
+	// cache is the runs' $XDG_CACHE_HOME: one machine's, shared by the
+	// runs of a test as by a user's (the index catalog cache), while
+	// each run has a new empty HOME.
+	cache string
 }
 
 // newEnv is a fresh bucket on the shared MinIO.
@@ -71,7 +75,7 @@ func newEnv(t *testing.T) *env {
 func newEnvOn(t *testing.T, srv *miniotest.Server) *env {
 	t.Helper()
 	b := srv.NewBucket(t)
-	return &env{srv: srv, bucket: b, url: "s3://" + b + "/panto"}
+	return &env{srv: srv, bucket: b, url: "s3://" + b + "/panto", cache: t.TempDir()}
 }
 
 // processTimeout bounds each run of the binary: past it the process is
@@ -87,7 +91,7 @@ func (e *env) command(t *testing.T, args ...string) *exec.Cmd {
 	t.Cleanup(cancel)
 	cmd := exec.CommandContext(ctx, binary(t), args...)
 	cmd.WaitDelay = 5 * time.Second
-	cmd.Env = e.srv.Env()
+	cmd.Env = append(e.srv.Env(), "XDG_CACHE_HOME="+e.cache)
 	cmd.Stderr = cmdtest.Stderr(t, "panto-sync "+strings.Join(args, " "), nil)
 	return cmd
 }

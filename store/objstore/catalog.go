@@ -47,9 +47,17 @@ func WithIndexCache(dir string) Option { return func(o *options) { o.indexCache 
 // catalogState is the catalog this Store read last: what cachedEntry
 // resumes appends from when the partitions were not read.
 type catalogState struct {
+	// reading: one reading of the catalog at a time, so that readings
+	// that overlap (a sync lists logs and tombstones at once) make one.
+	reading sync.Mutex
 	mu      sync.Mutex
 	entries map[string]manifest.IndexEntry
 	fresh   time.Time
+	// doc and etag are the catalog last read whole or caught up (format
+	// 4), and the ETag of its newest commit: the next reading in this
+	// process starts from it as from the disk's.
+	doc  *manifest.IndexShard
+	etag string
 }
 
 // The catalog is stored on disk as a line of JSON, the ETag of the
@@ -102,15 +110,18 @@ func (s *Store) catalogPath() string {
 
 // catalog returns every entry and tombstone of the index. A damaged
 // partition does not hide the others: its error comes with the rest (and
-// nothing is cached).
+// nothing is cached). Without a cache on disk, the process keeps what it
+// read (a sync lists its logs, then its tombstones: one reading).
 func (s *Store) catalog(ctx context.Context) (map[string]manifest.IndexEntry, map[string]manifest.Tombstone, error) {
 	if err := s.checkMoved(ctx); err != nil {
 		return nil, nil, err
 	}
-	path := s.catalogPath()
-	if path == "" || !s.indexLog() {
+	path := s.catalogPath() // "": no cache on disk, the process's own alone
+	if !s.indexLog() {
 		return s.readIndexAll(ctx, s.shardNames())
 	}
+	s.cat.reading.Lock()
+	defer s.cat.reading.Unlock()
 	newest, err := s.newestCommit(ctx)
 	if err != nil && !errors.Is(err, ErrCorrupt) {
 		return nil, nil, err
@@ -120,12 +131,24 @@ func (s *Store) catalog(ctx context.Context) (map[string]manifest.IndexEntry, ma
 		n = newest.Through
 	}
 	etag := s.newestETag()
+	s.cat.mu.Lock()
+	mem, memETag := s.cat.doc, s.cat.etag
+	s.cat.mu.Unlock()
+	if mem != nil && n > 0 {
+		if c, ok := s.catchUpCatalog(ctx, mem, memETag, n, etag); ok {
+			if c != mem {
+				s.saveCatalog(path, c, etag)
+			}
+			s.noteCatalog(c, etag)
+			return c.Sessions, c.Tombstones, nil
+		}
+	}
 	if cached, cachedETag := s.loadCatalog(path); cached != nil && n > 0 && s.now().Sub(cached.Written) < catalogRefresh {
 		if c, ok := s.catchUpCatalog(ctx, cached, cachedETag, n, etag); ok {
 			if c != cached {
 				s.saveCatalog(path, c, etag)
 			}
-			s.noteCatalog(c.Sessions)
+			s.noteCatalog(c, etag)
 			return c.Sessions, c.Tombstones, nil
 		}
 	}
@@ -135,7 +158,7 @@ func (s *Store) catalog(ctx context.Context) (map[string]manifest.IndexEntry, ma
 	}
 	c := &manifest.IndexShard{Shard: manifest.LogName, Through: n, Written: s.now().UTC(), Sessions: all, Tombstones: tombs}
 	s.saveCatalog(path, c, etag)
-	s.noteCatalog(all)
+	s.noteCatalog(c, etag)
 	return all, tombs, nil
 }
 
@@ -190,6 +213,9 @@ func (s *Store) catchUpCatalog(ctx context.Context, cached *manifest.IndexShard,
 // newest commit; nil when there is none usable (absent, damaged, another
 // key's).
 func (s *Store) loadCatalog(path string) (*manifest.IndexShard, string) {
+	if path == "" {
+		return nil, ""
+	}
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, ""
@@ -210,6 +236,9 @@ func (s *Store) loadCatalog(path string) (*manifest.IndexShard, string) {
 // (through a temporary file, so that a reader never sees half of it). A
 // failure only costs the next run a full read.
 func (s *Store) saveCatalog(path string, c *manifest.IndexShard, etag string) {
+	if path == "" {
+		return
+	}
 	doc, err := s.codec.EncodeIndexShard(catalogName, c)
 	if err != nil {
 		return
@@ -233,10 +262,11 @@ func (s *Store) saveCatalog(path string, c *manifest.IndexShard, etag string) {
 	}
 }
 
-// noteCatalog keeps the entries just read for cachedEntry.
-func (s *Store) noteCatalog(entries map[string]manifest.IndexEntry) {
+// noteCatalog keeps the catalog just read, whose newest commit's ETag is
+// etag, for cachedEntry and the next reading.
+func (s *Store) noteCatalog(c *manifest.IndexShard, etag string) {
 	s.cat.mu.Lock()
-	s.cat.entries, s.cat.fresh = entries, s.now()
+	s.cat.entries, s.cat.fresh, s.cat.doc, s.cat.etag = c.Sessions, s.now(), c, etag
 	s.cat.mu.Unlock()
 }
 
