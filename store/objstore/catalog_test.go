@@ -183,7 +183,7 @@ func TestOpenGuessesNewestCommit(t *testing.T) {
 	}
 	openRounds := func() int {
 		fb := e.faults(t)
-		fb.SetDelay(20 * time.Millisecond)
+		fb.SetDelay(200 * time.Millisecond)
 		s := e.openOn(t, fb, objstore.WithIndexCache(cache), objstore.WithOpenSnapshot())
 		if _, err := s.Logs(ctx); err != nil { // fills the cache
 			t.Fatal(err)

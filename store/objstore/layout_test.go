@@ -383,7 +383,7 @@ func TestRequestsPerAppend(t *testing.T) {
 	rec.Take() // Open's marker read (and creation), and the log's LIST
 	sess := s.Create()
 	// A delay per request, so that requests sent together overlap.
-	rec.SetDelay(20 * time.Millisecond)
+	rec.SetDelay(200 * time.Millisecond)
 	if err := s.AppendMessages(ctx, sess.Info.ID, []agent.PersistentMessage{user("first")}); err != nil {
 		t.Fatal(err)
 	}
