@@ -195,10 +195,15 @@ func (s *Store) putBatch(ctx context.Context, name string, st *shardState, batch
 		}
 		next := v.shard.Clone()
 		changed := v.applied > v.through() // legacy deltas to fold
+		// applied: what the partition holds of the batch's sessions once
+		// written, changed or not, for the index log: a commit lost after
+		// its partition's write (a fault, a crash) is made good by the
+		// next write of the session, even one that changes nothing here.
 		applied := shardBatch{entries: map[string]manifest.IndexEntry{}, buried: map[string]manifest.Tombstone{}}
 		for id, e := range batch.entries {
-			if next.Put(e) {
-				applied.entries[id], changed = e, true
+			changed = next.Put(e) || changed
+			if held, ok := next.Sessions[id]; ok {
+				applied.entries[id] = held
 			}
 		}
 		for id, t := range batch.buried {
@@ -207,7 +212,7 @@ func (s *Store) putBatch(ctx context.Context, name string, st *shardState, batch
 			}
 		}
 		if !changed && !v.purgePending() {
-			return shardView{}, shardBatch{}, nil
+			return shardView{}, applied, nil
 		}
 		base, pruneFrom, pruneTo := s.nextBase(next, v, batch.purge)
 		w, err := s.putBase(ctx, name, base, v.etag)
