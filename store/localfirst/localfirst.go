@@ -89,10 +89,11 @@ type Options struct {
 	// ReadTimeout bounds how long Open and each read wait for the bucket
 	// before going on from the replica (default 2s).
 	ReadTimeout time.Duration
-	// ListTimeout bounds a listing of a bucket that answered Open
-	// (default 30s): a listing the index's newest commit cannot answer
-	// reads every index partition, more than one round trip, and a slow
-	// one is not an unreachable bucket.
+	// ListTimeout bounds a listing or a resolve of a bucket that answered
+	// Open (default 30s): a listing the index's newest commit cannot
+	// answer reads every index partition, a resolve a partition and the
+	// session's objects, more than one round trip, and a slow one is not
+	// an unreachable bucket.
 	ListTimeout time.Duration
 	// CloseTimeout bounds how long Close waits for the shipper (default 5s).
 	CloseTimeout time.Duration
@@ -420,7 +421,9 @@ func (s *Store) Resolve(ctx context.Context, idOrPrefix string) (*agent.Session,
 	var remote *agent.Session
 	consulted := false
 	if b := s.online(ctx); b != nil {
-		rctx, cancel := context.WithTimeout(ctx, s.opts.ReadTimeout)
+		// The bucket answered Open: a resolve that reads a partition,
+		// then the session's own objects, is bounded as a listing is.
+		rctx, cancel := context.WithTimeout(ctx, s.opts.ListTimeout)
 		defer cancel()
 		r, err := b.Resolve(rctx, idOrPrefix)
 		consulted = !s.unreachable(err)
