@@ -19,7 +19,9 @@ func (s *Store) refresh(ctx context.Context, id string) {
 	if b == nil {
 		return
 	}
-	rctx, cancel := context.WithTimeout(ctx, s.opts.ReadTimeout)
+	// The bucket answered Open: bringing a session over is bounded as a
+	// listing is (ListTimeout), a slow one not taken for a silent one.
+	rctx, cancel := context.WithTimeout(ctx, s.opts.ListTimeout)
 	defer cancel()
 	err := s.pull(rctx, b, id)
 	switch {
