@@ -92,7 +92,7 @@ func parseFlags(args []string) (options, error) {
 	fs.IntVar(&o.sessionBytes, "session-bytes", 1500, "a session's log grows past a log-normal target around this (a median of about 2.7 KB at 1500)")
 	fs.IntVar(&o.concurrency, "concurrency", 32, "panto-sync --concurrency, and rclone's --transfers")
 	fs.IntVar(&o.verifyUpTo, "verify-up-to", 1000, "run panto-sync verify on each seeded bucket of at most this many sessions")
-	fs.IntVar(&o.pullRounds, "pull-rounds", 2, "full pulls and rclone copies, taking turns; the fastest of each is reported")
+	fs.IntVar(&o.pullRounds, "pull-rounds", 2, "full pulls and rclone copies, taking turns; the fastest of each is reported (0: none, for a quick run of the other operations)")
 	fs.Uint64Var(&o.seed, "seed", 1, "random seed of the catalog")
 	fs.DurationVar(&o.timeout, "timeout", 30*time.Minute, "bound on each command")
 	fs.Usage = func() {
@@ -112,8 +112,8 @@ func parseFlags(args []string) (options, error) {
 		}
 		o.sizes = append(o.sizes, n)
 	}
-	if o.projects < 1 || o.sessionBytes < 1 || o.concurrency < 1 || o.pullRounds < 1 {
-		return o, errors.New("--projects, --session-bytes, --concurrency and --pull-rounds must be positive")
+	if o.projects < 1 || o.sessionBytes < 1 || o.concurrency < 1 || o.pullRounds < 0 {
+		return o, errors.New("--projects, --session-bytes and --concurrency must be positive, --pull-rounds not negative")
 	}
 	return o, nil
 }

@@ -10,9 +10,9 @@ import (
 // printTables prints what was measured as markdown: every command at
 // every size, then the seeding and the full pull against rclone.
 func printTables(w io.Writer, o options, runs []sizeRun) {
-	fmt.Fprintf(w, "Sessions in %d projects (sizes below); panto-sync --concurrency %d. From panto's request trace (-v): requests, response bytes received, request bytes sent; \"beyond segments\" is what was sent to objects other than session segments.\n\n", o.projects, o.concurrency)
-	fmt.Fprintln(w, "| operation | sessions | requests | by method | received | sent | sent beyond segments | wall (s) |")
-	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|")
+	fmt.Fprintf(w, "Sessions in %d projects (sizes below); panto-sync --concurrency %d. From panto's request trace (-v): requests, response bytes received, request bytes sent; \"beyond segments\" is what was sent to objects other than session segments, and \"to partitions\" the part of it sent to the index's partitions (in a panto -c, the fold of its session's entry at exit).\n\n", o.projects, o.concurrency)
+	fmt.Fprintln(w, "| operation | sessions | requests | by method | received | sent | sent beyond segments | to partitions | wall (s) |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|")
 	// Each operation with its sizes together.
 	var ops []string
 	seen := map[string]bool{}
@@ -31,8 +31,8 @@ func printTables(w io.Writer, o options, runs []sizeRun) {
 				if opKey(res.op) != op {
 					continue
 				}
-				fmt.Fprintf(w, "| %s | %s | %d | %s | %s | %s | %s | %.2f |\n", res.op, thousands(r.size), res.t.requests, res.t.methods(),
-					humanBytes(res.t.received), humanBytes(res.t.sent), humanBytes(res.t.sent-res.t.sentSegments), res.wall.Seconds())
+				fmt.Fprintf(w, "| %s | %s | %d | %s | %s | %s | %s | %s | %.2f |\n", res.op, thousands(r.size), res.t.requests, res.t.methods(),
+					humanBytes(res.t.received), humanBytes(res.t.sent), humanBytes(res.t.sent-res.t.sentSegments), humanBytes(res.t.sentPartitions), res.wall.Seconds())
 			}
 		}
 	}
@@ -44,8 +44,8 @@ func printTables(w io.Writer, o options, runs []sizeRun) {
 		if r.rclone > 0 {
 			ratio = fmt.Sprintf("%.2f", r.fullPull.Seconds()/r.rclone.Seconds())
 		}
-		fmt.Fprintf(w, "| %s | %s | %s | %.1f | %.1f | %.2f | %s | %s |\n", thousands(r.size), humanBytes(r.catalogBytes), humanBytes(int64(r.medianBytes)), r.generate.Seconds(),
-			r.seed.Seconds(), r.fullPull.Seconds(), seconds(r.rclone), ratio)
+		fmt.Fprintf(w, "| %s | %s | %s | %.1f | %.1f | %s | %s | %s |\n", thousands(r.size), humanBytes(r.catalogBytes), humanBytes(int64(r.medianBytes)), r.generate.Seconds(),
+			r.seed.Seconds(), seconds(r.fullPull), seconds(r.rclone), ratio)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"fmt"
 	"io"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -20,6 +21,11 @@ type tally struct {
 	// (keys with a /seg/ element): what a turn or a push must send
 	// whatever the index; the rest is index, manifests and markers.
 	sentSegments int64
+	// sentPartitions is the part of sent that went to the index's
+	// partitions (index/<pp>.json.zst): in a panto -c, the fold of the
+	// session's entry at exit (objstore's Close), not the turn's
+	// checkpoints.
+	sentPartitions int64
 	byMethod     map[string]int // GET, PUT, HEAD, DELETE, LIST
 	failed       int            // requests that got no answer (the trace's error=)
 }
@@ -110,6 +116,9 @@ func textFields(line string) map[string]string {
 	return out
 }
 
+// partitionKey matches an index partition of format 4.
+var partitionKey = regexp.MustCompile(`/index/[0-9a-f]{2}\.json\.zst$`)
+
 // readTally sums the trace lines of r; other lines are ignored.
 func readTally(r io.Reader) (tally, error) {
 	t := tally{byMethod: map[string]int{}}
@@ -129,6 +138,9 @@ func readTally(r io.Reader) (tally, error) {
 		t.received += l.received
 		if strings.Contains(l.key, "/seg/") {
 			t.sentSegments += l.sent
+		}
+		if partitionKey.MatchString(l.key) {
+			t.sentPartitions += l.sent
 		}
 		if l.failed {
 			t.failed++

@@ -55,15 +55,16 @@ func TestReadTally(t *testing.T) {
 		`time=t level=INFO msg=s3 method=PUT key=/b/p/sessions/ab/seg/00000000000000000000.jsonl.zst status=200 sent=500 received=0 ms=1`,
 		`time=t level=INFO msg=s3 method=PUT key=/b/p/index/a.json.zst status=412 sent=300 received=200 ms=1`,
 		`time=t level=INFO msg=s3 method=GET key="/b?prefix=p/x y" status=200 sent=0 received=7 ms=1`,
+		`time=t level=INFO msg=s3 method=PUT key=/b/p/index/a0.json.zst status=200 sent=40 received=0 ms=1`,
 	}, "\n")
 	got, err := readTally(strings.NewReader(stderr))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.requests != 4 || got.received != 1207 || got.sent != 800 || got.sentSegments != 500 {
-		t.Errorf("tally = %+v, want 4 requests, 1207 received, 800 sent of which 500 to segments", got)
+	if got.requests != 5 || got.received != 1207 || got.sent != 840 || got.sentSegments != 500 || got.sentPartitions != 40 {
+		t.Errorf("tally = %+v, want 5 requests, 1207 received, 840 sent of which 500 to segments and 40 to partitions", got)
 	}
-	if m := got.methods(); m != "2 PUT, 1 GET, 1 LIST" {
+	if m := got.methods(); m != "3 PUT, 1 GET, 1 LIST" {
 		t.Errorf("methods = %q", m)
 	}
 }

@@ -1,6 +1,7 @@
 package manifest
 
 import (
+	"maps"
 	"crypto/sha256"
 	"encoding"
 	"encoding/binary"
@@ -211,6 +212,14 @@ type IndexShard struct {
 	// length is Recent alone.
 	Complete bool
 	Recent   map[string]IndexEntry
+	// Unfolded, in a log commit (FeatureIndexUnfolded), is the entries,
+	// with Resume, of sessions whose partitions do not hold them yet: a
+	// checkpoint commits its entry here instead of replacing the
+	// partition, and the partition takes it later (a fold: the writer's
+	// Close, or a writer that finds the set over UnfoldedSize or an
+	// entry older than a while). A session's entry is the longer of its
+	// partition's and the newest commit's Unfolded one.
+	Unfolded map[string]IndexEntry
 	Sessions map[string]IndexEntry
 	// Tombstones are the shard's deleted sessions: an id here has no
 	// entry in Sessions, and none can be put back.
@@ -280,10 +289,10 @@ func (s *IndexShard) Clone() *IndexShard {
 		}
 	}
 	if s.Recent != nil {
-		c.Recent = make(map[string]IndexEntry, len(s.Recent))
-		for k, v := range s.Recent {
-			c.Recent[k] = v
-		}
+		c.Recent = maps.Clone(s.Recent)
+	}
+	if s.Unfolded != nil {
+		c.Unfolded = maps.Clone(s.Unfolded)
 	}
 	return &c
 }
@@ -412,7 +421,7 @@ func (s *IndexShard) validate() error {
 	if s.Pruned < 0 || s.Through < s.Pruned || s.Purge < 0 || s.Through < s.Purge || s.Omitted < 0 {
 		return fmt.Errorf("%w: index shard %s: through %d, pruned %d, purge %d, omitted %d", ErrInvalid, s.Shard, s.Through, s.Pruned, s.Purge, s.Omitted)
 	}
-	if !log && (s.Omitted != 0 || s.Complete || len(s.Recent) != 0) {
+	if !log && (s.Omitted != 0 || s.Complete || len(s.Recent) != 0 || len(s.Unfolded) != 0) {
 		return fmt.Errorf("%w: index shard %s: a partition with a log commit's fields", ErrInvalid, s.Shard)
 	}
 	filed := func(id string) bool { return log || PartitionOf(id, len(s.Shard)) == s.Shard }
@@ -433,6 +442,14 @@ func (s *IndexShard) validate() error {
 	for id, e := range s.Recent {
 		if err := agent.ValidateSessionID(id); err != nil || e.Info.ID != id || e.Length <= 0 || !isSHA256(e.SHA256) {
 			return fmt.Errorf("%w: index log commit %d: recent session %q", ErrInvalid, s.Through, id)
+		}
+	}
+	for id, e := range s.Unfolded {
+		if err := agent.ValidateSessionID(id); err != nil || e.Info.ID != id || e.Length <= 0 || !isSHA256(e.SHA256) {
+			return fmt.Errorf("%w: index log commit %d: unfolded session %q", ErrInvalid, s.Through, id)
+		}
+		if _, gone := s.Tombstones[id]; gone {
+			return fmt.Errorf("%w: index log commit %d: session %s is both unfolded and deleted", ErrInvalid, s.Through, id)
 		}
 	}
 	for id, t := range s.Tombstones {

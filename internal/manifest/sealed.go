@@ -254,6 +254,7 @@ type wireSealedShard struct {
 	Omitted    int64                          `json:"omitted,omitempty"`
 	Complete   bool                           `json:"complete,omitempty"`
 	Recent     map[string]wireSealedEntry     `json:"recent,omitempty"`
+	Unfolded   map[string]wireSealedEntry     `json:"unfolded,omitempty"`
 	Sessions   map[string]wireSealedEntry     `json:"sessions"`
 	Tombstones map[string]wireSealedTombstone `json:"tombstones,omitempty"`
 	Sealed     []byte                         `json:"sealed,omitempty"`
@@ -290,6 +291,12 @@ func shardSkeleton(s *IndexShard) wireSealedShard {
 			w.Recent = map[string]wireSealedEntry{}
 		}
 		w.Recent[id] = skeleton(e)
+	}
+	for id, e := range s.Unfolded {
+		if w.Unfolded == nil {
+			w.Unfolded = map[string]wireSealedEntry{}
+		}
+		w.Unfolded[id] = skeleton(e)
 	}
 	for id, t := range s.Tombstones {
 		if w.Tombstones == nil {

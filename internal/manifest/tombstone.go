@@ -29,6 +29,19 @@ const FeatureIndexLog = "index-log"
 // read that commit alone.
 const RecentSize = 64
 
+// UnfoldedSize is how many entries the Unfolded set of an index log
+// commit holds before a writer folds the oldest into their partitions:
+// each is carried, Resume and all, by every commit until it is folded,
+// so the set stays the sessions being written now.
+const UnfoldedSize = 32
+
+// FeatureIndexUnfolded is the marker feature of a format-4 index whose
+// checkpoints commit entries to the log before their partitions take
+// them (IndexShard.Unfolded, docs/DESIGN.md §P3): a panto that read the
+// partitions alone would miss those sessions, or drop the set from the
+// commits it writes, so it must refuse the prefix.
+const FeatureIndexUnfolded = "index-unfolded"
+
 // LogChanges is how many changes an index log commit lists at most: a
 // bulk write's commit past it lists none (IndexShard.Omitted), so that
 // the newest commit, which every reader reads, stays small.

@@ -245,6 +245,7 @@ type wireShard struct {
 	Omitted    int64                    `json:"omitted,omitempty"`
 	Complete   bool                     `json:"complete,omitempty"`
 	Recent     map[string]wireEntry     `json:"recent,omitempty"`
+	Unfolded   map[string]wireEntry     `json:"unfolded,omitempty"`
 	Sessions   map[string]wireEntry     `json:"sessions"`
 	Tombstones map[string]wireTombstone `json:"tombstones,omitempty"`
 }
@@ -268,6 +269,12 @@ func shardToWire(s *IndexShard) wireShard {
 		}
 		w.Recent[id] = entryToWire(e)
 	}
+	for id, e := range s.Unfolded {
+		if w.Unfolded == nil {
+			w.Unfolded = map[string]wireEntry{}
+		}
+		w.Unfolded[id] = entryToWire(e)
+	}
 	for id, e := range s.Sessions {
 		w.Sessions[id] = entryToWire(e)
 	}
@@ -287,6 +294,12 @@ func (w *wireShard) shard() *IndexShard {
 			s.Recent = map[string]IndexEntry{}
 		}
 		s.Recent[id] = e.entry(id)
+	}
+	for id, e := range w.Unfolded {
+		if s.Unfolded == nil {
+			s.Unfolded = map[string]IndexEntry{}
+		}
+		s.Unfolded[id] = e.entry(id)
 	}
 	for id, e := range w.Sessions {
 		s.Sessions[id] = e.entry(id)

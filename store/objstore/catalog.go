@@ -152,9 +152,18 @@ func (s *Store) catalog(ctx context.Context) (map[string]manifest.IndexEntry, ma
 			return c.Sessions, c.Tombstones, nil
 		}
 	}
-	all, tombs, err := s.readIndexAll(ctx, s.shardNames())
-	if all == nil || err != nil || n == 0 {
-		return all, tombs, err
+	var logErr error
+	if newest == nil && errors.Is(err, ErrCorrupt) && s.unfoldedIndex() {
+		// The newest commit does not decode: its unfolded entries are
+		// the ones before it had, and nothing is cached.
+		newest, logErr = s.newestReadable(ctx)
+		if logErr != nil && !errors.Is(logErr, ErrIndexDamaged) {
+			return nil, nil, logErr
+		}
+	}
+	all, tombs, err := s.readPartitions(ctx, s.shardNames(), newest)
+	if all == nil || err != nil || logErr != nil || n == 0 {
+		return all, tombs, errors.Join(err, logErr)
 	}
 	c := &manifest.IndexShard{Shard: manifest.LogName, Through: n, Written: s.now().UTC(), Sessions: all, Tombstones: tombs}
 	s.saveCatalog(path, c, etag)

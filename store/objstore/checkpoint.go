@@ -167,6 +167,16 @@ func (s *Store) settle(ctx context.Context) error {
 		sh.mu.Unlock()
 	}
 	s.mu.Unlock()
+	if s.unfoldedIndex() {
+		// A few deferred entries (a sync round's) are committed
+		// unfolded rather than written to their partitions.
+		if few := s.takeFew(queued); len(few) > 0 {
+			queued = nil
+			if err := s.commitUnfolded(ctx, few...); err != nil {
+				return err
+			}
+		}
+	}
 	// Deletions' tombstones go to the index log before their partitions
 	// (finishDelete).
 	logErr := s.writeLog(ctx)
@@ -184,6 +194,36 @@ func (s *Store) settle(ctx context.Context) error {
 	wg.Wait()
 	// One commit of the index log for every shard written.
 	return errors.Join(append(errs, logErr, s.writeLog(ctx))...)
+}
+
+// takeFew takes the entries queued for the partitions names when they
+// are at most unfoldedBatch and no deletion is queued with them (which
+// must reach its partition); else it takes nothing.
+func (s *Store) takeFew(names []string) []manifest.IndexEntry {
+	count := 0
+	for _, name := range names {
+		st := s.shardState(name)
+		st.mu.Lock()
+		count += len(st.pending)
+		deleting := len(st.buried) > 0 || st.purge
+		st.mu.Unlock()
+		if deleting || count > unfoldedBatch {
+			return nil
+		}
+	}
+	var few []manifest.IndexEntry
+	for _, name := range names {
+		st := s.shardState(name)
+		st.mu.Lock()
+		if len(st.buried) == 0 && !st.purge {
+			for _, e := range st.pending {
+				few = append(few, e)
+			}
+			st.pending = nil
+		}
+		st.mu.Unlock()
+	}
+	return few
 }
 
 // waitIdle waits until no checkpoint is being written.

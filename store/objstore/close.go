@@ -13,6 +13,14 @@ var _ store.Closer = (*Store)(nil)
 // what still fails: the Store's background work is those writes, so Close
 // is its last Flush. A process that appended calls it before exiting, so
 // that other processes list what it wrote.
+//
+// It then folds the index entries of the sessions it committed unfolded
+// into their partitions (unfolded.go), which Flush leaves to Close: a
+// process that flushes after each round (a sync) would otherwise write
+// them each time.
 func (s *Store) Close(ctx context.Context) error {
-	return s.Flush(ctx)
+	if err := s.Flush(ctx); err != nil {
+		return err
+	}
+	return s.foldMine(ctx)
 }

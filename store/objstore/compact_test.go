@@ -155,6 +155,9 @@ func TestStaleSegmentIgnored(t *testing.T) {
 	if err := s.Compact(ctx, id); err != nil {
 		t.Fatal(err)
 	}
+	if err := s.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
 	m := readManifest(t, e, id)
 	stale := manifest.SegmentName(m.Segments[0].Length / 2) // some old position
 	codec, _ := manifest.NewCodec()
@@ -199,6 +202,9 @@ func TestReadLogEntrySaysNoManifest(t *testing.T) {
 	}
 	if plain >= 6 {
 		t.Fatalf("no original segment was deleted: a probe from seg/0 would read them all")
+	}
+	if err := s.Close(ctx); err != nil { // folds the entry into its partition
+		t.Fatal(err)
 	}
 	// Rewrite the partition's entry to say no manifest is stored.
 	codec, _ := manifest.NewCodec()

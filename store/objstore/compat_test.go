@@ -124,7 +124,7 @@ func TestV2Bucket(t *testing.T) {
 	if err := w.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if m := e.object(t, "pfx/panto-store.json"); string(m) != `{"format":"panto-objstore","version":3,"requires":["index-bases","index-log"]}` {
+	if m := e.object(t, "pfx/panto-store.json"); string(m) != `{"format":"panto-objstore","version":3,"requires":["index-bases","index-log","index-unfolded"]}` {
 		t.Fatalf("marker after a write: %s", m)
 	}
 	if m := e.object(t, "pfx/sessions/"+id+"/manifest.json"); !strings.HasPrefix(string(m), `{"version":3,`) {
@@ -275,10 +275,10 @@ func TestV3Bucket(t *testing.T) {
 	if err := w.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if m := string(e.object(t, "pfx/panto-store.json")); m != strings.TrimSuffix(marker, `]}`)+`,"index-log"]}` {
+	if m := string(e.object(t, "pfx/panto-store.json")); m != strings.TrimSuffix(marker, `]}`)+`,"index-log","index-unfolded"]}` {
 		t.Fatalf("marker after a write: %s (before: %s)", m, marker)
 	}
-	entries, tombs := e.partitions(t)
+	entries, tombs := e.indexed(t)
 	for _, info := range append(slices.Clone(want), agent.SessionInfo{ID: added}) {
 		if _, ok := entries[info.ID]; !ok {
 			t.Errorf("%s is in no partition after the move", info.ID)
@@ -440,11 +440,11 @@ func TestV3BucketConcurrentMove(t *testing.T) {
 	if m := string(e.object(t, "pfx/panto-store.json")); !strings.Contains(m, `"index-log"`) {
 		t.Fatalf("marker after the moves: %s", m)
 	}
-	entries, tombs := e.partitions(t)
+	entries, tombs := e.indexed(t)
 	_, commit := e.newestCommit(t)
 	for _, id := range append(infoIDs(want), ids...) {
 		if _, ok := entries[id]; !ok {
-			t.Errorf("%s is in no partition", id)
+			t.Errorf("%s is not in the index", id)
 		}
 		if _, ok := commit.Recent[id]; !ok {
 			t.Errorf("%s is not in the newest commit", id)

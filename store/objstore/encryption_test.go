@@ -109,7 +109,7 @@ func TestEncryptedOpen(t *testing.T) {
 		t.Fatal(err)
 	}
 	marker := string(e.rawObject(t, "pfx/panto-store.json"))
-	want := fmt.Sprintf(`{"format":"panto-objstore","version":3,"requires":["index-bases","index-log","encryption"],"encryption":{"scheme":"%s","key_id":"%s"}}`, seal.Scheme, key.ID())
+	want := fmt.Sprintf(`{"format":"panto-objstore","version":3,"requires":["index-bases","index-log","index-unfolded","encryption"],"encryption":{"scheme":"%s","key_id":"%s"}}`, seal.Scheme, key.ID())
 	if marker != want {
 		t.Fatalf("marker %s, want %s", marker, want)
 	}
@@ -343,7 +343,7 @@ func TestEncryptedScan(t *testing.T) {
 	// The deletion added its feature to the marker, which is still the
 	// encrypted prefix's.
 	marker := string(e.rawObject(t, "pfx/panto-store.json"))
-	if want := fmt.Sprintf(`"requires":["index-bases","index-log","encryption","tombstones"],"encryption":{"scheme":"%s","key_id":"%s"}`, seal.Scheme, key.ID()); !strings.Contains(marker, want) {
+	if want := fmt.Sprintf(`"requires":["index-bases","index-log","index-unfolded","encryption","tombstones"],"encryption":{"scheme":"%s","key_id":"%s"}`, seal.Scheme, key.ID()); !strings.Contains(marker, want) {
 		t.Errorf("marker after a deletion: %s", marker)
 	}
 	// A second compaction, after the grace period, deletes the replaced
@@ -490,7 +490,11 @@ func TestEncryptedTamper(t *testing.T) {
 	}
 
 	// A damaged index partition is said to be damaged, as in a plaintext
-	// prefix, and hides only its own sessions.
+	// prefix, and hides only its own sessions (the writer's Close folds
+	// them into it).
+	if err := s.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
 	shard := partitionKey(a)
 	d := e.rawObject(t, shard)
 	d[len(d)/2] ^= 0x01

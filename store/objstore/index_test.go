@@ -83,21 +83,21 @@ func TestIndexLegacyDeltas(t *testing.T) {
 	if err := w.AppendMessages(ctx, id, []agent.PersistentMessage{user("new")}); err != nil {
 		t.Fatal(err)
 	}
-	if m := e.object(t, "pfx/panto-store.json"); string(m) != `{"format":"panto-objstore","version":3,"requires":["index-bases","index-log"]}` {
+	if m := e.object(t, "pfx/panto-store.json"); string(m) != `{"format":"panto-objstore","version":3,"requires":["index-bases","index-log","index-unfolded"]}` {
 		t.Fatalf("marker after a write of this version: %s", m)
 	}
 	base, err := codec.DecodeIndexShard("index/a.json.zst", codec.CompressSmaller(e.object(t, "pfx/index/a.json.zst")))
 	if err != nil || base.Through != n || len(base.Sessions) != n {
 		t.Fatalf("the base the fold made: %v, through %d, %d sessions", err, base.Through, len(base.Sessions))
 	}
-	entries, _ := e.partitions(t)
+	entries, _ := e.indexed(t)
 	for id := range want {
 		if _, ok := entries[id]; !ok {
-			t.Errorf("%s is in no partition after the move to format 4", id)
+			t.Errorf("%s is not in the index after the move to format 4", id)
 		}
 	}
 	if len(entries) != n+1 {
-		t.Errorf("the partitions hold %d sessions, want %d", len(entries), n+1)
+		t.Errorf("the index holds %d sessions, want %d", len(entries), n+1)
 	}
 	if _, c := e.newestCommit(t); c == nil || len(c.Recent) != n+1 {
 		t.Fatalf("the newest commit of the index log after the move: %+v", c)
@@ -116,8 +116,8 @@ func TestIndexLegacyDeltas(t *testing.T) {
 		t.Fatal(err)
 	}
 	lists("a reader after the next write", e.open(t), n+2)
-	if entries, _ := e.partitions(t); len(entries) != n+2 {
-		t.Errorf("the partitions hold %d sessions, want %d", len(entries), n+2)
+	if entries, _ := e.indexed(t); len(entries) != n+2 {
+		t.Errorf("the index holds %d sessions, want %d", len(entries), n+2)
 	}
 }
 

@@ -187,7 +187,7 @@ func (s *Store) adoptIndexLog(ctx context.Context, damaged bool) error {
 	}
 	whole := err == nil && len(recent) <= manifest.RecentSize
 	trimRecent(recent)
-	if err := s.commitLog(ctx, recent, nil, nil, whole); err != nil {
+	if err := s.commitLog(ctx, logChanges{folded: recent}, nil, whole); err != nil {
 		return fmt.Errorf("move the index to format 4: write the index log: %w", err)
 	}
 	return s.ensureFeature(ctx, manifest.FeatureIndexLog)

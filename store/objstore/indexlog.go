@@ -72,6 +72,11 @@ type logState struct {
 	fresh, snapshot time.Time
 	pending         map[string]manifest.IndexEntry
 	buried          map[string]manifest.Tombstone
+	// unfolded are entries for the next commit's Unfolded set, which no
+	// partition holds (unfolded.go); mine, the sessions this Store
+	// committed so, which its Close folds.
+	unfolded map[string]manifest.IndexEntry
+	mine     map[string]bool
 	// prefetching is closed when Open's reading of the log ends.
 	prefetching chan struct{}
 }
@@ -114,14 +119,15 @@ func (s *Store) writeLog(ctx context.Context) error {
 	lg.wmu.Lock()
 	defer lg.wmu.Unlock()
 	lg.mu.Lock()
-	entries, buried := lg.pending, lg.buried
-	lg.pending, lg.buried = nil, nil
+	entries, buried, unfolded := lg.pending, lg.buried, lg.unfolded
+	lg.pending, lg.buried, lg.unfolded = nil, nil, nil
 	lg.mu.Unlock()
-	if len(entries) == 0 && len(buried) == 0 {
+	if len(entries) == 0 && len(buried) == 0 && len(unfolded) == 0 {
 		return nil
 	}
-	if err := s.commitLog(ctx, entries, buried, nil, false); err != nil {
+	if err := s.commitLog(ctx, logChanges{folded: entries, unfolded: unfolded, buried: buried}, nil, false); err != nil {
 		s.queueLog(entries, buried)
+		s.requeueUnfolded(unfolded)
 		return fmt.Errorf("write the index log: %w", err)
 	}
 	if len(buried) > 0 {
@@ -174,12 +180,41 @@ func (s *Store) purgeLog(ctx context.Context) error {
 	return g.Wait()
 }
 
-// commitLog creates the commit after the newest one with entries and
-// buried, reading the commit that took its number after each lost race.
-// drop (nil: none), from repair, says which recent sessions of the commit
-// before are wrong (deleted, or not in the index); whole, that entries
-// are every session of the index (a move or a repair of a small one).
-func (s *Store) commitLog(ctx context.Context, entries map[string]manifest.IndexEntry, buried map[string]manifest.Tombstone, drop func(manifest.IndexEntry) bool, whole bool) error {
+// logChanges are what one commit records: entries its writer's
+// partitions now hold (folded), entries no partition holds yet
+// (unfolded), entries for the recent view that say neither (recent:
+// repair's, read from the sessions), and deletions.
+type logChanges struct {
+	folded, unfolded, recent map[string]manifest.IndexEntry
+	buried                   map[string]manifest.Tombstone
+}
+
+// requeueUnfolded puts back entries of a commit that failed, where an
+// entry queued since that is at least as long wins.
+func (s *Store) requeueUnfolded(entries map[string]manifest.IndexEntry) {
+	if len(entries) == 0 {
+		return
+	}
+	lg := &s.ilog
+	lg.mu.Lock()
+	defer lg.mu.Unlock()
+	if lg.unfolded == nil {
+		lg.unfolded = map[string]manifest.IndexEntry{}
+	}
+	for id, e := range entries {
+		if old, ok := lg.unfolded[id]; !ok || old.Length < e.Length {
+			lg.unfolded[id] = e
+		}
+	}
+}
+
+// commitLog creates the commit after the newest one with ch, reading
+// the commit that took its number after each lost race. drop (nil:
+// none), from repair, says which recent and unfolded sessions of the
+// commit before are wrong (deleted, or not in the index); whole, that
+// ch.folded is every session of the index (a move or a repair of a
+// small one).
+func (s *Store) commitLog(ctx context.Context, ch logChanges, drop func(manifest.IndexEntry) bool, whole bool) error {
 	if err := s.awaitLogPrefetch(ctx); err != nil {
 		return err
 	}
@@ -196,8 +231,11 @@ func (s *Store) commitLog(ctx context.Context, entries map[string]manifest.Index
 			return err
 		}
 	}
+	if last == nil && n > 0 {
+		last = s.commitBefore(ctx, n) // n does not decode: go on from the one before
+	}
 	for attempt := 0; attempt < s.maxAttempts*4; attempt++ {
-		next := nextCommit(n+1, last, entries, buried, drop, whole, s.now().UTC())
+		next := nextCommit(n+1, last, ch, drop, whole, s.now().UTC())
 		key := logKey(n + 1)
 		data, err := s.codec.EncodeIndexShard(key, next)
 		if err != nil {
@@ -245,7 +283,9 @@ func (s *Store) commitLog(ctx context.Context, entries map[string]manifest.Index
 				continue
 			}
 			if errors.Is(err, ErrCorrupt) {
-				n, last = n+1, nil // go on after it; repair mends the view
+				// Go on after it, from the newest commit before it that
+				// decodes (ours); repair mends what it alone held.
+				n = n + 1
 				continue
 			}
 			if err != nil {
@@ -264,13 +304,14 @@ func (s *Store) commitLog(ctx context.Context, entries map[string]manifest.Index
 	return errors.New("too many concurrent commits")
 }
 
-// nextCommit is commit n: the changes entries (counted in Omitted
-// instead, past manifest.LogChanges; none of a session deleted) and the
-// deletions buried with those of prev's of the last hour, and the recent
+// nextCommit is commit n: the changes of ch (counted in Omitted
+// instead, past manifest.LogChanges; none of a session deleted) and its
+// deletions with those of prev's of the last hour, and the recent
 // sessions of prev (nil: none; those drop says are wrong left out) with
-// them folded in.
-func nextCommit(n int64, prev *manifest.IndexShard, entries map[string]manifest.IndexEntry, buried map[string]manifest.Tombstone, drop func(manifest.IndexEntry) bool, whole bool, now time.Time) *manifest.IndexShard {
-	c := &manifest.IndexShard{Shard: manifest.LogName, Through: n, Written: now, Sessions: map[string]manifest.IndexEntry{}, Recent: map[string]manifest.IndexEntry{}}
+// them folded in. Its Unfolded set is prev's with ch.unfolded added and
+// what ch.folded says the partitions hold taken out (unfolded.go).
+func nextCommit(n int64, prev *manifest.IndexShard, ch logChanges, drop func(manifest.IndexEntry) bool, whole bool, now time.Time) *manifest.IndexShard {
+	c := &manifest.IndexShard{Shard: manifest.LogName, Through: n, Written: now, Sessions: map[string]manifest.IndexEntry{}, Recent: map[string]manifest.IndexEntry{}, Unfolded: map[string]manifest.IndexEntry{}}
 	// The first commit of a fresh index holds all of it (none), as does
 	// one whose entries are all of it; a complete view stays so until it
 	// has to drop a session for room.
@@ -282,6 +323,11 @@ func nextCommit(n int64, prev *manifest.IndexShard, entries map[string]manifest.
 				c.Recent[id] = e
 			}
 		}
+		for id, e := range prev.Unfolded {
+			if drop == nil || !drop(e) {
+				c.Unfolded[id] = e
+			}
+		}
 		// The recent deletions travel on (logTombstoneGrace), so that an
 		// entry a writer took before a deletion and commits after it
 		// does not bring the session back.
@@ -291,12 +337,23 @@ func nextCommit(n int64, prev *manifest.IndexShard, entries map[string]manifest.
 			}
 		}
 	}
-	for id, t := range buried {
+	for id, t := range ch.buried {
 		gone[id] = t
 	}
-	list := len(entries)+len(buried) <= manifest.LogChanges
+	entries := longest(longest(ch.folded, ch.unfolded), ch.recent)
+	list := len(entries)+len(ch.buried) <= manifest.LogChanges
 	if !list {
-		c.Omitted = int64(len(entries) + len(buried))
+		c.Omitted = int64(len(entries) + len(ch.buried))
+	}
+	for id, e := range ch.unfolded {
+		if old, ok := c.Unfolded[id]; !ok || old.Length <= e.Length {
+			c.Unfolded[id] = e
+		}
+	}
+	for id, e := range ch.folded {
+		if u, ok := c.Unfolded[id]; ok && u.Length <= e.Length {
+			delete(c.Unfolded, id) // its partition holds it now
+		}
 	}
 	for id, e := range entries {
 		if _, deleted := gone[id]; deleted {
@@ -313,6 +370,10 @@ func nextCommit(n int64, prev *manifest.IndexShard, entries map[string]manifest.
 	}
 	for id := range gone {
 		delete(c.Recent, id)
+		delete(c.Unfolded, id)
+	}
+	if len(c.Unfolded) == 0 {
+		c.Unfolded = nil
 	}
 	if len(gone) > 0 {
 		c.Tombstones = newestTombstones(gone, logTombstones)
@@ -322,6 +383,24 @@ func nextCommit(n int64, prev *manifest.IndexShard, entries map[string]manifest.
 		trimRecent(c.Recent)
 	}
 	return c
+}
+
+// longest is the entries of a and b, the longer of the two for a
+// session in both.
+func longest(a, b map[string]manifest.IndexEntry) map[string]manifest.IndexEntry {
+	if len(b) == 0 {
+		return a
+	}
+	out := make(map[string]manifest.IndexEntry, len(a)+len(b))
+	for id, e := range a {
+		out[id] = e
+	}
+	for id, e := range b {
+		if old, ok := out[id]; !ok || old.Length < e.Length {
+			out[id] = e
+		}
+	}
+	return out
 }
 
 // newestTombstones keeps the max most recent deletions of gone.
@@ -413,6 +492,35 @@ func (s *Store) readNewestCommit(ctx context.Context) (n int64, c *manifest.Inde
 		return n, c, etag, nil
 	}
 	return 0, nil, "", errors.New("read the index log: its newest commit keeps disappearing")
+}
+
+// commitBefore is the newest commit before commit n (which does not
+// decode) that does, among the few before it; nil when none does. What
+// it holds is the index as it was a commit or a few earlier: a reader
+// or writer goes on from it, lagging by what the damaged commit alone
+// held, until a repair.
+func (s *Store) commitBefore(ctx context.Context, n int64) *manifest.IndexShard {
+	for k := n - 1; k >= max(n-4, 1); k-- {
+		if c, _, err := s.readCommit(ctx, k, ""); err == nil {
+			return c
+		}
+	}
+	return nil
+}
+
+// newestReadable is newestCommit, or when the newest commit does not
+// decode, the newest before it that does (commitBefore) with the error
+// of the damage, for a reader that must say the index is damaged.
+func (s *Store) newestReadable(ctx context.Context) (*manifest.IndexShard, error) {
+	c, err := s.newestCommit(ctx)
+	if !errors.Is(err, ErrCorrupt) {
+		return c, err
+	}
+	n, lerr := s.newestCommitNumber(ctx)
+	if lerr != nil {
+		return nil, lerr
+	}
+	return s.commitBefore(ctx, n), s.logDamage(err)
 }
 
 // newestCommitNumber is the number of the newest commit: one LIST, or

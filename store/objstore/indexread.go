@@ -113,7 +113,7 @@ func (s *Store) awaitPrefetch(ctx context.Context, name string) error {
 // append of a session waits for, finds it read: its GET goes out with
 // the segment's PUT instead of after it.
 func (s *Store) warmPartition(ctx context.Context, id string) {
-	if !s.indexLog() {
+	if !s.indexLog() || s.unfoldedIndex() {
 		return
 	}
 	name := s.shardOf(id)
@@ -251,7 +251,35 @@ func (s *Store) readIndex(ctx context.Context, names []string) (map[string]manif
 }
 
 // readIndexAll is readIndex that also returns the shards' tombstones.
+// With unfolded entries it reads the newest commit of the index log
+// first, and adds what its Unfolded set holds for those partitions
+// (unfolded.go: in that order, a fold between the two reads is seen).
 func (s *Store) readIndexAll(ctx context.Context, names []string) (map[string]manifest.IndexEntry, map[string]manifest.Tombstone, error) {
+	if !s.unfoldedIndex() {
+		return s.readPartitions(ctx, names, nil)
+	}
+	c, err := s.newestReadable(ctx)
+	if err != nil && !errors.Is(err, ErrIndexDamaged) {
+		return nil, nil, err
+	}
+	all, tombs, perr := s.readPartitions(ctx, names, c)
+	if all == nil {
+		return nil, nil, perr
+	}
+	return all, tombs, errors.Join(perr, err)
+}
+
+// logDamage is the error of a newest commit that does not decode (err):
+// the sessions it holds unfolded are missing from a listing until repair.
+func (s *Store) logDamage(err error) error {
+	return fmt.Errorf("%w: the index log's newest commit is damaged, so the sessions written last may be missing (their data is untouched): run `panto-sync repair %s` (%v)",
+		ErrIndexDamaged, strings.TrimSuffix(s.b.url(""), "/"), err)
+}
+
+// readPartitions reads the named partitions in parallel and returns
+// their entries, with those commit c (nil: none), read before them,
+// holds unfolded.
+func (s *Store) readPartitions(ctx context.Context, names []string, c *manifest.IndexShard) (map[string]manifest.IndexEntry, map[string]manifest.Tombstone, error) {
 	shards := make([]*manifest.IndexShard, len(names))
 	damaged := make([]error, len(names))
 	g, gctx := errgroup.WithContext(ctx)
@@ -281,6 +309,7 @@ func (s *Store) readIndexAll(ctx context.Context, names []string) (map[string]ma
 			tombs[id] = t
 		}
 	}
+	s.withUnfolded(c, names, all, tombs)
 	return all, tombs, s.damage(names, damaged)
 }
 

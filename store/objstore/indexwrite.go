@@ -15,7 +15,16 @@ import (
 // updateIndex records e in its shard (see writeShard). An entry never
 // replaces a longer one: the index may lag behind the sessions, never go
 // back.
+//
+// With unfolded entries (unfolded.go) it writes no partition: the entry
+// goes to the next commit of the index log.
 func (s *Store) updateIndex(ctx context.Context, e manifest.IndexEntry) error {
+	if err := s.adoptUnfolded(ctx); err != nil {
+		return err
+	}
+	if s.unfoldedIndex() {
+		return s.commitUnfolded(ctx, e)
+	}
 	name := s.queueIndex(e)
 	if err := s.writeShard(ctx, name); err != nil {
 		return err

@@ -120,6 +120,7 @@ type indexDoc struct {
 	Through  int64               `json:"through"`
 	Sessions map[string]docEntry `json:"sessions"`
 	Recent   map[string]docEntry `json:"recent"`
+	Unfolded map[string]docEntry `json:"unfolded"`
 }
 
 func decodeIndexDoc(t testing.TB, data []byte) indexDoc {
@@ -174,6 +175,23 @@ func indexEntries(t testing.TB, objs []object, name string) map[string]manifest.
 		}
 	}
 	return out
+}
+
+// indexedEntry is session id's entry as a reader finds it in objs, read
+// with encoding/json: its partition's, or the newest commit's unfolded
+// one when that is longer (docs/DESIGN.md §P3).
+func indexedEntry(t testing.TB, objs []object, id string) manifest.IndexEntry {
+	t.Helper()
+	e, ok := indexEntries(t, objs, manifest.PartitionOf(id, 2))[id]
+	if commit, found := newestCommitDoc(t, objs); found {
+		if u, unfolded := commit.Unfolded[id]; unfolded && (!ok || u.Length > e.Length) {
+			if u.Resume == nil {
+				t.Fatalf("the unfolded entry of %s has no resume", id)
+			}
+			return u.indexEntry(id)
+		}
+	}
+	return e
 }
 
 // newestCommitDoc reads the newest commit of the index log in objs with
@@ -249,21 +267,23 @@ func TestLayout(t *testing.T) {
 		}
 	}
 	segKey := regexp.MustCompile(`^pfx/sessions/` + id + `/seg/\d{20}\.jsonl\.zst$`)
-	nseg, nlog := 0, 0
+	nseg, nlog, npart := 0, 0, 0
 	for _, k := range keys {
 		switch {
 		case k == "pfx/panto-store.json", k == "pfx/panto-probe.json", k == "pfx/panto-probe-replace.json", k == "pfx/sessions/"+id+"/manifest.json":
 		case segKey.MatchString(k):
 			nseg++
 		case k == "pfx/index/c0.json.zst":
-			// The session's partition (format 4): its first two characters.
+			// The session's partition (format 4): its first two
+			// characters; written when the entry is folded (Close).
+			npart++
 		case logCommitKey.MatchString(k):
 			nlog++
 		default:
 			t.Errorf("unexpected object %s", k)
 		}
 	}
-	if nseg != len(batches) || nlog == 0 || len(keys) != len(batches)+5+nlog {
+	if nseg != len(batches) || nlog == 0 || len(keys) != len(batches)+4+npart+nlog {
 		t.Fatalf("objects %q", keys)
 	}
 	if !bytes.Equal(segs, want) {
@@ -295,12 +315,12 @@ func TestLayout(t *testing.T) {
 				t.Fatalf("manifest %+v", m)
 			}
 		case strings.HasSuffix(o.key, "panto-store.json"):
-			if !bytes.Equal(o.data, []byte(`{"format":"panto-objstore","version":3,"requires":["index-bases","index-log"]}`)) {
+			if !bytes.Equal(o.data, []byte(`{"format":"panto-objstore","version":3,"requires":["index-bases","index-log","index-unfolded"]}`)) {
 				t.Fatalf("marker %s", o.data)
 			}
 		}
 	}
-	entry := indexEntries(t, objs, "c0")[id]
+	entry := indexedEntry(t, objs, id)
 	if entry.Length != int64(len(want)) || entry.Info.MessageCount != 6 || entry.Info.LastUserMessage != "second" || !entry.Info.Modified.Equal(t0.Add(3*time.Second)) {
 		t.Fatalf("index entry %+v", entry)
 	}
@@ -335,9 +355,9 @@ func TestLayoutOneSegment(t *testing.T) {
 			seg = o.data
 		}
 	}
-	entry := indexEntries(t, objs, "c0")[id]
+	entry := indexedEntry(t, objs, id)
 	slices.Sort(keys)
-	want := []string{"pfx/index/c0.json.zst", "pfx/index/log/00000000000000000001.json.zst", "pfx/panto-probe-replace.json", "pfx/panto-probe.json", "pfx/panto-store.json", "pfx/sessions/" + id + "/" + manifest.SegmentName(0)}
+	want := []string{"pfx/index/log/00000000000000000001.json.zst", "pfx/panto-probe-replace.json", "pfx/panto-probe.json", "pfx/panto-store.json", "pfx/sessions/" + id + "/" + manifest.SegmentName(0)}
 	if !slices.Equal(keys, want) {
 		t.Fatalf("objects %q, want %q", keys, want)
 	}
@@ -368,12 +388,12 @@ func TestLayoutOneSegment(t *testing.T) {
 }
 
 // TestRequestsPerAppend: the first append of a session is its segment's
-// PUT with the GET of its index partition (Open reads none of the 256),
-// the partition's PUT, then the PUT of the index log's next commit; a
-// steady-state append is 1 PUT on the caller's path and a checkpoint of
-// the partition's PUT (If-Match) then the commit's (with the HEAD of the
-// commit before it), with the manifest's PUT in parallel with the
-// partition's every 8 segments; no GET, no LIST.
+// PUT, then the PUT of the index log's next commit, which holds its entry
+// unfolded (no partition is read or written); a steady-state append is 1
+// PUT on the caller's path and a checkpoint of the commit's PUT (with the
+// HEAD of the commit before it), with the manifest's PUT in parallel
+// every 8 segments; no GET, no LIST. The Store's Close folds the entry
+// into its partition: the partition's GET and PUT, then a commit.
 func TestRequestsPerAppend(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -393,25 +413,25 @@ func TestRequestsPerAppend(t *testing.T) {
 	isCommitPut := func(o objstore.Op, n int) bool {
 		return o.Method == "PUT" && o.Key == fmt.Sprintf("index/log/%020d.json.zst", n) && o.IfNoneMatch == "*"
 	}
+	commitOp := func(method string, n int) func(objstore.Op) bool {
+		return func(o objstore.Op) bool {
+			return o.Method == method && o.Key == fmt.Sprintf("index/log/%020d.json.zst", n)
+		}
+	}
 	// The first append of a session writes its segment and its index
-	// entry, no manifest: three round trips, the partition's GET going
-	// out with the segment's PUT.
+	// entry, no manifest: two round trips.
 	first := rec.Take()
 	for _, o := range first {
 		t.Logf("first append: %s %s %v", o.Method, o.Key, o.Err)
 	}
-	isPartitionGet := func(o objstore.Op) bool { return o.Method == "GET" && o.Key == partition }
-	if len(first) != 4 || countOps(first, "PUT") != 3 || opRounds(first) != 3 ||
-		!(isSegmentPut(first[0]) && isPartitionGet(first[1]) || isPartitionGet(first[0]) && isSegmentPut(first[1])) ||
-		!isPartitionPut(first[2]) || first[2].IfNoneMatch != "*" || !isCommitPut(first[3], 1) {
+	if len(first) != 2 || opRounds(first) != 2 || !isSegmentPut(first[0]) || !isCommitPut(first[1], 1) {
 		t.Fatalf("first append: %+v", first)
 	}
 	// The first append waited for its index entry; later ones return at
 	// their commit point: one PUT, one round trip. The checkpoint follows
-	// in the background: the partition's PUT (If-Match) then the log's
-	// next commit, and with the append that brings 8 segments past the
-	// manifest (none yet: the first segment does not count), the manifest
-	// PUT in parallel with the partition's; no GET.
+	// in the background: the log's next commit, and with the append that
+	// brings 8 segments past the manifest (none yet: the first segment
+	// does not count), the manifest PUT in parallel with it; no GET.
 	for i := 0; i < 10; i++ {
 		segments := i + 2
 		commit := i + 2
@@ -440,52 +460,57 @@ func TestRequestsPerAppend(t *testing.T) {
 		if alone() {
 			t.Fatalf("append %d: the manifest and index PUTs were not in flight together: %+v", i, reqs)
 		}
-		// The commit follows the partition's PUT, with the HEAD of the
-		// commit before it (still there: the log was not pruned past
-		// this Store's reading); the manifest's PUT may end after it.
-		p := slices.IndexFunc(reqs, isPartitionPut)
+		// The commit goes with the HEAD of the commit before it (still
+		// there: the log was not pruned past this Store's reading).
 		c := slices.IndexFunc(reqs, func(o objstore.Op) bool { return isCommitPut(o, commit) })
-		checked := slices.ContainsFunc(reqs, func(o objstore.Op) bool {
-			return o.Method == "HEAD" && o.Key == fmt.Sprintf("index/log/%020d.json.zst", commit-1) && o.Err == nil
-		})
-		if !withManifest {
-			if len(reqs) != 4 || !isSegmentPut(reqs[0]) || p != 1 || reqs[p].IfMatch == "" || c < 0 || !checked || reqs[c].Start.Before(reqs[p].End) || countOps(reqs, "GET") != 0 {
-				t.Fatalf("append with %d segments: %+v, want the segment PUT, the partition's PUT, the commit's PUT and the HEAD of the one before", segments, reqs)
-			}
-			continue
+		checked := slices.ContainsFunc(reqs, commitOp("HEAD", commit-1))
+		if slices.ContainsFunc(reqs, isPartitionPut) || countOps(reqs, "GET") != 0 || c < 0 || !checked {
+			t.Fatalf("append with %d segments: %+v, want the segment PUT, the commit's PUT and the HEAD of the one before", segments, reqs)
 		}
-		if len(reqs) != 4 || countOps(reqs, "PUT") != 3 || p < 0 || c < 0 || !checked || reqs[c].Start.Before(reqs[p].End) ||
-			!slices.ContainsFunc(reqs, func(o objstore.Op) bool { return strings.HasSuffix(o.Key, "manifest.json") }) {
+		if !withManifest && len(reqs) != 3 {
+			t.Fatalf("append with %d segments: %+v, want 3 requests", segments, reqs)
+		}
+		if withManifest && (len(reqs) != 3 || !slices.ContainsFunc(reqs, func(o objstore.Op) bool { return strings.HasSuffix(o.Key, "manifest.json") })) {
 			t.Fatalf("checkpoint of the append with %d segments: %+v", segments, reqs)
 		}
 	}
-	// List costs one GET per partition (a 304 when cached), no LIST;
-	// resolve one GET, of the prefix's partition; latest the GET of the
-	// commit after the newest this Store knows (none: a 404) and the HEAD
-	// of that one.
+	// Close checks for a newer commit (GET of the next, HEAD of its
+	// own), folds the session's entry into its partition, then commits
+	// (which takes it out of the unfolded set).
 	rec.SetFault(nil)
+	if err := s.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	reqs := rec.Take()
+	p := slices.IndexFunc(reqs, isPartitionPut)
+	c := slices.IndexFunc(reqs, func(o objstore.Op) bool { return isCommitPut(o, 12) })
+	if len(reqs) != 6 || p < 0 || reqs[p].IfNoneMatch != "*" || c < 0 || reqs[c].Start.Before(reqs[p].End) ||
+		!slices.ContainsFunc(reqs, func(o objstore.Op) bool { return o.Method == "GET" && o.Key == partition }) ||
+		!slices.ContainsFunc(reqs, commitOp("GET", 12)) {
+		t.Fatalf("close: %+v, want the check for a newer commit, the partition's GET and PUT, then commit 12 (and the HEAD of 11)", reqs)
+	}
+	// List costs one GET per partition (a 304 when cached) after the
+	// check for a newer commit (the GET of the next, a 404, and the HEAD
+	// of the newest), no LIST; resolve that check and one GET, of the
+	// prefix's partition; latest the check alone.
 	if _, err := s.List(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if reqs := rec.Take(); len(reqs) != manifest.Shards*manifest.Shards || countOps(reqs, "GET") != len(reqs) {
+	if reqs := rec.Take(); len(reqs) != manifest.Shards*manifest.Shards+2 || countOps(reqs, "GET") != len(reqs)-1 {
 		t.Fatalf("list: %d requests, %d GETs", len(reqs), countOps(reqs, "GET"))
 	}
 	if _, err := s.Resolve(ctx, sess.Info.ID[:3]); err != nil {
 		t.Fatal(err)
 	}
-	if reqs := rec.Take(); len(reqs) != 1 || reqs[0].Method != "GET" || reqs[0].Key != partition {
+	if reqs := rec.Take(); len(reqs) != 3 || !slices.ContainsFunc(reqs, func(o objstore.Op) bool { return o.Method == "GET" && o.Key == partition }) ||
+		!slices.ContainsFunc(reqs, commitOp("GET", 13)) || !slices.ContainsFunc(reqs, commitOp("HEAD", 12)) {
 		t.Fatalf("resolve: %+v", reqs)
 	}
 	if latest, err := s.Latest(ctx); err != nil || latest.Info.ID != sess.Info.ID {
 		t.Fatalf("latest: %v", err)
 	}
-	commitOp := func(method string, n int) func(objstore.Op) bool {
-		return func(o objstore.Op) bool {
-			return o.Method == method && o.Key == fmt.Sprintf("index/log/%020d.json.zst", n)
-		}
-	}
-	if reqs := rec.Take(); len(reqs) != 2 || !slices.ContainsFunc(reqs, commitOp("GET", 12)) || !slices.ContainsFunc(reqs, commitOp("HEAD", 11)) {
-		t.Fatalf("latest: %+v, want the GET of commit 12 and the HEAD of 11", reqs)
+	if reqs := rec.Take(); len(reqs) != 2 || !slices.ContainsFunc(reqs, commitOp("GET", 13)) || !slices.ContainsFunc(reqs, commitOp("HEAD", 12)) {
+		t.Fatalf("latest: %+v, want the GET of commit 13 and the HEAD of 12", reqs)
 	}
 }
 
@@ -534,8 +559,8 @@ func checkpointsTogether(rec *objstore.FaultBucket) (release func(), alone func(
 	released := make(chan struct{})
 	var timedOut atomic.Bool
 	rec.SetFault(func(o objstore.Op) error {
-		partition := isPutOp(o, ".json.zst") && strings.HasPrefix(o.Key, "index/") && !strings.HasPrefix(o.Key, "index/log")
-		if !isPutOp(o, "manifest.json") && !partition {
+		index := isPutOp(o, ".json.zst") && strings.HasPrefix(o.Key, "index/")
+		if !isPutOp(o, "manifest.json") && !index {
 			return nil
 		}
 		mu.Lock()

@@ -267,6 +267,15 @@ func (s *Store) adoptRead(id string, caught *manifest.Manifest, etag string, sto
 // index partition, or else of the catalog (catalog.go), if the reading
 // is recent (indexStale); it makes no request.
 func (s *Store) cachedEntry(id string) (manifest.IndexEntry, bool) {
+	e, ok := s.cachedPartitionEntry(id)
+	if u, unfolded := s.freshUnfolded(id); unfolded && (!ok || u.Length > e.Length) {
+		return u, true
+	}
+	return e, ok
+}
+
+// cachedPartitionEntry is cachedEntry without the unfolded entries.
+func (s *Store) cachedPartitionEntry(id string) (manifest.IndexEntry, bool) {
 	st := s.shardState(s.shardOf(id))
 	st.mu.Lock()
 	defer st.mu.Unlock()

@@ -338,7 +338,15 @@ func (s *Store) open(ctx context.Context) error {
 	var created, matched probeOutcome
 	var probeErr error
 	probed := make(chan struct{})
-	go func() { defer close(probed); created, matched, probeErr = s.probePuts(ctx, false) }()
+	recent := s.probedRecently()
+	go func() {
+		defer close(probed)
+		if recent {
+			created, matched = probeRefused, probeRefused
+			return
+		}
+		created, matched, probeErr = s.probePuts(ctx, false)
+	}()
 	marker := make(chan struct{})
 	prefetched := s.prefetchIndex(ctx, marker)
 	markerErr := s.checkMarker(ctx)
@@ -351,7 +359,13 @@ func (s *Store) open(ctx context.Context) error {
 	if probeErr != nil {
 		return s.b.explainOpenError(probeErr)
 	}
-	return s.probe(ctx, created, matched)
+	if err := s.probe(ctx, created, matched); err != nil {
+		return err
+	}
+	if !recent && s.WriteRefused() == nil {
+		s.noteProbed()
+	}
+	return nil
 }
 
 // checkMarker reads the format marker, creating it on a fresh prefix.

@@ -4,7 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 	"sync"
+	"time"
 )
 
 // ErrConditionalWrites: the server does not honour conditional writes
@@ -144,4 +148,52 @@ func (s *Store) WriteRefused() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.writeRefused
+}
+
+// probeTrust is how long a machine that keeps an index cache
+// (WithIndexCache) trusts a bucket's last probe: its Opens within it send
+// no probe PUTs (two PUTs, the dearest requests of an Open). A server
+// swapped under the same endpoint and bucket within it goes unprobed
+// until then.
+const probeTrust = 24 * time.Hour
+
+// probePath is where the time of this bucket's last successful probe is
+// kept, beside its cached catalog; "" without a cache.
+func (s *Store) probePath() string {
+	if p := s.catalogPath(); p != "" {
+		return strings.TrimSuffix(p, ".json.zst") + ".probed"
+	}
+	return ""
+}
+
+// probedRecently reports whether this machine probed the bucket, with
+// both conditions honoured, less than probeTrust ago.
+func (s *Store) probedRecently() bool {
+	path := s.probePath()
+	if path == "" {
+		return false
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return false
+	}
+	at, err := time.Parse(time.RFC3339Nano, strings.TrimSpace(string(data)))
+	if err != nil {
+		return false
+	}
+	age := s.now().Sub(at)
+	return age >= 0 && age < probeTrust
+}
+
+// noteProbed records that the probe just passed. A failure only costs
+// the next Open its probe.
+func (s *Store) noteProbed() {
+	path := s.probePath()
+	if path == "" {
+		return
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return
+	}
+	_ = os.WriteFile(path, []byte(s.now().UTC().Format(time.RFC3339Nano)+"\n"), 0o600)
 }

@@ -142,6 +142,12 @@ func (s *Store) catchUpFrom(ctx context.Context, m *manifest.Manifest, keep int6
 		entry, known = shard.Sessions[m.ID]
 		return nil
 	})
+	var unfolded manifest.IndexEntry
+	var isUnfolded bool
+	g.Go(func() error {
+		unfolded, isUnfolded = s.unfoldedEntry(gctx, m.ID)
+		return nil
+	})
 	g.Go(func() error {
 		var err error
 		found, err = s.catchUp(gctx, m, keep, early)
@@ -149,6 +155,9 @@ func (s *Store) catchUpFrom(ctx context.Context, m *manifest.Manifest, keep int6
 	})
 	if err := g.Wait(); err != nil {
 		return nil, err
+	}
+	if isUnfolded && (!known || unfolded.Length > entry.Length) {
+		entry, known = unfolded, true // the partition does not hold it yet
 	}
 	if !known || entry.Length <= storedLen {
 		// The index was not written yet (or its writer died first), or

@@ -141,9 +141,20 @@ func (s *Store) checkIndex(ctx context.Context) (report store.IndexReport, truth
 
 // readIndexForCheck reads every shard, noting in report the ones that do
 // not decode, and returns their entries and tombstones.
+// With unfolded entries, the newest commit of the index log is read
+// first, and what its Unfolded set holds counts as indexed (a reader's
+// view: readIndexAll); checkRecent notes it when it does not decode.
 func (s *Store) readIndexForCheck(ctx context.Context, report *store.IndexReport) (map[string]manifest.IndexEntry, map[string]manifest.Tombstone, error) {
 	indexed := map[string]manifest.IndexEntry{}
 	indexedTombs := map[string]manifest.Tombstone{}
+	var c *manifest.IndexShard
+	if s.unfoldedIndex() {
+		var err error
+		if c, err = s.newestReadable(ctx); err != nil && !errors.Is(err, ErrIndexDamaged) {
+			return nil, nil, fmt.Errorf("read the index: %w", err)
+		}
+	}
+	defer func() { s.withUnfolded(c, s.shardNames(), indexed, indexedTombs) }()
 	for _, name := range s.shardNames() {
 		sh, err := s.readShard(ctx, name)
 		if errors.Is(err, ErrCorrupt) {

@@ -80,8 +80,21 @@ func newerThan(a, b agent.SessionInfo) bool {
 // rebuildRecent writes a commit whose recent view is the newest sessions
 // of truth, when the check found it wrong; a session written since the
 // check keeps its place (only what truth contradicts is dropped).
+//
+// With unfolded entries it also takes the sessions whose partitions the
+// repair rebuilt (unindexed, stale, orphaned) out of the Unfolded set:
+// their partitions now hold what the sessions are, and an entry there
+// that was wrong would otherwise still win over them.
 func (s *Store) rebuildRecent(ctx context.Context, report *store.IndexReport, truth map[string]manifest.IndexEntry) error {
-	if !s.indexLog() || len(report.Recent) == 0 && !slices.Contains(report.Damaged, manifest.LogName) {
+	fixed := map[string]bool{}
+	if s.unfoldedIndex() {
+		for _, list := range [][]string{report.Unindexed, report.Stale, report.Orphans} {
+			for _, id := range list {
+				fixed[id] = true
+			}
+		}
+	}
+	if !s.indexLog() || len(report.Recent) == 0 && len(fixed) == 0 && !slices.Contains(report.Damaged, manifest.LogName) {
 		return nil
 	}
 	recent := map[string]manifest.IndexEntry{}
@@ -95,10 +108,10 @@ func (s *Store) rebuildRecent(ctx context.Context, report *store.IndexReport, tr
 	}
 	drop := func(e manifest.IndexEntry) bool {
 		_, live := truth[e.Info.ID]
-		return wrong[e.Info.ID] && !live
+		return wrong[e.Info.ID] && !live || fixed[e.Info.ID]
 	}
 	whole := len(truth) <= manifest.RecentSize && len(report.Unreadable) == 0
-	if err := s.commitLog(ctx, recent, nil, drop, whole); err != nil {
+	if err := s.commitLog(ctx, logChanges{recent: recent}, drop, whole); err != nil {
 		return fmt.Errorf("write the index log: %w", err)
 	}
 	report.Rebuilt = append(report.Rebuilt, manifest.LogName)

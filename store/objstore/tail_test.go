@@ -163,6 +163,9 @@ func TestResumedAppendKeepsTail(t *testing.T) {
 	if n := countOps(fb.Take(), "GET"); n != 0 {
 		t.Fatalf("the append read %d objects: it did not resume from the entry", n)
 	}
+	if err := resumed.Close(ctx); err != nil { // folds the entry into its partition
+		t.Fatal(err)
+	}
 	var offs []string
 	for _, k := range segmentKeys(t, e, id) {
 		var o int64

@@ -1,0 +1,235 @@
+package objstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/panto-dev/panto/agent"
+	"github.com/panto-dev/panto/internal/manifest"
+)
+
+// Unfolded entries (manifest.FeatureIndexUnfolded, docs/DESIGN.md §P3):
+// a checkpoint commits its session's entry to the index log, in the
+// commit's Unfolded set, and writes no partition. A partition holds
+// about 1/256 of the index (80 KB at 100,000 sessions), which every turn
+// would otherwise send twice; the set holds the sessions being written
+// now. The partition takes the entry later, in a fold (the LSM's
+// compaction of its memtable, Litestream's of its L0 files):
+//
+//   - the writer's Close folds the sessions it committed unfolded;
+//   - a writer that finds the set over manifest.UnfoldedSize, or holding
+//     an entry idle for unfoldedIdle (its writer died), folds those;
+//   - a bulk write (panto-sync, repair) writes partitions as before, and
+//     its commit takes what they now hold out of the set.
+//
+// A fold writes the partitions, then commits: an entry leaves the set
+// only in a commit after the partition holds it, or a longer one. So a
+// reader that reads the newest commit, then the partitions, sees every
+// session at its longest: the commit holds what the partitions did not
+// when it was written, and a fold since left it in the partitions.
+
+// unfoldedIdle is how long an entry stays unfolded after its session was
+// last modified before any writer folds it.
+const unfoldedIdle = 30 * time.Minute
+
+// unfoldedBatch is the most sessions a deferred write (WithDeferredIndex:
+// panto-sync) commits unfolded; a bigger batch writes its partitions,
+// which costs less than carrying its entries in every commit.
+const unfoldedBatch = 8
+
+// unfoldedIndex reports whether the prefix's checkpoints commit entries
+// unfolded (manifest.FeatureIndexUnfolded).
+func (s *Store) unfoldedIndex() bool {
+	s.markerMu.Lock()
+	defer s.markerMu.Unlock()
+	return slices.Contains(s.marker.Requires, manifest.FeatureIndexUnfolded)
+}
+
+// adoptUnfolded brings the prefix to format 4 with unfolded entries
+// before this Store's first checkpoint: no object changes, the marker
+// only, so that a panto that does not know the set refuses the prefix
+// before it could miss a session the partitions do not hold yet.
+func (s *Store) adoptUnfolded(ctx context.Context) error {
+	if s.unfoldedIndex() {
+		return nil
+	}
+	if err := s.adoptIndex(ctx); err != nil {
+		return err
+	}
+	s.adoptMu.Lock()
+	defer s.adoptMu.Unlock()
+	if s.unfoldedIndex() {
+		return nil
+	}
+	return s.ensureFeature(ctx, manifest.FeatureIndexUnfolded)
+}
+
+// commitUnfolded commits entries unfolded (see the top of this file),
+// then folds what the newest commit holds past the set's bounds.
+func (s *Store) commitUnfolded(ctx context.Context, entries ...manifest.IndexEntry) error {
+	lg := &s.ilog
+	lg.mu.Lock()
+	if lg.unfolded == nil {
+		lg.unfolded = map[string]manifest.IndexEntry{}
+	}
+	if lg.mine == nil {
+		lg.mine = map[string]bool{}
+	}
+	for _, e := range entries {
+		if old, ok := lg.unfolded[e.Info.ID]; !ok || old.Length <= e.Length {
+			lg.unfolded[e.Info.ID] = e
+		}
+		lg.mine[e.Info.ID] = true
+	}
+	lg.mu.Unlock()
+	if err := s.writeLog(ctx); err != nil {
+		return err
+	}
+	// Best effort: the entries are committed; a fold that fails (a
+	// damaged partition, say) is tried again by the next commit.
+	_ = s.foldDue(ctx)
+	return nil
+}
+
+// foldDue folds the entries of the newest commit this Store knows that
+// are over manifest.UnfoldedSize (the oldest) or idle for unfoldedIdle.
+//
+// Not this Store's own sessions: its Close folds them.
+func (s *Store) foldDue(ctx context.Context) error {
+	s.ilog.mu.Lock()
+	c, mine := s.ilog.last, maps.Clone(s.ilog.mine)
+	s.ilog.mu.Unlock()
+	if c == nil || len(c.Unfolded) == 0 {
+		return nil
+	}
+	infos := make([]agent.SessionInfo, 0, len(c.Unfolded))
+	for _, e := range c.Unfolded {
+		infos = append(infos, e.Info)
+	}
+	sortNewestFirst(infos)
+	due := map[string]manifest.IndexEntry{}
+	for i, info := range infos {
+		if i >= manifest.UnfoldedSize || s.now().Sub(info.Modified) > unfoldedIdle && !mine[info.ID] {
+			due[info.ID] = c.Unfolded[info.ID]
+		}
+	}
+	return s.fold(ctx, due)
+}
+
+// foldMine folds the sessions this Store committed unfolded (Close): the
+// process is done with them, and the set keeps the sessions in use.
+func (s *Store) foldMine(ctx context.Context) error {
+	lg := &s.ilog
+	lg.mu.Lock()
+	mine := lg.mine
+	lg.mine = nil
+	lg.mu.Unlock()
+	if len(mine) == 0 {
+		return nil
+	}
+	// The newest commit's set: what another writer folded, or a repair
+	// took out, since this Store's last commit is not folded again.
+	c, err := s.newestCommit(ctx)
+	if err != nil {
+		lg.mu.Lock()
+		c = lg.last
+		lg.mu.Unlock()
+	}
+	if c == nil {
+		return nil
+	}
+	due := map[string]manifest.IndexEntry{}
+	for id := range mine {
+		if e, ok := c.Unfolded[id]; ok {
+			due[id] = e
+		}
+	}
+	if err := s.fold(ctx, due); err != nil {
+		return fmt.Errorf("fold the index entries of this process's sessions into their partitions: %w", err)
+	}
+	return nil
+}
+
+// fold writes entries to their partitions, then commits, which takes
+// them out of the set (nextCommit: what a partition holds leaves it).
+// Cut short, the entries stay in the set for the next fold.
+func (s *Store) fold(ctx context.Context, entries map[string]manifest.IndexEntry) error {
+	if len(entries) == 0 {
+		return nil
+	}
+	names := map[string]bool{}
+	for _, e := range entries {
+		names[s.queueIndex(e)] = true
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(16)
+	for name := range names {
+		g.Go(func() error { return s.writeQueued(gctx, name) })
+	}
+	err := g.Wait()
+	return errors.Join(err, s.writeLog(ctx))
+}
+
+// withUnfolded adds to all, the entries read from the partitions names,
+// the longer entries commit c (nil: none) holds unfolded for them; a
+// session the partitions bury stays buried.
+func (s *Store) withUnfolded(c *manifest.IndexShard, names []string, all map[string]manifest.IndexEntry, tombs map[string]manifest.Tombstone) {
+	if c == nil || len(c.Unfolded) == 0 {
+		return
+	}
+	for id, e := range c.Unfolded {
+		if !slices.Contains(names, s.shardOf(id)) {
+			continue
+		}
+		if _, gone := tombs[id]; gone {
+			continue
+		}
+		if old, ok := all[id]; !ok || old.Length < e.Length {
+			all[id] = e
+		}
+	}
+}
+
+// freshUnfolded is session id's entry in the Unfolded set of the newest
+// commit this Store knows, when it read or wrote that commit less than
+// indexStale ago; it makes no request (cachedEntry).
+func (s *Store) freshUnfolded(id string) (manifest.IndexEntry, bool) {
+	s.ilog.mu.Lock()
+	defer s.ilog.mu.Unlock()
+	if s.ilog.last == nil || s.now().Sub(s.ilog.fresh) >= indexStale {
+		return manifest.IndexEntry{}, false
+	}
+	e, ok := s.ilog.last.Unfolded[id]
+	return e, ok
+}
+
+// unfoldedEntry is session id's entry in the Unfolded set of the newest
+// commit: this Store's reading when recent (indexStale), else read now
+// (newestCommit). A commit that cannot be read says nothing (nil error):
+// the caller goes on with what the partition says.
+func (s *Store) unfoldedEntry(ctx context.Context, id string) (manifest.IndexEntry, bool) {
+	if !s.unfoldedIndex() {
+		return manifest.IndexEntry{}, false
+	}
+	if e, ok := s.freshUnfolded(id); ok {
+		return e, true
+	}
+	s.ilog.mu.Lock()
+	fresh := s.ilog.last != nil && s.now().Sub(s.ilog.fresh) < indexStale
+	s.ilog.mu.Unlock()
+	if fresh {
+		return manifest.IndexEntry{}, false
+	}
+	c, err := s.newestCommit(ctx)
+	if err != nil || c == nil {
+		return manifest.IndexEntry{}, false
+	}
+	e, ok := c.Unfolded[id]
+	return e, ok
+}

@@ -1,0 +1,291 @@
+package objstore_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/panto-dev/panto/agent"
+	"github.com/panto-dev/panto/internal/manifest"
+	"github.com/panto-dev/panto/store/objstore"
+)
+
+// TestUnfoldedTurn: a checkpoint commits its entry to the index log
+// unfolded and writes no partition, whatever the partition holds; the
+// writer's Close folds the entry into its partition and takes it out of
+// the set; another Store lists the session at its longest before and
+// after.
+func TestUnfoldedTurn(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newMemEnv(t)
+	seed := e.open(t)
+	for i := range 40 {
+		appendNew(t, seed, fmt.Sprintf("older %d", i))
+	}
+	if err := seed.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, c := e.newestCommit(t); len(c.Unfolded) != 0 {
+		t.Fatalf("after Close the set holds %d entries, want none", len(c.Unfolded))
+	}
+	before, _ := e.partitions(t)
+
+	fb := e.faults(t)
+	w := e.openOn(t, fb)
+	id := appendNew(t, w, "the prompt")
+	for i := range 3 {
+		if err := w.AppendMessages(ctx, id, []agent.PersistentMessage{msg(agent.RoleAssistant, fmt.Sprint("answer ", i))}); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, o := range fb.Take() {
+		if o.Method == "PUT" && partitionKeyRe.MatchString("pfx/"+o.Key) {
+			t.Errorf("a checkpoint wrote partition %s", o.Key)
+		}
+	}
+	if after, _ := e.partitions(t); len(after) != len(before) {
+		t.Fatalf("the partitions hold %d sessions after the turns, want the %d before", len(after), len(before))
+	}
+	_, c := e.newestCommit(t)
+	u, ok := c.Unfolded[id]
+	if !ok || u.Info.MessageCount != 4 || u.Resume.HashState == "" {
+		t.Fatalf("the newest commit's unfolded entry of the session: %+v (present %v), want 4 messages and its append state", u, ok)
+	}
+	lists := func(when string, want int) {
+		t.Helper()
+		r := e.open(t)
+		list, err := r.List(ctx)
+		if err != nil || len(list) != 41 || list[0].ID != id || list[0].MessageCount != want {
+			t.Fatalf("%s: list: %v, %d sessions, newest %+v", when, err, len(list), list[0])
+		}
+		if s, err := r.Resolve(ctx, id[:6]); err != nil || s.Info.MessageCount != want {
+			t.Fatalf("%s: resolve: %v", when, err)
+		}
+		logs, err := r.Logs(ctx)
+		if err != nil || len(logs) != 41 {
+			t.Fatalf("%s: logs: %v, %d", when, err, len(logs))
+		}
+	}
+	lists("unfolded", 4)
+	if err := w.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	_, c = e.newestCommit(t)
+	if len(c.Unfolded) != 0 {
+		t.Fatalf("after Close the set holds %d entries, want none", len(c.Unfolded))
+	}
+	if after, _ := e.partitions(t); after[id].Info.MessageCount != 4 {
+		t.Fatalf("after Close the partition holds %+v", after[id])
+	}
+	lists("folded", 4)
+}
+
+// TestUnfoldedBounded: Stores that never close (killed writers) leave
+// their entries in the set; a writer that finds it over
+// manifest.UnfoldedSize folds the oldest, and one that finds an entry of
+// another writer's session idle for half an hour folds it; every session
+// stays listed throughout, and the index checks clean.
+func TestUnfoldedBounded(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newMemEnv(t)
+	var ids []string
+	for i := range manifest.UnfoldedSize + 10 {
+		ids = append(ids, appendNew(t, e.open(t), fmt.Sprintf("abandoned %d", i)))
+	}
+	_, c := e.newestCommit(t)
+	if len(c.Unfolded) > manifest.UnfoldedSize+1 {
+		t.Fatalf("the set holds %d entries, want at most %d", len(c.Unfolded), manifest.UnfoldedSize+1)
+	}
+	entries, _ := e.indexed(t)
+	for _, id := range ids {
+		if _, ok := entries[id]; !ok {
+			t.Errorf("%s is not in the index", id)
+		}
+	}
+	if list, err := e.open(t).List(ctx); err != nil || len(list) != len(ids) {
+		t.Fatalf("list: %v, %d sessions, want %d", err, len(list), len(ids))
+	}
+	// An hour later, another writer's commit folds the idle ones.
+	later := e.open(t)
+	objstore.SetNow(later, func() time.Time { return time.Now().Add(time.Hour) })
+	appendNew(t, later, "an hour later")
+	if err := later.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	_, c = e.newestCommit(t)
+	if len(c.Unfolded) != 1 {
+		t.Fatalf("an hour later the set holds %d entries, want the new session's alone", len(c.Unfolded))
+	}
+	if report, err := e.open(t).CheckIndex(ctx); err != nil || !report.Clean() {
+		t.Fatalf("check: %v, %+v", err, report)
+	}
+}
+
+// TestUnfoldedFoldDuringRead: a reader reads the newest commit, then the
+// partitions; a fold that lands between the two (the partition written,
+// then a commit that takes the entry out of the set) hides nothing.
+func TestUnfoldedFoldDuringRead(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newMemEnv(t)
+	w := e.open(t)
+	id := appendNew(t, w, "folded while a reader reads")
+	if err := w.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	fb := e.faults(t)
+	r := e.openOn(t, fb)
+	partition := "index/" + manifest.PartitionOf(id, 2) + ".json.zst"
+	reached, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	fb.SetFault(func(o objstore.Op) error {
+		if o.Method == "GET" && o.Key == partition {
+			once.Do(func() { close(reached) })
+			<-release
+		}
+		return nil
+	})
+	var list []agent.SessionInfo
+	var err error
+	done := make(chan struct{})
+	go func() { defer close(done); list, err = r.List(ctx) }()
+	select {
+	case <-reached:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the listing never read the partition")
+	}
+	if err := w.Close(ctx); err != nil { // the fold
+		t.Fatal(err)
+	}
+	if _, c := e.newestCommit(t); len(c.Unfolded) != 0 {
+		t.Fatalf("the fold left %d entries in the set", len(c.Unfolded))
+	}
+	close(release)
+	<-done
+	if err != nil || !slices.ContainsFunc(list, func(i agent.SessionInfo) bool { return i.ID == id }) {
+		t.Fatalf("a listing across the fold: %v, %v", err, infoIDs(list))
+	}
+}
+
+// TestUnfoldedAdopted: a format-4 prefix written before the set (its
+// marker without index-unfolded) is read as it is; the first checkpoint
+// of this version adds the feature to the marker, and then commits its
+// entry unfolded.
+func TestUnfoldedAdopted(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newMemEnv(t)
+	old := e.open(t)
+	first := appendNew(t, old, "before the set")
+	if err := old.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	e.putRaw(t, "pfx/panto-store.json", []byte(`{"format":"panto-objstore","version":3,"requires":["index-bases","index-log"]}`))
+	w := e.open(t)
+	if list, err := w.List(ctx); err != nil || len(list) != 1 || list[0].ID != first {
+		t.Fatalf("list before the first checkpoint: %v, %v", err, infoIDs(list))
+	}
+	second := appendNew(t, w, "after")
+	if err := w.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if m := string(e.object(t, "pfx/panto-store.json")); !strings.Contains(m, `"index-unfolded"`) {
+		t.Fatalf("marker after a checkpoint: %s", m)
+	}
+	if _, c := e.newestCommit(t); c.Unfolded[second].Length == 0 {
+		t.Fatalf("the checkpoint's entry is not unfolded: %+v", c.Unfolded)
+	}
+	if list, err := e.open(t).List(ctx); err != nil || len(list) != 2 {
+		t.Fatalf("list after: %v, %v", err, infoIDs(list))
+	}
+}
+
+// TestUnfoldedRepair: an unfolded entry of a session whose objects are
+// gone (removed behind the store's back) is an orphan to CheckIndex;
+// RepairIndex takes it out of the set, after which the index checks
+// clean and the session lists no more.
+func TestUnfoldedRepair(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newMemEnv(t)
+	w := e.open(t)
+	keep := appendNew(t, w, "kept")
+	gone := appendNew(t, w, "removed behind the store's back")
+	if err := w.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range e.rawBucket(t) {
+		if strings.Contains(o.key, "/sessions/"+gone+"/") {
+			e.removeRaw(t, o.key)
+		}
+	}
+	report, err := e.open(t).CheckIndex(ctx)
+	if err != nil || !slices.Equal(report.Orphans, []string{gone}) {
+		t.Fatalf("check: %v, %+v; want %s an orphan", err, report, gone)
+	}
+	if _, err := e.open(t).RepairIndex(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, c := e.newestCommit(t); c.Unfolded[gone].Length != 0 {
+		t.Fatalf("the repair left the orphan in the set")
+	}
+	if report, err := e.open(t).CheckIndex(ctx); err != nil || !report.Clean() {
+		t.Fatalf("check after the repair: %v, %+v", err, report)
+	}
+	list, err := e.open(t).List(ctx)
+	if err != nil || len(list) != 1 || list[0].ID != keep {
+		t.Fatalf("list after the repair: %v, %v", err, infoIDs(list))
+	}
+	if err := w.Close(ctx); err != nil && !errors.Is(err, objstore.ErrCorrupt) {
+		t.Fatal(err)
+	}
+}
+
+// TestProbeRemembered: with an index cache, an Open within a day of a
+// probe that passed sends no probe PUT; a day later it probes again.
+func TestProbeRemembered(t *testing.T) {
+	t.Parallel()
+	e := newMemEnv(t)
+	cache := t.TempDir()
+	probes := func() int {
+		t.Helper()
+		fb := e.faults(t)
+		e.openOn(t, fb, objstore.WithIndexCache(cache))
+		n := 0
+		for _, o := range fb.Take() {
+			if o.Method == "PUT" && strings.Contains(o.Key, "panto-probe") {
+				n++
+			}
+		}
+		return n
+	}
+	if n := probes(); n == 0 {
+		t.Fatal("the first Open sent no probe")
+	}
+	if n := probes(); n != 0 {
+		t.Fatalf("an Open right after a probe sent %d probe PUTs", n)
+	}
+	marks, _ := filepath.Glob(filepath.Join(cache, "*.probed"))
+	if len(marks) != 1 {
+		t.Fatalf("probe records in the cache: %v", marks)
+	}
+	old := time.Now().Add(-25 * time.Hour).UTC().Format(time.RFC3339Nano)
+	if err := os.WriteFile(marks[0], []byte(old+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if n := probes(); n == 0 {
+		t.Fatal("an Open a day after the last probe sent none")
+	}
+}
