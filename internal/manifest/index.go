@@ -1,13 +1,14 @@
 package manifest
 
 import (
-	"maps"
 	"crypto/sha256"
 	"encoding"
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
+	"maps"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -211,7 +212,12 @@ type IndexShard struct {
 	// the index (it never had to drop one for room), so a listing of any
 	// length is Recent alone.
 	Complete bool
-	Recent   map[string]IndexEntry
+	// Base, in a log commit, is the number of the earlier commit whose
+	// recent view this one's is stored against (0: stored whole): as
+	// stored, Recent holds only the entries that differ from Base's;
+	// WithBase makes it whole again (docs/DESIGN.md §P3).
+	Base   int64
+	Recent map[string]IndexEntry
 	// Unfolded, in a log commit (FeatureIndexUnfolded), is the entries,
 	// with Resume, of sessions whose partitions do not hold them yet: a
 	// checkpoint commits its entry here instead of replacing the
@@ -418,10 +424,13 @@ func (s *IndexShard) validate() error {
 	if !log && (len(s.Shard) < 1 || len(s.Shard) > 2 || strings.Trim(s.Shard, hexDigits) != "") {
 		return fmt.Errorf("%w: index shard name %q", ErrInvalid, s.Shard)
 	}
+	if s.Base < 0 || s.Base > 0 && s.Base >= s.Through {
+		return fmt.Errorf("%w: index log commit %d: base %d", ErrInvalid, s.Through, s.Base)
+	}
 	if s.Pruned < 0 || s.Through < s.Pruned || s.Purge < 0 || s.Through < s.Purge || s.Omitted < 0 {
 		return fmt.Errorf("%w: index shard %s: through %d, pruned %d, purge %d, omitted %d", ErrInvalid, s.Shard, s.Through, s.Pruned, s.Purge, s.Omitted)
 	}
-	if !log && (s.Omitted != 0 || s.Complete || len(s.Recent) != 0 || len(s.Unfolded) != 0) {
+	if !log && (s.Omitted != 0 || s.Complete || s.Base != 0 || len(s.Recent) != 0 || len(s.Unfolded) != 0) {
 		return fmt.Errorf("%w: index shard %s: a partition with a log commit's fields", ErrInvalid, s.Shard)
 	}
 	filed := func(id string) bool { return log || PartitionOf(id, len(s.Shard)) == s.Shard }
@@ -458,4 +467,70 @@ func (s *IndexShard) validate() error {
 		}
 	}
 	return nil
+}
+
+// TrimRecent keeps the RecentSize newest entries of recent (by Modified,
+// then id), and reports whether it dropped any.
+func TrimRecent(recent map[string]IndexEntry) bool {
+	if len(recent) <= RecentSize {
+		return false
+	}
+	entries := make([]IndexEntry, 0, len(recent))
+	for _, e := range recent {
+		entries = append(entries, e)
+	}
+	slices.SortFunc(entries, func(a, b IndexEntry) int {
+		if c := b.Info.Modified.Compare(a.Info.Modified); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Info.ID, b.Info.ID)
+	})
+	for _, e := range entries[RecentSize:] {
+		delete(recent, e.Info.ID)
+	}
+	return true
+}
+
+// DeltaRecent returns the entries of recent that base (a whole recent
+// view) does not hold as they are: what a commit stores against base.
+// ok is false when base and that delta would not make recent again
+// (WithBase): then the commit is stored whole.
+func DeltaRecent(recent, base map[string]IndexEntry) (delta map[string]IndexEntry, ok bool) {
+	delta = map[string]IndexEntry{}
+	for id, e := range recent {
+		if b, same := base[id]; !same || b != e {
+			delta[id] = e
+		}
+	}
+	return delta, maps.Equal(applyRecent(base, delta), recent)
+}
+
+// WithBase makes the recent view of c, a commit stored against base
+// (c.Base == base.Through, base stored whole), whole (Base stays: it
+// says how c is stored): base's, with c's entries
+// in place of theirs, trimmed to the RecentSize newest. A session of
+// base that c's view no longer holds is older than every session it
+// holds (a deletion, which takes one out, is stored whole), so the trim
+// drops it again.
+func (c *IndexShard) WithBase(base *IndexShard) error {
+	if c.Base == 0 {
+		return nil
+	}
+	if base == nil || base.Through != c.Base || base.Base != 0 {
+		return fmt.Errorf("%w: index log commit %d is stored against commit %d", ErrInvalid, c.Through, c.Base)
+	}
+	c.Recent = applyRecent(base.Recent, c.Recent)
+	return nil
+}
+
+func applyRecent(base, delta map[string]IndexEntry) map[string]IndexEntry {
+	out := make(map[string]IndexEntry, len(base)+len(delta))
+	for id, e := range base {
+		out[id] = e
+	}
+	for id, e := range delta {
+		out[id] = e
+	}
+	TrimRecent(out)
+	return out
 }

@@ -253,6 +253,7 @@ type wireSealedShard struct {
 	Written    time.Time                      `json:"written,omitzero"`
 	Omitted    int64                          `json:"omitted,omitempty"`
 	Complete   bool                           `json:"complete,omitempty"`
+	Base       int64                          `json:"base,omitempty"`
 	Recent     map[string]wireSealedEntry     `json:"recent,omitempty"`
 	Unfolded   map[string]wireSealedEntry     `json:"unfolded,omitempty"`
 	Sessions   map[string]wireSealedEntry     `json:"sessions"`
@@ -276,7 +277,7 @@ type wireSealedTombstone struct {
 }
 
 func shardSkeleton(s *IndexShard) wireSealedShard {
-	w := wireSealedShard{Version: Version, Shard: s.Shard, Through: s.Through, Pruned: s.Pruned, Purge: s.Purge, Omitted: s.Omitted, Complete: s.Complete, Sessions: make(map[string]wireSealedEntry, len(s.Sessions))}
+	w := wireSealedShard{Version: Version, Shard: s.Shard, Through: s.Through, Pruned: s.Pruned, Purge: s.Purge, Omitted: s.Omitted, Complete: s.Complete, Base: s.Base, Sessions: make(map[string]wireSealedEntry, len(s.Sessions))}
 	if !s.Written.IsZero() {
 		w.Written = s.Written.UTC()
 	}

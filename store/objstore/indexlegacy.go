@@ -186,7 +186,7 @@ func (s *Store) adoptIndexLog(ctx context.Context, damaged bool) error {
 		recent[id] = e
 	}
 	whole := err == nil && len(recent) <= manifest.RecentSize
-	trimRecent(recent)
+	manifest.TrimRecent(recent)
 	if err := s.commitLog(ctx, logChanges{folded: recent}, nil, whole); err != nil {
 		return fmt.Errorf("move the index to format 4: write the index log: %w", err)
 	}

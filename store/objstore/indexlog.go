@@ -77,6 +77,9 @@ type logState struct {
 	// committed so, which its Close folds.
 	unfolded map[string]manifest.IndexEntry
 	mine     map[string]bool
+	// bases are the whole commits this Store read or wrote, by number,
+	// which the commits after them are stored against (logbase.go).
+	bases map[int64]*baseFetch
 	// prefetching is closed when Open's reading of the log ends.
 	prefetching chan struct{}
 }
@@ -237,7 +240,10 @@ func (s *Store) commitLog(ctx context.Context, ch logChanges, drop func(manifest
 	for attempt := 0; attempt < s.maxAttempts*4; attempt++ {
 		next := nextCommit(n+1, last, ch, drop, whole, s.now().UTC())
 		key := logKey(n + 1)
-		data, err := s.codec.EncodeIndexShard(key, next)
+		// Stored against the base of the commit it follows, unless it
+		// drops sessions (a deletion purges the bases; a repair).
+		stored := s.storedCommit(next, last, len(ch.buried) > 0 || drop != nil || whole)
+		data, err := s.codec.EncodeIndexShard(key, stored)
 		if err != nil {
 			return err
 		}
@@ -265,6 +271,10 @@ func (s *Store) commitLog(ctx context.Context, ch logChanges, drop func(manifest
 			continue
 		}
 		if err == nil {
+			// Whole in memory, with the base it was stored against
+			// (the next commit is stored against that one too).
+			next.Base = stored.Base
+			s.noteBase(next)
 			s.adoptCommit(n+1, next, etag)
 			if (n+1)%logKeep == 0 {
 				s.pruneLog(ctx, n+1)
@@ -380,7 +390,7 @@ func nextCommit(n int64, prev *manifest.IndexShard, ch logChanges, drop func(man
 	}
 	if len(c.Recent) > manifest.RecentSize {
 		c.Complete = false
-		trimRecent(c.Recent)
+		manifest.TrimRecent(c.Recent)
 	}
 	return c
 }
@@ -425,20 +435,6 @@ func newestTombstones(gone map[string]manifest.Tombstone, max int) map[string]ma
 	return out
 }
 
-// trimRecent keeps the manifest.RecentSize newest of recent.
-func trimRecent(recent map[string]manifest.IndexEntry) {
-	if len(recent) <= manifest.RecentSize {
-		return
-	}
-	infos := make([]agent.SessionInfo, 0, len(recent))
-	for _, e := range recent {
-		infos = append(infos, e.Info)
-	}
-	sortNewestFirst(infos)
-	for _, info := range infos[manifest.RecentSize:] {
-		delete(recent, info.ID)
-	}
-}
 
 // adoptCommit makes commit n, read or written with etag, this Store's
 // reading of the log when it is newer than the one it has.
@@ -452,7 +448,20 @@ func (s *Store) adoptCommit(n int64, c *manifest.IndexShard, etag string) {
 }
 
 // readCommit reads commit n (a 304 when etag is still it: then nil).
+// A commit stored against a base comes back whole (logbase.go).
 func (s *Store) readCommit(ctx context.Context, n int64, etag string) (*manifest.IndexShard, string, error) {
+	c, etag, err := s.readStoredCommit(ctx, n, etag)
+	if err != nil || c == nil {
+		return c, etag, err
+	}
+	if err := s.makeWhole(ctx, c); err != nil {
+		return nil, "", err
+	}
+	return c, etag, nil
+}
+
+// readStoredCommit is readCommit without the base: the commit as stored.
+func (s *Store) readStoredCommit(ctx context.Context, n int64, etag string) (*manifest.IndexShard, string, error) {
 	key := logKey(n)
 	data, etag, err := s.b.get(ctx, key, etag)
 	if err != nil {
@@ -598,7 +607,7 @@ func (s *Store) probeNewestCommit(ctx context.Context) (int64, error) {
 	}
 }
 
-// pruneLog deletes the commits logKeep and more before commit n, which
+// pruneLog deletes the commits more than logKeep before commit n, which
 // its writer just created (and format 3's shards, dropShards), and
 // records n in the hint. Both are best
 // effort: a commit left behind is read by nobody, and an old hint costs
@@ -611,7 +620,9 @@ func (s *Store) pruneLog(ctx context.Context, n int64) {
 	s.dropShards(ctx)
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(8)
-	for k := max(n-2*logKeep, 1); k <= n-logKeep; k++ {
+	// n-logKeep itself stays: it is whole, and the commits after it up
+	// to the next whole one are stored against it (logbase.go).
+	for k := max(n-2*logKeep, 1); k < n-logKeep; k++ {
 		g.Go(func() error { _ = s.b.delete(gctx, logKey(k)); return nil })
 	}
 	_ = g.Wait()
@@ -638,6 +649,7 @@ func (s *Store) prefetchLog(ctx context.Context) *sync.WaitGroup {
 		var guess chan reading
 		if last := s.cachedCommitNumber(); last > 0 {
 			guess = make(chan reading, 1)
+			s.prefetchBase(ctx, last)
 			go func() {
 				c, etag, err := s.readCommit(ctx, last, "")
 				guess <- reading{c, etag, err}
@@ -648,6 +660,9 @@ func (s *Store) prefetchLog(ctx context.Context) *sync.WaitGroup {
 			return
 		}
 		n := newestListed(objects)
+		if cached := s.cachedCommitNumber(); n != cached {
+			s.prefetchBase(ctx, n)
+		}
 		var early *reading
 		if guess != nil {
 			r := <-guess

@@ -93,6 +93,13 @@ func (e *env) logCommits(t testing.TB) map[int64]*manifest.IndexShard {
 		}
 		out[n] = c
 	}
+	for n, c := range out {
+		if c.Base != 0 {
+			if err := c.WithBase(out[c.Base]); err != nil {
+				t.Fatalf("index log commit %d: %v", n, err)
+			}
+		}
+	}
 	return out
 }
 
@@ -120,6 +127,16 @@ func (e *env) newestCommit(t testing.TB) (int64, *manifest.IndexShard) {
 	}
 	if c.Shard != manifest.LogName || c.Through != n {
 		t.Fatalf("index log commit %d says shard %q, through %d", n, c.Shard, c.Through)
+	}
+	if c.Base != 0 {
+		// Stored against a base: made whole from it.
+		base, err := codec.DecodeIndexShard(commitKey(c.Base), e.rawObject(t, "pfx/"+commitKey(c.Base)))
+		if err != nil {
+			t.Fatalf("index log commit %d, the base of %d: %v", c.Base, n, err)
+		}
+		if err := c.WithBase(base); err != nil {
+			t.Fatalf("index log commit %d: %v", n, err)
+		}
 	}
 	return n, c
 }
@@ -690,8 +707,10 @@ func TestLogPruneAndHead(t *testing.T) {
 		kept = append(kept, k)
 	}
 	slices.Sort(kept)
-	if int64(len(kept)) != n-(pruned-keep) || kept[0] != pruned-keep+1 || kept[len(kept)-1] != n {
-		t.Errorf("after %d commits the log keeps %d of them, %v..%v; want %d..%d", n, len(kept), kept[0], kept[len(kept)-1], pruned-keep+1, n)
+	// The commit logKeep before the last pruning one stays: the commits
+	// after it are stored against it.
+	if int64(len(kept)) != n-(pruned-keep)+1 || kept[0] != pruned-keep || kept[len(kept)-1] != n {
+		t.Errorf("after %d commits the log keeps %d of them, %v..%v; want %d..%d", n, len(kept), kept[0], kept[len(kept)-1], pruned-keep, n)
 	}
 	codec, _ := manifest.NewCodec()
 	head, err := codec.DecodeIndexShard("index/log-head.json.zst", e.rawObject(t, e.key("index/log-head.json.zst")))

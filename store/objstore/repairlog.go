@@ -101,7 +101,7 @@ func (s *Store) rebuildRecent(ctx context.Context, report *store.IndexReport, tr
 	for id, e := range truth {
 		recent[id] = e
 	}
-	trimRecent(recent)
+	manifest.TrimRecent(recent)
 	wrong := map[string]bool{}
 	for _, id := range report.Recent {
 		wrong[id] = true
