@@ -26,8 +26,8 @@ type tally struct {
 	// session's entry at exit (objstore's Close), not the turn's
 	// checkpoints.
 	sentPartitions int64
-	byMethod     map[string]int // GET, PUT, HEAD, DELETE, LIST
-	failed       int            // requests that got no answer (the trace's error=)
+	byMethod       map[string]int // GET, PUT, HEAD, DELETE, LIST
+	failed         int            // requests that got no answer (the trace's error=)
 }
 
 // traceLine is one request of the trace, parsed.

@@ -435,7 +435,6 @@ func newestTombstones(gone map[string]manifest.Tombstone, max int) map[string]ma
 	return out
 }
 
-
 // adoptCommit makes commit n, read or written with etag, this Store's
 // reading of the log when it is newer than the one it has.
 func (s *Store) adoptCommit(n int64, c *manifest.IndexShard, etag string) {
