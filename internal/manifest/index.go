@@ -216,8 +216,12 @@ type IndexShard struct {
 	// recent view this one's is stored against (0: stored whole): as
 	// stored, Recent holds only the entries that differ from Base's;
 	// WithBase makes it whole again (docs/DESIGN.md §P3).
-	Base   int64
-	Recent map[string]IndexEntry
+	Base int64
+	// BaseETag is the ETag of commit Base as its writer knew it (""
+	// when it did not): a reader that kept a base on disk uses it only
+	// when it is that one, not a commit of a bucket made anew.
+	BaseETag string
+	Recent   map[string]IndexEntry
 	// Unfolded, in a log commit (FeatureIndexUnfolded), is the entries,
 	// with Resume, of sessions whose partitions do not hold them yet: a
 	// checkpoint commits its entry here instead of replacing the

@@ -254,6 +254,7 @@ type wireSealedShard struct {
 	Omitted    int64                          `json:"omitted,omitempty"`
 	Complete   bool                           `json:"complete,omitempty"`
 	Base       int64                          `json:"base,omitempty"`
+	BaseETag   string                         `json:"base_etag,omitempty"`
 	Recent     map[string]wireSealedEntry     `json:"recent,omitempty"`
 	Unfolded   map[string]wireSealedEntry     `json:"unfolded,omitempty"`
 	Sessions   map[string]wireSealedEntry     `json:"sessions"`
@@ -277,7 +278,7 @@ type wireSealedTombstone struct {
 }
 
 func shardSkeleton(s *IndexShard) wireSealedShard {
-	w := wireSealedShard{Version: Version, Shard: s.Shard, Through: s.Through, Pruned: s.Pruned, Purge: s.Purge, Omitted: s.Omitted, Complete: s.Complete, Base: s.Base, Sessions: make(map[string]wireSealedEntry, len(s.Sessions))}
+	w := wireSealedShard{Version: Version, Shard: s.Shard, Through: s.Through, Pruned: s.Pruned, Purge: s.Purge, Omitted: s.Omitted, Complete: s.Complete, Base: s.Base, BaseETag: s.BaseETag, Sessions: make(map[string]wireSealedEntry, len(s.Sessions))}
 	if !s.Written.IsZero() {
 		w.Written = s.Written.UTC()
 	}

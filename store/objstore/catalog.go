@@ -256,11 +256,16 @@ func (s *Store) saveCatalog(path string, c *manifest.IndexShard, etag string) {
 	if err != nil {
 		return
 	}
-	data := append(append(line, '\n'), doc...)
+	writeFileAtomic(path, append(append(line, '\n'), doc...))
+}
+
+// writeFileAtomic writes data to path through a temporary file, so that
+// a reader never sees half of it; a failure leaves path as it was.
+func writeFileAtomic(path string, data []byte) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".catalog-*")
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".cache-*")
 	if err != nil {
 		return
 	}

@@ -223,26 +223,26 @@ func (s *Store) commitLog(ctx context.Context, ch logChanges, drop func(manifest
 	}
 	lg := &s.ilog
 	lg.mu.Lock()
-	n, last, known, fresh := lg.n, lg.last, lg.known, lg.fresh
+	n, last, lastETag, known, fresh := lg.n, lg.last, lg.etag, lg.known, lg.fresh
 	lg.mu.Unlock()
 	if known && n == 0 && s.now().Sub(fresh) > logTrust {
 		known = false // an empty log long ago: commit 1 may be pruned since
 	}
 	if !known {
 		var err error
-		if n, last, _, err = s.readNewestCommit(ctx); err != nil && !errors.Is(err, ErrCorrupt) {
+		if n, last, lastETag, err = s.readNewestCommit(ctx); err != nil && !errors.Is(err, ErrCorrupt) {
 			return err
 		}
 	}
 	if last == nil && n > 0 {
-		last = s.commitBefore(ctx, n) // n does not decode: go on from the one before
+		last, lastETag = s.commitBefore(ctx, n), "" // n does not decode: go on from the one before
 	}
 	for attempt := 0; attempt < s.maxAttempts*4; attempt++ {
 		next := nextCommit(n+1, last, ch, drop, whole, s.now().UTC())
 		key := logKey(n + 1)
 		// Stored against the base of the commit it follows, unless it
 		// drops sessions (a deletion purges the bases; a repair).
-		stored := s.storedCommit(next, last, len(ch.buried) > 0 || drop != nil || whole)
+		stored := s.storedCommit(next, last, lastETag, len(ch.buried) > 0 || drop != nil || whole)
 		data, err := s.codec.EncodeIndexShard(key, stored)
 		if err != nil {
 			return err
@@ -265,7 +265,7 @@ func (s *Store) commitLog(ctx context.Context, ch logChanges, drop func(manifest
 			if err := s.b.delete(ctx, key); err != nil && !errors.Is(err, errNotFound) {
 				return fmt.Errorf("delete commit %d, written behind the log: %w", n+1, err)
 			}
-			if n, last, _, err = s.readNewestCommit(ctx); err != nil && !errors.Is(err, ErrCorrupt) {
+			if n, last, lastETag, err = s.readNewestCommit(ctx); err != nil && !errors.Is(err, ErrCorrupt) {
 				return err
 			}
 			continue
@@ -273,8 +273,8 @@ func (s *Store) commitLog(ctx context.Context, ch logChanges, drop func(manifest
 		if err == nil {
 			// Whole in memory, with the base it was stored against
 			// (the next commit is stored against that one too).
-			next.Base = stored.Base
-			s.noteBase(next)
+			next.Base, next.BaseETag = stored.Base, stored.BaseETag
+			s.noteBase(next, etag)
 			s.adoptCommit(n+1, next, etag)
 			if (n+1)%logKeep == 0 {
 				s.pruneLog(ctx, n+1)
@@ -287,7 +287,7 @@ func (s *Store) commitLog(ctx context.Context, ch logChanges, drop func(manifest
 			c, cEtag, err := s.readCommit(ctx, n+1, "")
 			if errors.Is(err, errNotFound) {
 				// Pruned already: far behind, find the newest again.
-				if n, last, _, err = s.readNewestCommit(ctx); err != nil && !errors.Is(err, ErrCorrupt) {
+				if n, last, lastETag, err = s.readNewestCommit(ctx); err != nil && !errors.Is(err, ErrCorrupt) {
 					return err
 				}
 				continue
@@ -301,7 +301,7 @@ func (s *Store) commitLog(ctx context.Context, ch logChanges, drop func(manifest
 			if err != nil {
 				return err
 			}
-			n, last = n+1, c
+			n, last, lastETag = n+1, c, cEtag
 			s.adoptCommit(n, c, cEtag)
 		case errors.Is(err, errConflict):
 			if err := backoff(ctx, attempt); err != nil {
@@ -453,7 +453,7 @@ func (s *Store) readCommit(ctx context.Context, n int64, etag string) (*manifest
 	if err != nil || c == nil {
 		return c, etag, err
 	}
-	if err := s.makeWhole(ctx, c); err != nil {
+	if err := s.makeWhole(ctx, c, etag); err != nil {
 		return nil, "", err
 	}
 	return c, etag, nil

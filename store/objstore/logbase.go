@@ -1,9 +1,13 @@
 package objstore
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"strings"
 
 	"github.com/panto-dev/panto/internal/manifest"
 )
@@ -37,15 +41,26 @@ func guessBase(n int64) int64 {
 type baseFetch struct {
 	done chan struct{}
 	c    *manifest.IndexShard
+	etag string
 	err  error
 }
 
 // logBase returns whole commit k, read once per Store (bases are never
-// rewritten: a number is created once).
-func (s *Store) logBase(ctx context.Context, k int64) (*manifest.IndexShard, error) {
+// rewritten: a number is created once), or from the disk when the
+// Store keeps an index cache and etag (the one the commit stored
+// against it names; "" when not known) says the cached one is it.
+func (s *Store) logBase(ctx context.Context, k int64, etag string) (*manifest.IndexShard, error) {
 	lg := &s.ilog
 	lg.mu.Lock()
 	f, ok := lg.bases[k]
+	if ok && etag != "" && f.etag != "" && f.etag != etag {
+		select {
+		case <-f.done: // another bucket's commit k: read it again
+			delete(lg.bases, k)
+			ok = false
+		default:
+		}
+	}
 	if !ok {
 		f = &baseFetch{done: make(chan struct{})}
 		if lg.bases == nil {
@@ -53,9 +68,16 @@ func (s *Store) logBase(ctx context.Context, k int64) (*manifest.IndexShard, err
 		}
 		lg.bases[k] = f
 		lg.mu.Unlock()
-		f.c, f.err = s.readWholeCommit(ctx, k)
-		if f.err == nil && f.c.Base != 0 {
-			f.err = fmt.Errorf("%s: %w: stored against commit %d, and named a base", s.objectURL(logKey(k)), ErrCorrupt, f.c.Base)
+		if c, cached := s.loadBase(k); c != nil && etag != "" && cached == etag {
+			f.c, f.etag = c, cached
+		} else {
+			f.c, f.etag, f.err = s.readStoredCommit(ctx, k, "")
+			if f.err == nil && f.c.Base != 0 {
+				f.err = fmt.Errorf("%s: %w: stored against commit %d, and named a base", s.objectURL(logKey(k)), ErrCorrupt, f.c.Base)
+			}
+			if f.err == nil {
+				s.saveBase(f.c, f.etag)
+			}
 		}
 		if f.err != nil {
 			lg.mu.Lock()
@@ -74,9 +96,10 @@ func (s *Store) logBase(ctx context.Context, k int64) (*manifest.IndexShard, err
 	return f.c, f.err
 }
 
-// noteBase keeps c, a whole commit this Store read or wrote, as a base,
-// and forgets the bases more than two full intervals before it.
-func (s *Store) noteBase(c *manifest.IndexShard) {
+// noteBase keeps c, a whole commit this Store read or wrote with etag,
+// as a base (and on disk, for the next run), and forgets the bases more
+// than two full intervals before it.
+func (s *Store) noteBase(c *manifest.IndexShard, etag string) {
 	if c == nil || c.Base != 0 {
 		return
 	}
@@ -87,9 +110,12 @@ func (s *Store) noteBase(c *manifest.IndexShard) {
 		lg.bases = map[int64]*baseFetch{}
 	}
 	if _, ok := lg.bases[c.Through]; !ok {
-		f := &baseFetch{done: make(chan struct{}), c: c}
+		f := &baseFetch{done: make(chan struct{}), c: c, etag: etag}
 		close(f.done)
 		lg.bases[c.Through] = f
+		if c.Through%logFullEvery == 0 {
+			go s.saveBase(c, etag)
+		}
 	}
 	for k, f := range lg.bases {
 		select {
@@ -102,21 +128,21 @@ func (s *Store) noteBase(c *manifest.IndexShard) {
 	}
 }
 
-// knownBase is whole commit k when this Store holds it, without a
-// request.
-func (s *Store) knownBase(k int64) *manifest.IndexShard {
+// knownBase is whole commit k and its ETag when this Store holds it,
+// without a request.
+func (s *Store) knownBase(k int64) (*manifest.IndexShard, string) {
 	lg := &s.ilog
 	lg.mu.Lock()
 	f, ok := lg.bases[k]
 	lg.mu.Unlock()
 	if !ok {
-		return nil
+		return nil, ""
 	}
 	select {
 	case <-f.done:
-		return f.c
+		return f.c, f.etag
 	default:
-		return nil
+		return nil, ""
 	}
 }
 
@@ -124,7 +150,7 @@ func (s *Store) knownBase(k int64) *manifest.IndexShard {
 // of prev (the commit it follows) when it may be, whole otherwise (see
 // the top of this file). whole says the caller needs it whole (a
 // deletion's, a repair's, a move's).
-func (s *Store) storedCommit(next, prev *manifest.IndexShard, whole bool) *manifest.IndexShard {
+func (s *Store) storedCommit(next, prev *manifest.IndexShard, prevETag string, whole bool) *manifest.IndexShard {
 	if whole || prev == nil || next.Through%logFullEvery == 0 {
 		return next
 	}
@@ -132,9 +158,9 @@ func (s *Store) storedCommit(next, prev *manifest.IndexShard, whole bool) *manif
 	if k == 0 {
 		k = prev.Through
 	}
-	base := s.knownBase(k)
+	base, baseETag := s.knownBase(k)
 	if base == nil && k == prev.Through {
-		base = prev
+		base, baseETag = prev, prevETag
 	}
 	if base == nil || next.Through-k >= logFullEvery {
 		return next
@@ -144,28 +170,21 @@ func (s *Store) storedCommit(next, prev *manifest.IndexShard, whole bool) *manif
 		return next
 	}
 	stored := *next
-	stored.Base, stored.Recent = k, delta
+	stored.Base, stored.BaseETag, stored.Recent = k, baseETag, delta
 	return &stored
 }
 
 // readWholeCommit reads commit n as stored and, when it is stored against
 // a base, makes its recent view whole from the base (read once, logBase).
 // A base that is gone or damaged makes the commit unreadable: ErrCorrupt.
-func (s *Store) readWholeCommit(ctx context.Context, n int64) (*manifest.IndexShard, error) {
-	c, _, err := s.readStoredCommit(ctx, n, "")
-	if err != nil {
-		return nil, err
-	}
-	return c, s.makeWhole(ctx, c)
-}
-
-// makeWhole makes c's recent view whole from its base, if it has one.
-func (s *Store) makeWhole(ctx context.Context, c *manifest.IndexShard) error {
+// makeWhole makes c, read with etag, whole from its base, if it has
+// one; a whole one is kept as a base.
+func (s *Store) makeWhole(ctx context.Context, c *manifest.IndexShard, etag string) error {
 	if c.Base == 0 {
-		s.noteBase(c)
+		s.noteBase(c, etag)
 		return nil
 	}
-	base, err := s.logBase(ctx, c.Base)
+	base, err := s.logBase(ctx, c.Base, c.BaseETag)
 	if errors.Is(err, errNotFound) {
 		return fmt.Errorf("%s: %w: its base, commit %d, is gone", s.objectURL(logKey(c.Through)), ErrCorrupt, c.Base)
 	}
@@ -182,7 +201,81 @@ func (s *Store) makeWhole(ctx context.Context, c *manifest.IndexShard) error {
 // guessBase) when n is not whole itself, so that its GET goes out with
 // n's.
 func (s *Store) prefetchBase(ctx context.Context, n int64) {
-	if k := guessBase(n); n%logFullEvery != 0 && k != n && s.knownBase(k) == nil {
-		go func() { _, _ = s.logBase(ctx, k) }()
+	k := guessBase(n)
+	if n%logFullEvery == 0 || k == n {
+		return
 	}
+	if c, _ := s.knownBase(k); c != nil {
+		return
+	}
+	if c, _ := s.loadBase(k); c != nil {
+		return // on disk: the commit's base ETag says whether it serves
+	}
+	go func() { _, _ = s.logBase(ctx, k, "") }()
+}
+
+// The newest base this machine read is kept beside the bucket's cached
+// catalog (WithIndexCache), a line of JSON (its number and ETag) then
+// the commit as stored: the next run makes the newest commit whole
+// without reading it, when that commit names it with the same ETag.
+
+type baseHeader struct {
+	N    int64  `json:"n"`
+	ETag string `json:"etag"`
+}
+
+func (s *Store) basePath() string {
+	if p := s.catalogPath(); p != "" {
+		return strings.TrimSuffix(p, ".json.zst") + ".base.json.zst"
+	}
+	return ""
+}
+
+// loadBase is commit k and its ETag from the disk, nil when it is not
+// the one kept there.
+func (s *Store) loadBase(k int64) (*manifest.IndexShard, string) {
+	path := s.basePath()
+	if path == "" {
+		return nil, ""
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, ""
+	}
+	line, doc, ok := bytes.Cut(data, []byte("\n"))
+	var h baseHeader
+	if !ok || json.Unmarshal(line, &h) != nil || h.N != k || h.ETag == "" {
+		return nil, ""
+	}
+	c, err := s.codec.DecodeIndexShard(logKey(k), doc)
+	if err != nil || c.Shard != manifest.LogName || c.Through != k || c.Base != 0 {
+		return nil, ""
+	}
+	return c, h.ETag
+}
+
+// saveBase keeps c, whole commit of ETag etag, on disk when it is newer
+// than the one kept. A failure only costs the next run a GET.
+func (s *Store) saveBase(c *manifest.IndexShard, etag string) {
+	path := s.basePath()
+	if path == "" || etag == "" {
+		return
+	}
+	s.baseMu.Lock()
+	defer s.baseMu.Unlock()
+	if data, err := os.ReadFile(path); err == nil {
+		var h baseHeader
+		if line, _, ok := bytes.Cut(data, []byte("\n")); ok && json.Unmarshal(line, &h) == nil && h.N >= c.Through {
+			return
+		}
+	}
+	doc, err := s.codec.EncodeIndexShard(logKey(c.Through), c)
+	if err != nil {
+		return
+	}
+	line, err := json.Marshal(baseHeader{N: c.Through, ETag: etag})
+	if err != nil {
+		return
+	}
+	writeFileAtomic(path, append(append(line, '\n'), doc...))
 }

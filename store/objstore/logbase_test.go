@@ -59,6 +59,21 @@ func TestCommitsStoredAgainstABase(t *testing.T) {
 		!slices.ContainsFunc(ops, func(o objstore.Op) bool { return o.Method == "GET" && o.Key == commitKey(n-n%16) })) {
 		t.Fatalf("Open's requests: %+v; want the GETs of commit %d and its base %d", ops, n, n-n%16)
 	}
+	// With an index cache, the base read once is kept on disk: the
+	// next Open reads the newest commit alone.
+	cache := t.TempDir()
+	fb = e.faults(t)
+	e.openOn(t, fb, objstore.WithIndexCache(cache))
+	fb.Take()
+	fb = e.faults(t)
+	e.openOn(t, fb, objstore.WithIndexCache(cache))
+	ops = fb.Take()
+	if n%16 != 0 && slices.ContainsFunc(ops, func(o objstore.Op) bool { return o.Key == commitKey(n-n%16) }) {
+		t.Fatalf("an Open with the base on disk: %+v; want no read of the base", ops)
+	}
+	if gets := countOps(ops, "GET"); gets > 2 {
+		t.Fatalf("an Open with the base on disk: %d GETs (%+v), want the marker's and the newest commit's", gets, ops)
+	}
 	all, err := r.List(ctx)
 	if err != nil {
 		t.Fatal(err)

@@ -177,6 +177,8 @@ type Store struct {
 	// catalog last read (catalog.go).
 	indexCache string
 	cat        catalogState
+	// baseMu: one write of the base kept on disk at a time (logbase.go).
+	baseMu sync.Mutex
 	// endpoint is the S3 endpoint the Store was opened on ("" for the
 	// AWS environment's), which names its catalog cache with the URL.
 	endpoint string
