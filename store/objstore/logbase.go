@@ -53,11 +53,14 @@ func (s *Store) logBase(ctx context.Context, k int64, etag string) (*manifest.In
 	lg := &s.ilog
 	lg.mu.Lock()
 	f, ok := lg.bases[k]
-	if ok && etag != "" && f.etag != "" && f.etag != etag {
+	if ok && etag != "" {
+		// The fields of a fetch are its fetcher's until done is closed.
 		select {
-		case <-f.done: // another bucket's commit k: read it again
-			delete(lg.bases, k)
-			ok = false
+		case <-f.done:
+			if f.etag != "" && f.etag != etag { // another bucket's commit k
+				delete(lg.bases, k)
+				ok = false
+			}
 		default:
 		}
 	}
