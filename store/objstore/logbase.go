@@ -50,6 +50,17 @@ type baseFetch struct {
 // Store keeps an index cache and etag (the one the commit stored
 // against it names; "" when not known) says the cached one is it.
 func (s *Store) logBase(ctx context.Context, k int64, etag string) (*manifest.IndexShard, error) {
+	c, err := s.logBaseOnce(ctx, k, etag)
+	if err != nil && ctx.Err() == nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
+		// The fetch this reader joined ended with its own caller (an
+		// Open's prefetch): read it once more, for this one.
+		return s.logBaseOnce(ctx, k, etag)
+	}
+	return c, err
+}
+
+// logBaseOnce is one try of logBase: the fetch under way, or a new one.
+func (s *Store) logBaseOnce(ctx context.Context, k int64, etag string) (*manifest.IndexShard, error) {
 	lg := &s.ilog
 	lg.mu.Lock()
 	f, ok := lg.bases[k]
@@ -84,7 +95,9 @@ func (s *Store) logBase(ctx context.Context, k int64, etag string) (*manifest.In
 		}
 		if f.err != nil {
 			lg.mu.Lock()
-			delete(lg.bases, k) // the next reader tries again
+			if lg.bases[k] == f {
+				delete(lg.bases, k) // the next reader tries again
+			}
 			lg.mu.Unlock()
 		}
 		close(f.done)
