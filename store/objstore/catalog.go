@@ -67,11 +67,55 @@ type catalogState struct {
 // commit's number and Written when the partitions were last read whole.
 const catalogName = "catalog"
 
-type catalogHeader struct {
+// cacheHeader is the first line of a file of the index cache (the
+// catalog, the base kept beside it): the number of the commit the
+// document after it is, or includes, and that commit's ETag.
+type cacheHeader struct {
 	ETag string `json:"etag"`
 	// N is the commit's number (also the document's Through), here so
 	// that Open can read it without decoding the catalog.
 	N int64 `json:"n,omitempty"`
+}
+
+// readCacheFile reads a file of the index cache: its header and the
+// document after it (stored bytes, as the bucket holds them); ok is false
+// when there is none or it is damaged.
+func readCacheFile(path string) (h cacheHeader, doc []byte, ok bool) {
+	if path == "" {
+		return h, nil, false
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return h, nil, false
+	}
+	line, doc, cut := bytes.Cut(data, []byte("\n"))
+	if !cut || json.Unmarshal(line, &h) != nil {
+		return cacheHeader{}, nil, false
+	}
+	return h, doc, true
+}
+
+// writeCacheFile writes h and doc to path through a temporary file, so
+// that a reader never sees half of it; a failure leaves path as it was
+// (and only costs the next run a read of the bucket).
+func writeCacheFile(path string, h cacheHeader, doc []byte) {
+	line, err := json.Marshal(h)
+	if err != nil {
+		return
+	}
+	data := append(append(line, '\n'), doc...)
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".cache-*")
+	if err != nil {
+		return
+	}
+	_, werr := tmp.Write(data)
+	cerr := tmp.Close()
+	if werr != nil || cerr != nil || os.Rename(tmp.Name(), path) != nil {
+		_ = os.Remove(tmp.Name())
+	}
 }
 
 // cachedCommitNumber is the number of the newest commit the cached
@@ -91,7 +135,7 @@ func (s *Store) cachedCommitNumber() int64 {
 	if err != nil {
 		return 0
 	}
-	var h catalogHeader
+	var h cacheHeader
 	if json.Unmarshal(line, &h) != nil {
 		return 0
 	}
@@ -222,16 +266,8 @@ func (s *Store) catchUpCatalog(ctx context.Context, cached *manifest.IndexShard,
 // newest commit; nil when there is none usable (absent, damaged, another
 // key's).
 func (s *Store) loadCatalog(path string) (*manifest.IndexShard, string) {
-	if path == "" {
-		return nil, ""
-	}
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, ""
-	}
-	line, doc, ok := bytes.Cut(data, []byte("\n"))
-	var h catalogHeader
-	if !ok || json.Unmarshal(line, &h) != nil {
+	h, doc, ok := readCacheFile(path)
+	if !ok {
 		return nil, ""
 	}
 	c, err := s.codec.DecodeIndexShard(catalogName, doc)
@@ -252,28 +288,7 @@ func (s *Store) saveCatalog(path string, c *manifest.IndexShard, etag string) {
 	if err != nil {
 		return
 	}
-	line, err := json.Marshal(catalogHeader{ETag: etag, N: c.Through})
-	if err != nil {
-		return
-	}
-	writeFileAtomic(path, append(append(line, '\n'), doc...))
-}
-
-// writeFileAtomic writes data to path through a temporary file, so that
-// a reader never sees half of it; a failure leaves path as it was.
-func writeFileAtomic(path string, data []byte) {
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return
-	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".cache-*")
-	if err != nil {
-		return
-	}
-	_, werr := tmp.Write(data)
-	cerr := tmp.Close()
-	if werr != nil || cerr != nil || os.Rename(tmp.Name(), path) != nil {
-		_ = os.Remove(tmp.Name())
-	}
+	writeCacheFile(path, cacheHeader{ETag: etag, N: c.Through}, doc)
 }
 
 // noteCatalog keeps the catalog just read, whose newest commit's ETag is

@@ -1,12 +1,9 @@
 package objstore
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 
 	"github.com/panto-dev/panto/internal/manifest"
@@ -231,14 +228,9 @@ func (s *Store) prefetchBase(ctx context.Context, n int64) {
 }
 
 // The newest base this machine read is kept beside the bucket's cached
-// catalog (WithIndexCache), a line of JSON (its number and ETag) then
-// the commit as stored: the next run makes the newest commit whole
+// catalog (WithIndexCache), its header (number and ETag) then the commit
+// as stored: the next run makes the newest commit whole
 // without reading it, when that commit names it with the same ETag.
-
-type baseHeader struct {
-	N    int64  `json:"n"`
-	ETag string `json:"etag"`
-}
 
 func (s *Store) basePath() string {
 	if p := s.catalogPath(); p != "" {
@@ -250,17 +242,8 @@ func (s *Store) basePath() string {
 // loadBase is commit k and its ETag from the disk, nil when it is not
 // the one kept there.
 func (s *Store) loadBase(k int64) (*manifest.IndexShard, string) {
-	path := s.basePath()
-	if path == "" {
-		return nil, ""
-	}
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, ""
-	}
-	line, doc, ok := bytes.Cut(data, []byte("\n"))
-	var h baseHeader
-	if !ok || json.Unmarshal(line, &h) != nil || h.N != k || h.ETag == "" {
+	h, doc, ok := readCacheFile(s.basePath())
+	if !ok || h.N != k || h.ETag == "" {
 		return nil, ""
 	}
 	c, err := s.codec.DecodeIndexShard(logKey(k), doc)
@@ -279,19 +262,12 @@ func (s *Store) saveBase(c *manifest.IndexShard, etag string) {
 	}
 	s.baseMu.Lock()
 	defer s.baseMu.Unlock()
-	if data, err := os.ReadFile(path); err == nil {
-		var h baseHeader
-		if line, _, ok := bytes.Cut(data, []byte("\n")); ok && json.Unmarshal(line, &h) == nil && h.N >= c.Through {
-			return
-		}
+	if h, _, ok := readCacheFile(path); ok && h.N >= c.Through {
+		return
 	}
 	doc, err := s.codec.EncodeIndexShard(logKey(c.Through), c)
 	if err != nil {
 		return
 	}
-	line, err := json.Marshal(baseHeader{N: c.Through, ETag: etag})
-	if err != nil {
-		return
-	}
-	writeFileAtomic(path, append(append(line, '\n'), doc...))
+	writeCacheFile(path, cacheHeader{N: c.Through, ETag: etag}, doc)
 }
