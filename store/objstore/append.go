@@ -36,6 +36,7 @@ type sessionState struct {
 
 	// The background checkpoint (checkpoint.go), guarded by Store.mu.
 	dirty    bool          // committed segments not yet checkpointed
+	urgent   bool          // an append waits for the next checkpoint (no linger)
 	flushing bool          // a checkpointLoop is running
 	flushed  chan struct{} // closed when that loop ends
 	ckErr    error         // of the last checkpoint, nil when it succeeded
@@ -166,11 +167,11 @@ func (s *Store) appendBatch(ctx context.Context, id string, encode func(header b
 			// index lags behind it (a writer that died before its
 			// checkpoints): bring them up to date. A checkpoint that
 			// changes nothing writes nothing.
-			s.scheduleCheckpoint(ctx, id, st)
+			s.scheduleCheckpoint(ctx, id, st, false)
 		}
 		return manifest.Segment{}, err
 	}
-	done := s.scheduleCheckpoint(ctx, id, st)
+	done := s.scheduleCheckpoint(ctx, id, st, first && !s.deferIndex)
 	if first && !s.deferIndex {
 		// The checkpoint's outcome does not change the append's: the
 		// segment is committed, and the index is a checkpoint that may lag.

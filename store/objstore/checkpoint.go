@@ -34,17 +34,47 @@ import (
 // caller's context ends.
 const checkpointTimeout = 2 * time.Minute
 
+// checkpointLinger is how long a checkpoint waits after the append that
+// called for it, unless an append waits for it (a session's first) or a
+// Flush, a listing or a read of this Store asks for it: the appends of a
+// burst (a turn's tool calls) take one commit, and writers appending at
+// once (a team) send their segments before their checkpoints compete
+// with them. Other processes list an append that much later.
+const checkpointLinger = 250 * time.Millisecond
+
 // scheduleCheckpoint marks session id as needing a checkpoint and makes
-// sure a writer is on it. The returned channel is closed when the writer
-// is done with everything scheduled so far.
-func (s *Store) scheduleCheckpoint(ctx context.Context, id string, st *sessionState) <-chan struct{} {
+// sure a writer is on it; urgent: the caller waits for it (no linger).
+// The returned channel is closed when the writer is done with everything
+// scheduled so far.
+func (s *Store) scheduleCheckpoint(ctx context.Context, id string, st *sessionState, urgent bool) <-chan struct{} {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !st.flushing {
 		s.startCheckpointLocked(ctx, id, st)
 	}
 	st.dirty = true
+	st.urgent = st.urgent || urgent
 	return st.flushed
+}
+
+// lingerCutLocked is closed by the next settle: the lingering
+// checkpoints go at once. Callers hold s.mu.
+func (s *Store) lingerCutLocked() <-chan struct{} {
+	if s.cut == nil {
+		s.cut = make(chan struct{})
+	}
+	return s.cut
+}
+
+// linger waits checkpointLinger, or until cut is closed.
+func linger(ctx context.Context, cut <-chan struct{}) {
+	t := time.NewTimer(checkpointLinger)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-cut:
+	case <-ctx.Done():
+	}
 }
 
 // startCheckpointLocked starts a checkpointLoop for the session. Callers
@@ -75,7 +105,17 @@ func (s *Store) checkpointLoop(ctx context.Context, id string, st *sessionState)
 			return
 		}
 		st.dirty = false
+		// Under s.mu with the settle that would cut it: a settle before
+		// this made the round urgent, one after closes cut.
+		var cut <-chan struct{}
+		if !st.urgent {
+			cut = s.lingerCutLocked()
+		}
+		st.urgent = false
 		s.mu.Unlock()
+		if cut != nil && s.unfoldedIndex() {
+			linger(ctx, cut)
+		}
 
 		// Each round gets its own deadline: a session appended to
 		// without pause keeps its loop running for as long.
@@ -148,6 +188,17 @@ func (s *Store) Flush(ctx context.Context) error {
 // write fails again; it returns the shard writes' errors.
 func (s *Store) settle(ctx context.Context) error {
 	s.mu.Lock()
+	// No checkpoint lingers past a settle: those lingering go now, those
+	// about to linger do not.
+	if s.cut != nil {
+		close(s.cut)
+		s.cut = nil
+	}
+	for _, st := range s.sessions {
+		if st.dirty {
+			st.urgent = true
+		}
+	}
 	for id, st := range s.sessions {
 		if st.ckErr != nil && !st.flushing {
 			s.startCheckpointLocked(ctx, id, st)

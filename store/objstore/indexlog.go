@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"strconv"
 	"strings"
@@ -237,6 +238,7 @@ func (s *Store) commitLog(ctx context.Context, ch logChanges, drop func(manifest
 	if last == nil && n > 0 {
 		last, lastETag = s.commitBefore(ctx, n), "" // n does not decode: go on from the one before
 	}
+	lost := 0 // numbers other writers took first
 	for attempt := 0; attempt < s.maxAttempts*4; attempt++ {
 		next := nextCommit(n+1, last, ch, drop, whole, s.now().UTC())
 		key := logKey(n + 1)
@@ -256,7 +258,9 @@ func (s *Store) commitLog(ctx context.Context, ch logChanges, drop func(manifest
 			wg.Add(1)
 			go func() { defer wg.Done(); present = s.b.head(ctx, logKey(n)) }()
 		}
+		began := time.Now()
 		etag, err := s.put(ctx, key, data, putCond{ifNoneMatch: true}, "application/zstd")
+		took := time.Since(began)
 		wg.Wait()
 		if err == nil && errors.Is(present, errNotFound) {
 			// Written where the log was long ago, which pruning or a
@@ -282,8 +286,23 @@ func (s *Store) commitLog(ctx context.Context, ch logChanges, drop func(manifest
 			return nil
 		}
 		switch {
+		case errors.Is(err, errPrecondition) && lost > 0:
+			// Lost again: several writers at once. Spread out, then go on
+			// from the newest commit (one LIST finds it, however many
+			// numbers were taken meanwhile).
+			lost++
+			if err := spreadCommits(ctx, lost, took); err != nil {
+				return err
+			}
+			if n, last, lastETag, err = s.readNewestCommit(ctx); err != nil && !errors.Is(err, ErrCorrupt) {
+				return err
+			}
+			if last == nil && n > 0 {
+				last, lastETag = s.commitBefore(ctx, n), ""
+			}
 		case errors.Is(err, errPrecondition):
 			// Another writer took n+1: go on from its commit.
+			lost++
 			c, cEtag, err := s.readCommit(ctx, n+1, "")
 			if errors.Is(err, errNotFound) {
 				// Pruned already: far behind, find the newest again.
@@ -312,6 +331,26 @@ func (s *Store) commitLog(ctx context.Context, ch logChanges, drop func(manifest
 		}
 	}
 	return errors.New("too many concurrent commits")
+}
+
+// spreadCommits waits before the next try of a writer that lost the
+// race for a commit number lost times, a random part of lost times the
+// lost create's round trip (rtt), at most a second: writers that meet at
+// one number (20 appending at once) would otherwise all try the next
+// together, and each number costs every loser a create, a HEAD and a
+// read of the winner: the n² of a lock-free log. Spread over a window
+// that grows with the contention, they take the numbers one after
+// another.
+func spreadCommits(ctx context.Context, lost int, rtt time.Duration) error {
+	window := min(time.Duration(min(lost, 32))*max(rtt, time.Millisecond), time.Second)
+	t := time.NewTimer(rand.N(window))
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // nextCommit is commit n: the changes of ch (counted in Omitted

@@ -162,6 +162,7 @@ type Store struct {
 	shards   map[string]*shardState
 	busy     int           // running checkpointLoops
 	idle     chan struct{} // closed when busy drops to 0
+	cut      chan struct{} // closed by settle: lingering checkpoints go
 
 	// openSnapshot: WithOpenSnapshot.
 	openSnapshot bool

@@ -108,6 +108,9 @@ func TestAppendRaw(t *testing.T) {
 		t.Fatalf("repeated append of the same bytes: %v", err)
 	}
 	all := append(append(append([]byte{}, b1...), b2...), b3...)
+	if err := other.Flush(ctx); err != nil { // its checkpoint may linger
+		t.Fatal(err)
+	}
 	raw, err := readRaw(ctx, e.open(t), id, 0)
 	if err != nil || string(raw) != string(all) {
 		t.Fatalf("read back %v %q", err, raw)

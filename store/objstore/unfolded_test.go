@@ -289,3 +289,40 @@ func TestProbeRemembered(t *testing.T) {
 		t.Fatal("an Open a day after the last probe sent none")
 	}
 }
+
+// TestCheckpointLinger: the checkpoint of an append to an indexed
+// session waits a moment for the appends after it: a burst of appends
+// (a turn's tool calls) takes one commit of the index log, and Flush
+// does not wait out the linger.
+func TestCheckpointLinger(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newMemEnv(t)
+	fb := e.faults(t)
+	w := e.openOn(t, fb)
+	id := appendNew(t, w, "the prompt") // the first append waits for its entry
+	fb.Take()
+	for i := range 5 {
+		if err := w.AppendMessages(ctx, id, []agent.PersistentMessage{msg(agent.RoleAssistant, fmt.Sprint("step ", i))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	start := time.Now()
+	if err := w.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	took := time.Since(start)
+	commits := 0
+	for _, o := range fb.Take() {
+		if o.Method == "PUT" && strings.HasPrefix(o.Key, "index/log/") {
+			commits++
+		}
+	}
+	if commits == 0 || commits > 2 {
+		t.Errorf("5 appends in a burst took %d commits, want 1 (2 if the first went before the rest)", commits)
+	}
+	t.Logf("5 appends: %d commits; Flush took %s", commits, took)
+	if list, err := e.open(t).List(ctx); err != nil || len(list) != 1 || list[0].MessageCount != 6 {
+		t.Fatalf("list after the flush: %v, %+v", err, list)
+	}
+}
