@@ -242,7 +242,7 @@ func (s *Store) catchUpCatalog(ctx context.Context, cached *manifest.IndexShard,
 	for i := range commits {
 		g.Go(func() error {
 			var err error
-			commits[i], etags[i], err = s.readCommit(gctx, from+int64(i), "")
+			commits[i], etags[i], err = s.readKeptCommit(gctx, from+int64(i))
 			return err
 		})
 	}

@@ -81,6 +81,8 @@ type logState struct {
 	// bases are the whole commits this Store read or wrote, by number,
 	// which the commits after them are stored against (logbase.go).
 	bases map[int64]*baseFetch
+	// kept are the commits Open read besides the newest (keepCommit).
+	kept map[int64]keptCommit
 	// prefetching is closed when Open's reading of the log ends.
 	prefetching chan struct{}
 }
@@ -685,7 +687,8 @@ func (s *Store) prefetchLog(ctx context.Context) *sync.WaitGroup {
 			err  error
 		}
 		var guess chan reading
-		if last := s.cachedCommitNumber(); last > 0 {
+		last := s.cachedCommitNumber()
+		if last > 0 {
 			guess = make(chan reading, 1)
 			s.prefetchBase(ctx, last)
 			go func() {
@@ -698,12 +701,32 @@ func (s *Store) prefetchLog(ctx context.Context) *sync.WaitGroup {
 			return
 		}
 		n := newestListed(objects)
-		if cached := s.cachedCommitNumber(); n != cached {
+		if n != last {
 			s.prefetchBase(ctx, n)
 		}
+		// The commits between the cached one and the newest, when few:
+		// a listing the newest commit cannot answer applies them to the
+		// cached catalog, and read with the newest they cost it no
+		// round trip of its own.
+		var since sync.WaitGroup
+		if last > 0 && n > last+1 && n-last <= logReadAhead {
+			for k := last + 1; k < n; k++ {
+				since.Add(1)
+				go func() {
+					defer since.Done()
+					if c, etag, err := s.readCommit(ctx, k, ""); err == nil {
+						s.keepCommit(k, c, etag)
+					}
+				}()
+			}
+		}
+		defer since.Wait()
 		var early *reading
 		if guess != nil {
 			r := <-guess
+			if r.err == nil {
+				s.keepCommit(last, r.c, r.etag)
+			}
 			if r.err == nil && r.c.Through == n {
 				early = &r
 			}
@@ -724,6 +747,44 @@ func (s *Store) prefetchLog(ctx context.Context) *sync.WaitGroup {
 		}
 	}()
 	return &wg
+}
+
+// logReadAhead is how many commits past the cached catalog's Open reads
+// with the newest.
+const logReadAhead = 16
+
+// keepCommit keeps commit k, read during Open, for the catalog's
+// catch-up (keptCommit).
+func (s *Store) keepCommit(k int64, c *manifest.IndexShard, etag string) {
+	lg := &s.ilog
+	lg.mu.Lock()
+	defer lg.mu.Unlock()
+	if lg.kept == nil {
+		lg.kept = map[int64]keptCommit{}
+	}
+	lg.kept[k] = keptCommit{c, etag}
+}
+
+// keptCommit is a commit as this Store read it and its ETag.
+type keptCommit struct {
+	c    *manifest.IndexShard
+	etag string
+}
+
+// readKeptCommit is readCommit of commit k, served by what Open read
+// (keepCommit, or the newest) when it has it: a number is created once.
+func (s *Store) readKeptCommit(ctx context.Context, k int64) (*manifest.IndexShard, string, error) {
+	lg := &s.ilog
+	lg.mu.Lock()
+	kept, ok := lg.kept[k]
+	if !ok && lg.known && lg.n == k && lg.last != nil {
+		kept, ok = keptCommit{lg.last, lg.etag}, true
+	}
+	lg.mu.Unlock()
+	if ok {
+		return kept.c, kept.etag, nil
+	}
+	return s.readCommit(ctx, k, "")
 }
 
 func (s *Store) awaitLogPrefetch(ctx context.Context) error {

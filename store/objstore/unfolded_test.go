@@ -326,3 +326,53 @@ func TestCheckpointLinger(t *testing.T) {
 		t.Fatalf("list after the flush: %v, %+v", err, list)
 	}
 }
+
+// TestOpenReadsCommitsSinceCache: a Store whose machine cached the
+// catalog a few commits ago reads, during Open and with the newest
+// commit, the commits since; a listing of the catalog then applies them
+// without reading any commit again.
+func TestOpenReadsCommitsSinceCache(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newMemEnv(t)
+	cache := t.TempDir()
+	w := e.open(t)
+	for i := range 3 {
+		appendNew(t, w, fmt.Sprint("before ", i))
+	}
+	if err := w.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if logs, err := e.open(t, objstore.WithIndexCache(cache)).Logs(ctx); err != nil || len(logs) != 3 {
+		t.Fatalf("logs: %v, %d", err, len(logs))
+	}
+	cached, _ := e.newestCommit(t)
+	w = e.open(t)
+	for i := range 3 {
+		appendNew(t, w, fmt.Sprint("after ", i))
+	}
+	if err := w.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	n, _ := e.newestCommit(t)
+	if n-cached < 2 {
+		t.Fatalf("test setup: the log moved by %d commits", n-cached)
+	}
+	fb := e.faults(t)
+	r := e.openOn(t, fb, objstore.WithIndexCache(cache))
+	opened := fb.Take()
+	for k := cached; k <= n; k++ {
+		if !slices.ContainsFunc(opened, func(o objstore.Op) bool { return o.Method == "GET" && o.Key == commitKey(k) }) {
+			t.Errorf("Open did not read commit %d (cached %d, newest %d): %+v", k, cached, n, opened)
+		}
+	}
+	logs, err := r.Logs(ctx)
+	if err != nil || len(logs) != 6 {
+		t.Fatalf("logs: %v, %d", err, len(logs))
+	}
+	for _, o := range fb.Take() {
+		if o.Method == "GET" && strings.HasPrefix(o.Key, "index/") && o.Key != commitKey(n+1) {
+			t.Errorf("the listing read %s again", o.Key)
+		}
+	}
+}
