@@ -419,7 +419,11 @@ func appendFailed(id string, err error) error {
 func backoff(ctx context.Context, attempt int) error {
 	d := 5 * time.Millisecond << min(attempt, 8)
 	d = min(d, time.Second)
-	d = d/2 + rand.N(d)
+	return sleep(ctx, d/2+rand.N(d))
+}
+
+// sleep waits d, or until ctx ends (its error).
+func sleep(ctx context.Context, d time.Duration) error {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {

@@ -345,14 +345,7 @@ func (s *Store) commitLog(ctx context.Context, ch logChanges, drop func(manifest
 // another.
 func spreadCommits(ctx context.Context, lost int, rtt time.Duration) error {
 	window := min(time.Duration(min(lost, 32))*max(rtt, time.Millisecond), time.Second)
-	t := time.NewTimer(rand.N(window))
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return sleep(ctx, rand.N(window))
 }
 
 // nextCommit is commit n: the changes of ch (counted in Omitted

@@ -306,6 +306,9 @@ func TestCheckpointLinger(t *testing.T) {
 		if err := w.AppendMessages(ctx, id, []agent.PersistentMessage{msg(agent.RoleAssistant, fmt.Sprint("step ", i))}); err != nil {
 			t.Fatal(err)
 		}
+		// Apart enough that each would take its own commit without
+		// the linger, close enough that the five fit in it.
+		time.Sleep(20 * time.Millisecond)
 	}
 	start := time.Now()
 	if err := w.Flush(ctx); err != nil {
