@@ -680,10 +680,12 @@ func (s *Store) prefetchLog(ctx context.Context) *sync.WaitGroup {
 			err  error
 		}
 		var guess chan reading
+		var bases sync.WaitGroup
+		defer bases.Wait()
 		last := s.cachedCommitNumber()
 		if last > 0 {
 			guess = make(chan reading, 1)
-			s.prefetchBase(ctx, last)
+			s.prefetchBase(ctx, last, &bases)
 			go func() {
 				c, etag, err := s.readCommit(ctx, last, "")
 				guess <- reading{c, etag, err}
@@ -695,7 +697,7 @@ func (s *Store) prefetchLog(ctx context.Context) *sync.WaitGroup {
 		}
 		n := newestListed(objects)
 		if n != last {
-			s.prefetchBase(ctx, n)
+			s.prefetchBase(ctx, n, &bases)
 		}
 		// The commits between the cached one and the newest, when few:
 		// a listing the newest commit cannot answer applies them to the

@@ -521,8 +521,9 @@ func TestDamagedNewestCommit(t *testing.T) {
 		r := e.openOn(t, fb)
 		fb.Take()
 		n, _ := e.newestCommit(t)
-		if page, err := r.ListNewest(ctx, 3, nil); err != nil || !reflect.DeepEqual(page, list[:3]) || !isReadOfNext(fb.Take(), n) {
-			t.Fatalf("writer %v: newest after the repair: %v, %v", writer, err, infoIDs(page))
+		page, err := r.ListNewest(ctx, 3, nil)
+		if ops := fb.Take(); err != nil || !reflect.DeepEqual(page, list[:3]) || !isReadOfNext(ops, n) {
+			t.Fatalf("writer %v: newest after the repair (commit %d): %v, %v; requests %v", writer, n, err, infoIDs(page), ops)
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 
 	"github.com/panto-dev/panto/internal/manifest"
 )
@@ -212,8 +213,9 @@ func (s *Store) makeWhole(ctx context.Context, c *manifest.IndexShard, etag stri
 
 // prefetchBase starts reading the base commit n most likely has (see
 // guessBase) when n is not whole itself, so that its GET goes out with
-// n's.
-func (s *Store) prefetchBase(ctx context.Context, n int64) {
+// n's. The reading joins wg: Open waits for it as it waits for n's,
+// so that no request of Open's is still to go out once Open returns.
+func (s *Store) prefetchBase(ctx context.Context, n int64, wg *sync.WaitGroup) {
 	k := guessBase(n)
 	if n%logFullEvery == 0 || k == n {
 		return
@@ -224,7 +226,11 @@ func (s *Store) prefetchBase(ctx context.Context, n int64) {
 	if c, _ := s.loadBase(k); c != nil {
 		return // on disk: the commit's base ETag says whether it serves
 	}
-	go func() { _, _ = s.logBase(ctx, k, "") }()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		_, _ = s.logBase(ctx, k, "")
+	}()
 }
 
 // The newest base this machine read is kept beside the bucket's cached
