@@ -13,6 +13,7 @@ import (
 
 	"github.com/panto-dev/panto/agent"
 	"github.com/panto-dev/panto/store"
+	"github.com/panto-dev/panto/store/backends"
 )
 
 func rmCommand(e *env) *cli.Command {
@@ -90,7 +91,15 @@ func rmTargets(c *cli.Context, st store.LogStore, report *removalReport) ([]agen
 // openDeleter opens the store the flags name, if it can delete sessions
 // (a store.LogStore that store.CanDelete).
 func openDeleter(c *cli.Context, cmd string) (store.LogStore, error) {
-	st, spec, err := openStore(c)
+	spec, opts, err := flaggedStore(c)
+	if err != nil {
+		return nil, err
+	}
+	// A deletion is asked for so that the bucket loses the session's
+	// text: its Close waits longer than a chat's for the shipper to send
+	// it (within closeStore's bound), and says so if it still could not.
+	opts.CloseTimeout = deleteCloseTimeout
+	st, err := backends.OpenSpec(c.Context, spec, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -103,6 +112,10 @@ func openDeleter(c *cli.Context, cmd string) (store.LogStore, error) {
 	}
 	return ls, nil
 }
+
+// deleteCloseTimeout is how long rm and prune wait at exit for a
+// local-first store to send their deletions to the bucket.
+const deleteCloseTimeout = 25 * time.Second
 
 // removal is what rm and prune report of one session (--json).
 type removal struct {

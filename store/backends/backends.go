@@ -65,6 +65,9 @@ type Options struct {
 	// Notify, for a local-first store, is told in one line what the user
 	// should know (the bucket is unreachable, a session was kept twice).
 	Notify func(string)
+	// CloseTimeout, for a local-first store, bounds how long its Close
+	// waits for the shipper (0: localfirst's default, a few seconds).
+	CloseTimeout time.Duration
 }
 
 // Open parses spec (see store.ParseSpec) and opens the store it names.
@@ -164,8 +167,9 @@ func openLocalFirst(ctx context.Context, url string, opts Options, o []objstore.
 			}
 			return nil
 		},
-		Unreachable: objstore.IsUnreachable,
-		Notify:      opts.Notify,
+		Unreachable:  objstore.IsUnreachable,
+		Notify:       opts.Notify,
+		CloseTimeout: opts.CloseTimeout,
 	})
 }
 
