@@ -48,6 +48,24 @@ func ShardNames() []string { return PartitionNames(1) }
 // document spelled as a shard, whose Through is its number.
 const LogName = "log"
 
+// RunName is the Shard of a page of a run (docs/DESIGN.md §P3): the
+// entries of a bulk write, for the partitions First..Last of its
+// RunPage, that those partitions may not hold yet.
+const RunName = "run"
+
+// RunPage names one page of a run in a log commit (IndexShard.Runs): the
+// object at Key holds Sessions entries of sessions in the partitions
+// First through Last (by name), written by commit Commit.
+type RunPage struct {
+	Key         string
+	First, Last string
+	Sessions    int
+	Commit      int64
+}
+
+// Covers reports whether the page may hold a session of partition name.
+func (p RunPage) Covers(name string) bool { return p.First <= name && name <= p.Last }
+
 // PartitionOf returns the index partition of a session id at width 1
 // (the 16 shards of format 3: ShardOf) or 2 (the 256 partitions of an
 // index-log prefix: the id's first two characters, each mapped as
@@ -230,6 +248,12 @@ type IndexShard struct {
 	// entry older than a while). A session's entry is the longer of its
 	// partition's and the newest commit's Unfolded one.
 	Unfolded map[string]IndexEntry
+	// Runs, in a log commit (FeatureIndexUnfolded), are the pages of the
+	// bulk writes whose entries the partitions may not hold yet: a
+	// session's entry is the longest of its partition's, the Unfolded
+	// set's and these pages'. They leave the list when a fold has written
+	// them to the partitions.
+	Runs     []RunPage
 	Sessions map[string]IndexEntry
 	// Tombstones are the shard's deleted sessions: an id here has no
 	// entry in Sessions, and none can be put back.
@@ -304,6 +328,7 @@ func (s *IndexShard) Clone() *IndexShard {
 	if s.Unfolded != nil {
 		c.Unfolded = maps.Clone(s.Unfolded)
 	}
+	c.Runs = slices.Clone(s.Runs)
 	return &c
 }
 
@@ -424,7 +449,10 @@ func decodeShard(raw []byte) (*IndexShard, error) {
 }
 
 func (s *IndexShard) validate() error {
-	log := s.Shard == LogName
+	log := s.Shard == LogName || s.Shard == RunName
+	if s.Shard == RunName && (s.Through != 0 || len(s.Recent) != 0 || len(s.Unfolded) != 0 || len(s.Runs) != 0 || len(s.Tombstones) != 0) {
+		return fmt.Errorf("%w: index run page: a log commit's fields", ErrInvalid)
+	}
 	if !log && (len(s.Shard) < 1 || len(s.Shard) > 2 || strings.Trim(s.Shard, hexDigits) != "") {
 		return fmt.Errorf("%w: index shard name %q", ErrInvalid, s.Shard)
 	}
@@ -434,7 +462,7 @@ func (s *IndexShard) validate() error {
 	if s.Pruned < 0 || s.Through < s.Pruned || s.Purge < 0 || s.Through < s.Purge || s.Omitted < 0 {
 		return fmt.Errorf("%w: index shard %s: through %d, pruned %d, purge %d, omitted %d", ErrInvalid, s.Shard, s.Through, s.Pruned, s.Purge, s.Omitted)
 	}
-	if !log && (s.Omitted != 0 || s.Complete || s.Base != 0 || len(s.Recent) != 0 || len(s.Unfolded) != 0) {
+	if !log && (s.Omitted != 0 || s.Complete || s.Base != 0 || len(s.Recent) != 0 || len(s.Unfolded) != 0 || len(s.Runs) != 0) {
 		return fmt.Errorf("%w: index shard %s: a partition with a log commit's fields", ErrInvalid, s.Shard)
 	}
 	filed := func(id string) bool { return log || PartitionOf(id, len(s.Shard)) == s.Shard }
@@ -463,6 +491,12 @@ func (s *IndexShard) validate() error {
 		}
 		if _, gone := s.Tombstones[id]; gone {
 			return fmt.Errorf("%w: index log commit %d: session %s is both unfolded and deleted", ErrInvalid, s.Through, id)
+		}
+	}
+	for _, p := range s.Runs {
+		if !validRunKey(p.Key) || p.Sessions <= 0 || p.Commit <= 0 || p.Commit > s.Through ||
+			!isPartitionName(p.First) || !isPartitionName(p.Last) || p.First > p.Last {
+			return fmt.Errorf("%w: index log commit %d: run page %q", ErrInvalid, s.Through, p.Key)
 		}
 	}
 	for id, t := range s.Tombstones {
@@ -537,4 +571,24 @@ func applyRecent(base, delta map[string]IndexEntry) map[string]IndexEntry {
 	}
 	TrimRecent(out)
 	return out
+}
+
+// RunKeyPrefix is where the pages of runs are kept, under a prefix.
+const RunKeyPrefix = "index/run/"
+
+// validRunKey reports whether key names a run page: RunKeyPrefix, then
+// lowercase hex digits and dashes, then ".json.zst".
+func validRunKey(key string) bool {
+	name, ok := strings.CutPrefix(key, RunKeyPrefix)
+	if !ok {
+		return false
+	}
+	name, ok = strings.CutSuffix(name, ".json.zst")
+	return ok && name != "" && len(name) <= 64 && strings.Trim(name, hexDigits+"-") == ""
+}
+
+// isPartitionName reports whether name is a partition of an index-log
+// prefix: two of the shard digits.
+func isPartitionName(name string) bool {
+	return len(name) == 2 && strings.Trim(name, hexDigits) == ""
 }

@@ -257,6 +257,7 @@ type wireSealedShard struct {
 	BaseETag   string                         `json:"base_etag,omitempty"`
 	Recent     map[string]wireSealedEntry     `json:"recent,omitempty"`
 	Unfolded   map[string]wireSealedEntry     `json:"unfolded,omitempty"`
+	Runs       []wireRunPage                  `json:"runs,omitempty"`
 	Sessions   map[string]wireSealedEntry     `json:"sessions"`
 	Tombstones map[string]wireSealedTombstone `json:"tombstones,omitempty"`
 	Sealed     []byte                         `json:"sealed,omitempty"`
@@ -278,7 +279,7 @@ type wireSealedTombstone struct {
 }
 
 func shardSkeleton(s *IndexShard) wireSealedShard {
-	w := wireSealedShard{Version: Version, Shard: s.Shard, Through: s.Through, Pruned: s.Pruned, Purge: s.Purge, Omitted: s.Omitted, Complete: s.Complete, Base: s.Base, BaseETag: s.BaseETag, Sessions: make(map[string]wireSealedEntry, len(s.Sessions))}
+	w := wireSealedShard{Version: Version, Shard: s.Shard, Through: s.Through, Pruned: s.Pruned, Purge: s.Purge, Omitted: s.Omitted, Complete: s.Complete, Base: s.Base, BaseETag: s.BaseETag, Runs: runsToWire(s.Runs), Sessions: make(map[string]wireSealedEntry, len(s.Sessions))}
 	if !s.Written.IsZero() {
 		w.Written = s.Written.UTC()
 	}

@@ -248,8 +248,36 @@ type wireShard struct {
 	BaseETag   string                   `json:"base_etag,omitempty"`
 	Recent     map[string]wireEntry     `json:"recent,omitempty"`
 	Unfolded   map[string]wireEntry     `json:"unfolded,omitempty"`
+	Runs       []wireRunPage            `json:"runs,omitempty"`
 	Sessions   map[string]wireEntry     `json:"sessions"`
 	Tombstones map[string]wireTombstone `json:"tombstones,omitempty"`
+}
+
+// wireRunPage is a page of a run, in a log commit: its object, the
+// partitions it covers, how many entries it holds, and the commit that
+// wrote it. The same in a sealed commit's skeleton: it names no session.
+type wireRunPage struct {
+	Key      string `json:"key"`
+	First    string `json:"first"`
+	Last     string `json:"last"`
+	Sessions int    `json:"sessions"`
+	Commit   int64  `json:"commit"`
+}
+
+func runsToWire(pages []RunPage) []wireRunPage {
+	var w []wireRunPage
+	for _, p := range pages {
+		w = append(w, wireRunPage{Key: p.Key, First: p.First, Last: p.Last, Sessions: p.Sessions, Commit: p.Commit})
+	}
+	return w
+}
+
+func runsFromWire(w []wireRunPage) []RunPage {
+	var pages []RunPage
+	for _, p := range w {
+		pages = append(pages, RunPage{Key: p.Key, First: p.First, Last: p.Last, Sessions: p.Sessions, Commit: p.Commit})
+	}
+	return pages
 }
 
 // wireTombstone is a deleted session, in a shard: when, and the length
@@ -261,7 +289,7 @@ type wireTombstone struct {
 }
 
 func shardToWire(s *IndexShard) wireShard {
-	w := wireShard{Version: Version, Shard: s.Shard, Through: s.Through, Pruned: s.Pruned, Purge: s.Purge, Omitted: s.Omitted, Complete: s.Complete, Base: s.Base, BaseETag: s.BaseETag, Sessions: make(map[string]wireEntry, len(s.Sessions))}
+	w := wireShard{Version: Version, Shard: s.Shard, Through: s.Through, Pruned: s.Pruned, Purge: s.Purge, Omitted: s.Omitted, Complete: s.Complete, Base: s.Base, BaseETag: s.BaseETag, Runs: runsToWire(s.Runs), Sessions: make(map[string]wireEntry, len(s.Sessions))}
 	if !s.Written.IsZero() {
 		w.Written = s.Written.UTC()
 	}
@@ -290,7 +318,7 @@ func shardToWire(s *IndexShard) wireShard {
 }
 
 func (w *wireShard) shard() *IndexShard {
-	s := &IndexShard{Shard: w.Shard, Through: w.Through, Pruned: w.Pruned, Purge: w.Purge, Written: w.Written, Omitted: w.Omitted, Complete: w.Complete, Base: w.Base, BaseETag: w.BaseETag, Sessions: make(map[string]IndexEntry, len(w.Sessions))}
+	s := &IndexShard{Shard: w.Shard, Through: w.Through, Pruned: w.Pruned, Purge: w.Purge, Written: w.Written, Omitted: w.Omitted, Complete: w.Complete, Base: w.Base, BaseETag: w.BaseETag, Runs: runsFromWire(w.Runs), Sessions: make(map[string]IndexEntry, len(w.Sessions))}
 	for id, e := range w.Recent {
 		if s.Recent == nil {
 			s.Recent = map[string]IndexEntry{}

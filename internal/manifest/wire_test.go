@@ -77,10 +77,30 @@ func TestWireGolden(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A log commit with every optional field, and a run page.
+	entry := m.Entry()
+	commit := &IndexShard{Shard: LogName, Through: 40, Written: t0, Omitted: 300, Base: 32, BaseETag: `"b"`,
+		Recent:   map[string]IndexEntry{m.ID: entry},
+		Unfolded: map[string]IndexEntry{m.ID: entry},
+		Runs:     []RunPage{{Key: RunKeyPrefix + "9f86d081884c7d65-000.json.zst", First: "00", Last: "7f", Sessions: 256, Commit: 40}},
+		Sessions: map[string]IndexEntry{}}
+	page := &IndexShard{Shard: RunName, Sessions: map[string]IndexEntry{m.ID: entry}}
+	docs := map[string][]byte{}
+	for name, doc := range map[string]*IndexShard{"index-log-commit.json": commit, "index-run-page.json": page} {
+		compressed, err := c.EncodeIndexShard(name, doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if docs[name], err = c.Decompress(compressed); err != nil {
+			t.Fatal(err)
+		}
+	}
 	for name, got := range map[string][]byte{
-		"manifest.json":    man,
-		"index-shard.json": shard,
-		"marker.json":      EncodeMarker(Marker{Version: Version}),
+		"manifest.json":         man,
+		"index-shard.json":      shard,
+		"index-log-commit.json": docs["index-log-commit.json"],
+		"index-run-page.json":   docs["index-run-page.json"],
+		"marker.json":           EncodeMarker(Marker{Version: Version}),
 	} {
 		want, ok := golden(t, name, got)
 		if ok && !bytes.Equal(got, want) {

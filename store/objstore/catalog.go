@@ -166,6 +166,18 @@ func (s *Store) catalog(ctx context.Context) (map[string]manifest.IndexEntry, ma
 	}
 	s.cat.reading.Lock()
 	defer s.cat.reading.Unlock()
+	for attempt := 0; ; attempt++ {
+		all, tombs, err := s.catalogOnce(ctx, path)
+		if errors.Is(err, errRunGone) && attempt < 3 {
+			s.pageGone() // a page folded since the commit was read: again
+			continue
+		}
+		return all, tombs, err
+	}
+}
+
+// catalogOnce is one try of catalog, under s.cat.reading.
+func (s *Store) catalogOnce(ctx context.Context, path string) (map[string]manifest.IndexEntry, map[string]manifest.Tombstone, error) {
 	newest, err := s.newestCommit(ctx)
 	if err != nil && !errors.Is(err, ErrCorrupt) {
 		return nil, nil, err
@@ -249,17 +261,69 @@ func (s *Store) catchUpCatalog(ctx context.Context, cached *manifest.IndexShard,
 	if err := g.Wait(); err != nil || etags[0] != cachedETag {
 		return nil, false
 	}
-	for _, commit := range commits[1:] {
-		if commit.Omitted > 0 {
-			return nil, false // a bulk write: its changes are in the partitions
-		}
+	// A bulk write's commit omits its changes: they are in the pages of
+	// the run it added (runs.go), or else only in the partitions.
+	pages, ok := s.catchUpPages(commits)
+	if !ok {
+		return nil, false
 	}
 	c := cached.Clone()
+	if len(pages) > 0 {
+		docs, damaged, err := s.readRunPages(ctx, pages)
+		if err != nil || len(damaged) > 0 {
+			return nil, false
+		}
+		// Before the commits' own changes, whose deletions bury what
+		// the pages hold of a session deleted since.
+		for _, e := range longestOf(docs) {
+			c.Put(e)
+		}
+	}
 	for _, commit := range commits[1:] {
 		c.Apply(commit)
 	}
 	c.Through = n
 	return c, true
+}
+
+// catchUpPages is the run pages that hold what the commits after the
+// first of commits omit (bulk writes'): the pages they added, when the
+// newest commit still names them all; else, when the runs were only
+// merged since (not folded), every page of the newest commit, which
+// holds the merged entries. ok is false when neither serves: a commit
+// omits changes no run holds, or a fold wrote them to the partitions.
+func (s *Store) catchUpPages(commits []*manifest.IndexShard) (pages []manifest.RunPage, ok bool) {
+	newest := commits[len(commits)-1]
+	named := map[string]bool{}
+	for _, p := range newest.Runs {
+		named[p.Key] = true
+	}
+	allNamed, folded := true, false
+	for i, commit := range commits[1:] {
+		prev := commits[i]
+		added, sum := 0, 0
+		for _, p := range commit.Runs {
+			if p.Commit == commit.Through {
+				added++
+				sum += p.Sessions
+				pages = append(pages, p)
+				allNamed = allNamed && named[p.Key]
+			}
+		}
+		if commit.Omitted > 0 && int64(sum) != commit.Omitted {
+			return nil, false
+		}
+		if added == 0 && len(commit.Runs) < len(prev.Runs) {
+			folded = true // pages retired, none added: a fold
+		}
+	}
+	switch {
+	case allNamed:
+		return pages, true
+	case folded:
+		return nil, false
+	}
+	return newest.Runs, true
 }
 
 // loadCatalog reads the cached catalog at path and the ETag of its

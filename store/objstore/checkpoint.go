@@ -226,6 +226,12 @@ func (s *Store) settle(ctx context.Context) error {
 			if err := s.commitUnfolded(ctx, few...); err != nil {
 				return err
 			}
+		} else if bulk := s.takeBulk(queued); len(bulk) > 0 {
+			// More (a sync's): a run (runs.go), not every partition.
+			queued = nil
+			if err := s.commitRun(ctx, bulk); err != nil {
+				return err
+			}
 		}
 	}
 	// Deletions' tombstones go to the index log before their partitions

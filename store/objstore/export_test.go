@@ -66,6 +66,7 @@ var (
 	WithCompactGrace     = withCompactGrace
 	WithManifestInterval = withManifestInterval
 	WithMaxAttempts      = withMaxAttempts
+	WithRunFoldAt        = withRunFoldAt
 )
 
 // SetIndexPruneAfter lets tests see index deltas deleted without waiting

@@ -90,6 +90,7 @@ type logState struct {
 // queueLog queues the changes a write of partitions applied for the
 // next commit.
 func (s *Store) queueLog(entries map[string]manifest.IndexEntry, buried map[string]manifest.Tombstone) {
+	entries = s.notFolding(entries)
 	if len(entries) == 0 && len(buried) == 0 {
 		return
 	}
@@ -193,6 +194,12 @@ func (s *Store) purgeLog(ctx context.Context) error {
 type logChanges struct {
 	folded, unfolded, recent map[string]manifest.IndexEntry
 	buried                   map[string]manifest.Tombstone
+	// run is the entries of a bulk write's new run, pages its pages
+	// (with a merge's: no entries); retired, the keys of the pages a
+	// fold or merge takes out (runs.go).
+	run     map[string]manifest.IndexEntry
+	pages   []manifest.RunPage
+	retired map[string]bool
 }
 
 // requeueUnfolded puts back entries of a commit that failed, where an
@@ -372,6 +379,11 @@ func nextCommit(n int64, prev *manifest.IndexShard, ch logChanges, drop func(man
 				c.Unfolded[id] = e
 			}
 		}
+		for _, p := range prev.Runs {
+			if !ch.retired[p.Key] {
+				c.Runs = append(c.Runs, p)
+			}
+		}
 		// The recent deletions travel on (logTombstoneGrace), so that an
 		// entry a writer took before a deletion and commits after it
 		// does not bring the session back.
@@ -384,7 +396,11 @@ func nextCommit(n int64, prev *manifest.IndexShard, ch logChanges, drop func(man
 	for id, t := range ch.buried {
 		gone[id] = t
 	}
-	entries := longest(longest(ch.folded, ch.unfolded), ch.recent)
+	for _, p := range ch.pages {
+		p.Commit = n
+		c.Runs = append(c.Runs, p)
+	}
+	entries := longest(longest(longest(ch.folded, ch.unfolded), ch.recent), ch.run)
 	list := len(entries)+len(ch.buried) <= manifest.LogChanges
 	if !list {
 		c.Omitted = int64(len(entries) + len(ch.buried))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"reflect"
 	"regexp"
 	"slices"
@@ -55,12 +56,29 @@ func (e *env) partitions(t testing.TB) (map[string]manifest.IndexEntry, map[stri
 
 // indexed is what a reader finds in the index of the env's plaintext
 // bucket, behind the store's back: the partitions' entries, each
-// replaced by the newest commit's unfolded one when that is longer.
+// replaced by the newest commit's unfolded one, or its runs' one, when
+// that is longer.
 func (e *env) indexed(t testing.TB) (map[string]manifest.IndexEntry, map[string]manifest.Tombstone) {
 	t.Helper()
 	entries, tombs := e.partitions(t)
 	if _, c := e.newestCommit(t); c != nil {
-		for id, u := range c.Unfolded {
+		codec, _ := manifest.NewCodec()
+		unfolded := maps.Clone(c.Unfolded)
+		for _, p := range c.Runs {
+			page, err := codec.DecodeIndexShard(p.Key, e.rawObject(t, e.key(p.Key)))
+			if err != nil {
+				t.Fatalf("run page %s: %v", p.Key, err)
+			}
+			if unfolded == nil {
+				unfolded = map[string]manifest.IndexEntry{}
+			}
+			for id, u := range page.Sessions {
+				if old, ok := unfolded[id]; !ok || old.Length < u.Length {
+					unfolded[id] = u
+				}
+			}
+		}
+		for id, u := range unfolded {
 			if _, gone := tombs[id]; gone {
 				continue
 			}

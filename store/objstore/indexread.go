@@ -258,15 +258,21 @@ func (s *Store) readIndexAll(ctx context.Context, names []string) (map[string]ma
 	if !s.unfoldedIndex() {
 		return s.readPartitions(ctx, names, nil)
 	}
-	c, err := s.newestReadable(ctx)
-	if err != nil && !errors.Is(err, ErrIndexDamaged) {
-		return nil, nil, err
+	for attempt := 0; ; attempt++ {
+		c, err := s.newestReadable(ctx)
+		if err != nil && !errors.Is(err, ErrIndexDamaged) {
+			return nil, nil, err
+		}
+		all, tombs, perr := s.readPartitions(ctx, names, c)
+		if errors.Is(perr, errRunGone) && attempt < 3 {
+			s.pageGone() // folded since the commit was read: read it again
+			continue
+		}
+		if all == nil {
+			return nil, nil, perr
+		}
+		return all, tombs, errors.Join(perr, err)
 	}
-	all, tombs, perr := s.readPartitions(ctx, names, c)
-	if all == nil {
-		return nil, nil, perr
-	}
-	return all, tombs, errors.Join(perr, err)
 }
 
 // logDamage is the error of a newest commit that does not decode (err):
@@ -278,11 +284,21 @@ func (s *Store) logDamage(err error) error {
 
 // readPartitions reads the named partitions in parallel and returns
 // their entries, with those commit c (nil: none), read before them,
-// holds unfolded.
+// holds unfolded and in the pages of its runs that cover them (read with
+// the partitions; a page retired since is errRunGone).
 func (s *Store) readPartitions(ctx context.Context, names []string, c *manifest.IndexShard) (map[string]manifest.IndexEntry, map[string]manifest.Tombstone, error) {
 	shards := make([]*manifest.IndexShard, len(names))
 	damaged := make([]error, len(names))
 	g, gctx := errgroup.WithContext(ctx)
+	var pages []*manifest.IndexShard
+	var pagesDamaged map[string]error
+	if covering := pagesCovering(c, names); len(covering) > 0 {
+		g.Go(func() error {
+			var err error
+			pages, pagesDamaged, err = s.readRunPages(gctx, covering)
+			return err
+		})
+	}
 	for i, name := range names {
 		g.Go(func() error {
 			var err error
@@ -310,7 +326,8 @@ func (s *Store) readPartitions(ctx context.Context, names []string, c *manifest.
 		}
 	}
 	s.withUnfolded(c, names, all, tombs)
-	return all, tombs, s.damage(names, damaged)
+	s.withRunEntries(c, names, pages, all, tombs)
+	return all, tombs, errors.Join(s.damage(names, damaged), s.runDamage(pagesDamaged))
 }
 
 // damage is the error of the shards of names that did not decode (errs,

@@ -93,18 +93,30 @@ func (s *Store) writeShard(ctx context.Context, name string) error {
 }
 
 // writeQueued is writeShard once the index is in this Store's format.
+// A partition that buries a session has the runs' pages that cover it
+// folded at once (purgeRuns): they may hold the session's summary.
 func (s *Store) writeQueued(ctx context.Context, name string) error {
+	buried, err := s.writeQueuedLocked(ctx, name)
+	if err != nil || !buried {
+		return err
+	}
+	return s.purgeRuns(ctx, name)
+}
+
+// writeQueuedLocked is writeQueued under the partition's write lock; it
+// reports whether the write buried a session.
+func (s *Store) writeQueuedLocked(ctx context.Context, name string) (buried bool, err error) {
 	st := s.shardState(name)
 	st.wmu.Lock()
 	defer st.wmu.Unlock()
 	batch, v, loaded := st.take()
 	if batch.empty() {
-		return nil // written by the writer before us, or nothing queued
+		return false, nil // written by the writer before us, or nothing queued
 	}
 	w, applied, err := s.putBatch(ctx, name, st, batch, v, loaded)
 	if err != nil {
 		st.requeue(batch)
-		return err
+		return false, err
 	}
 	if s.indexLog() {
 		// A deletion queues its tombstone for the log itself, before
@@ -112,9 +124,9 @@ func (s *Store) writeQueued(ctx context.Context, name string) error {
 		s.queueLog(applied.entries, nil)
 	}
 	if w.purgePending() {
-		return s.finishPurge(ctx, name, w)
+		return len(applied.buried) > 0, s.finishPurge(ctx, name, w)
 	}
-	return nil
+	return len(applied.buried) > 0, nil
 }
 
 // requeueShard moves what is queued under format 3's shard name to the

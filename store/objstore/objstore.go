@@ -178,6 +178,10 @@ type Store struct {
 	// catalog last read (catalog.go).
 	indexCache string
 	cat        catalogState
+	// runs caches the pages of the index's runs; runFoldAt is the least
+	// number of entries the runs hold before they are folded (runs.go).
+	runs      runState
+	runFoldAt int
 	// baseMu: one write of the base kept on disk at a time (logbase.go).
 	baseMu sync.Mutex
 	// endpoint is the S3 endpoint the Store was opened on ("" for the
@@ -199,6 +203,7 @@ type options struct {
 	openSnapshot     bool
 	key              *seal.Key
 	indexCache       string
+	runFoldAt        int
 }
 
 // WithClock sets the clock that stamps appended lines (for deterministic
@@ -276,7 +281,7 @@ func Open(ctx context.Context, rawURL string, opts ...Option) (*Store, error) {
 }
 
 func defaultOptions() options {
-	return options{clock: time.Now, compactThreshold: 32, compactGrace: time.Hour, maxAttempts: 10, manifestEvery: 8, s3: s3Options{idleTimeout: DefaultIdleTimeout}}
+	return options{clock: time.Now, compactThreshold: 32, compactGrace: time.Hour, maxAttempts: 10, manifestEvery: 8, runFoldAt: runFoldMin, s3: s3Options{idleTimeout: DefaultIdleTimeout}}
 }
 
 // openBucket opens the store on b: everything Open does past the S3
@@ -305,6 +310,7 @@ func openBucket(ctx context.Context, b bucket, o options) (*Store, error) {
 		endpoint:         o.s3.endpoint,
 		manifestEvery:    max(o.manifestEvery, 1),
 		indexPruneAfter:  indexPruneAfter,
+		runFoldAt:        o.runFoldAt,
 		sessions:         map[string]*sessionState{},
 		shards:           map[string]*shardState{},
 	}

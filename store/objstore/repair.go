@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -47,6 +48,12 @@ func (s *Store) RepairIndex(ctx context.Context) (store.IndexReport, error) {
 	if err := s.adoptIndexLog(ctx, true); err != nil {
 		return store.IndexReport{}, fmt.Errorf("repair the index: %w", err)
 	}
+	// The runs go to the partitions first, damaged pages retired: the
+	// check then finds what only those held, and rebuilds it from the
+	// sessions.
+	if err := s.foldAllRuns(ctx); err != nil {
+		return store.IndexReport{}, fmt.Errorf("repair the index: %w", err)
+	}
 	for attempt := 0; ; attempt++ {
 		report, truth, buried, err := s.checkIndex(ctx)
 		if err != nil {
@@ -62,7 +69,7 @@ func (s *Store) RepairIndex(ctx context.Context) (store.IndexReport, error) {
 			}
 		}
 		for _, name := range report.Damaged {
-			if name != manifest.LogName {
+			if name != manifest.LogName && !strings.HasPrefix(name, manifest.RunKeyPrefix) {
 				shards[name] = true
 			}
 		}
@@ -154,7 +161,22 @@ func (s *Store) readIndexForCheck(ctx context.Context, report *store.IndexReport
 			return nil, nil, fmt.Errorf("read the index: %w", err)
 		}
 	}
-	defer func() { s.withUnfolded(c, s.shardNames(), indexed, indexedTombs) }()
+	var pages []*manifest.IndexShard
+	if c != nil && len(c.Runs) > 0 {
+		docs, damaged, err := s.readRunPages(ctx, c.Runs)
+		if err != nil {
+			// errRunGone: folded since; the check is of a moving index.
+			return nil, nil, fmt.Errorf("read the index: %w", err)
+		}
+		pages = docs
+		for _, key := range slices.Sorted(maps.Keys(damaged)) {
+			report.Damaged = append(report.Damaged, key)
+		}
+	}
+	defer func() {
+		s.withUnfolded(c, s.shardNames(), indexed, indexedTombs)
+		s.withRunEntries(c, s.shardNames(), pages, indexed, indexedTombs)
+	}()
 	for _, name := range s.shardNames() {
 		sh, err := s.readShard(ctx, name)
 		if errors.Is(err, ErrCorrupt) {

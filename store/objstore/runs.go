@@ -1,0 +1,573 @@
+package objstore
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/panto-dev/panto/internal/manifest"
+)
+
+// Runs (manifest.FeatureIndexUnfolded, docs/DESIGN.md §P3): a bulk write
+// (a sync of more than unfoldedBatch sessions) writes its entries as a
+// run of immutable pages, each the entries of a range of partitions, and
+// commits the pages to the index log (IndexShard.Runs) instead of
+// replacing every partition it touches. At 100,000 sessions, 1,000
+// changed sessions fall in all 256 partitions (21 MB); their run is a few
+// hundred KB. Restic's index files and an LSM tree's sorted runs.
+//
+// A session's entry is the longest of its partition's, the Unfolded
+// set's and the pages'. Readers read the newest commit, then the
+// partitions and the pages that cover them together; a catalog on disk
+// catches up with a bulk write by reading the pages its commit added.
+//
+// Runs merge and fold:
+//
+//   - more than runMaxRuns runs are merged into one: a resolve reads the
+//     page of each run that covers its partition, so the count stays
+//     small, and a merge costs what the runs hold;
+//   - past runFoldLimit entries (an eighth of the catalog, at least
+//     runFoldMin), the runs are folded into the partitions, whose commit
+//     retires the pages and lists no change (readers of the runs have
+//     every entry already). So the partitions are rewritten once per
+//     eighth of the index changed, and a bulk write costs what it
+//     changed (amortized);
+//   - a deletion of a session a page covers, and a repair, fold the
+//     pages that cover it at once: they hold its summary.
+//
+// Pages are deleted once the commit that retires them is written; a
+// reader that finds one gone reads the newest commit and the partitions
+// again (readIndexAll).
+
+const (
+	// runPageSize is the most entries a page holds, unless one
+	// partition alone has more (a page covers whole partitions).
+	runPageSize = 256
+	// runMaxRuns is how many runs the log names before they are merged.
+	runMaxRuns = 4
+	// runFoldMin and runFoldShare: runs are folded into the partitions
+	// past max(runFoldMin, catalog/runFoldShare) entries.
+	runFoldMin   = 2048
+	runFoldShare = 8
+)
+
+// errRunGone: a page the newest commit named was deleted since (a fold
+// retired it); the reader reads the newest commit again.
+var errRunGone = errors.New("index run page retired since the commit that named it was read")
+
+// pageGone readies this Store to read the index again after a page its
+// newest commit named was gone: Open's snapshot (WithOpenSnapshot) no
+// longer serves, as it names the page.
+func (s *Store) pageGone() {
+	s.ilog.mu.Lock()
+	s.ilog.snapshot = time.Time{}
+	s.ilog.mu.Unlock()
+}
+
+// withRunFoldAt sets runFoldMin (tests fold small runs).
+func withRunFoldAt(n int) Option { return func(o *options) { o.runFoldAt = n } }
+
+// runState is this Store's cache of run pages (immutable: a key is
+// written once) and the entries of the fold under way, which the index
+// log need not list again (queueLog).
+type runState struct {
+	mu      sync.Mutex
+	pages   map[string]*manifest.IndexShard
+	folding map[string]int64 // id → length being folded from runs
+	fold    sync.Mutex       // one fold or merge at a time
+}
+
+// takeBulk takes every entry queued for the partitions names, for a run,
+// when there are more than unfoldedBatch and no deletion is queued with
+// them (which must reach its partition); else it takes nothing.
+func (s *Store) takeBulk(names []string) map[string]manifest.IndexEntry {
+	count := 0
+	for _, name := range names {
+		st := s.shardState(name)
+		st.mu.Lock()
+		count += len(st.pending)
+		deleting := len(st.buried) > 0 || st.purge
+		st.mu.Unlock()
+		if deleting {
+			return nil
+		}
+	}
+	if count <= unfoldedBatch {
+		return nil
+	}
+	bulk := map[string]manifest.IndexEntry{}
+	for _, name := range names {
+		st := s.shardState(name)
+		st.mu.Lock()
+		if len(st.buried) == 0 && !st.purge {
+			for id, e := range st.pending {
+				bulk[id] = e
+			}
+			st.pending = nil
+		}
+		st.mu.Unlock()
+	}
+	return bulk
+}
+
+// commitRun writes entries as a run and commits its pages, then merges
+// or folds the runs when they are due. A failure queues the entries for
+// their partitions again (the next Flush tries again). Pages written for
+// a commit that failed are left: the commit may have been written and
+// its answer lost, and a page no commit names is never read.
+func (s *Store) commitRun(ctx context.Context, entries map[string]manifest.IndexEntry) error {
+	pages, err := s.writeRun(ctx, entries)
+	if err == nil {
+		s.ilog.wmu.Lock()
+		err = s.commitLog(ctx, logChanges{run: entries, pages: pages}, nil, false)
+		s.ilog.wmu.Unlock()
+	}
+	if err != nil {
+		for _, e := range entries {
+			s.queueIndex(e)
+		}
+		return fmt.Errorf("write the index run: %w", err)
+	}
+	// Best effort: the entries are committed; a merge or fold that fails
+	// is tried again after the next run.
+	_ = s.runsDue(ctx)
+	return nil
+}
+
+// writeRun writes entries as the pages of a new run, in parallel, and
+// returns them in partition order (their Commit set by the commit).
+func (s *Store) writeRun(ctx context.Context, entries map[string]manifest.IndexEntry) ([]manifest.RunPage, error) {
+	byPartition := map[string][]manifest.IndexEntry{}
+	for _, e := range entries {
+		name := s.shardOf(e.Info.ID)
+		byPartition[name] = append(byPartition[name], e)
+	}
+	var name [8]byte
+	if _, err := rand.Read(name[:]); err != nil {
+		return nil, err
+	}
+	run := hex.EncodeToString(name[:])
+	var pages []manifest.RunPage
+	var docs []*manifest.IndexShard
+	doc := manifest.NewIndexShard(manifest.RunName)
+	var first, last string
+	cut := func() {
+		if len(doc.Sessions) == 0 {
+			return
+		}
+		key := fmt.Sprintf("%s%s-%03d.json.zst", manifest.RunKeyPrefix, run, len(pages))
+		pages = append(pages, manifest.RunPage{Key: key, First: first, Last: last, Sessions: len(doc.Sessions)})
+		docs = append(docs, doc)
+		doc = manifest.NewIndexShard(manifest.RunName)
+	}
+	for _, p := range slices.Sorted(maps.Keys(byPartition)) {
+		if len(doc.Sessions) > 0 && len(doc.Sessions)+len(byPartition[p]) > runPageSize {
+			cut()
+		}
+		if len(doc.Sessions) == 0 {
+			first = p
+		}
+		for _, e := range byPartition[p] {
+			doc.Sessions[e.Info.ID] = e
+		}
+		last = p
+	}
+	cut()
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(16)
+	for i, p := range pages {
+		g.Go(func() error {
+			data, err := s.codec.EncodeIndexShard(p.Key, docs[i])
+			if err != nil {
+				return err
+			}
+			if _, err := s.put(gctx, p.Key, data, putCond{ifNoneMatch: true}, "application/zstd"); err != nil {
+				return fmt.Errorf("write index run page %s: %w", p.Key, err)
+			}
+			s.keepPage(p.Key, docs[i])
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	return pages, nil
+}
+
+// keepPage caches page key's content.
+func (s *Store) keepPage(key string, doc *manifest.IndexShard) {
+	s.runs.mu.Lock()
+	defer s.runs.mu.Unlock()
+	if s.runs.pages == nil {
+		s.runs.pages = map[string]*manifest.IndexShard{}
+	}
+	s.runs.pages[key] = doc
+}
+
+// forgetPages drops from the cache every page c (nil: none) does not name.
+func (s *Store) forgetPages(c *manifest.IndexShard) {
+	s.runs.mu.Lock()
+	defer s.runs.mu.Unlock()
+	for key := range s.runs.pages {
+		if c == nil || !slices.ContainsFunc(c.Runs, func(p manifest.RunPage) bool { return p.Key == key }) {
+			delete(s.runs.pages, key)
+		}
+	}
+}
+
+// readRunPage returns page p's content, read once per Store. A page that
+// is gone is errRunGone; one that does not decode, or holds a session
+// outside its partitions, ErrCorrupt.
+func (s *Store) readRunPage(ctx context.Context, p manifest.RunPage) (*manifest.IndexShard, error) {
+	s.runs.mu.Lock()
+	doc, ok := s.runs.pages[p.Key]
+	s.runs.mu.Unlock()
+	if ok {
+		return doc, nil
+	}
+	data, _, err := s.b.get(ctx, p.Key, "")
+	if errors.Is(err, errNotFound) {
+		return nil, fmt.Errorf("%s: %w", s.objectURL(p.Key), errRunGone)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read index run page %s: %w", p.Key, err)
+	}
+	doc, err = s.decodeShardObject(p.Key, manifest.RunName, data)
+	if err != nil {
+		return nil, err
+	}
+	for id := range doc.Sessions {
+		if !p.Covers(s.shardOf(id)) {
+			return nil, fmt.Errorf("%s: %w: holds session %s, outside partitions %s to %s", s.objectURL(p.Key), ErrCorrupt, id, p.First, p.Last)
+		}
+	}
+	s.keepPage(p.Key, doc)
+	return doc, nil
+}
+
+// pagesCovering is the pages of c (nil: none) that cover any of the
+// partitions names.
+func pagesCovering(c *manifest.IndexShard, names []string) []manifest.RunPage {
+	if c == nil {
+		return nil
+	}
+	var pages []manifest.RunPage
+	for _, p := range c.Runs {
+		if slices.ContainsFunc(names, p.Covers) {
+			pages = append(pages, p)
+		}
+	}
+	return pages
+}
+
+// readRunPages reads pages in parallel. A page that does not decode is
+// left out, its error in damaged; any other failure (errRunGone
+// included) fails the read.
+func (s *Store) readRunPages(ctx context.Context, pages []manifest.RunPage) (docs []*manifest.IndexShard, damaged map[string]error, err error) {
+	docs = make([]*manifest.IndexShard, len(pages))
+	errs := make([]error, len(pages))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(16)
+	for i, p := range pages {
+		g.Go(func() error {
+			var err error
+			docs[i], err = s.readRunPage(gctx, p)
+			if errors.Is(err, ErrCorrupt) {
+				errs[i], err = err, nil
+			}
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, nil, err
+	}
+	for i, err := range errs {
+		if err != nil {
+			if damaged == nil {
+				damaged = map[string]error{}
+			}
+			damaged[pages[i].Key] = err
+		}
+	}
+	return docs, damaged, nil
+}
+
+// withRunEntries adds to all, the entries read from the partitions
+// names, the longer entries the pages docs hold for them; a session the
+// partitions or commit c bury stays buried.
+func (s *Store) withRunEntries(c *manifest.IndexShard, names []string, docs []*manifest.IndexShard, all map[string]manifest.IndexEntry, tombs map[string]manifest.Tombstone) {
+	if c == nil {
+		return
+	}
+	for _, doc := range docs {
+		if doc == nil {
+			continue
+		}
+		for id, e := range doc.Sessions {
+			if !slices.Contains(names, s.shardOf(id)) {
+				continue
+			}
+			if _, gone := tombs[id]; gone {
+				continue
+			}
+			if _, gone := c.Tombstones[id]; gone {
+				continue
+			}
+			if old, ok := all[id]; !ok || old.Length < e.Length {
+				all[id] = e
+			}
+		}
+	}
+}
+
+// runDamage is the error of the pages that did not decode, or nil.
+func (s *Store) runDamage(damaged map[string]error) error {
+	if len(damaged) == 0 {
+		return nil
+	}
+	keys := slices.Sorted(maps.Keys(damaged))
+	return fmt.Errorf("%w: index run page %s is damaged, so the sessions a bulk write listed there may be missing or show an older state (their data is untouched): run `panto-sync repair %s` (%v)",
+		ErrIndexDamaged, strings.Join(keys, ", "), strings.TrimSuffix(s.b.url(""), "/"), damaged[keys[0]])
+}
+
+// runFoldLimit is how many entries the runs may hold before they are
+// folded: an eighth of the catalog this Store read (a sync reads it), at
+// least the Store's runFoldAt.
+func (s *Store) runFoldLimit() int {
+	limit := s.runFoldAt
+	s.cat.mu.Lock()
+	defer s.cat.mu.Unlock()
+	return max(limit, len(s.cat.entries)/runFoldShare)
+}
+
+// runsDue folds the runs of the newest commit this Store knows into the
+// partitions when they hold more than runFoldLimit entries, else merges
+// them when there are more than runMaxRuns.
+func (s *Store) runsDue(ctx context.Context) error {
+	s.ilog.mu.Lock()
+	c := s.ilog.last
+	s.ilog.mu.Unlock()
+	if c == nil || len(c.Runs) == 0 {
+		return nil
+	}
+	total := 0
+	runs := map[int64]bool{}
+	for _, p := range c.Runs {
+		total += p.Sessions
+		runs[p.Commit] = true
+	}
+	switch {
+	case total > s.runFoldLimit():
+		return s.foldRuns(ctx, c.Runs, false)
+	case len(runs) > runMaxRuns:
+		return s.mergeRuns(ctx, c.Runs)
+	}
+	return nil
+}
+
+// longestOf is the entries of docs, the longest of a session in several.
+func longestOf(docs []*manifest.IndexShard) map[string]manifest.IndexEntry {
+	entries := map[string]manifest.IndexEntry{}
+	for _, doc := range docs {
+		if doc == nil {
+			continue
+		}
+		for id, e := range doc.Sessions {
+			if old, ok := entries[id]; !ok || old.Length < e.Length {
+				entries[id] = e
+			}
+		}
+	}
+	return entries
+}
+
+// foldRuns writes the entries of pages to their partitions, then commits
+// the pages' retirement, then deletes them. salvage (repair, a
+// deletion) folds what can be read and retires the rest too: pages that
+// do not decode (repair reads their sessions instead) and pages gone.
+func (s *Store) foldRuns(ctx context.Context, pages []manifest.RunPage, salvage bool) error {
+	if len(pages) == 0 {
+		return nil
+	}
+	buried, err := s.foldRunsLocked(ctx, pages, salvage)
+	// A deletion queued meanwhile, which a partition's write took with
+	// the fold's entries, purges after the fold (writeQueued).
+	for _, name := range buried {
+		err = errors.Join(err, s.purgeRuns(ctx, name))
+	}
+	return err
+}
+
+// foldRunsLocked is foldRuns under the fold lock; it returns the
+// partitions whose writes buried a session.
+func (s *Store) foldRunsLocked(ctx context.Context, pages []manifest.RunPage, salvage bool) (buried []string, err error) {
+	s.runs.fold.Lock()
+	defer s.runs.fold.Unlock()
+	docs := make([]*manifest.IndexShard, len(pages))
+	var mu sync.Mutex
+	var errs []error
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(16)
+	for i, p := range pages {
+		g.Go(func() error {
+			doc, err := s.readRunPage(gctx, p)
+			switch {
+			case err == nil:
+				docs[i] = doc
+			case errors.Is(err, errRunGone):
+				// Retired by another fold, which wrote its entries.
+			case salvage && errors.Is(err, ErrCorrupt):
+			default:
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+			}
+			return nil
+		})
+	}
+	_ = g.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("fold the index runs: %w", err)
+	}
+	entries := longestOf(docs)
+	// What the runs hold, the log's readers have: the partitions' writes
+	// do not list it again (queueLog).
+	s.runs.mu.Lock()
+	s.runs.folding = map[string]int64{}
+	for id, e := range entries {
+		s.runs.folding[id] = e.Length
+	}
+	s.runs.mu.Unlock()
+	names := map[string]bool{}
+	for _, e := range entries {
+		names[s.queueIndex(e)] = true
+	}
+	g, gctx = errgroup.WithContext(ctx)
+	g.SetLimit(16)
+	for name := range names {
+		g.Go(func() error {
+			b, err := s.writeQueuedLocked(gctx, name)
+			if b {
+				mu.Lock()
+				buried = append(buried, name)
+				mu.Unlock()
+			}
+			return err
+		})
+	}
+	err = g.Wait()
+	s.runs.mu.Lock()
+	s.runs.folding = nil
+	s.runs.mu.Unlock()
+	if err != nil {
+		return buried, fmt.Errorf("fold the index runs: %w", err)
+	}
+	return buried, s.retirePages(ctx, pages, nil)
+}
+
+// mergeRuns writes the entries of pages as one new run, commits it in
+// their place, and deletes them.
+func (s *Store) mergeRuns(ctx context.Context, pages []manifest.RunPage) error {
+	s.runs.fold.Lock()
+	defer s.runs.fold.Unlock()
+	docs, damaged, err := s.readRunPages(ctx, pages)
+	if err != nil || len(damaged) > 0 {
+		return errors.Join(err, s.runDamage(damaged)) // repair's to mend
+	}
+	merged, err := s.writeRun(ctx, longestOf(docs))
+	if err != nil {
+		return fmt.Errorf("merge the index runs: %w", err)
+	}
+	return s.retirePages(ctx, pages, merged)
+}
+
+// retirePages commits pages' retirement (with the pages added in their
+// place: a merge's), then deletes them.
+func (s *Store) retirePages(ctx context.Context, pages, added []manifest.RunPage) error {
+	retired := map[string]bool{}
+	for _, p := range pages {
+		retired[p.Key] = true
+	}
+	s.ilog.wmu.Lock()
+	err := s.commitLog(ctx, logChanges{pages: added, retired: retired}, nil, false)
+	s.ilog.wmu.Unlock()
+	if err != nil {
+		return fmt.Errorf("retire the index runs: %w", err)
+	}
+	s.ilog.mu.Lock()
+	last := s.ilog.last
+	s.ilog.mu.Unlock()
+	s.forgetPages(last)
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(8)
+	for _, p := range pages {
+		g.Go(func() error {
+			if err := s.b.delete(gctx, p.Key); err != nil && !errors.Is(err, errNotFound) {
+				return fmt.Errorf("delete index run page %s: %w", p.Key, err)
+			}
+			return nil
+		})
+	}
+	return g.Wait()
+}
+
+// notFolding filters out of entries the ones a fold of runs under way
+// writes to their partitions as the runs hold them: the index log's
+// readers have those already.
+func (s *Store) notFolding(entries map[string]manifest.IndexEntry) map[string]manifest.IndexEntry {
+	s.runs.mu.Lock()
+	defer s.runs.mu.Unlock()
+	if len(s.runs.folding) == 0 {
+		return entries
+	}
+	out := map[string]manifest.IndexEntry{}
+	for id, e := range entries {
+		if n, ok := s.runs.folding[id]; !ok || n != e.Length {
+			out[id] = e
+		}
+	}
+	return out
+}
+
+// purgeRuns folds, at once, the pages of the newest commit that cover
+// partition name, where a session was just buried: they may hold its
+// summary, which a deletion must not leave behind.
+func (s *Store) purgeRuns(ctx context.Context, name string) error {
+	if !s.unfoldedIndex() {
+		return nil
+	}
+	c, err := s.newestCommit(ctx)
+	if err != nil && !errors.Is(err, ErrCorrupt) {
+		return err
+	}
+	pages := pagesCovering(c, []string{name})
+	if len(pages) == 0 {
+		return nil
+	}
+	return s.foldRuns(ctx, pages, true)
+}
+
+// foldAllRuns folds every page of the newest commit (repair), salvaging
+// what can be read.
+func (s *Store) foldAllRuns(ctx context.Context) error {
+	if !s.unfoldedIndex() {
+		return nil
+	}
+	c, err := s.newestReadable(ctx)
+	if err != nil && !errors.Is(err, ErrIndexDamaged) {
+		return err
+	}
+	if c == nil {
+		return nil
+	}
+	return s.foldRuns(ctx, c.Runs, true)
+}

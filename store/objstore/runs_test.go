@@ -1,0 +1,329 @@
+package objstore_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/panto-dev/panto/agent"
+	"github.com/panto-dev/panto/store"
+	"github.com/panto-dev/panto/store/objstore"
+)
+
+// runKeyRe matches a page of an index run.
+var runKeyRe = regexp.MustCompile(`^index/run/[0-9a-f]+-[0-9]+\.json\.zst$`)
+
+// bulkWrite appends one message to each of n new sessions and to each
+// session of grow through a Store that defers its index (a sync), and
+// flushes it; it returns the new sessions' ids.
+func bulkWrite(t *testing.T, e *env, b objstore.Bucket, n int, grow []string, opts ...objstore.Option) []string {
+	t.Helper()
+	ctx := context.Background()
+	opts = append([]objstore.Option{objstore.WithDeferredIndex()}, opts...)
+	var w *objstore.Store
+	if b != nil {
+		w = e.openOn(t, b, opts...)
+	} else {
+		w = e.open(t, opts...)
+	}
+	var ids []string
+	for i := range n {
+		ids = append(ids, appendNew(t, w, fmt.Sprintf("bulk %d", i)))
+	}
+	for _, id := range grow {
+		if err := w.AppendMessages(ctx, id, []agent.PersistentMessage{msg(agent.RoleAssistant, "grown")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return ids
+}
+
+// runObjects is the keys of the run pages in the env's bucket.
+func (e *env) runObjects(t *testing.T) []string {
+	t.Helper()
+	var keys []string
+	for _, o := range e.rawBucket(t) {
+		if k := strings.TrimPrefix(o.key, "pfx/"); runKeyRe.MatchString(k) {
+			keys = append(keys, k)
+		}
+	}
+	return keys
+}
+
+// checkListing checks that another Store lists exactly want (id →
+// message count), resolves each by a prefix, and that the index checks
+// clean.
+func checkListing(t *testing.T, e *env, when string, want map[string]int) {
+	t.Helper()
+	ctx := context.Background()
+	r := e.open(t)
+	list, err := r.List(ctx)
+	if err != nil || len(list) != len(want) {
+		t.Fatalf("%s: list: %v, %d sessions, want %d", when, err, len(list), len(want))
+	}
+	for _, info := range list {
+		if want[info.ID] != info.MessageCount {
+			t.Fatalf("%s: %s listed with %d messages, want %d", when, info.ID, info.MessageCount, want[info.ID])
+		}
+	}
+	for id, n := range want {
+		s, err := r.Resolve(ctx, id[:8])
+		if err != nil || s.Info.ID != id || s.Info.MessageCount != n {
+			t.Fatalf("%s: resolve %s: %v", when, id[:8], err)
+		}
+		break
+	}
+	if report, err := r.CheckIndex(ctx); err != nil || !report.Clean() {
+		t.Fatalf("%s: check: %v, %+v", when, err, report)
+	}
+}
+
+// TestRunBulkWrite: a bulk write (a Store that defers its index, more
+// than a few sessions) writes its entries as a run, and no partition;
+// the commit names the run's page; every reader lists and resolves the
+// sessions at their longest, and the index checks clean.
+func TestRunBulkWrite(t *testing.T) {
+	t.Parallel()
+	e := newMemEnv(t)
+	want := map[string]int{}
+	seed := e.open(t)
+	var seeded []string
+	for i := range 20 {
+		id := appendNew(t, seed, fmt.Sprintf("seeded %d", i))
+		seeded, want[id] = append(seeded, id), 1
+	}
+	if err := seed.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	fb := e.faults(t)
+	for _, id := range bulkWrite(t, e, fb, 30, seeded[:5]) {
+		want[id] = 1
+	}
+	for _, id := range seeded[:5] {
+		want[id] = 2
+	}
+	var pagePuts int
+	for _, o := range fb.Take() {
+		if o.Method == "PUT" && partitionKeyRe.MatchString("pfx/"+o.Key) {
+			t.Errorf("the bulk write wrote partition %s", o.Key)
+		}
+		if o.Method == "PUT" && runKeyRe.MatchString(o.Key) {
+			pagePuts++
+		}
+	}
+	n, c := e.newestCommit(t)
+	if pagePuts != 1 || len(c.Runs) != 1 || c.Runs[0].Sessions != 35 || c.Runs[0].Commit > n {
+		t.Fatalf("%d pages written; the newest commit (%d) names %+v, want one page of 35 sessions", pagePuts, n, c.Runs)
+	}
+	if got := e.runObjects(t); !slices.Equal(got, []string{c.Runs[0].Key}) {
+		t.Fatalf("run objects %v, want %s", got, c.Runs[0].Key)
+	}
+	checkListing(t, e, "after the bulk write", want)
+}
+
+// TestRunsMergeAndFold: more than a few runs are merged into one, and
+// runs past their limit are folded into the partitions, which leaves no
+// page; readers list every session at its longest throughout, and a
+// reader with a catalog on disk catches up with each bulk write by
+// reading its pages, never a partition, but after a fold.
+func TestRunsMergeAndFold(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newMemEnv(t)
+	cache := t.TempDir()
+	want := map[string]int{}
+	var all []string
+	reader := func(when string, first bool) {
+		t.Helper()
+		fb := e.faults(t)
+		r := e.openOn(t, fb, objstore.WithIndexCache(cache))
+		fb.Take()
+		logs, err := r.Logs(ctx)
+		if err != nil || len(logs) != len(want) {
+			t.Fatalf("%s: logs: %v, %d, want %d", when, err, len(logs), len(want))
+		}
+		for _, l := range logs {
+			if l.Info.MessageCount != want[l.Info.ID] {
+				t.Fatalf("%s: %s has %d messages, want %d", when, l.Info.ID, l.Info.MessageCount, want[l.Info.ID])
+			}
+		}
+		for _, o := range fb.Take() {
+			if !first && partitionKeyRe.MatchString("pfx/"+o.Key) {
+				t.Fatalf("%s: the cached catalog read partition %s", when, o.Key)
+			}
+		}
+	}
+	first := bulkWrite(t, e, nil, 1, nil) // few: unfolded, folded at Close
+	want[first[0]] = 1
+	reader("before the runs", true)
+	for round := range 5 {
+		// More than manifest.LogChanges each: the commits omit them.
+		ids := bulkWrite(t, e, nil, 70, all[max(len(all)-3, 0):], objectsFoldAt(1000))
+		for _, id := range all[max(len(all)-3, 0):] {
+			want[id]++
+		}
+		for _, id := range ids {
+			want[id] = 1
+		}
+		all = append(all, ids...)
+		_, c := e.newestCommit(t)
+		runs := map[int64]bool{}
+		for _, p := range c.Runs {
+			runs[p.Commit] = true
+		}
+		if len(runs) != min(round+1, 4) && !(round == 4 && len(runs) == 1) {
+			t.Fatalf("round %d: the newest commit names %d runs", round, len(runs))
+		}
+		reader(fmt.Sprint("round ", round), false)
+	}
+	if _, c := e.newestCommit(t); len(c.Runs) == 0 || len(e.runObjects(t)) != len(c.Runs) {
+		t.Fatalf("after the merge: %d pages named, %d stored", len(c.Runs), len(e.runObjects(t)))
+	}
+	checkListing(t, e, "after the merge", want)
+	// Past the limit: folded.
+	ids := bulkWrite(t, e, nil, 70, nil, objectsFoldAt(300))
+	for _, id := range ids {
+		want[id] = 1
+	}
+	if _, c := e.newestCommit(t); len(c.Runs) != 0 || len(e.runObjects(t)) != 0 {
+		t.Fatalf("after the fold: %d pages named, %v stored", len(c.Runs), e.runObjects(t))
+	}
+	parts, _ := e.partitions(t)
+	for id, n := range want {
+		if parts[id].Info.MessageCount != n {
+			t.Fatalf("after the fold the partition holds %+v for %s, want %d messages", parts[id], id, n)
+		}
+	}
+	// A fold wrote the runs' entries to the partitions and deleted the
+	// pages: a catalog that missed them reads the partitions once (once
+	// per eighth of the index changed), then catches up through pages
+	// again.
+	reader("after the fold", true)
+	checkListing(t, e, "after the fold", want)
+	for _, id := range bulkWrite(t, e, nil, 70, nil) {
+		want[id] = 1
+	}
+	reader("after the fold and a run", false)
+}
+
+// objectsFoldAt is WithRunFoldAt, spelled for the tests' bulk writes.
+func objectsFoldAt(n int) objstore.Option { return objstore.WithRunFoldAt(n) }
+
+// TestRunDeletionPurges: deleting a session a run holds folds the pages
+// that cover it at once and deletes them (they hold its summary); the
+// session is listed nowhere, the rest everywhere.
+func TestRunDeletionPurges(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newMemEnv(t)
+	ids := bulkWrite(t, e, nil, 20, nil)
+	pages := e.runObjects(t)
+	if len(pages) != 1 {
+		t.Fatalf("run pages %v, want one", pages)
+	}
+	w := e.open(t)
+	at, err := store.Head(ctx, w, ids[3])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Delete(ctx, store.Tombstone{ID: ids[3], Deleted: time.Now(), At: at}); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.runObjects(t); len(got) != 0 {
+		t.Fatalf("after the deletion the run pages %v are still stored", got)
+	}
+	for _, o := range e.rawBucket(t) {
+		if strings.HasPrefix(o.key, "pfx/index/") && strings.Contains(string(o.data), "bulk 3") {
+			t.Fatalf("%s still holds the deleted session's summary", o.key)
+		}
+	}
+	want := map[string]int{}
+	for _, id := range ids {
+		if id != ids[3] {
+			want[id] = 1
+		}
+	}
+	checkListing(t, e, "after the deletion", want)
+}
+
+// TestRunDamagedPage: a page that does not decode hides only what it
+// alone holds: the listing says the index is damaged and lists the rest;
+// CheckIndex names the page; RepairIndex folds the runs, retires the
+// page and indexes its sessions from their own objects.
+func TestRunDamagedPage(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newMemEnv(t)
+	seeded := bulkWrite(t, e, nil, 5, nil) // few: unfolded, then folded at Close
+	ids := bulkWrite(t, e, nil, 20, nil)
+	pages := e.runObjects(t)
+	if len(pages) != 1 {
+		t.Fatalf("run pages %v, want one", pages)
+	}
+	d := e.rawObject(t, e.key(pages[0]))
+	d[len(d)/2] ^= 0x01
+	e.putRaw(t, e.key(pages[0]), d)
+	list, err := e.open(t).List(ctx)
+	if !errors.Is(err, objstore.ErrIndexDamaged) || len(list) != len(seeded) {
+		t.Fatalf("list with a damaged page: %v, %d sessions, want the %d the partitions hold", err, len(list), len(seeded))
+	}
+	report, err := e.open(t).CheckIndex(ctx)
+	if err != nil || !slices.Contains(report.Damaged, pages[0]) || len(report.Unindexed) != len(ids) {
+		t.Fatalf("check with a damaged page: %v, %+v", err, report)
+	}
+	if _, err := e.open(t).RepairIndex(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.runObjects(t); len(got) != 0 {
+		t.Fatalf("after the repair the run pages %v are still stored", got)
+	}
+	want := map[string]int{}
+	for _, id := range append(seeded, ids...) {
+		want[id] = 1
+	}
+	checkListing(t, e, "after the repair", want)
+	if _, c := e.newestCommit(t); len(c.Runs) != 0 {
+		t.Fatalf("after the repair the newest commit names %+v", c.Runs)
+	}
+}
+
+// TestRunGoneWhileReading: a reader whose commit names a page that a
+// fold deleted since (here Open's snapshot, WithOpenSnapshot, which
+// serves its reading for a moment) reads the newest commit and the
+// partitions again, and lists every session.
+func TestRunGoneWhileReading(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newMemEnv(t)
+	ids := bulkWrite(t, e, nil, 20, nil)
+	for _, opts := range [][]objstore.Option{{objstore.WithOpenSnapshot()}, {objstore.WithOpenSnapshot(), objstore.WithIndexCache(t.TempDir())}} {
+		r := e.open(t, opts...)
+		// A deletion folds the page that covers the session, and deletes it.
+		w := e.open(t)
+		at, err := store.Head(ctx, w, ids[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Delete(ctx, store.Tombstone{ID: ids[0], Deleted: time.Now(), At: at}); err != nil {
+			t.Fatal(err)
+		}
+		ids = ids[1:]
+		if got := e.runObjects(t); len(got) != 0 {
+			t.Fatalf("run pages %v after the deletion", got)
+		}
+		logs, err := r.Logs(ctx)
+		if err != nil || len(logs) != len(ids) {
+			t.Fatalf("logs after the page went: %v, %d, want %d", err, len(logs), len(ids))
+		}
+		// Again, for the next reader: a run.
+		ids = append(ids, bulkWrite(t, e, nil, 20, nil)...)
+	}
+}
