@@ -21,7 +21,8 @@
 //   - panto-sync pull twice and push twice, the second of each measured
 //     (a no-op: nothing changed);
 //   - panto-sync push after one message was appended to 1% of the
-//     sessions;
+//     sessions, then panto sessions --all in the home that listed --all
+//     before it (a cached catalog catching up with a bulk write);
 //   - panto-sync pull into an empty directory (a full pull), and rclone
 //     copy of the same bucket into another, for the time ratio; they take
 //     turns --pull-rounds times, and the fastest of each is reported.
@@ -255,6 +256,13 @@ func runSize(ctx context.Context, o options, client *s3.Client, providerURL stri
 	}
 	progress("%d: push after %d sessions grew (%d bytes)", n, grown, grownBytes)
 	res, err := b.sync(ctx, fmt.Sprintf("panto-sync push after 1%% grew (%d sessions, %d bytes of logs)", grown, grownBytes), "push", cat.dir)
+	if err != nil {
+		return r, err
+	}
+	r.results = append(r.results, res)
+	// Another machine's cached catalog (panto's home, which listed
+	// --all before) catching up with that push.
+	res, err = b.panto(ctx, "panto sessions --all after that push (catalog cached before it)", "sessions", "--all")
 	if err != nil {
 		return r, err
 	}

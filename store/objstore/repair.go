@@ -162,16 +162,23 @@ func (s *Store) readIndexForCheck(ctx context.Context, report *store.IndexReport
 		}
 	}
 	var pages []*manifest.IndexShard
-	if c != nil && len(c.Runs) > 0 {
+	for attempt := 0; c != nil && len(c.Runs) > 0; attempt++ {
 		docs, damaged, err := s.readRunPages(ctx, c.Runs)
 		if err != nil {
-			// errRunGone: folded since; the check is of a moving index.
 			return nil, nil, fmt.Errorf("read the index: %w", err)
+		}
+		if errors.Is(s.runDamage(damaged), errRunGone) && attempt < 3 {
+			// Retired since (a fold): the newest commit names what is.
+			if c, err = s.newestReadable(ctx); err != nil && !errors.Is(err, ErrIndexDamaged) {
+				return nil, nil, fmt.Errorf("read the index: %w", err)
+			}
+			continue
 		}
 		pages = docs
 		for _, key := range slices.Sorted(maps.Keys(damaged)) {
 			report.Damaged = append(report.Damaged, key)
 		}
+		break
 	}
 	defer func() {
 		s.withUnfolded(c, s.shardNames(), indexed, indexedTombs)

@@ -87,8 +87,10 @@ type runState struct {
 }
 
 // takeBulk takes every entry queued for the partitions names, for a run,
-// when there are more than unfoldedBatch and no deletion is queued with
-// them (which must reach its partition); else it takes nothing.
+// when there are more than unfoldedBatch, no more than runFoldLimit (a
+// bigger write, a first push, writes the partitions: its run would be
+// folded at once), and no deletion is queued with them (which must reach
+// its partition); else it takes nothing.
 func (s *Store) takeBulk(names []string) map[string]manifest.IndexEntry {
 	count := 0
 	for _, name := range names {
@@ -101,7 +103,7 @@ func (s *Store) takeBulk(names []string) map[string]manifest.IndexEntry {
 			return nil
 		}
 	}
-	if count <= unfoldedBatch {
+	if count <= unfoldedBatch || count > s.runFoldLimit() {
 		return nil
 	}
 	bulk := map[string]manifest.IndexEntry{}
@@ -269,9 +271,9 @@ func pagesCovering(c *manifest.IndexShard, names []string) []manifest.RunPage {
 	return pages
 }
 
-// readRunPages reads pages in parallel. A page that does not decode is
-// left out, its error in damaged; any other failure (errRunGone
-// included) fails the read.
+// readRunPages reads pages in parallel. A page that does not decode, or
+// is gone (errRunGone: retired since, or lost), is left out, its error
+// in damaged; any other failure fails the read.
 func (s *Store) readRunPages(ctx context.Context, pages []manifest.RunPage) (docs []*manifest.IndexShard, damaged map[string]error, err error) {
 	docs = make([]*manifest.IndexShard, len(pages))
 	errs := make([]error, len(pages))
@@ -281,7 +283,7 @@ func (s *Store) readRunPages(ctx context.Context, pages []manifest.RunPage) (doc
 		g.Go(func() error {
 			var err error
 			docs[i], err = s.readRunPage(gctx, p)
-			if errors.Is(err, ErrCorrupt) {
+			if errors.Is(err, ErrCorrupt) || errors.Is(err, errRunGone) {
 				errs[i], err = err, nil
 			}
 			return err
@@ -329,14 +331,23 @@ func (s *Store) withRunEntries(c *manifest.IndexShard, names []string, docs []*m
 	}
 }
 
-// runDamage is the error of the pages that did not decode, or nil.
+// runDamage is the error of the pages that did not decode or are gone,
+// or nil. It wraps errRunGone when one is gone: the caller reads the
+// newest commit again, and says the index is damaged only when the page
+// is still named (lost, not retired).
 func (s *Store) runDamage(damaged map[string]error) error {
 	if len(damaged) == 0 {
 		return nil
 	}
 	keys := slices.Sorted(maps.Keys(damaged))
-	return fmt.Errorf("%w: index run page %s is damaged, so the sessions a bulk write listed there may be missing or show an older state (their data is untouched): run `panto-sync repair %s` (%v)",
-		ErrIndexDamaged, strings.Join(keys, ", "), strings.TrimSuffix(s.b.url(""), "/"), damaged[keys[0]])
+	var gone error
+	for _, key := range keys {
+		if errors.Is(damaged[key], errRunGone) {
+			gone = errRunGone
+		}
+	}
+	return fmt.Errorf("%w: index run page %s is damaged or missing, so the sessions a bulk write listed there may be missing or show an older state (their data is untouched): run `panto-sync repair %s` (%w)",
+		ErrIndexDamaged, strings.Join(keys, ", "), strings.TrimSuffix(s.b.url(""), "/"), errors.Join(damaged[keys[0]], gone))
 }
 
 // runFoldLimit is how many entries the runs may hold before they are

@@ -254,44 +254,54 @@ func TestRunDeletionPurges(t *testing.T) {
 	checkListing(t, e, "after the deletion", want)
 }
 
-// TestRunDamagedPage: a page that does not decode hides only what it
-// alone holds: the listing says the index is damaged and lists the rest;
-// CheckIndex names the page; RepairIndex folds the runs, retires the
-// page and indexes its sessions from their own objects.
+// TestRunDamagedPage: a page that does not decode, or is missing while
+// the newest commit names it, hides only what it alone holds: the
+// listing says the index is damaged and lists the rest; CheckIndex
+// names the page; RepairIndex folds the runs, retires the page and
+// indexes its sessions from their own objects.
 func TestRunDamagedPage(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	e := newMemEnv(t)
-	seeded := bulkWrite(t, e, nil, 5, nil) // few: unfolded, then folded at Close
-	ids := bulkWrite(t, e, nil, 20, nil)
-	pages := e.runObjects(t)
-	if len(pages) != 1 {
-		t.Fatalf("run pages %v, want one", pages)
-	}
-	d := e.rawObject(t, e.key(pages[0]))
-	d[len(d)/2] ^= 0x01
-	e.putRaw(t, e.key(pages[0]), d)
-	list, err := e.open(t).List(ctx)
-	if !errors.Is(err, objstore.ErrIndexDamaged) || len(list) != len(seeded) {
-		t.Fatalf("list with a damaged page: %v, %d sessions, want the %d the partitions hold", err, len(list), len(seeded))
-	}
-	report, err := e.open(t).CheckIndex(ctx)
-	if err != nil || !slices.Contains(report.Damaged, pages[0]) || len(report.Unindexed) != len(ids) {
-		t.Fatalf("check with a damaged page: %v, %+v", err, report)
-	}
-	if _, err := e.open(t).RepairIndex(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if got := e.runObjects(t); len(got) != 0 {
-		t.Fatalf("after the repair the run pages %v are still stored", got)
-	}
-	want := map[string]int{}
-	for _, id := range append(seeded, ids...) {
-		want[id] = 1
-	}
-	checkListing(t, e, "after the repair", want)
-	if _, c := e.newestCommit(t); len(c.Runs) != 0 {
-		t.Fatalf("after the repair the newest commit names %+v", c.Runs)
+	for _, missing := range []bool{false, true} {
+		e := newMemEnv(t)
+		seeded := bulkWrite(t, e, nil, 5, nil) // few: unfolded, then folded at Close
+		ids := bulkWrite(t, e, nil, 20, nil)
+		pages := e.runObjects(t)
+		if len(pages) != 1 {
+			t.Fatalf("run pages %v, want one", pages)
+		}
+		if missing {
+			objstore.MemDelete(e.mem, e.key(pages[0]))
+		} else {
+			d := e.rawObject(t, e.key(pages[0]))
+			d[len(d)/2] ^= 0x01
+			e.putRaw(t, e.key(pages[0]), d)
+		}
+		list, err := e.open(t).List(ctx)
+		if !errors.Is(err, objstore.ErrIndexDamaged) || len(list) != len(seeded) {
+			t.Fatalf("missing %v: list with a damaged page: %v, %d sessions, want the %d the partitions hold", missing, err, len(list), len(seeded))
+		}
+		if logs, err := e.open(t, objstore.WithIndexCache(t.TempDir())).Logs(ctx); !errors.Is(err, objstore.ErrIndexDamaged) || len(logs) != len(seeded) {
+			t.Fatalf("missing %v: the catalog with a damaged page: %v, %d sessions", missing, err, len(logs))
+		}
+		report, err := e.open(t).CheckIndex(ctx)
+		if err != nil || !slices.Contains(report.Damaged, pages[0]) || len(report.Unindexed) != len(ids) {
+			t.Fatalf("missing %v: check with a damaged page: %v, %+v", missing, err, report)
+		}
+		if _, err := e.open(t).RepairIndex(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if got := e.runObjects(t); len(got) != 0 {
+			t.Fatalf("after the repair the run pages %v are still stored", got)
+		}
+		want := map[string]int{}
+		for _, id := range append(seeded, ids...) {
+			want[id] = 1
+		}
+		checkListing(t, e, "after the repair", want)
+		if _, c := e.newestCommit(t); len(c.Runs) != 0 {
+			t.Fatalf("after the repair the newest commit names %+v", c.Runs)
+		}
 	}
 }
 
