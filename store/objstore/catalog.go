@@ -302,16 +302,24 @@ func (s *Store) catchUpPages(commits []*manifest.IndexShard) (pages []manifest.R
 	for i, commit := range commits[1:] {
 		prev := commits[i]
 		added, sum := 0, 0
+		var its []manifest.RunPage
 		for _, p := range commit.Runs {
 			if p.Commit == commit.Through {
 				added++
 				sum += p.Sessions
+				its = append(its, p)
+			}
+		}
+		if commit.Omitted > 0 {
+			// Else the commit lists the run's entries itself (a small
+			// run), or adds a merge's pages, which hold nothing new.
+			if int64(sum) != commit.Omitted {
+				return nil, false
+			}
+			for _, p := range its {
 				pages = append(pages, p)
 				allNamed = allNamed && named[p.Key]
 			}
-		}
-		if commit.Omitted > 0 && int64(sum) != commit.Omitted {
-			return nil, false
 		}
 		if added == 0 && len(commit.Runs) < len(prev.Runs) {
 			folded = true // pages retired, none added: a fold

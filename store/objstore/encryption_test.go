@@ -249,6 +249,26 @@ func (e *env) scan(t *testing.T, secrets [][]byte) []string {
 // partitions, index log commits and the log's head, a title, a fork, and
 // a deleted session's tombstones. It returns the secrets of the sessions
 // left and those of the deleted one.
+// fillRun writes, through s (WithDeferredIndex: a sync's Store), more
+// sessions than a few at once, so that their entries go to a run's
+// pages (their last prompts), and returns their texts.
+func fillRun(t *testing.T, s *objstore.Store) [][]byte {
+	t.Helper()
+	ctx := context.Background()
+	var secrets [][]byte
+	for i := range 12 {
+		text := fmt.Sprintf("synced session %d: API_KEY=ak-%06d", i, i)
+		if err := s.AppendMessages(ctx, agent.NewSessionID(), []agent.PersistentMessage{user(text)}); err != nil {
+			t.Fatal(err)
+		}
+		secrets = append(secrets, []byte(text))
+	}
+	if err := s.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return secrets
+}
+
 func fillBucket(t *testing.T, s *objstore.Store) [][]byte {
 	t.Helper()
 	ctx := context.Background()
@@ -327,19 +347,24 @@ func TestEncryptedScan(t *testing.T) {
 
 	plain := newMemEnv(t)
 	secrets := fillBucket(t, plain.open(t, opts...))
+	secrets = append(secrets, fillRun(t, plain.open(t, append(opts, objstore.WithDeferredIndex())...))...)
 	hits := plain.scan(t, secrets)
 	if len(hits) == 0 {
 		t.Fatal("the scan finds nothing in a plaintext bucket: it is blind")
 	}
-	// The index log's commits hold last prompts too: the scan sees them.
-	if !slices.ContainsFunc(hits, func(h string) bool { return strings.HasPrefix(h, "pfx/index/log/") }) {
-		t.Fatalf("the scan finds nothing in the index log of a plaintext bucket: it is blind there (%d hits)", len(hits))
+	// The index log's commits hold last prompts too, and so do the
+	// pages of a bulk write's run: the scan sees them.
+	for _, where := range []string{"pfx/index/log/", "pfx/index/run/"} {
+		if !slices.ContainsFunc(hits, func(h string) bool { return strings.HasPrefix(h, where) }) {
+			t.Fatalf("the scan finds nothing under %s of a plaintext bucket: it is blind there (%d hits)", where, len(hits))
+		}
 	}
 
 	e := newMemEnv(t)
 	key := newKey(t)
 	s := e.open(t, append(opts, objstore.WithKey(key))...)
 	secrets = fillBucket(t, s)
+	secrets = append(secrets, fillRun(t, e.open(t, append(opts, objstore.WithKey(key), objstore.WithDeferredIndex())...))...)
 	// The deletion added its feature to the marker, which is still the
 	// encrypted prefix's.
 	marker := string(e.rawObject(t, "pfx/panto-store.json"))
@@ -374,6 +399,8 @@ func TestEncryptedScan(t *testing.T) {
 			kinds["index log head"]++
 		case strings.HasPrefix(rel, "index/log/") && strings.Count(rel, "/") == 2:
 			kinds["index log commit"]++
+		case strings.HasPrefix(rel, "index/run/"):
+			kinds["index run page"]++
 		case strings.HasPrefix(rel, "index/") && strings.Count(rel, "/") == 1:
 			kinds["index base"]++
 		default:
@@ -384,7 +411,7 @@ func TestEncryptedScan(t *testing.T) {
 		}
 	}
 	t.Logf("objects: %v", kinds)
-	for _, k := range []string{"merged segment", "segment or tombstone", "manifest", "index base", "index log commit", "index log head"} {
+	for _, k := range []string{"merged segment", "segment or tombstone", "manifest", "index base", "index log commit", "index log head", "index run page"} {
 		if kinds[k] == 0 {
 			t.Errorf("the bucket holds no %s: the scan does not cover it", k)
 		}

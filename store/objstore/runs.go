@@ -51,7 +51,7 @@ import (
 const (
 	// runPageSize is the most entries a page holds, unless one
 	// partition alone has more (a page covers whole partitions).
-	runPageSize = 256
+	runPageSize = 128
 	// runMaxRuns is how many runs the log names before they are merged.
 	runMaxRuns = 4
 	// runFoldMin and runFoldShare: runs are folded into the partitions

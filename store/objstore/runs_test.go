@@ -127,6 +127,23 @@ func TestRunBulkWrite(t *testing.T) {
 		t.Fatalf("run objects %v, want %s", got, c.Runs[0].Key)
 	}
 	checkListing(t, e, "after the bulk write", want)
+
+	// A bulk write past the fold limit writes the partitions: its run
+	// would be folded at once.
+	big := bulkWrite(t, e, nil, 30, nil, objstore.WithRunFoldAt(20))
+	for _, id := range big {
+		want[id] = 1
+	}
+	if got := e.runObjects(t); len(got) != 1 {
+		t.Fatalf("run objects after a bulk write past the limit: %v, want the one before", got)
+	}
+	parts, _ := e.partitions(t)
+	for _, id := range big {
+		if _, ok := parts[id]; !ok {
+			t.Fatalf("%s, of a bulk write past the limit, is not in its partition", id)
+		}
+	}
+	checkListing(t, e, "after a bulk write past the limit", want)
 }
 
 // TestRunsMergeAndFold: more than a few runs are merged into one, and
