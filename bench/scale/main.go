@@ -12,7 +12,8 @@
 //
 //   - seed: panto-sync push of a generated catalog (sessions of a few KB,
 //     in several projects, in the real line format) to a new bucket;
-//   - panto sessions, first in a fresh home and again, and --all;
+//   - panto sessions, first in a fresh home and again, --all, and --all
+//     --limit 0 (every session: the catalog);
 //   - panto show PREFIX: resolve a session by an 8-character id prefix
 //     (and read it: show prints it);
 //   - panto -c PROMPT: open, latest, and one turn against a fake provider,
@@ -21,8 +22,9 @@
 //   - panto-sync pull twice and push twice, the second of each measured
 //     (a no-op: nothing changed);
 //   - panto-sync push after one message was appended to 1% of the
-//     sessions, then panto sessions --all in the home that listed --all
-//     before it (a cached catalog catching up with a bulk write);
+//     sessions, then panto sessions --all --limit 0 (every session) in
+//     the home that listed before it (a cached catalog catching up with
+//     a bulk write);
 //   - panto-sync pull into an empty directory (a full pull), and rclone
 //     copy of the same bucket into another, for the time ratio; they take
 //     turns --pull-rounds times, and the fastest of each is reported.
@@ -223,6 +225,7 @@ func runSize(ctx context.Context, o options, client *s3.Client, providerURL stri
 		{"panto sessions (first run in a new home)", []string{"sessions"}},
 		{"panto sessions (again)", []string{"sessions"}},
 		{"panto sessions --all", []string{"sessions", "--all"}},
+		{"panto sessions --all --limit 0 (every session: the catalog)", []string{"sessions", "--all", "--limit", "0"}},
 		{"panto show PREFIX (resolve an 8-char id prefix, read the session)", []string{"show", prefix}},
 		{"panto -c PROMPT (open, latest, one turn)", []string{"-c", "--api-style", "openai-chat", "--base-url", b.providerURL, "--model", "bench-model", "one more thing, please"}},
 	} {
@@ -262,7 +265,7 @@ func runSize(ctx context.Context, o options, client *s3.Client, providerURL stri
 	r.results = append(r.results, res)
 	// Another machine's cached catalog (panto's home, which listed
 	// --all before) catching up with that push.
-	res, err = b.panto(ctx, "panto sessions --all after that push (catalog cached before it)", "sessions", "--all")
+	res, err = b.panto(ctx, "panto sessions --all --limit 0 after that push (every session; catalog cached before it)", "sessions", "--all", "--limit", "0")
 	if err != nil {
 		return r, err
 	}

@@ -223,8 +223,11 @@ func (s *Store) prefetchBase(ctx context.Context, n int64, wg *sync.WaitGroup) {
 	if c, _ := s.knownBase(k); c != nil {
 		return
 	}
-	if c, _ := s.loadBase(k); c != nil {
-		return // on disk: the commit's base ETag says whether it serves
+	if h, _, ok := readCacheFile(s.basePath()); ok && h.N >= k && h.N < n {
+		// On disk, and newer than the guess (a deletion's, repair's or
+		// move's whole commit since the multiple of 16): most likely
+		// n's base, and the commit's base ETag says whether it serves.
+		return
 	}
 	wg.Add(1)
 	go func() {
