@@ -22,7 +22,9 @@
 //   - panto-sync pull twice and push twice, the second of each measured
 //     (a no-op: nothing changed);
 //   - panto-sync push after one message was appended to 1% of the
-//     sessions, then panto sessions --all --limit 0 (every session) in
+//     sessions (--grow-rounds times, one after another: the runs of the
+//     index merge past 4 and fold into its partitions past an eighth of
+//     it), then panto sessions --all --limit 0 (every session) in
 //     the home that listed before it (a cached catalog catching up with
 //     a bulk write);
 //   - panto-sync pull into an empty directory (a full pull), and rclone
@@ -66,6 +68,7 @@ type options struct {
 	concurrency  int
 	verifyUpTo   int
 	pullRounds   int
+	growRounds   int
 	seed         uint64
 	timeout      time.Duration
 }
@@ -95,6 +98,7 @@ func parseFlags(args []string) (options, error) {
 	fs.IntVar(&o.sessionBytes, "session-bytes", 1500, "a session's log grows past a log-normal target around this (a median of about 2.7 KB at 1500)")
 	fs.IntVar(&o.concurrency, "concurrency", 32, "panto-sync --concurrency, and rclone's --transfers")
 	fs.IntVar(&o.verifyUpTo, "verify-up-to", 1000, "run panto-sync verify on each seeded bucket of at most this many sessions")
+	fs.IntVar(&o.growRounds, "grow-rounds", 1, "times 1% of the sessions grow and are pushed, one after another (the runs' merges and folds show past 4 and about 12)")
 	fs.IntVar(&o.pullRounds, "pull-rounds", 2, "full pulls and rclone copies, taking turns; the fastest of each is reported (0: none, for a quick run of the other operations)")
 	fs.Uint64Var(&o.seed, "seed", 1, "random seed of the catalog")
 	fs.DurationVar(&o.timeout, "timeout", 30*time.Minute, "bound on each command")
@@ -115,8 +119,8 @@ func parseFlags(args []string) (options, error) {
 		}
 		o.sizes = append(o.sizes, n)
 	}
-	if o.projects < 1 || o.sessionBytes < 1 || o.concurrency < 1 || o.pullRounds < 0 {
-		return o, errors.New("--projects, --session-bytes and --concurrency must be positive, --pull-rounds not negative")
+	if o.projects < 1 || o.sessionBytes < 1 || o.concurrency < 1 || o.pullRounds < 0 || o.growRounds < 1 {
+		return o, errors.New("--projects, --session-bytes, --concurrency and --grow-rounds must be positive, --pull-rounds not negative")
 	}
 	return o, nil
 }
@@ -253,18 +257,24 @@ func runSize(ctx context.Context, o options, client *s3.Client, providerURL stri
 		}
 	}
 
-	grown, grownBytes, err := sessiongen.New(o.seed+1).AppendSome(cat.dir, 0.01)
-	if err != nil {
-		return r, fmt.Errorf("grow 1%% of the sessions: %w", err)
+	var res result
+	for round := 1; round <= o.growRounds; round++ {
+		grown, grownBytes, err := sessiongen.New(o.seed+uint64(round)).AppendSome(cat.dir, 0.01)
+		if err != nil {
+			return r, fmt.Errorf("grow 1%% of the sessions: %w", err)
+		}
+		op := fmt.Sprintf("panto-sync push after 1%% grew (%d sessions, %d bytes of logs)", grown, grownBytes)
+		if o.growRounds > 1 {
+			op = fmt.Sprintf("panto-sync push after 1%% grew, round %d (%d sessions, %d bytes of logs)", round, grown, grownBytes)
+		}
+		progress("%d: push after %d sessions grew (%d bytes), round %d", n, grown, grownBytes, round)
+		if res, err = b.sync(ctx, op, "push", cat.dir); err != nil {
+			return r, err
+		}
+		r.results = append(r.results, res)
 	}
-	progress("%d: push after %d sessions grew (%d bytes)", n, grown, grownBytes)
-	res, err := b.sync(ctx, fmt.Sprintf("panto-sync push after 1%% grew (%d sessions, %d bytes of logs)", grown, grownBytes), "push", cat.dir)
-	if err != nil {
-		return r, err
-	}
-	r.results = append(r.results, res)
 	// Another machine's cached catalog (panto's home, which listed
-	// --all before) catching up with that push.
+	// every session before) catching up with the pushes.
 	res, err = b.panto(ctx, "panto sessions --all --limit 0 after that push (every session; catalog cached before it)", "sessions", "--all", "--limit", "0")
 	if err != nil {
 		return r, err
