@@ -218,9 +218,12 @@ func (s *Store) catalogOnce(ctx context.Context, path string) (map[string]manife
 		}
 	}
 	all, tombs, err := s.readPartitions(ctx, s.shardNames(), newest)
-	if all == nil || err != nil || logErr != nil || n == 0 {
+	if all == nil || err != nil || logErr != nil {
 		return all, tombs, errors.Join(err, logErr)
 	}
+	// Kept at commit 0 too (a log that has none: a new bucket): the
+	// commits from 1 on then bring it up to date, so that the run after a
+	// first push reads what the push committed, not the partitions.
 	c := &manifest.IndexShard{Shard: manifest.LogName, Through: n, Written: s.now().UTC(), Sessions: all, Tombstones: tombs}
 	s.saveCatalog(path, c, etag)
 	s.noteCatalog(c, etag)
@@ -246,12 +249,19 @@ func (s *Store) catchUpCatalog(ctx context.Context, cached *manifest.IndexShard,
 	if from > n || n-from > logKeep {
 		return nil, false
 	}
-	// Commit from itself too: its ETag says it is the one cached.
+	// Commit from itself too: its ETag says it is the one cached. A
+	// catalog cached at commit 0 (none yet) is the partitions as they
+	// were before the log's first commit, so commits 1 to n, all still
+	// there, bring it up to date whatever bucket holds them.
 	commits := make([]*manifest.IndexShard, n-from+1)
 	etags := make([]string, len(commits))
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(16)
 	for i := range commits {
+		if from+int64(i) == 0 {
+			commits[i], etags[i] = &manifest.IndexShard{Shard: manifest.LogName}, cachedETag
+			continue
+		}
 		g.Go(func() error {
 			var err error
 			commits[i], etags[i], err = s.readKeptCommit(gctx, from+int64(i))

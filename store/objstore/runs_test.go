@@ -354,3 +354,30 @@ func TestRunGoneWhileReading(t *testing.T) {
 		ids = append(ids, bulkWrite(t, e, nil, 20, nil)...)
 	}
 }
+
+// TestCatalogCachedAtCommitZero: a catalog read from a bucket whose log
+// has no commit yet (a new bucket) is cached too, and the next run brings
+// it up to date from commit 1 on: after a first push (a run), a listing
+// of every session reads the commits and the run's pages, not the 256
+// partitions.
+func TestCatalogCachedAtCommitZero(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newMemEnv(t)
+	cache := t.TempDir()
+	if logs, err := e.open(t, objstore.WithIndexCache(cache)).Logs(ctx); err != nil || len(logs) != 0 {
+		t.Fatalf("logs of a new bucket: %v, %d", err, len(logs))
+	}
+	ids := bulkWrite(t, e, nil, 100, nil)
+	fb := e.faults(t)
+	r := e.openOn(t, fb, objstore.WithIndexCache(cache))
+	logs, err := r.Logs(ctx)
+	if err != nil || len(logs) != len(ids) {
+		t.Fatalf("logs after the first push: %v, %d, want %d", err, len(logs), len(ids))
+	}
+	for _, o := range fb.Take() {
+		if partitionKeyRe.MatchString("pfx/" + o.Key) {
+			t.Fatalf("the catalog cached at commit 0 read partition %s", o.Key)
+		}
+	}
+}
