@@ -187,10 +187,13 @@ func (s *Store) catalogOnce(ctx context.Context, path string) (map[string]manife
 		n = newest.Through
 	}
 	etag := s.newestETag()
+	// empty: the log has no commit (not one that does not decode), so a
+	// catalog kept at commit 0 is still the index.
+	empty := n == 0 && err == nil
 	s.cat.mu.Lock()
 	mem, memETag := s.cat.doc, s.cat.etag
 	s.cat.mu.Unlock()
-	if mem != nil && n > 0 {
+	if mem != nil && (n > 0 || empty && mem.Through == 0) {
 		if c, ok := s.catchUpCatalog(ctx, mem, memETag, n, etag); ok {
 			if c != mem {
 				s.saveCatalog(path, c, etag)
@@ -199,7 +202,7 @@ func (s *Store) catalogOnce(ctx context.Context, path string) (map[string]manife
 			return c.Sessions, c.Tombstones, nil
 		}
 	}
-	if cached, cachedETag := s.loadCatalog(path); cached != nil && n > 0 && s.now().Sub(cached.Written) < catalogRefresh {
+	if cached, cachedETag := s.loadCatalog(path); cached != nil && (n > 0 || empty && cached.Through == 0) && s.now().Sub(cached.Written) < catalogRefresh {
 		if c, ok := s.catchUpCatalog(ctx, cached, cachedETag, n, etag); ok {
 			if c != cached {
 				s.saveCatalog(path, c, etag)
@@ -217,7 +220,16 @@ func (s *Store) catalogOnce(ctx context.Context, path string) (map[string]manife
 			return nil, nil, logErr
 		}
 	}
-	all, tombs, err := s.readPartitions(ctx, s.shardNames(), newest)
+	var all map[string]manifest.IndexEntry
+	var tombs map[string]manifest.Tombstone
+	if empty && s.created {
+		// This Store made the prefix, and nothing was committed since:
+		// no partition was written (each write of one commits), so the
+		// index is empty without 256 GETs that would say so.
+		all, tombs, err = map[string]manifest.IndexEntry{}, map[string]manifest.Tombstone{}, nil
+	} else {
+		all, tombs, err = s.readPartitions(ctx, s.shardNames(), newest)
+	}
 	if all == nil || err != nil || logErr != nil {
 		return all, tombs, errors.Join(err, logErr)
 	}

@@ -381,3 +381,25 @@ func TestCatalogCachedAtCommitZero(t *testing.T) {
 		}
 	}
 }
+
+// TestNewPrefixCatalog: a Store that creates the prefix knows its index
+// is empty until something is committed: a sync's listings of it (the
+// catalog, then the tombstones) read no partition.
+func TestNewPrefixCatalog(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newMemEnv(t)
+	fb := e.faults(t)
+	s := e.openOn(t, fb, objstore.WithDeferredIndex(), objstore.WithIndexCache(t.TempDir()))
+	if logs, err := s.Logs(ctx); err != nil || len(logs) != 0 {
+		t.Fatalf("logs of a new prefix: %v, %d", err, len(logs))
+	}
+	if _, err := s.Tombstones(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range fb.Take() {
+		if partitionKeyRe.MatchString("pfx/" + o.Key) {
+			t.Fatalf("the listings of a new prefix read partition %s", o.Key)
+		}
+	}
+}
