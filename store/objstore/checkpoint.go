@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -221,15 +222,19 @@ func (s *Store) settle(ctx context.Context) error {
 	if s.unfoldedIndex() {
 		// A few deferred entries (a sync round's) are committed
 		// unfolded rather than written to their partitions.
-		if few := s.takeFew(queued); len(few) > 0 {
+		few := func(n int) bool { return n <= unfoldedBatch }
+		// More (a sync's) go to a run, not every partition; past the
+		// fold limit (a first push) to the partitions, as the run would
+		// be folded at once.
+		bulk := func(n int) bool { return n > unfoldedBatch && n <= s.runFoldLimit() }
+		if taken := s.takeQueued(queued, few); len(taken) > 0 {
 			queued = nil
-			if err := s.commitUnfolded(ctx, few...); err != nil {
+			if err := s.commitUnfolded(ctx, slices.Collect(maps.Values(taken))...); err != nil {
 				return err
 			}
-		} else if bulk := s.takeBulk(queued); len(bulk) > 0 {
-			// More (a sync's): a run (runs.go), not every partition.
+		} else if taken := s.takeQueued(queued, bulk); len(taken) > 0 {
 			queued = nil
-			if err := s.commitRun(ctx, bulk); err != nil {
+			if err := s.commitRun(ctx, taken); err != nil {
 				return err
 			}
 		}
@@ -253,10 +258,12 @@ func (s *Store) settle(ctx context.Context) error {
 	return errors.Join(append(errs, logErr, s.writeLog(ctx))...)
 }
 
-// takeFew takes the entries queued for the partitions names when they
-// are at most unfoldedBatch and no deletion is queued with them (which
-// must reach its partition); else it takes nothing.
-func (s *Store) takeFew(names []string) []manifest.IndexEntry {
+// takeQueued takes every entry queued for the partitions names when no
+// deletion is queued with them (which must reach its partition) and
+// fits accepts how many there are; else it takes nothing. A few (at
+// most unfoldedBatch, a sync round's) are committed unfolded, more go
+// to a run (runs.go).
+func (s *Store) takeQueued(names []string, fits func(count int) bool) map[string]manifest.IndexEntry {
 	count := 0
 	for _, name := range names {
 		st := s.shardState(name)
@@ -264,23 +271,24 @@ func (s *Store) takeFew(names []string) []manifest.IndexEntry {
 		count += len(st.pending)
 		deleting := len(st.buried) > 0 || st.purge
 		st.mu.Unlock()
-		if deleting || count > unfoldedBatch {
+		if deleting {
 			return nil
 		}
 	}
-	var few []manifest.IndexEntry
+	if count == 0 || !fits(count) {
+		return nil
+	}
+	taken := map[string]manifest.IndexEntry{}
 	for _, name := range names {
 		st := s.shardState(name)
 		st.mu.Lock()
 		if len(st.buried) == 0 && !st.purge {
-			for _, e := range st.pending {
-				few = append(few, e)
-			}
+			maps.Copy(taken, st.pending)
 			st.pending = nil
 		}
 		st.mu.Unlock()
 	}
-	return few
+	return taken
 }
 
 // waitIdle waits until no checkpoint is being written.

@@ -86,41 +86,6 @@ type runState struct {
 	fold    sync.Mutex       // one fold or merge at a time
 }
 
-// takeBulk takes every entry queued for the partitions names, for a run,
-// when there are more than unfoldedBatch, no more than runFoldLimit (a
-// bigger write, a first push, writes the partitions: its run would be
-// folded at once), and no deletion is queued with them (which must reach
-// its partition); else it takes nothing.
-func (s *Store) takeBulk(names []string) map[string]manifest.IndexEntry {
-	count := 0
-	for _, name := range names {
-		st := s.shardState(name)
-		st.mu.Lock()
-		count += len(st.pending)
-		deleting := len(st.buried) > 0 || st.purge
-		st.mu.Unlock()
-		if deleting {
-			return nil
-		}
-	}
-	if count <= unfoldedBatch || count > s.runFoldLimit() {
-		return nil
-	}
-	bulk := map[string]manifest.IndexEntry{}
-	for _, name := range names {
-		st := s.shardState(name)
-		st.mu.Lock()
-		if len(st.buried) == 0 && !st.purge {
-			for id, e := range st.pending {
-				bulk[id] = e
-			}
-			st.pending = nil
-		}
-		st.mu.Unlock()
-	}
-	return bulk
-}
-
 // commitRun writes entries as a run and commits its pages, then merges
 // or folds the runs when they are due. A failure queues the entries for
 // their partitions again (the next Flush tries again). Pages written for
@@ -311,22 +276,8 @@ func (s *Store) withRunEntries(c *manifest.IndexShard, names []string, docs []*m
 		return
 	}
 	for _, doc := range docs {
-		if doc == nil {
-			continue
-		}
-		for id, e := range doc.Sessions {
-			if !slices.Contains(names, s.shardOf(id)) {
-				continue
-			}
-			if _, gone := tombs[id]; gone {
-				continue
-			}
-			if _, gone := c.Tombstones[id]; gone {
-				continue
-			}
-			if old, ok := all[id]; !ok || old.Length < e.Length {
-				all[id] = e
-			}
+		if doc != nil {
+			s.addLonger(all, tombs, c.Tombstones, names, doc.Sessions)
 		}
 	}
 }

@@ -183,11 +183,21 @@ func (s *Store) withUnfolded(c *manifest.IndexShard, names []string, all map[str
 	if c == nil || len(c.Unfolded) == 0 {
 		return
 	}
-	for id, e := range c.Unfolded {
+	s.addLonger(all, tombs, nil, names, c.Unfolded)
+}
+
+// addLonger adds to all each of entries, of a session in the partitions
+// names, that is longer than all's; a session tombs or gone (nil: none)
+// bury stays buried.
+func (s *Store) addLonger(all map[string]manifest.IndexEntry, tombs, gone map[string]manifest.Tombstone, names []string, entries map[string]manifest.IndexEntry) {
+	for id, e := range entries {
 		if !slices.Contains(names, s.shardOf(id)) {
 			continue
 		}
-		if _, gone := tombs[id]; gone {
+		if _, buried := tombs[id]; buried {
+			continue
+		}
+		if _, buried := gone[id]; buried {
 			continue
 		}
 		if old, ok := all[id]; !ok || old.Length < e.Length {
