@@ -323,11 +323,10 @@ func (s *Store) catchUpPages(commits []*manifest.IndexShard) (pages []manifest.R
 	allNamed, folded := true, false
 	for i, commit := range commits[1:] {
 		prev := commits[i]
-		added, sum := 0, 0
-		var its []manifest.RunPage
+		sum := 0
+		var its []manifest.RunPage // the pages it added
 		for _, p := range commit.Runs {
 			if p.Commit == commit.Through {
-				added++
 				sum += p.Sessions
 				its = append(its, p)
 			}
@@ -343,7 +342,7 @@ func (s *Store) catchUpPages(commits []*manifest.IndexShard) (pages []manifest.R
 				allNamed = allNamed && named[p.Key]
 			}
 		}
-		if added == 0 && len(commit.Runs) < len(prev.Runs) {
+		if len(its) == 0 && len(commit.Runs) < len(prev.Runs) {
 			folded = true // pages retired, none added: a fold
 		}
 	}

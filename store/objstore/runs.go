@@ -507,9 +507,17 @@ func (s *Store) purgeRuns(ctx context.Context, name string) error {
 	if !s.unfoldedIndex() {
 		return nil
 	}
-	c, err := s.newestCommit(ctx)
-	if err != nil && !errors.Is(err, ErrCorrupt) {
-		return err
+	// The deletion committed its tombstone just before (finishDelete):
+	// that reading of the log serves, without a round trip of its own
+	// on every deletion; an older one is read again.
+	s.ilog.mu.Lock()
+	c, fresh := s.ilog.last, s.ilog.last != nil && s.now().Sub(s.ilog.fresh) < indexStale
+	s.ilog.mu.Unlock()
+	if !fresh {
+		var err error
+		if c, err = s.newestCommit(ctx); err != nil && !errors.Is(err, ErrCorrupt) {
+			return err
+		}
 	}
 	pages := pagesCovering(c, []string{name})
 	if len(pages) == 0 {
