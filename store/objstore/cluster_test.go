@@ -23,6 +23,13 @@ func TestClusterConformance(t *testing.T) {
 	conformance(t, miniotest.SharedOf(t, miniotest.MinIOCluster), false)
 }
 
+// TestClusterRuns is TestRunsOnServers on the cluster: a run's pages,
+// created once, read back from other nodes, merged, folded and purged.
+func TestClusterRuns(t *testing.T) {
+	t.Parallel()
+	runsOnServer(t, miniotest.SharedOf(t, miniotest.MinIOCluster))
+}
+
 // TestClusterRaceProcesses is TestRaceProcesses on the cluster: the
 // appenders' conditional writes reach different nodes and meet in
 // MinIO's distributed locks.

@@ -843,3 +843,32 @@ func TestDeleteThenStaleStore(t *testing.T) {
 		t.Errorf("latest after that Store's write: %v, want %s", err, mine)
 	}
 }
+
+// TestDeletionShrinksRecent: a deletion takes its session out of the
+// newest commit's recent view, which then holds fewer than
+// manifest.RecentSize sessions without holding them all; the older
+// sessions it no longer shows are the full listing's, and the index
+// checks clean (it reported them as missing from the view).
+func TestDeletionShrinksRecent(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newMemEnv(t)
+	w := e.open(t)
+	var ids []string
+	for i := range manifest.RecentSize + 8 {
+		ids = append(ids, appendNew(t, w, fmt.Sprintf("session %d", i)))
+	}
+	at, err := store.Head(ctx, w, ids[len(ids)-1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Delete(ctx, store.Tombstone{ID: ids[len(ids)-1], Deleted: time.Now(), At: at}); err != nil {
+		t.Fatal(err)
+	}
+	if _, c := e.newestCommit(t); len(c.Recent) != manifest.RecentSize-1 || c.Complete {
+		t.Fatalf("the view after the deletion holds %d sessions (complete %v), want %d", len(c.Recent), c.Complete, manifest.RecentSize-1)
+	}
+	if report, err := e.open(t).CheckIndex(ctx); err != nil || !report.Clean() {
+		t.Fatalf("check after the deletion: %v, recent %v", err, report.Recent)
+	}
+}

@@ -38,8 +38,10 @@ func (s *Store) checkRecent(ctx context.Context, report *store.IndexReport, trut
 
 // wrongRecent returns the sessions commit c's recent view (nil: no
 // commit) shows though truth does not hold them, or hides though they
-// are newer than the oldest it shows (or it shows fewer than it holds
-// room for).
+// are newer than the oldest it shows (or it says it holds every session:
+// Complete). A view that is neither full nor complete lost sessions to
+// deletions since it last dropped one for room: the older sessions it
+// no longer shows are the full listing's, not wrong.
 func wrongRecent(c *manifest.IndexShard, truth map[string]manifest.IndexEntry, unreadable map[string]error) []string {
 	var recent map[string]manifest.IndexEntry
 	if c != nil {
@@ -57,12 +59,12 @@ func wrongRecent(c *manifest.IndexShard, truth map[string]manifest.IndexEntry, u
 			oldest, first = e.Info, false
 		}
 	}
-	full := len(recent) >= manifest.RecentSize
+	complete := c != nil && c.Complete
 	for id, t := range truth {
 		if _, ok := recent[id]; ok {
 			continue
 		}
-		if !full || first || newerThan(t.Info, oldest) {
+		if complete || first || newerThan(t.Info, oldest) {
 			wrong = append(wrong, id)
 		}
 	}

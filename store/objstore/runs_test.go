@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/panto-dev/panto/agent"
+	"github.com/panto-dev/panto/internal/testkit/miniotest"
 	"github.com/panto-dev/panto/store"
 	"github.com/panto-dev/panto/store/objstore"
 )
@@ -401,6 +402,93 @@ func TestNewPrefixCatalog(t *testing.T) {
 	for _, o := range fb.Take() {
 		if partitionKeyRe.MatchString("pfx/" + o.Key) {
 			t.Fatalf("the listings of a new prefix read partition %s", o.Key)
+		}
+	}
+}
+
+// TestRunsOnServers: the runs on every server the matrix holds (MinIO,
+// versitygw, gofakes3), encrypted or not: a bulk write's pages are
+// created and read back, merged past four runs and folded past the
+// limit, a deletion purges the pages that cover its session, and the
+// index checks clean throughout.
+func TestRunsOnServers(t *testing.T) {
+	t.Parallel()
+	miniotest.Matrix(t, runsOnServer)
+}
+
+// runsOnServer is TestRunsOnServers on srv.
+func runsOnServer(t *testing.T, srv *miniotest.Server) {
+	for _, encrypted := range []bool{false, true} {
+		e := newEnvOn(t, srv)
+		var opts []objstore.Option
+		if encrypted {
+			opts = append(opts, objstore.WithKey(newKey(t)))
+		}
+		want := map[string]int{}
+		open := func(more ...objstore.Option) *objstore.Store {
+			return e.open(t, append(slices.Clone(opts), more...)...)
+		}
+		for round := range 5 {
+			w := open(objstore.WithDeferredIndex(), objstore.WithRunFoldAt(60))
+			for i := range 10 {
+				id := appendNew(t, w, fmt.Sprintf("round %d, session %d", round, i))
+				want[id] = 1
+			}
+			if err := w.Close(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got := e.runObjects(t); len(got) == 0 {
+			t.Fatalf("encrypted %v: no run page after the bulk writes", encrypted)
+		}
+		r := open()
+		list, err := r.List(context.Background())
+		if err != nil || len(list) != len(want) {
+			t.Fatalf("encrypted %v: list: %v, %d sessions, want %d", encrypted, err, len(list), len(want))
+		}
+		if report, err := r.CheckIndex(context.Background()); err != nil || !report.Clean() {
+			t.Fatalf("encrypted %v: check: %v, %+v", encrypted, err, report)
+		}
+		// Past the limit of 60: folded, no page left.
+		w := open(objstore.WithDeferredIndex(), objstore.WithRunFoldAt(60))
+		for i := range 12 {
+			id := appendNew(t, w, fmt.Sprintf("last round, session %d", i))
+			want[id] = 1
+		}
+		if err := w.Close(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if got := e.runObjects(t); len(got) != 0 {
+			t.Fatalf("encrypted %v: run pages %v after the fold", encrypted, got)
+		}
+		// A run again, and the deletion of one of its sessions.
+		w = open(objstore.WithDeferredIndex())
+		var last []string
+		for i := range 10 {
+			id := appendNew(t, w, fmt.Sprintf("after the fold, session %d", i))
+			last, want[id] = append(last, id), 1
+		}
+		if err := w.Close(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		d := open()
+		at, err := store.Head(context.Background(), d, last[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := d.Delete(context.Background(), store.Tombstone{ID: last[0], Deleted: time.Now(), At: at}); err != nil {
+			t.Fatal(err)
+		}
+		delete(want, last[0])
+		if got := e.runObjects(t); len(got) != 0 {
+			t.Fatalf("encrypted %v: run pages %v after the deletion", encrypted, got)
+		}
+		list, err = open().List(context.Background())
+		if err != nil || len(list) != len(want) {
+			t.Fatalf("encrypted %v: list at the end: %v, %d sessions, want %d", encrypted, err, len(list), len(want))
+		}
+		if report, err := open().CheckIndex(context.Background()); err != nil || !report.Clean() {
+			t.Fatalf("encrypted %v: check at the end: %v, %+v", encrypted, err, report)
 		}
 	}
 }
