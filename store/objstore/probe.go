@@ -70,8 +70,10 @@ func (s *Store) probe(ctx context.Context, created probeOutcome, matched probeOu
 			return nil
 		}
 		// The probe object did not exist (this create made it, or the
-		// If-Match found nothing): ask again, now that it does.
-		if attempt > 0 {
+		// If-Match found nothing): ask again, now that it does. A loaded
+		// distributed MinIO has answered one If-Match with a 404 right
+		// after the object's create: a third ask settles it.
+		if attempt > 1 || attempt == 1 && matched != probeMissing {
 			return fmt.Errorf("%w: %s: the conditional-write probe gave no clear answer (create %d, replace %d)", ErrOpen, s.b.url(""), created, matched)
 		}
 		var err error
