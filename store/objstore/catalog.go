@@ -194,7 +194,7 @@ func (s *Store) catalogOnce(ctx context.Context, path string) (map[string]manife
 	mem, memETag := s.cat.doc, s.cat.etag
 	s.cat.mu.Unlock()
 	if mem != nil && (n > 0 || empty && mem.Through == 0) {
-		if c, ok := s.catchUpCatalog(ctx, mem, memETag, n, etag); ok {
+		if c, ok := s.catchUpCatalog(ctx, mem, memETag, n, etag, false); ok {
 			if c != mem {
 				s.saveCatalog(path, c, etag)
 			}
@@ -203,7 +203,7 @@ func (s *Store) catalogOnce(ctx context.Context, path string) (map[string]manife
 		}
 	}
 	if cached, cachedETag := s.loadCatalog(path); cached != nil && (n > 0 || empty && cached.Through == 0) && s.now().Sub(cached.Written) < catalogRefresh {
-		if c, ok := s.catchUpCatalog(ctx, cached, cachedETag, n, etag); ok {
+		if c, ok := s.catchUpCatalog(ctx, cached, cachedETag, n, etag, false); ok {
 			if c != cached {
 				s.saveCatalog(path, c, etag)
 			}
@@ -242,6 +242,36 @@ func (s *Store) catalogOnce(ctx context.Context, path string) (map[string]manife
 	return all, tombs, nil
 }
 
+// keepCatalogCurrent brings the catalog this Store read up to the newest
+// commit it knows, from the commits and run pages it holds in memory
+// (the ones it wrote: a sync's run), and caches it on disk. So the next
+// run, which finds the log where this one left it, reads no page of this
+// one's write back. A run's commit calls it (a push does not Close its
+// stores: replica.Copy flushed them), and so does Close. Nothing is sent: when what it holds is not enough (a
+// fold since, another writer's commit it did not read), the cache stays
+// where it was and the next run catches up from the bucket.
+func (s *Store) keepCatalogCurrent(ctx context.Context) {
+	path := s.catalogPath()
+	if path == "" || !s.indexLog() {
+		return
+	}
+	s.cat.reading.Lock()
+	defer s.cat.reading.Unlock()
+	s.cat.mu.Lock()
+	doc, docETag := s.cat.doc, s.cat.etag
+	s.cat.mu.Unlock()
+	s.ilog.mu.Lock()
+	n, etag, known := s.ilog.n, s.ilog.etag, s.ilog.known
+	s.ilog.mu.Unlock()
+	if doc == nil || !known || n <= doc.Through {
+		return
+	}
+	if c, ok := s.catchUpCatalog(ctx, doc, docETag, n, etag, true); ok {
+		s.saveCatalog(path, c, etag)
+		s.noteCatalog(c, etag)
+	}
+}
+
 // newestETag is the ETag of the newest commit this Store read.
 func (s *Store) newestETag() string {
 	s.ilog.mu.Lock()
@@ -253,7 +283,9 @@ func (s *Store) newestETag() string {
 // Through (whose ETag was cachedETag), to commit n (ETag etag) by
 // applying the commits after it; ok is false when that cannot be done
 // (too far behind, a commit pruned or damaged, or another bucket's).
-func (s *Store) catchUpCatalog(ctx context.Context, cached *manifest.IndexShard, cachedETag string, n int64, etag string) (*manifest.IndexShard, bool) {
+// keptOnly: from what this Store holds in memory alone, without a
+// request (ok is false when that is not enough).
+func (s *Store) catchUpCatalog(ctx context.Context, cached *manifest.IndexShard, cachedETag string, n int64, etag string, keptOnly bool) (*manifest.IndexShard, bool) {
 	from := cached.Through
 	if from == n {
 		return cached, cachedETag == etag
@@ -274,6 +306,14 @@ func (s *Store) catchUpCatalog(ctx context.Context, cached *manifest.IndexShard,
 			commits[i], etags[i] = &manifest.IndexShard{Shard: manifest.LogName}, cachedETag
 			continue
 		}
+		if keptOnly {
+			k, ok := s.keptCommitOf(from + int64(i))
+			if !ok {
+				return nil, false
+			}
+			commits[i], etags[i] = k.c, k.etag
+			continue
+		}
 		g.Go(func() error {
 			var err error
 			commits[i], etags[i], err = s.readKeptCommit(gctx, from+int64(i))
@@ -291,6 +331,9 @@ func (s *Store) catchUpCatalog(ctx context.Context, cached *manifest.IndexShard,
 	}
 	c := cached.Clone()
 	if len(pages) > 0 {
+		if keptOnly && !s.pagesKept(pages) {
+			return nil, false
+		}
 		docs, damaged, err := s.readRunPages(ctx, pages)
 		if err != nil || len(damaged) > 0 {
 			return nil, false

@@ -18,9 +18,15 @@ var _ store.Closer = (*Store)(nil)
 // into their partitions (unfolded.go), which Flush leaves to Close: a
 // process that flushes after each round (a sync) would otherwise write
 // them each time.
+//
+// Last, it caches the catalog as of the newest commit it knows, when
+// what it holds in memory brings it there (keepCatalogCurrent): the next
+// run does not read back what this one wrote.
 func (s *Store) Close(ctx context.Context) error {
 	if err := s.Flush(ctx); err != nil {
 		return err
 	}
-	return s.foldMine(ctx)
+	err := s.foldMine(ctx)
+	s.keepCatalogCurrent(ctx)
+	return err
 }

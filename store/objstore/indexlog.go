@@ -81,7 +81,8 @@ type logState struct {
 	// bases are the whole commits this Store read or wrote, by number,
 	// which the commits after them are stored against (logbase.go).
 	bases map[int64]*baseFetch
-	// kept are the commits Open read besides the newest (keepCommit).
+	// kept are the commits Open read besides the newest (keepCommit),
+	// and the last logKeep this Store adopted (adoptCommit).
 	kept map[int64]keptCommit
 	// prefetching is closed when Open's reading of the log ends.
 	prefetching chan struct{}
@@ -494,6 +495,21 @@ func (s *Store) adoptCommit(n int64, c *manifest.IndexShard, etag string) {
 	if !lg.known || n >= lg.n {
 		lg.n, lg.last, lg.etag, lg.known, lg.fresh = n, c, etag, true, s.now()
 	}
+	if c == nil {
+		return
+	}
+	// Kept too, the last logKeep of them, so that Close can bring the
+	// cached catalog up to date through the commits this Store wrote or
+	// read without reading them again (keepCatalogCurrent).
+	if lg.kept == nil {
+		lg.kept = map[int64]keptCommit{}
+	}
+	lg.kept[n] = keptCommit{c, etag}
+	for k := range lg.kept {
+		if k < n-logKeep {
+			delete(lg.kept, k)
+		}
+	}
 }
 
 // readCommit reads commit n (a 304 when etag is still it: then nil).
@@ -782,17 +798,23 @@ type keptCommit struct {
 	etag string
 }
 
-// readKeptCommit is readCommit of commit k, served by what Open read
-// (keepCommit, or the newest) when it has it: a number is created once.
-func (s *Store) readKeptCommit(ctx context.Context, k int64) (*manifest.IndexShard, string, error) {
+// keptCommitOf is commit k as this Store holds it in memory (keepCommit,
+// adoptCommit), if it does.
+func (s *Store) keptCommitOf(k int64) (keptCommit, bool) {
 	lg := &s.ilog
 	lg.mu.Lock()
+	defer lg.mu.Unlock()
 	kept, ok := lg.kept[k]
 	if !ok && lg.known && lg.n == k && lg.last != nil {
 		kept, ok = keptCommit{lg.last, lg.etag}, true
 	}
-	lg.mu.Unlock()
-	if ok {
+	return kept, ok
+}
+
+// readKeptCommit is readCommit of commit k, served by what Open read
+// (keepCommit, or the newest) when it has it: a number is created once.
+func (s *Store) readKeptCommit(ctx context.Context, k int64) (*manifest.IndexShard, string, error) {
+	if kept, ok := s.keptCommitOf(k); ok {
 		return kept.c, kept.etag, nil
 	}
 	return s.readCommit(ctx, k, "")

@@ -107,6 +107,9 @@ func (s *Store) commitRun(ctx context.Context, entries map[string]manifest.Index
 	// Best effort: the entries are committed; a merge or fold that fails
 	// is tried again after the next run.
 	_ = s.runsDue(ctx)
+	// The commit omits the run's entries: a catalog cached before it
+	// would read the pages back, which this Store holds.
+	s.keepCatalogCurrent(ctx)
 	return nil
 }
 
@@ -178,6 +181,19 @@ func (s *Store) keepPage(key string, doc *manifest.IndexShard) {
 		s.runs.pages = map[string]*manifest.IndexShard{}
 	}
 	s.runs.pages[key] = doc
+}
+
+// pagesKept reports whether this Store holds every page of pages in
+// memory (read or written), so that reading them makes no request.
+func (s *Store) pagesKept(pages []manifest.RunPage) bool {
+	s.runs.mu.Lock()
+	defer s.runs.mu.Unlock()
+	for _, p := range pages {
+		if _, ok := s.runs.pages[p.Key]; !ok {
+			return false
+		}
+	}
+	return true
 }
 
 // forgetPages drops from the cache every page c (nil: none) does not name.

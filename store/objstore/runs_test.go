@@ -492,3 +492,60 @@ func runsOnServer(t *testing.T, srv *miniotest.Server) {
 		}
 	}
 }
+
+// TestWriterKeepsCatalogCurrent: a sync that lists the bucket, then
+// writes a run, caches its catalog as of its own commit as it commits,
+// so the next run with that cache reads neither the run's pages nor a
+// partition back (the no-op push after a push), and lists every session.
+func TestWriterKeepsCatalogCurrent(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newMemEnv(t)
+	cache := t.TempDir()
+	want := map[string]bool{}
+	// The first round's writer makes the prefix (a first push); the
+	// second's finds the first's commit.
+	for round := range 2 {
+		w := e.open(t, objstore.WithDeferredIndex(), objstore.WithIndexCache(cache))
+		if _, err := w.Logs(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := w.Tombstones(ctx); err != nil {
+			t.Fatal(err)
+		}
+		// More than a commit lists (64): the commit omits them, and
+		// only the run's pages hold them.
+		for i := range 100 {
+			want[appendNew(t, w, fmt.Sprintf("round %d bulk %d", round, i))] = true
+		}
+		// A push flushes and does not Close (replica.Copy); a watch
+		// closes at its end.
+		if err := w.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if round == 1 {
+			if err := w.Close(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if len(e.runObjects(t)) == 0 {
+			t.Fatalf("round %d: no run written", round)
+		}
+		fb := e.faults(t)
+		r := e.openOn(t, fb, objstore.WithIndexCache(cache))
+		logs, err := r.Logs(ctx)
+		if err != nil || len(logs) != len(want) {
+			t.Fatalf("round %d: logs after the push: %v, %d sessions, want %d", round, err, len(logs), len(want))
+		}
+		for _, l := range logs {
+			if !want[l.Info.ID] {
+				t.Fatalf("round %d: listed %s, not written", round, l.Info.ID)
+			}
+		}
+		for _, o := range fb.Take() {
+			if o.Method == "GET" && (runKeyRe.MatchString(o.Key) || partitionKeyRe.MatchString("pfx/"+o.Key)) {
+				t.Fatalf("round %d: the run after the push read %s back", round, o.Key)
+			}
+		}
+	}
+}
