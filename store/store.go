@@ -516,6 +516,11 @@ type IndexReport struct {
 	Unreadable map[string]error
 	// Rebuilt are the parts of the listing RepairIndex wrote.
 	Rebuilt []string
+	// Removed are the objects of the listing RepairIndex deleted because
+	// nothing reads them (objstore: run pages no commit names, which a
+	// write that failed after them left, once a day old). They do not
+	// make the listing unclean.
+	Removed []string
 }
 
 // Clean reports whether the listing and the sessions agree.

@@ -22,8 +22,9 @@ of the sessions' own objects. When it is lost or damaged (a lifecycle rule, a
 mistaken delete, an overwritten object), sessions go missing from lists although
 their data is there. repair lists the bucket to find every session, reads each one,
 and rebuilds every index shard that is missing an entry, holds a stale or orphan one,
-or does not decode. It reports what it found, is safe to run while others write,
-and with --dry-run only reports. verify checks the same and says when to run it.
+or does not decode, and deletes the index run pages no commit names (left by a
+write whose commit failed) once they are a day old. It reports what it found, is
+safe to run while others write, and with --dry-run only reports. verify checks the same and says when to run it.
 
 Examples:
    panto-sync repair s3://my-bucket/panto
@@ -100,6 +101,9 @@ func indexEvents(r store.IndexReport, repaired bool) []Event {
 		}
 		out = append(out, e)
 	}
+	for _, key := range r.Removed {
+		out = append(out, Event{Event: "removed", ID: key, Note: "removed", Text: fmt.Sprintf("removed       %s: an index run page no commit names (a write that failed after it)", key)})
+	}
 	for id, err := range r.Unreadable {
 		out = append(out, Event{Event: "failed", ID: id, Error: err.Error(), Text: fmt.Sprintf("failed        %s: %v", id, err)})
 	}
@@ -116,6 +120,9 @@ func repairText(r store.IndexReport, dryRun bool, where string) string {
 		text += fmt.Sprintf("; run `panto-sync repair %s` to mend them", where)
 	default:
 		text += fmt.Sprintf("; rebuilt %d parts (%s) for %d entries", len(r.Rebuilt), strings.Join(r.Rebuilt, ", "), found)
+	}
+	if len(r.Removed) > 0 {
+		text += fmt.Sprintf("; removed %d index run pages no commit names", len(r.Removed))
 	}
 	if len(r.Unreadable) > 0 {
 		text += fmt.Sprintf("; %d sessions could not be read (see above): `panto-sync verify` says which object", len(r.Unreadable))

@@ -3,6 +3,7 @@ package objstore
 import (
 	"context"
 	"errors"
+	"time"
 )
 
 // bucket is the seam between the protocol (§P1–§P7: append, checkpoint,
@@ -41,8 +42,12 @@ type bucket interface {
 	explainOpenError(err error) error
 }
 
-// listed is an object a list found.
-type listed struct{ key, etag string }
+// listed is an object a list found, with when it was last written
+// (repair deletes the run pages no commit names once they are old).
+type listed struct {
+	key, etag string
+	modified  time.Time
+}
 
 // listedKeys is the keys of objects, in their order.
 func listedKeys(objects []listed) []string {

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 )
 
 // memBucket is a bucket in memory with the conditional semantics of S3
@@ -24,8 +25,9 @@ type memBucket struct {
 }
 
 type memObject struct {
-	data []byte
-	etag string
+	data     []byte
+	etag     string
+	modified time.Time
 }
 
 var _ bucket = (*memBucket)(nil)
@@ -80,7 +82,7 @@ func (b *memBucket) put(ctx context.Context, key string, data []byte, cond putCo
 	}
 	sum := md5.Sum(data)
 	etag := `"` + hex.EncodeToString(sum[:]) + `"`
-	b.objects[b.prefix+key] = memObject{data: slices.Clone(data), etag: etag}
+	b.objects[b.prefix+key] = memObject{data: slices.Clone(data), etag: etag, modified: time.Now()}
 	return etag, nil
 }
 
@@ -114,7 +116,7 @@ func (b *memBucket) list(ctx context.Context, prefix, delimiter string) (objects
 				continue
 			}
 		}
-		objects = append(objects, listed{k, o.etag})
+		objects = append(objects, listed{key: k, etag: o.etag, modified: o.modified})
 	}
 	slices.SortFunc(objects, func(a, b listed) int { return strings.Compare(a.key, b.key) })
 	slices.Sort(prefixes)
@@ -152,7 +154,7 @@ type MemObject struct {
 func (b *memBucket) putUnder(key string, data []byte) {
 	sum := md5.Sum(data)
 	b.mu.Lock()
-	b.objects[key] = memObject{data: slices.Clone(data), etag: `"` + hex.EncodeToString(sum[:]) + `"`}
+	b.objects[key] = memObject{data: slices.Clone(data), etag: `"` + hex.EncodeToString(sum[:]) + `"`, modified: time.Now()}
 	b.mu.Unlock()
 }
 

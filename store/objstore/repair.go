@@ -54,8 +54,13 @@ func (s *Store) RepairIndex(ctx context.Context) (store.IndexReport, error) {
 	if err := s.foldAllRuns(ctx); err != nil {
 		return store.IndexReport{}, fmt.Errorf("repair the index: %w", err)
 	}
+	removed, err := s.removeUnnamedPages(ctx)
+	if err != nil {
+		return store.IndexReport{Removed: removed}, fmt.Errorf("repair the index: %w", err)
+	}
 	for attempt := 0; ; attempt++ {
 		report, truth, buried, err := s.checkIndex(ctx)
+		report.Removed = removed
 		if err != nil {
 			return report, err
 		}

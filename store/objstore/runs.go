@@ -90,7 +90,8 @@ type runState struct {
 // or folds the runs when they are due. A failure queues the entries for
 // their partitions again (the next Flush tries again). Pages written for
 // a commit that failed are left: the commit may have been written and
-// its answer lost, and a page no commit names is never read.
+// its answer lost, and a page no commit names is never read (repair
+// deletes it a day later: removeUnnamedPages).
 func (s *Store) commitRun(ctx context.Context, entries map[string]manifest.IndexEntry) error {
 	pages, err := s.writeRun(ctx, entries)
 	if err == nil {
@@ -556,4 +557,47 @@ func (s *Store) foldAllRuns(ctx context.Context) error {
 		return nil
 	}
 	return s.foldRuns(ctx, c.Runs, true)
+}
+
+// unnamedPageAge is how old a run page that no commit names must be
+// before repair deletes it: its write's commit failed, or its answer was
+// lost and the commit went to another number (commitRun leaves such
+// pages, since the commit may have been made). A page younger than that
+// may belong to a write whose commit is on its way.
+const unnamedPageAge = 24 * time.Hour
+
+// removeUnnamedPages deletes the run pages older than unnamedPageAge
+// that the newest commit does not name (repair, after foldAllRuns): no
+// reader reads them, but they hold summaries and cost storage. It
+// returns their keys. Nothing is deleted when the newest commit cannot
+// be read, which would make every page look unnamed.
+func (s *Store) removeUnnamedPages(ctx context.Context) ([]string, error) {
+	if !s.unfoldedIndex() {
+		return nil, nil
+	}
+	objects, _, err := s.b.list(ctx, manifest.RunKeyPrefix, "")
+	if err != nil || len(objects) == 0 {
+		return nil, err
+	}
+	_, c, _, err := s.readNewestCommit(ctx)
+	if err != nil {
+		return nil, err
+	}
+	named := map[string]bool{}
+	if c != nil {
+		for _, p := range c.Runs {
+			named[p.Key] = true
+		}
+	}
+	var removed []string
+	for _, o := range objects {
+		if named[o.key] || o.modified.IsZero() || s.now().Sub(o.modified) < unnamedPageAge {
+			continue
+		}
+		if err := s.b.delete(ctx, o.key); err != nil && !errors.Is(err, errNotFound) {
+			return removed, fmt.Errorf("delete unnamed index run page %s: %w", s.objectURL(o.key), err)
+		}
+		removed = append(removed, o.key)
+	}
+	return removed, nil
 }

@@ -490,6 +490,41 @@ func runsOnServer(t *testing.T, srv *miniotest.Server) {
 		if report, err := open().CheckIndex(context.Background()); err != nil || !report.Clean() {
 			t.Fatalf("encrypted %v: check at the end: %v, %+v", encrypted, err, report)
 		}
+		checkUnnamedPagesRemoved(t, e, opts...)
+	}
+}
+
+// TestRepairRemovesUnnamedPages: repair deletes a run page no commit
+// names (a write whose commit failed left it) once it is a day old, and
+// not before (its commit may be on its way).
+func TestRepairRemovesUnnamedPages(t *testing.T) {
+	t.Parallel()
+	e := newMemEnv(t)
+	bulkWrite(t, e, nil, 20, nil)
+	checkUnnamedPagesRemoved(t, e)
+}
+
+// checkUnnamedPagesRemoved puts a run page no commit names in e's bucket
+// and checks that repair keeps it while it is young, deletes it (and
+// says so) once it is a day old, and leaves the index clean. The bucket
+// (S3's LastModified, through list) says how old it is.
+func checkUnnamedPagesRemoved(t *testing.T, e *env, opts ...objstore.Option) {
+	t.Helper()
+	ctx := context.Background()
+	const key = "index/run/00000000deadbeef-000.json.zst"
+	e.putRaw(t, e.key(key), []byte("a page whose write's commit failed"))
+	report, err := e.open(t, opts...).RepairIndex(ctx)
+	if err != nil || len(report.Removed) != 0 || !slices.Contains(e.runObjects(t), key) {
+		t.Fatalf("repair of a young unnamed page: %v, removed %v, pages %v", err, report.Removed, e.runObjects(t))
+	}
+	later := e.open(t, opts...)
+	objstore.SetNow(later, func() time.Time { return time.Now().Add(25 * time.Hour) })
+	report, err = later.RepairIndex(ctx)
+	if err != nil || !slices.Equal(report.Removed, []string{key}) || len(e.runObjects(t)) != 0 {
+		t.Fatalf("repair a day later: %v, removed %v, pages %v", err, report.Removed, e.runObjects(t))
+	}
+	if report, err := e.open(t, opts...).CheckIndex(ctx); err != nil || !report.Clean() {
+		t.Fatalf("check after removing the unnamed page: %v, %+v", err, report)
 	}
 }
 
