@@ -433,6 +433,18 @@ func (s *Store) noteCatalog(c *manifest.IndexShard, etag string) {
 	s.cat.mu.Lock()
 	s.cat.entries, s.cat.fresh, s.cat.doc, s.cat.etag = c.Sessions, s.now(), c, etag
 	s.cat.mu.Unlock()
+	// From now on the commits this Store adopts are kept, from the one
+	// the catalog includes: keepCatalogCurrent applies them.
+	lg := &s.ilog
+	lg.mu.Lock()
+	defer lg.mu.Unlock()
+	lg.keepAdopted = true
+	if lg.known && lg.last != nil && lg.n == c.Through {
+		if lg.kept == nil {
+			lg.kept = map[int64]keptCommit{}
+		}
+		lg.kept[lg.n] = keptCommit{lg.last, lg.etag}
+	}
 }
 
 // catalogEntry is session id's entry in the catalog this Store read,

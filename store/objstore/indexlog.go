@@ -82,8 +82,10 @@ type logState struct {
 	// which the commits after them are stored against (logbase.go).
 	bases map[int64]*baseFetch
 	// kept are the commits Open read besides the newest (keepCommit),
-	// and the last logKeep this Store adopted (adoptCommit).
-	kept map[int64]keptCommit
+	// and, once keepAdopted (the catalog was read), the last logKeep this
+	// Store adopted (adoptCommit).
+	kept        map[int64]keptCommit
+	keepAdopted bool
 	// prefetching is closed when Open's reading of the log ends.
 	prefetching chan struct{}
 }
@@ -495,12 +497,14 @@ func (s *Store) adoptCommit(n int64, c *manifest.IndexShard, etag string) {
 	if !lg.known || n >= lg.n {
 		lg.n, lg.last, lg.etag, lg.known, lg.fresh = n, c, etag, true, s.now()
 	}
-	if c == nil {
+	if c == nil || !lg.keepAdopted {
 		return
 	}
-	// Kept too, the last logKeep of them, so that Close can bring the
-	// cached catalog up to date through the commits this Store wrote or
-	// read without reading them again (keepCatalogCurrent).
+	// Kept too, the last logKeep of them, once this Store read the
+	// catalog (noteCatalog), so that it can bring the catalog up to date
+	// through the commits it wrote or read without reading them again
+	// (keepCatalogCurrent). A Store that never reads the catalog (an
+	// agent's) keeps none.
 	if lg.kept == nil {
 		lg.kept = map[int64]keptCommit{}
 	}

@@ -584,3 +584,37 @@ func TestWriterKeepsCatalogCurrent(t *testing.T) {
 		}
 	}
 }
+
+// TestCatalogThroughOwnFold: a sync whose run is folded at once (past
+// the fold limit with the runs before it) caches its catalog as of its
+// run's commit before the fold, then of the fold's: the next run with
+// that cache reads no partition (else the fold, which retired a page
+// its catalog had not applied, sends it to the 256 partitions).
+func TestCatalogThroughOwnFold(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newMemEnv(t)
+	cache := t.TempDir()
+	ids := bulkWrite(t, e, nil, 100, nil)
+	w := e.open(t, objstore.WithDeferredIndex(), objstore.WithIndexCache(cache), objstore.WithRunFoldAt(150))
+	if logs, err := w.Logs(ctx); err != nil || len(logs) != len(ids) {
+		t.Fatalf("logs after the first bulk write: %v, %d, want %d", err, len(logs), len(ids))
+	}
+	for i := range 100 {
+		ids = append(ids, appendNew(t, w, fmt.Sprintf("folded at once %d", i)))
+	}
+	if err := w.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.runObjects(t); len(got) != 0 {
+		t.Fatalf("run pages %v: the runs were not folded", got)
+	}
+	fb := e.faults(t)
+	logs, err := e.openOn(t, fb, objstore.WithIndexCache(cache)).Logs(ctx)
+	if err != nil || len(logs) != len(ids) {
+		t.Fatalf("logs after the fold: %v, %d sessions, want %d", err, len(logs), len(ids))
+	}
+	if got := partitionReads(fb.Take()); got != 0 {
+		t.Fatalf("the catalog cached by the folding sync read %d partitions", got)
+	}
+}
