@@ -242,18 +242,19 @@ func (s *Store) catalogOnce(ctx context.Context, path string) (map[string]manife
 	return all, tombs, nil
 }
 
-// keepCatalogCurrent brings the catalog this Store read up to the newest
-// commit it knows, from the commits and run pages it holds in memory
-// (the ones it wrote: a sync's run), and caches it on disk. So the next
-// run, which finds the log where this one left it, reads no page of this
-// one's write back. A run's commit calls it (a push does not Close its
-// stores: replica.Copy flushed them), and so does Close. Nothing is sent: when what it holds is not enough (a
-// fold since, another writer's commit it did not read), the cache stays
-// where it was and the next run catches up from the bucket.
-func (s *Store) keepCatalogCurrent(ctx context.Context) {
-	path := s.catalogPath()
-	if path == "" || !s.indexLog() {
-		return
+// catchUpKept brings the catalog this Store read up to the newest commit
+// it knows, from the commits and run pages it holds in memory (the ones
+// it wrote: a sync's run), and reports whether it moved. Nothing is sent:
+// when what it holds is not enough (a fold of pages it did not hold,
+// another writer's commit it did not read), the catalog stays where it
+// was and the next run catches up from the bucket. saveKeptCatalog then
+// caches it, so that the next run, which finds the log where this one
+// left it, reads no page of this one's write back. A run's commit does
+// both (a push does not Close its stores: replica.Copy flushed them), and
+// so does Close.
+func (s *Store) catchUpKept(ctx context.Context) bool {
+	if s.catalogPath() == "" || !s.indexLog() {
+		return false
 	}
 	s.cat.reading.Lock()
 	defer s.cat.reading.Unlock()
@@ -264,11 +265,23 @@ func (s *Store) keepCatalogCurrent(ctx context.Context) {
 	n, etag, known := s.ilog.n, s.ilog.etag, s.ilog.known
 	s.ilog.mu.Unlock()
 	if doc == nil || !known || n <= doc.Through {
-		return
+		return false
 	}
-	if c, ok := s.catchUpCatalog(ctx, doc, docETag, n, etag, true); ok {
-		s.saveCatalog(path, c, etag)
+	c, ok := s.catchUpCatalog(ctx, doc, docETag, n, etag, true)
+	if ok {
 		s.noteCatalog(c, etag)
+	}
+	return ok
+}
+
+// saveKeptCatalog caches the catalog this Store holds on disk
+// (catchUpKept).
+func (s *Store) saveKeptCatalog() {
+	s.cat.mu.Lock()
+	doc, etag := s.cat.doc, s.cat.etag
+	s.cat.mu.Unlock()
+	if doc != nil {
+		s.saveCatalog(s.catalogPath(), doc, etag)
 	}
 }
 
@@ -434,7 +447,7 @@ func (s *Store) noteCatalog(c *manifest.IndexShard, etag string) {
 	s.cat.entries, s.cat.fresh, s.cat.doc, s.cat.etag = c.Sessions, s.now(), c, etag
 	s.cat.mu.Unlock()
 	// From now on the commits this Store adopts are kept, from the one
-	// the catalog includes: keepCatalogCurrent applies them.
+	// the catalog includes: catchUpKept applies them.
 	lg := &s.ilog
 	lg.mu.Lock()
 	defer lg.mu.Unlock()

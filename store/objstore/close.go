@@ -20,13 +20,15 @@ var _ store.Closer = (*Store)(nil)
 // them each time.
 //
 // Last, it caches the catalog as of the newest commit it knows, when
-// what it holds in memory brings it there (keepCatalogCurrent): the next
-// run does not read back what this one wrote.
+// what it holds in memory brings it there (catchUpKept): the next run
+// does not read back what this one wrote.
 func (s *Store) Close(ctx context.Context) error {
 	if err := s.Flush(ctx); err != nil {
 		return err
 	}
 	err := s.foldMine(ctx)
-	s.keepCatalogCurrent(ctx)
+	if s.catchUpKept(ctx) {
+		s.saveKeptCatalog()
+	}
 	return err
 }

@@ -503,7 +503,7 @@ func (s *Store) adoptCommit(n int64, c *manifest.IndexShard, etag string) {
 	// Kept too, the last logKeep of them, once this Store read the
 	// catalog (noteCatalog), so that it can bring the catalog up to date
 	// through the commits it wrote or read without reading them again
-	// (keepCatalogCurrent). A Store that never reads the catalog (an
+	// (catchUpKept). A Store that never reads the catalog (an
 	// agent's) keeps none.
 	if lg.kept == nil {
 		lg.kept = map[int64]keptCommit{}

@@ -106,13 +106,16 @@ func (s *Store) commitRun(ctx context.Context, entries map[string]manifest.Index
 		return fmt.Errorf("write the index run: %w", err)
 	}
 	// The commit omits the run's entries: a catalog cached before it
-	// would read the pages back, which this Store holds. Before a fold
-	// too, which then moves only entries the catalog holds.
-	s.keepCatalogCurrent(ctx)
+	// would read the pages back, which this Store holds. Caught up before
+	// a fold too, which then moves only entries the catalog holds; cached
+	// once, after.
+	moved := s.catchUpKept(ctx)
 	// Best effort: the entries are committed; a merge or fold that fails
 	// is tried again after the next run.
 	_ = s.runsDue(ctx)
-	s.keepCatalogCurrent(ctx)
+	if s.catchUpKept(ctx) || moved {
+		s.saveKeptCatalog()
+	}
 	return nil
 }
 
