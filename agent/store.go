@@ -6,6 +6,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"path/filepath"
+	"strings"
 	"time"
 )
 
@@ -121,6 +123,26 @@ func (p Project) Key() string {
 		return p.Root
 	}
 	return p.Dir
+}
+
+// OnlyDir reports whether p knows only its directory (a session imported
+// from another agent's log, which records the working directory alone).
+func (p Project) OnlyDir() bool { return p.Remote == "" && p.Root == "" && p.Dir != "" }
+
+// Holds reports whether a session started in project s belongs to p: the
+// same Key, or, for a session that knows only its directory, a
+// directory inside p's work tree. No project belongs to none.
+func (p Project) Holds(s Project) bool {
+	if s.Key() != "" && s.Key() == p.Key() {
+		return true
+	}
+	return s.OnlyDir() && p.Root != "" && within(s.Dir, p.Root)
+}
+
+// within reports whether path dir is root or below it.
+func within(dir, root string) bool {
+	rel, err := filepath.Rel(root, dir)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, "../") && !filepath.IsAbs(rel)
 }
 
 // ProjectRecorder is a SessionStore whose logs record the project a

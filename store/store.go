@@ -369,11 +369,32 @@ func ChangeToken(ctx context.Context, s agent.SessionStore) (string, error) {
 }
 
 // NewestLister is a store that lists its newest sessions for less than
-// its whole listing costs (objstore: the newest commit of its index log).
+// its whole listing costs (objstore: the newest commit of its index log,
+// and a project's head).
 type NewestLister interface {
 	// ListNewest returns up to limit sessions that keep accepts (nil:
 	// all), newest first; limit <= 0: every one.
 	ListNewest(ctx context.Context, limit int, keep func(agent.SessionInfo) bool) ([]agent.SessionInfo, error)
+	// ListNewestIn is ListNewest of the sessions of project p
+	// (agent.Project.Holds; the zero Project: every project's).
+	ListNewestIn(ctx context.Context, limit int, p agent.Project, keep func(agent.SessionInfo) bool) ([]agent.SessionInfo, error)
+}
+
+// ListNewestIn returns up to limit sessions of project p (agent.Project.Holds;
+// the zero Project: of every project) that keep accepts (nil: all),
+// newest first; limit <= 0: every one. A NewestLister that keeps
+// projects apart reads only p's (objstore: its head); any other store
+// lists as ListNewest does.
+func ListNewestIn(ctx context.Context, s agent.SessionStore, limit int, p agent.Project, keep func(agent.SessionInfo) bool) ([]agent.SessionInfo, error) {
+	if nl, ok := s.(NewestLister); ok {
+		return nl.ListNewestIn(ctx, limit, p, keep)
+	}
+	if p == (agent.Project{}) {
+		return ListNewest(ctx, s, limit, keep)
+	}
+	return ListNewest(ctx, s, limit, func(info agent.SessionInfo) bool {
+		return p.Holds(info.Project) && (keep == nil || keep(info))
+	})
 }
 
 // ListNewest returns up to limit sessions of s that keep accepts (nil:
@@ -511,6 +532,10 @@ type IndexReport struct {
 	// Recent are sessions the listing's newest page (objstore's index log)
 	// misses, or shows though deleted or absent.
 	Recent []string
+	// Heads are the projects' newest pages (objstore's project heads, by
+	// name) that miss a session, or show one absent or further than it
+	// is.
+	Heads []string
 	// Unreadable are sessions whose own objects could not be read (the
 	// error says which object); they are neither indexed nor dropped.
 	Unreadable map[string]error
@@ -525,5 +550,5 @@ type IndexReport struct {
 
 // Clean reports whether the listing and the sessions agree.
 func (r IndexReport) Clean() bool {
-	return len(r.Unindexed)+len(r.Stale)+len(r.Orphans)+len(r.Damaged)+len(r.Recent) == 0
+	return len(r.Unindexed)+len(r.Stale)+len(r.Orphans)+len(r.Damaged)+len(r.Recent)+len(r.Heads) == 0
 }

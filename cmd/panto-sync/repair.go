@@ -94,6 +94,13 @@ func indexEvents(r store.IndexReport, repaired bool) []Event {
 	add("stale-entry", r.Stale, "its index entry is behind (or other than) what the bucket holds")
 	add("orphan-entry", r.Orphans, "its index entry names a session the bucket does not hold")
 	add("recent-entry", r.Recent, "the index log's newest sessions miss it, or show it though it is deleted or absent")
+	for _, name := range r.Heads {
+		e := Event{Event: "wrong-head", ID: name, Text: fmt.Sprintf("wrong-head    %s: project head index/head/%s.json.zst misses a session of its project, or shows one absent or further than it is", name, name)}
+		if repaired {
+			e.Note, e.Text = "rebuilt", e.Text+" (rebuilt)"
+		}
+		out = append(out, e)
+	}
 	for _, name := range r.Damaged {
 		e := Event{Event: "damaged-shard", ID: name, Text: fmt.Sprintf("damaged-shard %s: index shard %s does not decode", name, name)}
 		if repaired {
@@ -111,8 +118,11 @@ func indexEvents(r store.IndexReport, repaired bool) []Event {
 }
 
 func repairText(r store.IndexReport, dryRun bool, where string) string {
-	found := len(r.Unindexed) + len(r.Stale) + len(r.Orphans) + len(r.Recent)
+	found := len(r.Unindexed) + len(r.Stale) + len(r.Orphans) + len(r.Recent) + len(r.Heads)
 	text := fmt.Sprintf("repair: %d sessions; %d unindexed, %d stale, %d orphan entries, %d damaged shards", len(r.Sessions), len(r.Unindexed), len(r.Stale), len(r.Orphans), len(r.Damaged))
+	if len(r.Heads) > 0 {
+		text += fmt.Sprintf(", %d wrong project heads", len(r.Heads))
+	}
 	switch {
 	case r.Clean():
 		text += "; the index is whole"
@@ -143,8 +153,8 @@ func checkIndex(ctx context.Context, s store.LogStore, where string) (sessions [
 	}
 	events = indexEvents(report, false)
 	if !report.Clean() {
-		return report.Sessions, events, fmt.Errorf("the index of %s is not whole (%d unindexed, %d stale, %d orphan entries, %d damaged shards, %d wrong recent entries): run `panto-sync repair %s`",
-			where, len(report.Unindexed), len(report.Stale), len(report.Orphans), len(report.Damaged), len(report.Recent), where)
+		return report.Sessions, events, fmt.Errorf("the index of %s is not whole (%d unindexed, %d stale, %d orphan entries, %d damaged shards, %d wrong recent entries, %d wrong project heads): run `panto-sync repair %s`",
+			where, len(report.Unindexed), len(report.Stale), len(report.Orphans), len(report.Damaged), len(report.Recent), len(report.Heads), where)
 	}
 	return report.Sessions, events, nil
 }

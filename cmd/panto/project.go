@@ -77,22 +77,8 @@ func projectOf(value string) (agent.Project, error) {
 }
 
 // sameProject reports whether a session of project a belongs to project
-// b; no project belongs to none. A session that knows only its directory
-// (one imported from another agent's log) belongs to the work tree that
-// holds that directory.
-func sameProject(a, b agent.Project) bool {
-	if a.Key() != "" && a.Key() == b.Key() {
-		return true
-	}
-	onlyDir := a.Remote == "" && a.Root == "" && a.Dir != ""
-	return onlyDir && b.Root != "" && within(a.Dir, b.Root)
-}
-
-// within reports whether path dir is root or below it.
-func within(dir, root string) bool {
-	rel, err := filepath.Rel(root, dir)
-	return err == nil && rel != ".." && !strings.HasPrefix(rel, "../") && !filepath.IsAbs(rel)
-}
+// b (agent.Project.Holds).
+func sameProject(a, b agent.Project) bool { return b.Holds(a) }
 
 // inProject returns the sessions of list that belong to p, in order.
 func inProject(list []agent.SessionInfo, p agent.Project) []agent.SessionInfo {
@@ -140,7 +126,7 @@ func projectName(p agent.Project, home string) string {
 // bucket's index log: one small object), else one listing, as Latest
 // costs.
 func latestInProject(ctx context.Context, st agent.SessionStore, p agent.Project) (*agent.Session, error) {
-	mine, err := store.ListNewest(ctx, st, 1, func(s agent.SessionInfo) bool { return sameProject(s.Project, p) })
+	mine, err := store.ListNewestIn(ctx, st, 1, p, nil)
 	if err != nil && !errors.Is(err, agent.ErrIncompleteList) {
 		return nil, err
 	}

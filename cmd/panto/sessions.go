@@ -63,7 +63,7 @@ Examples:
 			if limit > 0 {
 				ask = limit + 1
 			}
-			list, err := store.ListNewest(c.Context, st, ask, scope.keep)
+			list, err := store.ListNewestIn(c.Context, st, ask, scope.in(), scope.keep)
 			if err != nil && !errors.Is(err, agent.ErrIncompleteList) {
 				return fmt.Errorf("list sessions: %w", err)
 			}
@@ -101,6 +101,15 @@ type sessionScope struct {
 // keep reports whether session s is in the scope (nil: every one is).
 func (sc sessionScope) keep(s agent.SessionInfo) bool {
 	return sc.all || sameProject(s.Project, sc.project)
+}
+
+// in is the project a listing of the scope asks the store for (the zero
+// Project: every one).
+func (sc sessionScope) in() agent.Project {
+	if sc.all {
+		return agent.Project{}
+	}
+	return sc.project
 }
 
 // listScope reads --all and --project; without either, the current

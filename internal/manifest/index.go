@@ -53,6 +53,18 @@ const LogName = "log"
 // RunPage, that those partitions may not hold yet.
 const RunName = "run"
 
+// HeadName is the Shard of a project's head (docs/DESIGN.md §P3): the
+// newest HeadSize entries (without Resume) that the partitions and runs
+// hold of one project's sessions, or of every session that knows only its
+// directory, and the tombstones of those deleted. Complete says it holds
+// every one; otherwise each one it does not hold is no newer than the
+// oldest it holds.
+const HeadName = "head"
+
+// HeadSize is how many sessions a project's head holds: a page of `panto
+// sessions` in a project (50) and a few deletions' worth more.
+const HeadSize = 64
+
 // RunPage names one page of a run in a log commit (IndexShard.Runs): the
 // object at Key holds Sessions entries of sessions in the partitions
 // First through Last (by name), written by commit Commit.
@@ -230,6 +242,10 @@ type IndexShard struct {
 	// the index (it never had to drop one for room), so a listing of any
 	// length is Recent alone.
 	Complete bool
+	// DirHead, in a log commit (FeatureIndexHeads), says the head of the
+	// sessions that know only their directory may hold some: a listing of
+	// a work tree's sessions reads it beside its project's head.
+	DirHead bool
 	// Base, in a log commit, is the number of the earlier commit whose
 	// recent view this one's is stored against (0: stored whole): as
 	// stored, Recent holds only the entries that differ from Base's;
@@ -449,7 +465,10 @@ func decodeShard(raw []byte) (*IndexShard, error) {
 }
 
 func (s *IndexShard) validate() error {
-	log := s.Shard == LogName || s.Shard == RunName
+	if s.Shard == HeadName && (s.Through != 0 || s.Pruned != 0 || s.Purge != 0 || s.Omitted != 0 || s.Base != 0 || s.DirHead || len(s.Recent) != 0 || len(s.Unfolded) != 0 || len(s.Runs) != 0) {
+		return fmt.Errorf("%w: index head: a log commit's fields", ErrInvalid)
+	}
+	log := s.Shard == LogName || s.Shard == RunName || s.Shard == HeadName
 	if s.Shard == RunName && (s.Through != 0 || len(s.Recent) != 0 || len(s.Unfolded) != 0 || len(s.Runs) != 0 || len(s.Tombstones) != 0) {
 		return fmt.Errorf("%w: index run page: a log commit's fields", ErrInvalid)
 	}
@@ -462,7 +481,7 @@ func (s *IndexShard) validate() error {
 	if s.Pruned < 0 || s.Through < s.Pruned || s.Purge < 0 || s.Through < s.Purge || s.Omitted < 0 {
 		return fmt.Errorf("%w: index shard %s: through %d, pruned %d, purge %d, omitted %d", ErrInvalid, s.Shard, s.Through, s.Pruned, s.Purge, s.Omitted)
 	}
-	if !log && (s.Omitted != 0 || s.Complete || s.Base != 0 || len(s.Recent) != 0 || len(s.Unfolded) != 0 || len(s.Runs) != 0) {
+	if !log && (s.Omitted != 0 || s.Complete || s.DirHead || s.Base != 0 || len(s.Recent) != 0 || len(s.Unfolded) != 0 || len(s.Runs) != 0) {
 		return fmt.Errorf("%w: index shard %s: a partition with a log commit's fields", ErrInvalid, s.Shard)
 	}
 	filed := func(id string) bool { return log || PartitionOf(id, len(s.Shard)) == s.Shard }
@@ -509,8 +528,13 @@ func (s *IndexShard) validate() error {
 
 // TrimRecent keeps the RecentSize newest entries of recent (by Modified,
 // then id), and reports whether it dropped any.
-func TrimRecent(recent map[string]IndexEntry) bool {
-	if len(recent) <= RecentSize {
+func TrimRecent(recent map[string]IndexEntry) bool { return TrimNewest(recent, RecentSize) }
+
+// TrimNewest keeps the size newest entries of m (by Modified, then id),
+// and reports whether it dropped any.
+func TrimNewest(m map[string]IndexEntry, size int) bool {
+	recent := m
+	if len(recent) <= size {
 		return false
 	}
 	entries := make([]IndexEntry, 0, len(recent))
@@ -523,7 +547,7 @@ func TrimRecent(recent map[string]IndexEntry) bool {
 		}
 		return strings.Compare(a.Info.ID, b.Info.ID)
 	})
-	for _, e := range entries[RecentSize:] {
+	for _, e := range entries[size:] {
 		delete(recent, e.Info.ID)
 	}
 	return true

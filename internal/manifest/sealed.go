@@ -253,6 +253,7 @@ type wireSealedShard struct {
 	Written    time.Time                      `json:"written,omitzero"`
 	Omitted    int64                          `json:"omitted,omitempty"`
 	Complete   bool                           `json:"complete,omitempty"`
+	DirHead    bool                           `json:"dir_head,omitempty"`
 	Base       int64                          `json:"base,omitempty"`
 	BaseETag   string                         `json:"base_etag,omitempty"`
 	Recent     map[string]wireSealedEntry     `json:"recent,omitempty"`
@@ -279,7 +280,7 @@ type wireSealedTombstone struct {
 }
 
 func shardSkeleton(s *IndexShard) wireSealedShard {
-	w := wireSealedShard{Version: Version, Shard: s.Shard, Through: s.Through, Pruned: s.Pruned, Purge: s.Purge, Omitted: s.Omitted, Complete: s.Complete, Base: s.Base, BaseETag: s.BaseETag, Runs: runsToWire(s.Runs), Sessions: make(map[string]wireSealedEntry, len(s.Sessions))}
+	w := wireSealedShard{Version: Version, Shard: s.Shard, Through: s.Through, Pruned: s.Pruned, Purge: s.Purge, Omitted: s.Omitted, Complete: s.Complete, DirHead: s.DirHead, Base: s.Base, BaseETag: s.BaseETag, Runs: runsToWire(s.Runs), Sessions: make(map[string]wireSealedEntry, len(s.Sessions))}
 	if !s.Written.IsZero() {
 		w.Written = s.Written.UTC()
 	}

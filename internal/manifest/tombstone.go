@@ -42,6 +42,14 @@ const UnfoldedSize = 32
 // commits it writes, so it must refuse the prefix.
 const FeatureIndexUnfolded = "index-unfolded"
 
+// FeatureIndexHeads is the marker feature of a format-4 index that keeps
+// a head per project (IndexShard with Shard HeadName, docs/DESIGN.md
+// §P3): every write that moves entries into the partitions or a run
+// writes the heads of their projects first, so that a project's newest
+// page reads its head. A panto that did not would leave the heads behind
+// the partitions, so it must refuse the prefix.
+const FeatureIndexHeads = "index-heads"
+
 // LogChanges is how many changes an index log commit lists at most: a
 // bulk write's commit past it lists none (IndexShard.Omitted), so that
 // the newest commit, which every reader reads, stays small.

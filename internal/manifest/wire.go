@@ -244,6 +244,7 @@ type wireShard struct {
 	Written    time.Time                `json:"written,omitzero"`
 	Omitted    int64                    `json:"omitted,omitempty"`
 	Complete   bool                     `json:"complete,omitempty"`
+	DirHead    bool                     `json:"dir_head,omitempty"`
 	Base       int64                    `json:"base,omitempty"`
 	BaseETag   string                   `json:"base_etag,omitempty"`
 	Recent     map[string]wireEntry     `json:"recent,omitempty"`
@@ -289,7 +290,7 @@ type wireTombstone struct {
 }
 
 func shardToWire(s *IndexShard) wireShard {
-	w := wireShard{Version: Version, Shard: s.Shard, Through: s.Through, Pruned: s.Pruned, Purge: s.Purge, Omitted: s.Omitted, Complete: s.Complete, Base: s.Base, BaseETag: s.BaseETag, Runs: runsToWire(s.Runs), Sessions: make(map[string]wireEntry, len(s.Sessions))}
+	w := wireShard{Version: Version, Shard: s.Shard, Through: s.Through, Pruned: s.Pruned, Purge: s.Purge, Omitted: s.Omitted, Complete: s.Complete, DirHead: s.DirHead, Base: s.Base, BaseETag: s.BaseETag, Runs: runsToWire(s.Runs), Sessions: make(map[string]wireEntry, len(s.Sessions))}
 	if !s.Written.IsZero() {
 		w.Written = s.Written.UTC()
 	}
@@ -318,7 +319,7 @@ func shardToWire(s *IndexShard) wireShard {
 }
 
 func (w *wireShard) shard() *IndexShard {
-	s := &IndexShard{Shard: w.Shard, Through: w.Through, Pruned: w.Pruned, Purge: w.Purge, Written: w.Written, Omitted: w.Omitted, Complete: w.Complete, Base: w.Base, BaseETag: w.BaseETag, Runs: runsFromWire(w.Runs), Sessions: make(map[string]IndexEntry, len(w.Sessions))}
+	s := &IndexShard{Shard: w.Shard, Through: w.Through, Pruned: w.Pruned, Purge: w.Purge, Written: w.Written, Omitted: w.Omitted, Complete: w.Complete, DirHead: w.DirHead, Base: w.Base, BaseETag: w.BaseETag, Runs: runsFromWire(w.Runs), Sessions: make(map[string]IndexEntry, len(w.Sessions))}
 	for id, e := range w.Recent {
 		if s.Recent == nil {
 			s.Recent = map[string]IndexEntry{}

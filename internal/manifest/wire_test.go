@@ -79,14 +79,18 @@ func TestWireGolden(t *testing.T) {
 	}
 	// A log commit with every optional field, and a run page.
 	entry := m.Entry()
-	commit := &IndexShard{Shard: LogName, Through: 40, Written: t0, Omitted: 300, Base: 32, BaseETag: `"b"`,
+	commit := &IndexShard{Shard: LogName, Through: 40, Written: t0, Omitted: 300, DirHead: true, Base: 32, BaseETag: `"b"`,
 		Recent:   map[string]IndexEntry{m.ID: entry},
 		Unfolded: map[string]IndexEntry{m.ID: entry},
 		Runs:     []RunPage{{Key: RunKeyPrefix + "9f86d081884c7d65-000.json.zst", First: "00", Last: "7f", Sessions: 256, Commit: 40}},
 		Sessions: map[string]IndexEntry{}}
 	page := &IndexShard{Shard: RunName, Sessions: map[string]IndexEntry{m.ID: entry}}
+	listed := entry
+	listed.Resume = Resume{}
+	head := &IndexShard{Shard: HeadName, Written: t0, Complete: true, Sessions: map[string]IndexEntry{m.ID: listed},
+		Tombstones: map[string]Tombstone{"0123456789abcdef0123456789abcdef": {ID: "0123456789abcdef0123456789abcdef", Deleted: t0, Length: 650, SHA256: entry.SHA256}}}
 	docs := map[string][]byte{}
-	for name, doc := range map[string]*IndexShard{"index-log-commit.json": commit, "index-run-page.json": page} {
+	for name, doc := range map[string]*IndexShard{"index-log-commit.json": commit, "index-run-page.json": page, "index-head.json": head} {
 		compressed, err := c.EncodeIndexShard(name, doc)
 		if err != nil {
 			t.Fatal(err)
@@ -100,6 +104,7 @@ func TestWireGolden(t *testing.T) {
 		"index-shard.json":      shard,
 		"index-log-commit.json": docs["index-log-commit.json"],
 		"index-run-page.json":   docs["index-run-page.json"],
+		"index-head.json":       docs["index-head.json"],
 		"marker.json":           EncodeMarker(Marker{Version: Version}),
 	} {
 		want, ok := golden(t, name, got)

@@ -14,19 +14,19 @@ var _ store.NewestLister = (*Store)(nil)
 // newestLogger is a bucket that lists its newest sessions with their
 // checkpoints (objstore: from its index log's newest commit).
 type newestLogger interface {
-	NewestLogs(ctx context.Context, limit int, keep func(agent.SessionInfo) bool) ([]store.Log, error)
+	NewestLogsIn(ctx context.Context, limit int, p agent.Project, keep func(agent.SessionInfo) bool) ([]store.Log, error)
 }
 
 // bucketNewest lists the bucket's newest sessions; when it says their
 // checkpoints too, they are the view the reads of the next viewFor take
 // (bucketLogs), so that panto -c asks the bucket nothing after Open.
-func (s *Store) bucketNewest(ctx context.Context, b store.LogStore, limit int, keep func(agent.SessionInfo) bool) ([]agent.SessionInfo, error) {
+func (s *Store) bucketNewest(ctx context.Context, b store.LogStore, limit int, p agent.Project, keep func(agent.SessionInfo) bool) ([]agent.SessionInfo, error) {
 	nl, ok := b.(newestLogger)
 	if !ok {
-		return store.ListNewest(ctx, b, limit, keep)
+		return store.ListNewestIn(ctx, b, limit, p, keep)
 	}
 	at := time.Now()
-	logs, err := nl.NewestLogs(ctx, limit, keep)
+	logs, err := nl.NewestLogsIn(ctx, limit, p, keep)
 	if err != nil && !errors.Is(err, agent.ErrIncompleteList) {
 		return nil, err
 	}
@@ -43,17 +43,24 @@ func (s *Store) bucketNewest(ctx context.Context, b store.LogStore, limit int, k
 }
 
 // ListNewest lists the newest sessions keep accepts of the replica and,
-// online, of the bucket (store.ListNewest: a bucket's index log answers
-// from its newest commit), merged as List merges, the newest limit kept.
-// The newest limit of the two together are among each side's newest
-// limit, so neither side lists more.
+// online, of the bucket (ListNewestIn of every project).
 func (s *Store) ListNewest(ctx context.Context, limit int, keep func(agent.SessionInfo) bool) ([]agent.SessionInfo, error) {
+	return s.ListNewestIn(ctx, limit, agent.Project{}, keep)
+}
+
+// ListNewestIn lists the newest sessions of project p that keep accepts
+// of the replica and, online, of the bucket (store.ListNewestIn: a
+// bucket's index log answers from its newest commit, or the project's
+// head), merged as List merges, the newest limit kept. The newest limit
+// of the two together are among each side's newest limit, so neither
+// side lists more.
+func (s *Store) ListNewestIn(ctx context.Context, limit int, p agent.Project, keep func(agent.SessionInfo) bool) ([]agent.SessionInfo, error) {
 	local, remote, online, err := listBoth(ctx, s,
 		func(ctx context.Context) ([]agent.SessionInfo, error) {
-			return store.ListNewest(ctx, s.local, limit, keep)
+			return store.ListNewestIn(ctx, s.local, limit, p, keep)
 		},
 		func(ctx context.Context, b store.LogStore) ([]agent.SessionInfo, error) {
-			return s.bucketNewest(ctx, b, limit, keep)
+			return s.bucketNewest(ctx, b, limit, p, keep)
 		})
 	list := local
 	if online {

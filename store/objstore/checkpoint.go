@@ -219,6 +219,13 @@ func (s *Store) settle(ctx context.Context) error {
 		sh.mu.Unlock()
 	}
 	s.mu.Unlock()
+	if len(queued) > 0 {
+		// A sync that writes the index, of a prefix whose writers kept
+		// no project heads, gives it them from the catalog it read.
+		if err := s.adoptHeads(ctx); err != nil {
+			return err
+		}
+	}
 	if s.unfoldedIndex() {
 		// A few deferred entries (a sync round's) are committed
 		// unfolded rather than written to their partitions.

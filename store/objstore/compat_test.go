@@ -124,7 +124,7 @@ func TestV2Bucket(t *testing.T) {
 	if err := w.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if m := e.object(t, "pfx/panto-store.json"); string(m) != `{"format":"panto-objstore","version":3,"requires":["index-bases","index-log","index-unfolded"]}` {
+	if m := e.object(t, "pfx/panto-store.json"); string(m) != `{"format":"panto-objstore","version":3,"requires":["index-bases","index-log","index-heads","index-unfolded"]}` {
 		t.Fatalf("marker after a write: %s", m)
 	}
 	if m := e.object(t, "pfx/sessions/"+id+"/manifest.json"); !strings.HasPrefix(string(m), `{"version":3,`) {
@@ -275,7 +275,7 @@ func TestV3Bucket(t *testing.T) {
 	if err := w.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if m := string(e.object(t, "pfx/panto-store.json")); m != strings.TrimSuffix(marker, `]}`)+`,"index-log","index-unfolded"]}` {
+	if m := string(e.object(t, "pfx/panto-store.json")); m != strings.TrimSuffix(marker, `]}`)+`,"index-log","index-heads","index-unfolded"]}` {
 		t.Fatalf("marker after a write: %s (before: %s)", m, marker)
 	}
 	entries, tombs := e.indexed(t)

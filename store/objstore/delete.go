@@ -70,6 +70,7 @@ func (s *Store) Delete(ctx context.Context, t store.Tombstone) error {
 		_, err = s.put(ctx, at, s.codec.EncodeTombstoneObject(at, tomb), putCond{ifNoneMatch: true}, s.objectType())
 		if err == nil {
 			st.loaded = false
+			s.queueHeadBurial(st.m.Decoder.Info.Project, tomb)
 			return s.finishDelete(ctx, id, tomb, have.Length, s.sessionObjects(st.m, st.stored), false)
 		}
 		if !errors.Is(err, errPrecondition) && !errors.Is(err, errConflict) {
@@ -135,6 +136,11 @@ func (s *Store) finishDelete(ctx context.Context, id string, tomb manifest.Tombs
 			return fail(err)
 		}
 		if err := s.writeShard(ctx, name); err != nil {
+			return fail(err)
+		}
+		// A burial the partition's entry asked for (a deletion cut
+		// short finished here, whose log no longer says its project).
+		if err := s.writeHeads(ctx); err != nil {
 			return fail(err)
 		}
 	}

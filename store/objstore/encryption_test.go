@@ -109,7 +109,7 @@ func TestEncryptedOpen(t *testing.T) {
 		t.Fatal(err)
 	}
 	marker := string(e.rawObject(t, "pfx/panto-store.json"))
-	want := fmt.Sprintf(`{"format":"panto-objstore","version":3,"requires":["index-bases","index-log","index-unfolded","encryption"],"encryption":{"scheme":"%s","key_id":"%s"}}`, seal.Scheme, key.ID())
+	want := fmt.Sprintf(`{"format":"panto-objstore","version":3,"requires":["index-bases","index-log","index-unfolded","index-heads","encryption"],"encryption":{"scheme":"%s","key_id":"%s"}}`, seal.Scheme, key.ID())
 	if marker != want {
 		t.Fatalf("marker %s, want %s", marker, want)
 	}
@@ -258,11 +258,14 @@ func fillRun(t *testing.T, s *objstore.Store) [][]byte {
 	var secrets [][]byte
 	for i := range 12 {
 		text := fmt.Sprintf("synced session %d: API_KEY=ak-%06d", i, i)
-		if err := s.AppendMessages(ctx, agent.NewSessionID(), []agent.PersistentMessage{user(text)}); err != nil {
+		// In a project, so that the run's commit writes its head.
+		p := agent.Project{Remote: "host.test/team/secret-project", Root: "/src/secret-project"}
+		if err := s.AppendMessagesIn(ctx, p, agent.NewSessionID(), []agent.PersistentMessage{user(text)}); err != nil {
 			t.Fatal(err)
 		}
 		secrets = append(secrets, []byte(text))
 	}
+	secrets = append(secrets, []byte("secret-project"))
 	if err := s.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -368,7 +371,7 @@ func TestEncryptedScan(t *testing.T) {
 	// The deletion added its feature to the marker, which is still the
 	// encrypted prefix's.
 	marker := string(e.rawObject(t, "pfx/panto-store.json"))
-	if want := fmt.Sprintf(`"requires":["index-bases","index-log","index-unfolded","encryption","tombstones"],"encryption":{"scheme":"%s","key_id":"%s"}`, seal.Scheme, key.ID()); !strings.Contains(marker, want) {
+	if want := fmt.Sprintf(`"requires":["index-bases","index-log","index-unfolded","index-heads","encryption","tombstones"],"encryption":{"scheme":"%s","key_id":"%s"}`, seal.Scheme, key.ID()); !strings.Contains(marker, want) {
 		t.Errorf("marker after a deletion: %s", marker)
 	}
 	// A second compaction, after the grace period, deletes the replaced
@@ -401,6 +404,8 @@ func TestEncryptedScan(t *testing.T) {
 			kinds["index log commit"]++
 		case strings.HasPrefix(rel, "index/run/"):
 			kinds["index run page"]++
+		case strings.HasPrefix(rel, "index/head/"):
+			kinds["project head"]++
 		case strings.HasPrefix(rel, "index/") && strings.Count(rel, "/") == 1:
 			kinds["index base"]++
 		default:
@@ -411,7 +416,7 @@ func TestEncryptedScan(t *testing.T) {
 		}
 	}
 	t.Logf("objects: %v", kinds)
-	for _, k := range []string{"merged segment", "segment or tombstone", "manifest", "index base", "index log commit", "index log head", "index run page"} {
+	for _, k := range []string{"merged segment", "segment or tombstone", "manifest", "index base", "index log commit", "index log head", "index run page", "project head"} {
 		if kinds[k] == 0 {
 			t.Errorf("the bucket holds no %s: the scan does not cover it", k)
 		}

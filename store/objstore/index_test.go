@@ -83,7 +83,7 @@ func TestIndexLegacyDeltas(t *testing.T) {
 	if err := w.AppendMessages(ctx, id, []agent.PersistentMessage{user("new")}); err != nil {
 		t.Fatal(err)
 	}
-	if m := e.object(t, "pfx/panto-store.json"); string(m) != `{"format":"panto-objstore","version":3,"requires":["index-bases","index-log","index-unfolded"]}` {
+	if m := e.object(t, "pfx/panto-store.json"); string(m) != `{"format":"panto-objstore","version":3,"requires":["index-bases","index-log","index-heads","index-unfolded"]}` {
 		t.Fatalf("marker after a write of this version: %s", m)
 	}
 	base, err := codec.DecodeIndexShard("index/a.json.zst", codec.CompressSmaller(e.object(t, "pfx/index/a.json.zst")))

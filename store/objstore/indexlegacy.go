@@ -187,10 +187,21 @@ func (s *Store) adoptIndexLog(ctx context.Context, damaged bool) error {
 	}
 	whole := err == nil && len(recent) <= manifest.RecentSize
 	manifest.TrimRecent(recent)
-	if err := s.commitLog(ctx, logChanges{folded: recent}, nil, whole); err != nil {
+	// Every project's head, from the whole index (a damaged shard's
+	// sessions may be missing from them: not Complete, and not required
+	// until repair).
+	partial := err != nil
+	dirs, err := s.rebuildHeads(ctx, all, partial, false, nil)
+	if err != nil {
+		return fmt.Errorf("move the index to format 4: write the project heads: %w", err)
+	}
+	if err := s.commitLog(ctx, logChanges{folded: recent, dirHead: dirs}, nil, whole); err != nil {
 		return fmt.Errorf("move the index to format 4: write the index log: %w", err)
 	}
-	return s.ensureFeature(ctx, manifest.FeatureIndexLog)
+	if err := s.ensureFeature(ctx, manifest.FeatureIndexLog); err != nil || partial {
+		return err
+	}
+	return s.ensureFeature(ctx, manifest.FeatureIndexHeads)
 }
 
 // dropShards deletes format 3's 16 shards and their deltas, once the

@@ -203,6 +203,9 @@ type logChanges struct {
 	run     map[string]manifest.IndexEntry
 	pages   []manifest.RunPage
 	retired map[string]bool
+	// dirHead: the dirs head holds sessions (a rebuild of the heads
+	// wrote it), which the commit says (IndexShard.DirHead).
+	dirHead bool
 }
 
 // requeueUnfolded puts back entries of a commit that failed, where an
@@ -234,6 +237,14 @@ func (s *Store) commitLog(ctx context.Context, ch logChanges, drop func(manifest
 	if err := s.awaitLogPrefetch(ctx); err != nil {
 		return err
 	}
+	// The heads of what the commit moves into the partitions or a run
+	// come first (heads.go): once the commit takes an entry out of the
+	// unfolded set, a reader finds it in its head.
+	dirs := s.queueHeads(ch.folded)
+	dirs = s.queueHeads(ch.run) || dirs
+	if err := s.writeHeads(ctx); err != nil {
+		return err
+	}
 	lg := &s.ilog
 	lg.mu.Lock()
 	n, last, lastETag, known, fresh := lg.n, lg.last, lg.etag, lg.known, lg.fresh
@@ -253,6 +264,7 @@ func (s *Store) commitLog(ctx context.Context, ch logChanges, drop func(manifest
 	lost := 0 // numbers other writers took first
 	for attempt := 0; attempt < s.maxAttempts*4; attempt++ {
 		next := nextCommit(n+1, last, ch, drop, whole, s.now().UTC())
+		next.DirHead = next.DirHead || dirs || ch.dirHead
 		key := logKey(n + 1)
 		// Stored against the base of the commit it follows, unless it
 		// drops sessions (a deletion purges the bases; a repair).
@@ -370,6 +382,7 @@ func nextCommit(n int64, prev *manifest.IndexShard, ch logChanges, drop func(man
 	// one whose entries are all of it; a complete view stays so until it
 	// has to drop a session for room.
 	c.Complete = whole || prev == nil && n == 1 || prev != nil && prev.Complete
+	c.DirHead = prev != nil && prev.DirHead
 	gone := map[string]manifest.Tombstone{}
 	if prev != nil {
 		for id, e := range prev.Recent {
@@ -902,7 +915,13 @@ func (s *Store) newestCommit(ctx context.Context) (*manifest.IndexShard, error) 
 // ListNewest returns up to limit sessions keep accepts (nil: all), newest
 // first (NewestLogs without the checkpoints).
 func (s *Store) ListNewest(ctx context.Context, limit int, keep func(agent.SessionInfo) bool) ([]agent.SessionInfo, error) {
-	logs, err := s.NewestLogs(ctx, limit, keep)
+	return s.ListNewestIn(ctx, limit, agent.Project{}, keep)
+}
+
+// ListNewestIn is ListNewest of the sessions of project p (none: of
+// every project) that keep accepts (store.ProjectNewestLister).
+func (s *Store) ListNewestIn(ctx context.Context, limit int, p agent.Project, keep func(agent.SessionInfo) bool) ([]agent.SessionInfo, error) {
+	logs, err := s.NewestLogsIn(ctx, limit, p, keep)
 	if logs == nil {
 		return nil, err
 	}
@@ -914,12 +933,29 @@ func (s *Store) ListNewest(ctx context.Context, limit int, keep func(agent.Sessi
 }
 
 // NewestLogs returns up to limit sessions keep accepts (nil: all), newest
-// first, each with the checkpoint the index lists. In format 4 the newest
-// commit of the index log answers when its recent sessions hold limit of
-// them, or all there are (Complete: a small index): one or two requests, whatever the number of sessions (none in
-// the moment after Open, WithOpenSnapshot). Otherwise (fewer match,
-// limit <= 0, or an older index) it lists every partition (Logs).
+// first, each with the checkpoint the index lists (NewestLogsIn of every
+// project).
 func (s *Store) NewestLogs(ctx context.Context, limit int, keep func(agent.SessionInfo) bool) ([]store.Log, error) {
+	return s.NewestLogsIn(ctx, limit, agent.Project{}, keep)
+}
+
+// NewestLogsIn returns up to limit sessions of project p (agent.Project.Holds;
+// the zero Project: of every project) that keep accepts (nil: all),
+// newest first, each with the checkpoint the index lists. In format 4 the
+// newest commit of the index log answers when its recent sessions hold
+// limit of them, or all there are (Complete: a small index): one or two
+// requests, whatever the number of sessions (none in the moment after
+// Open, WithOpenSnapshot); else, for a project, its head does (heads.go:
+// one request more). Otherwise (fewer match, limit <= 0, or an older
+// index) it lists every partition (Logs).
+func (s *Store) NewestLogsIn(ctx context.Context, limit int, p agent.Project, keep func(agent.SessionInfo) bool) ([]store.Log, error) {
+	if p != (agent.Project{}) {
+		inner := keep
+		keep = func(info agent.SessionInfo) bool { return p.Holds(info.Project) && (inner == nil || inner(info)) }
+	}
+	if keep == nil {
+		keep = func(agent.SessionInfo) bool { return true }
+	}
 	if err := s.settle(ctx); ctx.Err() != nil {
 		return nil, fmt.Errorf("list sessions: %w", err)
 	}
@@ -934,13 +970,22 @@ func (s *Store) NewestLogs(ctx context.Context, limit int, keep func(agent.Sessi
 		if c != nil {
 			logs := make([]store.Log, 0, len(c.Recent))
 			for _, e := range c.Recent {
-				if keep == nil || keep(e.Info) {
+				if keep(e.Info) {
 					logs = append(logs, store.Log{Info: e.Info, Checkpoint: store.Checkpoint{Length: e.Length, SHA256: e.SHA256}})
 				}
 			}
 			if len(logs) >= limit || c.Complete {
 				sortLogsNewestFirst(logs)
 				return logs[:min(limit, len(logs))], nil
+			}
+			if names := headsFor(p, c); len(names) > 0 && s.headsIndex() {
+				logs, ok, err := s.newestFromHeads(ctx, c, names, limit, keep)
+				if err != nil {
+					return nil, fmt.Errorf("list sessions: %w", err)
+				}
+				if ok {
+					return logs, nil
+				}
 			}
 		}
 	}
@@ -950,7 +995,7 @@ func (s *Store) NewestLogs(ctx context.Context, limit int, keep func(agent.Sessi
 	}
 	logs := make([]store.Log, 0, len(all))
 	for _, e := range all {
-		if keep == nil || keep(e.Info) {
+		if keep(e.Info) {
 			logs = append(logs, store.Log{Info: e.Info, Checkpoint: store.Checkpoint{Length: e.Length, SHA256: e.SHA256}})
 		}
 	}

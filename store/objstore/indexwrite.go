@@ -228,6 +228,10 @@ func (s *Store) putBatch(ctx context.Context, name string, st *shardState, batch
 			}
 		}
 		for id, t := range batch.buried {
+			if held, ok := next.Sessions[id]; ok {
+				// Its project's head holds it too (heads.go).
+				s.queueHeadBurial(held.Info.Project, t)
+			}
 			if next.Bury(t) {
 				applied.buried[id], changed = t, true
 			}

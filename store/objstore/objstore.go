@@ -182,6 +182,9 @@ type Store struct {
 	// number of entries the runs hold before they are folded (runs.go).
 	runs      runState
 	runFoldAt int
+	// heads is what waits for the project heads, and the heads read
+	// (heads.go).
+	heads headState
 	// baseMu: one write of the base kept on disk at a time (logbase.go).
 	baseMu sync.Mutex
 	// endpoint is the S3 endpoint the Store was opened on ("" for the

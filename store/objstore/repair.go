@@ -65,6 +65,12 @@ func (s *Store) RepairIndex(ctx context.Context) (store.IndexReport, error) {
 			return report, err
 		}
 		if report.Clean() {
+			if !s.headsIndex() {
+				// A prefix whose writers kept no heads gets them.
+				if err := s.repairHeads(ctx, &report, truth); err != nil {
+					return report, fmt.Errorf("repair the index: %w", err)
+				}
+			}
 			return report, s.sweepBuried(ctx, buried)
 		}
 		shards := map[string]bool{}
@@ -92,6 +98,9 @@ func (s *Store) RepairIndex(ctx context.Context) (store.IndexReport, error) {
 		}
 		if !lost {
 			if err := s.rebuildRecent(ctx, &report, truth); err != nil {
+				return report, fmt.Errorf("repair the index: %w", err)
+			}
+			if err := s.repairHeads(ctx, &report, truth); err != nil {
 				return report, fmt.Errorf("repair the index: %w", err)
 			}
 			return report, s.sweepBuried(ctx, buried)
@@ -145,7 +154,13 @@ func (s *Store) checkIndex(ctx context.Context) (report store.IndexReport, truth
 	if err := s.checkRecent(ctx, &report, truth); err != nil {
 		return report, nil, nil, err
 	}
-	for _, list := range []*[]string{&report.Unindexed, &report.Stale, &report.Orphans, &report.Recent} {
+	s.ilog.mu.Lock()
+	newest := s.ilog.last
+	s.ilog.mu.Unlock()
+	if err := s.checkHeads(ctx, &report, truth, newest); err != nil {
+		return report, nil, nil, err
+	}
+	for _, list := range []*[]string{&report.Unindexed, &report.Stale, &report.Orphans, &report.Recent, &report.Heads} {
 		slices.Sort(*list)
 	}
 	return report, truth, buried, nil

@@ -1,0 +1,547 @@
+package objstore
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/panto-dev/panto/agent"
+	"github.com/panto-dev/panto/internal/manifest"
+	"github.com/panto-dev/panto/store"
+)
+
+// Project heads (manifest.FeatureIndexHeads, docs/DESIGN.md §P3): the
+// newest commit knows the 64 newest sessions of the whole index, which
+// at 100,000 sessions in 20 projects hold three of a project's on
+// average; a project's page would otherwise read the 256 partitions.
+// So each project has a head, index/head/<hash>.json.zst: the newest
+// manifest.HeadSize entries the partitions and runs hold of its sessions
+// (a project's slice of the recent view, as restic's readers cache what
+// they use and an LSM's head answers the newest keys). The sessions that
+// know only their directory (imported from other agents' logs), which
+// belong to whichever work tree holds that directory, share one head,
+// "dirs".
+//
+// An entry enters a head where it leaves the unfolded set: the writes
+// that move entries into the partitions (a fold, a bulk write, a move of
+// format 3) or into a run write the heads of their sessions' projects
+// before the commit that says so (commitLog), so a reader that reads the
+// newest commit, then a head, finds each session of the project in one
+// of them: unfolded in the commit, or in the head when the partitions or
+// a run hold it (or no newer than the oldest the head holds). A
+// checkpoint's commit writes no head: the sessions being written travel
+// in the commit itself, and a turn sends no more than it did.
+
+// dirsHead is the head of the sessions that know only their directory.
+const dirsHead = "dirs"
+
+// headOf is the name of the head that holds sessions of project p: a hash
+// of its Key, dirsHead for a session that knows only its directory, ""
+// for no project (no head: only a listing of every project shows those).
+func headOf(p agent.Project) string {
+	switch {
+	case p.OnlyDir():
+		return dirsHead
+	case p.Key() == "":
+		return ""
+	}
+	sum := sha256.Sum256([]byte(p.Key()))
+	return hex.EncodeToString(sum[:8])
+}
+
+// headsFor names the heads a listing of project p's sessions reads
+// (agent.Project.Holds): its own and, when sessions that know only their
+// directory may be its (p is a work tree, or a directory), the dirs
+// head, if the newest commit c says there is one.
+func headsFor(p agent.Project, c *manifest.IndexShard) []string {
+	var names []string
+	if name := headOf(p); name != "" && name != dirsHead {
+		names = append(names, name)
+	}
+	if (p.Root != "" || p.OnlyDir()) && c != nil && c.DirHead {
+		names = append(names, dirsHead)
+	}
+	return names
+}
+
+func headKey(name string) string { return "index/head/" + name + ".json.zst" }
+
+// headsIndex reports whether the prefix keeps project heads that every
+// writer maintains (manifest.FeatureIndexHeads), so that a reader may
+// trust them.
+func (s *Store) headsIndex() bool {
+	s.markerMu.Lock()
+	defer s.markerMu.Unlock()
+	return slices.Contains(s.marker.Requires, manifest.FeatureIndexHeads)
+}
+
+// headState is what this Store queued for the heads, and the heads it
+// read or wrote, by name.
+type headState struct {
+	wmu     sync.Mutex // one writer of the heads at a time
+	mu      sync.Mutex // guards the fields below
+	pending map[string]*headBatch
+	read    map[string]headView
+}
+
+// headBatch is what waits for the next write of one head.
+type headBatch struct {
+	entries map[string]manifest.IndexEntry
+	buried  map[string]manifest.Tombstone
+}
+
+// headView is a head as this Store last read or wrote it (doc nil: there
+// was none).
+type headView struct {
+	doc  *manifest.IndexShard
+	etag string
+}
+
+// queueHeads queues entries, which the partitions or a run now hold, for
+// the heads of their projects; it reports whether one of them is the
+// dirs head's.
+func (s *Store) queueHeads(entries map[string]manifest.IndexEntry) (dirs bool) {
+	hs := &s.heads
+	hs.mu.Lock()
+	defer hs.mu.Unlock()
+	for id, e := range entries {
+		name := headOf(e.Info.Project)
+		if name == "" {
+			continue
+		}
+		dirs = dirs || name == dirsHead
+		b := hs.batch(name)
+		if old, ok := b.entries[id]; !ok || old.Length <= e.Length {
+			e.Resume = manifest.Resume{} // a listing needs no append state
+			b.entries[id] = e
+		}
+	}
+	return dirs
+}
+
+// queueHeadBurial queues tombstone t for the head of project p, the
+// deleted session's.
+func (s *Store) queueHeadBurial(p agent.Project, t manifest.Tombstone) {
+	name := headOf(p)
+	if name == "" {
+		return
+	}
+	hs := &s.heads
+	hs.mu.Lock()
+	defer hs.mu.Unlock()
+	b := hs.batch(name)
+	b.buried[t.ID] = t
+	delete(b.entries, t.ID)
+}
+
+// batch is the queue of head name. Callers hold hs.mu.
+func (hs *headState) batch(name string) *headBatch {
+	if hs.pending == nil {
+		hs.pending = map[string]*headBatch{}
+	}
+	b := hs.pending[name]
+	if b == nil {
+		b = &headBatch{entries: map[string]manifest.IndexEntry{}, buried: map[string]manifest.Tombstone{}}
+		hs.pending[name] = b
+	}
+	return b
+}
+
+// requeue puts b back for head name, where what was queued since wins.
+func (hs *headState) requeue(name string, b *headBatch) {
+	hs.mu.Lock()
+	defer hs.mu.Unlock()
+	q := hs.batch(name)
+	for id, e := range b.entries {
+		if old, ok := q.entries[id]; !ok || old.Length < e.Length {
+			if _, gone := q.buried[id]; !gone {
+				q.entries[id] = e
+			}
+		}
+	}
+	for id, t := range b.buried {
+		q.buried[id] = t
+		delete(q.entries, id)
+	}
+}
+
+// writeHeads writes what is queued for the heads, each head once, in
+// parallel. A head that fails keeps its batch queued for the next
+// writer, and fails the write: the commit it comes before must wait, or
+// a reader would miss what the head does not hold yet.
+func (s *Store) writeHeads(ctx context.Context) error {
+	hs := &s.heads
+	hs.wmu.Lock()
+	defer hs.wmu.Unlock()
+	hs.mu.Lock()
+	pending := hs.pending
+	hs.pending = nil
+	hs.mu.Unlock()
+	if len(pending) == 0 {
+		return nil
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(16)
+	var mu sync.Mutex
+	var failed []error
+	for _, name := range slices.Sorted(maps.Keys(pending)) {
+		b := pending[name]
+		g.Go(func() error {
+			if err := s.putHead(gctx, name, b); err != nil {
+				hs.requeue(name, b)
+				mu.Lock()
+				failed = append(failed, err)
+				mu.Unlock()
+			}
+			return nil
+		})
+	}
+	_ = g.Wait()
+	return errors.Join(failed...)
+}
+
+// putHead applies b to head name and writes it (writeHead).
+func (s *Store) putHead(ctx context.Context, name string, b *headBatch) error {
+	return s.writeHead(ctx, name, func(doc *manifest.IndexShard, damaged bool) *manifest.IndexShard {
+		return headAfter(doc, b, s.headsIndex() && !damaged)
+	})
+}
+
+// writeHead writes head name as next makes it from the reading it has
+// (nil: none; damaged: one that does not decode), with If-Match on that
+// reading's ETag (If-None-Match: * when there was none), reading it again
+// after each lost race. A head next leaves as it was is not written.
+func (s *Store) writeHead(ctx context.Context, name string, next func(doc *manifest.IndexShard, damaged bool) *manifest.IndexShard) error {
+	key := headKey(name)
+	hs := &s.heads
+	hs.mu.Lock()
+	v, loaded := hs.read[name]
+	hs.mu.Unlock()
+	damaged := false
+	for attempt := 0; attempt < s.maxAttempts; attempt++ {
+		if !loaded {
+			var err error
+			v, err = s.readHead(ctx, name)
+			if err != nil && !errors.Is(err, ErrCorrupt) {
+				return err
+			}
+			// A head that does not decode is written anew from what this
+			// write knows, and not Complete; repair rebuilds the rest.
+			damaged, loaded = err != nil, true
+		}
+		doc := next(v.doc, damaged)
+		doc.Written = s.now().UTC()
+		if v.doc != nil && sameHead(v.doc, doc) {
+			return nil
+		}
+		data, err := s.codec.EncodeIndexShard(key, doc)
+		if err != nil {
+			return err
+		}
+		cond := putCond{ifNoneMatch: true}
+		if v.etag != "" {
+			cond = putCond{ifMatch: v.etag}
+		}
+		etag, err := s.put(ctx, key, data, cond, "application/zstd")
+		if err == nil {
+			s.noteHead(name, headView{doc: doc, etag: etag})
+			return nil
+		}
+		if !errors.Is(err, errPrecondition) && !errors.Is(err, errConflict) {
+			return fmt.Errorf("write index head %s: %w", key, err)
+		}
+		loaded = false
+		if errors.Is(err, errConflict) {
+			if err := backoff(ctx, attempt); err != nil {
+				return err
+			}
+		}
+	}
+	return fmt.Errorf("index head %s: too many concurrent updates", key)
+}
+
+// rebuildHeads writes every project's head from all, the entries of the
+// whole index (a catalog, or repair's reading of the sessions), grouped
+// by head: each head then holds the newest manifest.HeadSize of its
+// group, Complete when that is the whole group, and partial (what a
+// damaged index hid may be missing) says none is. exact (repair) drops
+// what a head holds of sessions all lacks, and names, the heads that
+// exist, are rewritten even when all holds none of theirs (emptied);
+// otherwise what a head holds stays, as a writer's since the reading of
+// all. It reports whether the dirs head holds sessions.
+func (s *Store) rebuildHeads(ctx context.Context, all map[string]manifest.IndexEntry, partial, exact bool, names []string) (dirs bool, err error) {
+	groups := map[string]map[string]manifest.IndexEntry{}
+	for _, name := range names {
+		groups[name] = map[string]manifest.IndexEntry{}
+	}
+	for id, e := range all {
+		name := headOf(e.Info.Project)
+		if name == "" {
+			continue
+		}
+		if groups[name] == nil {
+			groups[name] = map[string]manifest.IndexEntry{}
+		}
+		e.Resume = manifest.Resume{}
+		groups[name][id] = e
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(16)
+	var mu sync.Mutex
+	for name, entries := range groups {
+		g.Go(func() error {
+			return s.writeHead(gctx, name, func(doc *manifest.IndexShard, damaged bool) *manifest.IndexShard {
+				next := manifest.NewIndexShard(manifest.HeadName)
+				if doc != nil {
+					next.Tombstones = maps.Clone(doc.Tombstones)
+					for id, e := range doc.Sessions {
+						if _, ok := entries[id]; ok || !exact {
+							next.Put(e)
+						}
+					}
+				}
+				for _, e := range entries {
+					next.Put(e)
+				}
+				expireHeadTombstones(next)
+				next.Complete = !manifest.TrimNewest(next.Sessions, manifest.HeadSize) && !partial
+				if name == dirsHead && len(next.Sessions) > 0 {
+					mu.Lock()
+					dirs = true
+					mu.Unlock()
+				}
+				return next
+			})
+		})
+	}
+	return dirs, g.Wait()
+}
+
+// adoptHeads gives a prefix whose writers did not keep project heads
+// (before manifest.FeatureIndexHeads) its heads, from the catalog this
+// Store read (a sync's), then requires the feature, so that an older
+// panto refuses the prefix from then on and readers trust the heads. The
+// writers of this version keep the heads whether or not the marker
+// requires them, so what they wrote since the catalog's reading is in
+// the heads already; an older panto that opened the prefix before the
+// marker changed may leave a fold out of them until repair (§P3).
+func (s *Store) adoptHeads(ctx context.Context) error {
+	if s.headsIndex() || !s.indexLog() {
+		return nil
+	}
+	s.cat.mu.Lock()
+	doc := s.cat.doc
+	s.cat.mu.Unlock()
+	if doc == nil {
+		return nil // no catalog read: the next sync that reads one
+	}
+	s.adoptMu.Lock()
+	defer s.adoptMu.Unlock()
+	if s.headsIndex() {
+		return nil
+	}
+	dirs, err := s.rebuildHeads(ctx, doc.Sessions, false, false, nil)
+	if err != nil {
+		return fmt.Errorf("write the project heads: %w", err)
+	}
+	if dirs {
+		if err := s.commitDirHead(ctx); err != nil {
+			return err
+		}
+	}
+	return s.ensureFeature(ctx, manifest.FeatureIndexHeads)
+}
+
+// commitDirHead commits that the dirs head holds sessions
+// (IndexShard.DirHead), unless the newest commit says so already.
+func (s *Store) commitDirHead(ctx context.Context) error {
+	s.ilog.mu.Lock()
+	last := s.ilog.last
+	s.ilog.mu.Unlock()
+	if last != nil && last.DirHead {
+		return nil
+	}
+	s.ilog.wmu.Lock()
+	defer s.ilog.wmu.Unlock()
+	if err := s.commitLog(ctx, logChanges{dirHead: true}, nil, false); err != nil {
+		return fmt.Errorf("write the index log: %w", err)
+	}
+	return nil
+}
+
+// headAfter is head doc (nil: none) with b applied. A head that was not
+// there starts Complete when every writer keeps the heads (known): then
+// none means the project had no session in the partitions and runs.
+func headAfter(doc *manifest.IndexShard, b *headBatch, known bool) *manifest.IndexShard {
+	next := manifest.NewIndexShard(manifest.HeadName)
+	next.Complete = known
+	if doc != nil {
+		next = doc.Clone()
+	}
+	for _, e := range b.entries {
+		next.Put(e)
+	}
+	for _, t := range b.buried {
+		next.Bury(t)
+	}
+	expireHeadTombstones(next)
+	if manifest.TrimNewest(next.Sessions, manifest.HeadSize) {
+		next.Complete = false
+	}
+	return next
+}
+
+// expireHeadTombstones keeps a head's tombstones for the hour in which a
+// writer may still hold an entry it took before the deletion (as the
+// log's commits keep theirs), at most manifest.HeadSize of them.
+func expireHeadTombstones(h *manifest.IndexShard) {
+	if len(h.Tombstones) == 0 {
+		return
+	}
+	var newest time.Time
+	for _, t := range h.Tombstones {
+		if t.Deleted.After(newest) {
+			newest = t.Deleted
+		}
+	}
+	for id, t := range h.Tombstones {
+		if newest.Sub(t.Deleted) > logTombstoneGrace {
+			delete(h.Tombstones, id)
+		}
+	}
+	if len(h.Tombstones) > manifest.HeadSize {
+		h.Tombstones = newestTombstones(h.Tombstones, manifest.HeadSize)
+	}
+	if len(h.Tombstones) == 0 {
+		h.Tombstones = nil
+	}
+}
+
+// sameHead reports whether a and b hold the same sessions, tombstones
+// and completeness: writing b over a would change nothing a reader sees.
+func sameHead(a, b *manifest.IndexShard) bool {
+	return a.Complete == b.Complete && maps.Equal(a.Sessions, b.Sessions) && maps.Equal(a.Tombstones, b.Tombstones)
+}
+
+// readHead reads head name; a head that is not there is the zero view
+// and no error.
+func (s *Store) readHead(ctx context.Context, name string) (headView, error) {
+	key := headKey(name)
+	data, etag, err := s.b.get(ctx, key, "")
+	if errors.Is(err, errNotFound) {
+		s.noteHead(name, headView{})
+		return headView{}, nil
+	}
+	if err != nil {
+		return headView{}, fmt.Errorf("read index head %s: %w", key, err)
+	}
+	doc, err := s.decodeShardObject(key, manifest.HeadName, data)
+	if err != nil {
+		return headView{etag: etag}, err
+	}
+	v := headView{doc: doc, etag: etag}
+	s.noteHead(name, v)
+	return v, nil
+}
+
+// noteHead keeps v as this Store's reading of head name.
+func (s *Store) noteHead(name string, v headView) {
+	hs := &s.heads
+	hs.mu.Lock()
+	defer hs.mu.Unlock()
+	if hs.read == nil {
+		hs.read = map[string]headView{}
+	}
+	hs.read[name] = v
+}
+
+// newestFromHeads answers a project's page from the heads names, read
+// after c, the newest commit (a fold writes the heads before the commit
+// that takes its entries out of the unfolded set, so no session leaves
+// both between the two reads): each session's entry is the longest of
+// c's recent and unfolded ones and the heads', less the sessions c says
+// were deleted. ok is false when the heads cannot tell which are the
+// limit newest: a head that is not Complete holds each session it lacks
+// no newer than its oldest, so only the sessions newer than every such
+// oldest are known to be all there are; when they are fewer than limit
+// (or a head does not decode), the caller reads the catalog.
+func (s *Store) newestFromHeads(ctx context.Context, c *manifest.IndexShard, names []string, limit int, keep func(agent.SessionInfo) bool) (logs []store.Log, ok bool, err error) {
+	docs := make([]*manifest.IndexShard, len(names))
+	damaged := make([]bool, len(names))
+	g, gctx := errgroup.WithContext(ctx)
+	for i, name := range names {
+		g.Go(func() error {
+			v, err := s.readHead(gctx, name)
+			if errors.Is(err, ErrCorrupt) {
+				damaged[i] = true
+				return nil
+			}
+			docs[i] = v.doc
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, false, err
+	}
+	if slices.Contains(damaged, true) {
+		return nil, false, nil
+	}
+	entries := map[string]manifest.IndexEntry{}
+	add := func(from map[string]manifest.IndexEntry) {
+		for id, e := range from {
+			if _, gone := c.Tombstones[id]; gone || !keep(e.Info) {
+				continue
+			}
+			if old, ok := entries[id]; !ok || old.Length < e.Length {
+				entries[id] = e
+			}
+		}
+	}
+	add(c.Recent)
+	add(c.Unfolded)
+	var floor time.Time // a session no newer than this may be missing
+	for _, h := range docs {
+		if h == nil {
+			continue // none: the project has no session the partitions hold
+		}
+		add(h.Sessions)
+		if h.Complete {
+			continue
+		}
+		if len(h.Sessions) == 0 {
+			return nil, false, nil
+		}
+		if oldest := oldestModified(h.Sessions); oldest.After(floor) {
+			floor = oldest
+		}
+	}
+	for _, e := range entries {
+		if floor.IsZero() || e.Info.Modified.After(floor) {
+			logs = append(logs, store.Log{Info: e.Info, Checkpoint: store.Checkpoint{Length: e.Length, SHA256: e.SHA256}})
+		}
+	}
+	if len(logs) < limit && !floor.IsZero() {
+		return nil, false, nil
+	}
+	sortLogsNewestFirst(logs)
+	return logs[:min(limit, len(logs))], true, nil
+}
+
+// oldestModified is the earliest Modified of entries (not empty).
+func oldestModified(entries map[string]manifest.IndexEntry) time.Time {
+	var oldest time.Time
+	for _, e := range entries {
+		if oldest.IsZero() || e.Info.Modified.Before(oldest) {
+			oldest = e.Info.Modified
+		}
+	}
+	return oldest
+}
