@@ -231,8 +231,14 @@ func (s *Store) commitBatch(ctx context.Context, id string, st *sessionState, en
 		// likely free).
 		lost := outcome == segmentLost
 		limit, delay := s.maxAttempts, attempt
-		if lost {
+		switch {
+		case lost:
 			limit, delay = 10*s.maxAttempts, min(attempt, 3)
+		case outcome == segmentThrottled:
+			// The server refused for now (a cluster missing a node):
+			// as long as an SDK retryer would wait, with the backoff
+			// growing to a second, about 25 s in all.
+			limit = 3 * s.maxAttempts
 		}
 		if attempt+1 >= limit {
 			st.loaded = false
@@ -329,6 +335,9 @@ const (
 	segmentLost
 	// segmentRetry: a transient failure; try the same position again.
 	segmentRetry
+	// segmentThrottled: the server answered that it is busy (503);
+	// nothing was written: try the same position again, longer.
+	segmentThrottled
 	// segmentFailed: the PUT failed without an answer, and the bucket
 	// does not hold our bytes (or could not be asked).
 	segmentFailed
@@ -370,6 +379,8 @@ func (s *Store) putSegment(ctx context.Context, key string, m, next *manifest.Ma
 		return segmentRetry, err
 	case errors.Is(err, ErrPermission):
 		return segmentFailed, err // an answer: nothing was written
+	case errors.Is(err, errThrottled):
+		return segmentThrottled, err // an answer: nothing was written, later
 	}
 	// No answer: the server may be restarting. Retrying is safe (the PUT
 	// is conditional, and a 412 on the retry finds our own bytes), but

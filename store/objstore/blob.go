@@ -79,6 +79,10 @@ var (
 	errNotImplemented = errors.New("not implemented")
 	// errForbidden: the credentials may not make the request (403).
 	errForbidden = errors.New("access denied")
+	// errThrottled: the server answered that it cannot take the request
+	// now (503 SlowDown, and MinIO's SlowDownWrite while an erasure set
+	// lacks a node): nothing was written, try again later.
+	errThrottled = errors.New("server busy")
 )
 
 // exists reports whether the object key exists.

@@ -80,3 +80,10 @@ func SetNow(s *Store, now func() time.Time) { s.now = now }
 // ErrForbidden is what a bucket answers a request its credentials do not
 // allow: a fault that makes a FaultBucket's LIST a forbidden one.
 var ErrForbidden = errForbidden
+
+// ErrThrottled is what a bucket answers a request the server is too busy
+// to take (503 SlowDown): a fault that makes a FaultBucket's PUT one.
+var ErrThrottled = errThrottled
+
+// Classify is the one classification of S3's errors (s3bucket.go).
+var Classify = classify

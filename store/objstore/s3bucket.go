@@ -316,6 +316,8 @@ func classify(err error) error {
 		return fmt.Errorf("%w: %w", errNotImplemented, err)
 	case code == 403 || name == "AccessDenied":
 		return fmt.Errorf("%w: %w", errForbidden, err)
+	case code == 503 || strings.HasPrefix(name, "SlowDown") || name == "ServiceUnavailable":
+		return fmt.Errorf("%w: %w", errThrottled, err)
 	}
 	return err
 }
