@@ -1,6 +1,7 @@
 package manifest
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -56,6 +57,51 @@ func BenchmarkCompressLevels(b *testing.B) {
 				out = enc.EncodeAll(raw, out[:0])
 			}
 			b.ReportMetric(float64(len(out))/float64(len(raw)), "stored/raw")
+		})
+	}
+}
+
+// BenchmarkCatalogDecode: decoding a catalog of 100,000 entries, each
+// with a full summary and the state an append resumes from, as a sync
+// (and a listing the newest commit cannot answer) reads it from a
+// machine's disk: in the bucket's JSON form, and as EncodeCatalog keeps
+// it.
+func BenchmarkCatalogDecode(b *testing.B) {
+	c, err := NewCodec()
+	if err != nil {
+		b.Fatal(err)
+	}
+	m, _ := sample(b)
+	m.Decoder.Info = filledInfo(m.ID)
+	base := m.Entry()
+	doc := &IndexShard{Shard: LogName, Through: 7, Written: t0, Sessions: map[string]IndexEntry{}}
+	for i := range 100_000 {
+		e := base
+		e.Info.ID = fmt.Sprintf("%032x", i*7919+1)
+		e.Info.Modified = t0.Add(time.Duration(i) * time.Second)
+		e.Info.LastUserMessage = fmt.Sprintf("question %d about the thing", i)
+		doc.Sessions[e.Info.ID] = e
+	}
+	asJSON, err := c.EncodeIndexShard("catalog", doc)
+	if err != nil {
+		b.Fatal(err)
+	}
+	asGob, err := c.EncodeCatalog("catalog", doc)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, form := range []struct {
+		name string
+		data []byte
+	}{{"json", asJSON}, {"gob", asGob}} {
+		b.Run(form.name, func(b *testing.B) {
+			b.ReportMetric(float64(len(form.data)), "stored-bytes")
+			for b.Loop() {
+				got, err := c.DecodeCatalog("catalog", form.data)
+				if err != nil || len(got.Sessions) != len(doc.Sessions) {
+					b.Fatal(err)
+				}
+			}
 		})
 	}
 }

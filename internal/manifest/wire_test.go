@@ -268,3 +268,39 @@ func TestMarker(t *testing.T) {
 		}
 	}
 }
+
+// TestCatalogForms: a catalog kept on disk (EncodeCatalog) decodes to
+// what was encoded, plain and sealed; one an earlier version kept in the
+// bucket's JSON form still decodes; damaged bytes, or another key's, do
+// not.
+func TestCatalogForms(t *testing.T) {
+	plain, err := NewCodec()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, _ := sample(t)
+	m.Decoder.Info = filledInfo(m.ID)
+	doc := &IndexShard{Shard: LogName, Through: 9, Written: t0, Sessions: map[string]IndexEntry{m.ID: m.Entry()},
+		Tombstones: map[string]Tombstone{"0123456789abcdef0123456789abcdef": {ID: "0123456789abcdef0123456789abcdef", Deleted: t0, Length: 3, SHA256: m.SHA256}}}
+	for _, c := range []*Codec{plain, plain.WithSealer(testKey(t))} {
+		gobForm, err := c.EncodeCatalog("catalog", doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		jsonForm, err := c.EncodeIndexShard("catalog", doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for name, data := range map[string][]byte{"gob": gobForm, "json": jsonForm} {
+			got, err := c.DecodeCatalog("catalog", bytes.Clone(data))
+			if err != nil || !reflect.DeepEqual(got, doc) {
+				t.Errorf("sealed %v, %s: %v\n got %+v\nwant %+v", c.Sealed(), name, err, got, doc)
+			}
+		}
+		damaged := bytes.Clone(gobForm)
+		damaged[len(damaged)/2] ^= 0xff
+		if _, err := c.DecodeCatalog("catalog", damaged); err == nil {
+			t.Errorf("sealed %v: a damaged catalog decoded", c.Sealed())
+		}
+	}
+}
