@@ -330,7 +330,7 @@ func (w *watcher) reachable() {
 // temporary file.
 func isCatalogChange(ev fsnotify.Event) bool {
 	name := ev.Name[strings.LastIndexAny(ev.Name, `/\`)+1:]
-	if strings.HasPrefix(name, ".panto-tmp") || name == ".panto-index.json" {
+	if strings.HasPrefix(name, ".panto-tmp") || name == fsjsonl.IndexFile || name == fsjsonl.LegacyIndexFile {
 		return false
 	}
 	return strings.HasSuffix(name, fsjsonl.Ext) || strings.HasSuffix(name, ".json") && strings.Contains(ev.Name, fsjsonl.TombstoneDir)

@@ -42,7 +42,7 @@
 // List, Logs, Resolve and Latest need each session's summary (count, last
 // user message, identity, times) and, for sync, the sha256 of its
 // committed bytes. Reading 10,000 whole files for every List would be
-// slow, so the directory holds a summary cache, .panto-index.json (not a
+// slow, so the directory holds a summary cache, .panto-index (not a
 // *.jsonl, so never taken for a session), mapping each id to the identity
 // of the file version it summarises (inode, size, mtime and ctime in ns),
 // its committed length, their sha256 and the hash state after them, and

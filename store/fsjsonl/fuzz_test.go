@@ -1,7 +1,9 @@
 package fsjsonl_test
 
 import (
+	"bytes"
 	"crypto/sha256"
+	"encoding/gob"
 	"encoding/hex"
 	"encoding/json"
 	"os"
@@ -16,7 +18,8 @@ import (
 )
 
 // FuzzListCache feeds arbitrary bytes to the summary cache
-// (.panto-index.json) of a catalog whose files are always the same: a
+// (.panto-index, and an earlier version's .panto-index.json) of a
+// catalog whose files are always the same: a
 // cache that is damaged, foreign, of another version, or that names
 // sessions, lengths and hashes that are not the files' never changes what
 // the catalog lists. Logs lists exactly the files, each with the length
@@ -52,43 +55,52 @@ func FuzzListCache(f *testing.F) {
 	f.Add(cacheOf(f, edited))
 	f.Add([]byte(`{"version":4,"log_version":1,"sessions":null}`))
 	f.Fuzz(func(t *testing.T, cache []byte) {
-		dir := t.TempDir()
-		for name, data := range files {
-			if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if err := os.WriteFile(filepath.Join(dir, fsjsonl.IndexFile), cache, 0o600); err != nil {
-			t.Fatal(err)
-		}
-		// A summary resumed from the fuzzed cache's state stays what it
-		// is in the cache Flush writes, too.
-		resumable := resumablePrefixes(cache, files)
-		for round := range 2 { // with the fuzzed cache, then with the one Flush wrote
-			s, err := fsjsonl.Open(dir)
-			if err != nil {
-				t.Fatal(err)
-			}
-			logs, err := s.Logs(t.Context())
-			if err != nil {
-				t.Fatalf("round %d: Logs: %v", round, err)
-			}
-			got := map[string]store.Log{}
-			for _, l := range logs {
-				l.Info.Created, l.Info.Modified = l.Info.Created.UTC(), l.Info.Modified.UTC()
-				if resumable[l.Info.ID] {
-					l.Info = want[l.Info.ID].Info
-				}
-				got[l.Info.ID] = l
-			}
-			if !reflect.DeepEqual(got, want) {
-				t.Fatalf("round %d: the cache changed what is listed:\n got %+v\nwant %+v", round, got, want)
-			}
-			if err := s.Flush(t.Context()); err != nil {
-				t.Fatalf("round %d: Flush: %v", round, err)
-			}
+		// As this version's cache, and as an earlier version's (JSON).
+		for _, file := range []string{fsjsonl.IndexFile, fsjsonl.LegacyIndexFile} {
+			checkListCache(t, files, want, file, cache)
 		}
 	})
+}
+
+// checkListCache is FuzzListCache's check of one cache, kept in the
+// catalog directory as file.
+func checkListCache(t *testing.T, files map[string][]byte, want map[string]store.Log, file string, cache []byte) {
+	dir := t.TempDir()
+	for name, data := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, file), cache, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// A summary resumed from the fuzzed cache's state stays what it
+	// is in the cache Flush writes, too.
+	resumable := resumablePrefixes(cache, files)
+	for round := range 2 { // with the fuzzed cache, then with the one Flush wrote
+		s, err := fsjsonl.Open(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		logs, err := s.Logs(t.Context())
+		if err != nil {
+			t.Fatalf("round %d: Logs: %v", round, err)
+		}
+		got := map[string]store.Log{}
+		for _, l := range logs {
+			l.Info.Created, l.Info.Modified = l.Info.Created.UTC(), l.Info.Modified.UTC()
+			if resumable[l.Info.ID] {
+				l.Info = want[l.Info.ID].Info
+			}
+			got[l.Info.ID] = l
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("round %d: the cache changed what is listed:\n got %+v\nwant %+v", round, got, want)
+		}
+		if err := s.Flush(t.Context()); err != nil {
+			t.Fatalf("round %d: Flush: %v", round, err)
+		}
+	}
 }
 
 // resumablePrefixes are the sessions for which cache names a prefix of
@@ -102,7 +114,11 @@ func resumablePrefixes(cache []byte, files map[string][]byte) map[string]bool {
 		}
 	}
 	out := map[string]bool{}
-	if json.Unmarshal(cache, &c) != nil {
+	if doc, ok := bytes.CutPrefix(cache, []byte("panto-index-gob\n")); ok {
+		if gob.NewDecoder(bytes.NewReader(doc)).Decode(&c) != nil {
+			return out
+		}
+	} else if json.Unmarshal(cache, &c) != nil {
 		return out
 	}
 	for id, e := range c.Sessions {

@@ -3,8 +3,10 @@ package fsjsonl
 import (
 	"bytes"
 	"crypto/sha256"
+	"encoding/gob"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -417,9 +419,25 @@ func TestListCacheOfAnOlderPanto(t *testing.T) {
 	if got, _, _ := listed(t, s); got["x"].Title != "named" || got["x"].Usage.OutputTokens != 3 {
 		t.Fatalf("List = %+v", got)
 	}
-	// The same cache as a version 2 panto would have written it.
+	// The same cache as a version 2 panto would have written it: JSON,
+	// in the file of its time.
+	var current index
+	doc, ok := bytes.CutPrefix(readAll(t, filepath.Join(dir, IndexFile)), []byte(indexMagic))
+	if !ok {
+		t.Fatal("the cache does not begin with its magic")
+	}
+	if err := gob.NewDecoder(bytes.NewReader(doc)).Decode(&current); err != nil {
+		t.Fatal(err)
+	}
+	asJSON, err := json.Marshal(&current)
+	if err != nil {
+		t.Fatal(err)
+	}
 	var cache map[string]any
-	if err := json.Unmarshal(readAll(t, filepath.Join(dir, IndexFile)), &cache); err != nil {
+	if err := json.Unmarshal(asJSON, &cache); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(dir, IndexFile)); err != nil {
 		t.Fatal(err)
 	}
 	cache["version"] = 2
@@ -429,11 +447,55 @@ func TestListCacheOfAnOlderPanto(t *testing.T) {
 		delete(info, "Usage")
 	}
 	old, _ := json.Marshal(cache)
-	if err := os.WriteFile(filepath.Join(dir, IndexFile), old, 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, LegacyIndexFile), old, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	got, _, _ := listed(t, mustOpen(t, dir))
 	if got["x"].Title != "named" || got["x"].Usage.OutputTokens != 3 {
 		t.Errorf("List from an older panto's cache: %+v", got["x"])
+	}
+}
+
+// TestListCacheMovesFromJSON: the cache an earlier version kept as JSON
+// (.panto-index.json) serves the listing as it did, without reading the
+// files again, and the next save writes it in this version's form and
+// removes the JSON.
+func TestListCacheMovesFromJSON(t *testing.T) {
+	dir := t.TempDir()
+	s := mustOpen(t, dir)
+	mustAppend(t, s, "x", msgs("x", 2))
+	mustAppend(t, s, "y", msgs("y", 3))
+	listed(t, s) // writes the cache
+	var current index
+	doc, ok := bytes.CutPrefix(readAll(t, filepath.Join(dir, IndexFile)), []byte(indexMagic))
+	if !ok || gob.NewDecoder(bytes.NewReader(doc)).Decode(&current) != nil || len(current.Sessions) != 2 {
+		t.Fatalf("the cache: %d sessions", len(current.Sessions))
+	}
+	asJSON, err := json.Marshal(&current)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, LegacyIndexFile), asJSON, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(dir, IndexFile)); err != nil {
+		t.Fatal(err)
+	}
+	r := mustOpen(t, dir)
+	got, decoded, _ := listed(t, r)
+	if got["x"].MessageCount != 2 || got["y"].MessageCount != 3 {
+		t.Fatalf("List from the JSON cache: %+v", got)
+	}
+	if decoded != 0 {
+		t.Fatalf("%d files read again, though the JSON cache describes them", decoded)
+	}
+	if err := r.Flush(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, IndexFile)); err != nil {
+		t.Fatalf("no cache in this version's form after the save: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, LegacyIndexFile)); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the JSON cache is still there: %v", err)
 	}
 }
