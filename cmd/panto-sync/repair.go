@@ -22,9 +22,12 @@ of the sessions' own objects. When it is lost or damaged (a lifecycle rule, a
 mistaken delete, an overwritten object), sessions go missing from lists although
 their data is there. repair lists the bucket to find every session, reads each one,
 and rebuilds every index shard that is missing an entry, holds a stale or orphan one,
-or does not decode, and deletes the index run pages no commit names (left by a
-write whose commit failed) once they are a day old. It reports what it found, is
-safe to run while others write, and with --dry-run only reports. verify checks the same and says when to run it.
+or does not decode, and every project's head (the newest sessions of a project,
+which panto sessions and panto -c read) that gets its project wrong; it deletes
+the index run pages no commit names (left by a write whose commit failed) once
+they are a day old. A bucket an earlier panto wrote gets its project heads. It
+reports what it found, is safe to run while others write, and with --dry-run only
+reports. verify checks the same and says when to run it.
 
 Examples:
    panto-sync repair s3://my-bucket/panto

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/panto-dev/panto/internal/manifest"
 	"github.com/panto-dev/panto/store"
 )
@@ -59,20 +61,32 @@ func (s *Store) checkHeads(ctx context.Context, report *store.IndexReport, truth
 			names = append(names, name)
 		}
 	}
-	slices.Sort(names)
-	for _, name := range names {
-		v, err := s.readHead(ctx, name)
-		if errors.Is(err, ErrCorrupt) {
-			report.Heads = append(report.Heads, name)
-			continue
-		}
-		if err != nil {
-			return err
-		}
-		if headWrong(v.doc, groups[name], truth, report.Unreadable, c) {
+	wrong := make([]bool, len(names))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(16)
+	for i, name := range names {
+		g.Go(func() error {
+			v, err := s.readHead(gctx, name)
+			if errors.Is(err, ErrCorrupt) {
+				wrong[i] = true
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			wrong[i] = headWrong(v.doc, groups[name], truth, report.Unreadable, c)
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return err
+	}
+	for i, name := range names {
+		if wrong[i] {
 			report.Heads = append(report.Heads, name)
 		}
 	}
+	slices.Sort(report.Heads)
 	return nil
 }
 
