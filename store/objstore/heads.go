@@ -47,23 +47,30 @@ const dirsHead = "dirs"
 // of its Key, dirsHead for a session that knows only its directory, ""
 // for no project (no head: only a listing of every project shows those).
 func headOf(p agent.Project) string {
-	switch {
-	case p.OnlyDir():
+	if p.OnlyDir() {
 		return dirsHead
-	case p.Key() == "":
+	}
+	return keyHead(p.Key())
+}
+
+// keyHead is the name of the head of the sessions whose project's Key is
+// key ("" for none).
+func keyHead(key string) string {
+	if key == "" {
 		return ""
 	}
-	sum := sha256.Sum256([]byte(p.Key()))
+	sum := sha256.Sum256([]byte(key))
 	return hex.EncodeToString(sum[:8])
 }
 
 // headsFor names the heads a listing of project p's sessions reads
-// (agent.Project.Holds): its own and, when sessions that know only their
-// directory may be its (p is a work tree, or a directory), the dirs
-// head, if the newest commit c says there is one.
+// (agent.Project.Holds): the head of its Key (for a directory, the
+// sessions whose work tree it is) and, when sessions that know only
+// their directory may be its (p is a work tree, or a directory), the
+// dirs head, if the newest commit c says there is one.
 func headsFor(p agent.Project, c *manifest.IndexShard) []string {
 	var names []string
-	if name := headOf(p); name != "" && name != dirsHead {
+	if name := keyHead(p.Key()); name != "" {
 		names = append(names, name)
 	}
 	if (p.Root != "" || p.OnlyDir()) && c != nil && c.DirHead {

@@ -4,6 +4,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/panto-dev/panto/agent"
 	"github.com/panto-dev/panto/internal/manifest"
 )
 
@@ -34,6 +35,42 @@ func TestMergeRuns(t *testing.T) {
 	} {
 		if got := mergeRuns(seg(tt.lengths...), 32); !slices.Equal(got, tt.want) {
 			t.Errorf("mergeRuns(%v) = %v, want %v", tt.lengths, got, tt.want)
+		}
+	}
+}
+
+// TestHeadsFor: a listing reads the head every session its project
+// holds (agent.Project.Holds) is filed under: a work tree's, and the
+// dirs head for the sessions that know only a directory inside it (when
+// a commit says it holds any); a directory's (--project of a directory
+// that is gone), which is the work tree's of that root, and the dirs
+// head.
+func TestHeadsFor(t *testing.T) {
+	tree := agent.Project{Remote: "host.test/team/a", Root: "/src/a", Dir: "/src/a/cmd"}
+	local := agent.Project{Root: "/src/b", Dir: "/src/b"}
+	dir := agent.Project{Dir: "/src/b"}
+	withDirs := &manifest.IndexShard{DirHead: true}
+	for _, c := range []struct {
+		p      agent.Project
+		commit *manifest.IndexShard
+		want   []string
+	}{
+		{tree, withDirs, []string{headOf(tree), dirsHead}},
+		{tree, &manifest.IndexShard{}, []string{headOf(tree)}},
+		{local, withDirs, []string{headOf(local), dirsHead}},
+		{dir, withDirs, []string{headOf(local), dirsHead}},
+		{agent.Project{}, withDirs, nil},
+	} {
+		if got := headsFor(c.p, c.commit); !slices.Equal(got, c.want) {
+			t.Errorf("headsFor(%+v) = %v, want %v", c.p, got, c.want)
+		}
+	}
+	// Every session a listing of each keeps is filed under a head it reads.
+	for _, session := range []agent.Project{tree, local, dir, {Dir: "/src/a/x"}, {Dir: "/src/b"}} {
+		for _, p := range []agent.Project{tree, local, dir} {
+			if p.Holds(session) && !slices.Contains(headsFor(p, withDirs), headOf(session)) {
+				t.Errorf("a listing of %+v keeps %+v, filed under %s, and does not read it", p, session, headOf(session))
+			}
 		}
 	}
 }
