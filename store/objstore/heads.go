@@ -218,7 +218,7 @@ func (s *Store) writeHeads(ctx context.Context) error {
 // putHead applies b to head name and writes it (writeHead).
 func (s *Store) putHead(ctx context.Context, name string, b *headBatch) error {
 	return s.writeHead(ctx, name, func(doc *manifest.IndexShard, damaged bool) *manifest.IndexShard {
-		return headAfter(doc, b, s.headsIndex() && !damaged)
+		return headAfter(doc, b, s.headsIndex() && !damaged, s.now())
 	})
 }
 
@@ -318,7 +318,7 @@ func (s *Store) rebuildHeads(ctx context.Context, all map[string]manifest.IndexE
 				for _, e := range entries {
 					next.Put(e)
 				}
-				expireHeadTombstones(next)
+				expireHeadTombstones(next, s.now())
 				next.Complete = !manifest.TrimNewest(next.Sessions, manifest.HeadSize) && !partial
 				if name == dirsHead && len(next.Sessions) > 0 {
 					mu.Lock()
@@ -384,14 +384,17 @@ func (s *Store) commitDirHead(ctx context.Context) error {
 	return nil
 }
 
-// headAfter is head doc (nil: none) with b applied. A head that was not
-// there starts Complete when every writer keeps the heads (known): then
-// none means the project had no session in the partitions and runs.
-func headAfter(doc *manifest.IndexShard, b *headBatch, known bool) *manifest.IndexShard {
-	next := manifest.NewIndexShard(manifest.HeadName)
-	next.Complete = known
+// headAfter is head doc (nil: none) with b applied, at time now. A head
+// that was not there starts Complete when every writer keeps the heads
+// (known): then none means the project had no session in the partitions
+// and runs.
+func headAfter(doc *manifest.IndexShard, b *headBatch, known bool, now time.Time) *manifest.IndexShard {
+	var next *manifest.IndexShard
 	if doc != nil {
 		next = doc.Clone()
+	} else {
+		next = manifest.NewIndexShard(manifest.HeadName)
+		next.Complete = known
 	}
 	for _, e := range b.entries {
 		next.Put(e)
@@ -399,7 +402,7 @@ func headAfter(doc *manifest.IndexShard, b *headBatch, known bool) *manifest.Ind
 	for _, t := range b.buried {
 		next.Bury(t)
 	}
-	expireHeadTombstones(next)
+	expireHeadTombstones(next, now)
 	if manifest.TrimNewest(next.Sessions, manifest.HeadSize) {
 		next.Complete = false
 	}
@@ -407,20 +410,11 @@ func headAfter(doc *manifest.IndexShard, b *headBatch, known bool) *manifest.Ind
 }
 
 // expireHeadTombstones keeps a head's tombstones for the hour in which a
-// writer may still hold an entry it took before the deletion (as the
-// log's commits keep theirs), at most manifest.HeadSize of them.
-func expireHeadTombstones(h *manifest.IndexShard) {
-	if len(h.Tombstones) == 0 {
-		return
-	}
-	var newest time.Time
-	for _, t := range h.Tombstones {
-		if t.Deleted.After(newest) {
-			newest = t.Deleted
-		}
-	}
+// writer may still hold an entry it took before the deletion, as the
+// log's commits keep theirs (nextCommit), at most manifest.HeadSize.
+func expireHeadTombstones(h *manifest.IndexShard, now time.Time) {
 	for id, t := range h.Tombstones {
-		if newest.Sub(t.Deleted) > logTombstoneGrace {
+		if now.Sub(t.Deleted) >= logTombstoneGrace {
 			delete(h.Tombstones, id)
 		}
 	}

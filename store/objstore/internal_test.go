@@ -2,7 +2,9 @@ package objstore
 
 import (
 	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/panto-dev/panto/agent"
 	"github.com/panto-dev/panto/internal/manifest"
@@ -72,5 +74,24 @@ func TestHeadsFor(t *testing.T) {
 				t.Errorf("a listing of %+v keeps %+v, filed under %s, and does not read it", p, session, headOf(session))
 			}
 		}
+	}
+}
+
+// TestHeadTombstones: a head keeps a deletion's tombstone for the hour a
+// writer may still hold an older entry, which it then refuses, and drops
+// it after.
+func TestHeadTombstones(t *testing.T) {
+	now := time.Date(2026, 3, 4, 5, 0, 0, 0, time.UTC)
+	id := "0123456789abcdef0123456789abcdef"
+	entry := manifest.IndexEntry{Info: agent.SessionInfo{ID: id, Modified: now.Add(-2 * time.Hour)}, Length: 10, SHA256: strings.Repeat("a", 64)}
+	deleted := manifest.Tombstone{ID: id, Deleted: now.Add(-10 * time.Minute), Length: 10}
+	h := headAfter(nil, &headBatch{buried: map[string]manifest.Tombstone{id: deleted}}, true, now)
+	late := headAfter(h, &headBatch{entries: map[string]manifest.IndexEntry{id: entry}}, true, now)
+	if _, ok := late.Sessions[id]; ok {
+		t.Fatal("an entry taken before the deletion brought the session back")
+	}
+	later := headAfter(h, &headBatch{}, true, now.Add(time.Hour))
+	if len(later.Tombstones) != 0 {
+		t.Fatalf("tombstones an hour after the deletion: %v", later.Tombstones)
 	}
 }
