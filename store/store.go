@@ -22,8 +22,8 @@
 //	Deleter        deletions that sync carries (tombstones) (CanDelete, Delete, Tombstones)
 //	IndexRepairer  a listing checked against the data       (CheckIndex, RepairIndex)
 //	ChangeTokener  "did anything change?" in one request    (ChangeToken)
-//	NewestLister   the newest sessions, without listing all (ListNewest; not through Unwrap)
-//	Unwrapper      a store that wraps another               (every helper but ListNewest looks through it)
+//	NewestLister   the newest sessions, without listing all (ListNewest, ListNewestIn; not through Unwrap)
+//	Unwrapper      a store that wraps another               (every helper but the ListNewests looks through it)
 //
 // A store that wraps another (a cache, a local-first copy) says so with
 // Unwrap, as errors.Unwrap and restic's AsBackend do: each helper looks

@@ -919,7 +919,7 @@ func (s *Store) ListNewest(ctx context.Context, limit int, keep func(agent.Sessi
 }
 
 // ListNewestIn is ListNewest of the sessions of project p (none: of
-// every project) that keep accepts (store.ProjectNewestLister).
+// every project) that keep accepts (store.NewestLister).
 func (s *Store) ListNewestIn(ctx context.Context, limit int, p agent.Project, keep func(agent.SessionInfo) bool) ([]agent.SessionInfo, error) {
 	logs, err := s.NewestLogsIn(ctx, limit, p, keep)
 	if logs == nil {
