@@ -59,6 +59,7 @@ FUZZ_TARGETS := \
 	internal/manifest:FuzzIndexFold \
 	internal/manifest:FuzzMarker \
 	internal/manifest:FuzzTombstone \
+	internal/manifest:FuzzCatalog \
 	internal/manifest:FuzzSealedManifest \
 	internal/manifest:FuzzSealedIndexShard \
 	internal/seal:FuzzParseKeyFile \
