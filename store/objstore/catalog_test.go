@@ -181,9 +181,12 @@ func TestOpenGuessesNewestCommit(t *testing.T) {
 	if err := w.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
-	openRounds := func() int {
+	// A long delay: the round trips are told apart by when requests
+	// start, and a loaded machine (the race detector, a parallel suite)
+	// can hold a goroutine back for a good part of a short one.
+	openRounds := func() (int, []objstore.Op) {
 		fb := e.faults(t)
-		fb.SetDelay(200 * time.Millisecond)
+		fb.SetDelay(500 * time.Millisecond)
 		s := e.openOn(t, fb, objstore.WithIndexCache(cache), objstore.WithOpenSnapshot())
 		if _, err := s.Logs(ctx); err != nil { // fills the cache
 			t.Fatal(err)
@@ -195,12 +198,12 @@ func TestOpenGuessesNewestCommit(t *testing.T) {
 				open = append(open, op)
 			}
 		}
-		return opRounds(open)
+		return opRounds(open), open
 	}
-	if got := openRounds(); got != 2 {
-		t.Errorf("Open with no cache: %d round trips, want 2 (the listing, then the newest commit)", got)
+	if got, ops := openRounds(); got != 2 {
+		t.Errorf("Open with no cache: %d round trips, want 2 (the listing, then the newest commit): %s", got, describeOps(ops))
 	}
-	if got := openRounds(); got != 1 {
-		t.Errorf("Open with the catalog cached and the log unchanged: %d round trips, want 1", got)
+	if got, ops := openRounds(); got != 1 {
+		t.Errorf("Open with the catalog cached and the log unchanged: %d round trips, want 1: %s", got, describeOps(ops))
 	}
 }

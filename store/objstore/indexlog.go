@@ -728,6 +728,18 @@ func (s *Store) prefetchLog(ctx context.Context) *sync.WaitGroup {
 			etag string
 			err  error
 		}
+		// The LIST goes out first: the cache files read below must not
+		// hold it back past the marker's answer (a loaded machine's disk
+		// would otherwise cost Open a round trip).
+		type listing struct {
+			objects []listed
+			err     error
+		}
+		listedLog := make(chan listing, 1)
+		go func() {
+			objects, _, err := s.b.list(ctx, "index/log/", "")
+			listedLog <- listing{objects, err}
+		}()
 		var guess chan reading
 		var bases sync.WaitGroup
 		defer bases.Wait()
@@ -740,11 +752,11 @@ func (s *Store) prefetchLog(ctx context.Context) *sync.WaitGroup {
 				guess <- reading{c, etag, err}
 			}()
 		}
-		objects, _, err := s.b.list(ctx, "index/log/", "")
-		if err != nil {
+		l := <-listedLog
+		if l.err != nil {
 			return
 		}
-		n := newestListed(objects)
+		n := newestListed(l.objects)
 		if n != last {
 			s.prefetchBase(ctx, n, &bases)
 		}

@@ -2,6 +2,7 @@ package objstore_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
@@ -182,4 +183,19 @@ func opRounds(ops []objstore.Op) int {
 // isPutOp reports whether o is a PUT of a key ending in suffix.
 func isPutOp(o objstore.Op, suffix string) bool {
 	return o.Method == "PUT" && strings.HasSuffix(o.Key, suffix)
+}
+
+// describeOps lists ops in the order they started, each with its start
+// and end relative to the first start, for a failure's message.
+func describeOps(ops []objstore.Op) string {
+	ops = slices.Clone(ops)
+	slices.SortFunc(ops, func(a, b objstore.Op) int { return a.Start.Compare(b.Start) })
+	var b strings.Builder
+	for i, o := range ops {
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		fmt.Fprintf(&b, "%s %s %v–%v", o.Method, o.Key, o.Start.Sub(ops[0].Start).Round(time.Millisecond), o.End.Sub(ops[0].Start).Round(time.Millisecond))
+	}
+	return b.String()
 }
