@@ -178,7 +178,7 @@ func TestReadLogEntrySaysNoManifest(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	e := newMemEnv(t)
-	s := e.open(t, objstore.WithCompactThreshold(3), objstore.WithCompactGrace(0), objstore.WithManifestInterval(1))
+	s := e.open(t, objstore.WithCompactThreshold(3), objstore.WithCompactGrace(0), objstore.WithManifestInterval(1), partitionsAtClose())
 	id := idIn("7")
 	var want []string
 	for i := 0; i < 6; i++ {

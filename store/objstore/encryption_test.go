@@ -458,7 +458,7 @@ func TestEncryptedTamper(t *testing.T) {
 	ctx := context.Background()
 	key := newKey(t)
 	e := newMemEnv(t)
-	s := e.open(t, objstore.WithKey(key), objstore.WithManifestInterval(1), objstore.WithCompactThreshold(0))
+	s := e.open(t, objstore.WithKey(key), objstore.WithManifestInterval(1), objstore.WithCompactThreshold(0), partitionsAtClose())
 	a, b := agent.NewSessionID(), agent.NewSessionID()
 	// One checkpoint per append, so that the index entry says a manifest
 	// is stored and a Load reads it (an entry written with the first

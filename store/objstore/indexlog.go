@@ -375,7 +375,8 @@ func spreadCommits(ctx context.Context, lost int, rtt time.Duration) error {
 // deletions with those of prev's of the last hour, and the recent
 // sessions of prev (nil: none; those drop says are wrong left out) with
 // them folded in. Its Unfolded set is prev's with ch.unfolded added and
-// what ch.folded says the partitions hold taken out (unfolded.go).
+// what ch.folded and ch.run say the partitions or a run hold
+// taken out (unfolded.go).
 func nextCommit(n int64, prev *manifest.IndexShard, ch logChanges, drop func(manifest.IndexEntry) bool, whole bool, now time.Time) *manifest.IndexShard {
 	c := &manifest.IndexShard{Shard: manifest.LogName, Through: n, Written: now, Sessions: map[string]manifest.IndexEntry{}, Recent: map[string]manifest.IndexEntry{}, Unfolded: map[string]manifest.IndexEntry{}}
 	// The first commit of a fresh index holds all of it (none), as does
@@ -426,9 +427,9 @@ func nextCommit(n int64, prev *manifest.IndexShard, ch logChanges, drop func(man
 			c.Unfolded[id] = e
 		}
 	}
-	for id, e := range ch.folded {
+	for id, e := range longest(ch.folded, ch.run) {
 		if u, ok := c.Unfolded[id]; ok && u.Length <= e.Length {
-			delete(c.Unfolded, id) // its partition holds it now
+			delete(c.Unfolded, id) // its partition, or a run, holds it now
 		}
 	}
 	for id, e := range entries {

@@ -95,3 +95,80 @@ func TestHeadTombstones(t *testing.T) {
 		t.Fatalf("tombstones an hour after the deletion: %v", later.Tombstones)
 	}
 }
+
+// TestRunsToMerge: the lowest size tier that holds runMergeFactor runs is
+// merged with the tiers below it, and never with a tier above.
+func TestRunsToMerge(t *testing.T) {
+	// runs lists each run's size; a run of more than runPageSize entries
+	// takes several pages.
+	runs := func(sizes ...int) []manifest.RunPage {
+		var pages []manifest.RunPage
+		for i, n := range sizes {
+			for k := 0; n > 0; k++ {
+				c := min(n, runPageSize)
+				pages = append(pages, manifest.RunPage{Key: strings.Repeat("x", i+1) + string(rune('a'+k)), Sessions: c, Commit: int64(i + 1)})
+				n -= c
+			}
+		}
+		return pages
+	}
+	merged := func(pages []manifest.RunPage) []int64 {
+		var commits []int64
+		for _, p := range pages {
+			if !slices.Contains(commits, p.Commit) {
+				commits = append(commits, p.Commit)
+			}
+		}
+		return commits
+	}
+	for _, tt := range []struct {
+		sizes []int
+		want  []int64 // the runs (by commit) merged
+	}{
+		{[]int{300, 1, 1, 1}, nil},
+		{[]int{300, 1, 1, 1, 1}, []int64{2, 3, 4, 5}},
+		{[]int{5, 5, 5, 1, 1, 1, 1}, []int64{4, 5, 6, 7}},
+		{[]int{5, 6, 7, 8, 1, 2}, []int64{1, 2, 3, 4, 5, 6}},
+		{[]int{2000, 300, 300, 300, 3, 1}, nil},
+		{[]int{2000, 300, 300, 300, 300, 1}, []int64{2, 3, 4, 5, 6}},
+		{[]int{4, 16, 64, 256}, nil},
+	} {
+		if got := merged(runsToMerge(runs(tt.sizes...))); !slices.Equal(got, tt.want) {
+			t.Errorf("runsToMerge(%v) merges runs %v, want %v", tt.sizes, got, tt.want)
+		}
+	}
+	for n, want := range map[int]int{1: 0, 3: 0, 4: 1, 15: 1, 16: 2, 255: 3, 256: 4, 12500: 6} {
+		if got := runTier(n); got != want {
+			t.Errorf("runTier(%d) = %d, want %d", n, got, want)
+		}
+	}
+}
+
+// TestFoldStep: a step of a fold takes the biggest run's first pages
+// that cover at most foldStepPartitions partitions, one page at least.
+func TestFoldStep(t *testing.T) {
+	names := manifest.PartitionNames(2)
+	page := func(key string, commit int64, n int, first, last string) manifest.RunPage {
+		return manifest.RunPage{Key: key, Commit: commit, Sessions: n, First: first, Last: last}
+	}
+	pages := []manifest.RunPage{
+		page("small", 1, 3, "00", "ff"),
+		page("big-0", 2, 128, "00", "07"),
+		page("big-1", 2, 128, "08", "0e"),
+		page("big-2", 2, 128, "0f", "17"),
+		page("big-3", 2, 20, "18", "ff"),
+	}
+	keys := func(ps []manifest.RunPage) []string {
+		var out []string
+		for _, p := range ps {
+			out = append(out, p.Key)
+		}
+		return out
+	}
+	if got := keys(foldStep(pages, names)); !slices.Equal(got, []string{"big-0", "big-1"}) {
+		t.Errorf("foldStep = %v, want the big run's first two pages (15 partitions)", got)
+	}
+	if got := keys(foldStep(pages[:1], names)); !slices.Equal(got, []string{"small"}) {
+		t.Errorf("foldStep of one page covering every partition = %v, want it", got)
+	}
+}

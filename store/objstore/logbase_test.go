@@ -20,7 +20,8 @@ func TestCommitsStoredAgainstABase(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	e := newMemEnv(t)
-	w := e.open(t)
+	// In the partitions: the deletion below then commits once.
+	w := e.open(t, partitionsAtClose())
 	for i := range manifest.RecentSize + 10 {
 		appendNew(t, w, fmt.Sprintf("session %d", i))
 	}

@@ -18,7 +18,8 @@ import (
 )
 
 // Runs (manifest.FeatureIndexUnfolded, docs/DESIGN.md §P3): a bulk write
-// (a sync of more than unfoldedBatch sessions) writes its entries as a
+// (a sync of more than unfoldedBatch sessions), and the fold of unfolded
+// entries (an agent's Close: unfolded.go), writes its entries as a
 // run of immutable pages, each the entries of a range of partitions, and
 // commits the pages to the index log (IndexShard.Runs) instead of
 // replacing every partition it touches. At 100,000 sessions, 1,000
@@ -32,15 +33,18 @@ import (
 //
 // Runs merge and fold:
 //
-//   - more than runMaxRuns runs are merged into one: a resolve reads the
+//   - runs are merged by size tier (runsToMerge): a resolve reads the
 //     page of each run that covers its partition, so the count stays
-//     small, and a merge costs what the runs hold;
+//     small (at most 3 per tier of 4x), and a merge costs what the runs
+//     it takes hold, which never includes a run of a higher tier;
 //   - past runFoldLimit entries (an eighth of the catalog, at least
 //     runFoldMin), the runs are folded into the partitions, whose commit
 //     retires the pages and lists no change (readers of the runs have
 //     every entry already). So the partitions are rewritten once per
 //     eighth of the index changed, and a bulk write costs what it
-//     changed (amortized);
+//     changed (amortized). A writer that holds no catalog (an agent)
+//     folds a step at a time, the biggest run's pages that cover a
+//     sixteenth of the partitions (foldStep);
 //   - a deletion of a session a page covers, and a repair, fold the
 //     pages that cover it at once: they hold its summary.
 //
@@ -52,8 +56,9 @@ const (
 	// runPageSize is the most entries a page holds, unless one
 	// partition alone has more (a page covers whole partitions).
 	runPageSize = 128
-	// runMaxRuns is how many runs the log names before they are merged.
-	runMaxRuns = 4
+	// runMergeFactor is how many runs of one size tier are merged into
+	// one (runsToMerge), and the factor between tiers.
+	runMergeFactor = 4
 	// runFoldMin and runFoldShare: runs are folded into the partitions
 	// past max(runFoldMin, catalog/runFoldShare) entries.
 	runFoldMin   = 2048
@@ -93,18 +98,32 @@ type runState struct {
 // its answer lost, and a page no commit names is never read (repair
 // deletes it a day later: removeUnnamedPages).
 func (s *Store) commitRun(ctx context.Context, entries map[string]manifest.IndexEntry) error {
-	pages, err := s.writeRun(ctx, entries)
-	if err == nil {
-		s.ilog.wmu.Lock()
-		err = s.commitLog(ctx, logChanges{run: entries, pages: pages}, nil, false)
-		s.ilog.wmu.Unlock()
-	}
-	if err != nil {
+	if err := s.addRun(ctx, entries); err != nil {
 		for _, e := range entries {
 			s.queueIndex(e)
 		}
 		return fmt.Errorf("write the index run: %w", err)
 	}
+	s.afterRun(ctx)
+	return nil
+}
+
+// addRun writes entries as a run and commits its pages, which takes
+// them out of the Unfolded set where the run holds them as long
+// (nextCommit).
+func (s *Store) addRun(ctx context.Context, entries map[string]manifest.IndexEntry) error {
+	pages, err := s.writeRun(ctx, entries)
+	if err != nil {
+		return err
+	}
+	s.ilog.wmu.Lock()
+	defer s.ilog.wmu.Unlock()
+	return s.commitLog(ctx, logChanges{run: entries, pages: pages}, nil, false)
+}
+
+// afterRun is what follows a run's commit: the catalog's catch-up, and
+// the merge or fold the runs make due.
+func (s *Store) afterRun(ctx context.Context) {
 	// The commit omits the run's entries: a catalog cached before it
 	// would read the pages back, which this Store holds. Caught up before
 	// a fold too, which then moves only entries the catalog holds; cached
@@ -116,7 +135,6 @@ func (s *Store) commitRun(ctx context.Context, entries map[string]manifest.Index
 	if s.catchUpKept(ctx) || moved {
 		s.saveKeptCatalog()
 	}
-	return nil
 }
 
 // writeRun writes entries as the pages of a new run, in parallel, and
@@ -335,27 +353,140 @@ func (s *Store) runFoldLimit() int {
 
 // runsDue folds the runs of the newest commit this Store knows into the
 // partitions when they hold more than runFoldLimit entries, else merges
-// them when there are more than runMaxRuns.
+// the runs of a tier that has runMergeFactor of them (runsToMerge).
+//
+// A merge can fill the tier above (the fourth run of 4 makes the fourth
+// of 16): the merges cascade, as many as there are tiers at most.
 func (s *Store) runsDue(ctx context.Context) error {
-	s.ilog.mu.Lock()
-	c := s.ilog.last
-	s.ilog.mu.Unlock()
-	if c == nil || len(c.Runs) == 0 {
-		return nil
-	}
-	total := 0
-	runs := map[int64]bool{}
-	for _, p := range c.Runs {
-		total += p.Sessions
-		runs[p.Commit] = true
-	}
-	switch {
-	case total > s.runFoldLimit():
-		return s.foldRuns(ctx, c.Runs, false)
-	case len(runs) > runMaxRuns:
-		return s.mergeRuns(ctx, c.Runs)
+	for range 16 {
+		s.ilog.mu.Lock()
+		c := s.ilog.last
+		s.ilog.mu.Unlock()
+		if c == nil || len(c.Runs) == 0 {
+			return nil
+		}
+		total := 0
+		for _, p := range c.Runs {
+			total += p.Sessions
+		}
+		if total > s.runFoldLimit() {
+			if s.deferIndex || s.holdsCatalog() {
+				return s.foldRuns(ctx, c.Runs, false)
+			}
+			return s.foldRuns(ctx, foldStep(c.Runs, s.shardNames()), false)
+		}
+		pages := runsToMerge(c.Runs)
+		if len(pages) == 0 {
+			return nil
+		}
+		if err := s.mergeRuns(ctx, pages); err != nil {
+			return err
+		}
 	}
 	return nil
+}
+
+// holdsCatalog reports whether this Store read the catalog. A sync
+// (WithDeferredIndex), or a Store that read it, folds every run at once,
+// as a batch job may; any other (an agent) folds a step at a time
+// (foldStep), so that no Close of an agent rewrites the whole index.
+func (s *Store) holdsCatalog() bool {
+	s.cat.mu.Lock()
+	defer s.cat.mu.Unlock()
+	return s.cat.entries != nil
+}
+
+// foldStepPartitions is how many partitions one step of a fold writes at
+// most (foldStep), unless one page alone covers more: a sixteenth of the
+// index, 1.3 MB at 100,000 sessions.
+const foldStepPartitions = 16
+
+// foldStep is the pages one step of a fold takes: the first pages of the
+// biggest run (whose pages cover the fewest partitions each, so a
+// partition written takes the most entries), as many as cover at most
+// foldStepPartitions of the partitions names, at least one. The run's
+// other pages stay named until later steps; a reader takes the longest
+// entry of a session in the partitions and the pages, so a session in
+// both is read right.
+func foldStep(pages []manifest.RunPage, names []string) []manifest.RunPage {
+	sizes := map[int64]int{}
+	for _, p := range pages {
+		sizes[p.Commit] += p.Sessions
+	}
+	biggest := int64(-1)
+	for run, n := range sizes {
+		if biggest < 0 || n > sizes[biggest] || n == sizes[biggest] && run < biggest {
+			biggest = run
+		}
+	}
+	var step []manifest.RunPage
+	covered := map[string]bool{}
+	for _, p := range pages {
+		if p.Commit != biggest {
+			continue
+		}
+		var more []string
+		for _, name := range names {
+			if p.Covers(name) && !covered[name] {
+				more = append(more, name)
+			}
+		}
+		if len(step) > 0 && len(covered)+len(more) > foldStepPartitions {
+			break
+		}
+		step = append(step, p)
+		for _, name := range more {
+			covered[name] = true
+		}
+	}
+	return step
+}
+
+// runTier is the size tier of a run of n entries: floor(log4 n), so a
+// tier's runs are within a factor of runMergeFactor of each other.
+func runTier(n int) int {
+	t := 0
+	for n >= runMergeFactor {
+		n /= runMergeFactor
+		t++
+	}
+	return t
+}
+
+// runsToMerge is the pages of the runs a merge takes (nil: none due),
+// size-tiered as an LSM tree's compaction (Cassandra's STCS, Lucene's
+// merge policy): the lowest tier that holds runMergeFactor runs is
+// merged with every run of the tiers below it, into a run of (about)
+// the next tier. So an entry is rewritten once per tier it climbs,
+// log4 of the runs' size, and a one-session run (an agent's exit,
+// foldMine) never rewrites a big one; the runs number at most
+// runMergeFactor-1 per tier.
+func runsToMerge(pages []manifest.RunPage) []manifest.RunPage {
+	sizes := map[int64]int{} // run (its commit) → entries
+	for _, p := range pages {
+		sizes[p.Commit] += p.Sessions
+	}
+	perTier := map[int]int{}
+	for _, n := range sizes {
+		perTier[runTier(n)]++
+	}
+	due := -1
+	for _, t := range slices.Sorted(maps.Keys(perTier)) {
+		if perTier[t] >= runMergeFactor {
+			due = t
+			break
+		}
+	}
+	if due < 0 {
+		return nil
+	}
+	var merged []manifest.RunPage
+	for _, p := range pages {
+		if runTier(sizes[p.Commit]) <= due {
+			merged = append(merged, p)
+		}
+	}
+	return merged
 }
 
 // longestOf is the entries of docs, the longest of a session in several.

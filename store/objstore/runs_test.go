@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/panto-dev/panto/agent"
+	"github.com/panto-dev/panto/internal/manifest"
 	"github.com/panto-dev/panto/internal/testkit/miniotest"
 	"github.com/panto-dev/panto/store"
 	"github.com/panto-dev/panto/store/objstore"
@@ -59,6 +60,30 @@ func (e *env) runObjects(t *testing.T) []string {
 	return keys
 }
 
+// runEntries is the entries the run pages in the env's bucket hold, the
+// longest of a session in several.
+func (e *env) runEntries(t *testing.T) map[string]manifest.IndexEntry {
+	t.Helper()
+	codec, _ := manifest.NewCodec()
+	entries := map[string]manifest.IndexEntry{}
+	for _, o := range e.rawBucket(t) {
+		k := strings.TrimPrefix(o.key, "pfx/")
+		if !runKeyRe.MatchString(k) {
+			continue
+		}
+		page, err := codec.DecodeIndexShard(k, o.data)
+		if err != nil {
+			t.Fatalf("run page %s: %v", k, err)
+		}
+		for id, en := range page.Sessions {
+			if old, ok := entries[id]; !ok || old.Length < en.Length {
+				entries[id] = en
+			}
+		}
+	}
+	return entries
+}
+
 // checkListing checks that another Store lists exactly want (id →
 // message count), resolves each by a prefix, and that the index checks
 // clean.
@@ -95,7 +120,7 @@ func TestRunBulkWrite(t *testing.T) {
 	t.Parallel()
 	e := newMemEnv(t)
 	want := map[string]int{}
-	seed := e.open(t)
+	seed := e.open(t, partitionsAtClose())
 	var seeded []string
 	for i := range 20 {
 		id := appendNew(t, seed, fmt.Sprintf("seeded %d", i))
@@ -147,7 +172,7 @@ func TestRunBulkWrite(t *testing.T) {
 	checkListing(t, e, "after a bulk write past the limit", want)
 }
 
-// TestRunsMergeAndFold: more than a few runs are merged into one, and
+// TestRunsMergeAndFold: runs of one size tier are merged into one, and
 // runs past their limit are folded into the partitions, which leaves no
 // page; readers list every session at its longest throughout, and a
 // reader with a catalog on disk catches up with each bulk write by
@@ -179,7 +204,7 @@ func TestRunsMergeAndFold(t *testing.T) {
 			}
 		}
 	}
-	first := bulkWrite(t, e, nil, 1, nil) // few: unfolded, folded at Close
+	first := bulkWrite(t, e, nil, 1, nil, partitionsAtClose())
 	want[first[0]] = 1
 	reader("before the runs", true)
 	for round := range 5 {
@@ -197,8 +222,10 @@ func TestRunsMergeAndFold(t *testing.T) {
 		for _, p := range c.Runs {
 			runs[p.Commit] = true
 		}
-		if len(runs) != min(round+1, 4) && !(round == 4 && len(runs) == 1) {
-			t.Fatalf("round %d: the newest commit names %d runs", round, len(runs))
+		// Runs of about 70 entries, one size tier: the fourth makes
+		// the tier's merge due (runsToMerge).
+		if want := []int{1, 2, 3, 1, 2}[round]; len(runs) != want {
+			t.Fatalf("round %d: the newest commit names %d runs, want %d", round, len(runs), want)
 		}
 		reader(fmt.Sprint("round ", round), false)
 	}
@@ -231,6 +258,11 @@ func TestRunsMergeAndFold(t *testing.T) {
 	}
 	reader("after the fold and a run", false)
 }
+
+// partitionsAtClose makes a Store's Close leave its sessions' entries in
+// their partitions (through a run folded at once), as the tests that
+// read or alter a partition need.
+func partitionsAtClose() objstore.Option { return objstore.WithRunFoldAt(0) }
 
 // objectsFoldAt is WithRunFoldAt, spelled for the tests' bulk writes.
 func objectsFoldAt(n int) objstore.Option { return objstore.WithRunFoldAt(n) }
@@ -282,7 +314,7 @@ func TestRunDamagedPage(t *testing.T) {
 	ctx := context.Background()
 	for _, missing := range []bool{false, true} {
 		e := newMemEnv(t)
-		seeded := bulkWrite(t, e, nil, 5, nil) // few: unfolded, then folded at Close
+		seeded := bulkWrite(t, e, nil, 5, nil, partitionsAtClose())
 		ids := bulkWrite(t, e, nil, 20, nil)
 		pages := e.runObjects(t)
 		if len(pages) != 1 {
@@ -617,4 +649,102 @@ func TestCatalogThroughOwnFold(t *testing.T) {
 	if got := partitionReads(fb.Take()); got != 0 {
 		t.Fatalf("the catalog cached by the folding sync read %d partitions", got)
 	}
+}
+
+// TestExitRunsTiered: each writer's Close folds its session into a run of
+// its own; runs merge by size tier, so a sync's bigger run is never
+// rewritten by the merges of the small ones, the log names a few runs
+// however many writers closed, and every session lists at its longest.
+func TestExitRunsTiered(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newMemEnv(t)
+	want := map[string]int{}
+	for _, id := range bulkWrite(t, e, nil, 100, nil) {
+		want[id] = 1
+	}
+	_, c := e.newestCommit(t)
+	if len(c.Runs) != 1 {
+		t.Fatalf("the sync's run: %+v, want one page", c.Runs)
+	}
+	big := c.Runs[0]
+	for i := range 21 {
+		w := e.open(t)
+		want[appendNew(t, w, fmt.Sprintf("agent %d", i))] = 1
+		if err := w.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+		_, c = e.newestCommit(t)
+		if !slices.ContainsFunc(c.Runs, func(p manifest.RunPage) bool { return p.Key == big.Key }) {
+			t.Fatalf("after %d writers the sync's run %s was rewritten: %+v", i+1, big.Key, c.Runs)
+		}
+		if len(c.Unfolded) != 0 {
+			t.Fatalf("after %d writers the set holds %d entries", i+1, len(c.Unfolded))
+		}
+	}
+	// 21 = 16 + 4 + 1: one run per tier below the sync's.
+	sizes := map[int64]int{}
+	for _, p := range c.Runs {
+		sizes[p.Commit] += p.Sessions
+	}
+	var got []int
+	for _, n := range sizes {
+		got = append(got, n)
+	}
+	slices.Sort(got)
+	if !slices.Equal(got, []int{1, 4, 16, 100}) {
+		t.Fatalf("runs after 21 writers closed: %v entries, want [1 4 16 100]", got)
+	}
+	if stored := e.runObjects(t); len(stored) != len(c.Runs) {
+		t.Fatalf("%d run pages stored, %d named: the merges left pages behind", len(stored), len(c.Runs))
+	}
+	checkListing(t, e, "after the writers", want)
+}
+
+// TestAgentFoldsInSteps: a writer that holds no catalog (an agent) folds
+// runs past the limit a step at a time, a page of the biggest run per
+// Close here, and every session lists at its longest between the steps;
+// a sync folds what is left at once.
+func TestAgentFoldsInSteps(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newMemEnv(t)
+	want := map[string]int{}
+	for _, id := range bulkWrite(t, e, nil, 300, nil, objectsFoldAt(1000)) {
+		want[id] = 1
+	}
+	_, c := e.newestCommit(t)
+	if len(c.Runs) != 3 {
+		t.Fatalf("the sync's run: %d pages, want 3", len(c.Runs))
+	}
+	sync := c.Runs[0].Commit
+	for step := 1; step <= 2; step++ {
+		w := e.open(t, objectsFoldAt(50))
+		want[appendNew(t, w, fmt.Sprint("agent ", step))] = 1
+		if err := w.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+		_, c = e.newestCommit(t)
+		left := 0
+		for _, p := range c.Runs {
+			if p.Commit == sync {
+				left++
+			}
+		}
+		if left != 3-step {
+			t.Fatalf("after %d agents the sync's run has %d pages, want %d: one folded per Close", step, left, 3-step)
+		}
+		checkListing(t, e, fmt.Sprint("after step ", step), want)
+	}
+	parts, _ := e.partitions(t)
+	if len(parts) < 150 {
+		t.Fatalf("the partitions hold %d sessions after two steps, want the two pages'", len(parts))
+	}
+	for _, id := range bulkWrite(t, e, nil, 1, nil, objectsFoldAt(40)) {
+		want[id] = 1
+	}
+	if _, c = e.newestCommit(t); len(c.Runs) != 0 || len(e.runObjects(t)) != 0 {
+		t.Fatalf("after a sync past the limit: %+v named, %v stored", c.Runs, e.runObjects(t))
+	}
+	checkListing(t, e, "after the sync's fold", want)
 }

@@ -149,7 +149,7 @@ func TestResumedAppendKeepsTail(t *testing.T) {
 		t.Fatal(err)
 	}
 	fb := e.faults(t)
-	resumed := e.openOn(t, fb)
+	resumed := e.openOn(t, fb, partitionsAtClose())
 	if _, err := sessionsOf(ctx, resumed); err != nil {
 		t.Fatal(err)
 	}

@@ -2,13 +2,10 @@ package objstore
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"maps"
 	"slices"
 	"time"
-
-	"golang.org/x/sync/errgroup"
 
 	"github.com/panto-dev/panto/agent"
 	"github.com/panto-dev/panto/internal/manifest"
@@ -19,20 +16,20 @@ import (
 // commit's Unfolded set, and writes no partition. A partition holds
 // about 1/256 of the index (80 KB at 100,000 sessions), which every turn
 // would otherwise send twice; the set holds the sessions being written
-// now. The partition takes the entry later, in a fold (the LSM's
-// compaction of its memtable, Litestream's of its L0 files):
+// now. A run (runs.go) takes the entry later, in a fold (the LSM's flush
+// of its memtable, Litestream's of its L0 files), and the partition when
+// the runs fold:
 //
 //   - the writer's Close folds the sessions it committed unfolded;
 //   - a writer that finds the set over manifest.UnfoldedSize, or holding
 //     an entry idle for unfoldedIdle (its writer died), folds those;
-//   - a bulk write (panto-sync, repair) writes partitions as before, and
+//   - a bulk write (panto-sync, repair) writes a run or partitions, and
 //     its commit takes what they now hold out of the set.
 //
-// A fold writes the partitions, then commits: an entry leaves the set
-// only in a commit after the partition holds it, or a longer one. So a
-// reader that reads the newest commit, then the partitions, sees every
-// session at its longest: the commit holds what the partitions did not
-// when it was written, and a fold since left it in the partitions.
+// A fold writes the run's pages, then commits it: an entry leaves the
+// set only in the commit that names a page holding it, or a longer one.
+// So a reader that reads the newest commit, then the partitions and the
+// pages it names, sees every session at its longest.
 
 // unfoldedIdle is how long an entry stays unfolded after its session was
 // last modified before any writer folds it.
@@ -156,24 +153,22 @@ func (s *Store) foldMine(ctx context.Context) error {
 	return nil
 }
 
-// fold writes entries to their partitions, then commits, which takes
-// them out of the set (nextCommit: what a partition holds leaves it).
-// Cut short, the entries stay in the set for the next fold.
+// fold writes entries as a run (runs.go) and commits it, which takes
+// them out of the set (nextCommit: what a run or a partition holds
+// leaves it); the run merges with others by size, and the runs fold into
+// the partitions once they hold an eighth of the index. So an agent's
+// exit writes a page of one entry (about 1 KB), not the session's
+// partition (80 KB at 100,000 sessions). Cut short, the entries stay in
+// the set for the next fold.
 func (s *Store) fold(ctx context.Context, entries map[string]manifest.IndexEntry) error {
 	if len(entries) == 0 {
 		return nil
 	}
-	names := map[string]bool{}
-	for _, e := range entries {
-		names[s.queueIndex(e)] = true
+	if err := s.addRun(ctx, entries); err != nil {
+		return err
 	}
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(16)
-	for name := range names {
-		g.Go(func() error { return s.writeQueued(gctx, name) })
-	}
-	err := g.Wait()
-	return errors.Join(err, s.writeLog(ctx))
+	s.afterRun(ctx)
+	return nil
 }
 
 // withUnfolded adds to all, the entries read from the partitions names,

@@ -19,9 +19,9 @@ import (
 
 // TestUnfoldedTurn: a checkpoint commits its entry to the index log
 // unfolded and writes no partition, whatever the partition holds; the
-// writer's Close folds the entry into its partition and takes it out of
-// the set; another Store lists the session at its longest before and
-// after.
+// writer's Close folds the entry into a run of one page, not its
+// partition, and takes it out of the set; another Store lists the
+// session at its longest before and after.
 func TestUnfoldedTurn(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -85,8 +85,17 @@ func TestUnfoldedTurn(t *testing.T) {
 	if len(c.Unfolded) != 0 {
 		t.Fatalf("after Close the set holds %d entries, want none", len(c.Unfolded))
 	}
-	if after, _ := e.partitions(t); after[id].Info.MessageCount != 4 {
-		t.Fatalf("after Close the partition holds %+v", after[id])
+	pages := 0
+	for _, o := range fb.Take() {
+		if o.Method == "PUT" && partitionKeyRe.MatchString("pfx/"+o.Key) {
+			t.Errorf("Close wrote partition %s", o.Key)
+		}
+		if o.Method == "PUT" && runKeyRe.MatchString(o.Key) {
+			pages++
+		}
+	}
+	if pages != 1 || e.runEntries(t)[id].Info.MessageCount != 4 {
+		t.Fatalf("Close wrote %d run pages; the runs hold %+v, want one page with the session's 4 messages", pages, e.runEntries(t)[id])
 	}
 	lists("folded", 4)
 }
@@ -187,7 +196,7 @@ func TestUnfoldedAdopted(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	e := newMemEnv(t)
-	old := e.open(t)
+	old := e.open(t, partitionsAtClose()) // as a writer before the set did
 	first := appendNew(t, old, "before the set")
 	if err := old.Close(ctx); err != nil {
 		t.Fatal(err)
