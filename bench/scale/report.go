@@ -10,7 +10,7 @@ import (
 // printTables prints what was measured as markdown: every command at
 // every size, then the seeding and the full pull against rclone.
 func printTables(w io.Writer, o options, runs []sizeRun) {
-	fmt.Fprintf(w, "Sessions in %d projects (sizes below); panto-sync --concurrency %d. From panto's request trace (-v): requests, response bytes received, request bytes sent; \"beyond segments\" is what was sent to objects other than session segments, and \"to partitions\" the part of it sent to the index's partitions (in a panto -c, the fold of its session's entry at exit).\n\n", o.projects, o.concurrency)
+	fmt.Fprintf(w, "Sessions in %d projects (sizes below); panto-sync --concurrency %d. From panto's request trace (-v): requests, response bytes received, request bytes sent; \"beyond segments\" is what was sent to objects other than session segments, and \"to partitions\" the part of it sent to the index's partitions (a fold of the index runs into the partitions; a panto -c sends none since its exit folds its session into a run page).\n\n", o.projects, o.concurrency)
 	fmt.Fprintln(w, "| operation | sessions | requests | by method | received | sent | sent beyond segments | to partitions | wall (s) |")
 	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|")
 	// Each operation with its sizes together.

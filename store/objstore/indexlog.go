@@ -414,7 +414,9 @@ func nextCommit(n int64, prev *manifest.IndexShard, ch logChanges, drop func(man
 		gone[id] = t
 	}
 	for _, p := range ch.pages {
-		p.Commit = n
+		if p.Commit == 0 {
+			p.Commit = n // a new run's; a page rewritten keeps its run's
+		}
 		c.Runs = append(c.Runs, p)
 	}
 	entries := longest(longest(longest(ch.folded, ch.unfolded), ch.recent), ch.run)

@@ -48,6 +48,12 @@ func (s *Store) RepairIndex(ctx context.Context) (store.IndexReport, error) {
 	if err := s.adoptIndexLog(ctx, true); err != nil {
 		return store.IndexReport{}, fmt.Errorf("repair the index: %w", err)
 	}
+	// The repair lists the bucket: credentials that may not are refused
+	// here, before the fold below changes anything (the LIST of the run
+	// pages removeUnnamedPages makes anyway, made first).
+	if _, _, err := s.b.list(ctx, manifest.RunKeyPrefix, ""); err != nil {
+		return store.IndexReport{}, fmt.Errorf("repair the index: %w", err)
+	}
 	// The runs go to the partitions first, damaged pages retired: the
 	// check then finds what only those held, and rebuilds it from the
 	// sessions.

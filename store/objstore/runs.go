@@ -653,9 +653,13 @@ func (s *Store) notFolding(entries map[string]manifest.IndexEntry) map[string]ma
 	return out
 }
 
-// purgeRuns folds, at once, the pages of the newest commit that cover
-// partition name, where a session was just buried: they may hold its
-// summary, which a deletion must not leave behind.
+// purgeRuns rewrites, at once, the pages of the newest commit that cover
+// partition name, where a session was just buried, without the buried
+// sessions: they may hold its summary, which a deletion must not leave
+// behind (§8). Each page that holds one is replaced in its run by a new
+// page without it (or retired, when nothing is left), so a deletion
+// sends a page per run, not the partitions a fold of the pages would
+// write. A page that cannot be read is folded, salvaging what can be.
 func (s *Store) purgeRuns(ctx context.Context, name string) error {
 	if !s.unfoldedIndex() {
 		return nil
@@ -676,7 +680,80 @@ func (s *Store) purgeRuns(ctx context.Context, name string) error {
 	if len(pages) == 0 {
 		return nil
 	}
-	return s.foldRuns(ctx, pages, true)
+	docs, damaged, err := s.readRunPages(ctx, pages)
+	if err != nil || len(damaged) > 0 {
+		return s.foldRuns(ctx, pages, true)
+	}
+	buried := s.buriedIn(c, name)
+	var replaced []manifest.RunPage
+	var added []manifest.RunPage
+	for i, p := range pages {
+		kept := map[string]manifest.IndexEntry{}
+		for id, e := range docs[i].Sessions {
+			if !buried[id] {
+				kept[id] = e
+			}
+		}
+		if len(kept) == len(docs[i].Sessions) {
+			continue
+		}
+		replaced = append(replaced, p)
+		if len(kept) == 0 {
+			continue
+		}
+		page, err := s.writePage(ctx, p, kept)
+		if err != nil {
+			return fmt.Errorf("rewrite index run page %s without the deleted sessions: %w", p.Key, err)
+		}
+		added = append(added, page)
+	}
+	if len(replaced) == 0 {
+		return nil
+	}
+	s.runs.fold.Lock()
+	defer s.runs.fold.Unlock()
+	return s.retirePages(ctx, replaced, added)
+}
+
+// buriedIn is the sessions of partition name that commit c's tombstones
+// or the partition as this Store last read or wrote it bury.
+func (s *Store) buriedIn(c *manifest.IndexShard, name string) map[string]bool {
+	buried := map[string]bool{}
+	if c != nil {
+		for id := range c.Tombstones {
+			buried[id] = true
+		}
+	}
+	st := s.shardState(name)
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.view.shard != nil {
+		for id := range st.view.shard.Tombstones {
+			buried[id] = true
+		}
+	}
+	return buried
+}
+
+// writePage writes entries as a new page that takes page p's place in
+// its run: the same partitions and run (Commit), a new key.
+func (s *Store) writePage(ctx context.Context, p manifest.RunPage, entries map[string]manifest.IndexEntry) (manifest.RunPage, error) {
+	var name [8]byte
+	if _, err := rand.Read(name[:]); err != nil {
+		return manifest.RunPage{}, err
+	}
+	doc := manifest.NewIndexShard(manifest.RunName)
+	maps.Copy(doc.Sessions, entries)
+	page := manifest.RunPage{Key: fmt.Sprintf("%s%s-000.json.zst", manifest.RunKeyPrefix, hex.EncodeToString(name[:])), First: p.First, Last: p.Last, Sessions: len(entries), Commit: p.Commit}
+	data, err := s.codec.EncodeIndexShard(page.Key, doc)
+	if err != nil {
+		return manifest.RunPage{}, err
+	}
+	if _, err := s.put(ctx, page.Key, data, putCond{ifNoneMatch: true}, "application/zstd"); err != nil {
+		return manifest.RunPage{}, err
+	}
+	s.keepPage(page.Key, doc)
+	return page, nil
 }
 
 // foldAllRuns folds every page of the newest commit (repair), salvaging

@@ -267,9 +267,10 @@ func partitionsAtClose() objstore.Option { return objstore.WithRunFoldAt(0) }
 // objectsFoldAt is WithRunFoldAt, spelled for the tests' bulk writes.
 func objectsFoldAt(n int) objstore.Option { return objstore.WithRunFoldAt(n) }
 
-// TestRunDeletionPurges: deleting a session a run holds folds the pages
-// that cover it at once and deletes them (they hold its summary); the
-// session is listed nowhere, the rest everywhere.
+// TestRunDeletionPurges: deleting a session a run holds rewrites the
+// page that holds it without it, in its run, and deletes the old page
+// (it holds the summary); the session is listed nowhere, the rest
+// everywhere.
 func TestRunDeletionPurges(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -287,8 +288,12 @@ func TestRunDeletionPurges(t *testing.T) {
 	if err := w.Delete(ctx, store.Tombstone{ID: ids[3], Deleted: time.Now(), At: at}); err != nil {
 		t.Fatal(err)
 	}
-	if got := e.runObjects(t); len(got) != 0 {
-		t.Fatalf("after the deletion the run pages %v are still stored", got)
+	_, c := e.newestCommit(t)
+	if got := e.runObjects(t); len(got) != 1 || got[0] == pages[0] || len(c.Runs) != 1 || c.Runs[0].Key != got[0] || c.Runs[0].Sessions != 19 {
+		t.Fatalf("after the deletion the run pages %v are stored, %+v named; want the page rewritten without the session", got, c.Runs)
+	}
+	if parts, _ := e.partitions(t); len(parts) != 0 {
+		t.Fatalf("the deletion folded %d sessions into the partitions; a rewrite of the page writes none", len(parts))
 	}
 	for _, o := range e.rawBucket(t) {
 		if strings.HasPrefix(o.key, "pfx/index/") && strings.Contains(string(o.data), "bulk 3") {
@@ -368,8 +373,10 @@ func TestRunGoneWhileReading(t *testing.T) {
 		// A run, one page (20 entries), which a reader's commit names.
 		ids := bulkWrite(t, e, nil, 20, nil)
 		live += len(ids)
+		before := e.runObjects(t)
 		r := e.open(t, opts...)
-		// The deletion of a session of it folds the page, and deletes it.
+		// The deletion of a session of it rewrites the page without it,
+		// and deletes the old one.
 		w := e.open(t)
 		at, err := store.Head(ctx, w, ids[0])
 		if err != nil {
@@ -379,8 +386,8 @@ func TestRunGoneWhileReading(t *testing.T) {
 			t.Fatal(err)
 		}
 		live--
-		if got := e.runObjects(t); len(got) != 0 {
-			t.Fatalf("run pages %v after the deletion", got)
+		if got := e.runObjects(t); !slices.ContainsFunc(before, func(k string) bool { return !slices.Contains(got, k) }) {
+			t.Fatalf("run pages %v after the deletion, %v before: no page the reader's commit names is gone", got, before)
 		}
 		logs, err := r.Logs(ctx)
 		if err != nil || len(logs) != live {
@@ -503,6 +510,7 @@ func runsOnServer(t *testing.T, srv *miniotest.Server) {
 		if err := w.Close(context.Background()); err != nil {
 			t.Fatal(err)
 		}
+		before := e.runObjects(t)
 		d := open()
 		at, err := store.Head(context.Background(), d, last[0])
 		if err != nil {
@@ -512,8 +520,8 @@ func runsOnServer(t *testing.T, srv *miniotest.Server) {
 			t.Fatal(err)
 		}
 		delete(want, last[0])
-		if got := e.runObjects(t); len(got) != 0 {
-			t.Fatalf("encrypted %v: run pages %v after the deletion", encrypted, got)
+		if got := e.runObjects(t); len(got) != 1 || slices.Contains(before, got[0]) {
+			t.Fatalf("encrypted %v: run pages %v after the deletion, %v before: want the page rewritten without the session", encrypted, got, before)
 		}
 		list, err = open().List(context.Background())
 		if err != nil || len(list) != len(want) {

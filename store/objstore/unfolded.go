@@ -148,7 +148,7 @@ func (s *Store) foldMine(ctx context.Context) error {
 		}
 	}
 	if err := s.fold(ctx, due); err != nil {
-		return fmt.Errorf("fold the index entries of this process's sessions into their partitions: %w", err)
+		return fmt.Errorf("fold the index entries of this process's sessions into a run: %w", err)
 	}
 	return nil
 }
