@@ -246,6 +246,12 @@ type IndexShard struct {
 	// sessions that know only their directory may hold some: a listing of
 	// a work tree's sessions reads it beside its project's head.
 	DirHead bool
+	// Indexed, in a log commit, is about how many sessions the index
+	// held when a writer last counted them (one that read the catalog;
+	// a step of a fold, from the partitions it wrote), carried on by
+	// every commit: a writer that holds no catalog folds the runs past
+	// an eighth of it, as one that holds it does (0: not counted yet).
+	Indexed int64
 	// Base, in a log commit, is the number of the earlier commit whose
 	// recent view this one's is stored against (0: stored whole): as
 	// stored, Recent holds only the entries that differ from Base's;
@@ -465,7 +471,7 @@ func decodeShard(raw []byte) (*IndexShard, error) {
 }
 
 func (s *IndexShard) validate() error {
-	if s.Shard == HeadName && (s.Through != 0 || s.Pruned != 0 || s.Purge != 0 || s.Omitted != 0 || s.Base != 0 || s.DirHead || len(s.Recent) != 0 || len(s.Unfolded) != 0 || len(s.Runs) != 0) {
+	if s.Shard == HeadName && (s.Through != 0 || s.Pruned != 0 || s.Purge != 0 || s.Omitted != 0 || s.Base != 0 || s.DirHead || s.Indexed != 0 || len(s.Recent) != 0 || len(s.Unfolded) != 0 || len(s.Runs) != 0) {
 		return fmt.Errorf("%w: index head: a log commit's fields", ErrInvalid)
 	}
 	log := s.Shard == LogName || s.Shard == RunName || s.Shard == HeadName
@@ -478,10 +484,10 @@ func (s *IndexShard) validate() error {
 	if s.Base < 0 || s.Base > 0 && s.Base >= s.Through {
 		return fmt.Errorf("%w: index log commit %d: base %d", ErrInvalid, s.Through, s.Base)
 	}
-	if s.Pruned < 0 || s.Through < s.Pruned || s.Purge < 0 || s.Through < s.Purge || s.Omitted < 0 {
+	if s.Pruned < 0 || s.Through < s.Pruned || s.Purge < 0 || s.Through < s.Purge || s.Omitted < 0 || s.Indexed < 0 {
 		return fmt.Errorf("%w: index shard %s: through %d, pruned %d, purge %d, omitted %d", ErrInvalid, s.Shard, s.Through, s.Pruned, s.Purge, s.Omitted)
 	}
-	if !log && (s.Omitted != 0 || s.Complete || s.DirHead || s.Base != 0 || len(s.Recent) != 0 || len(s.Unfolded) != 0 || len(s.Runs) != 0) {
+	if !log && (s.Omitted != 0 || s.Complete || s.DirHead || s.Indexed != 0 || s.Base != 0 || len(s.Recent) != 0 || len(s.Unfolded) != 0 || len(s.Runs) != 0) {
 		return fmt.Errorf("%w: index shard %s: a partition with a log commit's fields", ErrInvalid, s.Shard)
 	}
 	filed := func(id string) bool { return log || PartitionOf(id, len(s.Shard)) == s.Shard }

@@ -206,6 +206,10 @@ type logChanges struct {
 	// dirHead: the dirs head holds sessions (a rebuild of the heads
 	// wrote it), which the commit says (IndexShard.DirHead).
 	dirHead bool
+	// indexed, when above 0, is how many sessions the writer counted in
+	// the index (IndexShard.Indexed); else the commit carries its
+	// predecessor's count on.
+	indexed int64
 }
 
 // requeueUnfolded puts back entries of a commit that failed, where an
@@ -244,6 +248,9 @@ func (s *Store) commitLog(ctx context.Context, ch logChanges, drop func(manifest
 	dirs = s.queueHeads(ch.run) || dirs
 	if err := s.writeHeads(ctx); err != nil {
 		return err
+	}
+	if n := s.catalogCount(); n > 0 {
+		ch.indexed = n // the count a writer without the catalog folds by
 	}
 	lg := &s.ilog
 	lg.mu.Lock()
@@ -384,6 +391,9 @@ func nextCommit(n int64, prev *manifest.IndexShard, ch logChanges, drop func(man
 	// has to drop a session for room.
 	c.Complete = whole || prev == nil && n == 1 || prev != nil && prev.Complete
 	c.DirHead = prev != nil && prev.DirHead
+	if c.Indexed = ch.indexed; c.Indexed == 0 && prev != nil {
+		c.Indexed = prev.Indexed
+	}
 	gone := map[string]manifest.Tombstone{}
 	if prev != nil {
 		for id, e := range prev.Recent {

@@ -342,13 +342,27 @@ func (s *Store) runDamage(damaged map[string]error) error {
 }
 
 // runFoldLimit is how many entries the runs may hold before they are
-// folded: an eighth of the catalog this Store read (a sync reads it), at
-// least the Store's runFoldAt.
+// folded: an eighth of the catalog this Store read (a sync reads it), or
+// else of the count the newest commit it knows carries (IndexShard.
+// Indexed: an agent's), at least the Store's runFoldAt.
 func (s *Store) runFoldLimit() int {
-	limit := s.runFoldAt
+	indexed := int64(s.catalogCount())
+	if indexed == 0 {
+		s.ilog.mu.Lock()
+		if s.ilog.last != nil {
+			indexed = s.ilog.last.Indexed
+		}
+		s.ilog.mu.Unlock()
+	}
+	return max(s.runFoldAt, int(indexed/runFoldShare))
+}
+
+// catalogCount is how many sessions the catalog this Store read holds (0:
+// it read none).
+func (s *Store) catalogCount() int64 {
 	s.cat.mu.Lock()
 	defer s.cat.mu.Unlock()
-	return max(limit, len(s.cat.entries)/runFoldShare)
+	return int64(len(s.cat.entries))
 }
 
 // runsDue folds the runs of the newest commit this Store knows into the
@@ -586,7 +600,30 @@ func (s *Store) foldRunsLocked(ctx context.Context, pages []manifest.RunPage, sa
 	if err != nil {
 		return buried, fmt.Errorf("fold the index runs: %w", err)
 	}
-	return buried, s.retirePages(ctx, pages, nil)
+	return buried, s.retirePages(ctx, pages, nil, s.estimateIndexed(slices.Collect(maps.Keys(names))))
+}
+
+// estimateIndexed is how many sessions the index holds, estimated from
+// the partitions written just now (a fold's step, a sixteenth of them
+// or more), when this Store holds no catalog to count them: the count
+// agents fold by (IndexShard.Indexed). 0 when too few were written.
+// Only partitions that took an entry are written, so a sparse index
+// (fewer sessions than partitions) is counted high; the limit it sets
+// is then below runFoldMin, which bounds it anyway.
+func (s *Store) estimateIndexed(written []string) int64 {
+	if s.catalogCount() > 0 || len(written) < foldStepPartitions/2 {
+		return 0
+	}
+	var n int64
+	for _, name := range written {
+		st := s.shardState(name)
+		st.mu.Lock()
+		if st.view.shard != nil {
+			n += int64(len(st.view.shard.Sessions))
+		}
+		st.mu.Unlock()
+	}
+	return n * int64(len(s.shardNames())) / int64(len(written))
 }
 
 // mergeRuns writes the entries of pages as one new run, commits it in
@@ -602,18 +639,19 @@ func (s *Store) mergeRuns(ctx context.Context, pages []manifest.RunPage) error {
 	if err != nil {
 		return fmt.Errorf("merge the index runs: %w", err)
 	}
-	return s.retirePages(ctx, pages, merged)
+	return s.retirePages(ctx, pages, merged, 0)
 }
 
 // retirePages commits pages' retirement (with the pages added in their
-// place: a merge's), then deletes them.
-func (s *Store) retirePages(ctx context.Context, pages, added []manifest.RunPage) error {
+// place: a merge's), then deletes them; indexed, when above 0, is the
+// index's size a fold estimated (IndexShard.Indexed).
+func (s *Store) retirePages(ctx context.Context, pages, added []manifest.RunPage, indexed int64) error {
 	retired := map[string]bool{}
 	for _, p := range pages {
 		retired[p.Key] = true
 	}
 	s.ilog.wmu.Lock()
-	err := s.commitLog(ctx, logChanges{pages: added, retired: retired}, nil, false)
+	err := s.commitLog(ctx, logChanges{pages: added, retired: retired, indexed: indexed}, nil, false)
 	s.ilog.wmu.Unlock()
 	if err != nil {
 		return fmt.Errorf("retire the index runs: %w", err)
@@ -712,7 +750,7 @@ func (s *Store) purgeRuns(ctx context.Context, name string) error {
 	}
 	s.runs.fold.Lock()
 	defer s.runs.fold.Unlock()
-	return s.retirePages(ctx, replaced, added)
+	return s.retirePages(ctx, replaced, added, 0)
 }
 
 // buriedIn is the sessions of partition name that commit c's tombstones

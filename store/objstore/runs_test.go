@@ -155,8 +155,10 @@ func TestRunBulkWrite(t *testing.T) {
 	checkListing(t, e, "after the bulk write", want)
 
 	// A bulk write past the fold limit writes the partitions: its run
-	// would be folded at once.
-	big := bulkWrite(t, e, nil, 30, nil, objstore.WithRunFoldAt(20))
+	// would be folded at once. (The seed's fold counted the index as
+	// about 256 sessions, one in each partition it wrote: the limit is
+	// an eighth of that, 32.)
+	big := bulkWrite(t, e, nil, 40, nil, objstore.WithRunFoldAt(20))
 	for _, id := range big {
 		want[id] = 1
 	}
@@ -742,17 +744,65 @@ func TestAgentFoldsInSteps(t *testing.T) {
 		if left != 3-step {
 			t.Fatalf("after %d agents the sync's run has %d pages, want %d: one folded per Close", step, left, 3-step)
 		}
+		// No writer counted the index: the step did, from the
+		// partitions it wrote (about 300 sessions).
+		if c.Indexed < 150 || c.Indexed > 600 {
+			t.Fatalf("after %d steps the commit says the index holds %d sessions, want about 300", step, c.Indexed)
+		}
 		checkListing(t, e, fmt.Sprint("after step ", step), want)
 	}
 	parts, _ := e.partitions(t)
 	if len(parts) < 150 {
 		t.Fatalf("the partitions hold %d sessions after two steps, want the two pages'", len(parts))
 	}
-	for _, id := range bulkWrite(t, e, nil, 1, nil, objectsFoldAt(40)) {
+	for _, id := range bulkWrite(t, e, nil, 30, nil, objectsFoldAt(40)) {
 		want[id] = 1
 	}
 	if _, c = e.newestCommit(t); len(c.Runs) != 0 || len(e.runObjects(t)) != 0 {
 		t.Fatalf("after a sync past the limit: %+v named, %v stored", c.Runs, e.runObjects(t))
 	}
 	checkListing(t, e, "after the sync's fold", want)
+}
+
+// TestAgentFoldLimitFromCommit: a writer that read the catalog says in
+// its commits how many sessions the index holds (Indexed), and a writer
+// without the catalog folds the runs past an eighth of that, not past
+// its own minimum; a fold's step that writes enough partitions counts
+// them when no writer did.
+func TestAgentFoldLimitFromCommit(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newMemEnv(t)
+	bulkWrite(t, e, nil, 200, nil, partitionsAtClose())
+	if _, c := e.newestCommit(t); c.Indexed != 0 {
+		t.Fatalf("a commit of a writer without the catalog says %d sessions", c.Indexed)
+	}
+	counter := e.open(t, objectsFoldAt(1))
+	if _, err := counter.Logs(ctx); err != nil { // reads the catalog
+		t.Fatal(err)
+	}
+	appendNew(t, counter, "counted")
+	if err := counter.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, c := e.newestCommit(t); c.Indexed < 200 {
+		t.Fatalf("the commit of a writer that read the catalog says %d sessions, want at least 200", c.Indexed)
+	}
+	if err := counter.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	bulkWrite(t, e, nil, 20, nil, objectsFoldAt(1000))
+	agent := e.open(t, objectsFoldAt(1))
+	appendNew(t, agent, "agent")
+	if err := agent.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	n, c := e.newestCommit(t)
+	total := 0
+	for _, p := range c.Runs {
+		total += p.Sessions
+	}
+	if total < 21 || c.Indexed < 200 {
+		t.Fatalf("commit %d: the runs hold %d entries, the index %d sessions; want the runs unfolded below an eighth of 200", n, total, c.Indexed)
+	}
 }
