@@ -27,6 +27,9 @@
 //     it), then panto sessions --all --limit 0 (every session) in
 //     the home that listed before it (a cached catalog catching up with
 //     a bulk write);
+//   - with --turns N, N one-turn panto PROMPT runs, each a new session:
+//     their sum (an exit's share of the index's merges and folds) and
+//     the costliest;
 //   - panto-sync pull into an empty directory (a full pull), and rclone
 //     copy of the same bucket into another, for the time ratio; they take
 //     turns --pull-rounds times, and the fastest of each is reported.
@@ -69,6 +72,7 @@ type options struct {
 	verifyUpTo   int
 	pullRounds   int
 	growRounds   int
+	turns        int
 	seed         uint64
 	timeout      time.Duration
 }
@@ -99,6 +103,7 @@ func parseFlags(args []string) (options, error) {
 	fs.IntVar(&o.concurrency, "concurrency", 32, "panto-sync --concurrency, and rclone's --transfers")
 	fs.IntVar(&o.verifyUpTo, "verify-up-to", 1000, "run panto-sync verify on each seeded bucket of at most this many sessions")
 	fs.IntVar(&o.growRounds, "grow-rounds", 1, "times 1% of the sessions grow and are pushed, one after another (the runs' merges and folds show past 4 and about 12)")
+	fs.IntVar(&o.turns, "turns", 0, "after the pushes, this many one-turn panto PROMPT runs, each a new session, one after another: what an exit costs the index over many (its runs' merges and folds), summed and the costliest")
 	fs.IntVar(&o.pullRounds, "pull-rounds", 2, "full pulls and rclone copies, taking turns; the fastest of each is reported (0: none, for a quick run of the other operations)")
 	fs.Uint64Var(&o.seed, "seed", 1, "random seed of the catalog")
 	fs.DurationVar(&o.timeout, "timeout", 30*time.Minute, "bound on each command")
@@ -119,8 +124,8 @@ func parseFlags(args []string) (options, error) {
 		}
 		o.sizes = append(o.sizes, n)
 	}
-	if o.projects < 1 || o.sessionBytes < 1 || o.concurrency < 1 || o.pullRounds < 0 || o.growRounds < 1 {
-		return o, errors.New("--projects, --session-bytes, --concurrency and --grow-rounds must be positive, --pull-rounds not negative")
+	if o.projects < 1 || o.sessionBytes < 1 || o.concurrency < 1 || o.pullRounds < 0 || o.growRounds < 1 || o.turns < 0 {
+		return o, errors.New("--projects, --session-bytes, --concurrency and --grow-rounds must be positive, --pull-rounds and --turns not negative")
 	}
 	return o, nil
 }
@@ -280,6 +285,13 @@ func runSize(ctx context.Context, o options, client *s3.Client, providerURL stri
 		return r, err
 	}
 	r.results = append(r.results, res)
+	if o.turns > 0 {
+		turns, err := b.manyTurns(ctx, o.turns)
+		if err != nil {
+			return r, err
+		}
+		r.results = append(r.results, turns...)
+	}
 
 	// The full pull and rclone take turns, each into a new empty
 	// directory; the best of each is kept, as the machine is shared.
@@ -309,6 +321,32 @@ func runSize(ctx context.Context, o options, client *s3.Client, providerURL stri
 		}
 	}
 	return r, nil
+}
+
+// manyTurns runs n one-turn panto PROMPT processes, each a new session,
+// one after another: every exit folds its session's entry into a run,
+// and some merge runs or fold them, so what one turn costs the index is
+// their sum divided by n. It returns the sum and the turn that sent the
+// most beyond its segments.
+func (b *bench) manyTurns(ctx context.Context, n int) ([]result, error) {
+	sum := result{op: fmt.Sprintf("%d panto PROMPT runs in a row, each a new session, one turn: together", n), t: tally{byMethod: map[string]int{}}}
+	var worst result
+	for i := range n {
+		if i%50 == 0 {
+			progress("%d: turn %d of %d", b.size, i+1, n)
+		}
+		res, err := b.panto(ctx, "turn", "--api-style", "openai-chat", "--base-url", b.providerURL, "--model", "bench-model", fmt.Sprintf("a new question, number %d", i))
+		if err != nil {
+			return nil, err
+		}
+		sum.t.add(res.t)
+		sum.wall += res.wall
+		if i == 0 || res.t.sent-res.t.sentSegments > worst.t.sent-worst.t.sentSegments {
+			worst = res
+		}
+	}
+	worst.op = fmt.Sprintf("the costliest of those %d runs (most sent beyond segments)", n)
+	return []result{sum, worst}, nil
 }
 
 func (b *bench) url() string { return "s3://" + b.bucket }

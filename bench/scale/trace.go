@@ -149,6 +149,19 @@ func readTally(r io.Reader) (tally, error) {
 	return t, sc.Err()
 }
 
+// add adds u's counts to t's.
+func (t *tally) add(u tally) {
+	t.requests += u.requests
+	t.received += u.received
+	t.sent += u.sent
+	t.sentSegments += u.sentSegments
+	t.sentPartitions += u.sentPartitions
+	t.failed += u.failed
+	for m, n := range u.byMethod {
+		t.byMethod[m] += n
+	}
+}
+
 // methods is the count per method, most first: "16 GET, 2 PUT".
 func (t tally) methods() string {
 	type mc struct {
