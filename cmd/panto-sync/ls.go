@@ -58,7 +58,9 @@ func runLs(c *cli.Context) (ret error) {
 		}
 		return usageError(c, fmt.Sprintf("unexpected argument %q (filter sessions with --include GLOB)", o.Args[1]))
 	}
-	s, err := o.end(o.Args[0], o.Endpoint).open(c.Context, "store")
+	e := o.end(o.Args[0], o.Endpoint)
+	e.reading = true
+	s, err := e.open(c.Context, "store")
 	if err != nil {
 		return err
 	}

@@ -46,7 +46,9 @@ func runStatus(c *cli.Context) (ret error) {
 		return err
 	}
 	defer closeStore(c.Context, local, &ret)
-	remote, err := o.end(bucket, o.Endpoint).open(c.Context, "bucket")
+	re := o.end(bucket, o.Endpoint)
+	re.reading = true
+	remote, err := re.open(c.Context, "bucket")
 	if err != nil {
 		return err
 	}

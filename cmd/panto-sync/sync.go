@@ -30,6 +30,10 @@ type end struct {
 	// leftovers: this bucket is first sent what panto's local-first
 	// replica of it kept (push without --dir; leftovers.go).
 	leftovers bool
+	// reading: the command only reads this side (a sync's source, ls,
+	// status, verify): a bucket's Open sends no conditional-write probe
+	// (backends.Options.Reading).
+	reading bool
 }
 
 // end is one side as the flags of o name it.
@@ -66,7 +70,7 @@ func (e end) openWith(ctx context.Context, what string, snapshot bool) (store.Lo
 			return nil, fmt.Errorf("%w: give the file panto-sync keygen wrote (--key-file, PANTO_KEY_FILE)", err)
 		}
 	}
-	s, err := backends.OpenLog(ctx, e.spec, backends.Options{Endpoint: e.endpoint, Bulk: true, StallTimeout: e.stall, Trace: e.trace, Snapshot: snapshot, Key: key, IndexCache: store.DefaultIndexCacheDir()})
+	s, err := backends.OpenLog(ctx, e.spec, backends.Options{Endpoint: e.endpoint, Bulk: true, StallTimeout: e.stall, Trace: e.trace, Snapshot: snapshot, Key: key, IndexCache: store.DefaultIndexCacheDir(), Reading: e.reading})
 	if err != nil {
 		return nil, err
 	}
@@ -89,6 +93,7 @@ func closeStore(ctx context.Context, s store.LogStore, ret *error) {
 // runCopy runs a push, pull or copy from src to dst: replica.Copy, with
 // the events printed as the command says them, and the exit code.
 func runCopy(c *cli.Context, o *options, d direction, src, dst end) error {
+	src.reading = true
 	from, err := src.open(c.Context, "source")
 	if err != nil {
 		return err

@@ -80,7 +80,9 @@ func runEach(c *cli.Context, cmd string, whole wholeCheck, fn sessionFunc) (ret 
 	if len(o.Args) == 0 {
 		return usageError(c, "missing the store: give s3://BUCKET[/PREFIX] or a directory")
 	}
-	s, err := o.end(o.Args[0], o.Endpoint).open(c.Context, "store")
+	e := o.end(o.Args[0], o.Endpoint)
+	e.reading = true
+	s, err := e.open(c.Context, "store")
 	if err != nil {
 		return err
 	}

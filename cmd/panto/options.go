@@ -78,8 +78,14 @@ func storeOptions(c *cli.Context, spec store.Spec) (backends.Options, error) {
 	// panto-sync: a listing the newest commit cannot answer reads what
 	// changed since the last run, not every partition.
 	return backends.Options{Endpoint: flagValue(c, "endpoint"), Trace: trace, Snapshot: true, Key: key,
-		LocalFirst: spec.Kind == store.KindS3 && !direct, Notify: notify, IndexCache: store.DefaultIndexCacheDir()}, nil
+		LocalFirst: spec.Kind == store.KindS3 && !direct, Notify: notify, IndexCache: store.DefaultIndexCacheDir(),
+		Reading: c.Command != nil && readingCommands[c.Command.Name]}, nil
 }
+
+// readingCommands are the commands that only read the store: their Open
+// sends no conditional-write probe (backends.Options.Reading), so a
+// listing costs the same few requests on the day's first run as after.
+var readingCommands = map[string]bool{"sessions": true, "show": true, "search": true, "export": true, "usage": true}
 
 // flagValue returns the value of a flag given to this command or to the
 // command line before it (the nearest wins), so that --store works before

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/panto-dev/panto/agent"
 	"github.com/panto-dev/panto/internal/testkit/fakeprovider"
 	"github.com/panto-dev/panto/internal/testkit/miniotest"
 )
@@ -176,4 +177,36 @@ func listIDs(t *testing.T, b backend) []string {
 		ids = append(ids, s.ID)
 	}
 	return ids
+}
+
+// TestReadersSendNoProbe: a command that only reads a bucket (sessions,
+// show) sends no conditional-write probe, on a machine that never
+// probed it, local-first or --direct; one that writes (title) probes.
+func TestReadersSendNoProbe(t *testing.T) {
+	t.Parallel()
+	s3 := miniotest.Shared(t)
+	remote := "s3://" + s3.NewBucket(t) + "/readers"
+	id := agent.NewSessionID()
+	if err := bucketOf(t, s3, remote).AppendMessages(t.Context(), id, []agent.PersistentMessage{{Message: agent.UserText("hello")}}); err != nil {
+		t.Fatal(err)
+	}
+	env := minioEnv(s3)
+	for _, args := range [][]string{
+		{"sessions", "--all"},
+		{"--direct", "sessions", "--all"},
+		{"show", id},
+		{"--direct", "show", id},
+	} {
+		r := runPanto(t, t.TempDir(), env, "", append([]string{"-v", "--store", remote}, args...)...)
+		if r.code != 0 {
+			t.Fatalf("panto %v: exit %d: %s", args, r.code, r.stderr)
+		}
+		if strings.Contains(r.stderr, "panto-probe") {
+			t.Errorf("panto %v, a reader, sent the probe:\n%s", args, r.stderr)
+		}
+	}
+	r := runPanto(t, t.TempDir(), env, "", "-v", "--store", remote, "--direct", "title", id, "a title")
+	if r.code != 0 || !strings.Contains(r.stderr, "panto-probe") {
+		t.Errorf("panto title, a writer: exit %d, and no probe in its trace:\n%s", r.code, r.stderr)
+	}
 }

@@ -68,6 +68,11 @@ type Options struct {
 	// CloseTimeout, for a local-first store, bounds how long its Close
 	// waits for the shipper (0: localfirst's default, a few seconds).
 	CloseTimeout time.Duration
+	// Reading is for a command that opens the store to read it (panto
+	// sessions, show, search): a bucket's Open then sends no
+	// conditional-write probe, which its first write, if any, sends
+	// instead (objstore.WithProbeAtFirstWrite).
+	Reading bool
 }
 
 // Open parses spec (see store.ParseSpec) and opens the store it names.
@@ -106,6 +111,9 @@ func OpenSpec(ctx context.Context, s store.Spec, opts Options) (agent.SessionSto
 		}
 		if opts.Snapshot {
 			o = append(o, objstore.WithOpenSnapshot())
+		}
+		if opts.Reading {
+			o = append(o, objstore.WithProbeAtFirstWrite())
 		}
 		if opts.IndexCache != "" {
 			o = append(o, objstore.WithIndexCache(opts.IndexCache))

@@ -156,6 +156,10 @@ type Store struct {
 	// writeRefused is the probe's refusal when the credentials may not
 	// write (WriteRefused); set once, while Open probes.
 	writeRefused error
+	// probeLater: WithProbeAtFirstWrite, and Open did not probe; the
+	// first write probes (ensureProbed), under probeMu, once it passes.
+	probeLater bool
+	probeMu    sync.Mutex
 
 	mu       sync.Mutex
 	sessions map[string]*sessionState
@@ -204,6 +208,7 @@ type options struct {
 	deferIndex       bool
 	manifestEvery    int
 	openSnapshot     bool
+	probeLater       bool
 	key              *seal.Key
 	indexCache       string
 	runFoldAt        int
@@ -252,6 +257,14 @@ func WithDeferredIndex() Option { return func(o *options) { o.deferIndex = true 
 // or two. Those listings show the bucket as it was during Open, plus this
 // Store's own writes; later ones read it again.
 func WithOpenSnapshot() Option { return func(o *options) { o.openSnapshot = true } }
+
+// WithProbeAtFirstWrite is for a command that opens the store to read
+// it (panto sessions, show, search): Open sends no conditional-write
+// probe (two PUTs, once a day per machine with WithIndexCache), and the
+// Store's first write, if it makes one, probes first. A reader's Open
+// and first listing are then the same few requests every time.
+// WriteRefused says nothing until a write probed.
+func WithProbeAtFirstWrite() Option { return func(o *options) { o.probeLater = true } }
 
 // withMaxAttempts bounds the attempts of each conditional-write loop
 // (default 10) and of the SDK's retries of one request (at most 5).
@@ -309,6 +322,7 @@ func openBucket(ctx context.Context, b bucket, o options) (*Store, error) {
 		parallel:         8,
 		deferIndex:       o.deferIndex,
 		openSnapshot:     o.openSnapshot,
+		probeLater:       o.probeLater,
 		indexCache:       o.indexCache,
 		endpoint:         o.s3.endpoint,
 		manifestEvery:    max(o.manifestEvery, 1),
@@ -351,6 +365,10 @@ func (s *Store) open(ctx context.Context) error {
 	var probeErr error
 	probed := make(chan struct{})
 	recent := s.probedRecently()
+	if recent {
+		s.probeLater = false
+	}
+	recent = recent || s.probeLater // a reader's: the first write probes
 	go func() {
 		defer close(probed)
 		if recent {
@@ -377,6 +395,30 @@ func (s *Store) open(ctx context.Context) error {
 	if !recent && s.WriteRefused() == nil {
 		s.noteProbed()
 	}
+	return nil
+}
+
+// ensureProbed probes, before the first write of a Store opened
+// WithProbeAtFirstWrite, that the server honours conditional writes
+// (probe); a failure is the write's error, and the next write probes
+// again.
+func (s *Store) ensureProbed(ctx context.Context) error {
+	s.probeMu.Lock()
+	defer s.probeMu.Unlock()
+	if !s.probeLater {
+		return nil
+	}
+	created, matched, err := s.probePuts(ctx, false)
+	if err != nil {
+		return s.b.explainOpenError(err)
+	}
+	if err := s.probe(ctx, created, matched); err != nil {
+		return err
+	}
+	if s.WriteRefused() == nil {
+		s.noteProbed()
+	}
+	s.probeLater = false
 	return nil
 }
 
@@ -426,6 +468,9 @@ func (s *Store) checkMarker(ctx context.Context) error {
 // the new version may be in the prefix, a panto that cannot read it must
 // refuse the prefix at open. A lost race re-reads the marker.
 func (s *Store) ensureMarker(ctx context.Context) error {
+	if err := s.ensureProbed(ctx); err != nil {
+		return err
+	}
 	s.markerMu.Lock()
 	defer s.markerMu.Unlock()
 	for attempt := 0; s.marker.Version < manifest.Version; attempt++ {

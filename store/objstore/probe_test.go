@@ -3,6 +3,7 @@ package objstore_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -88,5 +89,59 @@ func TestProbeObjects(t *testing.T) {
 	}
 	if len(probes) != 2 || probes[0].path == probes[1].path || probes[0].status != 412 || probes[1].status != 412 || rounds(probes) != 1 {
 		t.Fatalf("an Open's probes: %+v", probes)
+	}
+}
+
+// TestProbeAtFirstWrite: a Store opened to read (WithProbeAtFirstWrite)
+// sends no probe at Open nor in its listings; its first write sends the
+// probe before the write's own request, its second none; through a
+// server that ignores the conditions, Open and the listing work and the
+// first write is refused in one line, nothing written.
+func TestProbeAtFirstWrite(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	mem := newMemEnv(t)
+	appendNew(t, mem.open(t), "there before")
+	fb := mem.faults(t)
+	s := mem.openOn(t, fb, objstore.WithProbeAtFirstWrite())
+	if _, err := s.List(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range fb.Take() {
+		if o.Method == "PUT" {
+			t.Fatalf("Open and a listing of a reader's Store sent %s %s", o.Method, o.Key)
+		}
+	}
+	appendNew(t, s, "the first write")
+	ops := fb.Take()
+	probe := slices.IndexFunc(ops, func(o objstore.Op) bool { return o.Method == "PUT" && strings.Contains(o.Key, "panto-probe") })
+	seg := slices.IndexFunc(ops, func(o objstore.Op) bool { return o.Method == "PUT" && strings.Contains(o.Key, "/seg/") })
+	if probe < 0 || seg < 0 || ops[seg].Start.Before(ops[probe].End) {
+		t.Fatalf("the first write's requests: %+v; want the probe, then the segment", ops)
+	}
+	appendNew(t, s, "the second write")
+	for _, o := range fb.Take() {
+		if strings.Contains(o.Key, "panto-probe") {
+			t.Fatalf("the second write probed again: %s %s", o.Method, o.Key)
+		}
+	}
+
+	e := newEnv(t)
+	appendNew(t, e.open(t), "there before")
+	lax, _ := miniotest.LaxProxy(t, e.srv, miniotest.DropConditions)
+	r, err := objstore.Open(ctx, e.url, e.reach(objstore.WithEndpoint(lax), objstore.WithProbeAtFirstWrite())...)
+	if err != nil {
+		t.Fatalf("a reader's Open through a server that drops the conditions: %v", err)
+	}
+	if list, err := r.List(ctx); err != nil || len(list) != 1 {
+		t.Fatalf("a reader's listing: %v, %d sessions", err, len(list))
+	}
+	id := agent.NewSessionID()
+	err = r.AppendMessages(ctx, id, []agent.PersistentMessage{user("refused")})
+	if !errors.Is(err, objstore.ErrConditionalWrites) || strings.Contains(err.Error(), "\n") {
+		t.Fatalf("the first write through that server: %v, want ErrConditionalWrites in one line", err)
+	}
+	if _, err := e.open(t).Load(ctx, id); !errors.Is(err, agent.ErrSessionNotFound) {
+		t.Fatalf("the refused write left the session: %v", err)
 	}
 }
