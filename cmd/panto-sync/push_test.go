@@ -370,8 +370,10 @@ func TestPushInterrupted(t *testing.T) {
 	runs := 0
 	for i := 0; i < maxRuns && (i < 5 || interrupted == 0); i++ {
 		runs++
-		grow(t, dir, k.rng, 6)
-		cmd := e.command(t, "push", "--dir", dir, "--concurrency", "4", "--json", e.url)
+		// Enough sessions, two at a time, that the transfer outlasts a
+		// look at the bucket on a loaded machine.
+		grow(t, dir, k.rng, 20)
+		cmd := e.command(t, "push", "--dir", dir, "--concurrency", "2", "--json", e.url)
 		var out, errb bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &out, cmdtest.Stderr(t, "panto-sync push", &errb)
 		mid := k.signal(t, cmd, syscall.SIGINT, e.objectCount(t, "panto"))
