@@ -50,7 +50,9 @@ func TestReadTailInOneRound(t *testing.T) {
 			id := agent.NewSessionID()
 			want := grow(id, c.segments)
 			fb := e.faults(t)
-			fb.SetDelay(50 * time.Millisecond)
+			// Long enough that a loaded machine (the race detector, a
+			// parallel suite) does not split a round trip in two.
+			fb.SetDelay(300 * time.Millisecond)
 			r := e.openOn(t, fb)
 			if _, err := r.List(ctx); err != nil {
 				t.Fatal(err)

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -93,18 +94,33 @@ func (p *prober) put(key, body, ifNoneMatch, ifMatch string) (string, int) {
 	return aws.ToString(out.ETag), 200
 }
 
-// get reads key back with minio-go.
+// get reads key back with minio-go. A loaded distributed MinIO has
+// answered NoSuchKey through another node right after the PUT returned
+// (as objstore's probe notes for If-Match): asked again a few times
+// before the read counts.
 func (p *prober) get(key string) string {
+	var err error
+	for attempt := range 5 {
+		var b []byte
+		if b, err = p.getOnce(key); err == nil {
+			return string(b)
+		}
+		if minio.ToErrorResponse(err).Code != "NoSuchKey" {
+			break
+		}
+		time.Sleep(time.Duration(attempt+1) * 100 * time.Millisecond)
+	}
+	p.t.Fatalf("get %s: %v", key, err)
+	return ""
+}
+
+func (p *prober) getOnce(key string) ([]byte, error) {
 	o, err := p.mc.GetObject(p.t.Context(), p.bucket, key, minio.GetObjectOptions{})
 	if err != nil {
-		p.t.Fatalf("get %s: %v", key, err)
+		return nil, err
 	}
 	defer o.Close()
-	b, err := io.ReadAll(o)
-	if err != nil {
-		p.t.Fatalf("get %s: %v", key, err)
-	}
-	return string(b)
+	return io.ReadAll(o)
 }
 
 // race sends n PUTs of key at once, each with its own body and the given
