@@ -145,11 +145,10 @@ func (s *Store) writeRun(ctx context.Context, entries map[string]manifest.IndexE
 		name := s.shardOf(e.Info.ID)
 		byPartition[name] = append(byPartition[name], e)
 	}
-	var name [8]byte
-	if _, err := rand.Read(name[:]); err != nil {
+	run, err := newRunName()
+	if err != nil {
 		return nil, err
 	}
-	run := hex.EncodeToString(name[:])
 	var pages []manifest.RunPage
 	var docs []*manifest.IndexShard
 	doc := manifest.NewIndexShard(manifest.RunName)
@@ -179,22 +178,36 @@ func (s *Store) writeRun(ctx context.Context, entries map[string]manifest.IndexE
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(16)
 	for i, p := range pages {
-		g.Go(func() error {
-			data, err := s.codec.EncodeIndexShard(p.Key, docs[i])
-			if err != nil {
-				return err
-			}
-			if _, err := s.put(gctx, p.Key, data, putCond{ifNoneMatch: true}, "application/zstd"); err != nil {
-				return fmt.Errorf("write index run page %s: %w", p.Key, err)
-			}
-			s.keepPage(p.Key, docs[i])
-			return nil
-		})
+		g.Go(func() error { return s.putPage(gctx, p.Key, docs[i]) })
 	}
 	if err := g.Wait(); err != nil {
 		return nil, err
 	}
 	return pages, nil
+}
+
+// newRunName is a new run's random name, the first part of its pages'
+// keys.
+func newRunName() (string, error) {
+	var name [8]byte
+	if _, err := rand.Read(name[:]); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(name[:]), nil
+}
+
+// putPage creates run page key (If-None-Match: a key is written once)
+// and caches its content.
+func (s *Store) putPage(ctx context.Context, key string, doc *manifest.IndexShard) error {
+	data, err := s.codec.EncodeIndexShard(key, doc)
+	if err != nil {
+		return err
+	}
+	if _, err := s.put(ctx, key, data, putCond{ifNoneMatch: true}, "application/zstd"); err != nil {
+		return fmt.Errorf("write index run page %s: %w", key, err)
+	}
+	s.keepPage(key, doc)
+	return nil
 }
 
 // keepPage caches page key's content.
@@ -776,22 +789,14 @@ func (s *Store) buriedIn(c *manifest.IndexShard, name string) map[string]bool {
 // writePage writes entries as a new page that takes page p's place in
 // its run: the same partitions and run (Commit), a new key.
 func (s *Store) writePage(ctx context.Context, p manifest.RunPage, entries map[string]manifest.IndexEntry) (manifest.RunPage, error) {
-	var name [8]byte
-	if _, err := rand.Read(name[:]); err != nil {
+	name, err := newRunName()
+	if err != nil {
 		return manifest.RunPage{}, err
 	}
 	doc := manifest.NewIndexShard(manifest.RunName)
 	maps.Copy(doc.Sessions, entries)
-	page := manifest.RunPage{Key: fmt.Sprintf("%s%s-000.json.zst", manifest.RunKeyPrefix, hex.EncodeToString(name[:])), First: p.First, Last: p.Last, Sessions: len(entries), Commit: p.Commit}
-	data, err := s.codec.EncodeIndexShard(page.Key, doc)
-	if err != nil {
-		return manifest.RunPage{}, err
-	}
-	if _, err := s.put(ctx, page.Key, data, putCond{ifNoneMatch: true}, "application/zstd"); err != nil {
-		return manifest.RunPage{}, err
-	}
-	s.keepPage(page.Key, doc)
-	return page, nil
+	page := manifest.RunPage{Key: fmt.Sprintf("%s%s-000.json.zst", manifest.RunKeyPrefix, name), First: p.First, Last: p.Last, Sessions: len(entries), Commit: p.Commit}
+	return page, s.putPage(ctx, page.Key, doc)
 }
 
 // foldAllRuns folds every page of the newest commit (repair), salvaging
