@@ -30,6 +30,12 @@ type bucket interface {
 	put(ctx context.Context, key string, data []byte, cond putCond, contentType string) (etag string, err error)
 	// delete removes an object; a missing object is not an error.
 	delete(ctx context.Context, key string) error
+	// deleteKeys removes objects, as many in one request as the server
+	// takes (S3's DeleteObjects: up to 1,000): what the index's upkeep
+	// deletes by the dozen (pruned log commits, retired run pages) would
+	// otherwise cost a writer's exit a request each. A missing object is
+	// not an error; the first key refused is.
+	deleteKeys(ctx context.Context, keys []string) error
 	// list returns the objects under prefix (key and ETag) and, with a
 	// delimiter, the common prefixes, in lexical order. No routine path
 	// lists (docs/DESIGN.md §P6) but ChangeToken's one bounded listing

@@ -203,6 +203,22 @@ func checkBucket(t *testing.T, b bucket) {
 			}
 			return b.delete(ctx, "d/e/c")
 		}},
+		{"delete many: those named gone, missing ones no error, the others kept", func() error {
+			var keys []string
+			for i := range 5 {
+				keys = append(keys, fmt.Sprintf("many/%d", i))
+				mustPut(keys[i], "x", putCond{})
+			}
+			mustPut("many/kept", "kept", putCond{})
+			if err := b.deleteKeys(ctx, append(keys, "many/missing")); err != nil {
+				return err
+			}
+			objects, _, err := b.list(ctx, "many/", "")
+			if got := listedKeys(objects); err != nil || !slices.Equal(got, []string{"many/kept"}) {
+				return fmt.Errorf("left %q %v, want only many/kept", got, err)
+			}
+			return b.deleteKeys(ctx, nil)
+		}},
 		{"racing creates: exactly one wins", func() error {
 			return race(8, func(i int) error {
 				_, err := put("raced", fmt.Sprint("writer ", i), putCond{ifNoneMatch: true, once: true})

@@ -104,10 +104,12 @@ func (s *Store) compactLocked(ctx context.Context, id string, st *sessionState) 
 		st.adopt(next, etag, s.now())
 		// The manifest no longer mentions the due objects: delete them. A
 		// failed delete leaves garbage, never a dangling reference.
-		for _, p := range due {
-			if err := s.b.delete(ctx, s.sessionKey(id, p.Name)); err != nil {
-				return fmt.Errorf("compact session %s: %w", id, err)
-			}
+		keys := make([]string, len(due))
+		for i, p := range due {
+			keys[i] = s.sessionKey(id, p.Name)
+		}
+		if err := s.b.deleteKeys(ctx, keys); err != nil {
+			return fmt.Errorf("compact session %s: %w", id, err)
 		}
 		return nil
 	}

@@ -116,7 +116,7 @@ func TestWriterFinishesCutShortDeletion(t *testing.T) {
 		t.Fatal(err)
 	}
 	fb.SetFault(func(op objstore.Op) error {
-		if op.Method == "DELETE" {
+		if op.Method == "DELETE" || op.Method == "DELETES" {
 			return objstore.ErrInjected
 		}
 		return nil

@@ -23,8 +23,9 @@ type faultBucket struct {
 
 // Op is one operation at the seam, as faultBucket records it.
 type Op struct {
-	Method string // GET, HEAD, PUT, DELETE or LIST
-	Key    string // relative to the store's prefix; a LIST's prefix
+	Method string   // GET, HEAD, PUT, DELETE, DELETES (many in one request) or LIST
+	Key    string   // relative to the store's prefix; a LIST's prefix
+	Keys   []string // a DELETES's
 	// IfNoneMatch and IfMatch: a PUT's condition ("*" for a create), a
 	// GET's If-None-Match.
 	IfNoneMatch, IfMatch string
@@ -134,6 +135,16 @@ func (f *faultBucket) put(ctx context.Context, key string, data []byte, cond put
 
 func (f *faultBucket) delete(ctx context.Context, key string) error {
 	return f.do(ctx, Op{Method: "DELETE", Key: key}, func() error { return f.bucket.delete(ctx, key) })
+}
+
+// deleteKeys is one request (S3's DeleteObjects), Method DELETES, its
+// keys in Keys and the first in Key.
+func (f *faultBucket) deleteKeys(ctx context.Context, keys []string) error {
+	if len(keys) == 0 {
+		return nil // the S3 bucket sends no request
+	}
+	op := Op{Method: "DELETES", Key: keys[0], Keys: keys}
+	return f.do(ctx, op, func() error { return f.bucket.deleteKeys(ctx, keys) })
 }
 
 func (f *faultBucket) list(ctx context.Context, prefix, delimiter string) (objects []listed, prefixes []string, err error) {

@@ -235,12 +235,7 @@ func (s *Store) dropShards(ctx context.Context) {
 			}
 		}
 	}
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(8)
-	for _, k := range keys {
-		g.Go(func() error { _ = s.b.delete(gctx, k); return nil })
-	}
-	_ = g.Wait()
+	_ = s.b.deleteKeys(ctx, keys)
 }
 
 // rereadMarker reads the marker again, for a feature another Store may

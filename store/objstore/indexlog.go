@@ -177,17 +177,14 @@ func (s *Store) purgeLog(ctx context.Context) error {
 			}
 		}
 	}
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(8)
-	for _, k := range numbers {
-		g.Go(func() error {
-			if err := s.b.delete(gctx, logKey(k)); err != nil && !errors.Is(err, errNotFound) {
-				return fmt.Errorf("delete index log commit %d: %w", k, err)
-			}
-			return nil
-		})
+	keys := make([]string, len(numbers))
+	for i, k := range numbers {
+		keys[i] = logKey(k)
 	}
-	return g.Wait()
+	if err := s.b.deleteKeys(ctx, keys); err != nil {
+		return fmt.Errorf("delete %d index log commits: %w", len(keys), err)
+	}
+	return nil
 }
 
 // logChanges are what one commit records: entries its writer's
@@ -713,14 +710,13 @@ func (s *Store) pruneLog(ctx context.Context, n int64) {
 		_, _ = s.b.put(ctx, logHeadKey, data, putCond{}, "application/zstd")
 	}
 	s.dropShards(ctx)
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(8)
 	// n-logKeep itself stays: it is whole, and the commits after it up
 	// to the next whole one are stored against it (logbase.go).
+	var keys []string
 	for k := max(n-2*logKeep, 1); k < n-logKeep; k++ {
-		g.Go(func() error { _ = s.b.delete(gctx, logKey(k)); return nil })
+		keys = append(keys, logKey(k))
 	}
-	_ = g.Wait()
+	_ = s.b.deleteKeys(ctx, keys)
 }
 
 // prefetchLog reads the newest commit from the moment Open starts (its

@@ -708,7 +708,8 @@ func TestLogPruneAndHead(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	e := newMemEnv(t)
-	w := e.open(t)
+	wb := e.faults(t)
+	w := e.openOn(t, wb)
 	for i := range 2*manifest.RecentSize + 2 {
 		appendNew(t, w, fmt.Sprintf("question %d", i))
 	}
@@ -720,6 +721,20 @@ func TestLogPruneAndHead(t *testing.T) {
 	pruned := n - n%keep
 	if pruned < 2*keep {
 		t.Fatalf("test setup: %d commits, want at least %d", n, 2*keep)
+	}
+	// Each pruning deletes its commits in one request, not one each.
+	var prunings []int
+	for _, o := range wb.Take() {
+		switch {
+		case o.Method == "DELETE" && strings.HasPrefix(o.Key, "index/log/"):
+			t.Fatalf("a pruning deleted %s alone: want the log's commits deleted many to a request", o.Key)
+		case o.Method == "DELETES" && strings.HasPrefix(o.Key, "index/log/"):
+			prunings = append(prunings, len(o.Keys))
+		}
+	}
+	// The first pruning (commit 64) has nothing before commit 0 to delete.
+	if want := int(pruned/keep) - 1; len(prunings) != want || prunings[len(prunings)-1] != keep {
+		t.Errorf("%d commits pruned in requests of %v keys; want %d requests, the last of %d", n, prunings, want, keep)
 	}
 	var kept []int64
 	for k := range e.logCommits(t) {

@@ -96,6 +96,18 @@ func (b *memBucket) delete(ctx context.Context, key string) error {
 	return nil
 }
 
+func (b *memBucket) deleteKeys(ctx context.Context, keys []string) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("delete %d objects: %w", len(keys), err)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, key := range keys {
+		delete(b.objects, b.prefix+key)
+	}
+	return nil
+}
+
 func (b *memBucket) list(ctx context.Context, prefix, delimiter string) (objects []listed, prefixes []string, err error) {
 	if err := ctx.Err(); err != nil {
 		return nil, nil, fmt.Errorf("list %s: %w", prefix, err)

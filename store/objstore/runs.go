@@ -673,17 +673,14 @@ func (s *Store) retirePages(ctx context.Context, pages, added []manifest.RunPage
 	last := s.ilog.last
 	s.ilog.mu.Unlock()
 	s.forgetPages(last)
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(8)
-	for _, p := range pages {
-		g.Go(func() error {
-			if err := s.b.delete(gctx, p.Key); err != nil && !errors.Is(err, errNotFound) {
-				return fmt.Errorf("delete index run page %s: %w", p.Key, err)
-			}
-			return nil
-		})
+	keys := make([]string, len(pages))
+	for i, p := range pages {
+		keys[i] = p.Key
 	}
-	return g.Wait()
+	if err := s.b.deleteKeys(ctx, keys); err != nil {
+		return fmt.Errorf("delete %d index run pages: %w", len(keys), err)
+	}
+	return nil
 }
 
 // notFolding filters out of entries the ones a fold of runs under way

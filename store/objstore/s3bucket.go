@@ -19,6 +19,7 @@ import (
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/smithy-go"
 	"github.com/aws/smithy-go/logging"
 	"github.com/aws/smithy-go/middleware"
@@ -286,6 +287,51 @@ func (b *s3Bucket) delete(ctx context.Context, rel string) error {
 	_, err := b.api.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: &b.name, Key: aws.String(b.key(rel))})
 	if err != nil && !errors.Is(classify(err), errNotFound) {
 		return b.requestFailed("delete", b.key(rel), err)
+	}
+	return nil
+}
+
+// deleteBatch is the most keys S3 takes in one DeleteObjects.
+const deleteBatch = 1000
+
+func (b *s3Bucket) deleteKeys(ctx context.Context, rels []string) error {
+	for len(rels) > 0 {
+		batch := rels[:min(len(rels), deleteBatch)]
+		rels = rels[len(batch):]
+		if len(batch) == 1 {
+			if err := b.delete(ctx, batch[0]); err != nil {
+				return err
+			}
+			continue
+		}
+		ids := make([]types.ObjectIdentifier, len(batch))
+		for i, rel := range batch {
+			ids[i] = types.ObjectIdentifier{Key: aws.String(b.key(rel))}
+		}
+		out, err := b.api.DeleteObjects(ctx, &s3.DeleteObjectsInput{Bucket: &b.name, Delete: &types.Delete{Objects: ids, Quiet: aws.Bool(true)}})
+		if errors.Is(classify(err), errNotImplemented) {
+			// A server without the batch call: one request a key.
+			for _, rel := range batch {
+				if err := b.delete(ctx, rel); err != nil {
+					return err
+				}
+			}
+			continue
+		}
+		if err != nil {
+			return b.requestFailed("delete", fmt.Sprintf("%s and %d more", b.key(batch[0]), len(batch)-1), err)
+		}
+		for _, e := range out.Errors {
+			code, key := aws.ToString(e.Code), aws.ToString(e.Key)
+			switch code {
+			case "NoSuchKey":
+				continue
+			case "AccessDenied":
+				return &PermissionError{Op: "DeleteObject", Bucket: b.name, Prefix: b.prefix, Key: key, Permission: permissions["DeleteObject"], Code: code,
+					Err: fmt.Errorf("delete %s: %s", key, aws.ToString(e.Message))}
+			}
+			return fmt.Errorf("delete %s: %s: %s", key, code, aws.ToString(e.Message))
+		}
 	}
 	return nil
 }
