@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net/url"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -269,4 +270,42 @@ func race(n int, write func(i int) error) error {
 		return fmt.Errorf("%d of %d racing writes won, want 1", won, n)
 	}
 	return nil
+}
+
+// TestDeleteKeysRefused: a batch delete by credentials that may not
+// delete (MinIO answers each key AccessDenied inside a 200) is the same
+// one-line permission error as a DELETE's, naming s3:DeleteObject, and
+// deletes nothing.
+func TestDeleteKeysRefused(t *testing.T) {
+	t.Parallel()
+	srv := miniotest.Shared(t)
+	name := srv.NewBucket(t)
+	open := func(user *miniotest.Server) bucket {
+		o := defaultOptions()
+		o.s3.endpoint = srv.Endpoint()
+		o.s3.sdk = append(o.s3.sdk, user.SetCredentials)
+		b, err := newS3Bucket(t.Context(), name, "pfx/", o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	root := open(srv)
+	keys := []string{"a", "b", "c"}
+	for _, k := range keys {
+		if _, err := root.put(t.Context(), k, []byte(k), putCond{}, "application/octet-stream"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reader := open(srv.AsUser(t, fmt.Sprintf(`{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Action":["s3:GetObject"],"Resource":["arn:aws:s3:::%s/pfx/*"]}]}`, name)))
+	err := reader.deleteKeys(t.Context(), keys)
+	var perm *PermissionError
+	if !errors.As(err, &perm) || perm.Permission != "s3:DeleteObject" || !errors.Is(err, ErrPermission) || strings.Contains(err.Error(), "\n") {
+		t.Fatalf("a reader's batch delete: %v; want the one-line permission error naming s3:DeleteObject", err)
+	}
+	for _, k := range keys {
+		if err := root.head(t.Context(), k); err != nil {
+			t.Errorf("%s after the refused delete: %v", k, err)
+		}
+	}
 }

@@ -21,7 +21,7 @@ var ErrPermission = errors.New("permission denied")
 // (its message, request id) stays in Err, for -v and errors.As; the
 // request trace (-v, PANTO_TRACE) shows each refused request.
 type PermissionError struct {
-	Op         string // the S3 operation: GetObject, HeadObject, PutObject, DeleteObject, ListObjectsV2
+	Op         string // the S3 operation: GetObject, HeadObject, PutObject, DeleteObject(s), ListObjectsV2
 	Bucket     string
 	Prefix     string // the store's prefix: "" or ends in "/"
 	Key        string // the object, or the prefix a listing asked for
@@ -64,6 +64,7 @@ var permissions = map[string]string{
 	"HeadObject":    "s3:GetObject",
 	"PutObject":     "s3:PutObject",
 	"DeleteObject":  "s3:DeleteObject",
+	"DeleteObjects": "s3:DeleteObject", // the batch (deleteKeys): IAM authorizes each key as a DeleteObject
 	"ListObjectsV2": "s3:ListBucket",
 }
 
