@@ -23,9 +23,9 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"runtime/debug"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/urfave/cli/v2"
 )
@@ -37,16 +37,10 @@ const (
 	exitDiverged = 3
 )
 
-// memoryLimit is the heap size past which the garbage collector works
-// harder (debug.SetMemoryLimit), unless GOMEMLIMIT says otherwise: sync
-// holds at most a few chunks of a session at once (replica, objstore's
-// read-ahead), and the collector, left to double the heap past what is
-// live, would make the peak twice that.
-const memoryLimit = 192 << 20
-
 func main() {
 	if os.Getenv("GOMEMLIMIT") == "" {
-		debug.SetMemoryLimit(memoryLimit)
+		// For the life of the process: it ends with os.Exit.
+		go governHeap(context.Background(), heapHeadroom, 100*time.Millisecond)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	go func() { // the first signal stops new work; a second one kills
