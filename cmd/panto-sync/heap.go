@@ -2,9 +2,9 @@ package main
 
 import (
 	"context"
+	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
-	"time"
 )
 
 // heapHeadroom is how far past what is live the heap may grow before the
@@ -16,12 +16,14 @@ import (
 const heapHeadroom = 192 << 20
 
 // governHeap keeps the soft memory limit at what is live plus headroom,
-// until ctx ends. A fixed limit fails the other way: the bucket's catalog
-// and the local index are live for the whole run (about 250 MB at 100,000
-// sessions), and once what is live passes a fixed limit the collector
-// runs without pause, up to half the CPU (a no-op pull of 100,000
-// sessions took 7 s, 38% of its CPU in the collector).
-func governHeap(ctx context.Context, headroom uint64, every time.Duration) {
+// set again after every collection (when what is live is measured) until
+// ctx ends; an idle process is not woken for it. A fixed limit fails the
+// other way: the bucket's catalog and the local index are live for the
+// whole run (about 250 MB at 100,000 sessions), and once what is live
+// passes a fixed limit the collector runs without pause, up to half the
+// CPU (a no-op pull of 100,000 sessions took 7 s, 38% of its CPU in the
+// collector).
+func governHeap(ctx context.Context, headroom uint64) {
 	sample := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
 	set := func() {
 		metrics.Read(sample)
@@ -32,16 +34,25 @@ func governHeap(ctx context.Context, headroom uint64, every time.Duration) {
 		debug.SetMemoryLimit(int64(heapLimit(live, headroom)))
 	}
 	set()
-	tick := time.NewTicker(every)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-			set()
-		}
+	afterEachGC(ctx, set)
+}
+
+// afterEachGC calls fn after every garbage collection until ctx ends: an
+// object nothing refers to is finalized after the cycle that finds it
+// unreachable, and its finalizer arms the next one.
+func afterEachGC(ctx context.Context, fn func()) {
+	type sentinel struct{ _ *byte } // a pointer: not a tiny allocation, which could outlive the cycle
+	var arm func()
+	arm = func() {
+		runtime.SetFinalizer(&sentinel{}, func(*sentinel) {
+			if ctx.Err() != nil {
+				return
+			}
+			fn()
+			arm()
+		})
 	}
+	arm()
 }
 
 // heapLimit is the soft memory limit for a heap of which live bytes are

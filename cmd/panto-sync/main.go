@@ -25,7 +25,6 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
-	"time"
 
 	"github.com/urfave/cli/v2"
 )
@@ -39,8 +38,7 @@ const (
 
 func main() {
 	if os.Getenv("GOMEMLIMIT") == "" {
-		// For the life of the process: it ends with os.Exit.
-		go governHeap(context.Background(), heapHeadroom, 100*time.Millisecond)
+		governHeap(context.Background(), heapHeadroom) // for the life of the process
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	go func() { // the first signal stops new work; a second one kills
