@@ -31,7 +31,7 @@ func governHeap(ctx context.Context, headroom uint64) {
 		if sample[0].Value.Kind() == metrics.KindUint64 {
 			live = sample[0].Value.Uint64()
 		}
-		debug.SetMemoryLimit(int64(heapLimit(live, headroom)))
+		debug.SetMemoryLimit(int64(live + headroom)) // live is 0 before the first collection
 	}
 	set()
 	afterEachGC(ctx, set)
@@ -53,10 +53,4 @@ func afterEachGC(ctx context.Context, fn func()) {
 		})
 	}
 	arm()
-}
-
-// heapLimit is the soft memory limit for a heap of which live bytes are
-// live (0 before the first collection: the limit is the headroom).
-func heapLimit(live, headroom uint64) uint64 {
-	return live + headroom
 }

@@ -7,10 +7,14 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
 	"net/url"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
@@ -307,5 +311,52 @@ func TestDeleteKeysRefused(t *testing.T) {
 		if err := root.head(t.Context(), k); err != nil {
 			t.Errorf("%s after the refused delete: %v", k, err)
 		}
+	}
+}
+
+// TestDeleteKeysWithoutBatch: a server that answers DeleteObjects 501
+// Not Implemented has each key deleted by a DELETE of its own.
+func TestDeleteKeysWithoutBatch(t *testing.T) {
+	t.Parallel()
+	srv := miniotest.Shared(t)
+	target, err := url.Parse(srv.Endpoint())
+	if err != nil {
+		t.Fatal(err)
+	}
+	forward := httputil.NewSingleHostReverseProxy(target)
+	var refused, deletes atomic.Int32
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case r.Method == http.MethodPost && r.URL.Query().Has("delete"):
+			refused.Add(1)
+			w.Header().Set("Content-Type", "application/xml")
+			w.WriteHeader(http.StatusNotImplemented)
+			fmt.Fprint(w, `<?xml version="1.0" encoding="UTF-8"?><Error><Code>NotImplemented</Code><Message>A header you provided implies functionality that is not implemented</Message></Error>`)
+			return
+		case r.Method == http.MethodDelete:
+			deletes.Add(1)
+		}
+		forward.ServeHTTP(w, r)
+	}))
+	t.Cleanup(proxy.Close)
+	o := defaultOptions()
+	o.s3.endpoint = proxy.URL
+	o.s3.sdk = append(o.s3.sdk, srv.SetCredentials)
+	b, err := newS3Bucket(t.Context(), srv.NewBucket(t), "pfx/", o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := []string{"a", "b", "c"}
+	for _, k := range keys {
+		if _, err := b.put(t.Context(), k, []byte(k), putCond{}, "application/octet-stream"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := b.deleteKeys(t.Context(), keys); err != nil {
+		t.Fatalf("deleteKeys through a server without DeleteObjects: %v", err)
+	}
+	objects, _, err := b.list(t.Context(), "", "")
+	if err != nil || len(objects) != 0 || refused.Load() == 0 || deletes.Load() != int32(len(keys)) {
+		t.Fatalf("left %q (%v); %d batch requests refused, %d DELETEs; want none left, one DELETE a key", listedKeys(objects), err, refused.Load(), deletes.Load())
 	}
 }

@@ -157,7 +157,7 @@ func (s *Store) writeRun(ctx context.Context, entries map[string]manifest.IndexE
 		if len(doc.Sessions) == 0 {
 			return
 		}
-		key := fmt.Sprintf("%s%s-%03d.json.zst", manifest.RunKeyPrefix, run, len(pages))
+		key := runPageKey(run, len(pages))
 		pages = append(pages, manifest.RunPage{Key: key, First: first, Last: last, Sessions: len(doc.Sessions)})
 		docs = append(docs, doc)
 		doc = manifest.NewIndexShard(manifest.RunName)
@@ -194,6 +194,11 @@ func newRunName() (string, error) {
 		return "", err
 	}
 	return hex.EncodeToString(name[:]), nil
+}
+
+// runPageKey is the key of page i of run.
+func runPageKey(run string, i int) string {
+	return fmt.Sprintf("%s%s-%03d.json.zst", manifest.RunKeyPrefix, run, i)
 }
 
 // putPage creates run page key (If-None-Match: a key is written once)
@@ -792,7 +797,7 @@ func (s *Store) writePage(ctx context.Context, p manifest.RunPage, entries map[s
 	}
 	doc := manifest.NewIndexShard(manifest.RunName)
 	maps.Copy(doc.Sessions, entries)
-	page := manifest.RunPage{Key: fmt.Sprintf("%s%s-000.json.zst", manifest.RunKeyPrefix, name), First: p.First, Last: p.Last, Sessions: len(entries), Commit: p.Commit}
+	page := manifest.RunPage{Key: runPageKey(name, 0), First: p.First, Last: p.Last, Sessions: len(entries), Commit: p.Commit}
 	return page, s.putPage(ctx, page.Key, doc)
 }
 
