@@ -217,15 +217,27 @@ func (s *Store) fetchSegment(ctx context.Context, id string, seg manifest.Segmen
 // lists (err: the GET's), and returns its raw bytes.
 func (s *Store) listedSegment(ctx context.Context, id string, seg manifest.Segment, data []byte, err error) ([]byte, error) {
 	key := s.sessionKey(id, seg.Name())
-	if err != nil {
-		if errors.Is(err, errNotFound) {
-			// A manifest read before the session was deleted lists
-			// segments that are gone: say it was deleted.
-			if t, ok := s.tombstoneAt(ctx, id); ok {
-				return nil, deletedError(id, t)
+	if errors.Is(err, errNotFound) {
+		// A manifest read before the session was deleted lists
+		// segments that are gone: say it was deleted.
+		if t, ok := s.tombstoneAt(ctx, id); ok {
+			return nil, deletedError(id, t)
+		}
+		// A distributed MinIO with a node down has answered 404 for a
+		// segment written moments before through another node (as for
+		// the probe's If-Match, probe.go): asked again before it is
+		// called missing.
+		for attempt := 4; attempt < 8 && errors.Is(err, errNotFound); attempt++ {
+			if berr := backoff(ctx, attempt); berr != nil {
+				return nil, berr
 			}
+			data, _, err = s.b.get(ctx, key, "")
+		}
+		if errors.Is(err, errNotFound) {
 			return nil, fmt.Errorf("%s: %w: listed in the manifest but missing: %w", s.objectURL(key), ErrCorrupt, err)
 		}
+	}
+	if err != nil {
 		return nil, err
 	}
 	raw, err := s.codec.DecodeSegment(key, data)
