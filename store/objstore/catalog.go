@@ -339,8 +339,15 @@ func (s *Store) catchUpCatalog(ctx context.Context, cached *manifest.IndexShard,
 		return nil, false
 	}
 	// A bulk write's commit omits its changes: they are in the pages of
-	// the run it added (runs.go), or else only in the partitions.
-	pages, ok := s.catchUpPages(commits)
+	// the run it added (runs.go), or else only in the partitions; a
+	// commit this Store wrote, it may hold them (keepOmitted).
+	own := make([]*logChanges, len(commits))
+	for i := 1; i < len(commits); i++ {
+		if commits[i].Omitted > 0 {
+			own[i], _ = s.keptOmitted(from+int64(i), etags[i])
+		}
+	}
+	pages, ok := s.catchUpPages(commits, own)
 	if !ok {
 		return nil, false
 	}
@@ -359,7 +366,15 @@ func (s *Store) catchUpCatalog(ctx context.Context, cached *manifest.IndexShard,
 			c.Put(e)
 		}
 	}
-	for _, commit := range commits[1:] {
+	for i, commit := range commits[1:] {
+		if ch := own[i+1]; ch != nil {
+			for _, e := range ch.folded {
+				c.Put(e)
+			}
+			for _, t := range ch.buried {
+				c.Bury(t)
+			}
+		}
 		c.Apply(commit)
 	}
 	c.Through = n
@@ -370,9 +385,11 @@ func (s *Store) catchUpCatalog(ctx context.Context, cached *manifest.IndexShard,
 // first of commits omit (bulk writes'): the pages they added, when the
 // newest commit still names them all; else, when the runs were only
 // merged since (not folded), every page of the newest commit, which
-// holds the merged entries. ok is false when neither serves: a commit
-// omits changes no run holds, or a fold wrote them to the partitions.
-func (s *Store) catchUpPages(commits []*manifest.IndexShard) (pages []manifest.RunPage, ok bool) {
+// holds the merged entries. A commit whose own (same index) is not nil
+// needs no page: own holds what it omits. ok is false when none of that
+// serves: a commit omits changes no run holds, or a fold wrote them to
+// the partitions.
+func (s *Store) catchUpPages(commits []*manifest.IndexShard, own []*logChanges) (pages []manifest.RunPage, ok bool) {
 	newest := commits[len(commits)-1]
 	named := map[string]bool{}
 	for _, p := range newest.Runs {
@@ -389,7 +406,7 @@ func (s *Store) catchUpPages(commits []*manifest.IndexShard) (pages []manifest.R
 				its = append(its, p)
 			}
 		}
-		if commit.Omitted > 0 {
+		if commit.Omitted > 0 && own[i+1] == nil {
 			// Else the commit lists the run's entries itself (a small
 			// run), or adds a merge's pages, which hold nothing new.
 			if int64(sum) != commit.Omitted {
@@ -458,7 +475,7 @@ func (s *Store) noteCatalog(c *manifest.IndexShard, etag string) {
 		if lg.kept == nil {
 			lg.kept = map[int64]keptCommit{}
 		}
-		lg.kept[lg.n] = keptCommit{lg.last, lg.etag}
+		lg.kept[lg.n] = keptCommit{c: lg.last, etag: lg.etag}
 	}
 }
 

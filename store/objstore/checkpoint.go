@@ -262,7 +262,14 @@ func (s *Store) settle(ctx context.Context) error {
 	}
 	wg.Wait()
 	// One commit of the index log for every shard written.
-	return errors.Join(append(errs, logErr, s.writeLog(ctx))...)
+	err := errors.Join(append(errs, logErr, s.writeLog(ctx))...)
+	if len(queued) > 0 && err == nil && s.catchUpKept(ctx) {
+		// The commit omits what a bulk write (a first push) put in the
+		// partitions, which this Store holds (keepOmitted): cached now,
+		// the next run does not read the partitions back.
+		s.saveKeptCatalog()
+	}
+	return err
 }
 
 // takeQueued takes every entry queued for the partitions names when no

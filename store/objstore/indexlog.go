@@ -209,6 +209,11 @@ type logChanges struct {
 	indexed int64
 }
 
+// entries is every entry ch records, the longest of a session's.
+func (ch logChanges) entries() map[string]manifest.IndexEntry {
+	return longest(longest(longest(ch.folded, ch.unfolded), ch.recent), ch.run)
+}
+
 // requeueUnfolded puts back entries of a commit that failed, where an
 // entry queued since that is at least as long wins.
 func (s *Store) requeueUnfolded(entries map[string]manifest.IndexEntry) {
@@ -308,6 +313,9 @@ func (s *Store) commitLog(ctx context.Context, ch logChanges, drop func(manifest
 			next.Base, next.BaseETag = stored.Base, stored.BaseETag
 			s.noteBase(next, etag)
 			s.adoptCommit(n+1, next, etag)
+			if next.Omitted > 0 && drop == nil && !whole {
+				s.keepOmitted(n+1, next, ch)
+			}
 			if (n+1)%logKeep == 0 {
 				s.pruneLog(ctx, n+1)
 			}
@@ -426,7 +434,7 @@ func nextCommit(n int64, prev *manifest.IndexShard, ch logChanges, drop func(man
 		}
 		c.Runs = append(c.Runs, p)
 	}
-	entries := longest(longest(longest(ch.folded, ch.unfolded), ch.recent), ch.run)
+	entries := ch.entries()
 	list := len(entries)+len(ch.buried) <= manifest.LogChanges
 	if !list {
 		c.Omitted = int64(len(entries) + len(ch.buried))
@@ -531,7 +539,7 @@ func (s *Store) adoptCommit(n int64, c *manifest.IndexShard, etag string) {
 	if lg.kept == nil {
 		lg.kept = map[int64]keptCommit{}
 	}
-	lg.kept[n] = keptCommit{c, etag}
+	lg.kept[n] = keptCommit{c: c, etag: etag}
 	for k := range lg.kept {
 		if k < n-logKeep {
 			delete(lg.kept, k)
@@ -827,13 +835,45 @@ func (s *Store) keepCommit(k int64, c *manifest.IndexShard, etag string) {
 	if lg.kept == nil {
 		lg.kept = map[int64]keptCommit{}
 	}
-	lg.kept[k] = keptCommit{c, etag}
+	lg.kept[k] = keptCommit{c: c, etag: etag}
 }
 
-// keptCommit is a commit as this Store read it and its ETag.
+// keptCommit is a commit as this Store read it and its ETag; for a
+// commit this Store wrote that omits its changes (Omitted), those
+// changes, which the catalog's catch-up applies without reading the
+// partitions they went to (keepOmitted).
 type keptCommit struct {
-	c    *manifest.IndexShard
-	etag string
+	c       *manifest.IndexShard
+	etag    string
+	omitted *logChanges
+}
+
+// keepOmitted records the changes of commit n, which this Store just
+// wrote and adopted, when the commit omits them: a bulk write's to the
+// partitions (a first push's) is named by no page, so without them the
+// catalog this Store read could not catch up with its own write
+// (catchUpPages), and the next run would read all 256 partitions back.
+func (s *Store) keepOmitted(n int64, c *manifest.IndexShard, ch logChanges) {
+	lg := &s.ilog
+	lg.mu.Lock()
+	defer lg.mu.Unlock()
+	if k, ok := lg.kept[n]; ok && k.c == c {
+		k.omitted = &logChanges{folded: ch.entries(), buried: ch.buried}
+		lg.kept[n] = k
+	}
+}
+
+// keptOmitted is what keepOmitted recorded of commit k, when the commit
+// held is the one with etag.
+func (s *Store) keptOmitted(k int64, etag string) (*logChanges, bool) {
+	lg := &s.ilog
+	lg.mu.Lock()
+	defer lg.mu.Unlock()
+	kept, ok := lg.kept[k]
+	if !ok || kept.omitted == nil || kept.etag != etag {
+		return nil, false
+	}
+	return kept.omitted, true
 }
 
 // keptCommitOf is commit k as this Store holds it in memory (keepCommit,
@@ -844,7 +884,7 @@ func (s *Store) keptCommitOf(k int64) (keptCommit, bool) {
 	defer lg.mu.Unlock()
 	kept, ok := lg.kept[k]
 	if !ok && lg.known && lg.n == k && lg.last != nil {
-		kept, ok = keptCommit{lg.last, lg.etag}, true
+		kept, ok = keptCommit{c: lg.last, etag: lg.etag}, true
 	}
 	return kept, ok
 }
