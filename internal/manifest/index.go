@@ -75,6 +75,18 @@ type RunPage struct {
 	Commit      int64
 }
 
+// RunMerge is a merge of runs that writers without the catalog (agents)
+// do a bounded step at a time, in partition order: the runs From (each
+// named by the commit that added it, RunPage.Commit) are merged into the
+// run Into, whose pages hold their entries of every partition before
+// Next. The pages of From whose partitions all come before Next are
+// retired; the others are still named, and hold the rest.
+type RunMerge struct {
+	Into int64
+	From []int64
+	Next string
+}
+
 // Covers reports whether the page may hold a session of partition name.
 func (p RunPage) Covers(name string) bool { return p.First <= name && name <= p.Last }
 
@@ -275,7 +287,11 @@ type IndexShard struct {
 	// session's entry is the longest of its partition's, the Unfolded
 	// set's and these pages'. They leave the list when a fold has written
 	// them to the partitions.
-	Runs     []RunPage
+	Runs []RunPage
+	// Merge, in a log commit, is a merge of runs under way a step at a
+	// time (nil: none), which every commit carries on until its runs are
+	// gone.
+	Merge    *RunMerge
 	Sessions map[string]IndexEntry
 	// Tombstones are the shard's deleted sessions: an id here has no
 	// entry in Sessions, and none can be put back.
@@ -351,6 +367,11 @@ func (s *IndexShard) Clone() *IndexShard {
 		c.Unfolded = maps.Clone(s.Unfolded)
 	}
 	c.Runs = slices.Clone(s.Runs)
+	if s.Merge != nil {
+		m := *s.Merge
+		m.From = slices.Clone(m.From)
+		c.Merge = &m
+	}
 	return &c
 }
 
@@ -523,6 +544,10 @@ func (s *IndexShard) validate() error {
 			!isPartitionName(p.First) || !isPartitionName(p.Last) || p.First > p.Last {
 			return fmt.Errorf("%w: index log commit %d: run page %q", ErrInvalid, s.Through, p.Key)
 		}
+	}
+	if m := s.Merge; m != nil && (!log || m.Into <= 0 || m.Into > s.Through || len(m.From) == 0 ||
+		slices.ContainsFunc(m.From, func(k int64) bool { return k <= 0 || k > s.Through }) || !isPartitionName(m.Next)) {
+		return fmt.Errorf("%w: index shard %s %d: merge of runs %+v", ErrInvalid, s.Shard, s.Through, *m)
 	}
 	for id, t := range s.Tombstones {
 		if err := agent.ValidateSessionID(id); err != nil || !filed(id) || t.ID != id {

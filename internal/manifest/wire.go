@@ -251,6 +251,7 @@ type wireShard struct {
 	Recent     map[string]wireEntry     `json:"recent,omitempty"`
 	Unfolded   map[string]wireEntry     `json:"unfolded,omitempty"`
 	Runs       []wireRunPage            `json:"runs,omitempty"`
+	Merge      *wireRunMerge            `json:"merge,omitempty"`
 	Sessions   map[string]wireEntry     `json:"sessions"`
 	Tombstones map[string]wireTombstone `json:"tombstones,omitempty"`
 }
@@ -264,6 +265,30 @@ type wireRunPage struct {
 	Last     string `json:"last"`
 	Sessions int    `json:"sessions"`
 	Commit   int64  `json:"commit"`
+}
+
+// wireRunMerge is a merge of runs under way, in a log commit. A panto
+// that predates it ignores it and drops it from its commits: the run
+// merged into and what is left of the runs merged are then runs like
+// any other, each entry still in one of them.
+type wireRunMerge struct {
+	Into int64   `json:"into"`
+	From []int64 `json:"from"`
+	Next string  `json:"next"`
+}
+
+func mergeToWire(m *RunMerge) *wireRunMerge {
+	if m == nil {
+		return nil
+	}
+	return &wireRunMerge{Into: m.Into, From: m.From, Next: m.Next}
+}
+
+func mergeFromWire(w *wireRunMerge) *RunMerge {
+	if w == nil {
+		return nil
+	}
+	return &RunMerge{Into: w.Into, From: w.From, Next: w.Next}
 }
 
 func runsToWire(pages []RunPage) []wireRunPage {
@@ -291,7 +316,7 @@ type wireTombstone struct {
 }
 
 func shardToWire(s *IndexShard) wireShard {
-	w := wireShard{Version: Version, Shard: s.Shard, Through: s.Through, Pruned: s.Pruned, Purge: s.Purge, Omitted: s.Omitted, Complete: s.Complete, DirHead: s.DirHead, Indexed: s.Indexed, Base: s.Base, BaseETag: s.BaseETag, Runs: runsToWire(s.Runs), Sessions: make(map[string]wireEntry, len(s.Sessions))}
+	w := wireShard{Version: Version, Shard: s.Shard, Through: s.Through, Pruned: s.Pruned, Purge: s.Purge, Omitted: s.Omitted, Complete: s.Complete, DirHead: s.DirHead, Indexed: s.Indexed, Base: s.Base, BaseETag: s.BaseETag, Runs: runsToWire(s.Runs), Merge: mergeToWire(s.Merge), Sessions: make(map[string]wireEntry, len(s.Sessions))}
 	if !s.Written.IsZero() {
 		w.Written = s.Written.UTC()
 	}
@@ -320,7 +345,7 @@ func shardToWire(s *IndexShard) wireShard {
 }
 
 func (w *wireShard) shard() *IndexShard {
-	s := &IndexShard{Shard: w.Shard, Through: w.Through, Pruned: w.Pruned, Purge: w.Purge, Written: w.Written, Omitted: w.Omitted, Complete: w.Complete, DirHead: w.DirHead, Indexed: w.Indexed, Base: w.Base, BaseETag: w.BaseETag, Runs: runsFromWire(w.Runs), Sessions: make(map[string]IndexEntry, len(w.Sessions))}
+	s := &IndexShard{Shard: w.Shard, Through: w.Through, Pruned: w.Pruned, Purge: w.Purge, Written: w.Written, Omitted: w.Omitted, Complete: w.Complete, DirHead: w.DirHead, Indexed: w.Indexed, Base: w.Base, BaseETag: w.BaseETag, Runs: runsFromWire(w.Runs), Merge: mergeFromWire(w.Merge), Sessions: make(map[string]IndexEntry, len(w.Sessions))}
 	for id, e := range w.Recent {
 		if s.Recent == nil {
 			s.Recent = map[string]IndexEntry{}

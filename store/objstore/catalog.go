@@ -10,6 +10,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -417,7 +418,7 @@ func (s *Store) catchUpPages(commits []*manifest.IndexShard, own []*logChanges) 
 				allNamed = allNamed && named[p.Key]
 			}
 		}
-		if len(its) == 0 && len(commit.Runs) < len(prev.Runs) {
+		if len(commit.Runs) < len(prev.Runs) && !addsPages(prev, commit) {
 			folded = true // pages retired, none added: a fold
 		}
 	}
@@ -428,6 +429,17 @@ func (s *Store) catchUpPages(commits []*manifest.IndexShard, own []*logChanges) 
 		return nil, false
 	}
 	return newest.Runs, true
+}
+
+// addsPages reports whether commit names a page prev does not: a bulk
+// write's, a merge's (a step of one adds pages to a run an earlier commit
+// added), or a page rewritten without a deleted session.
+func addsPages(prev, commit *manifest.IndexShard) bool {
+	named := map[string]bool{}
+	for _, p := range prev.Runs {
+		named[p.Key] = true
+	}
+	return slices.ContainsFunc(commit.Runs, func(p manifest.RunPage) bool { return !named[p.Key] })
 }
 
 // loadCatalog reads the cached catalog at path and the ETag of its

@@ -67,6 +67,7 @@ var (
 	WithManifestInterval = withManifestInterval
 	WithMaxAttempts      = withMaxAttempts
 	WithRunFoldAt        = withRunFoldAt
+	WithMergeBudget      = withMergeBudget
 )
 
 // SetIndexPruneAfter lets tests see index deltas deleted without waiting

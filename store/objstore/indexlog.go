@@ -207,6 +207,25 @@ type logChanges struct {
 	// the index (IndexShard.Indexed); else the commit carries its
 	// predecessor's count on.
 	indexed int64
+	// merge, a step of a merge of runs (runs.go: stepMerge): pages and
+	// retired are its, and apply only where the commit before holds the
+	// merge as the step found it.
+	merge *mergeStep
+}
+
+// mergeStep is one step of a merge of runs (manifest.RunMerge): the
+// merge as the step found it (nil: the step starts it) and as it leaves
+// it (nil: done). A new merge's Into is 0 until its commit numbers it.
+type mergeStep struct {
+	from, to *manifest.RunMerge
+}
+
+// sameMerge reports whether a and b are the same merge at the same step.
+func sameMerge(a, b *manifest.RunMerge) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.Into == b.Into && a.Next == b.Next && slices.Equal(a.From, b.From)
 }
 
 // entries is every entry ch records, the longest of a session's.
@@ -396,6 +415,21 @@ func nextCommit(n int64, prev *manifest.IndexShard, ch logChanges, drop func(man
 	// has to drop a session for room.
 	c.Complete = whole || prev == nil && n == 1 || prev != nil && prev.Complete
 	c.DirHead = prev != nil && prev.DirHead
+	if prev != nil {
+		c.Merge = prev.Merge
+	}
+	if ch.merge != nil {
+		if !sameMerge(c.Merge, ch.merge.from) {
+			// Another writer took this step first (or a sync finished
+			// the merge): this one's pages stay unnamed, and what it
+			// meant to retire stays named.
+			ch.pages, ch.retired = nil, nil
+		} else if c.Merge = ch.merge.to; c.Merge != nil && c.Merge.Into == 0 {
+			m := *c.Merge
+			m.Into = n
+			c.Merge = &m
+		}
+	}
 	if c.Indexed = ch.indexed; c.Indexed == 0 && prev != nil {
 		c.Indexed = prev.Indexed
 	}
@@ -433,6 +467,9 @@ func nextCommit(n int64, prev *manifest.IndexShard, ch logChanges, drop func(man
 			p.Commit = n // a new run's; a page rewritten keeps its run's
 		}
 		c.Runs = append(c.Runs, p)
+	}
+	if c.Merge != nil && !slices.ContainsFunc(c.Runs, func(p manifest.RunPage) bool { return slices.Contains(c.Merge.From, p.Commit) }) {
+		c.Merge = nil // every page of the runs it merges is retired: done, or folded
 	}
 	entries := ch.entries()
 	list := len(entries)+len(ch.buried) <= manifest.LogChanges

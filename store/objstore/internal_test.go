@@ -172,3 +172,33 @@ func TestFoldStep(t *testing.T) {
 		t.Errorf("foldStep of one page covering every partition = %v, want it", got)
 	}
 }
+
+// TestCatchUpThroughMergeStep: a step of a merge adds pages to a run an
+// earlier commit added and may retire more than it adds; it is not a
+// fold, so a catalog that must read a bulk write's pages the step
+// retired reads the newest commit's pages (which hold them merged), not
+// the 256 partitions.
+func TestCatchUpThroughMergeStep(t *testing.T) {
+	page := func(key string, commit int64) manifest.RunPage {
+		return manifest.RunPage{Key: key, First: "00", Last: "ff", Sessions: 70, Commit: commit}
+	}
+	small := page("index/run/a-000.json.zst", 1)
+	bulk := page("index/run/b-000.json.zst", 3)
+	merged := page("index/run/c-000.json.zst", 2)
+	commits := []*manifest.IndexShard{
+		{Through: 2, Runs: []manifest.RunPage{small}},
+		{Through: 3, Runs: []manifest.RunPage{small, bulk}, Omitted: 70},
+		// The step's commit: the merge into run 2 retires both pages.
+		{Through: 4, Runs: []manifest.RunPage{merged}},
+	}
+	var s Store
+	pages, ok := s.catchUpPages(commits, make([]*logChanges, len(commits)))
+	if !ok || len(pages) != 1 || pages[0] != merged {
+		t.Fatalf("catch-up pages %+v, %v; want the merged page", pages, ok)
+	}
+	// A fold retires pages and adds none: the partitions hold them.
+	commits[2].Runs = nil
+	if pages, ok := s.catchUpPages(commits, make([]*logChanges, len(commits))); ok {
+		t.Fatalf("catch-up through a fold: %+v, want refused", pages)
+	}
+}

@@ -186,6 +186,9 @@ type Store struct {
 	// number of entries the runs hold before they are folded (runs.go).
 	runs      runState
 	runFoldAt int
+	// mergeBudget is the most entries an agent's Close rewrites merging
+	// runs (runs.go: runsDue).
+	mergeBudget int
 	// heads is what waits for the project heads, and the heads read
 	// (heads.go).
 	heads headState
@@ -212,6 +215,7 @@ type options struct {
 	key              *seal.Key
 	indexCache       string
 	runFoldAt        int
+	mergeBudget      int
 }
 
 // WithClock sets the clock that stamps appended lines (for deterministic
@@ -297,7 +301,7 @@ func Open(ctx context.Context, rawURL string, opts ...Option) (*Store, error) {
 }
 
 func defaultOptions() options {
-	return options{clock: time.Now, compactThreshold: 32, compactGrace: time.Hour, maxAttempts: 10, manifestEvery: 8, runFoldAt: runFoldMin, s3: s3Options{idleTimeout: DefaultIdleTimeout}}
+	return options{clock: time.Now, compactThreshold: 32, compactGrace: time.Hour, maxAttempts: 10, manifestEvery: 8, runFoldAt: runFoldMin, mergeBudget: runMergeBudget, s3: s3Options{idleTimeout: DefaultIdleTimeout}}
 }
 
 // openBucket opens the store on b: everything Open does past the S3
@@ -328,6 +332,7 @@ func openBucket(ctx context.Context, b bucket, o options) (*Store, error) {
 		manifestEvery:    max(o.manifestEvery, 1),
 		indexPruneAfter:  indexPruneAfter,
 		runFoldAt:        o.runFoldAt,
+		mergeBudget:      max(o.mergeBudget, 1),
 		sessions:         map[string]*sessionState{},
 		shards:           map[string]*shardState{},
 	}

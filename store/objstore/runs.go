@@ -36,7 +36,10 @@ import (
 //   - runs are merged by size tier (runsToMerge): a resolve reads the
 //     page of each run that covers its partition, so the count stays
 //     small (at most 3 per tier of 4x), and a merge costs what the runs
-//     it takes hold, which never includes a run of a higher tier;
+//     it takes hold, which never includes a run of a higher tier; a
+//     writer without the catalog (an agent) rewrites at most
+//     runMergeBudget entries, and a bigger merge in steps
+//     (manifest.RunMerge, stepMerge);
 //   - past runFoldLimit entries (an eighth of the catalog, at least
 //     runFoldMin), the runs are folded into the partitions, whose commit
 //     retires the pages and lists no change (readers of the runs have
@@ -63,6 +66,11 @@ const (
 	// past max(runFoldMin, catalog/runFoldShare) entries.
 	runFoldMin   = 2048
 	runFoldShare = 8
+	// runMergeBudget is the most entries a writer without the catalog
+	// (an agent's Close) rewrites merging runs: about 19 KB of pages at
+	// 290 bytes an entry, so that a turn sends at most 32 KB beyond its
+	// segments. A bigger merge goes a step at a time (stepMerge).
+	runMergeBudget = 64
 )
 
 // errRunGone: a page the newest commit named was deleted since (a fold
@@ -80,6 +88,9 @@ func (s *Store) pageGone() {
 
 // withRunFoldAt sets runFoldMin (tests fold small runs).
 func withRunFoldAt(n int) Option { return func(o *options) { o.runFoldAt = n } }
+
+// withMergeBudget sets runMergeBudget (tests merge small runs in steps).
+func withMergeBudget(n int) Option { return func(o *options) { o.mergeBudget = n } }
 
 // runState is this Store's cache of run pages (immutable: a key is
 // written once) and the entries of the fold under way, which the index
@@ -388,8 +399,15 @@ func (s *Store) catalogCount() int64 {
 // the runs of a tier that has runMergeFactor of them (runsToMerge).
 //
 // A merge can fill the tier above (the fourth run of 4 makes the fourth
-// of 16): the merges cascade, as many as there are tiers at most.
+// of 16): the merges cascade, as many as there are tiers at most. A
+// writer that holds the catalog (a sync) does them all, and finishes a
+// merge under way at once; one without (an agent's Close) rewrites at
+// most mergeBudget entries: the merges that fit, lowest tier first, then
+// a step of the merge under way, or of a new one that does not fit
+// (stepMerge). What is left waits for the next writer.
 func (s *Store) runsDue(ctx context.Context) error {
+	batch := s.deferIndex || s.holdsCatalog()
+	budget := s.mergeBudget
 	for range 16 {
 		s.ilog.mu.Lock()
 		c := s.ilog.last
@@ -402,20 +420,187 @@ func (s *Store) runsDue(ctx context.Context) error {
 			total += p.Sessions
 		}
 		if total > s.runFoldLimit() {
-			if s.deferIndex || s.holdsCatalog() {
+			if batch {
 				return s.foldRuns(ctx, c.Runs, false)
 			}
 			return s.foldRuns(ctx, foldStep(c.Runs, s.shardNames()), false)
 		}
-		pages := runsToMerge(c.Runs)
-		if len(pages) == 0 {
-			return nil
+		if c.Merge != nil && batch {
+			if err := s.mergeRuns(ctx, merging(c)); err != nil {
+				return err
+			}
+			continue
 		}
-		if err := s.mergeRuns(ctx, pages); err != nil {
-			return err
+		pages := runsToMerge(notMerging(c))
+		n := 0
+		for _, p := range pages {
+			n += p.Sessions
+		}
+		switch {
+		case len(pages) > 0 && (batch || n <= budget):
+			if err := s.mergeRuns(ctx, pages); err != nil {
+				return err
+			}
+			budget -= n
+		case budget <= 0:
+			return nil
+		case c.Merge != nil:
+			return s.stepMerge(ctx, c, nil, budget)
+		case len(pages) > 0:
+			return s.stepMerge(ctx, c, pages, budget)
+		default:
+			return nil
 		}
 	}
 	return nil
+}
+
+// merging is the pages of c's merge under way: the runs it merges and the
+// run it merges them into.
+func merging(c *manifest.IndexShard) []manifest.RunPage {
+	var pages []manifest.RunPage
+	for _, p := range c.Runs {
+		if c.Merge != nil && (p.Commit == c.Merge.Into || slices.Contains(c.Merge.From, p.Commit)) {
+			pages = append(pages, p)
+		}
+	}
+	return pages
+}
+
+// notMerging is the pages of c that its merge under way does not take.
+func notMerging(c *manifest.IndexShard) []manifest.RunPage {
+	if c.Merge == nil {
+		return c.Runs
+	}
+	var pages []manifest.RunPage
+	for _, p := range c.Runs {
+		if p.Commit != c.Merge.Into && !slices.Contains(c.Merge.From, p.Commit) {
+			pages = append(pages, p)
+		}
+	}
+	return pages
+}
+
+// stepMerge does one step of c's merge under way, or, when start names
+// pages, of a new merge of their runs: the next partitions whose entries
+// in the runs merged come to about budget (one partition at least, the
+// entries of a page spread evenly over the partitions it covers) are
+// read and written as pages of the run merged into; the commit names
+// them, retires the pages merged whole, and says where the merge is.
+// The last step retires what is left of the runs merged. So an agent's
+// Close rewrites a bounded part of a big merge, and a reader finds each
+// entry in the run merged into, or in a page not yet retired.
+func (s *Store) stepMerge(ctx context.Context, c *manifest.IndexShard, start []manifest.RunPage, budget int) error {
+	s.runs.fold.Lock()
+	defer s.runs.fold.Unlock()
+	from := c.Merge
+	var runs []int64
+	var into int64 // 0: the new merge's, numbered by its first commit
+	next := s.shardNames()[0]
+	if from != nil {
+		runs, into, next = from.From, from.Into, from.Next
+	} else {
+		for _, p := range start {
+			if !slices.Contains(runs, p.Commit) {
+				runs = append(runs, p.Commit)
+			}
+		}
+		slices.Sort(runs)
+	}
+	var sources []manifest.RunPage
+	for _, p := range c.Runs {
+		if slices.Contains(runs, p.Commit) {
+			sources = append(sources, p)
+		}
+	}
+	names := s.shardNames()
+	first := slices.Index(names, next)
+	if first < 0 || len(sources) == 0 {
+		return nil // nothing left to merge: the next commit drops the merge
+	}
+	// The partitions of this step: from next on, while the entries they
+	// are estimated to hold fit the budget.
+	estimate := func(name string) float64 {
+		n := 0.0
+		for _, p := range sources {
+			if p.Covers(name) {
+				n += float64(p.Sessions) / float64(coveredCount(p, names))
+			}
+		}
+		return n
+	}
+	end, sum := first, 0.0
+	for end < len(names) {
+		n := estimate(names[end])
+		if end > first && sum+n > float64(budget) {
+			break
+		}
+		sum += n
+		end++
+	}
+	step := names[first:end]
+	var read []manifest.RunPage
+	for _, p := range sources {
+		if p.First <= step[len(step)-1] && p.Last >= step[0] {
+			read = append(read, p)
+		}
+	}
+	docs, damaged, err := s.readRunPages(ctx, read)
+	if err != nil || len(damaged) > 0 {
+		return errors.Join(err, s.runDamage(damaged)) // repair's to mend
+	}
+	// The estimate may be short: the step ends where what the pages
+	// hold passes the budget (a partition at least).
+	perPartition := map[string]map[string]manifest.IndexEntry{}
+	for id, e := range longestOf(docs) {
+		if name := s.shardOf(id); name >= step[0] && name <= step[len(step)-1] {
+			if perPartition[name] == nil {
+				perPartition[name] = map[string]manifest.IndexEntry{}
+			}
+			perPartition[name][id] = e
+		}
+	}
+	entries := map[string]manifest.IndexEntry{}
+	for i, name := range step {
+		if i > 0 && len(entries)+len(perPartition[name]) > budget {
+			end = first + i
+			break
+		}
+		maps.Copy(entries, perPartition[name])
+	}
+	var added []manifest.RunPage
+	if len(entries) > 0 {
+		if added, err = s.writeRun(ctx, entries); err != nil {
+			return fmt.Errorf("merge the index runs: %w", err)
+		}
+		for i := range added {
+			added[i].Commit = into // 0 for a new merge: its commit's number
+		}
+	}
+	to := &manifest.RunMerge{Into: into, From: runs}
+	var retired []manifest.RunPage
+	if end == len(names) {
+		to, retired = nil, sources
+	} else {
+		to.Next = names[end]
+		for _, p := range sources {
+			if p.Last < to.Next {
+				retired = append(retired, p)
+			}
+		}
+	}
+	return s.retirePages(ctx, logChanges{pages: added, merge: &mergeStep{from: from, to: to}}, retired)
+}
+
+// coveredCount is how many of names page p covers (at least 1).
+func coveredCount(p manifest.RunPage, names []string) int {
+	n := 0
+	for _, name := range names {
+		if p.Covers(name) {
+			n++
+		}
+	}
+	return max(n, 1)
 }
 
 // holdsCatalog reports whether this Store read the catalog. A sync
@@ -618,7 +803,7 @@ func (s *Store) foldRunsLocked(ctx context.Context, pages []manifest.RunPage, sa
 	if err != nil {
 		return buried, fmt.Errorf("fold the index runs: %w", err)
 	}
-	return buried, s.retirePages(ctx, pages, nil, s.estimateIndexed(slices.Collect(maps.Keys(names))))
+	return buried, s.retirePages(ctx, logChanges{indexed: s.estimateIndexed(slices.Collect(maps.Keys(names)))}, pages)
 }
 
 // estimateIndexed is how many sessions the index holds, estimated from
@@ -657,19 +842,20 @@ func (s *Store) mergeRuns(ctx context.Context, pages []manifest.RunPage) error {
 	if err != nil {
 		return fmt.Errorf("merge the index runs: %w", err)
 	}
-	return s.retirePages(ctx, pages, merged, 0)
+	return s.retirePages(ctx, logChanges{pages: merged}, pages)
 }
 
-// retirePages commits pages' retirement (with the pages added in their
-// place: a merge's), then deletes them; indexed, when above 0, is the
-// index's size a fold estimated (IndexShard.Indexed).
-func (s *Store) retirePages(ctx context.Context, pages, added []manifest.RunPage, indexed int64) error {
-	retired := map[string]bool{}
+// retirePages commits ch (a merge's or a fold's: the pages added in
+// their place, the index's size a fold estimated, a step of a merge) with
+// the retirement of pages, then deletes those the newest commit does not
+// name (a merge's step that another writer took first retires none).
+func (s *Store) retirePages(ctx context.Context, ch logChanges, pages []manifest.RunPage) error {
+	ch.retired = map[string]bool{}
 	for _, p := range pages {
-		retired[p.Key] = true
+		ch.retired[p.Key] = true
 	}
 	s.ilog.wmu.Lock()
-	err := s.commitLog(ctx, logChanges{pages: added, retired: retired, indexed: indexed}, nil, false)
+	err := s.commitLog(ctx, ch, nil, false)
 	s.ilog.wmu.Unlock()
 	if err != nil {
 		return fmt.Errorf("retire the index runs: %w", err)
@@ -678,9 +864,11 @@ func (s *Store) retirePages(ctx context.Context, pages, added []manifest.RunPage
 	last := s.ilog.last
 	s.ilog.mu.Unlock()
 	s.forgetPages(last)
-	keys := make([]string, len(pages))
-	for i, p := range pages {
-		keys[i] = p.Key
+	var keys []string
+	for _, p := range pages {
+		if last == nil || !slices.ContainsFunc(last.Runs, func(named manifest.RunPage) bool { return named.Key == p.Key }) {
+			keys = append(keys, p.Key)
+		}
 	}
 	if err := s.b.deleteKeys(ctx, keys); err != nil {
 		return fmt.Errorf("delete %d index run pages: %w", len(keys), err)
@@ -765,7 +953,7 @@ func (s *Store) purgeRuns(ctx context.Context, name string) error {
 	}
 	s.runs.fold.Lock()
 	defer s.runs.fold.Unlock()
-	return s.retirePages(ctx, replaced, added, 0)
+	return s.retirePages(ctx, logChanges{pages: added}, replaced)
 }
 
 // buriedIn is the sessions of partition name that commit c's tombstones

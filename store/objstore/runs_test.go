@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -862,5 +864,159 @@ func TestAgentFoldLimitFromCommit(t *testing.T) {
 	}
 	if total < 21 || c.Indexed < 200 {
 		t.Fatalf("commit %d: the runs hold %d entries, the index %d sessions; want the runs unfolded below an eighth of 200", n, total, c.Indexed)
+	}
+}
+
+// TestAgentMergesInSteps: a merge of runs bigger than a writer without
+// the catalog may rewrite (runMergeBudget) goes a step at a time, each
+// Close rewriting about the budget; between the steps every session
+// lists and resolves at its longest, the index checks clean, and a
+// catalog on disk catches up through the steps without reading a
+// partition; the last step leaves one run of all the entries and no page
+// behind.
+func TestAgentMergesInSteps(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newMemEnv(t)
+	cache := t.TempDir()
+	want := map[string]int{}
+	for range 3 {
+		for _, id := range bulkWrite(t, e, nil, 12, nil) {
+			want[id] = 1
+		}
+	}
+	if _, err := e.open(t, objstore.WithIndexCache(cache)).Logs(ctx); err != nil {
+		t.Fatal(err)
+	}
+	const budget = 10
+	stepped := false
+	for i := range 40 {
+		_, before := e.newestCommit(t)
+		w := e.open(t, objstore.WithMergeBudget(budget))
+		want[appendNew(t, w, fmt.Sprint("agent ", i))] = 1
+		if err := w.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+		_, c := e.newestCommit(t)
+		named := map[string]bool{}
+		for _, p := range before.Runs {
+			named[p.Key] = true
+		}
+		written := 0
+		for _, p := range c.Runs {
+			if !named[p.Key] {
+				written += p.Sessions
+			}
+		}
+		// Its own session's run, merged at once or not, and at most the
+		// budget besides (a partition's entries at least).
+		if written > budget+1 {
+			t.Fatalf("close %d wrote %d entries in run pages, want at most %d", i, written, budget+1)
+		}
+		stepped = stepped || c.Merge != nil
+		checkListing(t, e, fmt.Sprint("after close ", i), want)
+		fb := e.faults(t)
+		if logs, err := e.openOn(t, fb, objstore.WithIndexCache(cache)).Logs(ctx); err != nil || len(logs) != len(want) {
+			t.Fatalf("after close %d: cached listing: %v, %d sessions, want %d", i, err, len(logs), len(want))
+		}
+		if got := partitionReads(fb.Take()); got != 0 {
+			t.Fatalf("after close %d: the cached catalog read %d partitions to catch up", i, got)
+		}
+		if stepped && c.Merge == nil {
+			break
+		}
+	}
+	if !stepped {
+		t.Fatal("no merge went in steps")
+	}
+	_, c := e.newestCommit(t)
+	if c.Merge != nil {
+		t.Fatalf("the merge is not done after 40 closes: %+v", *c.Merge)
+	}
+	sizes := map[int64]int{}
+	for _, p := range c.Runs {
+		sizes[p.Commit] += p.Sessions
+	}
+	if big := slices.Max(slices.Collect(maps.Values(sizes))); big < 40 {
+		t.Fatalf("runs after the merge: %v entries, want one of the 3 runs of 12 and the 4 closes' at least", sizes)
+	}
+	if stored := e.runObjects(t); len(stored) != len(c.Runs) {
+		t.Fatalf("%d run pages stored, %d named: the steps left pages behind", len(stored), len(c.Runs))
+	}
+}
+
+// TestSyncFinishesMerge: a writer that holds the catalog (a sync) finishes
+// a merge under way at once.
+func TestSyncFinishesMerge(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newMemEnv(t)
+	want := map[string]int{}
+	for range 3 {
+		for _, id := range bulkWrite(t, e, nil, 12, nil) {
+			want[id] = 1
+		}
+	}
+	for i := 0; ; i++ {
+		w := e.open(t, objstore.WithMergeBudget(4))
+		want[appendNew(t, w, fmt.Sprint("agent ", i))] = 1
+		if err := w.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if _, c := e.newestCommit(t); c.Merge != nil {
+			break
+		}
+		if i == 10 {
+			t.Fatal("no merge under way after 10 closes")
+		}
+	}
+	for _, id := range bulkWrite(t, e, nil, 10, nil) {
+		want[id] = 1
+	}
+	_, c := e.newestCommit(t)
+	if c.Merge != nil {
+		t.Fatalf("a sync left the merge under way: %+v", *c.Merge)
+	}
+	if stored := e.runObjects(t); len(stored) != len(c.Runs) {
+		t.Fatalf("%d run pages stored, %d named", len(stored), len(c.Runs))
+	}
+	checkListing(t, e, "after the sync", want)
+}
+
+// TestMergeStepsRace: writers without the catalog close at once, each
+// taking the next step of the same merge; a step another took first
+// retires nothing, so no named page is deleted and every session lists.
+func TestMergeStepsRace(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newMemEnv(t)
+	want := map[string]int{}
+	for range 3 {
+		for _, id := range bulkWrite(t, e, nil, 12, nil) {
+			want[id] = 1
+		}
+	}
+	var mu sync.Mutex
+	for round := range 6 {
+		var wg sync.WaitGroup
+		for w := range 4 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				s := e.open(t, objstore.WithMergeBudget(3))
+				id := appendNew(t, s, fmt.Sprintf("round %d writer %d", round, w))
+				if err := s.Close(ctx); err != nil {
+					t.Error(err)
+				}
+				mu.Lock()
+				want[id] = 1
+				mu.Unlock()
+			}()
+		}
+		wg.Wait()
+		if t.Failed() {
+			t.FailNow()
+		}
+		checkListing(t, e, fmt.Sprint("after round ", round), want)
 	}
 }
