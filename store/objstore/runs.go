@@ -37,7 +37,7 @@ import (
 //     page of each run that covers its partition, so the count stays
 //     small (at most 3 per tier of 4x), and a merge costs what the runs
 //     it takes hold, which never includes a run of a higher tier; a
-//     writer without the catalog (an agent) rewrites at most
+//     writer that is not a sync (an agent) rewrites at most
 //     runMergeBudget entries, and a bigger merge in steps
 //     (manifest.RunMerge, stepMerge);
 //   - past runFoldLimit entries (an eighth of the catalog, at least
@@ -45,7 +45,7 @@ import (
 //     retires the pages and lists no change (readers of the runs have
 //     every entry already). So the partitions are rewritten once per
 //     eighth of the index changed, and a bulk write costs what it
-//     changed (amortized). A writer that holds no catalog (an agent)
+//     changed (amortized). A writer that is not a sync (an agent)
 //     folds a step at a time, the biggest run's pages that cover a
 //     sixteenth of the partitions (foldStep);
 //   - a deletion of a session a page covers, and a repair, fold the
@@ -66,7 +66,7 @@ const (
 	// past max(runFoldMin, catalog/runFoldShare) entries.
 	runFoldMin   = 2048
 	runFoldShare = 8
-	// runMergeBudget is the most entries a writer without the catalog
+	// runMergeBudget is the most entries a writer that is not a sync
 	// (an agent's Close) rewrites merging runs: about 19 KB of pages at
 	// 290 bytes an entry, so that a turn sends at most 32 KB beyond its
 	// segments. A bigger merge goes a step at a time (stepMerge).
@@ -400,13 +400,17 @@ func (s *Store) catalogCount() int64 {
 //
 // A merge can fill the tier above (the fourth run of 4 makes the fourth
 // of 16): the merges cascade, as many as there are tiers at most. A
-// writer that holds the catalog (a sync) does them all, and finishes a
-// merge under way at once; one without (an agent's Close) rewrites at
-// most mergeBudget entries: the merges that fit, lowest tier first, then
+// sync (WithDeferredIndex) does them all, folds every run at once and
+// finishes a merge under way at once, as a batch job may; any other
+// writer (an agent's Close) folds a step at a time (foldStep), so that
+// no exit rewrites the whole index, and rewrites at most mergeBudget
+// entries: the merges that fit, lowest tier first, then
 // a step of the merge under way, or of a new one that does not fit
 // (stepMerge). What is left waits for the next writer.
 func (s *Store) runsDue(ctx context.Context) error {
-	batch := s.deferIndex || s.holdsCatalog()
+	// Not by whether it read the catalog: a local-first panto's shipper
+	// reads it (replica.PlanAll) and is an agent's exit all the same.
+	batch := s.deferIndex
 	budget := s.mergeBudget
 	for range 16 {
 		s.ilog.mu.Lock()
@@ -601,16 +605,6 @@ func coveredCount(p manifest.RunPage, names []string) int {
 		}
 	}
 	return max(n, 1)
-}
-
-// holdsCatalog reports whether this Store read the catalog. A sync
-// (WithDeferredIndex), or a Store that read it, folds every run at once,
-// as a batch job may; any other (an agent) folds a step at a time
-// (foldStep), so that no Close of an agent rewrites the whole index.
-func (s *Store) holdsCatalog() bool {
-	s.cat.mu.Lock()
-	defer s.cat.mu.Unlock()
-	return s.cat.entries != nil
 }
 
 // foldStepPartitions is how many partitions one step of a fold writes at

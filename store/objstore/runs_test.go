@@ -771,7 +771,7 @@ func TestExitRunsTiered(t *testing.T) {
 	checkListing(t, e, "after the writers", want)
 }
 
-// TestAgentFoldsInSteps: a writer that holds no catalog (an agent) folds
+// TestAgentFoldsInSteps: an agent (a writer that is not a sync) folds
 // runs past the limit a step at a time, a page of the biggest run per
 // Close here, and every session lists at its longest between the steps;
 // a sync folds what is left at once.
@@ -893,6 +893,13 @@ func TestAgentMergesInSteps(t *testing.T) {
 	for i := range 40 {
 		_, before := e.newestCommit(t)
 		w := e.open(t, objstore.WithMergeBudget(budget))
+		if i%2 == 1 {
+			// As a local-first panto's shipper does: a writer that
+			// read the catalog is an agent all the same.
+			if _, err := w.Logs(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
 		want[appendNew(t, w, fmt.Sprint("agent ", i))] = 1
 		if err := w.Close(ctx); err != nil {
 			t.Fatal(err)
@@ -945,7 +952,7 @@ func TestAgentMergesInSteps(t *testing.T) {
 	}
 }
 
-// TestSyncFinishesMerge: a writer that holds the catalog (a sync) finishes
+// TestSyncFinishesMerge: a sync (WithDeferredIndex) finishes
 // a merge under way at once.
 func TestSyncFinishesMerge(t *testing.T) {
 	t.Parallel()
@@ -983,7 +990,7 @@ func TestSyncFinishesMerge(t *testing.T) {
 	checkListing(t, e, "after the sync", want)
 }
 
-// TestMergeStepsRace: writers without the catalog close at once, each
+// TestMergeStepsRace: agents close at once, each
 // taking the next step of the same merge; a step another took first
 // retires nothing, so no named page is deleted and every session lists.
 func TestMergeStepsRace(t *testing.T) {
