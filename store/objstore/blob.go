@@ -53,6 +53,7 @@ type bucket interface {
 type listed struct {
 	key, etag string
 	modified  time.Time
+	size      int64
 }
 
 // listedKeys is the keys of objects, in their order.

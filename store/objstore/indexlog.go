@@ -800,7 +800,7 @@ func (s *Store) prefetchLog(ctx context.Context) *sync.WaitGroup {
 		last := s.cachedCommitNumber()
 		if last > 0 {
 			guess = make(chan reading, 1)
-			s.prefetchBase(ctx, last, &bases)
+			s.prefetchBase(ctx, last, nil, &bases)
 			go func() {
 				c, etag, err := s.readCommit(ctx, last, "")
 				guess <- reading{c, etag, err}
@@ -812,7 +812,7 @@ func (s *Store) prefetchLog(ctx context.Context) *sync.WaitGroup {
 		}
 		n := newestListed(l.objects)
 		if n != last {
-			s.prefetchBase(ctx, n, &bases)
+			s.prefetchBase(ctx, n, l.objects, &bases)
 		}
 		// The commits between the cached one and the newest, when few:
 		// a listing the newest commit cannot answer applies them to the

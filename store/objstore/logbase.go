@@ -180,7 +180,12 @@ func (s *Store) storedCommit(next, prev *manifest.IndexShard, prevETag string, w
 		return next
 	}
 	delta, ok := manifest.DeltaRecent(next.Recent, base.Recent)
-	if !ok {
+	if !ok || len(delta) > manifest.RecentSize/2 {
+		// More than half the view changed since the base (a bulk
+		// write's commit): stored whole, this one is the base of the
+		// commits after it, which then send what changed since it, not
+		// since the base (11 KB a commit at 100,000 sessions, until the
+		// next multiple of 16).
 		return next
 	}
 	stored := *next
@@ -213,14 +218,13 @@ func (s *Store) makeWhole(ctx context.Context, c *manifest.IndexShard, etag stri
 
 // prefetchBase starts reading the base commit n most likely has (see
 // guessBase) when n is not whole itself, so that its GET goes out with
-// n's. The reading joins wg: Open waits for it as it waits for n's,
-// so that no request of Open's is still to go out once Open returns.
-func (s *Store) prefetchBase(ctx context.Context, n int64, wg *sync.WaitGroup) {
+// n's; and, when the log's listing (objects, nil: none) names a commit
+// since that one as big as a whole one (wholeSince), that commit too.
+// The reading joins wg: Open waits for it as it waits for n's, so that
+// no request of Open's is still to go out once Open returns.
+func (s *Store) prefetchBase(ctx context.Context, n int64, objects []listed, wg *sync.WaitGroup) {
 	k := guessBase(n)
 	if n%logFullEvery == 0 || k == n {
-		return
-	}
-	if c, _ := s.knownBase(k); c != nil {
 		return
 	}
 	if h, _, ok := readCacheFile(s.basePath()); ok && h.N >= k && h.N < n {
@@ -229,11 +233,44 @@ func (s *Store) prefetchBase(ctx context.Context, n int64, wg *sync.WaitGroup) {
 		// n's base, and the commit's base ETag says whether it serves.
 		return
 	}
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		_, _ = s.logBase(ctx, k, "")
-	}()
+	guesses := []int64{k}
+	if v := wholeSince(k, n, objects); v > 0 {
+		guesses = append(guesses, v)
+	}
+	for _, k := range guesses {
+		if c, _ := s.knownBase(k); c != nil {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, _ = s.logBase(ctx, k, "")
+		}()
+	}
+}
+
+// wholeSince is the newest commit after k and before n that the listing
+// objects says is most likely stored whole (0: none): one at least 3/4
+// the size of the biggest from k on. A commit stored against a base
+// holds at most half the recent view (storedCommit), so one stored whole
+// since the multiple of 16 (a bulk write's, a deletion's) is bigger
+// than those after it, and is their base. A wrong guess costs a GET
+// that goes out with the others, not a round trip.
+func wholeSince(k, n int64, objects []listed) int64 {
+	sizes := map[int64]int64{}
+	var most int64
+	for _, o := range objects {
+		if v := newestListed([]listed{o}); v >= k && v < n {
+			sizes[v] = o.size
+			most = max(most, o.size)
+		}
+	}
+	for v := n - 1; v > k; v-- {
+		if size, ok := sizes[v]; ok && size > 0 && size*4 >= most*3 {
+			return v
+		}
+	}
+	return 0
 }
 
 // The newest base this machine read is kept beside the bucket's cached

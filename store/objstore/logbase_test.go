@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/panto-dev/panto/agent"
 	"github.com/panto-dev/panto/internal/manifest"
@@ -101,5 +103,79 @@ func TestCommitsStoredAgainstABase(t *testing.T) {
 	list, err := e.open(t).ListNewest(ctx, 3, nil)
 	if err != nil || len(list) != 3 || list[0].MessageCount != 1 || slices.ContainsFunc(list, func(i agent.SessionInfo) bool { return i.ID == all[0].ID }) {
 		t.Fatalf("after the deletion: %v, %v", err, infoIDs(list))
+	}
+}
+
+// TestCommitAfterBulkWriteIsBase: a commit whose view changed by more
+// than half since its base (a bulk write of newer sessions) is stored
+// whole, so the turns after it send what changed since it (they sent
+// the whole view, 11 KB a commit at 100,000 sessions, until the next
+// multiple of 16); a reader's Open finds it in the log's listing and
+// reads it with the newest commit and the multiple of 16, in one round
+// trip, and lists what the whole view says.
+func TestCommitAfterBulkWriteIsBase(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newMemEnv(t)
+	bulkWrite(t, e, nil, manifest.RecentSize+10, nil)
+	for i := range 2 {
+		w := e.open(t)
+		appendNew(t, w, fmt.Sprint("before ", i))
+		if err := w.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bulkWrite(t, e, nil, manifest.RecentSize+10, nil)
+	bulk, c := e.newestCommit(t)
+	if bulk%16 == 0 {
+		t.Fatalf("the bulk write's commit is %d, a multiple of 16: the test needs another", bulk)
+	}
+	codec, _ := manifest.NewCodec()
+	stored := func(n int64) (*manifest.IndexShard, int) {
+		t.Helper()
+		data := e.rawObject(t, "pfx/"+commitKey(n))
+		c, err := codec.DecodeIndexShard(commitKey(n), data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c, len(data)
+	}
+	if s, _ := stored(bulk); s.Base != 0 || len(c.Recent) != manifest.RecentSize {
+		t.Fatalf("the bulk write's commit %d is stored against %d", bulk, s.Base)
+	}
+	_, wholeSize := stored(bulk)
+	w := e.open(t)
+	appendNew(t, w, "after")
+	if err := w.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	n, _ := e.newestCommit(t)
+	for k := bulk + 1; k <= n && k%16 != 0; k++ {
+		if s, size := stored(k); s.Base != bulk || size*2 > wholeSize {
+			t.Fatalf("commit %d after the bulk write's: base %d, %d bytes; want base %d and under half of its %d", k, s.Base, size, bulk, wholeSize)
+		}
+	}
+	fb := e.faults(t)
+	fb.SetDelay(20 * time.Millisecond) // so that requests sent together overlap
+	r := e.openOn(t, fb)
+	var gets []string
+	var newest, base objstore.Op
+	for _, o := range fb.Take() {
+		if o.Method == "GET" && strings.Contains(o.Key, "index/log/") {
+			gets = append(gets, o.Key)
+		}
+		switch {
+		case o.Method == "GET" && o.Key == commitKey(n):
+			newest = o
+		case o.Method == "GET" && o.Key == commitKey(bulk):
+			base = o
+		}
+	}
+	if base.Start.IsZero() || !base.Start.Before(newest.End) || len(gets) > 3 {
+		t.Fatalf("Open read the commits %v; want %d (the base the listing shows) with the newest, %d, and the multiple of 16", gets, bulk, n)
+	}
+	list, err := r.ListNewest(ctx, 3, nil)
+	if err != nil || len(list) != 3 || list[0].LastUserMessage != "after" {
+		t.Fatalf("the newest page after the bulk write: %v, %+v", err, list)
 	}
 }

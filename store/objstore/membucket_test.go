@@ -128,7 +128,7 @@ func (b *memBucket) list(ctx context.Context, prefix, delimiter string) (objects
 				continue
 			}
 		}
-		objects = append(objects, listed{key: k, etag: o.etag, modified: o.modified})
+		objects = append(objects, listed{key: k, etag: o.etag, modified: o.modified, size: int64(len(o.data))})
 	}
 	slices.SortFunc(objects, func(a, b listed) int { return strings.Compare(a.key, b.key) })
 	slices.Sort(prefixes)

@@ -274,7 +274,7 @@ func (b *s3Bucket) list(ctx context.Context, rel, delimiter string) (objects []l
 			return nil, nil, b.requestFailed("list", b.key(rel), err)
 		}
 		for _, o := range page.Contents {
-			objects = append(objects, listed{key: strings.TrimPrefix(aws.ToString(o.Key), b.prefix), etag: aws.ToString(o.ETag), modified: aws.ToTime(o.LastModified)})
+			objects = append(objects, listed{key: strings.TrimPrefix(aws.ToString(o.Key), b.prefix), etag: aws.ToString(o.ETag), modified: aws.ToTime(o.LastModified), size: aws.ToInt64(o.Size)})
 		}
 		for _, cp := range page.CommonPrefixes {
 			prefixes = append(prefixes, strings.TrimPrefix(aws.ToString(cp.Prefix), b.prefix))
