@@ -283,8 +283,24 @@ func (s *Store) saveKeptCatalog() {
 	s.cat.mu.Lock()
 	doc, etag := s.cat.doc, s.cat.etag
 	s.cat.mu.Unlock()
-	if doc != nil {
-		s.saveCatalog(s.catalogPath(), doc, etag)
+	if doc == nil {
+		return
+	}
+	s.saveCatalog(s.catalogPath(), doc, etag)
+	// And the base of the newest commit (the commit itself when stored
+	// whole), so that the next run makes that commit whole without a
+	// GET of its base.
+	s.ilog.mu.Lock()
+	last, lastETag := s.ilog.last, s.ilog.etag
+	s.ilog.mu.Unlock()
+	switch {
+	case last == nil:
+	case last.Base == 0:
+		s.saveBase(last, lastETag)
+	default:
+		if base, baseETag := s.knownBase(last.Base); base != nil {
+			s.saveBase(base, baseETag)
+		}
 	}
 }
 

@@ -179,3 +179,40 @@ func TestCommitAfterBulkWriteIsBase(t *testing.T) {
 		t.Fatalf("the newest page after the bulk write: %v, %+v", err, list)
 	}
 }
+
+// TestCachedCatalogKeepsBase: a sync that caches its catalog keeps the
+// base of its newest commit on disk beside it, so the next run, which
+// finds the log where the sync left it, reads the newest commit alone.
+func TestCachedCatalogKeepsBase(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newMemEnv(t)
+	bulkWrite(t, e, nil, manifest.RecentSize+10, nil)
+	cache := t.TempDir()
+	w := e.open(t, objstore.WithDeferredIndex(), objstore.WithIndexCache(cache))
+	if _, err := w.Logs(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 12 {
+		appendNew(t, w, fmt.Sprint("pushed ", i))
+	}
+	if err := w.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	n, _ := e.newestCommit(t)
+	codec, _ := manifest.NewCodec()
+	c, err := codec.DecodeIndexShard(commitKey(n), e.rawObject(t, "pfx/"+commitKey(n)))
+	if err != nil || c.Base == 0 {
+		t.Fatalf("the push's commit %d: %v, stored against %d; the test needs one stored against a base", n, err, c.Base)
+	}
+	fb := e.faults(t)
+	logs, err := e.openOn(t, fb, objstore.WithIndexCache(cache)).Logs(ctx)
+	if err != nil || len(logs) != manifest.RecentSize+22 {
+		t.Fatalf("the next run's listing: %v, %d sessions", err, len(logs))
+	}
+	for _, o := range fb.Take() {
+		if o.Method == "GET" && o.Key == commitKey(c.Base) {
+			t.Fatalf("the next run read the base %d of the newest commit %d back", c.Base, n)
+		}
+	}
+}
