@@ -1027,3 +1027,82 @@ func TestMergeStepsRace(t *testing.T) {
 		checkListing(t, e, fmt.Sprint("after round ", round), want)
 	}
 }
+
+// TestMergeDroppedByOlderPanto: a panto that predates the merge in steps
+// drops the field from the commit it writes; what was merged and what
+// was not are then runs like any other: every session lists at its
+// longest, and later writers merge them by size tier, leaving no page
+// behind.
+func TestMergeDroppedByOlderPanto(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newMemEnv(t)
+	want := map[string]int{}
+	for range 3 {
+		for _, id := range bulkWrite(t, e, nil, 12, nil) {
+			want[id] = 1
+		}
+	}
+	closeOne := func(i int) {
+		t.Helper()
+		w := e.open(t, objstore.WithMergeBudget(6))
+		want[appendNew(t, w, fmt.Sprint("agent ", i))] = 1
+		if err := w.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	i := 0
+	for ; ; i++ {
+		closeOne(i)
+		if _, c := e.newestCommit(t); c.Merge != nil && c.Merge.Next > "40" {
+			break
+		}
+		if i == 20 {
+			t.Fatal("no merge under way past partition 40 after 20 closes")
+		}
+	}
+	// The older panto's commit: the same, without the field.
+	n, _ := e.newestCommit(t)
+	codec, _ := manifest.NewCodec()
+	key := "pfx/" + commitKey(n)
+	c, err := codec.DecodeIndexShard(commitKey(n), e.rawObject(t, key))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Merge = nil
+	data, err := codec.EncodeIndexShard(commitKey(n), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.putRaw(t, key, data)
+	checkListing(t, e, "after the field was dropped", want)
+	for j := range 40 {
+		closeOne(i + 1 + j)
+		checkListing(t, e, fmt.Sprint("close ", j, " after the field was dropped"), want)
+	}
+	_, last := e.newestCommit(t)
+	if stored := e.runObjects(t); len(stored) != len(last.Runs) {
+		t.Fatalf("%d run pages stored, %d named", len(stored), len(last.Runs))
+	}
+	// Merged by size tier as before: at most 3 runs of a tier of 4x, and
+	// the run a merge under way writes.
+	sizes := map[int64]int{}
+	for _, p := range last.Runs {
+		sizes[p.Commit] += p.Sessions
+	}
+	tiers := map[int]int{}
+	for run, n := range sizes {
+		if last.Merge == nil || run != last.Merge.Into {
+			tier := 0
+			for ; n >= 4; n /= 4 {
+				tier++
+			}
+			tiers[tier]++
+		}
+	}
+	for tier, count := range tiers {
+		if count > 3 {
+			t.Fatalf("after 40 closes, %d runs of tier %d (entries by run: %v): the runs did not merge", count, tier, sizes)
+		}
+	}
+}
