@@ -87,6 +87,16 @@ type RunMerge struct {
 	Next string
 }
 
+// RunFold is a fold of runs into the partitions that writers without
+// the catalog (agents) do a few partitions at a time, in partition
+// order: the runs From (each named by the commit that added it) have
+// their entries of every partition before Next in the partitions. The
+// pages of From whose partitions all come before Next are retired.
+type RunFold struct {
+	From []int64
+	Next string
+}
+
 // Covers reports whether the page may hold a session of partition name.
 func (p RunPage) Covers(name string) bool { return p.First <= name && name <= p.Last }
 
@@ -291,7 +301,10 @@ type IndexShard struct {
 	// Merge, in a log commit, is a merge of runs under way a step at a
 	// time (nil: none), which every commit carries on until its runs are
 	// gone.
-	Merge    *RunMerge
+	Merge *RunMerge
+	// Fold, in a log commit, is a fold of runs into the partitions under
+	// way a step at a time (nil: none), carried on as Merge is.
+	Fold     *RunFold
 	Sessions map[string]IndexEntry
 	// Tombstones are the shard's deleted sessions: an id here has no
 	// entry in Sessions, and none can be put back.
@@ -371,6 +384,11 @@ func (s *IndexShard) Clone() *IndexShard {
 		m := *s.Merge
 		m.From = slices.Clone(m.From)
 		c.Merge = &m
+	}
+	if s.Fold != nil {
+		f := *s.Fold
+		f.From = slices.Clone(f.From)
+		c.Fold = &f
 	}
 	return &c
 }
@@ -548,6 +566,10 @@ func (s *IndexShard) validate() error {
 	if m := s.Merge; m != nil && (!log || m.Into <= 0 || m.Into > s.Through || len(m.From) == 0 ||
 		slices.ContainsFunc(m.From, func(k int64) bool { return k <= 0 || k > s.Through }) || !isPartitionName(m.Next)) {
 		return fmt.Errorf("%w: index shard %s %d: merge of runs %+v", ErrInvalid, s.Shard, s.Through, *m)
+	}
+	if f := s.Fold; f != nil && (!log || len(f.From) == 0 ||
+		slices.ContainsFunc(f.From, func(k int64) bool { return k <= 0 || k > s.Through }) || !isPartitionName(f.Next)) {
+		return fmt.Errorf("%w: index shard %s %d: fold of runs %+v", ErrInvalid, s.Shard, s.Through, *f)
 	}
 	for id, t := range s.Tombstones {
 		if err := agent.ValidateSessionID(id); err != nil || !filed(id) || t.ID != id {

@@ -252,6 +252,7 @@ type wireShard struct {
 	Unfolded   map[string]wireEntry     `json:"unfolded,omitempty"`
 	Runs       []wireRunPage            `json:"runs,omitempty"`
 	Merge      *wireRunMerge            `json:"merge,omitempty"`
+	Fold       *wireRunFold             `json:"fold,omitempty"`
 	Sessions   map[string]wireEntry     `json:"sessions"`
 	Tombstones map[string]wireTombstone `json:"tombstones,omitempty"`
 }
@@ -291,6 +292,27 @@ func mergeFromWire(w *wireRunMerge) *RunMerge {
 	return &RunMerge{Into: w.Into, From: w.From, Next: w.Next}
 }
 
+// wireRunFold is a fold of runs under way, in a log commit; a panto
+// that predates it drops it as it drops a merge (wireRunMerge).
+type wireRunFold struct {
+	From []int64 `json:"from"`
+	Next string  `json:"next"`
+}
+
+func foldToWire(f *RunFold) *wireRunFold {
+	if f == nil {
+		return nil
+	}
+	return &wireRunFold{From: f.From, Next: f.Next}
+}
+
+func foldFromWire(w *wireRunFold) *RunFold {
+	if w == nil {
+		return nil
+	}
+	return &RunFold{From: w.From, Next: w.Next}
+}
+
 func runsToWire(pages []RunPage) []wireRunPage {
 	var w []wireRunPage
 	for _, p := range pages {
@@ -316,7 +338,7 @@ type wireTombstone struct {
 }
 
 func shardToWire(s *IndexShard) wireShard {
-	w := wireShard{Version: Version, Shard: s.Shard, Through: s.Through, Pruned: s.Pruned, Purge: s.Purge, Omitted: s.Omitted, Complete: s.Complete, DirHead: s.DirHead, Indexed: s.Indexed, Base: s.Base, BaseETag: s.BaseETag, Runs: runsToWire(s.Runs), Merge: mergeToWire(s.Merge), Sessions: make(map[string]wireEntry, len(s.Sessions))}
+	w := wireShard{Version: Version, Shard: s.Shard, Through: s.Through, Pruned: s.Pruned, Purge: s.Purge, Omitted: s.Omitted, Complete: s.Complete, DirHead: s.DirHead, Indexed: s.Indexed, Base: s.Base, BaseETag: s.BaseETag, Runs: runsToWire(s.Runs), Merge: mergeToWire(s.Merge), Fold: foldToWire(s.Fold), Sessions: make(map[string]wireEntry, len(s.Sessions))}
 	if !s.Written.IsZero() {
 		w.Written = s.Written.UTC()
 	}
@@ -345,7 +367,7 @@ func shardToWire(s *IndexShard) wireShard {
 }
 
 func (w *wireShard) shard() *IndexShard {
-	s := &IndexShard{Shard: w.Shard, Through: w.Through, Pruned: w.Pruned, Purge: w.Purge, Written: w.Written, Omitted: w.Omitted, Complete: w.Complete, DirHead: w.DirHead, Indexed: w.Indexed, Base: w.Base, BaseETag: w.BaseETag, Runs: runsFromWire(w.Runs), Merge: mergeFromWire(w.Merge), Sessions: make(map[string]IndexEntry, len(w.Sessions))}
+	s := &IndexShard{Shard: w.Shard, Through: w.Through, Pruned: w.Pruned, Purge: w.Purge, Written: w.Written, Omitted: w.Omitted, Complete: w.Complete, DirHead: w.DirHead, Indexed: w.Indexed, Base: w.Base, BaseETag: w.BaseETag, Runs: runsFromWire(w.Runs), Merge: mergeFromWire(w.Merge), Fold: foldFromWire(w.Fold), Sessions: make(map[string]IndexEntry, len(w.Sessions))}
 	for id, e := range w.Recent {
 		if s.Recent == nil {
 			s.Recent = map[string]IndexEntry{}

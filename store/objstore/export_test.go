@@ -62,12 +62,13 @@ func MemDelete(b Bucket, key string) { b.(*memBucket).deleteUnder(key) }
 
 // The Store's test-only knobs (their doc is at their definition).
 var (
-	WithCompactThreshold = withCompactThreshold
-	WithCompactGrace     = withCompactGrace
-	WithManifestInterval = withManifestInterval
-	WithMaxAttempts      = withMaxAttempts
-	WithRunFoldAt        = withRunFoldAt
-	WithMergeBudget      = withMergeBudget
+	WithCompactThreshold  = withCompactThreshold
+	WithCompactGrace      = withCompactGrace
+	WithManifestInterval  = withManifestInterval
+	WithMaxAttempts       = withMaxAttempts
+	WithRunFoldAt         = withRunFoldAt
+	WithMergeBudget       = withMergeBudget
+	WithPartitionsAtClose = withPartitionsAtClose
 )
 
 // SetIndexPruneAfter lets tests see index deltas deleted without waiting

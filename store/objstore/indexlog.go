@@ -211,6 +211,17 @@ type logChanges struct {
 	// retired are its, and apply only where the commit before holds the
 	// merge as the step found it.
 	merge *mergeStep
+	// fold, a step of a fold of runs (runs.go: stepFold): retired is
+	// its, and applies only where the commit before holds the fold as
+	// the step found it.
+	fold *foldChange
+}
+
+// foldChange is one step of a fold of runs (manifest.RunFold): the fold
+// as the step found it (nil: the step starts it) and as it leaves it
+// (nil: done).
+type foldChange struct {
+	from, to *manifest.RunFold
 }
 
 // mergeStep is one step of a merge of runs (manifest.RunMerge): the
@@ -226,6 +237,14 @@ func sameMerge(a, b *manifest.RunMerge) bool {
 		return a == b
 	}
 	return a.Into == b.Into && a.Next == b.Next && slices.Equal(a.From, b.From)
+}
+
+// sameFold reports whether a and b are the same fold at the same step.
+func sameFold(a, b *manifest.RunFold) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.Next == b.Next && slices.Equal(a.From, b.From)
 }
 
 // entries is every entry ch records, the longest of a session's.
@@ -416,7 +435,17 @@ func nextCommit(n int64, prev *manifest.IndexShard, ch logChanges, drop func(man
 	c.Complete = whole || prev == nil && n == 1 || prev != nil && prev.Complete
 	c.DirHead = prev != nil && prev.DirHead
 	if prev != nil {
-		c.Merge = prev.Merge
+		c.Merge, c.Fold = prev.Merge, prev.Fold
+	}
+	if ch.fold != nil {
+		if !sameFold(c.Fold, ch.fold.from) {
+			// Another writer took this step first (or a sync folded
+			// every run): what this one meant to retire stays named (its
+			// partitions' writes were of entries the runs hold).
+			ch.retired = nil
+		} else {
+			c.Fold = ch.fold.to
+		}
 	}
 	if ch.merge != nil {
 		if !sameMerge(c.Merge, ch.merge.from) {
@@ -470,6 +499,9 @@ func nextCommit(n int64, prev *manifest.IndexShard, ch logChanges, drop func(man
 	}
 	if c.Merge != nil && !slices.ContainsFunc(c.Runs, func(p manifest.RunPage) bool { return slices.Contains(c.Merge.From, p.Commit) }) {
 		c.Merge = nil // every page of the runs it merges is retired: done, or folded
+	}
+	if c.Fold != nil && !slices.ContainsFunc(c.Runs, func(p manifest.RunPage) bool { return slices.Contains(c.Fold.From, p.Commit) }) {
+		c.Fold = nil // every page of the runs it folds is retired
 	}
 	entries := ch.entries()
 	list := len(entries)+len(ch.buried) <= manifest.LogChanges

@@ -144,35 +144,6 @@ func TestRunsToMerge(t *testing.T) {
 	}
 }
 
-// TestFoldStep: a step of a fold takes the biggest run's first pages
-// that cover at most foldStepPartitions partitions, one page at least.
-func TestFoldStep(t *testing.T) {
-	names := manifest.PartitionNames(2)
-	page := func(key string, commit int64, n int, first, last string) manifest.RunPage {
-		return manifest.RunPage{Key: key, Commit: commit, Sessions: n, First: first, Last: last}
-	}
-	pages := []manifest.RunPage{
-		page("small", 1, 3, "00", "ff"),
-		page("big-0", 2, 128, "00", "07"),
-		page("big-1", 2, 128, "08", "0e"),
-		page("big-2", 2, 128, "0f", "17"),
-		page("big-3", 2, 20, "18", "ff"),
-	}
-	keys := func(ps []manifest.RunPage) []string {
-		var out []string
-		for _, p := range ps {
-			out = append(out, p.Key)
-		}
-		return out
-	}
-	if got := keys(foldStep(pages, names)); !slices.Equal(got, []string{"big-0", "big-1"}) {
-		t.Errorf("foldStep = %v, want the big run's first two pages (15 partitions)", got)
-	}
-	if got := keys(foldStep(pages[:1], names)); !slices.Equal(got, []string{"small"}) {
-		t.Errorf("foldStep of one page covering every partition = %v, want it", got)
-	}
-}
-
 // TestCatchUpThroughMergeStep: a step of a merge adds pages to a run an
 // earlier commit added and may retire more than it adds; it is not a
 // fold, so a catalog that must read a bulk write's pages the step

@@ -187,8 +187,10 @@ type Store struct {
 	runs      runState
 	runFoldAt int
 	// mergeBudget is the most entries an agent's Close rewrites merging
-	// runs (runs.go: runsDue).
+	// runs (runs.go: runsDue); foldAtOnce (tests) folds every run at
+	// once, as a sync does.
 	mergeBudget int
+	foldAtOnce  bool
 	// heads is what waits for the project heads, and the heads read
 	// (heads.go).
 	heads headState
@@ -216,6 +218,7 @@ type options struct {
 	indexCache       string
 	runFoldAt        int
 	mergeBudget      int
+	foldAtOnce       bool
 }
 
 // WithClock sets the clock that stamps appended lines (for deterministic
@@ -333,6 +336,7 @@ func openBucket(ctx context.Context, b bucket, o options) (*Store, error) {
 		indexPruneAfter:  indexPruneAfter,
 		runFoldAt:        o.runFoldAt,
 		mergeBudget:      max(o.mergeBudget, 1),
+		foldAtOnce:       o.foldAtOnce,
 		sessions:         map[string]*sessionState{},
 		shards:           map[string]*shardState{},
 	}

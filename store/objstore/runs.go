@@ -46,8 +46,7 @@ import (
 //     every entry already). So the partitions are rewritten once per
 //     eighth of the index changed, and a bulk write costs what it
 //     changed (amortized). A writer that is not a sync (an agent)
-//     folds a step at a time, the biggest run's pages that cover a
-//     sixteenth of the partitions (foldStep);
+//     folds a few partitions at a time (manifest.RunFold, stepFold);
 //   - a deletion of a session a page covers, and a repair, fold the
 //     pages that cover it at once: they hold its summary.
 //
@@ -91,6 +90,13 @@ func withRunFoldAt(n int) Option { return func(o *options) { o.runFoldAt = n } }
 
 // withMergeBudget sets runMergeBudget (tests merge small runs in steps).
 func withMergeBudget(n int) Option { return func(o *options) { o.mergeBudget = n } }
+
+// withPartitionsAtClose makes every fold fold all runs at once, past a
+// limit of 0: a writer's Close leaves its entries in the partitions
+// (tests that need them there).
+func withPartitionsAtClose() Option {
+	return func(o *options) { o.runFoldAt, o.foldAtOnce = 0, true }
+}
 
 // runState is this Store's cache of run pages (immutable: a key is
 // written once) and the entries of the fold under way, which the index
@@ -402,8 +408,9 @@ func (s *Store) catalogCount() int64 {
 // of 16): the merges cascade, as many as there are tiers at most. A
 // sync (WithDeferredIndex) does them all, folds every run at once and
 // finishes a merge under way at once, as a batch job may; any other
-// writer (an agent's Close) folds a step at a time (foldStep), so that
-// no exit rewrites the whole index, and rewrites at most mergeBudget
+// writer (an agent's Close) folds a few partitions at a time
+// (stepFold), so that no exit rewrites a sixteenth of the index, and
+// rewrites at most mergeBudget
 // entries: the merges that fit, lowest tier first, then
 // a step of the merge under way, or of a new one that does not fit
 // (stepMerge). What is left waits for the next writer.
@@ -412,6 +419,7 @@ func (s *Store) runsDue(ctx context.Context) error {
 	// reads it (replica.PlanAll) and is an agent's exit all the same.
 	batch := s.deferIndex
 	budget := s.mergeBudget
+	stepped := false // a step of a fold taken
 	for range 16 {
 		s.ilog.mu.Lock()
 		c := s.ilog.last
@@ -423,11 +431,18 @@ func (s *Store) runsDue(ctx context.Context) error {
 		for _, p := range c.Runs {
 			total += p.Sessions
 		}
-		if total > s.runFoldLimit() {
-			if batch {
-				return s.foldRuns(ctx, c.Runs, false)
+		if (total > s.runFoldLimit() || c.Fold != nil) && (batch || s.foldAtOnce) {
+			return s.foldRuns(ctx, c.Runs, false)
+		}
+		if (total > s.runFoldLimit() || c.Fold != nil) && !stepped {
+			// A step of the fold, then the merges that fit, of the runs
+			// it does not take: a fold of a few partitions per exit
+			// lasts many exits, whose own runs must not pile up.
+			if err := s.stepFold(ctx, c); err != nil {
+				return err
 			}
-			return s.foldRuns(ctx, foldStep(c.Runs, s.shardNames()), false)
+			stepped = true
+			continue
 		}
 		if c.Merge != nil && batch {
 			if err := s.mergeRuns(ctx, merging(c)); err != nil {
@@ -446,7 +461,9 @@ func (s *Store) runsDue(ctx context.Context) error {
 				return err
 			}
 			budget -= n
-		case budget <= 0:
+		case budget <= 0 || c.Fold != nil:
+			// While a fold is under way, no merge goes in steps: its
+			// runs may be the fold's, whose entries go to the partitions.
 			return nil
 		case c.Merge != nil:
 			return s.stepMerge(ctx, c, nil, budget)
@@ -471,14 +488,17 @@ func merging(c *manifest.IndexShard) []manifest.RunPage {
 	return pages
 }
 
-// notMerging is the pages of c that its merge under way does not take.
+// notMerging is the pages of c that neither its merge under way nor its
+// fold under way takes.
 func notMerging(c *manifest.IndexShard) []manifest.RunPage {
-	if c.Merge == nil {
+	if c.Merge == nil && c.Fold == nil {
 		return c.Runs
 	}
 	var pages []manifest.RunPage
 	for _, p := range c.Runs {
-		if p.Commit != c.Merge.Into && !slices.Contains(c.Merge.From, p.Commit) {
+		merging := c.Merge != nil && (p.Commit == c.Merge.Into || slices.Contains(c.Merge.From, p.Commit))
+		folding := c.Fold != nil && slices.Contains(c.Fold.From, p.Commit)
+		if !merging && !folding {
 			pages = append(pages, p)
 		}
 	}
@@ -607,50 +627,89 @@ func coveredCount(p manifest.RunPage, names []string) int {
 	return max(n, 1)
 }
 
-// foldStepPartitions is how many partitions one step of a fold writes at
-// most (foldStep), unless one page alone covers more: a sixteenth of the
-// index, 1.3 MB at 100,000 sessions.
-const foldStepPartitions = 16
+// foldStepEntries is about how many entries one step of a fold by an
+// agent writes to the partitions (stepFold): whole partitions, one at
+// least, as many as hold about that many entries of the index (its
+// count, IndexShard.Indexed). At 10,000 sessions one partition (39
+// entries, about 10 KB); at 1,000, 16; before the index was counted, one.
+const foldStepEntries = 64
 
-// foldStep is the pages one step of a fold takes: the first pages of the
-// biggest run (whose pages cover the fewest partitions each, so a
-// partition written takes the most entries), as many as cover at most
-// foldStepPartitions of the partitions names, at least one. The run's
-// other pages stay named until later steps; a reader takes the longest
-// entry of a session in the partitions and the pages, so a session in
-// both is read right.
-func foldStep(pages []manifest.RunPage, names []string) []manifest.RunPage {
-	sizes := map[int64]int{}
-	for _, p := range pages {
-		sizes[p.Commit] += p.Sessions
-	}
-	biggest := int64(-1)
-	for run, n := range sizes {
-		if biggest < 0 || n > sizes[biggest] || n == sizes[biggest] && run < biggest {
-			biggest = run
-		}
-	}
-	var step []manifest.RunPage
-	covered := map[string]bool{}
-	for _, p := range pages {
-		if p.Commit != biggest {
-			continue
-		}
-		var more []string
-		for _, name := range names {
-			if p.Covers(name) && !covered[name] {
-				more = append(more, name)
+// stepFold does one step of c's fold under way, or starts one of every
+// run c names: the next partitions, from the fold's Next on, that hold
+// about foldStepEntries entries of the index (one at least) are written
+// with the entries the runs folded hold of them; the commit retires the
+// pages whose partitions are all written now and says where the fold
+// is; the last step retires what is left of the runs. Partitions no
+// page of the runs covers are passed over. So an agent's Close writes a
+// few partitions, not a sixteenth of the index (1.3 MB at 100,000
+// sessions), and a reader finds each entry in its partition or in a
+// page not yet retired.
+func (s *Store) stepFold(ctx context.Context, c *manifest.IndexShard) error {
+	from := c.Fold
+	names := s.shardNames()
+	var runs []int64
+	next := names[0]
+	if from != nil {
+		runs, next = from.From, from.Next
+	} else {
+		for _, p := range c.Runs {
+			if !slices.Contains(runs, p.Commit) {
+				runs = append(runs, p.Commit)
 			}
 		}
-		if len(step) > 0 && len(covered)+len(more) > foldStepPartitions {
-			break
-		}
-		step = append(step, p)
-		for _, name := range more {
-			covered[name] = true
+		slices.Sort(runs)
+	}
+	var sources []manifest.RunPage
+	for _, p := range c.Runs {
+		if slices.Contains(runs, p.Commit) {
+			sources = append(sources, p)
 		}
 	}
-	return step
+	first := slices.Index(names, next)
+	if first < 0 || len(sources) == 0 {
+		return nil // nothing left to fold: the next commit drops the fold
+	}
+	covered := func(name string) bool {
+		return slices.ContainsFunc(sources, func(p manifest.RunPage) bool { return p.Covers(name) })
+	}
+	for first < len(names) && !covered(names[first]) {
+		first++
+	}
+	width := 1
+	if c.Indexed > 0 {
+		width = max(1, foldStepEntries*len(names)/int(c.Indexed))
+	}
+	end := min(first+width, len(names))
+	var read, retired []manifest.RunPage
+	if first < len(names) {
+		for _, p := range sources {
+			if p.First <= names[end-1] && p.Last >= names[first] {
+				read = append(read, p)
+			}
+		}
+	}
+	to := &manifest.RunFold{From: runs}
+	if end == len(names) {
+		to, retired = nil, sources
+	} else {
+		to.Next = names[end]
+		for _, p := range sources {
+			if p.Last < to.Next {
+				retired = append(retired, p)
+			}
+		}
+	}
+	plan := foldPlan{pages: read, retired: retired, step: &foldChange{from: from, to: to}}
+	if first < len(names) {
+		plan.within = names[first:end]
+	}
+	if len(read) == 0 {
+		// Only the retirement of what is left: nothing to write.
+		s.runs.fold.Lock()
+		defer s.runs.fold.Unlock()
+		return s.retirePages(ctx, logChanges{fold: plan.step}, retired)
+	}
+	return s.foldPlanned(ctx, plan)
 }
 
 // runTier is the size tier of a run of n entries: floor(log4 n), so a
@@ -724,7 +783,24 @@ func (s *Store) foldRuns(ctx context.Context, pages []manifest.RunPage, salvage 
 	if len(pages) == 0 {
 		return nil
 	}
-	buried, err := s.foldRunsLocked(ctx, pages, salvage)
+	return s.foldPlanned(ctx, foldPlan{pages: pages, retired: pages, salvage: salvage})
+}
+
+// foldPlan is a fold of runs: the pages read, the partitions written
+// (within; nil: every one the pages' entries fall in), the pages the
+// commit retires (retired: the pages read, unless the fold is a step of
+// one in steps, step, which retires those it wrote the last partition
+// of).
+type foldPlan struct {
+	pages, retired []manifest.RunPage
+	within         []string
+	salvage        bool
+	step           *foldChange
+}
+
+// foldPlanned does plan (foldRuns).
+func (s *Store) foldPlanned(ctx context.Context, plan foldPlan) error {
+	buried, err := s.foldRunsLocked(ctx, plan)
 	// A deletion queued meanwhile, which a partition's write took with
 	// the fold's entries, purges after the fold (writeQueued).
 	for _, name := range buried {
@@ -735,9 +811,10 @@ func (s *Store) foldRuns(ctx context.Context, pages []manifest.RunPage, salvage 
 
 // foldRunsLocked is foldRuns under the fold lock; it returns the
 // partitions whose writes buried a session.
-func (s *Store) foldRunsLocked(ctx context.Context, pages []manifest.RunPage, salvage bool) (buried []string, err error) {
+func (s *Store) foldRunsLocked(ctx context.Context, plan foldPlan) (buried []string, err error) {
 	s.runs.fold.Lock()
 	defer s.runs.fold.Unlock()
+	pages, salvage := plan.pages, plan.salvage
 	docs := make([]*manifest.IndexShard, len(pages))
 	var mu sync.Mutex
 	var errs []error
@@ -765,6 +842,13 @@ func (s *Store) foldRunsLocked(ctx context.Context, pages []manifest.RunPage, sa
 		return nil, fmt.Errorf("fold the index runs: %w", err)
 	}
 	entries := longestOf(docs)
+	if plan.within != nil {
+		for id := range entries {
+			if !slices.Contains(plan.within, s.shardOf(id)) {
+				delete(entries, id)
+			}
+		}
+	}
 	// What the runs hold, the log's readers have: the partitions' writes
 	// do not list it again (queueLog).
 	s.runs.mu.Lock()
@@ -797,18 +881,19 @@ func (s *Store) foldRunsLocked(ctx context.Context, pages []manifest.RunPage, sa
 	if err != nil {
 		return buried, fmt.Errorf("fold the index runs: %w", err)
 	}
-	return buried, s.retirePages(ctx, logChanges{indexed: s.estimateIndexed(slices.Collect(maps.Keys(names)))}, pages)
+	return buried, s.retirePages(ctx, logChanges{indexed: s.estimateIndexed(slices.Collect(maps.Keys(names))), fold: plan.step}, plan.retired)
 }
 
 // estimateIndexed is how many sessions the index holds, estimated from
-// the partitions written just now (a fold's step, a sixteenth of them
-// or more), when this Store holds no catalog to count them: the count
-// agents fold by (IndexShard.Indexed). 0 when too few were written.
+// the partitions written just now (a fold's step: one at least), when
+// this Store holds no catalog to count them: the count agents fold by
+// (IndexShard.Indexed), and size a fold's step by. 0 when none was
+// written.
 // Only partitions that took an entry are written, so a sparse index
 // (fewer sessions than partitions) is counted high; the limit it sets
 // is then below runFoldMin, which bounds it anyway.
 func (s *Store) estimateIndexed(written []string) int64 {
-	if s.catalogCount() > 0 || len(written) < foldStepPartitions/2 {
+	if s.catalogCount() > 0 || len(written) == 0 {
 		return 0
 	}
 	var n int64

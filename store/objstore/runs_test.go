@@ -266,7 +266,7 @@ func TestRunsMergeAndFold(t *testing.T) {
 // partitionsAtClose makes a Store's Close leave its sessions' entries in
 // their partitions (through a run folded at once), as the tests that
 // read or alter a partition need.
-func partitionsAtClose() objstore.Option { return objstore.WithRunFoldAt(0) }
+func partitionsAtClose() objstore.Option { return objstore.WithPartitionsAtClose() }
 
 // objectsFoldAt is WithRunFoldAt, spelled for the tests' bulk writes.
 func objectsFoldAt(n int) objstore.Option { return objstore.WithRunFoldAt(n) }
@@ -771,10 +771,13 @@ func TestExitRunsTiered(t *testing.T) {
 	checkListing(t, e, "after the writers", want)
 }
 
-// TestAgentFoldsInSteps: an agent (a writer that is not a sync) folds
-// runs past the limit a step at a time, a page of the biggest run per
-// Close here, and every session lists at its longest between the steps;
-// a sync folds what is left at once.
+// TestAgentFoldsInSteps: a writer that is not a sync (an agent) folds
+// runs past the limit a few partitions at a time: the first step, before
+// the index was counted, one partition, which counts it (Indexed); the
+// next ones as many partitions as hold about 64 entries. Every session
+// lists at its longest between the steps, each step retires the pages
+// whose partitions are all written, the last the rest; a sync folds
+// what is left of a fold under way at once.
 func TestAgentFoldsInSteps(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -788,40 +791,110 @@ func TestAgentFoldsInSteps(t *testing.T) {
 		t.Fatalf("the sync's run: %d pages, want 3", len(c.Runs))
 	}
 	sync := c.Runs[0].Commit
-	for step := 1; step <= 2; step++ {
+	closeOne := func(step int) []string {
+		t.Helper()
+		fb := e.faults(t)
+		w := e.openOn(t, fb, objectsFoldAt(50))
+		want[appendNew(t, w, fmt.Sprint("agent ", step))] = 1
+		if err := w.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+		var written []string
+		for _, o := range fb.Take() {
+			if o.Method == "PUT" && partitionKeyRe.MatchString("pfx/"+o.Key) {
+				written = append(written, o.Key)
+			}
+		}
+		checkListing(t, e, fmt.Sprint("after step ", step), want)
+		return written
+	}
+	if written := closeOne(1); len(written) != 1 {
+		t.Fatalf("the first step wrote partitions %v, want one: the index was not counted", written)
+	}
+	// No writer counted the index: the step did, from the partition it
+	// wrote (300 sessions, 1 or a few in each partition).
+	if _, c = e.newestCommit(t); c.Indexed < 150 || c.Indexed > 2000 || c.Fold == nil {
+		t.Fatalf("after the first step the commit says the index holds %d sessions, fold %+v; want about 300, a fold under way", c.Indexed, c.Fold)
+	}
+	pages := func() int {
+		_, c := e.newestCommit(t)
+		n := 0
+		for _, p := range c.Runs {
+			if p.Commit == sync {
+				n++
+			}
+		}
+		return n
+	}
+	for step := 2; ; step++ {
+		_, before := e.newestCommit(t)
+		width := max(1, 64*256/int(before.Indexed))
+		if written := closeOne(step); len(written) > width {
+			t.Fatalf("step %d wrote %d partitions, want at most %d (64 entries of an index of %d)", step, len(written), width, before.Indexed)
+		}
+		if left := pages(); left > 0 && step == 40 {
+			t.Fatalf("after %d steps the sync's run still has %d pages", step, left)
+		} else if left == 0 {
+			break
+		}
+		if step == 3 {
+			// A sync finishes the fold under way at once.
+			for _, id := range bulkWrite(t, e, nil, 10, nil, objectsFoldAt(1000)) {
+				want[id] = 1
+			}
+			if _, c := e.newestCommit(t); c.Fold != nil || pages() != 0 {
+				t.Fatalf("after a sync the fold is %+v and the sync's run has %d pages", c.Fold, pages())
+			}
+			checkListing(t, e, "after the sync", want)
+			break
+		}
+	}
+	parts, _ := e.partitions(t)
+	if len(parts) < 300 {
+		t.Fatalf("the partitions hold %d sessions after the fold, want the sync's 300", len(parts))
+	}
+	if _, c := e.newestCommit(t); len(e.runObjects(t)) != len(c.Runs) {
+		t.Fatalf("%d run pages stored, %d named: the fold left pages behind", len(e.runObjects(t)), len(c.Runs))
+	}
+}
+
+// TestAgentFoldCompletes: an agent's steps alone finish a fold, retiring
+// every page of the runs it took, and the runs written meanwhile stay.
+func TestAgentFoldCompletes(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newMemEnv(t)
+	want := map[string]int{}
+	for _, id := range bulkWrite(t, e, nil, 300, nil, objectsFoldAt(1000)) {
+		want[id] = 1
+	}
+	_, c := e.newestCommit(t)
+	sync := c.Runs[0].Commit
+	for step := 1; ; step++ {
 		w := e.open(t, objectsFoldAt(50))
 		want[appendNew(t, w, fmt.Sprint("agent ", step))] = 1
 		if err := w.Close(ctx); err != nil {
 			t.Fatal(err)
 		}
 		_, c = e.newestCommit(t)
-		left := 0
-		for _, p := range c.Runs {
-			if p.Commit == sync {
-				left++
-			}
+		if !slices.ContainsFunc(c.Runs, func(p manifest.RunPage) bool { return p.Commit == sync }) {
+			break
 		}
-		if left != 3-step {
-			t.Fatalf("after %d agents the sync's run has %d pages, want %d: one folded per Close", step, left, 3-step)
+		if step == 60 {
+			t.Fatalf("after %d steps the fold is %+v", step, c.Fold)
 		}
-		// No writer counted the index: the step did, from the
-		// partitions it wrote (about 300 sessions).
-		if c.Indexed < 150 || c.Indexed > 600 {
-			t.Fatalf("after %d steps the commit says the index holds %d sessions, want about 300", step, c.Indexed)
-		}
-		checkListing(t, e, fmt.Sprint("after step ", step), want)
 	}
+	if c.Fold != nil {
+		t.Fatalf("the fold's runs are retired, and the commit still names the fold %+v", c.Fold)
+	}
+	checkListing(t, e, "after the fold", want)
 	parts, _ := e.partitions(t)
-	if len(parts) < 150 {
-		t.Fatalf("the partitions hold %d sessions after two steps, want the two pages'", len(parts))
+	if len(parts) < 300 {
+		t.Fatalf("the partitions hold %d sessions after the fold, want the sync's 300", len(parts))
 	}
-	for _, id := range bulkWrite(t, e, nil, 30, nil, objectsFoldAt(40)) {
-		want[id] = 1
+	if stored := e.runObjects(t); len(stored) != len(c.Runs) {
+		t.Fatalf("%d run pages stored, %d named", len(stored), len(c.Runs))
 	}
-	if _, c = e.newestCommit(t); len(c.Runs) != 0 || len(e.runObjects(t)) != 0 {
-		t.Fatalf("after a sync past the limit: %+v named, %v stored", c.Runs, e.runObjects(t))
-	}
-	checkListing(t, e, "after the sync's fold", want)
 }
 
 // TestAgentFoldLimitFromCommit: a writer that read the catalog says in
@@ -1104,5 +1177,44 @@ func TestMergeDroppedByOlderPanto(t *testing.T) {
 		if count > 3 {
 			t.Fatalf("after 40 closes, %d runs of tier %d (entries by run: %v): the runs did not merge", count, tier, sizes)
 		}
+	}
+}
+
+// TestFoldStepsRace: agents close at once while a fold goes in steps,
+// each taking the next step; a step another took first retires nothing,
+// so no named page is deleted and every session lists.
+func TestFoldStepsRace(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newMemEnv(t)
+	want := map[string]int{}
+	for _, id := range bulkWrite(t, e, nil, 300, nil, objectsFoldAt(1000)) {
+		want[id] = 1
+	}
+	var mu sync.Mutex
+	for round := range 6 {
+		var wg sync.WaitGroup
+		for w := range 4 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				s := e.open(t, objectsFoldAt(50))
+				id := appendNew(t, s, fmt.Sprintf("round %d writer %d", round, w))
+				if err := s.Close(ctx); err != nil {
+					t.Error(err)
+				}
+				mu.Lock()
+				want[id] = 1
+				mu.Unlock()
+			}()
+		}
+		wg.Wait()
+		if t.Failed() {
+			t.FailNow()
+		}
+		checkListing(t, e, fmt.Sprint("after round ", round), want)
+	}
+	if _, c := e.newestCommit(t); c.Fold == nil && len(c.Runs) > 0 && c.Runs[0].Sessions == 300 {
+		t.Fatal("no fold started")
 	}
 }
