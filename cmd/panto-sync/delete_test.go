@@ -58,17 +58,36 @@ func deleteLocal(t *testing.T, dir, id string) {
 	}
 }
 
-// marks returns a stretch of text from each session of dir, to look for
-// in a bucket after the sessions are deleted.
+// marks returns a stretch of text from each session of dir that no
+// other session of dir holds, to look for in a bucket after the sessions
+// are deleted. Unique, because the sessions' text is drawn from a few
+// words: the first 40 bytes of a message were once found in another
+// session's (TestDeletionsKilled failed on that, 1 run in 25).
 func marks(t *testing.T, dir string) map[string][]byte {
 	t.Helper()
-	out := map[string][]byte{}
-	for name, data := range readCatalog(t, dir) {
-		i := bytes.Index(data, []byte(`"text":"`))
-		if i < 0 || len(data) < i+48 {
-			t.Fatalf("no text in %s", name)
+	files := readCatalog(t, dir)
+	elsewhere := func(name string, mark []byte) bool {
+		for other, data := range files {
+			if other != name && bytes.Contains(data, mark) {
+				return true
+			}
 		}
-		out[strings.TrimSuffix(name, ".jsonl")] = data[i+8 : i+48]
+		return false
+	}
+	out := map[string][]byte{}
+	for name, data := range files {
+		var mark []byte
+		for rest := data; mark == nil; {
+			i := bytes.Index(rest, []byte(`"text":"`))
+			if i < 0 || len(rest) < i+48 {
+				t.Fatalf("no text in %s that no other session holds", name)
+			}
+			if m := rest[i+8 : i+48]; !elsewhere(name, m) {
+				mark = m
+			}
+			rest = rest[i+8:]
+		}
+		out[strings.TrimSuffix(name, ".jsonl")] = mark
 	}
 	return out
 }
