@@ -2,6 +2,7 @@ package manifest
 
 import (
 	"bytes"
+	"encoding/gob"
 	"errors"
 	"flag"
 	"os"
@@ -271,7 +272,7 @@ func TestMarker(t *testing.T) {
 
 // TestCatalogForms: a catalog kept on disk (EncodeCatalog) decodes to
 // what was encoded, plain and sealed; one an earlier version kept in the
-// bucket's JSON form still decodes; damaged bytes, or another key's, do
+// bucket's JSON form, or as one gob message, still decodes; damaged bytes, or another key's, do
 // not.
 func TestCatalogForms(t *testing.T) {
 	plain, err := NewCodec()
@@ -291,7 +292,14 @@ func TestCatalogForms(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for name, data := range map[string][]byte{"gob": gobForm, "json": jsonForm} {
+		// The form before the sessions went in chunks: one gob message.
+		var whole bytes.Buffer
+		whole.WriteString(catalogMagicWhole)
+		if err := gob.NewEncoder(&whole).Encode(doc); err != nil {
+			t.Fatal(err)
+		}
+		wholeForm := c.seal("catalog", c.Compress(whole.Bytes()))
+		for name, data := range map[string][]byte{"gob": gobForm, "json": jsonForm, "gob in one message": wholeForm} {
 			got, err := c.DecodeCatalog("catalog", bytes.Clone(data))
 			if err != nil || !reflect.DeepEqual(got, doc) {
 				t.Errorf("sealed %v, %s: %v\n got %+v\nwant %+v", c.Sealed(), name, err, got, doc)

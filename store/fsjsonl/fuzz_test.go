@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/panto-dev/panto/agent"
+	"github.com/panto-dev/panto/internal/gobmap"
 	"github.com/panto-dev/panto/internal/sessionlog"
 	"github.com/panto-dev/panto/store"
 	"github.com/panto-dev/panto/store/fsjsonl"
@@ -114,7 +115,21 @@ func resumablePrefixes(cache []byte, files map[string][]byte) map[string]bool {
 		}
 	}
 	out := map[string]bool{}
-	if doc, ok := bytes.CutPrefix(cache, []byte("panto-index-gob\n")); ok {
+	if doc, ok := bytes.CutPrefix(cache, []byte("panto-index-gob-2\n")); ok {
+		dec := gob.NewDecoder(bytes.NewReader(doc))
+		var head struct{ Version int }
+		if dec.Decode(&head) != nil {
+			return out
+		}
+		sessions, err := gobmap.Decode[string, *struct {
+			Committed int64
+			SHA256    string
+		}](dec)
+		if err != nil {
+			return out
+		}
+		c.Sessions = sessions
+	} else if doc, ok := bytes.CutPrefix(cache, []byte("panto-index-gob\n")); ok {
 		if gob.NewDecoder(bytes.NewReader(doc)).Decode(&c) != nil {
 			return out
 		}

@@ -1,6 +1,7 @@
 package fsjsonl
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/sha256"
@@ -22,6 +23,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/panto-dev/panto/agent"
+	"github.com/panto-dev/panto/internal/gobmap"
 	"github.com/panto-dev/panto/internal/sessionlog"
 	"github.com/panto-dev/panto/store"
 )
@@ -37,8 +39,15 @@ const IndexFile = ".panto-index"
 // written.
 const LegacyIndexFile = ".panto-index.json"
 
-// indexMagic begins IndexFile.
-const indexMagic = "panto-index-gob\n"
+// indexMagic begins IndexFile: the index without its sessions in one gob
+// message, then the sessions in messages of at most gobmap.Chunk (one
+// message of them all made a no-op sync of 100,000 sessions allocate
+// about 360 MB while gob grew its buffer, BENCHMARKS.md).
+const indexMagic = "panto-index-gob-2\n"
+
+// indexMagicWhole begins IndexFile as an earlier version wrote it: the
+// whole index in one gob message. Read, never written.
+const indexMagicWhole = "panto-index-gob\n"
 
 // indexVersion changes whenever the cache's meaning changes; a cache of
 // another version is ignored and rebuilt. 2: entries keep the sha256 of
@@ -91,11 +100,11 @@ func (s *Store) loadIndex() *index {
 	}
 	idx := &index{}
 	legacy := false
-	if data, err := os.ReadFile(filepath.Join(s.dir, IndexFile)); err == nil {
-		doc, ok := bytes.CutPrefix(data, []byte(indexMagic))
-		if !ok || gob.NewDecoder(bytes.NewReader(doc)).Decode(idx) != nil || idx.Version != indexVersion || idx.LogVersion != sessionlog.Version {
+	if f, err := os.Open(filepath.Join(s.dir, IndexFile)); err == nil {
+		if decodeIndex(bufio.NewReaderSize(f, 1<<16), idx) != nil || idx.Version != indexVersion || idx.LogVersion != sessionlog.Version {
 			idx = &index{}
 		}
+		f.Close()
 	} else if data, err := os.ReadFile(filepath.Join(s.dir, LegacyIndexFile)); err == nil {
 		if json.Unmarshal(data, idx) != nil || idx.Version != indexVersion || idx.LogVersion != sessionlog.Version {
 			idx = &index{}
@@ -117,6 +126,30 @@ func (s *Store) loadIndex() *index {
 	return idx
 }
 
+// decodeIndex reads IndexFile's bytes from r into idx, in this
+// version's form or an earlier one's; straight from the file, since the
+// form in chunks needs no buffer of the whole.
+func decodeIndex(r *bufio.Reader, idx *index) error {
+	if head, _ := r.Peek(len(indexMagic)); string(head) == indexMagic {
+		r.Discard(len(indexMagic))
+		dec := gob.NewDecoder(r)
+		if err := dec.Decode(idx); err != nil {
+			return err
+		}
+		if len(idx.Sessions) > 0 {
+			return errors.New("sessions before their chunks")
+		}
+		sessions, err := gobmap.Decode[string, *indexEntry](dec)
+		idx.Sessions = sessions
+		return err
+	}
+	if head, _ := r.Peek(len(indexMagicWhole)); string(head) == indexMagicWhole {
+		r.Discard(len(indexMagicWhole))
+		return gob.NewDecoder(r).Decode(idx)
+	}
+	return errors.New("not a summary cache")
+}
+
 // saveIndex writes the cache if it changed, atomically and best-effort:
 // a failure (a read-only directory) only costs speed later. s.mu must be
 // held.
@@ -127,7 +160,10 @@ func (s *Store) saveIndex() {
 	}
 	var buf bytes.Buffer
 	buf.WriteString(indexMagic)
-	if err := gob.NewEncoder(&buf).Encode(idx); err != nil {
+	head := *idx
+	head.Sessions = nil
+	enc := gob.NewEncoder(&buf)
+	if enc.Encode(&head) != nil || gobmap.Encode(enc, idx.Sessions) != nil {
 		return
 	}
 	data := buf.Bytes()

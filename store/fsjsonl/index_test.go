@@ -1,6 +1,7 @@
 package fsjsonl
 
 import (
+	"bufio"
 	"bytes"
 	"crypto/sha256"
 	"encoding/gob"
@@ -10,6 +11,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -402,6 +404,49 @@ func TestLogsSeeEdits(t *testing.T) {
 	}
 }
 
+// readIndexFile decodes dir's IndexFile, which must be in this
+// version's form.
+func readIndexFile(t *testing.T, dir string) *index {
+	t.Helper()
+	data := readAll(t, filepath.Join(dir, IndexFile))
+	if !bytes.HasPrefix(data, []byte(indexMagic)) {
+		t.Fatal("the cache does not begin with its magic")
+	}
+	var idx index
+	if err := decodeIndex(bufio.NewReader(bytes.NewReader(data)), &idx); err != nil {
+		t.Fatal(err)
+	}
+	return &idx
+}
+
+// TestCacheOfOneMessage: a cache written as one gob message, as before
+// the sessions went in chunks, still serves the listing without reading
+// the files again, and the next save writes it in chunks.
+func TestCacheOfOneMessage(t *testing.T) {
+	dir := t.TempDir()
+	s := mustOpen(t, dir)
+	mustAppend(t, s, "x", msgs("x", 2))
+	mustAppend(t, s, "y", msgs("y", 3))
+	want, _, _ := listed(t, s) // writes the cache
+	current := readIndexFile(t, dir)
+	var whole bytes.Buffer
+	whole.WriteString(indexMagicWhole)
+	if err := gob.NewEncoder(&whole).Encode(current); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, IndexFile), whole.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s = mustOpen(t, dir)
+	got, _, _ := listed(t, s)
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("listed from the old cache:\n got %+v\nwant %+v", got, want)
+	}
+	if s.index.decoded != 0 {
+		t.Errorf("read %d files again, want 0: the old cache was not used", s.index.decoded)
+	}
+}
+
 func sum(b []byte) string {
 	h := sha256.Sum256(b)
 	return hex.EncodeToString(h[:])
@@ -421,14 +466,7 @@ func TestListCacheOfAnOlderPanto(t *testing.T) {
 	}
 	// The same cache as a version 2 panto would have written it: JSON,
 	// in the file of its time.
-	var current index
-	doc, ok := bytes.CutPrefix(readAll(t, filepath.Join(dir, IndexFile)), []byte(indexMagic))
-	if !ok {
-		t.Fatal("the cache does not begin with its magic")
-	}
-	if err := gob.NewDecoder(bytes.NewReader(doc)).Decode(&current); err != nil {
-		t.Fatal(err)
-	}
+	current := readIndexFile(t, dir)
 	asJSON, err := json.Marshal(&current)
 	if err != nil {
 		t.Fatal(err)
@@ -466,9 +504,8 @@ func TestListCacheMovesFromJSON(t *testing.T) {
 	mustAppend(t, s, "x", msgs("x", 2))
 	mustAppend(t, s, "y", msgs("y", 3))
 	listed(t, s) // writes the cache
-	var current index
-	doc, ok := bytes.CutPrefix(readAll(t, filepath.Join(dir, IndexFile)), []byte(indexMagic))
-	if !ok || gob.NewDecoder(bytes.NewReader(doc)).Decode(&current) != nil || len(current.Sessions) != 2 {
+	current := readIndexFile(t, dir)
+	if len(current.Sessions) != 2 {
 		t.Fatalf("the cache: %d sessions", len(current.Sessions))
 	}
 	asJSON, err := json.Marshal(&current)
