@@ -101,10 +101,12 @@ func (s *Store) loadIndex() *index {
 	idx := &index{}
 	legacy := false
 	if f, err := os.Open(filepath.Join(s.dir, IndexFile)); err == nil {
-		if decodeIndex(bufio.NewReaderSize(f, 1<<16), idx) != nil || idx.Version != indexVersion || idx.LogVersion != sessionlog.Version {
+		whole, err := decodeIndex(bufio.NewReaderSize(f, 1<<16), idx)
+		if err != nil || idx.Version != indexVersion || idx.LogVersion != sessionlog.Version {
 			idx = &index{}
 		}
 		f.Close()
+		legacy = whole // written in chunks at the next save
 	} else if data, err := os.ReadFile(filepath.Join(s.dir, LegacyIndexFile)); err == nil {
 		if json.Unmarshal(data, idx) != nil || idx.Version != indexVersion || idx.LogVersion != sessionlog.Version {
 			idx = &index{}
@@ -127,27 +129,27 @@ func (s *Store) loadIndex() *index {
 }
 
 // decodeIndex reads IndexFile's bytes from r into idx, in this
-// version's form or an earlier one's; straight from the file, since the
-// form in chunks needs no buffer of the whole.
-func decodeIndex(r *bufio.Reader, idx *index) error {
+// version's form or, reporting whole, an earlier one's (one message);
+// straight from the file, since the form in chunks needs no buffer of
+// the whole.
+func decodeIndex(r *bufio.Reader, idx *index) (whole bool, err error) {
 	if head, _ := r.Peek(len(indexMagic)); string(head) == indexMagic {
 		r.Discard(len(indexMagic))
 		dec := gob.NewDecoder(r)
 		if err := dec.Decode(idx); err != nil {
-			return err
+			return false, err
 		}
 		if len(idx.Sessions) > 0 {
-			return errors.New("sessions before their chunks")
+			return false, errors.New("sessions before their chunks")
 		}
-		sessions, err := gobmap.Decode[string, *indexEntry](dec)
-		idx.Sessions = sessions
-		return err
+		idx.Sessions, err = gobmap.Decode[string, *indexEntry](dec)
+		return false, err
 	}
 	if head, _ := r.Peek(len(indexMagicWhole)); string(head) == indexMagicWhole {
 		r.Discard(len(indexMagicWhole))
-		return gob.NewDecoder(r).Decode(idx)
+		return true, gob.NewDecoder(r).Decode(idx)
 	}
-	return errors.New("not a summary cache")
+	return false, errors.New("not a summary cache")
 }
 
 // saveIndex writes the cache if it changed, atomically and best-effort:

@@ -413,7 +413,7 @@ func readIndexFile(t *testing.T, dir string) *index {
 		t.Fatal("the cache does not begin with its magic")
 	}
 	var idx index
-	if err := decodeIndex(bufio.NewReader(bytes.NewReader(data)), &idx); err != nil {
+	if _, err := decodeIndex(bufio.NewReader(bytes.NewReader(data)), &idx); err != nil {
 		t.Fatal(err)
 	}
 	return &idx
@@ -444,6 +444,12 @@ func TestCacheOfOneMessage(t *testing.T) {
 	}
 	if s.index.decoded != 0 {
 		t.Errorf("read %d files again, want 0: the old cache was not used", s.index.decoded)
+	}
+	if err := s.Flush(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if again := readIndexFile(t, dir); len(again.Sessions) != 2 {
+		t.Errorf("the cache saved after the old one holds %d sessions, want 2", len(again.Sessions))
 	}
 }
 
