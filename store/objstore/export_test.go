@@ -79,6 +79,10 @@ func SetIndexPruneAfter(s *Store, d time.Duration) { s.indexPruneAfter = d }
 // that stamps lines).
 func SetNow(s *Store, now func() time.Time) { s.now = now }
 
+// ErrNotFound is what a bucket answers a GET of an object it does not
+// hold (404).
+var ErrNotFound = errNotFound
+
 // ErrForbidden is what a bucket answers a request its credentials do not
 // allow: a fault that makes a FaultBucket's LIST a forbidden one.
 var ErrForbidden = errForbidden

@@ -164,17 +164,34 @@ func (s *Store) catchUpFrom(ctx context.Context, m *manifest.Manifest, keep int6
 		// says no more than the manifest, which vouches for its segments.
 		return found, nil
 	}
-	if entry.Length > m.Length {
-		// The index was read after a segment the probe had not seen yet
-		// committed: probe on.
-		for _, f := range found {
-			keep -= int64(len(f.raw))
+	for _, f := range found {
+		keep -= int64(len(f.raw))
+	}
+	// The index was read after a segment the probe had not seen yet
+	// committed: probe on, at once. A distributed MinIO with a node down
+	// has also answered 404 for a segment written moments before through
+	// another node (as for a listed segment, listedSegment): the probe is
+	// asked again, backing off (about 1.2 s in all while nothing new is
+	// found), before the index's length is called missing.
+	for retries := 0; entry.Length > m.Length && retries <= 4; {
+		if retries > 0 {
+			if err := backoff(ctx, 3+retries); err != nil {
+				return nil, err
+			}
 		}
 		more, err := s.catchUp(ctx, m, keep, early)
 		if err != nil {
 			return nil, err
 		}
+		for _, f := range more {
+			keep -= int64(len(f.raw))
+		}
 		found = append(found, more...)
+		if len(more) > 0 {
+			retries = 1
+		} else {
+			retries++
+		}
 	}
 	return found, s.checkIndexed(m, entry, storedLen)
 }
