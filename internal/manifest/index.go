@@ -165,6 +165,13 @@ type Resume struct {
 	Tail string
 }
 
+// Where is r without the append state: how many segments the log has,
+// how many of them the stored manifest lists, and where the others begin.
+// A commit's recent view carries it, so that a reader of a session it
+// lists sends the GETs of the session's segments at once (§P4); an entry
+// that holds it alone is not Resumable.
+func (r Resume) Where() Resume { return Resume{Segments: r.Segments, Stored: r.Stored, Tail: r.Tail} }
+
 // JoinOffsets is the Resume.Tail of segments starting at offs.
 func JoinOffsets(offs []int64) string {
 	var b []byte
@@ -257,8 +264,8 @@ type IndexShard struct {
 	// Tombstones (a bulk write's, past LogChanges): a reader that wants
 	// every change reads the partitions instead. Recent is the newest
 	// sessions of the whole index as of this commit (at most RecentSize,
-	// without Resume): every live session it does not hold is older than
-	// all it holds. Both are zero in a partition.
+	// with Resume.Where alone): every live session it does not hold is
+	// older than all it holds. Both are zero in a partition.
 	Omitted int64
 	// Complete, in a log commit, says Recent holds every live session of
 	// the index (it never had to drop one for room), so a listing of any

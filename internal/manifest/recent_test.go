@@ -1,9 +1,11 @@
 package manifest
 
 import (
+	"encoding/json"
 	"fmt"
 	"maps"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
@@ -64,5 +66,42 @@ func TestDeltaRecent(t *testing.T) {
 	c := &IndexShard{Shard: LogName, Through: 20, Base: 16}
 	if err := c.WithBase(&IndexShard{Shard: LogName, Through: 8}); err == nil {
 		t.Error("a commit was made whole from another base than its own")
+	}
+}
+
+// TestRecentWhere: an entry of a recent view carries where its segments
+// are (Resume.Where) and nothing of the append state: it encodes without
+// hash_state, lines or format, decodes with its tail, and is not
+// Resumable, so no append resumes from it.
+func TestRecentWhere(t *testing.T) {
+	codec, err := NewCodec()
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := "0123abcd0123abcd0123abcd0123abcd"
+	whole := Resume{HashState: "state", Lines: 5, Format: 1, SummaryVersion: SummaryVersion, Segments: 3, Stored: 1, Tail: "300,610"}
+	e := IndexEntry{Info: agent.SessionInfo{ID: id}, Length: 650, SHA256: fmt.Sprintf("%064x", 7), Resume: whole.Where()}
+	if e.Resume != (Resume{Segments: 3, Stored: 1, Tail: "300,610"}) {
+		t.Fatalf("Where: %+v", e.Resume)
+	}
+	c := &IndexShard{Shard: LogName, Through: 1, Sessions: map[string]IndexEntry{}, Recent: map[string]IndexEntry{id: e}}
+	data, err := codec.EncodeIndexShard("index/log/1", c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := codec.DecodeIndexShard("index/log/1", data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := back.Recent[id]
+	if got.Resume != e.Resume || got.Resumable() {
+		t.Fatalf("read back %+v (resumable %v), want %+v", got.Resume, got.Resumable(), e.Resume)
+	}
+	w, err := json.Marshal(entryToWire(e))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(w), `"resume":{"segments":3,"stored":1,"tail":[300,610]}`) {
+		t.Fatalf("encoded %s", w)
 	}
 }

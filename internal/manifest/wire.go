@@ -203,11 +203,13 @@ type wireEntry struct {
 }
 
 // wireResume is an entry's Resume: the hash state (base64), the
-// decoder's state, and the segment counts.
+// decoder's state, and the segment counts. An entry of a commit's recent
+// view holds the counts and the tail alone (Resume.Where): the others are
+// omitted, never zero in a whole one.
 type wireResume struct {
-	HashState      []byte  `json:"hash_state"`
-	Lines          int     `json:"lines"`
-	Format         int     `json:"format"`
+	HashState      []byte  `json:"hash_state,omitempty"`
+	Lines          int     `json:"lines,omitempty"`
+	Format         int     `json:"format,omitempty"`
 	SummaryVersion int     `json:"summary_version,omitempty"`
 	Segments       int     `json:"segments"`
 	Stored         int     `json:"stored,omitempty"`

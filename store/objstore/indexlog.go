@@ -526,7 +526,9 @@ func nextCommit(n int64, prev *manifest.IndexShard, ch logChanges, drop func(man
 			c.Sessions[id] = e
 		}
 		r := e
-		r.Resume = manifest.Resume{} // a listing needs no append state
+		// A listing needs no append state; a reader of a session it
+		// lists sends the GETs of its segments at once (cachedEntry).
+		r.Resume = e.Resume.Where()
 		if old, ok := c.Recent[id]; !ok || old.Length <= r.Length {
 			c.Recent[id] = r
 		}

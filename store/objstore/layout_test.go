@@ -325,11 +325,12 @@ func TestLayout(t *testing.T) {
 		t.Fatalf("index entry %+v", entry)
 	}
 	// The newest commit of the index log lists it as the partition does,
-	// without the append state (a listing needs none).
+	// without the append state (a listing needs none), with where its
+	// segments are (a reader sends their GETs at once).
 	commit, _ := newestCommitDoc(t, objs)
 	recent, ok := commit.Recent[id]
-	if !ok || len(commit.Recent) != 1 || recent.Resume != nil || recent.indexEntry(id) != entry {
-		t.Fatalf("the newest index log commit lists %+v, want the partition's %+v without resume", commit.Recent, entry)
+	if !ok || len(commit.Recent) != 1 || string(recent.Resume) != `{"segments":3,"stored":3}` || recent.indexEntry(id) != entry {
+		t.Fatalf("the newest index log commit lists %+v, want the partition's %+v with resume {segments: 3, stored: 3}", commit.Recent, entry)
 	}
 }
 

@@ -142,10 +142,10 @@ func (s *Store) catchUpFrom(ctx context.Context, m *manifest.Manifest, keep int6
 		entry, known = shard.Sessions[m.ID]
 		return nil
 	})
-	var unfolded manifest.IndexEntry
-	var isUnfolded bool
+	var logged manifest.IndexEntry
+	var isLogged bool
 	g.Go(func() error {
-		unfolded, isUnfolded = s.unfoldedEntry(gctx, m.ID)
+		logged, isLogged = s.logEntry(gctx, m.ID)
 		return nil
 	})
 	g.Go(func() error {
@@ -156,8 +156,8 @@ func (s *Store) catchUpFrom(ctx context.Context, m *manifest.Manifest, keep int6
 	if err := g.Wait(); err != nil {
 		return nil, err
 	}
-	if isUnfolded && (!known || unfolded.Length > entry.Length) {
-		entry, known = unfolded, true // the partition does not hold it yet
+	if isLogged && (!known || logged.Length > entry.Length) {
+		entry, known = logged, true // the partition does not hold it yet
 	}
 	if !known || entry.Length <= storedLen {
 		// The index was not written yet (or its writer died first), or

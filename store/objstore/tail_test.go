@@ -2,6 +2,7 @@ package objstore_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -185,5 +186,67 @@ func TestResumedAppendKeepsTail(t *testing.T) {
 	r := sh.Sessions[id].Resume
 	if len(offs) != 4 || r.Segments != 4 || r.Stored != 0 || r.Tail != strings.Join(offs, ",") {
 		t.Fatalf("after the resumed append: segments %v, the entry says %+v", offs, r)
+	}
+}
+
+// TestResumeAfterCloseInOneRound: a writer's Close moves its sessions'
+// entries out of the commit's unfolded set into a run, which a reader
+// that found the session through the newest commit (`panto -c`: Latest)
+// has not read. The commit's recent view says where the session's
+// segments are (Resume.Where), so the load that follows is one round
+// trip, not one per segment; and the view vouches for the probed
+// segments as the partition would.
+func TestResumeAfterCloseInOneRound(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newMemEnv(t)
+	w := e.open(t)
+	id := agent.NewSessionID()
+	var want []string
+	for i := range 6 {
+		want = append(want, fmt.Sprint("m", i))
+		if err := w.AppendMessages(ctx, id, []agent.PersistentMessage{user(want[i])}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	fb := e.faults(t)
+	fb.SetDelay(100 * time.Millisecond)
+	r := e.openOn(t, fb)
+	latest, err := r.Latest(ctx)
+	if err != nil || latest.Info.ID != id {
+		t.Fatalf("latest: %v %+v", err, latest)
+	}
+	fb.Take()
+	conv, err := r.Load(ctx, id)
+	if err != nil || strings.Join(texts(conv), ",") != strings.Join(want, ",") {
+		t.Fatalf("load: %v %q", err, texts(conv))
+	}
+	ops := fb.Take()
+	for _, o := range ops {
+		t.Logf("load: %s %s %v", o.Method, o.Key, o.Err)
+	}
+	if got := opRounds(ops); got != 1 {
+		t.Errorf("the load of a session of 6 segments after Latest took %d round trips, want 1", got)
+	}
+
+	// The segment at the end the view names is gone: the view vouches
+	// for it, so the load says what is missing instead of returning
+	// the shorter log.
+	var last string
+	for _, o := range objstore.MemObjects(e.mem) {
+		if strings.Contains(o.Key, id+"/seg/") {
+			last = o.Key
+		}
+	}
+	objstore.MemDelete(e.mem, last)
+	r2 := e.openOn(t, fb)
+	if _, err := r2.Latest(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r2.Load(ctx, id); !errors.Is(err, objstore.ErrCorrupt) {
+		t.Fatalf("load without its last segment: %v, want ErrCorrupt", err)
 	}
 }

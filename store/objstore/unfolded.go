@@ -201,28 +201,40 @@ func (s *Store) addLonger(all map[string]manifest.IndexEntry, tombs, gone map[st
 	}
 }
 
-// freshUnfolded is session id's entry in the Unfolded set of the newest
-// commit this Store knows, when it read or wrote that commit less than
+// freshLogEntry is session id's entry in the newest commit this Store
+// knows (logEntryOf), when it read or wrote that commit less than
 // indexStale ago; it makes no request (cachedEntry).
-func (s *Store) freshUnfolded(id string) (manifest.IndexEntry, bool) {
+func (s *Store) freshLogEntry(id string) (manifest.IndexEntry, bool) {
 	s.ilog.mu.Lock()
 	defer s.ilog.mu.Unlock()
 	if s.ilog.last == nil || s.now().Sub(s.ilog.fresh) >= indexStale {
 		return manifest.IndexEntry{}, false
 	}
-	e, ok := s.ilog.last.Unfolded[id]
+	return logEntryOf(s.ilog.last, id)
+}
+
+// logEntryOf is session id's entry in commit c: the longer of its
+// Unfolded set's (with Resume) and its recent view's (with where the
+// segments are, Resume.Where). A session the partitions and runs hold
+// longer is not one a writer committed since: a reader takes the
+// longest entry it finds.
+func logEntryOf(c *manifest.IndexShard, id string) (manifest.IndexEntry, bool) {
+	e, ok := c.Unfolded[id]
+	if r, recent := c.Recent[id]; recent && (!ok || r.Length > e.Length) {
+		return r, true
+	}
 	return e, ok
 }
 
-// unfoldedEntry is session id's entry in the Unfolded set of the newest
-// commit: this Store's reading when recent (indexStale), else read now
+// logEntry is session id's entry in the newest commit (logEntryOf): this
+// Store's reading when recent (indexStale), else read now
 // (newestCommit). A commit that cannot be read says nothing (nil error):
 // the caller goes on with what the partition says.
-func (s *Store) unfoldedEntry(ctx context.Context, id string) (manifest.IndexEntry, bool) {
-	if !s.unfoldedIndex() {
+func (s *Store) logEntry(ctx context.Context, id string) (manifest.IndexEntry, bool) {
+	if !s.indexLog() {
 		return manifest.IndexEntry{}, false
 	}
-	if e, ok := s.freshUnfolded(id); ok {
+	if e, ok := s.freshLogEntry(id); ok {
 		return e, true
 	}
 	s.ilog.mu.Lock()
@@ -235,6 +247,5 @@ func (s *Store) unfoldedEntry(ctx context.Context, id string) (manifest.IndexEnt
 	if err != nil || c == nil {
 		return manifest.IndexEntry{}, false
 	}
-	e, ok := c.Unfolded[id]
-	return e, ok
+	return logEntryOf(c, id)
 }
