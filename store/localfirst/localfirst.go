@@ -33,8 +33,10 @@
 //  5. Close waits a bounded time for the shipper, then says in one line
 //     what is still to send. Whatever is left is found by the catch-up
 //     of the next local-first store that reaches the bucket: at each
-//     connection the shipper plans the whole replica against the bucket
-//     (replica.PlanAll) and sends what the bucket lacks.
+//     connection the shipper plans what the shipped record says the
+//     bucket lacks and sends it; once a day it plans the whole replica
+//     against the bucket (replica.PlanAll), which also carries the
+//     bucket's deletions to the replica (shipper.catchUp).
 //
 // # Invariants
 //

@@ -3,6 +3,7 @@ package localfirst_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -30,6 +31,9 @@ type machine struct {
 	mu      sync.Mutex
 	notes   []string
 	offline bool // its next Open finds the bucket unreachable
+	// trace, when set, is told of every request to the bucket
+	// (objstore.WithTrace).
+	trace *slog.Logger
 }
 
 func newMachine(t *testing.T, srv *miniotest.Server, bucket string) *machine {
@@ -40,8 +44,12 @@ func (m *machine) openBucket(ctx context.Context) (store.LogStore, error) {
 	if m.offline {
 		return nil, fmt.Errorf("%w: cannot reach the S3 endpoint (test: offline)", objstore.ErrOpen)
 	}
-	return objstore.Open(ctx, m.url, objstore.WithEndpoint(m.srv.Endpoint()), objstore.WithS3Options(m.srv.SetCredentials),
-		objstore.WithIdleTimeout(time.Second))
+	opts := []objstore.Option{objstore.WithEndpoint(m.srv.Endpoint()), objstore.WithS3Options(m.srv.SetCredentials),
+		objstore.WithIdleTimeout(time.Second)}
+	if m.trace != nil {
+		opts = append(opts, objstore.WithTrace(m.trace))
+	}
+	return objstore.Open(ctx, m.url, opts...)
 }
 
 func (m *machine) open() *localfirst.Store {

@@ -31,6 +31,13 @@ type shippedFile struct {
 	path string
 	mu   sync.Mutex
 	at   map[string]store.Checkpoint
+	// full is when a catch-up last planned the whole replica against the
+	// whole bucket (the shipper's catchUp), zero when none is recorded.
+	full time.Time
+	// forgot holds the sessions forgotten since the last save, whose
+	// records in the file save must not bring back (a record is only an
+	// optimisation: one dropped costs a checkpoint read).
+	forgot map[string]bool
 	// savedAt is when save last wrote the file.
 	savedAt time.Time
 }
@@ -44,23 +51,42 @@ const saveEvery = 5 * time.Second
 type shippedJSON struct {
 	Version  int                         `json:"version"`
 	Sessions map[string]store.Checkpoint `json:"sessions"`
+	// FullCatchUp: shippedFile.full (added later in version 1: a file
+	// without it, or a panto that ignores it, makes the next catch-up a
+	// full one, as before).
+	FullCatchUp time.Time `json:"full_catch_up,omitzero"`
 }
 
 func openShipped(dir string) *shippedFile {
 	f := &shippedFile{path: filepath.Join(dir, shippedName), at: map[string]store.Checkpoint{}}
-	f.at = f.read()
+	f.at, f.full = f.read()
 	return f
 }
 
 // read returns what the file holds (nothing when it is missing or
 // unreadable: it is rebuilt).
-func (f *shippedFile) read() map[string]store.Checkpoint {
+func (f *shippedFile) read() (map[string]store.Checkpoint, time.Time) {
 	data, err := os.ReadFile(f.path)
 	var j shippedJSON
 	if err != nil || json.Unmarshal(data, &j) != nil || j.Version != 1 || j.Sessions == nil {
-		return map[string]store.Checkpoint{}
+		return map[string]store.Checkpoint{}, time.Time{}
 	}
-	return j.Sessions
+	return j.Sessions, j.FullCatchUp
+}
+
+// fullDue reports whether the last full catch-up recorded is
+// fullCatchUpEvery old at now, or none is.
+func (f *shippedFile) fullDue(now time.Time) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.full.IsZero() || now.Sub(f.full) >= fullCatchUpEvery || now.Before(f.full)
+}
+
+// fullDone records a full catch-up at t.
+func (f *shippedFile) fullDone(t time.Time) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.full = t
 }
 
 func (f *shippedFile) get(id string) (store.Checkpoint, bool) {
@@ -74,12 +100,17 @@ func (f *shippedFile) set(id string, cp store.Checkpoint) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.at[id] = cp
+	delete(f.forgot, id)
 }
 
 func (f *shippedFile) forget(id string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	delete(f.at, id)
+	if f.forgot == nil {
+		f.forgot = map[string]bool{}
+	}
+	f.forgot[id] = true
 }
 
 // saveSoon saves the record when the last save is saveEvery old.
@@ -97,12 +128,19 @@ func (f *shippedFile) saveSoon() {
 func (f *shippedFile) save() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	for id, cp := range f.read() {
+	stored, full := f.read()
+	for id, cp := range stored {
+		if f.forgot[id] {
+			continue // a deletion, or a send that failed: not held
+		}
 		if have, ok := f.at[id]; !ok || cp.Length > have.Length {
 			f.at[id] = cp
 		}
 	}
-	data, err := json.Marshal(shippedJSON{Version: 1, Sessions: f.at})
+	if full.After(f.full) {
+		f.full = full
+	}
+	data, err := json.Marshal(shippedJSON{Version: 1, Sessions: f.at, FullCatchUp: f.full.UTC()})
 	if err != nil {
 		return
 	}
@@ -117,6 +155,7 @@ func (f *shippedFile) save() {
 	}
 	if tmp.Close() == nil && os.Rename(tmp.Name(), f.path) == nil {
 		f.savedAt = time.Now()
+		f.forgot = nil
 	}
 }
 
@@ -139,6 +178,33 @@ func plural(n int, what string) string {
 		return "1 " + what
 	}
 	return fmt.Sprintf("%d %ss", n, what)
+}
+
+// unshipped returns the sessions of the replica the shipped record does
+// not say the bucket holds as the replica does (a log past its record, or
+// with none), and the deletions the bucket was not seen to take (a
+// tombstone whose session still has a record); and how many sessions and
+// tombstones the replica holds.
+func (s *Store) unshipped(ctx context.Context) (ids []string, held int, err error) {
+	logs, err := s.local.Logs(ctx)
+	if err != nil {
+		return nil, 0, err
+	}
+	tombs, err := s.local.Tombstones(ctx)
+	if err != nil {
+		return nil, 0, err
+	}
+	for _, l := range logs {
+		if cp, ok := s.shipped.get(l.Info.ID); !ok || cp != l.Checkpoint {
+			ids = append(ids, l.Info.ID)
+		}
+	}
+	for _, t := range tombs {
+		if _, ok := s.shipped.get(t.ID); ok {
+			ids = append(ids, t.ID)
+		}
+	}
+	return ids, len(logs) + len(tombs), nil
 }
 
 // pending counts the messages of the replica after what the bucket was
