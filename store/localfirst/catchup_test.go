@@ -27,8 +27,8 @@ type keyRecorder struct {
 }
 
 func (r *keyRecorder) Enabled(context.Context, slog.Level) bool { return true }
-func (r *keyRecorder) WithAttrs([]slog.Attr) slog.Handler        { return r }
-func (r *keyRecorder) WithGroup(string) slog.Handler             { return r }
+func (r *keyRecorder) WithAttrs([]slog.Attr) slog.Handler       { return r }
+func (r *keyRecorder) WithGroup(string) slog.Handler            { return r }
 func (r *keyRecorder) Handle(_ context.Context, rec slog.Record) error {
 	rec.Attrs(func(a slog.Attr) bool {
 		if a.Key == "key" {
