@@ -194,8 +194,8 @@ func TestResumedAppendKeepsTail(t *testing.T) {
 // that found the session through the newest commit (`panto -c`: Latest)
 // has not read. The commit's recent view says where the session's
 // segments are (Resume.Where), so the load that follows is one round
-// trip, not one per segment; and the view vouches for the probed
-// segments as the partition would.
+// trip, not one per segment, and reads no partition; and the view
+// vouches for the probed segments as the partition would.
 func TestResumeAfterCloseInOneRound(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -230,6 +230,11 @@ func TestResumeAfterCloseInOneRound(t *testing.T) {
 	}
 	if got := opRounds(ops); got != 1 {
 		t.Errorf("the load of a session of 6 segments after Latest took %d round trips, want 1", got)
+	}
+	for _, o := range ops {
+		if strings.HasPrefix(o.Key, "index/") {
+			t.Errorf("the load read %s: the commit Latest read holds the session's entry", o.Key)
+		}
 	}
 
 	// The segment at the end the view names is gone: the view vouches
