@@ -110,6 +110,10 @@ type headBatch struct {
 type headView struct {
 	doc  *manifest.IndexShard
 	etag string
+	// read is when this Store read it (zero: not read, kept from a
+	// write): a reading under indexStale old vouches for a session's
+	// segments as the partition would (freshHeadEntry).
+	read time.Time
 }
 
 // queueHeads queues entries, which the partitions or a run now hold, for
@@ -127,7 +131,7 @@ func (s *Store) queueHeads(entries map[string]manifest.IndexEntry) (dirs bool) {
 		dirs = dirs || name == dirsHead
 		b := hs.batch(name)
 		if old, ok := b.entries[id]; !ok || old.Length <= e.Length {
-			e.Resume = manifest.Resume{} // a listing needs no append state
+			e.Resume = e.Resume.Where() // a listing needs no append state
 			b.entries[id] = e
 		}
 	}
@@ -297,7 +301,7 @@ func (s *Store) rebuildHeads(ctx context.Context, all map[string]manifest.IndexE
 		if groups[name] == nil {
 			groups[name] = map[string]manifest.IndexEntry{}
 		}
-		e.Resume = manifest.Resume{}
+		e.Resume = e.Resume.Where()
 		groups[name][id] = e
 	}
 	g, gctx := errgroup.WithContext(ctx)
@@ -448,9 +452,31 @@ func (s *Store) readHead(ctx context.Context, name string) (headView, error) {
 	if err != nil {
 		return headView{etag: etag}, err
 	}
-	v := headView{doc: doc, etag: etag}
+	v := headView{doc: doc, etag: etag, read: s.now()}
 	s.noteHead(name, v)
 	return v, nil
+}
+
+// freshHeadEntry is session id's entry in a head this Store read less
+// than indexStale ago (the longest, should two hold it); it makes no
+// request. A project's page read from its head (`panto -c` in a work
+// tree whose sessions the recent view does not hold) so tells the load
+// that follows where the session's segments are.
+func (s *Store) freshHeadEntry(id string) (manifest.IndexEntry, bool) {
+	hs := &s.heads
+	hs.mu.Lock()
+	defer hs.mu.Unlock()
+	var best manifest.IndexEntry
+	found := false
+	for _, v := range hs.read {
+		if v.doc == nil || v.read.IsZero() || s.now().Sub(v.read) >= indexStale {
+			continue
+		}
+		if e, ok := v.doc.Sessions[id]; ok && (!found || e.Length > best.Length) {
+			best, found = e, true
+		}
+	}
+	return best, found
 }
 
 // noteHead keeps v as this Store's reading of head name.

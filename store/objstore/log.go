@@ -268,7 +268,7 @@ func (s *Store) adoptRead(id string, caught *manifest.Manifest, etag string, sto
 // is recent (indexStale); it makes no request.
 func (s *Store) cachedEntry(id string) (manifest.IndexEntry, bool) {
 	e, ok := s.cachedPartitionEntry(id)
-	if u, logged := s.freshLogEntry(id); logged && (!ok || u.Length > e.Length) {
+	if u, logged := s.freshIndexEntry(id); logged && (!ok || u.Length > e.Length) {
 		return u, true
 	}
 	return e, ok

@@ -131,7 +131,7 @@ func (s *Store) catchUpFrom(ctx context.Context, m *manifest.Manifest, keep int6
 		known bool
 	)
 	g, gctx := errgroup.WithContext(ctx)
-	logged, isLogged := s.freshLogEntry(m.ID)
+	logged, isLogged := s.freshIndexEntry(m.ID)
 	if isLogged {
 		// The newest commit, read moments ago, holds the session (in its
 		// recent view, or unfolded): it vouches as the partition would,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -253,5 +254,62 @@ func TestResumeAfterCloseInOneRound(t *testing.T) {
 	}
 	if _, err := r2.Load(ctx, id); !errors.Is(err, objstore.ErrCorrupt) {
 		t.Fatalf("load without its last segment: %v, want ErrCorrupt", err)
+	}
+}
+
+// TestProjectResumeInOneRound: `panto -c` in a work tree whose sessions
+// the newest commit's recent view does not hold (another project's are
+// newer) finds the session in its project's head, which says where its
+// segments are as the recent view does: the load that follows is one
+// round trip and reads no partition.
+func TestProjectResumeInOneRound(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newMemEnv(t)
+	w := e.open(t)
+	id := agent.NewSessionID()
+	var want []string
+	for i := range 6 {
+		want = append(want, fmt.Sprint("a", i))
+		if err := w.AppendMessagesIn(ctx, projectA, id, []agent.PersistentMessage{user(want[i])}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	w = e.open(t)
+	for i := range manifest.RecentSize + 1 {
+		appendIn(t, w, projectB, fmt.Sprint("b", i))
+	}
+	if err := w.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	fb := e.faults(t)
+	fb.SetDelay(100 * time.Millisecond)
+	r := e.openOn(t, fb)
+	newest, err := r.ListNewestIn(ctx, 1, projectA, nil)
+	if err != nil || len(newest) != 1 || newest[0].ID != id {
+		t.Fatalf("the newest of project a: %v %+v", err, newest)
+	}
+	ops := fb.Take()
+	if !slices.ContainsFunc(ops, func(o objstore.Op) bool { return isHeadKey(o.Key) }) {
+		t.Fatalf("the newest of project a was not read from its head: %v", ops)
+	}
+	conv, err := r.Load(ctx, id)
+	if err != nil || strings.Join(texts(conv), ",") != strings.Join(want, ",") {
+		t.Fatalf("load: %v %q", err, texts(conv))
+	}
+	ops = fb.Take()
+	if got := opRounds(ops); got != 1 {
+		for _, o := range ops {
+			t.Logf("load: %s %s %v", o.Method, o.Key, o.Err)
+		}
+		t.Errorf("the load of a session of 6 segments found in its project's head took %d round trips, want 1", got)
+	}
+	for _, o := range ops {
+		if strings.HasPrefix(o.Key, "index/") {
+			t.Errorf("the load read %s: the head holds the session's entry", o.Key)
+		}
 	}
 }

@@ -201,16 +201,22 @@ func (s *Store) addLonger(all map[string]manifest.IndexEntry, tombs, gone map[st
 	}
 }
 
-// freshLogEntry is session id's entry in the newest commit this Store
+// freshIndexEntry is session id's entry in the newest commit this Store
 // knows (logEntryOf), when it read or wrote that commit less than
-// indexStale ago; it makes no request (cachedEntry).
-func (s *Store) freshLogEntry(id string) (manifest.IndexEntry, bool) {
+// indexStale ago, or in a project head it read as recently
+// (freshHeadEntry), the longer; it makes no request (cachedEntry).
+func (s *Store) freshIndexEntry(id string) (manifest.IndexEntry, bool) {
 	s.ilog.mu.Lock()
-	defer s.ilog.mu.Unlock()
-	if s.ilog.last == nil || s.now().Sub(s.ilog.fresh) >= indexStale {
-		return manifest.IndexEntry{}, false
+	var e manifest.IndexEntry
+	ok := false
+	if s.ilog.last != nil && s.now().Sub(s.ilog.fresh) < indexStale {
+		e, ok = logEntryOf(s.ilog.last, id)
 	}
-	return logEntryOf(s.ilog.last, id)
+	s.ilog.mu.Unlock()
+	if h, inHead := s.freshHeadEntry(id); inHead && (!ok || h.Length > e.Length) {
+		return h, true
+	}
+	return e, ok
 }
 
 // logEntryOf is session id's entry in commit c: the longer of its
@@ -234,7 +240,7 @@ func (s *Store) logEntry(ctx context.Context, id string) (manifest.IndexEntry, b
 	if !s.indexLog() {
 		return manifest.IndexEntry{}, false
 	}
-	if e, ok := s.freshLogEntry(id); ok {
+	if e, ok := s.freshIndexEntry(id); ok {
 		return e, true
 	}
 	s.ilog.mu.Lock()
