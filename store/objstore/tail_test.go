@@ -190,6 +190,51 @@ func TestResumedAppendKeepsTail(t *testing.T) {
 	}
 }
 
+// closedSession writes a session of project p (none: the zero Project)
+// in six one-message segments through a new Store, closes it (its entry
+// moves to a run) and returns the session's id and texts.
+func closedSession(t *testing.T, e *env, p agent.Project) (string, []string) {
+	t.Helper()
+	ctx := context.Background()
+	w := e.open(t)
+	id := agent.NewSessionID()
+	var want []string
+	for i := range 6 {
+		want = append(want, fmt.Sprint("m", i))
+		if err := w.AppendMessagesIn(ctx, p, id, []agent.PersistentMessage{user(want[i])}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return id, want
+}
+
+// loadInOneRound loads session id through r, a Store on fb, checks that
+// it reads want, and that it took one round trip and read nothing of the
+// index: the listing before it (what) told it where the segments are.
+func loadInOneRound(t *testing.T, fb *objstore.FaultBucket, r *objstore.Store, id string, want []string, what string) {
+	t.Helper()
+	fb.Take()
+	conv, err := r.Load(context.Background(), id)
+	if err != nil || strings.Join(texts(conv), ",") != strings.Join(want, ",") {
+		t.Fatalf("load: %v %q", err, texts(conv))
+	}
+	ops := fb.Take()
+	if got := opRounds(ops); got != 1 {
+		for _, o := range ops {
+			t.Logf("load: %s %s %v", o.Method, o.Key, o.Err)
+		}
+		t.Errorf("the load of a session of %d segments after %s took %d round trips, want 1", len(want), what, got)
+	}
+	for _, o := range ops {
+		if strings.HasPrefix(o.Key, "index/") {
+			t.Errorf("the load read %s: %s holds the session's entry", o.Key, what)
+		}
+	}
+}
+
 // TestResumeAfterCloseInOneRound: a writer's Close moves its sessions'
 // entries out of the commit's unfolded set into a run, which a reader
 // that found the session through the newest commit (`panto -c`: Latest)
@@ -201,18 +246,7 @@ func TestResumeAfterCloseInOneRound(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	e := newMemEnv(t)
-	w := e.open(t)
-	id := agent.NewSessionID()
-	var want []string
-	for i := range 6 {
-		want = append(want, fmt.Sprint("m", i))
-		if err := w.AppendMessages(ctx, id, []agent.PersistentMessage{user(want[i])}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := w.Close(ctx); err != nil {
-		t.Fatal(err)
-	}
+	id, want := closedSession(t, e, agent.Project{})
 	fb := e.faults(t)
 	fb.SetDelay(100 * time.Millisecond)
 	r := e.openOn(t, fb)
@@ -220,23 +254,7 @@ func TestResumeAfterCloseInOneRound(t *testing.T) {
 	if err != nil || latest.Info.ID != id {
 		t.Fatalf("latest: %v %+v", err, latest)
 	}
-	fb.Take()
-	conv, err := r.Load(ctx, id)
-	if err != nil || strings.Join(texts(conv), ",") != strings.Join(want, ",") {
-		t.Fatalf("load: %v %q", err, texts(conv))
-	}
-	ops := fb.Take()
-	for _, o := range ops {
-		t.Logf("load: %s %s %v", o.Method, o.Key, o.Err)
-	}
-	if got := opRounds(ops); got != 1 {
-		t.Errorf("the load of a session of 6 segments after Latest took %d round trips, want 1", got)
-	}
-	for _, o := range ops {
-		if strings.HasPrefix(o.Key, "index/") {
-			t.Errorf("the load read %s: the commit Latest read holds the session's entry", o.Key)
-		}
-	}
+	loadInOneRound(t, fb, r, id, want, "Latest")
 
 	// The segment at the end the view names is gone: the view vouches
 	// for it, so the load says what is missing instead of returning
@@ -266,19 +284,8 @@ func TestProjectResumeInOneRound(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	e := newMemEnv(t)
+	id, want := closedSession(t, e, projectA)
 	w := e.open(t)
-	id := agent.NewSessionID()
-	var want []string
-	for i := range 6 {
-		want = append(want, fmt.Sprint("a", i))
-		if err := w.AppendMessagesIn(ctx, projectA, id, []agent.PersistentMessage{user(want[i])}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := w.Close(ctx); err != nil {
-		t.Fatal(err)
-	}
-	w = e.open(t)
 	for i := range manifest.RecentSize + 1 {
 		appendIn(t, w, projectB, fmt.Sprint("b", i))
 	}
@@ -292,24 +299,8 @@ func TestProjectResumeInOneRound(t *testing.T) {
 	if err != nil || len(newest) != 1 || newest[0].ID != id {
 		t.Fatalf("the newest of project a: %v %+v", err, newest)
 	}
-	ops := fb.Take()
-	if !slices.ContainsFunc(ops, func(o objstore.Op) bool { return isHeadKey(o.Key) }) {
-		t.Fatalf("the newest of project a was not read from its head: %v", ops)
+	if !slices.ContainsFunc(fb.Take(), func(o objstore.Op) bool { return isHeadKey(o.Key) }) {
+		t.Fatal("the newest of project a was not read from its head")
 	}
-	conv, err := r.Load(ctx, id)
-	if err != nil || strings.Join(texts(conv), ",") != strings.Join(want, ",") {
-		t.Fatalf("load: %v %q", err, texts(conv))
-	}
-	ops = fb.Take()
-	if got := opRounds(ops); got != 1 {
-		for _, o := range ops {
-			t.Logf("load: %s %s %v", o.Method, o.Key, o.Err)
-		}
-		t.Errorf("the load of a session of 6 segments found in its project's head took %d round trips, want 1", got)
-	}
-	for _, o := range ops {
-		if strings.HasPrefix(o.Key, "index/") {
-			t.Errorf("the load read %s: the head holds the session's entry", o.Key)
-		}
-	}
+	loadInOneRound(t, fb, r, id, want, "the project's head")
 }
