@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -190,17 +191,9 @@ func (sh *shipper) round(b store.LogStore) bool {
 		}
 	}
 	if reached {
-		for _, id := range ids {
-			p, err := sh.plan(b, id)
-			if sh.s.unreachable(err) {
-				reached = false
-				break
-			}
-			if err != nil {
-				p.Err = err
-			}
-			plans = append(plans, p)
-		}
+		marked, err := sh.planEach(b, ids)
+		plans = append(plans, marked...)
+		reached = err == nil
 	}
 	var retry []string
 	if reached {
@@ -257,33 +250,39 @@ const (
 func (sh *shipper) catchUp(b store.LogStore, marked map[string]bool) ([]replica.Plan, error) {
 	s := sh.s
 	now := time.Now()
-	ids, held, err := s.unshipped(sh.ctx)
-	if err == nil && held == 0 {
+	w, err := s.unshipped(sh.ctx)
+	if err == nil && w.held == 0 {
 		s.shipped.fullDone(now) // nothing here to plan, nor to delete
 		return nil, nil
 	}
-	if err == nil && len(ids) <= catchUpHeads && !s.shipped.fullDue(now) {
-		var plans []replica.Plan
-		for _, id := range ids {
-			if marked[id] {
-				continue
-			}
-			p, err := sh.plan(b, id)
-			if s.unreachable(err) {
-				return nil, err
-			}
-			if err != nil {
-				p.Err = err
-			}
-			plans = append(plans, p)
-		}
-		return plans, nil
+	if ids := w.ids(); err == nil && len(ids) <= catchUpHeads && !s.shipped.fullDue(now) {
+		ids = slices.DeleteFunc(ids, func(id string) bool { return marked[id] })
+		return sh.planEach(b, ids)
 	}
 	all, err := replica.PlanAll(sh.ctx, s.local, b, replica.Options{Select: func(id string) bool { return !marked[id] }})
 	if err == nil {
 		s.shipped.fullDone(now)
 	}
 	return all, err
+}
+
+// planEach plans the sessions ids in turn (plan); a session whose plan
+// failed with an answer carries the error in its Plan. It stops at the
+// first that finds the bucket not answering, and returns that error with
+// the plans made before it.
+func (sh *shipper) planEach(b store.LogStore, ids []string) ([]replica.Plan, error) {
+	plans := make([]replica.Plan, 0, len(ids))
+	for _, id := range ids {
+		p, err := sh.plan(b, id)
+		if sh.s.unreachable(err) {
+			return plans, err
+		}
+		if err != nil {
+			p.Err = err
+		}
+		plans = append(plans, p)
+	}
+	return plans, nil
 }
 
 // plan plans session id: from the shipped record when the bucket was

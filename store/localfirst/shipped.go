@@ -180,45 +180,64 @@ func plural(n int, what string) string {
 	return fmt.Sprintf("%d %ss", n, what)
 }
 
-// unshipped returns the sessions of the replica the shipped record does
-// not say the bucket holds as the replica does (a log past its record, or
-// with none), and the deletions the bucket was not seen to take (a
-// tombstone whose session still has a record); and how many sessions and
-// tombstones the replica holds.
-func (s *Store) unshipped(ctx context.Context) (ids []string, held int, err error) {
-	logs, err := s.local.Logs(ctx)
-	if err != nil {
-		return nil, 0, err
+// unsentWork is what the replica holds that the shipped record does not
+// say the bucket holds: the logs past their record or with none (or not
+// the record's checkpoint), and the deletions whose sessions still have a
+// record; held is how many sessions and tombstones the replica holds.
+type unsentWork struct {
+	logs      []store.Log
+	deletions []string
+	held      int
+}
+
+// ids are the sessions of w, logs then deletions.
+func (w unsentWork) ids() []string {
+	ids := make([]string, 0, len(w.logs)+len(w.deletions))
+	for _, l := range w.logs {
+		ids = append(ids, l.Info.ID)
+	}
+	return append(ids, w.deletions...)
+}
+
+// unshipped returns the replica's unsent work. A listing of the replica
+// that is incomplete comes with what it listed and an error wrapping
+// agent.ErrIncompleteList.
+func (s *Store) unshipped(ctx context.Context) (unsentWork, error) {
+	var w unsentWork
+	logs, lerr := s.local.Logs(ctx)
+	if lerr != nil && !errors.Is(lerr, agent.ErrIncompleteList) {
+		return w, lerr
 	}
 	tombs, err := s.local.Tombstones(ctx)
 	if err != nil {
-		return nil, 0, err
+		return w, err
 	}
 	for _, l := range logs {
 		if cp, ok := s.shipped.get(l.Info.ID); !ok || cp != l.Checkpoint {
-			ids = append(ids, l.Info.ID)
+			w.logs = append(w.logs, l)
 		}
 	}
 	for _, t := range tombs {
 		if _, ok := s.shipped.get(t.ID); ok {
-			ids = append(ids, t.ID)
+			w.deletions = append(w.deletions, t.ID)
 		}
 	}
-	return ids, len(logs) + len(tombs), nil
+	w.held = len(logs) + len(tombs)
+	return w, lerr
 }
 
 // pending counts the messages of the replica after what the bucket was
 // seen to hold, and its deletions the bucket was not seen to take.
 func (s *Store) pending(ctx context.Context) (unsent, error) {
 	var u unsent
-	logs, err := s.local.Logs(ctx)
+	w, err := s.unshipped(ctx)
 	if err != nil && !errors.Is(err, agent.ErrIncompleteList) {
 		return u, err
 	}
-	for _, l := range logs {
-		cp, ok := s.shipped.get(l.Info.ID)
-		if ok && cp.Length >= l.Length {
-			continue
+	for _, l := range w.logs {
+		cp, _ := s.shipped.get(l.Info.ID)
+		if cp.Length >= l.Length {
+			continue // a record at the log's end that is not its checkpoint: nothing to count
 		}
 		n, err := s.countLines(ctx, l.Info.ID, cp.Length)
 		if err != nil {
@@ -226,15 +245,7 @@ func (s *Store) pending(ctx context.Context) (unsent, error) {
 		}
 		u.messages += n
 	}
-	tombs, err := s.local.Tombstones(ctx)
-	if err != nil {
-		return u, err
-	}
-	for _, t := range tombs {
-		if _, ok := s.shipped.get(t.ID); ok {
-			u.deletions++
-		}
-	}
+	u.deletions = len(w.deletions)
 	return u, nil
 }
 
