@@ -11,6 +11,8 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -129,20 +131,67 @@ func (s *Store) cachedCommitNumber() int64 {
 	if path == "" {
 		return 0
 	}
+	noted := s.notedCommitNumber(path)
 	f, err := os.Open(path)
 	if err != nil {
-		return 0
+		return noted
 	}
 	defer f.Close()
 	line, err := bufio.NewReader(f).ReadBytes('\n')
 	if err != nil {
-		return 0
+		return noted
 	}
 	var h cacheHeader
 	if json.Unmarshal(line, &h) != nil {
+		return noted
+	}
+	return max(h.N, noted)
+}
+
+// A Store that reads no catalog (a local-first panto's: its catch-up
+// plans from its shipped record) still knows the newest commit it read
+// or wrote. Close notes its number beside the catalog's path, so that
+// the next Open reads that commit with its LIST, in one round trip,
+// when the log has not moved since (prefetchLog).
+const newestNoteSuffix = ".newest"
+
+// notedCommitNumber is the number Close last noted for the catalog at
+// path (0: none).
+func (s *Store) notedCommitNumber(path string) int64 {
+	data, err := os.ReadFile(path + newestNoteSuffix)
+	if err != nil {
 		return 0
 	}
-	return h.N
+	n, err := strconv.ParseInt(strings.TrimSpace(string(data)), 10, 64)
+	if err != nil || n < 0 {
+		return 0
+	}
+	return n
+}
+
+// noteNewestCommit notes the newest commit this Store knows, when it
+// keeps an index cache and the note says otherwise. Best-effort: a note
+// that is missing or wrong costs the next Open a round trip, no more.
+func (s *Store) noteNewestCommit() {
+	path := s.catalogPath()
+	s.ilog.mu.Lock()
+	n, known := s.ilog.n, s.ilog.known
+	s.ilog.mu.Unlock()
+	if path == "" || !known || n <= 0 || s.notedCommitNumber(path) == n {
+		return
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".newest-*")
+	if err != nil {
+		return
+	}
+	defer os.Remove(tmp.Name())
+	_, werr := tmp.WriteString(strconv.FormatInt(n, 10) + "\n")
+	if cerr := tmp.Close(); werr == nil && cerr == nil {
+		os.Rename(tmp.Name(), path+newestNoteSuffix)
+	}
 }
 
 // catalogPath is where this prefix's catalog is cached, "" without a

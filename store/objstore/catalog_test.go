@@ -207,3 +207,45 @@ func TestOpenGuessesNewestCommit(t *testing.T) {
 		t.Errorf("Open with the catalog cached and the log unchanged: %d round trips, want 1: %s", got, describeOps(ops))
 	}
 }
+
+// TestOpenGuessesNewestCommitWithoutCatalog: a Store that reads no
+// catalog (a local-first panto's, whose catch-up plans from its shipped
+// record) notes at Close the newest commit it knows, so that the next
+// Open on the same cache reads that commit beside its listing: one round
+// trip, as with a catalog cached.
+func TestOpenGuessesNewestCommitWithoutCatalog(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newMemEnv(t)
+	cache := t.TempDir()
+	openRounds := func() (int, []objstore.Op) {
+		fb := e.faults(t)
+		fb.SetDelay(500 * time.Millisecond) // as in TestOpenGuessesNewestCommit
+		s := e.openOn(t, fb, objstore.WithIndexCache(cache), objstore.WithOpenSnapshot())
+		if _, err := s.Latest(ctx); err != nil {
+			t.Fatal(err)
+		}
+		open := fb.Take()
+		// Writes, as panto's turn does, and closes: no catalog read.
+		if err := s.AppendMessages(ctx, agent.NewSessionID(), []agent.PersistentMessage{user("q")}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return opRounds(open), open
+	}
+	w := e.open(t)
+	if err := w.AppendMessages(ctx, agent.NewSessionID(), []agent.PersistentMessage{user("q")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got, ops := openRounds(); got != 2 {
+		t.Errorf("Open and Latest with nothing noted: %d round trips, want 2 (the listing, then the newest commit): %s", got, describeOps(ops))
+	}
+	if got, ops := openRounds(); got != 1 {
+		t.Errorf("Open and Latest after a Close that noted the newest commit: %d round trips, want 1: %s", got, describeOps(ops))
+	}
+}

@@ -30,5 +30,6 @@ func (s *Store) Close(ctx context.Context) error {
 	if s.catchUpKept(ctx) {
 		s.saveKeptCatalog()
 	}
+	s.noteNewestCommit()
 	return err
 }
