@@ -125,7 +125,9 @@ func OpenSpec(ctx context.Context, s store.Spec, opts Options) (agent.SessionSto
 			o = append(o, objstore.WithKey(opts.Key))
 		}
 		if opts.LocalFirst {
-			return openLocalFirst(ctx, s.URL, opts, append(o, objstore.WithS3Options(failFast)))
+			// The shipper writes in the background: the first panto of a
+			// day need not wait for the conditional-write probe.
+			return openLocalFirst(ctx, s.URL, opts, append(o, objstore.WithS3Options(failFast), objstore.WithBackgroundWrites()))
 		}
 		st, err := objstore.Open(ctx, s.URL, o...)
 		if err != nil {

@@ -156,10 +156,12 @@ type Store struct {
 	// writeRefused is the probe's refusal when the credentials may not
 	// write (WriteRefused); set once, while Open probes.
 	writeRefused error
-	// probeLater: WithProbeAtFirstWrite, and Open did not probe; the
+	// probeLater: WithProbeAtFirstWrite (or WithBackgroundWrites on a
+	// machine that saw the probe pass), and Open did not probe; the
 	// first write probes (ensureProbed), under probeMu, once it passes.
-	probeLater bool
-	probeMu    sync.Mutex
+	probeLater       bool
+	backgroundWrites bool
+	probeMu          sync.Mutex
 
 	mu       sync.Mutex
 	sessions map[string]*sessionState
@@ -214,6 +216,7 @@ type options struct {
 	manifestEvery    int
 	openSnapshot     bool
 	probeLater       bool
+	backgroundWrites bool
 	key              *seal.Key
 	indexCache       string
 	runFoldAt        int
@@ -273,6 +276,18 @@ func WithOpenSnapshot() Option { return func(o *options) { o.openSnapshot = true
 // WriteRefused says nothing until a write probed.
 func WithProbeAtFirstWrite() Option { return func(o *options) { o.probeLater = true } }
 
+// WithBackgroundWrites is for a Store whose writes nobody waits for (a
+// local-first panto's shipper, store/localfirst): on a machine whose
+// probe of the prefix passed before (the note WithIndexCache keeps, at
+// any age), an Open past the day it trusts that note sends no probe, and
+// the first write probes instead, as WithProbeAtFirstWrite has it. So
+// the first panto -c of a day asks the bucket only what it reads. A
+// machine that never saw the probe pass (a new one, or credentials that
+// may not write) probes at Open as before, so that WriteRefused refuses
+// a reader's turn before it is taken; a probe that finds the
+// credentials may not write forgets the note.
+func WithBackgroundWrites() Option { return func(o *options) { o.backgroundWrites = true } }
+
 // withMaxAttempts bounds the attempts of each conditional-write loop
 // (default 10) and of the SDK's retries of one request (at most 5).
 func withMaxAttempts(n int) Option { return func(o *options) { o.maxAttempts = n } }
@@ -330,6 +345,7 @@ func openBucket(ctx context.Context, b bucket, o options) (*Store, error) {
 		deferIndex:       o.deferIndex,
 		openSnapshot:     o.openSnapshot,
 		probeLater:       o.probeLater,
+		backgroundWrites: o.backgroundWrites,
 		indexCache:       o.indexCache,
 		endpoint:         o.s3.endpoint,
 		manifestEvery:    max(o.manifestEvery, 1),
@@ -373,14 +389,18 @@ func (s *Store) open(ctx context.Context) error {
 	var created, matched probeOutcome
 	var probeErr error
 	probed := make(chan struct{})
-	recent := s.probedRecently()
-	if recent {
+	at, known := s.probeNote()
+	recent := known && s.trusted(at)
+	switch {
+	case recent:
 		s.probeLater = false
+	case known && s.backgroundWrites:
+		s.probeLater = true
 	}
-	recent = recent || s.probeLater // a reader's: the first write probes
+	unprobed := recent || s.probeLater // a reader's: the first write probes
 	go func() {
 		defer close(probed)
-		if recent {
+		if unprobed {
 			created, matched = probeRefused, probeRefused
 			return
 		}
@@ -401,8 +421,8 @@ func (s *Store) open(ctx context.Context) error {
 	if err := s.probe(ctx, created, matched); err != nil {
 		return err
 	}
-	if !recent && s.WriteRefused() == nil {
-		s.noteProbed()
+	if !unprobed {
+		s.noteProbe()
 	}
 	return nil
 }
@@ -424,9 +444,7 @@ func (s *Store) ensureProbed(ctx context.Context) error {
 	if err := s.probe(ctx, created, matched); err != nil {
 		return err
 	}
-	if s.WriteRefused() == nil {
-		s.noteProbed()
-	}
+	s.noteProbe()
 	s.probeLater = false
 	return nil
 }

@@ -168,30 +168,43 @@ func (s *Store) probePath() string {
 	return ""
 }
 
-// probedRecently reports whether this machine probed the bucket, with
-// both conditions honoured, less than probeTrust ago.
-func (s *Store) probedRecently() bool {
+// probeNote returns when this machine last saw the bucket's probe pass,
+// with both conditions honoured; false when it never did (or keeps no
+// cache to note it in).
+func (s *Store) probeNote() (time.Time, bool) {
 	path := s.probePath()
 	if path == "" {
-		return false
+		return time.Time{}, false
 	}
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return false
+		return time.Time{}, false
 	}
 	at, err := time.Parse(time.RFC3339Nano, strings.TrimSpace(string(data)))
 	if err != nil {
-		return false
+		return time.Time{}, false
 	}
+	return at, true
+}
+
+// trusted reports whether a probe that passed at is recent enough
+// (probeTrust) to spare an Open its own.
+func (s *Store) trusted(at time.Time) bool {
 	age := s.now().Sub(at)
 	return age >= 0 && age < probeTrust
 }
 
-// noteProbed records that the probe just passed. A failure only costs
-// the next Open its probe.
-func (s *Store) noteProbed() {
+// noteProbe records the probe just sent: its time when it passed, and
+// forgets the last pass when the credentials may not write, so that the
+// next Open of a Store WithBackgroundWrites probes at once. A failure
+// only costs the next Open its probe.
+func (s *Store) noteProbe() {
 	path := s.probePath()
 	if path == "" {
+		return
+	}
+	if s.WriteRefused() != nil {
+		_ = os.Remove(path)
 		return
 	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {

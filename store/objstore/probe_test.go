@@ -3,6 +3,8 @@ package objstore_test
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -143,5 +145,94 @@ func TestProbeAtFirstWrite(t *testing.T) {
 	}
 	if _, err := e.open(t).Load(ctx, id); !errors.Is(err, agent.ErrSessionNotFound) {
 		t.Fatalf("the refused write left the session: %v", err)
+	}
+}
+
+// TestProbeAtFirstBackgroundWrite: a Store WithBackgroundWrites (a
+// local-first shipper's) on a machine whose probe passed more than a day
+// ago sends no probe at Open, and its first write probes before the
+// write's own request and notes the pass again; on a machine that never
+// saw it pass, Open probes, and a probe that finds the credentials may
+// not write forgets the note, so that the next Open probes at once (and
+// a local-first panto refuses the turn before it is taken).
+func TestProbeAtFirstBackgroundWrite(t *testing.T) {
+	t.Parallel()
+	e := newMemEnv(t)
+	appendNew(t, e.open(t), "there before")
+	cache := t.TempDir()
+	probes := func(ops []objstore.Op) int {
+		n := 0
+		for _, o := range ops {
+			if o.Method == "PUT" && strings.Contains(o.Key, "panto-probe") {
+				n++
+			}
+		}
+		return n
+	}
+	note := func() string {
+		t.Helper()
+		marks, _ := filepath.Glob(filepath.Join(cache, "*.probed"))
+		if len(marks) > 1 {
+			t.Fatalf("probe notes in the cache: %v", marks)
+		}
+		if len(marks) == 0 {
+			return ""
+		}
+		return marks[0]
+	}
+	age := func() {
+		t.Helper()
+		old := time.Now().Add(-25 * time.Hour).UTC().Format(time.RFC3339Nano)
+		if err := os.WriteFile(note(), []byte(old+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	opts := []objstore.Option{objstore.WithIndexCache(cache), objstore.WithBackgroundWrites()}
+
+	fb := e.faults(t)
+	e.openOn(t, fb, opts...)
+	if n := probes(fb.Take()); n == 0 || note() == "" {
+		t.Fatalf("a machine's first Open: %d probe PUTs, note %q; want the probe and its note", n, note())
+	}
+	age()
+	fb = e.faults(t)
+	s := e.openOn(t, fb, opts...)
+	if n := probes(fb.Take()); n != 0 {
+		t.Fatalf("an Open a day after the last pass sent %d probe PUTs; the first write should", n)
+	}
+	appendNew(t, s, "the first write")
+	ops := fb.Take()
+	probe := slices.IndexFunc(ops, func(o objstore.Op) bool { return o.Method == "PUT" && strings.Contains(o.Key, "panto-probe") })
+	seg := slices.IndexFunc(ops, func(o objstore.Op) bool { return o.Method == "PUT" && strings.Contains(o.Key, "/seg/") })
+	if probe < 0 || seg < 0 || ops[seg].Start.Before(ops[probe].End) {
+		t.Fatalf("the first write's requests: %+v; want the probe, then the segment", ops)
+	}
+	fb = e.faults(t)
+	e.openOn(t, fb, opts...)
+	if n := probes(fb.Take()); n != 0 {
+		t.Fatalf("the first write's probe was not noted: the next Open sent %d probe PUTs", n)
+	}
+
+	// The credentials lose the right to write: the deferred probe finds
+	// out at the first write, which fails, and the note goes.
+	age()
+	fb = e.faults(t)
+	s = e.openOn(t, fb, opts...)
+	fb.SetFault(func(o objstore.Op) error {
+		if o.Method == "PUT" {
+			return objstore.ErrForbidden
+		}
+		return nil
+	})
+	if err := s.AppendMessages(context.Background(), agent.NewSessionID(), []agent.PersistentMessage{user("refused")}); err == nil {
+		t.Fatal("a write with credentials that may not write succeeded")
+	}
+	if s.WriteRefused() == nil || note() != "" {
+		t.Fatalf("after a refused probe: WriteRefused %v, note %q; want the refusal and no note", s.WriteRefused(), note())
+	}
+	fb.Take()
+	r := e.openOn(t, fb, opts...)
+	if n := probes(fb.Take()); n == 0 || r.WriteRefused() == nil {
+		t.Fatalf("the Open after a refusal: %d probe PUTs, WriteRefused %v; want the probe at Open and the refusal", n, r.WriteRefused())
 	}
 }
