@@ -4,8 +4,10 @@
 # after it should read no index partition back). For each panto-sync
 # binary given (default: one built from this tree), in a bucket of its
 # own: a seed push of a generated catalog of $SESSIONS sessions, then a
-# no-op push, pull and push, each with its wall time, CPU time and
-# request count (from -v).
+# no-op push, pull, push and pull, each with its wall time, CPU time,
+# maximum resident memory and request count (from -v). The second push
+# and pull find both sides as the first ones left them (a record of
+# their listing tokens, cmd/panto-sync/unchanged.go).
 #
 #   bench/firstsync.sh                          # this tree, 50,000 sessions
 #   SESSIONS=10000 bench/firstsync.sh /tmp/old-panto-sync /tmp/new-panto-sync
@@ -36,9 +38,9 @@ for bin in "${binaries[@]}"; do
 	start=$(python3 -c 'import time; print(time.time())')
 	"$bin" push --quiet --concurrency 32 --dir "$work/catalog" --endpoint "$endpoint" "s3://$bucket"
 	echo "$bin: seed push of $sessions sessions: $(seconds "$start") s"
-	for op in push pull push; do
+	for op in push pull push pull; do
 		start=$(python3 -c 'import time; print(time.time())')
-		/usr/bin/time -f "%U %S" -o "$work/cpu" "$bin" "$op" --quiet -v --dir "$work/catalog" --endpoint "$endpoint" "s3://$bucket" 2>"$work/trace"
-		echo "$bin: no-op $op: $(seconds "$start") s, CPU $(awk '{print $1 + $2}' "$work/cpu") s, $(grep -c 'msg=s3' "$work/trace") requests"
+		/usr/bin/time -f "%U %S %M" -o "$work/cpu" "$bin" "$op" --quiet -v --dir "$work/catalog" --endpoint "$endpoint" "s3://$bucket" 2>"$work/trace"
+		echo "$bin: no-op $op: $(seconds "$start") s, CPU $(awk '{print $1 + $2}' "$work/cpu") s, $(awk '{printf "%.0f", $3 / 1024}' "$work/cpu") MB resident, $(grep -c 'msg=s3' "$work/trace") requests"
 	done
 done

@@ -22,6 +22,7 @@
 //	Deleter        deletions that sync carries (tombstones) (CanDelete, Delete, Tombstones)
 //	IndexRepairer  a listing checked against the data       (CheckIndex, RepairIndex)
 //	ChangeTokener  "did anything change?" in one request    (ChangeToken)
+//	ListingTokener the state a listing will show, unlisted  (ListingToken)
 //	NewestLister   the newest sessions, without listing all (ListNewest, ListNewestIn; not through Unwrap)
 //	Unwrapper      a store that wraps another               (every helper but the ListNewests looks through it)
 //
@@ -366,6 +367,27 @@ func ChangeToken(ctx context.Context, s agent.SessionStore) (string, error) {
 		return "", fmt.Errorf("change token: %w", errors.ErrUnsupported)
 	}
 	return ct.ChangeToken(ctx)
+}
+
+// ListingTokener is a store that names, without listing, the state of
+// the sessions its listings show: a token taken before a listing names
+// that listing's state or an older one, and two equal tokens name one
+// state. A sync that took both sides' tokens before a run that found
+// nothing to do knows, when it finds the same two again, that it has
+// nothing to do, and lists neither side (panto-sync push and pull: a
+// listing of 100,000 sessions decodes caches of tens of megabytes).
+type ListingTokener interface {
+	ListingToken(ctx context.Context) (string, error)
+}
+
+// ListingToken returns s's listing token (ListingTokener); "" when s has
+// none or cannot name its state now.
+func ListingToken(ctx context.Context, s agent.SessionStore) (string, error) {
+	lt, ok := as[ListingTokener](s)
+	if !ok {
+		return "", nil
+	}
+	return lt.ListingToken(ctx)
 }
 
 // NewestLister is a store that lists its newest sessions for less than

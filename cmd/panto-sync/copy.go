@@ -35,7 +35,7 @@ Examples:
    panto-sync copy --src-key-file old.key --dst-key-file new.key s3://my-bucket/panto s3://my-bucket/panto-rekeyed
    panto-sync copy --src-key-file bucket.key s3://my-bucket/panto ~/restore`,
 		Flags: append([]cli.Flag{
-			dryRunFlag(), onDivergeFlag("source's"),
+			dryRunFlag(), onDivergeFlag("source's"), fullFlag(),
 			&cli.StringFlag{Name: "src-endpoint", Usage: "S3 endpoint `URL` of SRC (default: --endpoint)"},
 			&cli.StringFlag{Name: "dst-endpoint", Usage: "S3 endpoint `URL` of DST (default: --endpoint)"},
 			&cli.StringFlag{Name: "src-key-file", Usage: "the key `FILE` of an encrypted SRC (default: --key-file)", EnvVars: []string{"PANTO_SRC_KEY_FILE"}},

@@ -17,13 +17,14 @@ import (
 // kept on this machine when it exited before the bucket took it
 // (localfirst.SendLeftovers). Each session sent is reported as the copy's
 // are; a failure is said in one line on stderr and leaves them for the
-// next run (the command goes on: it is not what it was asked for).
-func sendLeftovers(ctx context.Context, o *options, dst end, to store.LogStore, rep *reporter) error {
+// next run (the command goes on: it is not what it was asked for). It
+// returns how many sessions it sent, one more when some are left.
+func sendLeftovers(ctx context.Context, o *options, dst end, to store.LogStore, rep *reporter) (int, error) {
 	dir, err := backends.ReplicaDir(dst.spec, dst.endpoint)
 	if err != nil {
-		return nil // no data directory: no replica either
+		return 0, nil // no data directory: no replica either
 	}
-	_, err = localfirst.SendLeftovers(ctx, to, localfirst.LeftoverOptions{
+	sent, err := localfirst.SendLeftovers(ctx, to, localfirst.LeftoverOptions{
 		Dir: dir, Name: dst.spec, Unreachable: objstore.IsUnreachable,
 		Notify: func(msg string) { fmt.Fprintf(o.Stderr, "panto-sync: %s\n", msg) },
 		Report: func(e replica.Event) {
@@ -37,8 +38,9 @@ func sendLeftovers(ctx context.Context, o *options, dst end, to store.LogStore, 
 	})
 	if err != nil {
 		fmt.Fprintf(o.Stderr, "panto-sync: warning: %s\n", oneLine(err.Error()))
+		sent++ // some are left: the bucket may be changing under this run
 	}
-	return err
+	return sent, err
 }
 
 // hasReplica reports whether panto keeps a local-first replica of the

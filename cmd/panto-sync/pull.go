@@ -20,12 +20,15 @@ the bucket is deleted locally (the file goes, a tombstone stays in .panto-delete
 session deleted on one side and written to on the other after is a conflict, reported
 with exit 3. Session ids that could escape --dir are refused. pull is
 "panto-sync copy s3://... DIR".
+A run that finds nothing to do notes both sides' state (a stat of each local file; the
+bucket's newest index commit): the next run that finds both as they were, within a day,
+says so without comparing the sessions (--full compares them anyway).
 
 Examples:
    panto-sync pull s3://my-bucket/panto
    panto-sync pull --dir /tmp/restore --endpoint http://127.0.0.1:9000 s3://sessions
    panto-sync pull --on-diverge=keep-both s3://my-bucket`,
-		Flags: append([]cli.Flag{dirFlag(), dryRunFlag(), onDivergeFlag("remote")}, remoteFlags()...),
+		Flags: append([]cli.Flag{dirFlag(), dryRunFlag(), onDivergeFlag("remote"), fullFlag()}, remoteFlags()...),
 		Action: func(c *cli.Context) error {
 			o, err := parseOptions(c)
 			if err != nil {

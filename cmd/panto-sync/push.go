@@ -22,13 +22,17 @@ session). push is "panto-sync copy DIR s3://..." with the local catalog as the s
 Without --dir, push first sends what panto's local-first replica of the bucket kept on
 this machine (prompts of a panto run that exited before the bucket took them), as
 panto's own shipper would; with no local catalog it sends only that.
+A run that finds nothing to do notes both sides' state (a stat of each local file; the
+bucket's newest index commit): the next run that finds both as they were, within a day,
+says so without comparing the sessions (--full compares them anyway).
 
 Examples:
    panto-sync push s3://my-bucket/panto
    panto-sync push --dir ~/sessions --endpoint http://127.0.0.1:9000 s3://sessions
    panto-sync push --dry-run --include '3f*' s3://my-bucket
+   panto-sync push --full s3://my-bucket        # compare every session, whatever the last run found
    panto-sync push --json s3://my-bucket | jq 'select(.event=="pushed")'`,
-		Flags: append([]cli.Flag{dirFlag(), dryRunFlag(), onDivergeFlag("local")}, remoteFlags()...),
+		Flags: append([]cli.Flag{dirFlag(), dryRunFlag(), onDivergeFlag("local"), fullFlag()}, remoteFlags()...),
 		Action: func(c *cli.Context) error {
 			o, err := parseOptions(c)
 			if err != nil {

@@ -118,7 +118,10 @@ type Summary struct {
 	Failed   int            `json:"failed"`
 	Diverged int            `json:"diverged"`
 	ExitCode int            `json:"exit_code"`
-	Text     string         `json:"-"`
+	// UnchangedSince: neither side changed since the run of this time,
+	// which found nothing to do, so neither was listed (unchanged.go).
+	UnchangedSince *time.Time `json:"unchanged_since,omitempty"`
+	Text           string     `json:"-"`
 }
 
 // reporter prints events and the summary: text lines, or JSON objects,
@@ -390,10 +393,28 @@ func (r *reporter) print(e Event) {
 // summary ends the progress display, prints the summary of a copy and
 // returns the exit code: 1 if any session failed (or the record step
 // did), else 3 if any diverged (and was not kept), else 0.
-func (r *reporter) summary(sum replica.Summary) int {
+func (r *reporter) summary(sum replica.Summary) Summary {
+	return r.summarize(sum, nil)
+}
+
+// unchanged prints the summary of a run that listed neither side, as the
+// run of rec, which found nothing to do, left it (unchanged.go).
+func (r *reporter) unchanged(rec noopRecord, elapsed time.Duration) Summary {
+	r.mu.Lock()
+	for name, n := range rec.Counts {
+		r.counts[name] = n
+	}
+	r.mu.Unlock()
+	at := rec.At.UTC()
+	return r.summarize(replica.Summary{Sessions: rec.Sessions, Elapsed: elapsed}, &at)
+}
+
+// summarize is summary, for a run that listed both sides (since nil) or
+// neither.
+func (r *reporter) summarize(sum replica.Summary, since *time.Time) Summary {
 	r.stopProgress()
 	s := Summary{Command: r.d.cmd, DryRun: r.dryRun, Sessions: sum.Sessions, Counts: r.counts, Bytes: sum.Bytes,
-		Seconds: sum.Elapsed.Seconds(), Failed: sum.Failed, Diverged: sum.Diverged}
+		Seconds: sum.Elapsed.Seconds(), Failed: sum.Failed, Diverged: sum.Diverged, UnchangedSince: since}
 	if sum.FlushErr != nil {
 		s.Failed++
 		fmt.Fprintf(r.errOut, "panto-sync: %s: the data is copied but the %s has not recorded it (a bucket's index, a directory's sync); run again to complete it\n", oneLine(sum.FlushErr.Error()), r.d.dst)
@@ -429,6 +450,9 @@ func (r *reporter) summary(sum replica.Summary) int {
 		s.Text += fmt.Sprintf(", %d deletion conflicts", conflicts)
 	}
 	s.Text += fmt.Sprintf(", %d failed in %.2fs", s.Failed, s.Seconds)
+	if since != nil {
+		s.Text += fmt.Sprintf(" (neither side changed since the %s of %s, which found nothing to do; --full compares every session)", r.d.cmd, since.Format(time.RFC3339))
+	}
 	switch s.ExitCode {
 	case exitError:
 		s.Text += "; fix the failures above and re-run"
@@ -436,7 +460,7 @@ func (r *reporter) summary(sum replica.Summary) int {
 		s.Text += "; see the sessions above (--on-diverge=keep-both keeps both copies, or the surviving copy of a deleted session)"
 	}
 	r.printSummary(s)
-	return s.ExitCode
+	return s
 }
 
 // keptSurvivorText says what keep-both did with a deletion conflict.

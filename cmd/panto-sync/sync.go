@@ -91,8 +91,11 @@ func closeStore(ctx context.Context, s store.LogStore, ret *error) {
 }
 
 // runCopy runs a push, pull or copy from src to dst: replica.Copy, with
-// the events printed as the command says them, and the exit code.
+// the events printed as the command says them, and the exit code. When
+// neither side changed since a run that found nothing to do, it says so
+// without listing either (unchanged.go).
 func runCopy(c *cli.Context, o *options, d direction, src, dst end) error {
+	start := time.Now()
 	src.reading = true
 	from, err := src.open(c.Context, "source")
 	if err != nil {
@@ -102,9 +105,19 @@ func runCopy(c *cli.Context, o *options, d direction, src, dst end) error {
 	if err != nil {
 		return err
 	}
+	// The tokens name each side as opened, before this run writes.
+	srcToken, dstToken, tokens := listingTokens(c.Context, from, to)
+	record := noopRecordPath(o, d, src, dst)
 	rep := newReporter(o, d)
+	sent := 0
 	if dst.leftovers && !o.DryRun {
-		_ = sendLeftovers(c.Context, o, dst, to, rep)
+		sent, _ = sendLeftovers(c.Context, o, dst, to, rep)
+	}
+	if tokens && record != "" && !o.DryRun && !c.Bool("full") && sent == 0 {
+		if rec, ok := unchangedSince(record, srcToken, dstToken, time.Now()); ok {
+			rep.unchanged(rec, time.Since(start))
+			return nil
+		}
 	}
 	sum, err := replica.Copy(c.Context, from, to, replica.Options{
 		Concurrency: o.Concurrency,
@@ -117,8 +130,16 @@ func runCopy(c *cli.Context, o *options, d direction, src, dst end) error {
 	if err != nil {
 		return err
 	}
-	if code := rep.summary(sum); code != exitOK {
-		return exitCode(code)
+	s := rep.summary(sum)
+	switch {
+	case o.DryRun || record == "":
+	case tokens && sent == 0 && foundNothing(s):
+		saveNoop(record, noopRecord{SrcToken: srcToken, DstToken: dstToken, Sessions: s.Sessions, Counts: s.Counts, At: start.UTC()})
+	default:
+		removeNoop(record)
+	}
+	if s.ExitCode != exitOK {
+		return exitCode(s.ExitCode)
 	}
 	return nil
 }

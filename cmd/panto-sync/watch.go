@@ -198,7 +198,7 @@ func (w *watcher) loop(ctx context.Context, fsw *fsnotify.Watcher) {
 				pushDue = !ok
 			}
 			if ok && w.takeLeftovers() {
-				if sendLeftovers(ctx, w.o, w.o.end(w.url, w.o.Endpoint), w.bucket, w.push) != nil {
+				if _, err := sendLeftovers(ctx, w.o, w.o.end(w.url, w.o.Endpoint), w.bucket, w.push); err != nil {
 					w.mu.Lock()
 					w.leftoversDue = true
 					w.mu.Unlock()

@@ -195,3 +195,38 @@ func BenchmarkLogsChanged(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkListingToken: the token of a directory of 20,000 sessions,
+// against the listing it can spare (Logs, its cache warm).
+func BenchmarkListingToken(b *testing.B) {
+	dir := b.TempDir()
+	for range 20000 {
+		id := agent.NewSessionID()
+		line, err := sessionlog.EncodeBatch(id, true, []agent.PersistentMessage{{Message: agent.UserText("hello")}}, time.Now())
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, id+".jsonl"), line, 0o600); err != nil {
+			b.Fatal(err)
+		}
+	}
+	s, err := fsjsonl.Open(dir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	b.Run("token", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := s.ListingToken(ctx); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("logs", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := s.Logs(ctx); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}

@@ -9,7 +9,10 @@ import (
 	"github.com/panto-dev/panto/store"
 )
 
-var _ store.ChangeTokener = (*Store)(nil)
+var (
+	_ store.ChangeTokener  = (*Store)(nil)
+	_ store.ListingTokener = (*Store)(nil)
+)
 
 // ChangeToken returns a token that differs from the last one whenever the
 // sessions the Store lists may have changed: the hash of the names and
@@ -39,4 +42,33 @@ func (s *Store) ChangeToken(ctx context.Context) (string, error) {
 		h.Write([]byte(o.key + "\x00" + o.etag + "\n"))
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// ListingToken names the index as Open read it (store.ListingTokener):
+// the bucket, the marker's ETag (a prefix made anew has another) and
+// the number and ETag of the newest commit of the log. Every write of
+// the index ends with a commit, created once and never replaced, so a
+// listing after Open shows that commit's state or a newer one, and
+// another Open that reads the same commit reads the same index. It costs
+// no request. "" in format 3 (no log), or when Open read no commit.
+func (s *Store) ListingToken(ctx context.Context) (string, error) {
+	return s.openedToken, nil
+}
+
+// noteOpened keeps, at the end of Open (before any write of the Store
+// moves its reading on), the token ListingToken returns.
+func (s *Store) noteOpened() {
+	if !s.indexLog() {
+		return
+	}
+	s.ilog.mu.Lock()
+	n, etag, known := s.ilog.n, s.ilog.etag, s.ilog.known
+	s.ilog.mu.Unlock()
+	if !known || (n > 0 && etag == "") {
+		return
+	}
+	s.markerMu.Lock()
+	marker := s.markerEtag
+	s.markerMu.Unlock()
+	s.openedToken = fmt.Sprintf("objstore %s marker %s commit %d %s", s.b.url(""), marker, n, etag)
 }

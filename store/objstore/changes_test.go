@@ -85,3 +85,47 @@ func TestChangeToken(t *testing.T) {
 		}
 	}
 }
+
+// TestListingToken: a Store's listing token names the index as its Open
+// read it: two Opens with no write between have the same; a write
+// another Store makes, or the Store's own, gives the next Open another;
+// and the Store's own writes do not move its token (a listing after
+// them shows more than it names, never less).
+func TestListingToken(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newMemEnv(t)
+	appendNew(t, e.open(t), "there before")
+	token := func(s *objstore.Store) string {
+		t.Helper()
+		tok, err := s.ListingToken(ctx)
+		if err != nil || tok == "" {
+			t.Fatalf("ListingToken: %q, %v", tok, err)
+		}
+		return tok
+	}
+	first := e.open(t)
+	before := token(first)
+	if got := token(e.open(t)); got != before {
+		t.Fatal("two Opens with no write between have different tokens")
+	}
+	appendNew(t, first, "its own write")
+	if err := first.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if token(first) != before {
+		t.Fatal("the Store's own write moved its token")
+	}
+	after := token(e.open(t))
+	if after == before {
+		t.Fatal("an Open after a write has the token of the Open before it")
+	}
+	other := e.open(t)
+	appendNew(t, other, "another's write")
+	if err := other.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := token(e.open(t)); got == after {
+		t.Fatal("an Open after another Store's write has the token of the Open before it")
+	}
+}

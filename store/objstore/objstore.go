@@ -180,6 +180,8 @@ type Store struct {
 	listing atomic.Pointer[map[string]manifest.IndexEntry]
 	// ilog is this Store's reading of the index log (indexlog.go).
 	ilog logState
+	// openedToken is ListingToken's: the index as Open read it.
+	openedToken string
 	// indexCache is WithIndexCache's directory ("": none), cat the
 	// catalog last read (catalog.go).
 	indexCache string
@@ -359,6 +361,7 @@ func openBucket(ctx context.Context, b bucket, o options) (*Store, error) {
 	if err := s.open(ctx); err != nil {
 		return nil, err
 	}
+	s.noteOpened()
 	return s, nil
 }
 
