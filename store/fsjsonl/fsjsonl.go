@@ -105,6 +105,9 @@ type Store struct {
 
 	mu    sync.Mutex
 	index *index // the summary cache, loaded on first use
+	// statted are the session files as the last ListingToken stat'ed
+	// them, for the Logs after it (takeStatted); nil once taken.
+	statted *statted
 }
 
 // Option configures a Store.

@@ -386,12 +386,17 @@ func (s *Store) List(ctx context.Context) ([]agent.SessionInfo, error) {
 
 // Logs returns every session with the checkpoint of its committed bytes,
 // newest first by Modified (ties by id): a directory read and a stat per
-// file, plus a read of each file the cache does not cover (in parallel).
+// file (or, right after a ListingToken, its stats: the listing then shows
+// the directory as the token named it), plus a read of each file the
+// cache does not cover (in parallel).
 // A session whose file cannot be read as a log is listed with its Err.
 func (s *Store) Logs(ctx context.Context) ([]store.Log, error) {
-	files, err := s.sessionFiles(ctx)
-	if err != nil {
-		return nil, err
+	files := s.takeStatted()
+	if files == nil {
+		var err error
+		if files, err = s.sessionFiles(ctx); err != nil {
+			return nil, err
+		}
 	}
 	found, misses := s.cachedEntries(files)
 	g, gctx := errgroup.WithContext(ctx)

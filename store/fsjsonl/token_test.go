@@ -57,6 +57,34 @@ func TestListingToken(t *testing.T) {
 	mustAppend(t, s, b, msgs("another", 1))
 	moved("a new session")
 
+	// The listing right after a token lists from the token's stats: the
+	// directory as the token named it, not an append made between them;
+	// the listing after it sees the append.
+	length := func() int64 {
+		t.Helper()
+		logs, err := s.Logs(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range logs {
+			if l.Info.ID == b {
+				return l.Checkpoint.Length
+			}
+		}
+		t.Fatalf("session %s not listed", b)
+		return 0
+	}
+	named := length()
+	token()
+	mustAppend(t, s, b, msgs("after the token", 1))
+	if got := length(); got != named {
+		t.Fatalf("the listing after a token shows %d bytes of %s, the token named %d", got, b, named)
+	}
+	if got := length(); got <= named {
+		t.Fatalf("the next listing shows %d bytes of %s, not the append past %d", got, b, named)
+	}
+	last = token()
+
 	path := filepath.Join(dir, a+".jsonl")
 	fi, err := os.Stat(path)
 	if err != nil {
