@@ -130,7 +130,8 @@ func (s *Store) writeLog(ctx context.Context) error {
 	lg.mu.Lock()
 	burying := maps.Clone(lg.buried)
 	lg.mu.Unlock()
-	if err := s.purgeBurials(ctx, burying); err != nil {
+	committed, err := s.purgeBurials(ctx, burying)
+	if err != nil {
 		return fmt.Errorf("write the index log: %w", err)
 	}
 	lg.wmu.Lock()
@@ -139,6 +140,14 @@ func (s *Store) writeLog(ctx context.Context) error {
 	entries, buried, unfolded := lg.pending, lg.buried, lg.unfolded
 	lg.pending, lg.buried, lg.unfolded = nil, nil, nil
 	lg.mu.Unlock()
+	if committed {
+		// Committed with the pages, and the log purged after them.
+		for id, t := range burying {
+			if buried[id] == t {
+				delete(buried, id)
+			}
+		}
+	}
 	if len(entries) == 0 && len(buried) == 0 && len(unfolded) == 0 {
 		return nil
 	}
