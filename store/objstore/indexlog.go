@@ -130,8 +130,7 @@ func (s *Store) writeLog(ctx context.Context) error {
 	lg.mu.Lock()
 	burying := maps.Clone(lg.buried)
 	lg.mu.Unlock()
-	committed, err := s.purgeBurials(ctx, burying)
-	if err != nil {
+	if err := s.purgeBurials(ctx, burying); err != nil {
 		return fmt.Errorf("write the index log: %w", err)
 	}
 	lg.wmu.Lock()
@@ -140,14 +139,6 @@ func (s *Store) writeLog(ctx context.Context) error {
 	entries, buried, unfolded := lg.pending, lg.buried, lg.unfolded
 	lg.pending, lg.buried, lg.unfolded = nil, nil, nil
 	lg.mu.Unlock()
-	if committed {
-		// Committed with the pages, and the log purged after them.
-		for id, t := range burying {
-			if buried[id] == t {
-				delete(buried, id)
-			}
-		}
-	}
 	if len(entries) == 0 && len(buried) == 0 && len(unfolded) == 0 {
 		return nil
 	}

@@ -116,7 +116,11 @@ func TestProbeAtFirstWrite(t *testing.T) {
 	}
 	appendNew(t, s, "the first write")
 	ops := fb.Take()
-	probedBeforeSegment(t, ops)
+	probe := slices.IndexFunc(ops, func(o objstore.Op) bool { return o.Method == "PUT" && strings.Contains(o.Key, "panto-probe") })
+	seg := slices.IndexFunc(ops, func(o objstore.Op) bool { return o.Method == "PUT" && strings.Contains(o.Key, "/seg/") })
+	if probe < 0 || seg < 0 || ops[seg].Start.Before(ops[probe].End) {
+		t.Fatalf("the first write's requests: %+v; want the probe, then the segment", ops)
+	}
 	appendNew(t, s, "the second write")
 	for _, o := range fb.Take() {
 		if strings.Contains(o.Key, "panto-probe") {
@@ -156,6 +160,15 @@ func TestProbeAtFirstBackgroundWrite(t *testing.T) {
 	e := newMemEnv(t)
 	appendNew(t, e.open(t), "there before")
 	cache := t.TempDir()
+	probes := func(ops []objstore.Op) int {
+		n := 0
+		for _, o := range ops {
+			if o.Method == "PUT" && strings.Contains(o.Key, "panto-probe") {
+				n++
+			}
+		}
+		return n
+	}
 	note := func() string {
 		t.Helper()
 		marks, _ := filepath.Glob(filepath.Join(cache, "*.probed"))
@@ -178,21 +191,25 @@ func TestProbeAtFirstBackgroundWrite(t *testing.T) {
 
 	fb := e.faults(t)
 	e.openOn(t, fb, opts...)
-	if n := probePuts(fb.Take()); n == 0 || note() == "" {
+	if n := probes(fb.Take()); n == 0 || note() == "" {
 		t.Fatalf("a machine's first Open: %d probe PUTs, note %q; want the probe and its note", n, note())
 	}
 	age()
 	fb = e.faults(t)
 	s := e.openOn(t, fb, opts...)
-	if n := probePuts(fb.Take()); n != 0 {
+	if n := probes(fb.Take()); n != 0 {
 		t.Fatalf("an Open a day after the last pass sent %d probe PUTs; the first write should", n)
 	}
 	appendNew(t, s, "the first write")
 	ops := fb.Take()
-	probedBeforeSegment(t, ops)
+	probe := slices.IndexFunc(ops, func(o objstore.Op) bool { return o.Method == "PUT" && strings.Contains(o.Key, "panto-probe") })
+	seg := slices.IndexFunc(ops, func(o objstore.Op) bool { return o.Method == "PUT" && strings.Contains(o.Key, "/seg/") })
+	if probe < 0 || seg < 0 || ops[seg].Start.Before(ops[probe].End) {
+		t.Fatalf("the first write's requests: %+v; want the probe, then the segment", ops)
+	}
 	fb = e.faults(t)
 	e.openOn(t, fb, opts...)
-	if n := probePuts(fb.Take()); n != 0 {
+	if n := probes(fb.Take()); n != 0 {
 		t.Fatalf("the first write's probe was not noted: the next Open sent %d probe PUTs", n)
 	}
 
@@ -215,29 +232,7 @@ func TestProbeAtFirstBackgroundWrite(t *testing.T) {
 	}
 	fb.Take()
 	r := e.openOn(t, fb, opts...)
-	if n := probePuts(fb.Take()); n == 0 || r.WriteRefused() == nil {
+	if n := probes(fb.Take()); n == 0 || r.WriteRefused() == nil {
 		t.Fatalf("the Open after a refusal: %d probe PUTs, WriteRefused %v; want the probe at Open and the refusal", n, r.WriteRefused())
-	}
-}
-
-// probePuts counts the probe's PUTs among ops.
-func probePuts(ops []objstore.Op) int {
-	n := 0
-	for _, o := range ops {
-		if o.Method == "PUT" && strings.Contains(o.Key, "panto-probe") {
-			n++
-		}
-	}
-	return n
-}
-
-// probedBeforeSegment fails unless ops, a first write's, sent the probe
-// and then, once it was answered, the segment.
-func probedBeforeSegment(t *testing.T, ops []objstore.Op) {
-	t.Helper()
-	probe := slices.IndexFunc(ops, func(o objstore.Op) bool { return o.Method == "PUT" && strings.Contains(o.Key, "panto-probe") })
-	seg := slices.IndexFunc(ops, func(o objstore.Op) bool { return o.Method == "PUT" && strings.Contains(o.Key, "/seg/") })
-	if probe < 0 || seg < 0 || ops[seg].Start.Before(ops[probe].End) {
-		t.Fatalf("the first write's requests: %+v; want the probe, then the segment", ops)
 	}
 }

@@ -981,8 +981,7 @@ func (s *Store) notFolding(entries map[string]manifest.IndexEntry) map[string]ma
 // sends a page per run, not the partitions a fold of the pages would
 // write. A page that cannot be read is folded, salvaging what can be.
 func (s *Store) purgeRuns(ctx context.Context, name string) error {
-	_, err := s.purgeRunsOf(ctx, []string{name}, nil)
-	return err
+	return s.purgeRunsOf(ctx, []string{name}, nil)
 }
 
 // purgeBurials rewrites the pages that hold sessions tombs buries before
@@ -996,12 +995,10 @@ func (s *Store) purgeRuns(ctx context.Context, name string) error {
 // purged in turn, that window was most of a deletion's). Killed before
 // this commit, nothing says the session is deleted, and the next sync
 // carries the deletion again. A page that cannot be read is left to the
-// purge after the partition's write, which folds it. It reports whether
-// it committed tombs (and purged the log after them), which the caller
-// then need not commit again.
-func (s *Store) purgeBurials(ctx context.Context, tombs map[string]manifest.Tombstone) (committed bool, err error) {
+// purge after the partition's write, which folds it.
+func (s *Store) purgeBurials(ctx context.Context, tombs map[string]manifest.Tombstone) error {
 	if len(tombs) == 0 {
-		return false, nil
+		return nil
 	}
 	names := map[string]bool{}
 	for id := range tombs {
@@ -1012,11 +1009,10 @@ func (s *Store) purgeBurials(ctx context.Context, tombs map[string]manifest.Tomb
 
 // purgeRunsOf is purgeRuns of the partitions names, leaving out also the
 // sessions of burying, whose tombstones the commit then carries (nil:
-// the burials are written already, and a damaged page is folded). It
-// reports whether it committed.
-func (s *Store) purgeRunsOf(ctx context.Context, names []string, burying map[string]manifest.Tombstone) (committed bool, err error) {
+// the burials are written already, and a damaged page is folded).
+func (s *Store) purgeRunsOf(ctx context.Context, names []string, burying map[string]manifest.Tombstone) error {
 	if !s.unfoldedIndex() {
-		return false, nil
+		return nil
 	}
 	// The deletion committed its tombstone just before (finishDelete):
 	// that reading of the log serves, without a round trip of its own
@@ -1027,19 +1023,19 @@ func (s *Store) purgeRunsOf(ctx context.Context, names []string, burying map[str
 	if !fresh {
 		var err error
 		if c, err = s.newestCommit(ctx); err != nil && !errors.Is(err, ErrCorrupt) {
-			return false, err
+			return err
 		}
 	}
 	pages := pagesCovering(c, names)
 	if len(pages) == 0 {
-		return false, nil
+		return nil
 	}
 	docs, damaged, err := s.readRunPages(ctx, pages)
 	if burying != nil && (err != nil || len(damaged) > 0) {
-		return false, nil
+		return nil
 	}
 	if err != nil || len(damaged) > 0 {
-		return false, s.foldRuns(ctx, pages, true)
+		return s.foldRuns(ctx, pages, true)
 	}
 	buried := map[string]bool{}
 	for _, name := range names {
@@ -1066,22 +1062,22 @@ func (s *Store) purgeRunsOf(ctx context.Context, names []string, burying map[str
 		}
 		page, err := s.writePage(ctx, p, kept)
 		if err != nil {
-			return false, fmt.Errorf("rewrite index run page %s without the deleted sessions: %w", p.Key, err)
+			return fmt.Errorf("rewrite index run page %s without the deleted sessions: %w", p.Key, err)
 		}
 		added = append(added, page)
 	}
 	if len(replaced) == 0 {
-		return false, nil
+		return nil
 	}
 	s.runs.fold.Lock()
 	defer s.runs.fold.Unlock()
 	if err := s.retirePages(ctx, logChanges{pages: added, buried: burying}, replaced); err != nil || burying == nil {
-		return false, err
+		return err
 	}
 	// The commits before this one may hold the sessions' summaries in
 	// their recent views, and once this commit says they are deleted,
-	// no later write would purge them.
-	return true, s.purgeLog(ctx)
+	// no later write would purge them (writeLog does after its own).
+	return s.purgeLog(ctx)
 }
 
 // buriedIn is the sessions of partition name that commit c's tombstones
