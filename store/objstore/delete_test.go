@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -179,77 +178,4 @@ func mustLogs(t *testing.T, s *objstore.Store) map[string]store.Log {
 		t.Fatal(err)
 	}
 	return logs
-}
-
-// TestDeletionKilledAfterBurial: a sync's deletions (a Store opened for
-// bulk work) killed once the first partition buries a deleted session
-// leave none of its text behind in the runs or the log: the pages that
-// held its summary were rewritten, and the commit that says it is
-// deleted made, before any partition buried it. (Before, each
-// partition's write was followed by its own purge of the pages, and a
-// process killed in between left the summary in a named page, which no
-// later sync would purge: every listing says the session is deleted.)
-func TestDeletionKilledAfterBurial(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	e := newMemEnv(t)
-	seed := e.open(t, objstore.WithDeferredIndex())
-	var ids []string
-	for i := range 12 { // more than a commit's unfolded few: a run
-		text := fmt.Sprintf("kept session %d", i)
-		if i%4 == 0 {
-			text = secretTexts[0] + fmt.Sprint(i)
-		}
-		ids = append(ids, appendNew(t, seed, text))
-	}
-	if err := seed.Flush(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if hits := e.scanFor(t, secretTexts[0]); !slices.ContainsFunc(hits, func(k string) bool { return strings.Contains(k, "/index/run/") }) {
-		t.Fatalf("the seed wrote no run page holding the sessions' summaries: %v", hits)
-	}
-
-	fb := e.faults(t)
-	s := e.openOn(t, fb, objstore.WithDeferredIndex())
-	logs, err := sessionsOf(ctx, s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var killed atomic.Bool
-	fb.SetFault(func(o objstore.Op) error {
-		if killed.Load() {
-			return errors.New("killed")
-		}
-		return nil
-	})
-	fb.SetLose(func(o objstore.Op) bool {
-		// The first partition's write happens; nothing after it does.
-		name, partition := strings.CutPrefix(o.Key, "index/")
-		name, _ = strings.CutSuffix(name, ".json.zst")
-		if o.Method == "PUT" && partition && len(name) == 2 {
-			killed.Store(true)
-		}
-		return false
-	})
-	for i, id := range ids {
-		if i%4 != 0 {
-			continue
-		}
-		if err := s.Delete(ctx, store.Tombstone{ID: id, Deleted: time.Now().UTC(), At: logs[id].Checkpoint}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	_ = s.Flush(ctx) // killed part way
-	if !killed.Load() {
-		t.Fatal("no partition was written: the kill never came")
-	}
-	var left []string
-	for _, k := range e.scanFor(t, secretTexts[0]) {
-		if strings.Contains(k, "/index/") {
-			left = append(left, k)
-		}
-	}
-	if len(left) > 0 {
-		t.Fatalf("killed after the first burial, the index still holds the deleted sessions' text in %v", left)
-	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"math/rand/v2"
 	"slices"
 	"strconv"
@@ -127,12 +126,6 @@ func (s *Store) writeLog(ctx context.Context) error {
 		return nil
 	}
 	lg := &s.ilog
-	lg.mu.Lock()
-	burying := maps.Clone(lg.buried)
-	lg.mu.Unlock()
-	if err := s.purgeBurials(ctx, burying); err != nil {
-		return fmt.Errorf("write the index log: %w", err)
-	}
 	lg.wmu.Lock()
 	defer lg.wmu.Unlock()
 	lg.mu.Lock()

@@ -981,36 +981,6 @@ func (s *Store) notFolding(entries map[string]manifest.IndexEntry) map[string]ma
 // sends a page per run, not the partitions a fold of the pages would
 // write. A page that cannot be read is folded, salvaging what can be.
 func (s *Store) purgeRuns(ctx context.Context, name string) error {
-	return s.purgeRunsOf(ctx, []string{name}, nil)
-}
-
-// purgeBurials rewrites the pages that hold sessions tombs buries before
-// the tombstones are committed, and commits the tombstones with the new
-// pages (tombs: the burials a write is about to commit). So the commit
-// that says a session is deleted is the one that takes its summary out of
-// the runs: a writer killed after a partition buried the session but
-// before purgeRuns rewrote the pages used to leave the summary in a named
-// page for good, since every listing then says the session is deleted
-// and no sync carries the deletion again (writing 30 partitions, each
-// purged in turn, that window was most of a deletion's). Killed before
-// this commit, nothing says the session is deleted, and the next sync
-// carries the deletion again. A page that cannot be read is left to the
-// purge after the partition's write, which folds it.
-func (s *Store) purgeBurials(ctx context.Context, tombs map[string]manifest.Tombstone) error {
-	if len(tombs) == 0 {
-		return nil
-	}
-	names := map[string]bool{}
-	for id := range tombs {
-		names[s.shardOf(id)] = true
-	}
-	return s.purgeRunsOf(ctx, slices.Sorted(maps.Keys(names)), tombs)
-}
-
-// purgeRunsOf is purgeRuns of the partitions names, leaving out also the
-// sessions of burying, whose tombstones the commit then carries (nil:
-// the burials are written already, and a damaged page is folded).
-func (s *Store) purgeRunsOf(ctx context.Context, names []string, burying map[string]manifest.Tombstone) error {
 	if !s.unfoldedIndex() {
 		return nil
 	}
@@ -1026,24 +996,15 @@ func (s *Store) purgeRunsOf(ctx context.Context, names []string, burying map[str
 			return err
 		}
 	}
-	pages := pagesCovering(c, names)
+	pages := pagesCovering(c, []string{name})
 	if len(pages) == 0 {
 		return nil
 	}
 	docs, damaged, err := s.readRunPages(ctx, pages)
-	if burying != nil && (err != nil || len(damaged) > 0) {
-		return nil
-	}
 	if err != nil || len(damaged) > 0 {
 		return s.foldRuns(ctx, pages, true)
 	}
-	buried := map[string]bool{}
-	for _, name := range names {
-		maps.Copy(buried, s.buriedIn(c, name))
-	}
-	for id := range burying {
-		buried[id] = true
-	}
+	buried := s.buriedIn(c, name)
 	var replaced []manifest.RunPage
 	var added []manifest.RunPage
 	for i, p := range pages {
@@ -1071,13 +1032,7 @@ func (s *Store) purgeRunsOf(ctx context.Context, names []string, burying map[str
 	}
 	s.runs.fold.Lock()
 	defer s.runs.fold.Unlock()
-	if err := s.retirePages(ctx, logChanges{pages: added, buried: burying}, replaced); err != nil || burying == nil {
-		return err
-	}
-	// The commits before this one may hold the sessions' summaries in
-	// their recent views, and once this commit says they are deleted,
-	// no later write would purge them (writeLog does after its own).
-	return s.purgeLog(ctx)
+	return s.retirePages(ctx, logChanges{pages: added}, replaced)
 }
 
 // buriedIn is the sessions of partition name that commit c's tombstones
