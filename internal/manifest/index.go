@@ -311,8 +311,23 @@ type IndexShard struct {
 	Merge *RunMerge
 	// Fold, in a log commit, is a fold of runs into the partitions under
 	// way a step at a time (nil: none), carried on as Merge is.
-	Fold     *RunFold
-	Sessions map[string]IndexEntry
+	Fold *RunFold
+	// Unpurged, in a log commit, is the deleted sessions (sorted ids)
+	// whose summaries a page of Runs may still hold: a deletion names
+	// its sessions here in the commit that says they are deleted, every
+	// commit carries them on while a page covers their partitions, and
+	// only the commit of a purge that read every such page and rewrote
+	// those that held them takes them out. So a deletion cut short at
+	// any point after its commit leaves a note the next writer finishes
+	// (docs/DESIGN.md §P3, "Deleting sessions"), whatever the age of its
+	// tombstone. A panto that predates it ignores it and drops it.
+	Unpurged []string
+	// Discarded, in a log commit, is the keys of run pages that a purge
+	// retired (they held a deleted session's summary) and may not have
+	// deleted yet: the next purge deletes them before it takes any
+	// session out of Unpurged, and takes them out.
+	Discarded []string
+	Sessions  map[string]IndexEntry
 	// Tombstones are the shard's deleted sessions: an id here has no
 	// entry in Sessions, and none can be put back.
 	Tombstones map[string]Tombstone
@@ -387,6 +402,8 @@ func (s *IndexShard) Clone() *IndexShard {
 		c.Unfolded = maps.Clone(s.Unfolded)
 	}
 	c.Runs = slices.Clone(s.Runs)
+	c.Unpurged = slices.Clone(s.Unpurged)
+	c.Discarded = slices.Clone(s.Discarded)
 	if s.Merge != nil {
 		m := *s.Merge
 		m.From = slices.Clone(m.From)
@@ -577,6 +594,19 @@ func (s *IndexShard) validate() error {
 	if f := s.Fold; f != nil && (!log || len(f.From) == 0 ||
 		slices.ContainsFunc(f.From, func(k int64) bool { return k <= 0 || k > s.Through }) || !isPartitionName(f.Next)) {
 		return fmt.Errorf("%w: index shard %s %d: fold of runs %+v", ErrInvalid, s.Shard, s.Through, *f)
+	}
+	if (len(s.Unpurged) > 0 || len(s.Discarded) > 0) && s.Shard != LogName {
+		return fmt.Errorf("%w: index shard %s: unpurged sessions outside a log commit", ErrInvalid, s.Shard)
+	}
+	for i, id := range s.Unpurged {
+		if err := agent.ValidateSessionID(id); err != nil || i > 0 && s.Unpurged[i-1] >= id {
+			return fmt.Errorf("%w: index log commit %d: unpurged session %q", ErrInvalid, s.Through, id)
+		}
+	}
+	for _, k := range s.Discarded {
+		if !validRunKey(k) {
+			return fmt.Errorf("%w: index log commit %d: discarded run page %q", ErrInvalid, s.Through, k)
+		}
 	}
 	for id, t := range s.Tombstones {
 		if err := agent.ValidateSessionID(id); err != nil || !filed(id) || t.ID != id {

@@ -255,6 +255,8 @@ type wireShard struct {
 	Runs       []wireRunPage            `json:"runs,omitempty"`
 	Merge      *wireRunMerge            `json:"merge,omitempty"`
 	Fold       *wireRunFold             `json:"fold,omitempty"`
+	Unpurged   []string                 `json:"unpurged,omitempty"`
+	Discarded  []string                 `json:"discarded,omitempty"`
 	Sessions   map[string]wireEntry     `json:"sessions"`
 	Tombstones map[string]wireTombstone `json:"tombstones,omitempty"`
 }
@@ -340,7 +342,7 @@ type wireTombstone struct {
 }
 
 func shardToWire(s *IndexShard) wireShard {
-	w := wireShard{Version: Version, Shard: s.Shard, Through: s.Through, Pruned: s.Pruned, Purge: s.Purge, Omitted: s.Omitted, Complete: s.Complete, DirHead: s.DirHead, Indexed: s.Indexed, Base: s.Base, BaseETag: s.BaseETag, Runs: runsToWire(s.Runs), Merge: mergeToWire(s.Merge), Fold: foldToWire(s.Fold), Sessions: make(map[string]wireEntry, len(s.Sessions))}
+	w := wireShard{Version: Version, Shard: s.Shard, Through: s.Through, Pruned: s.Pruned, Purge: s.Purge, Omitted: s.Omitted, Complete: s.Complete, DirHead: s.DirHead, Indexed: s.Indexed, Base: s.Base, BaseETag: s.BaseETag, Runs: runsToWire(s.Runs), Merge: mergeToWire(s.Merge), Fold: foldToWire(s.Fold), Unpurged: s.Unpurged, Discarded: s.Discarded, Sessions: make(map[string]wireEntry, len(s.Sessions))}
 	if !s.Written.IsZero() {
 		w.Written = s.Written.UTC()
 	}
@@ -369,7 +371,7 @@ func shardToWire(s *IndexShard) wireShard {
 }
 
 func (w *wireShard) shard() *IndexShard {
-	s := &IndexShard{Shard: w.Shard, Through: w.Through, Pruned: w.Pruned, Purge: w.Purge, Written: w.Written, Omitted: w.Omitted, Complete: w.Complete, DirHead: w.DirHead, Indexed: w.Indexed, Base: w.Base, BaseETag: w.BaseETag, Runs: runsFromWire(w.Runs), Merge: mergeFromWire(w.Merge), Fold: foldFromWire(w.Fold), Sessions: make(map[string]IndexEntry, len(w.Sessions))}
+	s := &IndexShard{Shard: w.Shard, Through: w.Through, Pruned: w.Pruned, Purge: w.Purge, Written: w.Written, Omitted: w.Omitted, Complete: w.Complete, DirHead: w.DirHead, Indexed: w.Indexed, Base: w.Base, BaseETag: w.BaseETag, Runs: runsFromWire(w.Runs), Merge: mergeFromWire(w.Merge), Fold: foldFromWire(w.Fold), Unpurged: w.Unpurged, Discarded: w.Discarded, Sessions: make(map[string]IndexEntry, len(w.Sessions))}
 	for id, e := range w.Recent {
 		if s.Recent == nil {
 			s.Recent = map[string]IndexEntry{}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -309,6 +310,42 @@ func TestCatalogForms(t *testing.T) {
 		damaged[len(damaged)/2] ^= 0xff
 		if _, err := c.DecodeCatalog("catalog", damaged); err == nil {
 			t.Errorf("sealed %v: a damaged catalog decoded", c.Sealed())
+		}
+	}
+}
+
+// TestPurgeNotes: a log commit's purge notes (Unpurged, Discarded)
+// survive the encoding, in plain and sealed prefixes alike, and a
+// document that misplaces or garbles them is refused.
+func TestPurgeNotes(t *testing.T) {
+	ids := []string{"0123456789abcdef0123456789abcdef", "fedcba9876543210fedcba9876543210"}
+	page := RunKeyPrefix + "0a1b2c3d4e5f6a7b-000.json.zst"
+	commit := &IndexShard{Shard: LogName, Through: 7, Sessions: map[string]IndexEntry{}, Unpurged: ids, Discarded: []string{page}}
+	plain, sealed := sealedCodec(t)
+	for name, c := range map[string]*Codec{"plain": plain, "sealed": sealed} {
+		enc, err := c.EncodeIndexShard("index/log/7.json.zst", commit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dec, err := c.DecodeIndexShard("index/log/7.json.zst", enc)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if !slices.Equal(dec.Unpurged, ids) || !slices.Equal(dec.Discarded, []string{page}) {
+			t.Errorf("%s: unpurged %v, discarded %v; want %v, %v", name, dec.Unpurged, dec.Discarded, ids, []string{page})
+		}
+	}
+	bad := map[string]*IndexShard{
+		"in a partition":  {Shard: "01", Sessions: map[string]IndexEntry{}, Unpurged: ids[:1]},
+		"unsorted":        {Shard: LogName, Through: 7, Sessions: map[string]IndexEntry{}, Unpurged: []string{ids[1], ids[0]}},
+		"twice":           {Shard: LogName, Through: 7, Sessions: map[string]IndexEntry{}, Unpurged: []string{ids[0], ids[0]}},
+		"not an id":       {Shard: LogName, Through: 7, Sessions: map[string]IndexEntry{}, Unpurged: []string{"../x"}},
+		"not a run page":  {Shard: LogName, Through: 7, Sessions: map[string]IndexEntry{}, Discarded: []string{"index/log/1.json.zst"}},
+		"discarded pages": {Shard: "ab", Sessions: map[string]IndexEntry{}, Discarded: []string{page}},
+	}
+	for name, doc := range bad {
+		if err := doc.validate(); !errors.Is(err, ErrInvalid) {
+			t.Errorf("%s: %v, want ErrInvalid", name, err)
 		}
 	}
 }

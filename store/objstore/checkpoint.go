@@ -261,8 +261,10 @@ func (s *Store) settle(ctx context.Context) error {
 		}()
 	}
 	wg.Wait()
-	// One commit of the index log for every shard written.
+	// One commit of the index log for every shard written, then one
+	// purge of the runs for every deletion they buried.
 	err := errors.Join(append(errs, logErr, s.writeLog(ctx))...)
+	err = errors.Join(err, s.purgeBuried(ctx))
 	if len(queued) > 0 && err == nil && s.catchUpKept(ctx) {
 		// The commit omits what a bulk write (a first push) put in the
 		// partitions, which this Store holds (keepOmitted): cached now,

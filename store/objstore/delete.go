@@ -138,6 +138,9 @@ func (s *Store) finishDelete(ctx context.Context, id string, tomb manifest.Tombs
 		if err := s.writeShard(ctx, name); err != nil {
 			return fail(err)
 		}
+		if err := s.purgeBuried(ctx); err != nil {
+			return fail(err)
+		}
 		// A burial the partition's entry asked for (a deletion cut
 		// short finished here, whose log no longer says its project).
 		if err := s.writeHeads(ctx); err != nil {
@@ -313,6 +316,9 @@ func (s *Store) Tombstones(ctx context.Context) ([]store.Tombstone, error) {
 		return nil, fmt.Errorf("list deleted sessions: %w", err)
 	}
 	s.finishPurges(ctx)
+	// Best effort, as the partitions' purges: credentials that may only
+	// read (a pull's) leave the note for a writer.
+	_ = s.finishDeletions(ctx)
 	out := make([]store.Tombstone, 0, len(tombs))
 	for _, t := range tombs {
 		if s.now().Sub(t.Deleted) <= store.TombstoneRetention {

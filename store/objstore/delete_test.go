@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -178,4 +179,100 @@ func mustLogs(t *testing.T, s *objstore.Store) map[string]store.Log {
 		t.Fatal(err)
 	}
 	return logs
+}
+
+// TestDeletionsCutAfterCommit: a sync's deletions (a Store opened for
+// bulk work, whose flush commits the tombstones, buries the sessions
+// partition by partition and purges the run pages covering each) cut
+// after any of its index writes leave nothing of the deleted sessions'
+// text behind once the next sync has listed the tombstones (which
+// finishes the purges a commit says are pending: IndexShard.Unpurged)
+// and deleted again what it still lists. Before, a cut between a
+// partition's burial and its pages' purge left the summaries in a named
+// page for good: every listing said the sessions were deleted, so no
+// sync carried the deletions again.
+func TestDeletionsCutAfterCommit(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for cut := 1; cut < 64; cut++ { // until a flush makes all its index writes
+		e := newMemEnv(t)
+		seed := e.open(t, objstore.WithDeferredIndex())
+		var ids, doomed []string
+		for i := range 24 { // more than a commit's unfolded few: a run
+			text := fmt.Sprintf("kept session %d", i)
+			if i%3 == 0 {
+				text = secretTexts[0] + fmt.Sprint(i)
+			}
+			id := appendNew(t, seed, text)
+			ids = append(ids, id)
+			if i%3 == 0 {
+				doomed = append(doomed, id)
+			}
+		}
+		if err := seed.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if hits := e.scanFor(t, secretTexts[0]); !slices.ContainsFunc(hits, func(k string) bool { return strings.Contains(k, "/index/run/") }) {
+			t.Fatalf("the seed wrote no run page holding the sessions' summaries: %v", hits)
+		}
+
+		fb := e.faults(t)
+		s := e.openOn(t, fb, objstore.WithDeferredIndex())
+		logs, err := sessionsOf(ctx, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var writes atomic.Int32
+		fb.SetFault(func(o objstore.Op) error {
+			if int(writes.Load()) >= cut {
+				return errors.New("killed")
+			}
+			return nil
+		})
+		fb.SetLose(func(o objstore.Op) bool {
+			if o.Method == "PUT" && strings.Contains(o.Key, "index/") {
+				writes.Add(1)
+			}
+			return false
+		})
+		for _, id := range doomed {
+			if err := s.Delete(ctx, store.Tombstone{ID: id, Deleted: time.Now().UTC(), At: logs[id].Checkpoint}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		_ = s.Flush(ctx) // cut part way
+		whole := int(writes.Load()) < cut
+
+		// The next sync: it lists the tombstones, then deletes again what
+		// the bucket still lists.
+		next := e.open(t, objstore.WithDeferredIndex())
+		if _, err := next.Tombstones(ctx); err != nil {
+			t.Fatalf("cut %d: Tombstones: %v", cut, err)
+		}
+		listed, err := sessionsOf(ctx, next)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, id := range doomed {
+			if l, ok := listed[id]; ok {
+				if err := next.Delete(ctx, store.Tombstone{ID: id, Deleted: time.Now().UTC(), At: l.Checkpoint}); err != nil {
+					t.Fatalf("cut %d: Delete again: %v", cut, err)
+				}
+			}
+		}
+		if err := next.Flush(ctx); err != nil {
+			t.Fatalf("cut %d: Flush: %v", cut, err)
+		}
+		if hits := e.scanFor(t, secretTexts[0]); len(hits) > 0 {
+			t.Errorf("cut %d: the deleted sessions' text is left in %v", cut, hits)
+		}
+		if logs := mustLogs(t, e.open(t)); len(logs) != len(ids)-len(doomed) {
+			t.Errorf("cut %d: %d sessions listed, want %d", cut, len(logs), len(ids)-len(doomed))
+		}
+		if whole {
+			t.Logf("a flush makes %d index writes; cut after each of them", cut-1)
+			return
+		}
+	}
+	t.Fatal("the flush was cut 63 times")
 }

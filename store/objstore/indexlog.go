@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"strconv"
@@ -73,6 +74,9 @@ type logState struct {
 	fresh, snapshot time.Time
 	pending         map[string]manifest.IndexEntry
 	buried          map[string]manifest.Tombstone
+	// purged: the commits before the newest this Store knows are
+	// deleted since its last commit of a deletion (purge.go).
+	purged bool
 	// unfolded are entries for the next commit's Unfolded set, which no
 	// partition holds (unfolded.go); mine, the sessions this Store
 	// committed so, which its Close folds.
@@ -142,11 +146,17 @@ func (s *Store) writeLog(ctx context.Context) error {
 	}
 	if len(buried) > 0 {
 		// The commits before this one may hold a deleted session's
-		// summary. Cut short here, the deletion's next run (or repair)
-		// commits and purges again.
+		// summary. Cut short here, the commit's Unpurged has the next
+		// writer purge them (purge.go).
+		lg.mu.Lock()
+		lg.purged = false
+		lg.mu.Unlock()
 		if err := s.purgeLog(ctx); err != nil {
 			return fmt.Errorf("write the index log: %w", err)
 		}
+		lg.mu.Lock()
+		lg.purged = true
+		lg.mu.Unlock()
 	}
 	return nil
 }
@@ -215,6 +225,41 @@ type logChanges struct {
 	// its, and applies only where the commit before holds the fold as
 	// the step found it.
 	fold *foldChange
+	// read is the keys of the pages a merge read (runs.go: mergeRuns,
+	// stepMerge): a page retired since (a purge replaced it without a
+	// deleted session's summary) voids the merge, whose pages may hold
+	// that summary: they stay unnamed, and what it meant to retire
+	// stays named.
+	read []string
+	// purge, a purge of the pages covering partitions (purge.go:
+	// purgeDeleted): pages and retired are its, and apply, with the
+	// sessions it takes out of Unpurged, only where the commit before
+	// names the pages covering the partitions that the purge read.
+	purge *purgeChange
+}
+
+// purgeChange is a purge of deleted sessions' summaries from the run
+// pages covering partitions: the keys of the pages it read, the
+// sessions of IndexShard.Unpurged it purged, and the pages of
+// IndexShard.Discarded it deleted.
+type purgeChange struct {
+	partitions []string
+	read       []string
+	ids        []string
+	discarded  []string
+}
+
+// holds reports whether commit prev names, of the pages covering the
+// purge's partitions, exactly those the purge read: else a fold, a merge
+// or another purge changed them since, and the purge is void (its pages
+// unnamed, its sessions still unpurged) for its writer to do again.
+func (p *purgeChange) holds(prev *manifest.IndexShard) bool {
+	var named []string
+	for _, page := range pagesCovering(prev, p.partitions) {
+		named = append(named, page.Key)
+	}
+	slices.Sort(named)
+	return slices.Equal(named, slices.Sorted(slices.Values(p.read)))
 }
 
 // foldChange is one step of a fold of runs (manifest.RunFold): the fold
@@ -229,6 +274,13 @@ type foldChange struct {
 // it (nil: done). A new merge's Into is 0 until its commit numbers it.
 type mergeStep struct {
 	from, to *manifest.RunMerge
+}
+
+// namesAll reports whether commit prev names every page of keys.
+func namesAll(prev *manifest.IndexShard, keys []string) bool {
+	return !slices.ContainsFunc(keys, func(k string) bool {
+		return prev == nil || !slices.ContainsFunc(prev.Runs, func(p manifest.RunPage) bool { return p.Key == k })
+	})
 }
 
 // sameMerge reports whether a and b are the same merge at the same step.
@@ -448,16 +500,23 @@ func nextCommit(n int64, prev *manifest.IndexShard, ch logChanges, drop func(man
 		}
 	}
 	if ch.merge != nil {
-		if !sameMerge(c.Merge, ch.merge.from) {
+		if !sameMerge(c.Merge, ch.merge.from) || !namesAll(prev, ch.read) {
 			// Another writer took this step first (or a sync finished
-			// the merge): this one's pages stay unnamed, and what it
-			// meant to retire stays named.
+			// the merge, or a purge replaced a page it read): this
+			// one's pages stay unnamed, and what it meant to retire
+			// stays named.
 			ch.pages, ch.retired = nil, nil
 		} else if c.Merge = ch.merge.to; c.Merge != nil && c.Merge.Into == 0 {
 			m := *c.Merge
 			m.Into = n
 			c.Merge = &m
 		}
+	}
+	if ch.purge != nil && !ch.purge.holds(prev) {
+		ch.pages, ch.retired, ch.purge = nil, nil, nil
+	}
+	if ch.merge == nil && !namesAll(prev, ch.read) {
+		ch.pages, ch.retired = nil, nil // a whole merge's (mergeRuns), as a step's
 	}
 	if c.Indexed = ch.indexed; c.Indexed == 0 && prev != nil {
 		c.Indexed = prev.Indexed
@@ -547,7 +606,56 @@ func nextCommit(n int64, prev *manifest.IndexShard, ch logChanges, drop func(man
 		c.Complete = false
 		manifest.TrimRecent(c.Recent)
 	}
+	c.Unpurged = unpurged(prev, ch)
+	c.Discarded = discarded(prev, ch)
 	return c
+}
+
+// discarded is the Discarded list of the commit after prev that records
+// ch: prev's, but those ch's purge deleted, and the pages ch's purge
+// retires.
+func discarded(prev *manifest.IndexShard, ch logChanges) []string {
+	keys := map[string]bool{}
+	if prev != nil {
+		for _, k := range prev.Discarded {
+			keys[k] = true
+		}
+	}
+	if ch.purge != nil {
+		for _, k := range ch.purge.discarded {
+			delete(keys, k)
+		}
+		for k := range ch.retired {
+			keys[k] = true
+		}
+	}
+	if len(keys) == 0 {
+		return nil
+	}
+	return slices.Sorted(maps.Keys(keys))
+}
+
+// unpurged is the Unpurged list of the commit after prev that records
+// ch: prev's and ch's deletions, but those ch's purge purged.
+func unpurged(prev *manifest.IndexShard, ch logChanges) []string {
+	ids := map[string]bool{}
+	if prev != nil {
+		for _, id := range prev.Unpurged {
+			ids[id] = true
+		}
+	}
+	if ch.purge != nil {
+		for _, id := range ch.purge.ids {
+			delete(ids, id)
+		}
+	}
+	for id := range ch.buried {
+		ids[id] = true
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	return slices.Sorted(maps.Keys(ids))
 }
 
 // longest is the entries of a and b, the longer of the two for a

@@ -93,18 +93,19 @@ func (s *Store) writeShard(ctx context.Context, name string) error {
 }
 
 // writeQueued is writeShard once the index is in this Store's format.
-// A partition that buries a session has the runs' pages that cover it
-// folded at once (purgeRuns): they may hold the session's summary.
+// A partition that buries a session is noted for the purge of the runs'
+// pages that cover it (purgeBuried, once the caller has written every
+// partition it meant to): they may hold the session's summary.
 func (s *Store) writeQueued(ctx context.Context, name string) error {
 	buried, err := s.writeQueuedLocked(ctx, name)
-	if err != nil || !buried {
-		return err
+	if buried {
+		s.noteBuried(name)
 	}
-	return s.purgeRuns(ctx, name)
+	return err
 }
 
 // writeQueuedLocked is writeQueued under the partition's write lock; it
-// reports whether the write buried a session.
+// reports whether the write had a session to bury.
 func (s *Store) writeQueuedLocked(ctx context.Context, name string) (buried bool, err error) {
 	st := s.shardState(name)
 	st.wmu.Lock()
@@ -123,10 +124,13 @@ func (s *Store) writeQueuedLocked(ctx context.Context, name string) (buried bool
 		// the partition buries the session (finishDelete).
 		s.queueLog(applied.entries, nil)
 	}
+	// Every burial purges the runs, also one the partition held already
+	// (a deletion cut short, finished again): its commit named the
+	// session in Unpurged again (purge.go).
 	if w.purgePending() {
-		return len(applied.buried) > 0, s.finishPurge(ctx, name, w)
+		return len(batch.buried) > 0, s.finishPurge(ctx, name, w)
 	}
-	return len(applied.buried) > 0, nil
+	return len(batch.buried) > 0, nil
 }
 
 // requeueShard moves what is queued under format 3's shard name to the

@@ -173,3 +173,60 @@ func TestCatchUpThroughMergeStep(t *testing.T) {
 		t.Fatalf("catch-up through a fold: %+v, want refused", pages)
 	}
 }
+
+// TestPurgeCommits: the commit after a purge's applies it only where the
+// commit before names exactly the pages covering its partitions that it
+// read, and only then takes its sessions out of Unpurged and its pages
+// out of Discarded (naming the pages it retires there); a merge that
+// read a page retired since adds none of its pages. Every deletion is
+// named in Unpurged, and stays there until a purge takes it out.
+func TestPurgeCommits(t *testing.T) {
+	now := time.Now().UTC()
+	page := func(key, first, last string) manifest.RunPage {
+		return manifest.RunPage{Key: manifest.RunKeyPrefix + key + "-000.json.zst", First: first, Last: last, Sessions: 1, Commit: 1}
+	}
+	a, b, a2 := page("aa", "00", "7f"), page("bb", "80", "ff"), page("a2", "00", "7f")
+	gone := "0123456789abcdef0123456789abcdef" // partition 01
+	prev := &manifest.IndexShard{Shard: manifest.LogName, Through: 5, Runs: []manifest.RunPage{a, b}, Unpurged: []string{gone}, Discarded: []string{manifest.RunKeyPrefix + "old-000.json.zst"}}
+
+	purge := func(read ...manifest.RunPage) logChanges {
+		var keys []string
+		for _, p := range read {
+			keys = append(keys, p.Key)
+		}
+		return logChanges{pages: []manifest.RunPage{a2}, retired: map[string]bool{a.Key: true},
+			purge: &purgeChange{partitions: []string{"01"}, read: keys, ids: []string{gone}, discarded: prev.Discarded}}
+	}
+	c := nextCommit(6, prev, purge(a), nil, false, now)
+	if !slices.ContainsFunc(c.Runs, func(p manifest.RunPage) bool { return p.Key == a2.Key }) || slices.ContainsFunc(c.Runs, func(p manifest.RunPage) bool { return p.Key == a.Key }) {
+		t.Errorf("a purge that read what the commit names: runs %v, want %s in place of %s", c.Runs, a2.Key, a.Key)
+	}
+	if len(c.Unpurged) != 0 || !slices.Equal(c.Discarded, []string{a.Key}) {
+		t.Errorf("a purge that read what the commit names: unpurged %v, discarded %v; want none, [%s]", c.Unpurged, c.Discarded, a.Key)
+	}
+	for name, read := range map[string][]manifest.RunPage{"fewer": nil, "others": {b}, "more": {a, b}} {
+		c := nextCommit(6, prev, purge(read...), nil, false, now)
+		if !slices.Equal(c.Runs, prev.Runs) || !slices.Equal(c.Unpurged, prev.Unpurged) || !slices.Equal(c.Discarded, prev.Discarded) {
+			t.Errorf("a purge that read %s pages: runs %v, unpurged %v, discarded %v; want the commit before's", name, c.Runs, c.Unpurged, c.Discarded)
+		}
+	}
+
+	merged := page("mm", "00", "ff")
+	merge := logChanges{pages: []manifest.RunPage{merged}, retired: map[string]bool{a.Key: true, b.Key: true}, read: []string{a.Key, b.Key}}
+	if c := nextCommit(6, prev, merge, nil, false, now); !slices.Equal(c.Runs, []manifest.RunPage{merged}) {
+		t.Errorf("a merge of the pages the commit names: runs %v", c.Runs)
+	}
+	replaced := &manifest.IndexShard{Shard: manifest.LogName, Through: 5, Runs: []manifest.RunPage{a2, b}}
+	if c := nextCommit(6, replaced, merge, nil, false, now); !slices.Equal(c.Runs, replaced.Runs) {
+		t.Errorf("a merge that read a page a purge replaced since: runs %v, want %v", c.Runs, replaced.Runs)
+	}
+
+	deleted := "fedcba9876543210fedcba9876543210"
+	c = nextCommit(6, prev, logChanges{buried: map[string]manifest.Tombstone{deleted: {ID: deleted, Deleted: now}}}, nil, false, now)
+	if !slices.Equal(c.Unpurged, []string{gone, deleted}) {
+		t.Errorf("a deletion's commit: unpurged %v, want %v", c.Unpurged, []string{gone, deleted})
+	}
+	if c := nextCommit(7, c, logChanges{}, nil, false, now); !slices.Equal(c.Unpurged, []string{gone, deleted}) {
+		t.Errorf("the commit after: unpurged %v, want them carried on", c.Unpurged)
+	}
+}

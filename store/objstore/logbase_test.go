@@ -86,19 +86,25 @@ func TestCommitsStoredAgainstABase(t *testing.T) {
 		t.Fatalf("the first page: %v, %v; want %v", err, infoIDs(page), infoIDs(all[:10]))
 	}
 	// A deletion's commit is stored whole (it deletes every commit
-	// before it, bases too), and the next one is stored against it.
+	// before it, bases too), and the next ones are stored against it:
+	// its purge's, which takes the session out of Unpurged, and the
+	// next writer's.
 	deleteAll(t, e.open(t), all[0].ID)
-	d, _ := e.newestCommit(t)
-	if c, _ := stored(d); c.Base != 0 {
-		t.Fatalf("the deletion's commit %d is stored against %d", d, c.Base)
+	newest, _ := e.newestCommit(t)
+	d := newest - 1
+	if c, _ := stored(d); c.Base != 0 || !slices.Contains(c.Unpurged, all[0].ID) {
+		t.Fatalf("the deletion's commit %d is stored against %d, unpurged %v", d, c.Base, c.Unpurged)
+	}
+	if c, _ := stored(newest); newest%16 != 0 && c.Base != d || len(c.Unpurged) != 0 {
+		t.Fatalf("the purge's commit %d is stored against %d, unpurged %v; want against %d, none", newest, c.Base, c.Unpurged, d)
 	}
 	s := e.open(t)
 	appendNew(t, s, "after the deletion")
 	if err := s.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if c, _ := stored(d + 1); d%16 != 15 && c.Base != d {
-		t.Fatalf("the commit after the deletion's is stored against %d, want %d", c.Base, d)
+	if c, _ := stored(newest + 1); newest%16 != 0 && (newest+1)%16 != 0 && c.Base != d {
+		t.Fatalf("the commit after the deletion's purge is stored against %d, want %d", c.Base, d)
 	}
 	list, err := e.open(t).ListNewest(ctx, 3, nil)
 	if err != nil || len(list) != 3 || list[0].MessageCount != 1 || slices.ContainsFunc(list, func(i agent.SessionInfo) bool { return i.ID == all[0].ID }) {

@@ -106,6 +106,13 @@ type runState struct {
 	pages   map[string]*manifest.IndexShard
 	folding map[string]int64 // id → length being folded from runs
 	fold    sync.Mutex       // one fold or merge at a time
+	// buried are the partitions that buried a session since the last
+	// purge of the runs (purge.go); purge, one purge at a time.
+	buried map[string]bool
+	purge  sync.Mutex
+	// deleted are the pages a purge's retirePages deleted (a purge
+	// deletes those of a commit's Discarded that are not).
+	deleted map[string]bool
 }
 
 // commitRun writes entries as a run and commits its pages, then merges
@@ -576,7 +583,7 @@ func (s *Store) stepMerge(ctx context.Context, c *manifest.IndexShard, start []m
 	// The estimate may be short: the step ends where what the pages
 	// hold passes the budget (a partition at least).
 	perPartition := map[string]map[string]manifest.IndexEntry{}
-	for id, e := range longestOf(docs) {
+	for id, e := range withoutDeleted(c, longestOf(docs)) {
 		if name := s.shardOf(id); name >= step[0] && name <= step[len(step)-1] {
 			if perPartition[name] == nil {
 				perPartition[name] = map[string]manifest.IndexEntry{}
@@ -613,7 +620,7 @@ func (s *Store) stepMerge(ctx context.Context, c *manifest.IndexShard, start []m
 			}
 		}
 	}
-	return s.retirePages(ctx, logChanges{pages: added, merge: &mergeStep{from: from, to: to}}, retired)
+	return s.retirePages(ctx, logChanges{pages: added, merge: &mergeStep{from: from, to: to}, read: pageKeys(read)}, retired)
 }
 
 // coveredCount is how many of names page p covers (at least 1).
@@ -802,9 +809,9 @@ type foldPlan struct {
 func (s *Store) foldPlanned(ctx context.Context, plan foldPlan) error {
 	buried, err := s.foldRunsLocked(ctx, plan)
 	// A deletion queued meanwhile, which a partition's write took with
-	// the fold's entries, purges after the fold (writeQueued).
-	for _, name := range buried {
-		err = errors.Join(err, s.purgeRuns(ctx, name))
+	// the fold's entries, purges after the fold (purge.go).
+	if len(buried) > 0 {
+		err = errors.Join(err, s.purgeDeleted(ctx, buried))
 	}
 	return err
 }
@@ -917,17 +924,48 @@ func (s *Store) mergeRuns(ctx context.Context, pages []manifest.RunPage) error {
 	if err != nil || len(damaged) > 0 {
 		return errors.Join(err, s.runDamage(damaged)) // repair's to mend
 	}
-	merged, err := s.writeRun(ctx, longestOf(docs))
+	s.ilog.mu.Lock()
+	c := s.ilog.last
+	s.ilog.mu.Unlock()
+	merged, err := s.writeRun(ctx, withoutDeleted(c, longestOf(docs)))
 	if err != nil {
 		return fmt.Errorf("merge the index runs: %w", err)
 	}
-	return s.retirePages(ctx, logChanges{pages: merged}, pages)
+	return s.retirePages(ctx, logChanges{pages: merged, read: pageKeys(pages)}, pages)
+}
+
+// pageKeys is the keys of pages.
+func pageKeys(pages []manifest.RunPage) []string {
+	keys := make([]string, len(pages))
+	for i, p := range pages {
+		keys[i] = p.Key
+	}
+	return keys
+}
+
+// withoutDeleted is entries without the sessions commit c says are
+// deleted (its recent tombstones, and those a purge has still to take
+// out of the runs): a merge does not copy a deleted session's summary
+// into a new run.
+func withoutDeleted(c *manifest.IndexShard, entries map[string]manifest.IndexEntry) map[string]manifest.IndexEntry {
+	if c == nil {
+		return entries
+	}
+	for id := range c.Tombstones {
+		delete(entries, id)
+	}
+	for _, id := range c.Unpurged {
+		delete(entries, id)
+	}
+	return entries
 }
 
 // retirePages commits ch (a merge's or a fold's: the pages added in
 // their place, the index's size a fold estimated, a step of a merge) with
 // the retirement of pages, then deletes those the newest commit does not
-// name (a merge's step that another writer took first retires none).
+// name (a merge's step that another writer took first retires none), and
+// the pages ch added that it does not name (a void step's: they may hold
+// a summary that a purge took out since).
 func (s *Store) retirePages(ctx context.Context, ch logChanges, pages []manifest.RunPage) error {
 	ch.retired = map[string]bool{}
 	for _, p := range pages {
@@ -944,13 +982,23 @@ func (s *Store) retirePages(ctx context.Context, ch logChanges, pages []manifest
 	s.ilog.mu.Unlock()
 	s.forgetPages(last)
 	var keys []string
-	for _, p := range pages {
+	for _, p := range append(slices.Clone(pages), ch.pages...) {
 		if last == nil || !slices.ContainsFunc(last.Runs, func(named manifest.RunPage) bool { return named.Key == p.Key }) {
 			keys = append(keys, p.Key)
 		}
 	}
 	if err := s.b.deleteKeys(ctx, keys); err != nil {
 		return fmt.Errorf("delete %d index run pages: %w", len(keys), err)
+	}
+	if ch.purge != nil {
+		s.runs.mu.Lock()
+		if s.runs.deleted == nil {
+			s.runs.deleted = map[string]bool{}
+		}
+		for _, k := range keys {
+			s.runs.deleted[k] = true
+		}
+		s.runs.mu.Unlock()
 	}
 	return nil
 }
@@ -971,101 +1019,6 @@ func (s *Store) notFolding(entries map[string]manifest.IndexEntry) map[string]ma
 		}
 	}
 	return out
-}
-
-// purgeRuns rewrites, at once, the pages of the newest commit that cover
-// partition name, where a session was just buried, without the buried
-// sessions: they may hold its summary, which a deletion must not leave
-// behind (§8). Each page that holds one is replaced in its run by a new
-// page without it (or retired, when nothing is left), so a deletion
-// sends a page per run, not the partitions a fold of the pages would
-// write. A page that cannot be read is folded, salvaging what can be.
-func (s *Store) purgeRuns(ctx context.Context, name string) error {
-	if !s.unfoldedIndex() {
-		return nil
-	}
-	// The deletion committed its tombstone just before (finishDelete):
-	// that reading of the log serves, without a round trip of its own
-	// on every deletion; an older one is read again.
-	s.ilog.mu.Lock()
-	c, fresh := s.ilog.last, s.ilog.last != nil && s.now().Sub(s.ilog.fresh) < indexStale
-	s.ilog.mu.Unlock()
-	if !fresh {
-		var err error
-		if c, err = s.newestCommit(ctx); err != nil && !errors.Is(err, ErrCorrupt) {
-			return err
-		}
-	}
-	pages := pagesCovering(c, []string{name})
-	if len(pages) == 0 {
-		return nil
-	}
-	docs, damaged, err := s.readRunPages(ctx, pages)
-	if err != nil || len(damaged) > 0 {
-		return s.foldRuns(ctx, pages, true)
-	}
-	buried := s.buriedIn(c, name)
-	var replaced []manifest.RunPage
-	var added []manifest.RunPage
-	for i, p := range pages {
-		kept := map[string]manifest.IndexEntry{}
-		for id, e := range docs[i].Sessions {
-			if !buried[id] {
-				kept[id] = e
-			}
-		}
-		if len(kept) == len(docs[i].Sessions) {
-			continue
-		}
-		replaced = append(replaced, p)
-		if len(kept) == 0 {
-			continue
-		}
-		page, err := s.writePage(ctx, p, kept)
-		if err != nil {
-			return fmt.Errorf("rewrite index run page %s without the deleted sessions: %w", p.Key, err)
-		}
-		added = append(added, page)
-	}
-	if len(replaced) == 0 {
-		return nil
-	}
-	s.runs.fold.Lock()
-	defer s.runs.fold.Unlock()
-	return s.retirePages(ctx, logChanges{pages: added}, replaced)
-}
-
-// buriedIn is the sessions of partition name that commit c's tombstones
-// or the partition as this Store last read or wrote it bury.
-func (s *Store) buriedIn(c *manifest.IndexShard, name string) map[string]bool {
-	buried := map[string]bool{}
-	if c != nil {
-		for id := range c.Tombstones {
-			buried[id] = true
-		}
-	}
-	st := s.shardState(name)
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	if st.view.shard != nil {
-		for id := range st.view.shard.Tombstones {
-			buried[id] = true
-		}
-	}
-	return buried
-}
-
-// writePage writes entries as a new page that takes page p's place in
-// its run: the same partitions and run (Commit), a new key.
-func (s *Store) writePage(ctx context.Context, p manifest.RunPage, entries map[string]manifest.IndexEntry) (manifest.RunPage, error) {
-	name, err := newRunName()
-	if err != nil {
-		return manifest.RunPage{}, err
-	}
-	doc := manifest.NewIndexShard(manifest.RunName)
-	maps.Copy(doc.Sessions, entries)
-	page := manifest.RunPage{Key: runPageKey(name, 0), First: p.First, Last: p.Last, Sessions: len(entries), Commit: p.Commit}
-	return page, s.putPage(ctx, page.Key, doc)
 }
 
 // foldAllRuns folds every page of the newest commit (repair), salvaging
