@@ -311,14 +311,15 @@ func (s *Store) Tombstones(ctx context.Context) ([]store.Tombstone, error) {
 	if err := s.settle(ctx); ctx.Err() != nil {
 		return nil, fmt.Errorf("list deleted sessions: %w", err)
 	}
+	// Best effort, as the partitions' purges below: credentials that may
+	// only read (a pull's) leave the note for a writer. Before the
+	// listing, which then lists what it buried.
+	_ = s.finishDeletions(ctx)
 	_, tombs, err := s.catalog(ctx)
 	if tombs == nil && err != nil {
 		return nil, fmt.Errorf("list deleted sessions: %w", err)
 	}
 	s.finishPurges(ctx)
-	// Best effort, as the partitions' purges: credentials that may only
-	// read (a pull's) leave the note for a writer.
-	_ = s.finishDeletions(ctx)
 	out := make([]store.Tombstone, 0, len(tombs))
 	for _, t := range tombs {
 		if s.now().Sub(t.Deleted) <= store.TombstoneRetention {

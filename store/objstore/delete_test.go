@@ -276,3 +276,84 @@ func TestDeletionsCutAfterCommit(t *testing.T) {
 	}
 	t.Fatal("the flush was cut 63 times")
 }
+
+// TestDeletionCutAgedNote: a deletion cut short right after its commit,
+// whose note a later writer carried on past the hour the commits carry
+// its tombstones, is still finished by the next listing of tombstones:
+// the tombstones are found in the sessions' first segments, the
+// partitions bury them and the runs' pages lose their summaries.
+func TestDeletionCutAgedNote(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newMemEnv(t)
+	seed := e.open(t, objstore.WithDeferredIndex())
+	var doomed []string
+	for i := range 24 {
+		text := fmt.Sprintf("kept session %d", i)
+		if i%3 == 0 {
+			text = secretTexts[0] + fmt.Sprint(i)
+		}
+		id := appendNew(t, seed, text)
+		if i%3 == 0 {
+			doomed = append(doomed, id)
+		}
+	}
+	if err := seed.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	fb := e.faults(t)
+	s := e.openOn(t, fb, objstore.WithDeferredIndex())
+	logs, err := sessionsOf(ctx, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var committed atomic.Bool
+	fb.SetFault(func(o objstore.Op) error {
+		if committed.Load() {
+			return errors.New("killed")
+		}
+		return nil
+	})
+	fb.SetLose(func(o objstore.Op) bool {
+		committed.Store(committed.Load() || o.Method == "PUT" && strings.Contains(o.Key, "index/log/"))
+		return false
+	})
+	for _, id := range doomed {
+		if err := s.Delete(ctx, store.Tombstone{ID: id, Deleted: time.Now().UTC(), At: logs[id].Checkpoint}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_ = s.Flush(ctx) // cut after the deletions' commit
+	if !committed.Load() {
+		t.Fatal("the flush committed nothing")
+	}
+
+	later := func() time.Time { return time.Now().Add(2 * time.Hour) }
+	w := e.open(t)
+	objstore.SetNow(w, later)
+	appendNew(t, w, "two hours later")
+	if err := w.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n, c := e.newestCommit(t); len(c.Tombstones) != 0 || len(c.Unpurged) != len(doomed) {
+		t.Fatalf("two hours later, commit %d carries %d tombstones and %d unpurged sessions; want none and %d", n, len(c.Tombstones), len(c.Unpurged), len(doomed))
+	}
+	next := e.open(t, objstore.WithDeferredIndex())
+	objstore.SetNow(next, later)
+	tombs, err := next.Tombstones(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tombs) != len(doomed) {
+		t.Errorf("%d tombstones listed, want %d", len(tombs), len(doomed))
+	}
+	if err := next.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if hits := e.scanFor(t, secretTexts[0]); len(hits) > 0 {
+		t.Errorf("the deleted sessions' text is left in %v", hits)
+	}
+	if logs := mustLogs(t, e.open(t)); len(logs) != 24-len(doomed)+1 {
+		t.Errorf("%d sessions listed, want %d", len(logs), 24-len(doomed)+1)
+	}
+}

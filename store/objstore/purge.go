@@ -265,12 +265,16 @@ func (s *Store) partitionBuries(id string) (manifest.Tombstone, bool) {
 // Store read says were cut short (IndexShard.Unpurged): the log's older
 // commits deleted, the sessions buried in their partitions (from the
 // commit's tombstones; one whose tombstone it no longer carries is
-// looked for in its partition), and the pages purged. Tombstones calls
+// looked for in its partition, then in the session's first segment),
+// and the pages purged. Tombstones calls
 // it, as it finishes the partitions' purges: a sync lists them before
 // it plans.
 func (s *Store) finishDeletions(ctx context.Context) error {
 	if !s.indexLog() {
 		return nil
+	}
+	if err := s.awaitLogPrefetch(ctx); err != nil {
+		return err
 	}
 	s.ilog.mu.Lock()
 	c := s.ilog.last
@@ -286,10 +290,20 @@ func (s *Store) finishDeletions(ctx context.Context) error {
 	names := map[string]bool{}
 	for _, id := range c.Unpurged {
 		name := s.shardOf(id)
-		if t, ok := c.Tombstones[id]; ok {
+		t, ok := c.Tombstones[id]
+		if !ok {
+			// Past the hour the commits carry a deletion's tombstone
+			// (logTombstoneGrace): the partition's, or the one in the
+			// place of the session's first segment.
+			if _, err := s.readShardView(ctx, name); err != nil {
+				return err
+			}
+			if _, buried := s.partitionBuries(id); !buried {
+				t, ok = s.tombstoneAt(ctx, id)
+			}
+		}
+		if ok {
 			s.queueTombstoneIn(name, t)
-		} else if _, err := s.readShardView(ctx, name); err != nil {
-			return err
 		}
 		names[name] = true
 	}
