@@ -277,15 +277,14 @@ func TestDeletionsCutAfterCommit(t *testing.T) {
 	t.Fatal("the flush was cut 63 times")
 }
 
-// TestDeletionCutAgedNote: a deletion cut short right after its commit,
-// whose note a later writer carried on past the hour the commits carry
-// its tombstones, is still finished by the next listing of tombstones:
-// the tombstones are found in the sessions' first segments, the
-// partitions bury them and the runs' pages lose their summaries.
-func TestDeletionCutAgedNote(t *testing.T) {
-	t.Parallel()
+// cutDeletions seeds e's bucket with 24 sessions (a run; every third
+// holds secretTexts[0]), then deletes those with a bulk Store whose
+// flush is cut right after the deletions' commit (beforePages: before
+// its first write of a run page, once the partitions buried them). It
+// returns the ids deleted.
+func cutDeletions(t *testing.T, e *env, beforePages bool) []string {
+	t.Helper()
 	ctx := context.Background()
-	e := newMemEnv(t)
 	seed := e.open(t, objstore.WithDeferredIndex())
 	var doomed []string
 	for i := range 24 {
@@ -309,13 +308,18 @@ func TestDeletionCutAgedNote(t *testing.T) {
 	}
 	var committed atomic.Bool
 	fb.SetFault(func(o objstore.Op) error {
+		if beforePages && o.Method == "PUT" && strings.Contains(o.Key, "index/run/") {
+			committed.Store(true)
+		}
 		if committed.Load() {
 			return errors.New("killed")
 		}
 		return nil
 	})
 	fb.SetLose(func(o objstore.Op) bool {
-		committed.Store(committed.Load() || o.Method == "PUT" && strings.Contains(o.Key, "index/log/"))
+		if !beforePages && o.Method == "PUT" && strings.Contains(o.Key, "index/log/") {
+			committed.Store(true)
+		}
 		return false
 	})
 	for _, id := range doomed {
@@ -323,11 +327,26 @@ func TestDeletionCutAgedNote(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	_ = s.Flush(ctx) // cut after the deletions' commit
+	_ = s.Flush(ctx) // cut short
 	if !committed.Load() {
-		t.Fatal("the flush committed nothing")
+		t.Fatal("the flush was not cut")
 	}
+	if _, c := e.newestCommit(t); len(c.Unpurged) != len(doomed) {
+		t.Fatalf("the deletions' commit names %d sessions unpurged, want %d", len(c.Unpurged), len(doomed))
+	}
+	return doomed
+}
 
+// TestDeletionCutAgedNote: a deletion cut short right after its commit,
+// whose note a later writer carried on past the hour the commits carry
+// its tombstones, is still finished by the next listing of tombstones:
+// the tombstones are found in the sessions' first segments, the
+// partitions bury them and the runs' pages lose their summaries.
+func TestDeletionCutAgedNote(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newMemEnv(t)
+	doomed := cutDeletions(t, e, false)
 	later := func() time.Time { return time.Now().Add(2 * time.Hour) }
 	w := e.open(t)
 	objstore.SetNow(w, later)
@@ -350,10 +369,36 @@ func TestDeletionCutAgedNote(t *testing.T) {
 	if err := next.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
+	checkDeletionsFinished(t, e, 24-len(doomed)+1)
+}
+
+// TestRepairFinishesDeletions: repair finishes a deletion cut short
+// after its commit, or after its partitions buried the sessions, note
+// and all (it finishes every deletion it finds: sweepBuried).
+func TestRepairFinishesDeletions(t *testing.T) {
+	t.Parallel()
+	for _, beforePages := range []bool{false, true} {
+		e := newMemEnv(t)
+		doomed := cutDeletions(t, e, beforePages)
+		if _, err := e.open(t).RepairIndex(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		checkDeletionsFinished(t, e, 24-len(doomed))
+	}
+}
+
+// checkDeletionsFinished checks that no object of e's bucket holds
+// secretTexts[0], that no commit's note is left, and that the bucket
+// lists live sessions.
+func checkDeletionsFinished(t *testing.T, e *env, live int) {
+	t.Helper()
 	if hits := e.scanFor(t, secretTexts[0]); len(hits) > 0 {
 		t.Errorf("the deleted sessions' text is left in %v", hits)
 	}
-	if logs := mustLogs(t, e.open(t)); len(logs) != 24-len(doomed)+1 {
-		t.Errorf("%d sessions listed, want %d", len(logs), 24-len(doomed)+1)
+	if n, c := e.newestCommit(t); len(c.Unpurged) != 0 || len(c.Discarded) != 0 {
+		t.Errorf("commit %d still notes unpurged sessions %v, discarded pages %v", n, c.Unpurged, c.Discarded)
+	}
+	if logs := mustLogs(t, e.open(t)); len(logs) != live {
+		t.Errorf("%d sessions listed, want %d", len(logs), live)
 	}
 }
