@@ -22,6 +22,7 @@ import (
 	"github.com/panto-dev/panto/agent"
 	"github.com/panto-dev/panto/internal/manifest"
 	"github.com/panto-dev/panto/internal/sessionlog"
+	"github.com/panto-dev/panto/store"
 	"github.com/panto-dev/panto/store/objstore"
 )
 
@@ -553,4 +554,50 @@ func BenchmarkConcurrentWriters(b *testing.B) {
 	b.ReportMetric(float64(slices.Max(lags).Milliseconds()), "ms-index-lag-max")
 	b.ReportMetric(float64(len(reqs))/appends, "requests/append")
 	b.ReportMetric(float64(refused)/appends, "412s/append")
+}
+
+// BenchmarkDelete deletes one session per iteration on the tests' MinIO
+// (panto rm of one session) and reports the requests each sends, of an
+// index whose sessions are in its partitions and of one whose sessions
+// a run's page holds (a sync's), which the deletion rewrites. The
+// session is written outside the timing.
+func BenchmarkDelete(b *testing.B) {
+	for _, tc := range []struct {
+		name string
+		opts []objstore.Option
+	}{{"partitions", nil}, {"run", []objstore.Option{objstore.WithDeferredIndex()}}} {
+		b.Run(tc.name, func(b *testing.B) {
+			ctx := context.Background()
+			e := newEnv(b)
+			seed := e.open(b, tc.opts...)
+			var ids []string
+			for i := range 24 + b.N {
+				ids = append(ids, appendNew(b, seed, fmt.Sprint("session ", i)))
+			}
+			if err := seed.Flush(ctx); err != nil {
+				b.Fatal(err)
+			}
+			var fb *objstore.FaultBucket
+			wrap := func(bk objstore.Bucket) objstore.Bucket { fb = objstore.NewFaultBucket(bk); return fb }
+			s, err := objstore.OpenWrapped(ctx, e.url, wrap, e.reach()...)
+			if err != nil {
+				b.Fatal(err)
+			}
+			logs, err := sessionsOf(ctx, s)
+			if err != nil {
+				b.Fatal(err)
+			}
+			fb.Take()
+			requests := 0
+			b.ResetTimer()
+			for i := range b.N {
+				id := ids[i]
+				if err := s.Delete(ctx, store.Tombstone{ID: id, Deleted: time.Now().UTC(), At: logs[id].Checkpoint}); err != nil {
+					b.Fatal(err)
+				}
+				requests += len(fb.Take())
+			}
+			b.ReportMetric(float64(requests)/float64(b.N), "requests/op")
+		})
+	}
 }

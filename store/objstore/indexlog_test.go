@@ -174,7 +174,7 @@ func isReadOfNext(ops []objstore.Op, n int64) bool {
 
 // appendNew appends one message of text to a new session through s, and
 // returns its id.
-func appendNew(t *testing.T, s *objstore.Store, text string) string {
+func appendNew(t testing.TB, s *objstore.Store, text string) string {
 	t.Helper()
 	id := agent.NewSessionID()
 	if err := s.AppendMessages(context.Background(), id, []agent.PersistentMessage{user(text)}); err != nil {
