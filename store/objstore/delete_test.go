@@ -196,32 +196,8 @@ func TestDeletionsCutAfterCommit(t *testing.T) {
 	ctx := context.Background()
 	for cut := 1; cut < 64; cut++ { // until a flush makes all its index writes
 		e := newMemEnv(t)
-		seed := e.open(t, objstore.WithDeferredIndex())
-		var ids, doomed []string
-		for i := range 24 { // more than a commit's unfolded few: a run
-			text := fmt.Sprintf("kept session %d", i)
-			if i%3 == 0 {
-				text = secretTexts[0] + fmt.Sprint(i)
-			}
-			id := appendNew(t, seed, text)
-			ids = append(ids, id)
-			if i%3 == 0 {
-				doomed = append(doomed, id)
-			}
-		}
-		if err := seed.Flush(ctx); err != nil {
-			t.Fatal(err)
-		}
-		if hits := e.scanFor(t, secretTexts[0]); !slices.ContainsFunc(hits, func(k string) bool { return strings.Contains(k, "/index/run/") }) {
-			t.Fatalf("the seed wrote no run page holding the sessions' summaries: %v", hits)
-		}
-
-		fb := e.faults(t)
-		s := e.openOn(t, fb, objstore.WithDeferredIndex())
-		logs, err := sessionsOf(ctx, s)
-		if err != nil {
-			t.Fatal(err)
-		}
+		ids, doomed := seedDoomed(t, e)
+		s, fb, logs := openToCut(t, e)
 		var writes atomic.Int32
 		fb.SetFault(func(o objstore.Op) error {
 			if int(writes.Load()) >= cut {
@@ -277,6 +253,45 @@ func TestDeletionsCutAfterCommit(t *testing.T) {
 	t.Fatal("the flush was cut 63 times")
 }
 
+// seedDoomed seeds e's bucket with 24 sessions through a bulk Store (a
+// run's page holds them all); every third, doomed, holds
+// secretTexts[0].
+func seedDoomed(t *testing.T, e *env) (ids, doomed []string) {
+	t.Helper()
+	seed := e.open(t, objstore.WithDeferredIndex())
+	for i := range 24 { // more than a commit's unfolded few: a run
+		text := fmt.Sprintf("kept session %d", i)
+		if i%3 == 0 {
+			text = secretTexts[0] + fmt.Sprint(i)
+		}
+		id := appendNew(t, seed, text)
+		ids = append(ids, id)
+		if i%3 == 0 {
+			doomed = append(doomed, id)
+		}
+	}
+	if err := seed.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if hits := e.scanFor(t, secretTexts[0]); !slices.ContainsFunc(hits, func(k string) bool { return strings.Contains(k, "/index/run/") }) {
+		t.Fatalf("the seed wrote no run page holding the sessions' summaries: %v", hits)
+	}
+	return ids, doomed
+}
+
+// openToCut opens a bulk Store (a sync's) on a fault wrapper of e's
+// bucket, and lists its sessions.
+func openToCut(t *testing.T, e *env) (*objstore.Store, *objstore.FaultBucket, map[string]store.Log) {
+	t.Helper()
+	fb := e.faults(t)
+	s := e.openOn(t, fb, objstore.WithDeferredIndex())
+	logs, err := sessionsOf(context.Background(), s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, fb, logs
+}
+
 // cutDeletions seeds e's bucket with 24 sessions (a run; every third
 // holds secretTexts[0]), then deletes those with a bulk Store whose
 // flush is cut right after the deletions' commit (beforePages: before
@@ -285,27 +300,8 @@ func TestDeletionsCutAfterCommit(t *testing.T) {
 func cutDeletions(t *testing.T, e *env, beforePages bool) []string {
 	t.Helper()
 	ctx := context.Background()
-	seed := e.open(t, objstore.WithDeferredIndex())
-	var doomed []string
-	for i := range 24 {
-		text := fmt.Sprintf("kept session %d", i)
-		if i%3 == 0 {
-			text = secretTexts[0] + fmt.Sprint(i)
-		}
-		id := appendNew(t, seed, text)
-		if i%3 == 0 {
-			doomed = append(doomed, id)
-		}
-	}
-	if err := seed.Flush(ctx); err != nil {
-		t.Fatal(err)
-	}
-	fb := e.faults(t)
-	s := e.openOn(t, fb, objstore.WithDeferredIndex())
-	logs, err := sessionsOf(ctx, s)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, doomed := seedDoomed(t, e)
+	s, fb, logs := openToCut(t, e)
 	var committed atomic.Bool
 	fb.SetFault(func(o objstore.Op) error {
 		if beforePages && o.Method == "PUT" && strings.Contains(o.Key, "index/run/") {

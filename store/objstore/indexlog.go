@@ -606,56 +606,38 @@ func nextCommit(n int64, prev *manifest.IndexShard, ch logChanges, drop func(man
 		c.Complete = false
 		manifest.TrimRecent(c.Recent)
 	}
-	c.Unpurged = unpurged(prev, ch)
-	c.Discarded = discarded(prev, ch)
+	// The purge notes: every deletion names its sessions, and the
+	// commit of a purge takes out those it purged and the pages it
+	// deleted, and names the pages it retires.
+	var prevUnpurged, prevDiscarded, purged, deleted, retired []string
+	if prev != nil {
+		prevUnpurged, prevDiscarded = prev.Unpurged, prev.Discarded
+	}
+	if ch.purge != nil {
+		purged, deleted, retired = ch.purge.ids, ch.purge.discarded, slices.Collect(maps.Keys(ch.retired))
+	}
+	c.Unpurged = carriedOn(prevUnpurged, purged, slices.Collect(maps.Keys(ch.buried)))
+	c.Discarded = carriedOn(prevDiscarded, deleted, retired)
 	return c
 }
 
-// discarded is the Discarded list of the commit after prev that records
-// ch: prev's, but those ch's purge deleted, and the pages ch's purge
-// retires.
-func discarded(prev *manifest.IndexShard, ch logChanges) []string {
-	keys := map[string]bool{}
-	if prev != nil {
-		for _, k := range prev.Discarded {
-			keys[k] = true
-		}
+// carriedOn is a note of the commit after one whose note was prev
+// (Unpurged, Discarded): prev's entries, but those done, and added.
+func carriedOn(prev, done, added []string) []string {
+	set := map[string]bool{}
+	for _, k := range prev {
+		set[k] = true
 	}
-	if ch.purge != nil {
-		for _, k := range ch.purge.discarded {
-			delete(keys, k)
-		}
-		for k := range ch.retired {
-			keys[k] = true
-		}
+	for _, k := range done {
+		delete(set, k)
 	}
-	if len(keys) == 0 {
+	for _, k := range added {
+		set[k] = true
+	}
+	if len(set) == 0 {
 		return nil
 	}
-	return slices.Sorted(maps.Keys(keys))
-}
-
-// unpurged is the Unpurged list of the commit after prev that records
-// ch: prev's and ch's deletions, but those ch's purge purged.
-func unpurged(prev *manifest.IndexShard, ch logChanges) []string {
-	ids := map[string]bool{}
-	if prev != nil {
-		for _, id := range prev.Unpurged {
-			ids[id] = true
-		}
-	}
-	if ch.purge != nil {
-		for _, id := range ch.purge.ids {
-			delete(ids, id)
-		}
-	}
-	for id := range ch.buried {
-		ids[id] = true
-	}
-	if len(ids) == 0 {
-		return nil
-	}
-	return slices.Sorted(maps.Keys(ids))
+	return slices.Sorted(maps.Keys(set))
 }
 
 // longest is the entries of a and b, the longer of the two for a
