@@ -22,6 +22,9 @@ type catalog struct {
 	// someID is a session in the middle of the catalog: the one resolved
 	// by prefix.
 	someID string
+	// newestID is the newest session: one `panto sessions` shows, which
+	// a user resumes by prefix next.
+	newestID string
 	// project is the project of the newest session, the one panto runs
 	// in (so that `panto sessions` and `panto -c` have sessions to show).
 	project agent.Project
@@ -61,7 +64,7 @@ func writeCatalog(dir string, n, projects, sessionBytes int, seed uint64) (catal
 		if i == n/2 {
 			c.someID = id
 		}
-		c.project = p
+		c.project, c.newestID = p, id
 	}
 	slices.Sort(sizes)
 	c.medianBytes = sizes[n/2]

@@ -15,7 +15,8 @@
 //   - panto sessions, first in a fresh home and again, --all, and --all
 //     --limit 0 (every session: the catalog);
 //   - panto show PREFIX: resolve a session by an 8-character id prefix
-//     (and read it: show prints it);
+//     (and read it: show prints it), one in the middle of the catalog
+//     and the newest (which `panto sessions` shows);
 //   - panto -c PROMPT: open, latest, and one turn against a fake provider,
 //     written to the bucket itself (--direct); "sent beyond segments" is
 //     what the turn sends that is not its segments (the index, manifests);
@@ -236,6 +237,7 @@ func runSize(ctx context.Context, o options, client *s3.Client, providerURL stri
 		{"panto sessions --all", []string{"sessions", "--all"}},
 		{"panto sessions --all --limit 0 (every session: the catalog)", []string{"sessions", "--all", "--limit", "0"}},
 		{"panto show PREFIX (resolve an 8-char id prefix, read the session)", []string{"show", prefix}},
+		{"panto show PREFIX of the newest session (one `panto sessions` shows)", []string{"show", cat.newestID[:8]}},
 		{"panto -c PROMPT (open, latest, one turn)", []string{"-c", "--api-style", "openai-chat", "--base-url", b.providerURL, "--model", "bench-model", "one more thing, please"}},
 	} {
 		progress("%d: %s", n, c.op)

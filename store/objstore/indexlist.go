@@ -49,8 +49,9 @@ func (s *Store) List(ctx context.Context) ([]agent.SessionInfo, error) {
 }
 
 // Resolve finds the session whose id is idOrPrefix or the only one
-// starting with it, reading the one partition the prefix falls in (the
-// 16 a one-character prefix may fall in, in format 4). A full id
+// starting with it: one of the newest from one LIST (resolveRecent),
+// else reading the one partition the prefix falls in (the 16 a
+// one-character prefix may fall in, in format 4). A full id
 // the index does not know yet (its first append crashed before the index
 // was written) is found through its manifest or first segment, and put
 // back in the index.
@@ -63,6 +64,9 @@ func (s *Store) Resolve(ctx context.Context, idOrPrefix string) (*agent.Session,
 	}
 	if err := s.checkMoved(ctx); err != nil {
 		return nil, fmt.Errorf("resolve %q: %w", idOrPrefix, err)
+	}
+	if sess, ok := s.resolveRecent(ctx, idOrPrefix); ok {
+		return sess, nil
 	}
 	all, tombs, err := s.readIndexAll(ctx, s.shardsOfPrefix(idOrPrefix))
 	if all == nil {
@@ -96,6 +100,57 @@ func (s *Store) Resolve(ctx context.Context, idOrPrefix string) (*agent.Session,
 		return nil, fmt.Errorf("resolve %q: %w", idOrPrefix, deletedError(r.Gone, tombs[r.Gone]))
 	}
 	return s.resolveObjects(ctx, idOrPrefix)
+}
+
+// resolveRecent resolves idOrPrefix without reading its partition (80
+// KB at 100,000 sessions) when the session is among those the index
+// log's newest commit or a project's head this Store read holds
+// (freshIndexEntry: the newest of the index, which `panto sessions`
+// shows and a user resumes by prefix next): one LIST of the sessions'
+// objects under the prefix, with the delimiter, says which sessions the
+// bucket holds there, a few hundred bytes at any size. It resolves only
+// when that settles it as the partition would: idOrPrefix is the id of
+// one of them, or it is the only one, and its entry is held. ok is false
+// otherwise (several, one the Store holds no entry of, a deletion, a
+// reader that may not list): the caller reads the partition.
+func (s *Store) resolveRecent(ctx context.Context, idOrPrefix string) (*agent.Session, bool) {
+	if !s.indexLog() {
+		return nil, false
+	}
+	_, prefixes, err := s.b.list(ctx, "sessions/"+idOrPrefix, "/")
+	if err != nil {
+		return nil, false
+	}
+	var ids []string
+	for _, p := range prefixes {
+		ids = append(ids, strings.TrimSuffix(strings.TrimPrefix(p, "sessions/"), "/"))
+	}
+	id := ""
+	switch {
+	case slices.Contains(ids, idOrPrefix):
+		id = idOrPrefix // a full id is looked up first (store.ResolvePrefix)
+	case len(ids) == 1:
+		id = ids[0]
+	default:
+		return nil, false
+	}
+	e, ok := s.freshIndexEntry(id)
+	if !ok || s.loggedDeleted(id) {
+		return nil, false
+	}
+	return &agent.Session{Info: e.Info, Store: s}, true
+}
+
+// loggedDeleted reports whether the newest commit this Store read says
+// session id is deleted.
+func (s *Store) loggedDeleted(id string) bool {
+	s.ilog.mu.Lock()
+	defer s.ilog.mu.Unlock()
+	if s.ilog.last == nil {
+		return false
+	}
+	_, gone := s.ilog.last.Tombstones[id]
+	return gone || slices.Contains(s.ilog.last.Unpurged, id)
 }
 
 // resolveObjects finds session id, which the index does not list (its

@@ -1,0 +1,97 @@
+package objstore_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/panto-dev/panto/agent"
+	"github.com/panto-dev/panto/internal/manifest"
+	"github.com/panto-dev/panto/store"
+	"github.com/panto-dev/panto/store/objstore"
+)
+
+// TestResolveRecent: an id prefix of one of the newest sessions (the
+// newest commit's recent view) resolves with one LIST of the sessions
+// under the prefix and reads no partition; the full id of one, with no
+// request beyond that LIST. A prefix of an older session, of several
+// sessions, or of a deleted one reads the partition as before, and says
+// what it did before: the older session, ambiguous, deleted.
+func TestResolveRecent(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newMemEnv(t)
+	w := e.open(t)
+	var ids []string
+	for range manifest.RecentSize + 8 {
+		ids = append(ids, appendNew(t, w, "session"))
+	}
+	if err := w.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	partitionReads := func(ops []objstore.Op) int {
+		n := 0
+		for _, o := range ops {
+			name, ok := strings.CutPrefix(o.Key, "index/")
+			if o.Method == "GET" && ok && !strings.Contains(name, "/") && name != "log-head.json.zst" {
+				n++
+			}
+		}
+		return n
+	}
+	fb := e.faults(t)
+	r := e.openOn(t, fb)
+	fb.Take()
+
+	newest := ids[len(ids)-1]
+	for _, q := range []string{newest[:8], newest} {
+		sess, err := r.Resolve(ctx, q)
+		ops := fb.Take()
+		if err != nil || sess.Info.ID != newest || sess.Info.MessageCount != 1 {
+			t.Fatalf("Resolve(%q) = %v, %v; want %s", q, sess, err, newest)
+		}
+		if len(ops) != 1 || ops[0].Method != "LIST" {
+			t.Errorf("Resolve(%q) of one of the newest sessions sent %+v; want one LIST", q, ops)
+		}
+	}
+	oldest := ids[0] // past the recent view
+	if sess, err := r.Resolve(ctx, oldest[:8]); err != nil || sess.Info.ID != oldest {
+		t.Fatalf("Resolve of the oldest session: %v, %v", sess, err)
+	}
+	if n := partitionReads(fb.Take()); n != 1 {
+		t.Errorf("Resolve of a session past the recent view read %d partitions, want 1", n)
+	}
+
+	// Two of the newest sessions under one prefix: ambiguous, as the
+	// partition says.
+	a, b := "abcdef0123456789abcdef0123456789", "abcdef01ffffffffffffffffffffffff"
+	for _, id := range []string{a, b} {
+		if err := w.AppendMessages(ctx, id, []agent.PersistentMessage{user("twin")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r = e.openOn(t, fb)
+	fb.Take()
+	if _, err := r.Resolve(ctx, "abcdef01"); !errors.Is(err, agent.ErrAmbiguousSessionID) {
+		t.Errorf("Resolve of two sessions' prefix: %v, want ambiguous", err)
+	}
+	if n := partitionReads(fb.Take()); n != 1 {
+		t.Errorf("an ambiguous prefix read %d partitions, want 1", n)
+	}
+
+	// A deleted one of the newest: deleted, as the partition says.
+	logs := mustLogs(t, w)
+	if err := w.Delete(ctx, store.Tombstone{ID: newest, Deleted: time.Now().UTC(), At: logs[newest].Checkpoint}); err != nil {
+		t.Fatal(err)
+	}
+	r = e.openOn(t, fb)
+	fb.Take()
+	if _, err := r.Resolve(ctx, newest[:8]); !errors.Is(err, agent.ErrSessionDeleted) {
+		t.Errorf("Resolve of a deleted session: %v, want deleted", err)
+	}
+}
