@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -123,29 +124,65 @@ func (p *prober) getOnce(key string) ([]byte, error) {
 	return io.ReadAll(o)
 }
 
+// putSettled is put of an unconditional write, sent again while the
+// server answers that it is busy or unavailable (5xx, or no answer): a
+// loaded distributed MinIO has answered 503 to a setup write, which says
+// nothing of the behaviour measured.
+func (p *prober) putSettled(key, body string) (string, int) {
+	for attempt := 0; ; attempt++ {
+		etag, code := p.put(key, body, "", "")
+		if !unavailable(code) || attempt == 4 {
+			return etag, code
+		}
+		time.Sleep(time.Duration(attempt+1) * 200 * time.Millisecond)
+	}
+}
+
+// unavailable reports whether status code says the server did not
+// decide: an internal error, busy, unavailable, or no answer at all (not
+// 501, which says it does not implement the request).
+func unavailable(code int) bool { return code < 0 || code >= 500 && code != 501 }
+
 // race sends n PUTs of key at once, each with its own body and the given
 // conditions, and reports whether exactly one succeeded and its body is
-// what the key holds.
-func (p *prober) race(key string, n int, ifNoneMatch, ifMatch string) bool {
-	var wg sync.WaitGroup
-	codes := make([]int, n)
-	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			_, codes[i] = p.put(key, fmt.Sprintf("writer %d", i), ifNoneMatch, ifMatch)
-		}()
-	}
-	wg.Wait()
-	winners := 0
-	var winner string
-	for i, c := range codes {
-		if c == 200 {
-			winners++
-			winner = fmt.Sprintf("writer %d", i)
+// what the key holds. A race no PUT won while some were not decided
+// (unavailable) is sent again (setup makes the key as it was): a busy
+// server is no evidence either way; two winners, or a winner whose body
+// the key does not hold, are.
+func (p *prober) race(key string, n int, ifNoneMatch, ifMatch string, setup func() string) bool {
+	for attempt := 0; ; attempt++ {
+		if setup != nil {
+			ifMatch = setup()
 		}
+		var wg sync.WaitGroup
+		codes := make([]int, n)
+		for i := range n {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_, codes[i] = p.put(key, fmt.Sprintf("writer %d", i), ifNoneMatch, ifMatch)
+			}()
+		}
+		wg.Wait()
+		winners := 0
+		var winner string
+		for i, c := range codes {
+			if c == 200 {
+				winners++
+				winner = fmt.Sprintf("writer %d", i)
+			}
+		}
+		if winners == 0 && slices.ContainsFunc(codes, unavailable) && attempt < 3 {
+			p.t.Logf("race on %s: no winner, answers %v: again", key, codes)
+			time.Sleep(time.Duration(attempt+1) * 300 * time.Millisecond)
+			continue
+		}
+		if winners != 1 {
+			p.t.Logf("race on %s: %d winners, answers %v", key, winners, codes)
+			return false
+		}
+		return p.get(key) == winner
 	}
-	return winners == 1 && p.get(key) == winner
 }
 
 const wrongETag = `"00000000000000000000000000000000"`
@@ -160,7 +197,7 @@ func measure(t *testing.T, s *miniotest.Server) miniotest.Capabilities {
 
 	c.RacingCreates = true
 	for round := range 5 {
-		if !p.race(fmt.Sprintf("race-create-%d", round), 8, "*", "") {
+		if !p.race(fmt.Sprintf("race-create-%d", round), 8, "*", "", nil) {
 			c.RacingCreates = false
 		}
 	}
@@ -174,8 +211,14 @@ func measure(t *testing.T, s *miniotest.Server) miniotest.Capabilities {
 	c.RacingReplaces = true
 	for round := range 5 {
 		key := fmt.Sprintf("race-replace-%d", round)
-		etag, _ := p.put(key, "base", "", "")
-		if etag == "" || !p.race(key, 8, "", etag) {
+		base := func() string {
+			etag, code := p.putSettled(key, "base")
+			if etag == "" {
+				p.t.Fatalf("put %s: status %d", key, code)
+			}
+			return etag
+		}
+		if !p.race(key, 8, "", "", base) {
 			c.RacingReplaces = false
 		}
 	}
@@ -216,13 +259,18 @@ func (p *prober) multipart() bool {
 // (delimiter /: two keys and one common prefix), as repair lists.
 func (p *prober) listPrefix() bool {
 	for _, k := range []string{"list/a", "list/b", "list/c/d", "listless"} {
-		if _, code := p.put(k, k, "", ""); code != 200 {
+		if _, code := p.putSettled(k, k); code != 200 {
+			p.t.Logf("put %s: status %d", k, code)
 			return false
 		}
 	}
 	all, ok := p.list("list/", false)
 	level, ok2 := p.list("list/", true)
-	return ok && ok2 && all == "list/a,list/b,list/c/d" && level == "list/a,list/b,list/c/"
+	if !ok || !ok2 || all != "list/a,list/b,list/c/d" || level != "list/a,list/b,list/c/" {
+		p.t.Logf("list: %q (%v), delimited %q (%v)", all, ok, level, ok2)
+		return false
+	}
+	return true
 }
 
 // list returns the keys (and common prefixes) under prefix, sorted and
@@ -233,6 +281,10 @@ func (p *prober) list(prefix string, delimited bool) (string, bool) {
 		in.Delimiter = aws.String("/")
 	}
 	out, err := p.api.ListObjectsV2(p.t.Context(), in)
+	for attempt := 0; err != nil && unavailable(status(err)) && attempt < 4; attempt++ {
+		time.Sleep(time.Duration(attempt+1) * 200 * time.Millisecond)
+		out, err = p.api.ListObjectsV2(p.t.Context(), in)
+	}
 	if err != nil {
 		p.t.Logf("list %s (delimited %v): %v", prefix, delimited, err)
 		return "", false
