@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -477,6 +478,26 @@ func (s *Store) freshHeadEntry(id string) (manifest.IndexEntry, bool) {
 		}
 	}
 	return best, found
+}
+
+// freshHeadIDs is the ids of the sessions the heads this Store read
+// recently (indexStale) hold that start with prefix.
+func (s *Store) freshHeadIDs(prefix string) []string {
+	hs := &s.heads
+	hs.mu.Lock()
+	defer hs.mu.Unlock()
+	var ids []string
+	for _, v := range hs.read {
+		if v.doc == nil || v.read.IsZero() || s.now().Sub(v.read) >= indexStale {
+			continue
+		}
+		for id := range v.doc.Sessions {
+			if strings.HasPrefix(id, prefix) {
+				ids = append(ids, id)
+			}
+		}
+	}
+	return ids
 }
 
 // noteHead keeps v as this Store's reading of head name.

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/panto-dev/panto/agent"
+	"github.com/panto-dev/panto/internal/manifest"
 	"github.com/panto-dev/panto/store"
 )
 
@@ -114,8 +115,8 @@ func (s *Store) Resolve(ctx context.Context, idOrPrefix string) (*agent.Session,
 // otherwise (several, one the Store holds no entry of, a deletion, a
 // reader that may not list): the caller reads the partition.
 func (s *Store) resolveRecent(ctx context.Context, idOrPrefix string) (*agent.Session, bool) {
-	if !s.indexLog() {
-		return nil, false
+	if !s.indexLog() || len(s.freshIDs(idOrPrefix)) == 0 {
+		return nil, false // the partition answers, with no LIST before it
 	}
 	_, prefixes, err := s.b.list(ctx, "sessions/"+idOrPrefix, "/")
 	if err != nil {
@@ -139,6 +140,25 @@ func (s *Store) resolveRecent(ctx context.Context, idOrPrefix string) (*agent.Se
 		return nil, false
 	}
 	return &agent.Session{Info: e.Info, Store: s}, true
+}
+
+// freshIDs is the ids starting with prefix of the sessions whose entries
+// this Store holds from the index log's newest commit (recent view and
+// unfolded set) or the heads it read, recently (freshIndexEntry).
+func (s *Store) freshIDs(prefix string) []string {
+	ids := s.freshHeadIDs(prefix)
+	s.ilog.mu.Lock()
+	defer s.ilog.mu.Unlock()
+	if c := s.ilog.last; c != nil && s.now().Sub(s.ilog.fresh) < indexStale {
+		for _, m := range []map[string]manifest.IndexEntry{c.Recent, c.Unfolded} {
+			for id := range m {
+				if strings.HasPrefix(id, prefix) {
+					ids = append(ids, id)
+				}
+			}
+		}
+	}
+	return ids
 }
 
 // loggedDeleted reports whether the newest commit this Store read says

@@ -16,9 +16,10 @@ import (
 // TestResolveRecent: an id prefix of one of the newest sessions (the
 // newest commit's recent view) resolves with one LIST of the sessions
 // under the prefix and reads no partition; the full id of one, with no
-// request beyond that LIST. A prefix of an older session, of several
-// sessions, or of a deleted one reads the partition as before, and says
-// what it did before: the older session, ambiguous, deleted.
+// request beyond that LIST. A prefix of an older session reads the
+// partition as before and sends no LIST; one of several sessions, or of
+// a deleted one, reads the partition too, and each says what it did
+// before: the older session, ambiguous, deleted.
 func TestResolveRecent(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -60,8 +61,9 @@ func TestResolveRecent(t *testing.T) {
 	if sess, err := r.Resolve(ctx, oldest[:8]); err != nil || sess.Info.ID != oldest {
 		t.Fatalf("Resolve of the oldest session: %v, %v", sess, err)
 	}
-	if n := partitionReads(fb.Take()); n != 1 {
-		t.Errorf("Resolve of a session past the recent view read %d partitions, want 1", n)
+	ops := fb.Take()
+	if n := partitionReads(ops); n != 1 || countOps(ops, "LIST") != 0 {
+		t.Errorf("Resolve of a session past the recent view read %d partitions and sent %d LISTs, want 1 and none (no round trip more than before)", n, countOps(ops, "LIST"))
 	}
 
 	// Two of the newest sessions under one prefix: ambiguous, as the
