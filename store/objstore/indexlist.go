@@ -135,8 +135,8 @@ func (s *Store) resolveRecent(ctx context.Context, idOrPrefix string) (*agent.Se
 	default:
 		return nil, false
 	}
-	e, ok := s.freshIndexEntry(id)
-	if !ok || s.loggedDeleted(id) {
+	e, ok := s.freshIndexEntry(id) // none of a deleted session (nextCommit, heads.go)
+	if !ok {
 		return nil, false
 	}
 	return &agent.Session{Info: e.Info, Store: s}, true
@@ -159,18 +159,6 @@ func (s *Store) freshIDs(prefix string) []string {
 		}
 	}
 	return ids
-}
-
-// loggedDeleted reports whether the newest commit this Store read says
-// session id is deleted.
-func (s *Store) loggedDeleted(id string) bool {
-	s.ilog.mu.Lock()
-	defer s.ilog.mu.Unlock()
-	if s.ilog.last == nil {
-		return false
-	}
-	_, gone := s.ilog.last.Tombstones[id]
-	return gone || slices.Contains(s.ilog.last.Unpurged, id)
 }
 
 // resolveObjects finds session id, which the index does not list (its
