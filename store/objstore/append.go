@@ -125,15 +125,23 @@ func (st *sessionState) tail() string {
 func (st *sessionState) advance(m *manifest.Manifest, now time.Time) { st.m, st.fresh = m, now }
 
 // refresh re-reads the stored manifest and catches up with the segments
-// committed after it (§P4). Callers hold st.mu.
+// committed after it (§P4). When this Store's reading of the index knows
+// the session, the segments its entry says the manifest does not list,
+// and the probe at its end, go out with the manifest's GET (as
+// Checkpoints sends them): a deletion's read of a session whose manifest
+// lags by 5 segments is one round trip, not 6. Callers hold st.mu.
 func (s *Store) refresh(ctx context.Context, id string, st *sessionState) error {
+	var early earlyGets
+	if e, known := s.cachedEntry(id); known {
+		early = s.startGets(ctx, s.aheadKeys(id, e, 0)...)
+	}
 	m, etag, err := s.readManifestFolded(ctx, id)
 	if err != nil {
 		st.loaded = false
 		return err
 	}
 	stored := len(m.Segments)
-	if _, err := s.catchUpFrom(ctx, m, 0, nil); err != nil {
+	if _, err := s.catchUpFrom(ctx, m, 0, early); err != nil {
 		st.loaded = false
 		return err
 	}

@@ -43,20 +43,30 @@ func (s *Store) Delete(ctx context.Context, t store.Tombstone) error {
 		return fail(err)
 	}
 	tomb := manifest.Tombstone{ID: id, Deleted: t.Deleted.UTC(), Length: t.At.Length, SHA256: t.At.SHA256}
+	s.prefetchBurial(ctx, id)
 	st := s.state(id)
 	if err := st.mu.lock(ctx); err != nil {
 		return fail(err)
 	}
 	defer st.mu.unlock()
 	for attempt := 0; ; attempt++ {
-		err := s.refresh(ctx, id, st)
+		// A reading of the log this Store made moments ago (a load, or a
+		// copy into a local-first replica, just before a deletion) is
+		// where the commit point goes, as an append's would (prepare):
+		// an append since takes that position, and the PUT's 412 has the
+		// log read again. Older than half the compaction grace, resumed
+		// from the index, or after a refusal, the log is read first.
+		var err error
+		if attempt > 0 || !st.loaded || st.partial > 0 || s.now().Sub(st.fresh) > s.compactGrace/2 {
+			err = s.refresh(ctx, id, st)
+		}
 		if old, ok := tombstoneOf(err); ok {
 			// Deleted already (maybe by a run cut short): finish it.
 			known, err := s.knownObjects(ctx, id)
 			if err != nil {
 				return fail(err)
 			}
-			return s.finishDelete(ctx, id, old, -1, known, !s.buried(ctx, id))
+			return s.finishDelete(ctx, id, old, -1, known, !s.buried(ctx, id), nil)
 		}
 		if err != nil {
 			return fail(err)
@@ -65,13 +75,18 @@ func (s *Store) Delete(ctx context.Context, t store.Tombstone) error {
 		if !t.Covers(have) {
 			return fail(&store.ChangedError{ID: id, Want: t.At, Have: have})
 		}
-		// The commit point: the position after the log's end.
+		// The commit point: the position after the log's end. The first
+		// segment, which the tombstone replaces next, is read beside it.
+		var first *firstSegment
+		if have.Length > 0 {
+			first = s.readFirstSegment(ctx, id)
+		}
 		at := s.sessionKey(id, manifest.SegmentName(have.Length))
 		_, err = s.put(ctx, at, s.codec.EncodeTombstoneObject(at, tomb), putCond{ifNoneMatch: true}, s.objectType())
 		if err == nil {
 			st.loaded = false
 			s.queueHeadBurial(st.m.Decoder.Info.Project, tomb)
-			return s.finishDelete(ctx, id, tomb, have.Length, s.sessionObjects(st.m, st.stored), false)
+			return s.finishDelete(ctx, id, tomb, have.Length, s.sessionObjects(st.m, st.stored), false, first)
 		}
 		if !errors.Is(err, errPrecondition) && !errors.Is(err, errConflict) {
 			return fail(err)
@@ -94,11 +109,16 @@ func (s *Store) Delete(ctx context.Context, t store.Tombstone) error {
 // to find the rest, see sweep), the index buried and purged. A sweep that
 // could not list when it had to still buries the session (it is deleted:
 // its reads say so), and returns a *PermissionError saying what was left.
-func (s *Store) finishDelete(ctx context.Context, id string, tomb manifest.Tombstone, end int64, known []string, mustList bool) error {
+// read is the read of the first segment sent with the commit point (nil:
+// none, it is read here).
+func (s *Store) finishDelete(ctx context.Context, id string, tomb manifest.Tombstone, end int64, known []string, mustList bool, read *firstSegment) error {
 	fail := func(err error) error { return fmt.Errorf("delete session %s: %w", id, err) }
 	first := s.sessionKey(id, manifest.SegmentName(0))
 	if end != 0 {
-		data, etag, err := s.b.get(ctx, first, "")
+		if read == nil {
+			read = s.readFirstSegment(ctx, id)
+		}
+		data, etag, err := read.wait(ctx)
 		switch {
 		case errors.Is(err, errNotFound):
 			_, err = s.put(ctx, first, s.codec.EncodeTombstoneObject(first, tomb), putCond{ifNoneMatch: true}, s.objectType())
@@ -122,20 +142,19 @@ func (s *Store) finishDelete(ctx context.Context, id string, tomb manifest.Tombs
 		return err
 	}
 	// The index log before the partition: its commit takes the session
-	// out of the recent sessions, and then the commits before it, which
-	// may hold its summary, are deleted (writeLog). Cut short before the
-	// partition buries the session, the deletion is finished by the next
-	// one, which a listing of tombstones would not ask for once the
-	// partition buries it.
+	// out of the recent sessions and names it in Unpurged; then the
+	// partition buries it while the commits before, which may hold its
+	// summary, are deleted (writeLogBeside). Cut short anywhere after the
+	// commit, the note has the next listing of tombstones finish the
+	// deletion (purge.go: finishDeletions).
 	if s.indexLog() {
 		s.queueLog(nil, map[string]manifest.Tombstone{id: tomb})
 	}
 	name := s.queueTombstone(tomb)
 	if !s.deferIndex {
-		if err := s.writeLog(ctx); err != nil {
-			return fail(err)
-		}
-		if err := s.writeShard(ctx, name); err != nil {
+		// The partition buries the session once the commit names it, as
+		// the commits before are deleted.
+		if err := s.writeLogBeside(ctx, func(ctx context.Context) error { return s.writeShard(ctx, name) }); err != nil {
 			return fail(err)
 		}
 		if err := s.purgeBuried(ctx); err != nil {
@@ -155,11 +174,14 @@ func (s *Store) finishDelete(ctx context.Context, id string, tomb manifest.Tombs
 
 // sweep deletes every object of session id but its tombstones: seg/0 and
 // the segment at end (its commit point; -1: keep every tombstone found).
-// It deletes the names known first, in their order, then lists the
-// session's prefix for the rest: a merged segment of a compaction cut
-// short, a segment a stalled writer created after the deletion read the
-// log, or, finishing a deletion cut short, whatever it had not deleted.
-// Credentials that may not list (s3:ListBucket) skip the listing: the
+// It lists the session's prefix, and deletes what the listing finds with
+// the names known in one request (DeleteObjects: a session of 30
+// segments costs two round trips, not 31): a merged segment of a
+// compaction cut short, or, finishing a deletion cut short, whatever it
+// had not deleted, are found so. Cut short, the next deletion lists again.
+// Credentials that may not list (s3:ListBucket) delete the names known,
+// one at a time in their order, so that a deletion cut short leaves what
+// the next one finds by reading the manifest and probing after it: the
 // names known are every object of a session the protocol knows of, so
 // that is what a writer's deletion needs; unless mustList says a listing
 // is the only way to finish, when the refusal comes back as unswept.
@@ -168,26 +190,34 @@ func (s *Store) sweep(ctx context.Context, id string, end int64, known []string,
 	if end >= 0 {
 		keep[s.sessionKey(id, manifest.SegmentName(end))] = true
 	}
-	for _, k := range known {
-		if keep[k] {
-			continue
-		}
-		if err := s.b.delete(ctx, k); err != nil {
-			return nil, fmt.Errorf("delete session %s: %w", id, err)
-		}
-	}
 	objects, _, err := s.b.list(ctx, s.sessionKey(id, ""), "")
-	keys := listedKeys(objects)
 	switch {
-	case errors.Is(err, ErrPermission) && mustList:
-		return err, nil
 	case errors.Is(err, ErrPermission):
+		for _, k := range known {
+			if keep[k] {
+				continue
+			}
+			if err := s.b.delete(ctx, k); err != nil {
+				return nil, fmt.Errorf("delete session %s: %w", id, err)
+			}
+		}
+		if mustList {
+			return err, nil
+		}
 		return nil, nil
 	case err != nil:
 		return nil, fmt.Errorf("delete session %s: %w", id, err)
 	}
-	for _, k := range keys {
-		if keep[k] {
+	var keys []string
+	doomed := map[string]bool{}
+	for _, k := range known {
+		if !keep[k] && !doomed[k] {
+			doomed[k] = true
+			keys = append(keys, k)
+		}
+	}
+	for _, k := range listedKeys(objects) {
+		if keep[k] || doomed[k] {
 			continue
 		}
 		if end < 0 && strings.HasSuffix(k, ".jsonl.zst") && !strings.Contains(k, "-") {
@@ -197,11 +227,61 @@ func (s *Store) sweep(ctx context.Context, id string, end int64, known []string,
 				}
 			}
 		}
-		if err := s.b.delete(ctx, k); err != nil {
-			return nil, fmt.Errorf("delete session %s: %w", id, err)
-		}
+		doomed[k] = true
+		keys = append(keys, k)
+	}
+	if err := s.b.deleteKeys(ctx, keys); err != nil {
+		return nil, fmt.Errorf("delete session %s: %w", id, err)
 	}
 	return nil, nil
+}
+
+// firstSegment is a read of a session's first segment, under way or done.
+type firstSegment struct {
+	done chan struct{}
+	data []byte
+	etag string
+	err  error
+}
+
+// readFirstSegment starts reading session id's first segment.
+func (s *Store) readFirstSegment(ctx context.Context, id string) *firstSegment {
+	f := &firstSegment{done: make(chan struct{})}
+	go func() {
+		defer close(f.done)
+		f.data, f.etag, f.err = s.b.get(ctx, s.sessionKey(id, manifest.SegmentName(0)), "")
+	}()
+	return f
+}
+
+// wait returns the read's answer.
+func (f *firstSegment) wait(ctx context.Context) ([]byte, string, error) {
+	select {
+	case <-f.done:
+		return f.data, f.etag, f.err
+	case <-ctx.Done():
+		return nil, "", ctx.Err()
+	}
+}
+
+// prefetchBurial starts reading what burying session id in the index
+// will write (format 4): its partition, and the run pages the newest
+// commit this Store read names over it, which a purge rewrites without
+// it (purge.go). Their GETs so go out with the deletion's first reads
+// instead of after its commit; the writes wait for them, and read again
+// what changed since.
+func (s *Store) prefetchBurial(ctx context.Context, id string) {
+	if !s.indexLog() {
+		return
+	}
+	name := s.shardOf(id)
+	s.prefetchPartition(ctx, name)
+	s.ilog.mu.Lock()
+	c := s.ilog.last
+	s.ilog.mu.Unlock()
+	if pages := pagesCovering(c, []string{name}); len(pages) > 0 && !s.pagesKept(pages) {
+		go func() { _, _, _ = s.readRunPages(context.WithoutCancel(ctx), pages) }()
+	}
 }
 
 // sessionObjects are the objects of a session that m, its state as read

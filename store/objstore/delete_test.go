@@ -398,3 +398,75 @@ func checkDeletionsFinished(t *testing.T, e *env, live int) {
 		t.Errorf("%d sessions listed, want %d", len(logs), live)
 	}
 }
+
+// TestDeleteRoundTrips: a deletion's round trips do not grow with the
+// session's segments (its objects go in one DeleteObjects, after one
+// listing of its prefix: they were deleted one request each, 31 round
+// trips for 30 segments), and what burying it in the index reads (its
+// partition, the run page over it) goes out with the deletion's first
+// reads, not after its commit.
+func TestDeleteRoundTrips(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newMemEnv(t)
+	w := e.open(t, objstore.WithCompactThreshold(0))
+	grow := func(n int) string {
+		id := agent.NewSessionID()
+		for i := range n {
+			if err := w.AppendMessages(ctx, id, []agent.PersistentMessage{user(fmt.Sprint("m", i))}); err != nil {
+				t.Fatal(err)
+			}
+			if err := w.Flush(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return id
+	}
+	first, short, long := grow(1), grow(1), grow(20)
+	logs, err := sessionsOf(ctx, w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	took := map[string]int{}
+	for _, c := range []struct {
+		name string
+		id   string
+	}{{"first deletion", first}, {"1 segment", short}, {"20 segments", long}} {
+		fb := e.faults(t)
+		fb.SetDelay(100 * time.Millisecond) // so that a loaded machine does not split a round trip
+		r := e.openOn(t, fb)
+		fb.Take()
+		if err := r.Delete(ctx, store.Tombstone{ID: c.id, Deleted: time.Now().UTC(), At: logs[c.id].Checkpoint}); err != nil {
+			t.Fatal(err)
+		}
+		ops := fb.Take()
+		took[c.name] = opRounds(ops)
+		if n := countOps(ops, "DELETE"); n > 1 {
+			t.Errorf("%s: %d DELETE requests, want the session's objects in one DeleteObjects: %s", c.name, n, describeOps(ops))
+		}
+		var partitionRead, pageRead, firstCommit time.Time
+		for _, o := range ops {
+			switch {
+			case o.Method == "GET" && strings.HasPrefix(o.Key, "index/run/") && pageRead.IsZero():
+				pageRead = o.Start
+			case o.Method == "GET" && strings.HasPrefix(o.Key, "index/") && !strings.Contains(o.Key[len("index/"):], "/") && partitionRead.IsZero():
+				partitionRead = o.Start
+			case o.Method == "PUT" && strings.HasPrefix(o.Key, "index/log/") && firstCommit.IsZero():
+				firstCommit = o.Start
+			}
+		}
+		if firstCommit.IsZero() || partitionRead.IsZero() || !partitionRead.Before(firstCommit) {
+			t.Errorf("%s: the partition was read at %v, the deletion committed at %v: want it read before: %s", c.name, partitionRead, firstCommit, describeOps(ops))
+		}
+		if !pageRead.IsZero() && !pageRead.Before(firstCommit) {
+			t.Errorf("%s: the run page was read after the deletion's commit: %s", c.name, describeOps(ops))
+		}
+		t.Logf("%s: %d round trips: %s", c.name, took[c.name], describeOps(ops))
+	}
+	if took["20 segments"] > took["1 segment"] {
+		t.Errorf("deleting a session of 20 segments took %d round trips, one of 1 segment %d: want no more", took["20 segments"], took["1 segment"])
+	}
+}

@@ -212,9 +212,13 @@ func (s *Store) adoptIndexLog(ctx context.Context, damaged bool) error {
 // deletion, drops them. Best effort: what is left is garbage, and deltas
 // are found by listing, which credentials may not allow.
 func (s *Store) dropShards(ctx context.Context) {
-	// One listing of index/ finds them (a format-4 prefix that never had
-	// any costs that alone); without the right to list, delete the 16
-	// bases blind.
+	_ = s.b.deleteKeys(ctx, s.shardKeys(ctx))
+}
+
+// shardKeys finds format 3's shards and deltas: one listing of index/ (a
+// format-4 prefix that never had any costs that alone); without the
+// right to list, the 16 bases, to be deleted blind.
+func (s *Store) shardKeys(ctx context.Context) []string {
 	var keys []string
 	objects, prefixes, err := s.b.list(ctx, "index/", "/")
 	if err != nil {
@@ -235,7 +239,7 @@ func (s *Store) dropShards(ctx context.Context) {
 			}
 		}
 	}
-	_ = s.b.deleteKeys(ctx, keys)
+	return keys
 }
 
 // rereadMarker reads the marker again, for a feature another Store may

@@ -125,9 +125,19 @@ func (s *Store) queueLog(entries map[string]manifest.IndexEntry, buried map[stri
 // while another writer of this Store commits go in its commit or the
 // next. A failure leaves them queued for the next writer; the partitions
 // already hold them, so only the recent sessions lag meanwhile.
-func (s *Store) writeLog(ctx context.Context) error {
+func (s *Store) writeLog(ctx context.Context) error { return s.writeLogBeside(ctx, nil) }
+
+// writeLogBeside is writeLog, then beside (when not nil) once the commit
+// is made: alongside the deletion of the commits before it when the
+// commit buries sessions, so that a deletion's burial in its partition
+// (finishDelete) costs no round trip of its own. beside runs also when
+// there was nothing to commit, and not when the commit failed.
+func (s *Store) writeLogBeside(ctx context.Context, beside func(context.Context) error) error {
+	if beside == nil {
+		beside = func(context.Context) error { return nil }
+	}
 	if !s.indexLog() {
-		return nil
+		return beside(ctx)
 	}
 	lg := &s.ilog
 	lg.wmu.Lock()
@@ -137,28 +147,33 @@ func (s *Store) writeLog(ctx context.Context) error {
 	lg.pending, lg.buried, lg.unfolded = nil, nil, nil
 	lg.mu.Unlock()
 	if len(entries) == 0 && len(buried) == 0 && len(unfolded) == 0 {
-		return nil
+		return beside(ctx)
 	}
 	if err := s.commitLog(ctx, logChanges{folded: entries, unfolded: unfolded, buried: buried}, nil, false); err != nil {
 		s.queueLog(entries, buried)
 		s.requeueUnfolded(unfolded)
 		return fmt.Errorf("write the index log: %w", err)
 	}
-	if len(buried) > 0 {
-		// The commits before this one may hold a deleted session's
-		// summary. Cut short here, the commit's Unpurged has the next
-		// writer purge them (purge.go).
-		lg.mu.Lock()
-		lg.purged = false
-		lg.mu.Unlock()
-		if err := s.purgeLog(ctx); err != nil {
-			return fmt.Errorf("write the index log: %w", err)
-		}
-		lg.mu.Lock()
-		lg.purged = true
-		lg.mu.Unlock()
+	if len(buried) == 0 {
+		return beside(ctx)
 	}
-	return nil
+	// The commits before this one may hold a deleted session's summary.
+	// Cut short here, the commit's Unpurged has the next writer purge
+	// them (purge.go).
+	lg.mu.Lock()
+	lg.purged = false
+	lg.mu.Unlock()
+	besideDone := make(chan error, 1)
+	go func() { besideDone <- beside(ctx) }()
+	err := s.purgeLog(ctx)
+	besideErr := <-besideDone
+	if err != nil {
+		return fmt.Errorf("write the index log: %w", err)
+	}
+	lg.mu.Lock()
+	lg.purged = true
+	lg.mu.Unlock()
+	return besideErr
 }
 
 // purgeLog deletes every commit before the newest this Store knows (and
@@ -167,12 +182,16 @@ func (s *Store) writeLog(ctx context.Context) error {
 // are found by listing, or where the credentials may not list, by number
 // (those pruning has not deleted: the last 2·logKeep).
 func (s *Store) purgeLog(ctx context.Context) error {
-	s.dropShards(ctx) // format 3's, which may hold the summary too
+	// Format 3's shards, which may hold the summary too: listed beside
+	// the log, and deleted with its commits, in one request.
+	shards := make(chan []string, 1)
+	go func() { shards <- s.shardKeys(ctx) }()
 	s.ilog.mu.Lock()
 	n := s.ilog.n
 	s.ilog.mu.Unlock()
 	var numbers []int64
 	objects, _, err := s.b.list(ctx, "index/log/", "")
+	dropped := <-shards
 	switch {
 	case errors.Is(err, errForbidden):
 		for k := max(n-2*logKeep, 1); k < n; k++ {
@@ -191,7 +210,7 @@ func (s *Store) purgeLog(ctx context.Context) error {
 	for i, k := range numbers {
 		keys[i] = logKey(k)
 	}
-	if err := s.b.deleteKeys(ctx, keys); err != nil {
+	if err := s.b.deleteKeys(ctx, append(keys, dropped...)); err != nil {
 		return fmt.Errorf("delete %d index log commits: %w", len(keys), err)
 	}
 	return nil

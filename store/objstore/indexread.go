@@ -116,7 +116,13 @@ func (s *Store) warmPartition(ctx context.Context, id string) {
 	if !s.indexLog() || s.unfoldedIndex() {
 		return
 	}
-	name := s.shardOf(id)
+	s.prefetchPartition(ctx, s.shardOf(id))
+}
+
+// prefetchPartition starts reading partition name when this Store has no
+// reading of it and none is under way; a write of it waits for that
+// reading (awaitPrefetch).
+func (s *Store) prefetchPartition(ctx context.Context, name string) {
 	st := s.shardState(name)
 	st.mu.Lock()
 	if st.loaded || st.prefetching != nil {

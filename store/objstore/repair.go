@@ -406,7 +406,7 @@ func (s *Store) rebuildShard(ctx context.Context, name string, truth map[string]
 // to a session being deleted with a stale view of it).
 func (s *Store) sweepBuried(ctx context.Context, buried map[string]manifest.Tombstone) error {
 	for id, t := range buried {
-		if err := s.finishDelete(ctx, id, t, -1, nil, true); err != nil {
+		if err := s.finishDelete(ctx, id, t, -1, nil, true, nil); err != nil {
 			return fmt.Errorf("repair the index: %w", err)
 		}
 	}
