@@ -427,7 +427,7 @@ func (s *Store) Resolve(ctx context.Context, idOrPrefix string) (*agent.Session,
 		// then the session's own objects, is bounded as a listing is.
 		rctx, cancel := context.WithTimeout(ctx, s.opts.ListTimeout)
 		defer cancel()
-		r, err := b.Resolve(rctx, idOrPrefix)
+		r, err := s.bucketResolve(rctx, b, idOrPrefix)
 		consulted = !s.unreachable(err)
 		switch {
 		case s.unreachable(err):
@@ -449,6 +449,36 @@ func (s *Store) Resolve(ctx context.Context, idOrPrefix string) (*agent.Session,
 		return s.handle(ctx, local.Info.ID, nil)
 	}
 	return s.handle(ctx, remote.Info.ID, &remote.Info)
+}
+
+// logResolver is a bucket that resolves a session with the checkpoint
+// its index holds of it (objstore), as a listing gives it.
+type logResolver interface {
+	ResolveLog(ctx context.Context, idOrPrefix string) (store.Log, error)
+}
+
+// bucketResolve resolves idOrPrefix in bucket b. When b says the
+// session's checkpoint too, it joins the view (as a listing's do), so
+// that bringing the session over, now and for the command's next read,
+// asks the bucket nothing before the read of its bytes: `panto -r
+// PREFIX` and `panto show PREFIX` cost the resolve and that read.
+func (s *Store) bucketResolve(ctx context.Context, b store.LogStore, idOrPrefix string) (*agent.Session, error) {
+	lr, ok := b.(logResolver)
+	if !ok {
+		return b.Resolve(ctx, idOrPrefix)
+	}
+	at := time.Now()
+	l, err := lr.ResolveLog(ctx, idOrPrefix)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	if s.view.logs == nil || time.Since(s.view.at) > viewFor {
+		s.view = bucketView{at: at, logs: map[string]store.Checkpoint{}}
+	}
+	s.view.logs[l.Info.ID] = l.Checkpoint
+	s.mu.Unlock()
+	return &agent.Session{Info: l.Info, Store: b}, nil
 }
 
 // handle brings the replica's copy of session id up to date and returns

@@ -2,7 +2,9 @@ package localfirst_test
 
 import (
 	"context"
+	"errors"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -118,5 +120,144 @@ func TestContinueAsksOnce(t *testing.T) {
 	}
 	if n := requests.Load() - atOpen; n != 0 {
 		t.Errorf("Latest and Load sent %d requests to the bucket after its Open, want none", n)
+	}
+}
+
+// keyHandler records the key of every S3 request a trace logs.
+type keyHandler struct {
+	mu   *sync.Mutex
+	keys *[]string
+}
+
+func (h keyHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h keyHandler) Handle(_ context.Context, r slog.Record) error {
+	var method, key string
+	r.Attrs(func(a slog.Attr) bool {
+		switch a.Key {
+		case "method":
+			method = a.Value.String()
+		case "key":
+			key = a.Value.String()
+		}
+		return true
+	})
+	h.mu.Lock()
+	*h.keys = append(*h.keys, method+" "+key)
+	h.mu.Unlock()
+	return nil
+}
+func (h keyHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h keyHandler) WithGroup(string) slog.Handler      { return h }
+
+// TestResolveReadsOnce: opening another machine's session by a prefix of
+// its id (panto -r PREFIX, panto show PREFIX: Resolve, then Load) reads
+// each of its objects once: the resolve says the bucket's checkpoint of
+// it, so bringing it into the replica asks the bucket nothing before
+// reading its bytes, and the Load right after asks nothing again.
+func TestResolveReadsOnce(t *testing.T) {
+	t.Parallel()
+	srv := miniotest.Shared(t)
+	bucket := srv.NewBucket(t)
+	a, b := newMachine(t, srv, bucket), newMachine(t, srv, bucket)
+	ctx := context.Background()
+	sa := a.open()
+	sess := sa.Create()
+	for _, text := range []string{"one", "two", "three"} {
+		if err := sess.Append(ctx, []agent.PersistentMessage{user(text)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := sa.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var keys []string
+	b.trace = slog.New(keyHandler{&mu, &keys})
+	sb := b.open()
+	defer sb.Close(ctx)
+	found, err := sb.Resolve(ctx, sess.Info.ID[:8])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := texts(t, sb, found.Info.ID); !equal(got, []string{"one", "two", "three"}) {
+		t.Fatalf("machine b reads %q", got)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	seen := map[string]int{}
+	for _, k := range keys {
+		if strings.HasPrefix(k, "GET ") && strings.Contains(k, "/sessions/"+sess.Info.ID+"/") {
+			seen[k]++
+		}
+	}
+	if len(seen) == 0 {
+		t.Fatalf("no read of the session's objects among %q", keys)
+	}
+	for k, n := range seen {
+		if n > 1 {
+			t.Errorf("%s read %d times, want once: %q", k, n, keys)
+		}
+	}
+}
+
+// TestRemoveReadsTwice: deleting another machine's session by a prefix
+// (panto rm PREFIX: Resolve, the checkpoint to delete at, Delete, then
+// Close, which ships the deletion) reads each of its objects at most
+// twice: once into the replica, and once by the bucket's deletion, which
+// must see the log's end for its commit point. The shipper plans the
+// deletion from the checkpoint the resolve gave, and reading the
+// checkpoint asks the bucket nothing (each read four times before).
+func TestRemoveReadsTwice(t *testing.T) {
+	t.Parallel()
+	srv := miniotest.Shared(t)
+	bucket := srv.NewBucket(t)
+	a, b := newMachine(t, srv, bucket), newMachine(t, srv, bucket)
+	ctx := context.Background()
+	sa := a.open()
+	sess := sa.Create()
+	for _, text := range []string{"one", "two", "three"} {
+		if err := sess.Append(ctx, []agent.PersistentMessage{user(text)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := sa.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var keys []string
+	b.trace = slog.New(keyHandler{&mu, &keys})
+	sb := b.open()
+	found, err := sb.Resolve(ctx, sess.Info.ID[:8])
+	if err != nil {
+		t.Fatal(err)
+	}
+	at, err := store.Head(ctx, sb, found.Info.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Delete(ctx, sb, store.Tombstone{ID: found.Info.ID, Deleted: time.Now().UTC().Truncate(time.Second), At: at}); err != nil {
+		t.Fatal(err)
+	}
+	if err := sb.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bucketStore(t, a).Resolve(ctx, sess.Info.ID); !errors.Is(err, agent.ErrSessionNotFound) {
+		t.Fatalf("the bucket resolves the deleted session: %v", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	seen := map[string]int{}
+	for _, k := range keys {
+		if strings.HasPrefix(k, "GET ") && strings.Contains(k, "/sessions/"+sess.Info.ID+"/") && !strings.Contains(k, "?") {
+			seen[k]++
+		}
+	}
+	for k, n := range seen {
+		// The first segment a third time: the deletion replaces it by
+		// its tombstone with If-Match, and reads its ETag beside its
+		// commit point.
+		if want := 2; n > want && !(strings.HasSuffix(k, "/seg/00000000000000000000.jsonl.zst") && n == want+1) {
+			t.Errorf("%s: %d times, want at most %d: %q", k, n, want, keys)
+		}
 	}
 }

@@ -50,42 +50,55 @@ func (s *Store) List(ctx context.Context) ([]agent.SessionInfo, error) {
 }
 
 // Resolve finds the session whose id is idOrPrefix or the only one
-// starting with it: one of the newest from one LIST (resolveRecent),
-// else reading the one partition the prefix falls in (the 16 a
-// one-character prefix may fall in, in format 4). A full id
+// starting with it (ResolveLog).
+func (s *Store) Resolve(ctx context.Context, idOrPrefix string) (*agent.Session, error) {
+	l, err := s.ResolveLog(ctx, idOrPrefix)
+	if err != nil {
+		return nil, err
+	}
+	return &agent.Session{Info: l.Info, Store: s}, nil
+}
+
+// ResolveLog finds the session whose id is idOrPrefix or the only one
+// starting with it, with the checkpoint the index holds of it (as Logs
+// lists it, so that a reader that copies the session asks the bucket
+// nothing more before its read): one of the newest from one LIST
+// (resolveRecent), else reading the one partition the prefix falls in
+// (the 16 a one-character prefix may fall in, in format 4). A full id
 // the index does not know yet (its first append crashed before the index
 // was written) is found through its manifest or first segment, and put
 // back in the index.
-func (s *Store) Resolve(ctx context.Context, idOrPrefix string) (*agent.Session, error) {
+func (s *Store) ResolveLog(ctx context.Context, idOrPrefix string) (store.Log, error) {
 	if err := agent.ValidateSessionID(idOrPrefix); err != nil {
-		return nil, err
+		return store.Log{}, err
 	}
+	fail := func(err error) (store.Log, error) { return store.Log{}, fmt.Errorf("resolve %q: %w", idOrPrefix, err) }
 	if err := s.settle(ctx); ctx.Err() != nil {
-		return nil, fmt.Errorf("resolve %q: %w", idOrPrefix, err)
+		return fail(err)
 	}
 	if err := s.checkMoved(ctx); err != nil {
-		return nil, fmt.Errorf("resolve %q: %w", idOrPrefix, err)
+		return fail(err)
 	}
-	if sess, ok := s.resolveRecent(ctx, idOrPrefix); ok {
-		return sess, nil
+	if e, ok := s.resolveRecent(ctx, idOrPrefix); ok {
+		return entryLog(e), nil
 	}
 	all, tombs, err := s.readIndexAll(ctx, s.shardsOfPrefix(idOrPrefix))
 	if all == nil {
-		return nil, fmt.Errorf("resolve %q: %w", idOrPrefix, err)
+		return fail(err)
 	}
 	if t, ok := tombs[idOrPrefix]; ok {
-		return nil, fmt.Errorf("resolve %q: %w", idOrPrefix, deletedError(idOrPrefix, t))
+		return fail(deletedError(idOrPrefix, t))
 	}
 	if err != nil {
 		// The shard is damaged: a full id is still found through its own
 		// objects; a prefix cannot be resolved until the shard is repaired.
-		if sess, ferr := s.resolveObjects(ctx, idOrPrefix); ferr == nil {
-			return sess, nil
+		if l, ferr := s.resolveObjects(ctx, idOrPrefix); ferr == nil {
+			return l, nil
 		}
-		return nil, fmt.Errorf("resolve %q: %w", idOrPrefix, err)
+		return fail(err)
 	}
 	if e, ok := all[idOrPrefix]; ok {
-		return &agent.Session{Info: e.Info, Store: s}, nil
+		return entryLog(e), nil
 	}
 	deleted := make(map[string]bool, len(tombs))
 	for id := range tombs {
@@ -94,13 +107,19 @@ func (s *Store) Resolve(ctx context.Context, idOrPrefix string) (*agent.Session,
 	r, err := store.ResolvePrefix(idOrPrefix, slices.Collect(maps.Keys(all)), deleted, nil)
 	switch {
 	case err != nil:
-		return nil, err
+		return store.Log{}, err
 	case r.ID != "":
-		return &agent.Session{Info: all[r.ID].Info, Store: s}, nil
+		return entryLog(all[r.ID]), nil
 	case r.Gone != "":
-		return nil, fmt.Errorf("resolve %q: %w", idOrPrefix, deletedError(r.Gone, tombs[r.Gone]))
+		return fail(deletedError(r.Gone, tombs[r.Gone]))
 	}
 	return s.resolveObjects(ctx, idOrPrefix)
+}
+
+// entryLog is session e's summary and the checkpoint its index entry
+// vouches for.
+func entryLog(e manifest.IndexEntry) store.Log {
+	return store.Log{Info: e.Info, Checkpoint: store.Checkpoint{Length: e.Length, SHA256: e.SHA256}}
 }
 
 // resolveRecent resolves idOrPrefix without reading its partition (80
@@ -114,13 +133,13 @@ func (s *Store) Resolve(ctx context.Context, idOrPrefix string) (*agent.Session,
 // one of them, or it is the only one, and its entry is held. ok is false
 // otherwise (several, one the Store holds no entry of, a deletion, a
 // reader that may not list): the caller reads the partition.
-func (s *Store) resolveRecent(ctx context.Context, idOrPrefix string) (*agent.Session, bool) {
+func (s *Store) resolveRecent(ctx context.Context, idOrPrefix string) (manifest.IndexEntry, bool) {
 	if !s.indexLog() || len(s.freshIDs(idOrPrefix)) == 0 {
-		return nil, false // the partition answers, with no LIST before it
+		return manifest.IndexEntry{}, false // the partition answers, with no LIST before it
 	}
 	_, prefixes, err := s.b.list(ctx, "sessions/"+idOrPrefix, "/")
 	if err != nil {
-		return nil, false
+		return manifest.IndexEntry{}, false
 	}
 	var ids []string
 	for _, p := range prefixes {
@@ -133,13 +152,9 @@ func (s *Store) resolveRecent(ctx context.Context, idOrPrefix string) (*agent.Se
 	case len(ids) == 1:
 		id = ids[0]
 	default:
-		return nil, false
+		return manifest.IndexEntry{}, false
 	}
-	e, ok := s.freshIndexEntry(id) // none of a deleted session (nextCommit, heads.go)
-	if !ok {
-		return nil, false
-	}
-	return &agent.Session{Info: e.Info, Store: s}, true
+	return s.freshIndexEntry(id) // none of a deleted session (nextCommit, heads.go)
 }
 
 // freshIDs is the ids starting with prefix of the sessions whose entries
@@ -164,22 +179,22 @@ func (s *Store) freshIDs(prefix string) []string {
 // resolveObjects finds session id, which the index does not list (its
 // first append crashed before the index was written, or the shard is
 // damaged), through its own objects, and puts it back in the index.
-func (s *Store) resolveObjects(ctx context.Context, id string) (*agent.Session, error) {
+func (s *Store) resolveObjects(ctx context.Context, id string) (store.Log, error) {
 	m, _, err := s.readManifestFolded(ctx, id) // its summary goes to the index
 	if err != nil {
-		return nil, fmt.Errorf("resolve %q: %w", id, err)
+		return store.Log{}, fmt.Errorf("resolve %q: %w", id, err)
 	}
 	stored := len(m.Segments)
 	if _, err := s.catchUp(ctx, m, 0, nil); err != nil {
-		return nil, fmt.Errorf("resolve %q: %w", id, err)
+		return store.Log{}, fmt.Errorf("resolve %q: %w", id, err)
 	}
 	if m.Length == 0 {
-		return nil, agent.NotFoundError(id)
+		return store.Log{}, agent.NotFoundError(id)
 	}
 	// Repair the index the crashed writer did not update; it is a
 	// checkpoint, so a failure here changes nothing.
 	_ = s.updateIndex(ctx, storedEntry(m, stored))
-	return &agent.Session{Info: m.Info(), Store: s}, nil
+	return store.Log{Info: m.Info(), Checkpoint: store.Checkpoint{Length: m.Length, SHA256: m.SHA256}}, nil
 }
 
 // Latest returns the most recently modified session in the index: in
