@@ -502,6 +502,9 @@ var singles = []single{
 	{"steady append", "≤ 1.1x a bare PUT", true},
 	{"panto -c to the first provider request (60 messages)", "≤ 4 round trips + transfer", true},
 	{"panto sessions", "≤ 2 round trips", true},
+	{"panto show PREFIX (a recent session, 1 message)", "≤ 2 round trips + its read", true},
+	{"panto rm ID (a recent session)", "", true},
+	{"panto rm ID (60 messages: 1 segment each, compacted past 32)", "", true},
 }
 
 // singleTable measures panto on a bucket on each profile.
@@ -579,13 +582,25 @@ func (b *bench) singles(ep string) (map[string]time.Duration, error) {
 	if out["bare PutObject (2 KB)"], err = barePut(ctx, ep, bucket); err != nil {
 		return nil, err
 	}
-	if out["first append of a session"], out["steady append"], err = appendTimes(ctx, ep, url); err != nil {
+	var small []string
+	var long string
+	if out["first append of a session"], out["steady append"], small, long, err = appendTimes(ctx, ep, url); err != nil {
 		return nil, err
 	}
 	out["panto -c to the first provider request (60 messages)"], out["panto sessions"], err = b.commandTimes(url, ep)
 	if err != nil {
 		return nil, err
 	}
+	out["panto show PREFIX (a recent session, 1 message)"], out["panto rm ID (a recent session)"], err = b.resolveAndRemove(url, ep, small)
+	if err != nil {
+		return nil, err
+	}
+	// Last: the session panto -c continued goes (one sample).
+	r, err := b.exec([]string{b.panto, "rm", "--yes", "--store", url, "--endpoint", ep, long}, "PANTO_TRACE="+os.Getenv("WAN_TRACE"))
+	if err != nil {
+		return nil, fmt.Errorf("panto rm %s: %w", long, err)
+	}
+	out["panto rm ID (60 messages: 1 segment each, compacted past 32)"] = r.d
 	return out, nil
 }
 
@@ -610,8 +625,10 @@ func barePut(ctx context.Context, ep, bucket string) (time.Duration, error) {
 
 // appendTimes are the median times of the first append of a session and
 // of an append to one (59 of them, to the last session created), through
-// an object store on url. It leaves that session of 60 messages behind.
-func appendTimes(ctx context.Context, ep, url string) (first, steady time.Duration, err error) {
+// an object store on url. It leaves that session of 60 messages behind
+// (long), and small, the ids of the 7 sessions of one message created
+// before it.
+func appendTimes(ctx context.Context, ep, url string) (first, steady time.Duration, small []string, long string, err error) {
 	os.Setenv("AWS_ACCESS_KEY_ID", accessKey)
 	os.Setenv("AWS_SECRET_ACCESS_KEY", secretKey)
 	os.Setenv("AWS_REGION", region)
@@ -621,7 +638,7 @@ func appendTimes(ctx context.Context, ep, url string) (first, steady time.Durati
 	}
 	st, err := objstore.Open(ctx, url, opts...)
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, nil, "", err
 	}
 	msg := func(i int) []agent.PersistentMessage {
 		return []agent.PersistentMessage{{Message: agent.UserText(fmt.Sprintf("message %d %s", i, strings.Repeat("words ", 300)))}}
@@ -635,9 +652,12 @@ func appendTimes(ctx context.Context, ep, url string) (first, steady time.Durati
 		}
 		start := time.Now()
 		if err := s.Append(ctx, msg(0)); err != nil {
-			return 0, 0, err
+			return 0, 0, nil, "", err
 		}
 		firsts = append(firsts, time.Since(start))
+		if last != "" {
+			small = append(small, last)
+		}
 		last = s.Info.ID
 	}
 	if os.Getenv("WAN_TRACE") != "" {
@@ -646,16 +666,16 @@ func appendTimes(ctx context.Context, ep, url string) (first, steady time.Durati
 	for i := 1; i < 60; i++ {
 		start := time.Now()
 		if err := st.AppendMessages(ctx, last, msg(i)); err != nil {
-			return 0, 0, err
+			return 0, 0, nil, "", err
 		}
 		steadies = append(steadies, time.Since(start))
 	}
 	// Closed, as panto closes its store when it exits: what panto -c
 	// then reads is what a previous panto left (its entries in a run).
 	if err := st.Close(ctx); err != nil {
-		return 0, 0, err
+		return 0, 0, nil, "", err
 	}
-	return median(firsts[1:]), median(steadies), nil
+	return median(firsts[1:]), median(steadies), small, last, nil
 }
 
 // commandTimes are the median times of `panto -c` until its first
@@ -678,6 +698,30 @@ func (b *bench) commandTimes(url, ep string) (cont, sessions time.Duration, err 
 		lists = append(lists, r.d)
 	}
 	return median(conts), median(lists), nil
+}
+
+// resolveAndRemove are the median times of `panto show PREFIX` of a
+// recent session of one message (its resolve by prefix, then its read)
+// and of `panto rm --yes ID` of one, over the sessions small (each shown,
+// then deleted).
+func (b *bench) resolveAndRemove(url, ep string, small []string) (show, rm time.Duration, err error) {
+	var shows, rms []time.Duration
+	for _, id := range small {
+		r, err := b.exec([]string{b.panto, "show", "--store", url, "--endpoint", ep, id[:8]}, "PANTO_TRACE="+os.Getenv("WAN_TRACE"))
+		if err != nil {
+			return 0, 0, fmt.Errorf("panto show %s: %w", id[:8], err)
+		}
+		shows = append(shows, r.d)
+		r, err = b.exec([]string{b.panto, "rm", "--yes", "--store", url, "--endpoint", ep, id}, "PANTO_TRACE="+os.Getenv("WAN_TRACE"))
+		if err != nil {
+			return 0, 0, fmt.Errorf("panto rm %s: %w", id, err)
+		}
+		if os.Getenv("WAN_TRACE") != "" {
+			fmt.Fprintf(os.Stderr, "panto rm: %d requests\n", r.requests)
+		}
+		rms = append(rms, r.d)
+	}
+	return median(shows), median(rms), nil
 }
 
 // untilProvider runs panto -c on the bucket, with a provider that records
