@@ -79,7 +79,28 @@ func storeOptions(c *cli.Context, spec store.Spec) (backends.Options, error) {
 	// changed since the last run, not every partition.
 	return backends.Options{Endpoint: flagValue(c, "endpoint"), Trace: trace, Snapshot: true, Key: key,
 		LocalFirst: spec.Kind == store.KindS3 && !direct, Notify: notify, IndexCache: store.DefaultIndexCacheDir(),
-		Reading: c.Command != nil && readingCommands[c.Command.Name]}, nil
+		Reading: c.Command != nil && readingCommands[c.Command.Name], ResolveAhead: resolvedFirst(c)}, nil
+}
+
+// resolvingCommands are the commands whose first argument is the id or
+// id prefix of the session they resolve first.
+var resolvingCommands = map[string]bool{"show": true, "export": true, "fork": true, "title": true}
+
+// resolvedFirst is what the command resolves right after opening the
+// store: the session a command that takes one names (every argument of
+// rm), the session a chat resumes (-r). A bucket lists the sessions under
+// them with Open's requests (backends.Options.ResolveAhead).
+func resolvedFirst(c *cli.Context) []string {
+	switch {
+	case c.Command != nil && c.Command.Name == "rm":
+		return c.Args().Slice()
+	case c.Command != nil && resolvingCommands[c.Command.Name] && c.NArg() > 0:
+		return []string{c.Args().First()}
+	}
+	if id := flagValue(c, "resume"); id != "" {
+		return []string{id}
+	}
+	return nil
 }
 
 // readingCommands are the commands that only read the store: their Open

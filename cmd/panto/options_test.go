@@ -1,8 +1,11 @@
 package main
 
 import (
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/urfave/cli/v2"
 
 	"github.com/panto-dev/panto/agent"
 )
@@ -77,5 +80,45 @@ func TestInherit(t *testing.T) {
 				t.Errorf("got %+v, want %+v", cfg, tt.want)
 			}
 		})
+	}
+}
+
+// TestResolvedFirst: the sessions a command resolves right after opening
+// the store, which a bucket lists with Open's requests
+// (backends.Options.ResolveAhead): show's, export's, fork's and title's
+// first argument, every argument of rm, the session -r names; nothing
+// for the others.
+func TestResolvedFirst(t *testing.T) {
+	var got []string
+	action := func(c *cli.Context) error { got = resolvedFirst(c); return nil }
+	app := &cli.App{
+		Flags:  []cli.Flag{&cli.StringFlag{Name: "resume", Aliases: []string{"r"}}},
+		Action: action,
+	}
+	for _, name := range []string{"show", "export", "fork", "title", "rm", "sessions", "search"} {
+		app.Commands = append(app.Commands, &cli.Command{Name: name, Action: action})
+	}
+	for _, c := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"show", "3f9a"}, []string{"3f9a"}},
+		{[]string{"title", "3f9a", "a new title"}, []string{"3f9a"}},
+		{[]string{"fork", "3f9a"}, []string{"3f9a"}},
+		{[]string{"export", "3f9a"}, []string{"3f9a"}},
+		{[]string{"rm", "3f9a", "71c0"}, []string{"3f9a", "71c0"}},
+		{[]string{"-r", "3f9a"}, []string{"3f9a"}},
+		{[]string{"show"}, nil},
+		{[]string{"sessions"}, nil},
+		{[]string{"search", "3f9a"}, nil},
+		{nil, nil},
+	} {
+		got = []string{"unset"}
+		if err := app.Run(append([]string{"panto"}, c.args...)); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(got, c.want) {
+			t.Errorf("panto %q resolves %q first, want %q", c.args, got, c.want)
+		}
 	}
 }

@@ -73,6 +73,11 @@ type Options struct {
 	// conditional-write probe, which its first write, if any, sends
 	// instead (objstore.WithProbeAtFirstWrite).
 	Reading bool
+	// ResolveAhead are the id prefixes the command resolves first (panto
+	// show PREFIX, -r PREFIX, rm): a bucket's Open lists the sessions
+	// under each with its own requests (objstore.WithResolveAhead), so
+	// that a resolve of one of the newest costs no round trip of its own.
+	ResolveAhead []string
 }
 
 // Open parses spec (see store.ParseSpec) and opens the store it names.
@@ -114,6 +119,9 @@ func OpenSpec(ctx context.Context, s store.Spec, opts Options) (agent.SessionSto
 		}
 		if opts.Reading {
 			o = append(o, objstore.WithProbeAtFirstWrite())
+		}
+		if len(opts.ResolveAhead) > 0 {
+			o = append(o, objstore.WithResolveAhead(opts.ResolveAhead...))
 		}
 		if opts.IndexCache != "" {
 			o = append(o, objstore.WithIndexCache(opts.IndexCache))

@@ -137,13 +137,9 @@ func (s *Store) resolveRecent(ctx context.Context, idOrPrefix string) (manifest.
 	if !s.indexLog() || len(s.freshIDs(idOrPrefix)) == 0 {
 		return manifest.IndexEntry{}, false // the partition answers, with no LIST before it
 	}
-	_, prefixes, err := s.b.list(ctx, "sessions/"+idOrPrefix, "/")
+	ids, err := s.sessionsUnder(ctx, idOrPrefix)
 	if err != nil {
 		return manifest.IndexEntry{}, false
-	}
-	var ids []string
-	for _, p := range prefixes {
-		ids = append(ids, strings.TrimSuffix(strings.TrimPrefix(p, "sessions/"), "/"))
 	}
 	id := ""
 	switch {

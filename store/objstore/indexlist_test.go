@@ -9,6 +9,7 @@ import (
 	"github.com/panto-dev/panto/agent"
 	"github.com/panto-dev/panto/internal/manifest"
 	"github.com/panto-dev/panto/store"
+	"github.com/panto-dev/panto/store/objstore"
 )
 
 // TestResolveRecent: an id prefix of one of the newest sessions (the
@@ -83,5 +84,48 @@ func TestResolveRecent(t *testing.T) {
 	fb.Take()
 	if _, err := r.Resolve(ctx, newest[:8]); !errors.Is(err, agent.ErrSessionDeleted) {
 		t.Errorf("Resolve of a deleted session: %v, want deleted", err)
+	}
+}
+
+// TestResolveAhead: a Store opened for a command that resolves a prefix
+// first (panto show PREFIX, -r PREFIX, rm: WithResolveAhead) sends the
+// resolve's LIST with Open's own requests, in no round trip of its own,
+// and the resolve of one of the newest sessions then sends nothing; the
+// listing serves that one resolve, and one that is not a session id's is
+// not sent.
+func TestResolveAhead(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newMemEnv(t)
+	w := e.open(t)
+	var ids []string
+	for range 3 {
+		ids = append(ids, appendNew(t, w, "session"))
+	}
+	if err := w.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	fb := e.faults(t)
+	fb.SetDelay(100 * time.Millisecond) // so that a loaded machine does not split a round trip
+	e.openOn(t, fb)
+	plain := opRounds(fb.Take())
+	want := ids[1]
+	r := e.openOn(t, fb, objstore.WithResolveAhead(want[:8], "not an id!"))
+	open := fb.Take()
+	if got := opRounds(open); got != plain || countOps(open, "LIST") != 2 {
+		t.Errorf("Open with a resolve ahead: %d round trips (%d without), %d LISTs (want the log's and the prefix's): %s", got, plain, countOps(open, "LIST"), describeOps(open))
+	}
+	sess, err := r.Resolve(ctx, want[:8])
+	if err != nil || sess.Info.ID != want {
+		t.Fatalf("Resolve(%q) = %v, %v; want %s", want[:8], sess, err, want)
+	}
+	if ops := fb.Take(); len(ops) != 0 {
+		t.Errorf("the resolve Open listed ahead sent %s; want nothing", describeOps(ops))
+	}
+	if sess, err := r.Resolve(ctx, want[:8]); err != nil || sess.Info.ID != want {
+		t.Fatalf("Resolve(%q) again = %v, %v", want[:8], sess, err)
+	}
+	if ops := fb.Take(); len(ops) != 1 || ops[0].Method != "LIST" {
+		t.Errorf("a second resolve of the prefix sent %s; want its own LIST", describeOps(ops))
 	}
 }

@@ -172,6 +172,9 @@ type Store struct {
 
 	// openSnapshot: WithOpenSnapshot.
 	openSnapshot bool
+	// ahead: the listings Open sent for the prefixes the command resolves
+	// first (WithResolveAhead, resolveahead.go).
+	ahead aheadLists
 	// adoptMu: one adoption of manifest.FeatureIndexBases or
 	// FeatureIndexLog at a time.
 	adoptMu sync.Mutex
@@ -217,6 +220,7 @@ type options struct {
 	deferIndex       bool
 	manifestEvery    int
 	openSnapshot     bool
+	resolveAhead     []string
 	probeLater       bool
 	backgroundWrites bool
 	key              *seal.Key
@@ -346,6 +350,7 @@ func openBucket(ctx context.Context, b bucket, o options) (*Store, error) {
 		parallel:         8,
 		deferIndex:       o.deferIndex,
 		openSnapshot:     o.openSnapshot,
+		ahead:            aheadLists{prefixes: o.resolveAhead},
 		probeLater:       o.probeLater,
 		backgroundWrites: o.backgroundWrites,
 		indexCache:       o.indexCache,
@@ -409,6 +414,7 @@ func (s *Store) open(ctx context.Context) error {
 		}
 		created, matched, probeErr = s.probePuts(ctx, false)
 	}()
+	s.listAhead(ctx)
 	marker := make(chan struct{})
 	prefetched := s.prefetchIndex(ctx, marker)
 	markerErr := s.checkMarker(ctx)
