@@ -308,10 +308,11 @@ func (sh *shipper) plan(b store.LogStore, id string) (replica.Plan, error) {
 		}
 	}
 	if cp, ok := sh.s.listed(id); ok && tomb != nil {
-		// A deletion just asked for (panto rm resolved the session a
-		// moment ago): the bucket's checkpoint from that listing will do,
-		// since the bucket's Delete checks the tombstone against the log
-		// before its commit point, and says when the log moved on.
+		// A deletion of a session the bucket listed or resolved in the
+		// view's two seconds (panto rm resolved it a moment ago): that
+		// checkpoint will do, since the bucket's Delete checks the
+		// tombstone against the log before its commit point, and says
+		// when the log moved on.
 		p.Dst, p.SrcTomb = cp, tomb
 		p.Relation = relateDeleted(p)
 		return p, nil

@@ -123,7 +123,8 @@ func TestContinueAsksOnce(t *testing.T) {
 	}
 }
 
-// keyHandler records the key of every S3 request a trace logs.
+// keyHandler records the method and key of every S3 request a trace
+// logs.
 type keyHandler struct {
 	mu   *sync.Mutex
 	keys *[]string

@@ -50,12 +50,13 @@ func (s *Store) Delete(ctx context.Context, t store.Tombstone) error {
 	}
 	defer st.mu.unlock()
 	for attempt := 0; ; attempt++ {
-		// A reading of the log this Store made moments ago (a load, or a
-		// copy into a local-first replica, just before a deletion) is
-		// where the commit point goes, as an append's would (prepare):
-		// an append since takes that position, and the PUT's 412 has the
-		// log read again. Older than half the compaction grace, resumed
-		// from the index, or after a refusal, the log is read first.
+		// This Store's own reading of the log (a load, or the copy into a
+		// local-first replica that comes just before a deletion) says
+		// where the commit point goes, as it does for an append
+		// (prepare): an append since took that position, and the PUT's
+		// 412 has the log read again. A reading older than half the
+		// compaction grace, one resumed from the index, and any after a
+		// refusal are not trusted: the log is read first.
 		var err error
 		if attempt > 0 || !st.loaded || st.partial > 0 || s.now().Sub(st.fresh) > s.compactGrace/2 {
 			err = s.refresh(ctx, id, st)
