@@ -20,7 +20,9 @@
 // time to rclone's, and panto's requests (counted from its request
 // trace, PANTO_TRACE=1). Then, for panto on a bucket: a bare PutObject,
 // the first append of a session and a steady append, `panto -c` up to its
-// first provider request, and `panto sessions`, with their round trips
+// first provider request, `panto sessions`, `panto show PREFIX` and
+// `panto rm` (of sessions of one message, then of the session of 60
+// segments), with their round trips
 // (time over the profile's round trip, less the loopback time; and the
 // 60 ms profile's time less the 20 ms one's, over 40 ms, in which process
 // start and CPU cancel out).
