@@ -73,9 +73,10 @@ func (s *Store) listAhead(ctx context.Context) {
 const sessionsPrefix = "sessions/"
 
 // sessionsUnder returns the ids of the sessions whose ids start with
-// prefix: from Open's listing of it when it sent one (WithResolveAhead)
-// and no resolve took it yet, and it is younger than openSnapshotFor (a
-// listing serves a command, as Open's snapshot does); else one LIST.
+// prefix: Open's listing of it (its answer, or its error) when it sent
+// one (WithResolveAhead) that no resolve took yet and that is younger
+// than openSnapshotFor (a listing serves a command, as Open's snapshot
+// does); else one LIST.
 func (s *Store) sessionsUnder(ctx context.Context, prefix string) ([]string, error) {
 	s.ahead.mu.Lock()
 	l := s.ahead.lists[prefix]
@@ -84,17 +85,18 @@ func (s *Store) sessionsUnder(ctx context.Context, prefix string) ([]string, err
 	var prefixes []string
 	var err error
 	if l != nil && s.now().Sub(l.at) < openSnapshotFor {
+		// Its error too: credentials that may not list are refused once.
 		select {
 		case <-l.done:
 			prefixes, err = l.prefixes, l.err
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
+	} else {
+		_, prefixes, err = s.b.list(ctx, sessionsPrefix+prefix, "/")
 	}
-	if l == nil || err != nil || s.now().Sub(l.at) >= openSnapshotFor {
-		if _, prefixes, err = s.b.list(ctx, sessionsPrefix+prefix, "/"); err != nil {
-			return nil, err
-		}
+	if err != nil {
+		return nil, err
 	}
 	ids := make([]string, 0, len(prefixes))
 	for _, p := range prefixes {
