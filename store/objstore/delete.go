@@ -78,9 +78,9 @@ func (s *Store) Delete(ctx context.Context, t store.Tombstone) error {
 		}
 		// The commit point: the position after the log's end. The first
 		// segment, which the tombstone replaces next, is read beside it.
-		var first *firstSegment
+		var first earlyGets
 		if have.Length > 0 {
-			first = s.readFirstSegment(ctx, id)
+			first = s.startGets(ctx, s.sessionKey(id, manifest.SegmentName(0)))
 		}
 		at := s.sessionKey(id, manifest.SegmentName(have.Length))
 		_, err = s.put(ctx, at, s.codec.EncodeTombstoneObject(at, tomb), putCond{ifNoneMatch: true}, s.objectType())
@@ -110,16 +110,13 @@ func (s *Store) Delete(ctx context.Context, t store.Tombstone) error {
 // to find the rest, see sweep), the index buried and purged. A sweep that
 // could not list when it had to still buries the session (it is deleted:
 // its reads say so), and returns a *PermissionError saying what was left.
-// read is the read of the first segment sent with the commit point (nil:
-// none, it is read here).
-func (s *Store) finishDelete(ctx context.Context, id string, tomb manifest.Tombstone, end int64, known []string, mustList bool, read *firstSegment) error {
+// early holds the read of the first segment sent with the commit point
+// (none: it is read here).
+func (s *Store) finishDelete(ctx context.Context, id string, tomb manifest.Tombstone, end int64, known []string, mustList bool, early earlyGets) error {
 	fail := func(err error) error { return fmt.Errorf("delete session %s: %w", id, err) }
 	first := s.sessionKey(id, manifest.SegmentName(0))
 	if end != 0 {
-		if read == nil {
-			read = s.readFirstSegment(ctx, id)
-		}
-		data, etag, err := read.wait(ctx)
+		data, etag, err := early.getTagged(ctx, s, first)
 		switch {
 		case errors.Is(err, errNotFound):
 			_, err = s.put(ctx, first, s.codec.EncodeTombstoneObject(first, tomb), putCond{ifNoneMatch: true}, s.objectType())
@@ -235,34 +232,6 @@ func (s *Store) sweep(ctx context.Context, id string, end int64, known []string,
 		return nil, fmt.Errorf("delete session %s: %w", id, err)
 	}
 	return nil, nil
-}
-
-// firstSegment is a read of a session's first segment, under way or done.
-type firstSegment struct {
-	done chan struct{}
-	data []byte
-	etag string
-	err  error
-}
-
-// readFirstSegment starts reading session id's first segment.
-func (s *Store) readFirstSegment(ctx context.Context, id string) *firstSegment {
-	f := &firstSegment{done: make(chan struct{})}
-	go func() {
-		defer close(f.done)
-		f.data, f.etag, f.err = s.b.get(ctx, s.sessionKey(id, manifest.SegmentName(0)), "")
-	}()
-	return f
-}
-
-// wait returns the read's answer.
-func (f *firstSegment) wait(ctx context.Context) ([]byte, string, error) {
-	select {
-	case <-f.done:
-		return f.data, f.etag, f.err
-	case <-ctx.Done():
-		return nil, "", ctx.Err()
-	}
 }
 
 // prefetchBurial starts reading what burying session id in the index

@@ -447,9 +447,13 @@ func TestDeleteRoundTrips(t *testing.T) {
 		if n := countOps(ops, "DELETE"); n > 1 {
 			t.Errorf("%s: %d DELETE requests, want the session's objects in one DeleteObjects: %s", c.name, n, describeOps(ops))
 		}
-		var partitionRead, pageRead, firstCommit time.Time
+		var partitionRead, pageRead, firstCommit, burial, logPurged time.Time
 		for _, o := range ops {
 			switch {
+			case o.Method == "PUT" && strings.HasPrefix(o.Key, "index/") && !strings.Contains(o.Key[len("index/"):], "/") && burial.IsZero():
+				burial = o.Start
+			case o.Method == "DELETES" && slices.ContainsFunc(o.Keys, func(k string) bool { return strings.HasPrefix(k, "index/log/") }) && logPurged.IsZero():
+				logPurged = o.End
 			case o.Method == "GET" && strings.HasPrefix(o.Key, "index/run/") && pageRead.IsZero():
 				pageRead = o.Start
 			case o.Method == "GET" && strings.HasPrefix(o.Key, "index/") && !strings.Contains(o.Key[len("index/"):], "/") && partitionRead.IsZero():
@@ -463,6 +467,9 @@ func TestDeleteRoundTrips(t *testing.T) {
 		}
 		if !pageRead.IsZero() && !pageRead.Before(firstCommit) {
 			t.Errorf("%s: the run page was read after the deletion's commit: %s", c.name, describeOps(ops))
+		}
+		if burial.IsZero() || logPurged.IsZero() || !burial.Before(logPurged) {
+			t.Errorf("%s: the partition buried the session at %v, the older commits were deleted by %v: want the burial beside their deletion: %s", c.name, burial, logPurged, describeOps(ops))
 		}
 		t.Logf("%s: %d round trips: %s", c.name, took[c.name], describeOps(ops))
 	}

@@ -560,7 +560,10 @@ func (s *Store) Create() *agent.Session {
 	return &agent.Session{Info: agent.SessionInfo{ID: id}, Store: s}
 }
 
-func (s *Store) sessionKey(id, rel string) string { return "sessions/" + id + "/" + rel }
+func (s *Store) sessionKey(id, rel string) string { return sessionsPrefix + id + "/" + rel }
+
+// sessionsPrefix is the key prefix of every session's objects.
+const sessionsPrefix = "sessions/"
 
 // objectURL names an object in errors.
 func (s *Store) objectURL(rel string) string {

@@ -333,6 +333,7 @@ type earlyGets map[string]*earlyGet
 type earlyGet struct {
 	done chan struct{}
 	data []byte
+	etag string
 	err  error
 }
 
@@ -347,7 +348,7 @@ func (s *Store) startGets(ctx context.Context, keys ...string) earlyGets {
 		g[key] = e
 		go func() {
 			defer close(e.done)
-			e.data, _, e.err = s.b.get(ctx, key, "")
+			e.data, e.etag, e.err = s.b.get(ctx, key, "")
 		}()
 	}
 	return g
@@ -355,24 +356,35 @@ func (s *Store) startGets(ctx context.Context, keys ...string) earlyGets {
 
 // take returns the early GET of key, if there was one, and forgets it.
 func (g earlyGets) take(ctx context.Context, key string) ([]byte, bool, error) {
+	data, _, ok, err := g.takeTagged(ctx, key)
+	return data, ok, err
+}
+
+// takeTagged is take with the object's ETag.
+func (g earlyGets) takeTagged(ctx context.Context, key string) ([]byte, string, bool, error) {
 	e, ok := g[key]
 	if !ok {
-		return nil, false, nil
+		return nil, "", false, nil
 	}
 	delete(g, key)
 	select {
 	case <-e.done:
-		return e.data, true, e.err
+		return e.data, e.etag, true, e.err
 	case <-ctx.Done():
-		return nil, true, ctx.Err()
+		return nil, "", true, ctx.Err()
 	}
 }
 
 // get is the early GET of key if there was one, else a GET now.
 func (g earlyGets) get(ctx context.Context, s *Store, key string) ([]byte, error) {
-	if data, ok, err := g.take(ctx, key); ok {
-		return data, err
-	}
-	data, _, err := s.b.get(ctx, key, "")
+	data, _, err := g.getTagged(ctx, s, key)
 	return data, err
+}
+
+// getTagged is get with the object's ETag, for a write conditional on it.
+func (g earlyGets) getTagged(ctx context.Context, s *Store, key string) ([]byte, string, error) {
+	if data, etag, ok, err := g.takeTagged(ctx, key); ok {
+		return data, etag, err
+	}
+	return s.b.get(ctx, key, "")
 }

@@ -286,13 +286,13 @@ func (s *Store) compareEntries(ctx context.Context, report *store.IndexReport, t
 
 // listSessions returns the ids of the session directories of the prefix.
 func (s *Store) listSessions(ctx context.Context) ([]string, error) {
-	_, dirs, err := s.b.list(ctx, "sessions/", "/")
+	_, dirs, err := s.b.list(ctx, sessionsPrefix, "/")
 	if err != nil {
 		return nil, err
 	}
 	ids := make([]string, 0, len(dirs))
 	for _, d := range dirs {
-		id := strings.TrimSuffix(strings.TrimPrefix(d, "sessions/"), "/")
+		id := strings.TrimSuffix(strings.TrimPrefix(d, sessionsPrefix), "/")
 		if agent.ValidateSessionID(id) == nil {
 			ids = append(ids, id)
 		}

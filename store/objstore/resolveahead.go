@@ -69,9 +69,6 @@ func (s *Store) listAhead(ctx context.Context) {
 	}
 }
 
-// sessionsPrefix is the key prefix of every session's objects.
-const sessionsPrefix = "sessions/"
-
 // sessionsUnder returns the ids of the sessions whose ids start with
 // prefix: Open's listing of it (its answer, or its error) when it sent
 // one (WithResolveAhead) that no resolve took yet and that is younger
