@@ -7,10 +7,12 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -359,4 +361,108 @@ func TestDeleteKeysWithoutBatch(t *testing.T) {
 	if err != nil || len(objects) != 0 || refused.Load() == 0 || deletes.Load() != int32(len(keys)) {
 		t.Fatalf("left %q (%v); %d batch requests refused, %d DELETEs; want none left, one DELETE a key", listedKeys(objects), err, refused.Load(), deletes.Load())
 	}
+}
+
+// TestDeleteKeysBusy: a DeleteObjects answered 200 with some keys
+// refused as busy (a MinIO cluster missing a node answers SlowDownWrite
+// per key, which the SDK does not retry) has those keys, and only
+// those, sent again; a server busy for longer than an append would wait
+// is an error that says so (errThrottled), with the objects left.
+func TestDeleteKeysBusy(t *testing.T) {
+	t.Parallel()
+	srv := miniotest.Shared(t)
+	target, err := url.Parse(srv.Endpoint())
+	if err != nil {
+		t.Fatal(err)
+	}
+	forward := httputil.NewSingleHostReverseProxy(target)
+	keyRE := regexp.MustCompile(`<Key>([^<]*)</Key>`)
+	// setup puts a, b and c behind a proxy that answers the first n
+	// DeleteObjects as a busy server would, deleting the first key they
+	// name and refusing the rest; n < 0: every DeleteObjects, refusing
+	// every key.
+	var root *s3Bucket
+	setup := func(t *testing.T, n int32, o options) (*s3Bucket, *[]string) {
+		var sent atomic.Int32
+		var mu sync.Mutex
+		var bodies []string
+		proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Method != http.MethodPost || !r.URL.Query().Has("delete") {
+				forward.ServeHTTP(w, r)
+				return
+			}
+			body, _ := io.ReadAll(r.Body)
+			mu.Lock()
+			bodies = append(bodies, string(body))
+			mu.Unlock()
+			if k := sent.Add(1); n >= 0 && k > n {
+				r.Body = io.NopCloser(bytes.NewReader(body))
+				forward.ServeHTTP(w, r)
+				return
+			}
+			keys := keyRE.FindAllStringSubmatch(string(body), -1)
+			if n >= 0 {
+				if err := root.delete(r.Context(), strings.TrimPrefix(keys[0][1], "pfx/")); err != nil {
+					t.Error(err)
+				}
+				keys = keys[1:]
+			}
+			var out strings.Builder
+			out.WriteString(`<?xml version="1.0" encoding="UTF-8"?><DeleteResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/">`)
+			for _, k := range keys {
+				fmt.Fprintf(&out, `<Error><Key>%s</Key><Code>SlowDownWrite</Code><Message>Resource requested is unwritable, please reduce your request rate</Message></Error>`, k[1])
+			}
+			out.WriteString(`</DeleteResult>`)
+			w.Header().Set("Content-Type", "application/xml")
+			fmt.Fprint(w, out.String())
+		}))
+		t.Cleanup(proxy.Close)
+		name := srv.NewBucket(t)
+		direct := defaultOptions()
+		direct.s3.endpoint = srv.Endpoint()
+		direct.s3.sdk = append(direct.s3.sdk, srv.SetCredentials)
+		var err error
+		if root, err = newS3Bucket(t.Context(), name, "pfx/", direct); err != nil {
+			t.Fatal(err)
+		}
+		o.s3.endpoint = proxy.URL
+		o.s3.sdk = append(o.s3.sdk, srv.SetCredentials)
+		b, err := newS3Bucket(t.Context(), name, "pfx/", o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range []string{"a", "b", "c"} {
+			if _, err := root.put(t.Context(), k, []byte(k), putCond{}, "application/octet-stream"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return b, &bodies
+	}
+
+	t.Run("for a while", func(t *testing.T) {
+		b, bodies := setup(t, 1, defaultOptions())
+		if err := b.deleteKeys(t.Context(), []string{"a", "b", "c"}); err != nil {
+			t.Fatalf("deleteKeys through a busy answer: %v", err)
+		}
+		objects, _, err := root.list(t.Context(), "", "")
+		if err != nil || len(objects) != 0 {
+			t.Fatalf("left %q (%v)", listedKeys(objects), err)
+		}
+		if len(*bodies) != 2 || strings.Contains((*bodies)[1], "pfx/a<") || !strings.Contains((*bodies)[1], "pfx/b<") {
+			t.Fatalf("%d DeleteObjects (%q); want 2, the second naming only the busy keys", len(*bodies), *bodies)
+		}
+	})
+	t.Run("for too long", func(t *testing.T) {
+		o := defaultOptions()
+		o.maxAttempts = 1
+		b, bodies := setup(t, -1, o)
+		err := b.deleteKeys(t.Context(), []string{"a", "b", "c"})
+		if !errors.Is(err, errThrottled) || strings.Contains(err.Error(), "\n") {
+			t.Fatalf("deleteKeys through a server busy throughout: %v; want a one-line errThrottled", err)
+		}
+		objects, _, _ := root.list(t.Context(), "", "")
+		if len(objects) != 3 || len(*bodies) != 3 {
+			t.Fatalf("left %q after %d DeleteObjects; want all three after 3", listedKeys(objects), len(*bodies))
+		}
+	})
 }

@@ -34,6 +34,10 @@ type s3Bucket struct {
 	name     string
 	prefix   string // "" or ends in "/"
 	endpoint string // as configured, for messages ("": AWS's default)
+	// busyAttempts is how often deleteKeys sends again the keys a
+	// DeleteObjects answered as busy: the SDK retries a request the
+	// server refused, but not the keys of one it answered 200.
+	busyAttempts int
 }
 
 var _ bucket = (*s3Bucket)(nil)
@@ -124,7 +128,9 @@ func newS3Bucket(ctx context.Context, bucketName, prefix string, o options) (*s3
 			fn(so)
 		}
 	})
-	return &s3Bucket{api: api, name: bucketName, prefix: prefix, endpoint: endpoint}, nil
+	// As long as an append waits out a busy server (append.go).
+	busy := 3 * max(o.maxAttempts, 1)
+	return &s3Bucket{api: api, name: bucketName, prefix: prefix, endpoint: endpoint, busyAttempts: busy}, nil
 }
 
 func (b *s3Bucket) key(rel string) string { return b.prefix + rel }
@@ -298,42 +304,76 @@ func (b *s3Bucket) deleteKeys(ctx context.Context, rels []string) error {
 	for len(rels) > 0 {
 		batch := rels[:min(len(rels), deleteBatch)]
 		rels = rels[len(batch):]
-		if len(batch) == 1 {
-			if err := b.delete(ctx, batch[0]); err != nil {
-				return err
-			}
-			continue
-		}
-		ids := make([]types.ObjectIdentifier, len(batch))
-		for i, rel := range batch {
-			ids[i] = types.ObjectIdentifier{Key: aws.String(b.key(rel))}
-		}
-		out, err := b.api.DeleteObjects(ctx, &s3.DeleteObjectsInput{Bucket: &b.name, Delete: &types.Delete{Objects: ids, Quiet: aws.Bool(true)}})
-		if errors.Is(classify(err), errNotImplemented) {
-			// A server without the batch call: one request a key.
-			for _, rel := range batch {
-				if err := b.delete(ctx, rel); err != nil {
-					return err
-				}
-			}
-			continue
-		}
-		if err != nil {
-			return b.requestFailed("delete", fmt.Sprintf("%s and %d more", b.key(batch[0]), len(batch)-1), err)
-		}
-		for _, e := range out.Errors {
-			code, key := aws.ToString(e.Code), aws.ToString(e.Key)
-			switch code {
-			case "NoSuchKey":
-				continue
-			case "AccessDenied":
-				return &PermissionError{Op: "DeleteObject", Bucket: b.name, Prefix: b.prefix, Key: key, Permission: permissions["DeleteObject"], Code: code,
-					Err: fmt.Errorf("delete %s: %s", key, aws.ToString(e.Message))}
-			}
-			return fmt.Errorf("delete %s: %s: %s", key, code, aws.ToString(e.Message))
+		if err := b.deleteChunk(ctx, batch); err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// deleteChunk deletes up to deleteBatch keys in one request. A
+// DeleteObjects is answered 200 with an error per key it could not
+// delete; a key the server was too busy for (a MinIO cluster missing a
+// node answers SlowDownWrite for seconds) is sent again, with the
+// backoff an append's busy PUT gets, as the SDK would a whole request.
+func (b *s3Bucket) deleteChunk(ctx context.Context, batch []string) error {
+	for attempt := 0; ; attempt++ {
+		if len(batch) == 1 {
+			return b.delete(ctx, batch[0])
+		}
+		busy, err := b.deleteObjects(ctx, batch)
+		if err != nil || len(busy) == 0 {
+			return err
+		}
+		if attempt+1 >= b.busyAttempts {
+			return fmt.Errorf("delete %s: gave up after %d attempts: %w", b.key(busy[0]), attempt+1, errThrottled)
+		}
+		if err := backoff(ctx, attempt); err != nil {
+			return fmt.Errorf("delete %s: %w", b.key(busy[0]), err)
+		}
+		batch = busy
+	}
+}
+
+// deleteObjects sends one DeleteObjects and returns the keys the server
+// answered that it was too busy to delete, to be sent again.
+func (b *s3Bucket) deleteObjects(ctx context.Context, batch []string) (busy []string, err error) {
+	ids := make([]types.ObjectIdentifier, len(batch))
+	rel := make(map[string]string, len(batch))
+	for i, r := range batch {
+		ids[i] = types.ObjectIdentifier{Key: aws.String(b.key(r))}
+		rel[b.key(r)] = r
+	}
+	out, err := b.api.DeleteObjects(ctx, &s3.DeleteObjectsInput{Bucket: &b.name, Delete: &types.Delete{Objects: ids, Quiet: aws.Bool(true)}})
+	if errors.Is(classify(err), errNotImplemented) {
+		// A server without the batch call: one request a key.
+		for _, r := range batch {
+			if err := b.delete(ctx, r); err != nil {
+				return nil, err
+			}
+		}
+		return nil, nil
+	}
+	if err != nil {
+		return nil, b.requestFailed("delete", fmt.Sprintf("%s and %d more", b.key(batch[0]), len(batch)-1), err)
+	}
+	for _, e := range out.Errors {
+		code, key := aws.ToString(e.Code), aws.ToString(e.Key)
+		switch {
+		case code == "NoSuchKey":
+			continue
+		case code == "AccessDenied":
+			return nil, &PermissionError{Op: "DeleteObject", Bucket: b.name, Prefix: b.prefix, Key: key, Permission: permissions["DeleteObject"], Code: code,
+				Err: fmt.Errorf("delete %s: %s", key, aws.ToString(e.Message))}
+		case errors.Is(classify(&smithy.GenericAPIError{Code: code}), errThrottled) || code == "InternalError":
+			if r, ok := rel[key]; ok {
+				busy = append(busy, r)
+				continue
+			}
+		}
+		return nil, fmt.Errorf("delete %s: %s: %s", key, code, aws.ToString(e.Message))
+	}
+	return busy, nil
 }
 
 // classify maps an SDK error to one of the protocol's sentinels, keeping
