@@ -146,7 +146,14 @@ type sizeRun struct {
 	generate, seed   time.Duration
 	results          []result
 	fullPull, rclone time.Duration
+	// turns is what each of the many turns (--turns) sent beyond its
+	// segments, and of it to the partitions (a fold's step).
+	turns []turnCost
 }
+
+// turnCost is what one run of the many turns sent beyond its segments,
+// and of that to the index's partitions.
+type turnCost struct{ beyond, partitions int64 }
 
 func run(ctx context.Context, o options, out io.Writer) error {
 	providerURL, stop, err := startProvider()
@@ -288,11 +295,12 @@ func runSize(ctx context.Context, o options, client *s3.Client, providerURL stri
 	}
 	r.results = append(r.results, res)
 	if o.turns > 0 {
-		turns, err := b.manyTurns(ctx, o.turns)
+		turns, costs, err := b.manyTurns(ctx, o.turns)
 		if err != nil {
 			return r, err
 		}
 		r.results = append(r.results, turns...)
+		r.turns = costs
 	}
 
 	// The full pull and rclone take turns, each into a new empty
@@ -329,18 +337,20 @@ func runSize(ctx context.Context, o options, client *s3.Client, providerURL stri
 // one after another: every exit folds its session's entry into a run,
 // and some merge runs or fold them, so what one turn costs the index is
 // their sum divided by n. It returns the sum and the turn that sent the
-// most beyond its segments.
-func (b *bench) manyTurns(ctx context.Context, n int) ([]result, error) {
+// most beyond its segments, and what each sent.
+func (b *bench) manyTurns(ctx context.Context, n int) ([]result, []turnCost, error) {
 	sum := result{op: fmt.Sprintf("%d panto PROMPT runs in a row, each a new session, one turn: together", n), t: tally{byMethod: map[string]int{}}}
 	var worst result
+	var costs []turnCost
 	for i := range n {
 		if i%50 == 0 {
 			progress("%d: turn %d of %d", b.size, i+1, n)
 		}
 		res, err := b.panto(ctx, "turn", "--api-style", "openai-chat", "--base-url", b.providerURL, "--model", "bench-model", fmt.Sprintf("a new question, number %d", i))
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
+		costs = append(costs, turnCost{beyond: res.t.sent - res.t.sentSegments, partitions: res.t.sentPartitions})
 		sum.t.add(res.t)
 		sum.wall += res.wall
 		if i == 0 || res.t.sent-res.t.sentSegments > worst.t.sent-worst.t.sentSegments {
@@ -348,7 +358,7 @@ func (b *bench) manyTurns(ctx context.Context, n int) ([]result, error) {
 		}
 	}
 	worst.op = fmt.Sprintf("the costliest of those %d runs (most sent beyond segments)", n)
-	return []result{sum, worst}, nil
+	return []result{sum, worst}, costs, nil
 }
 
 func (b *bench) url() string { return "s3://" + b.bucket }

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 )
@@ -46,6 +47,45 @@ func printTables(w io.Writer, o options, runs []sizeRun) {
 		}
 		fmt.Fprintf(w, "| %s | %s | %s | %.1f | %.1f | %s | %s | %s |\n", thousands(r.size), humanBytes(r.catalogBytes), humanBytes(int64(r.medianBytes)), r.generate.Seconds(),
 			r.seed.Seconds(), seconds(r.fullPull), seconds(r.rclone), ratio)
+	}
+	printTurns(w, runs)
+}
+
+// printTurns prints how what each of the many turns sent beyond its
+// segments is spread (the bound is 32 KB a turn), and what the
+// turns that took a step of a fold sent to the partitions.
+func printTurns(w io.Writer, runs []sizeRun) {
+	if !slices.ContainsFunc(runs, func(r sizeRun) bool { return len(r.turns) > 0 }) {
+		return
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "| sessions | runs | sent beyond segments: median | p90 | p99 | max | runs over 32 KB | runs that wrote partitions | to partitions in each: min / median / max |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|")
+	for _, r := range runs {
+		if len(r.turns) == 0 {
+			continue
+		}
+		var beyond, parts []int64
+		over := 0
+		for _, c := range r.turns {
+			beyond = append(beyond, c.beyond)
+			if c.beyond > 32_000 {
+				over++
+			}
+			if c.partitions > 0 {
+				parts = append(parts, c.partitions)
+			}
+		}
+		slices.Sort(beyond)
+		slices.Sort(parts)
+		q := func(v []int64, f float64) string {
+			if len(v) == 0 {
+				return "-"
+			}
+			return humanBytes(v[min(len(v)-1, int(f*float64(len(v))))])
+		}
+		fmt.Fprintf(w, "| %s | %d | %s | %s | %s | %s | %d | %d | %s / %s / %s |\n", thousands(r.size), len(r.turns), q(beyond, 0.5), q(beyond, 0.9), q(beyond, 0.99), q(beyond, 1),
+			over, len(parts), q(parts, 0), q(parts, 0.5), q(parts, 1))
 	}
 }
 

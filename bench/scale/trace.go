@@ -22,7 +22,7 @@ type tally struct {
 	// whatever the index; the rest is index, manifests and markers.
 	sentSegments int64
 	// sentPartitions is the part of sent that went to the index's
-	// partitions (index/<pp>.json.zst): in a panto -c, the fold of the
+	// partitions (index/<pp>.json.zst, or <ppp>): in a panto -c, the fold of the
 	// session's entry at exit (objstore's Close), not the turn's
 	// checkpoints.
 	sentPartitions int64
@@ -116,8 +116,9 @@ func textFields(line string) map[string]string {
 	return out
 }
 
-// partitionKey matches an index partition of format 4.
-var partitionKey = regexp.MustCompile(`/index/[0-9a-f]{2}\.json\.zst$`)
+// partitionKey matches an index partition of format 4 (two characters;
+// three once the index widened).
+var partitionKey = regexp.MustCompile(`/index/[0-9a-f]{2,3}\.json\.zst$`)
 
 // readTally sums the trace lines of r; other lines are ignored.
 func readTally(r io.Reader) (tally, error) {

@@ -98,35 +98,49 @@ type RunFold struct {
 }
 
 // Covers reports whether the page may hold a session of partition name.
-func (p RunPage) Covers(name string) bool { return p.First <= name && name <= p.Last }
-
-// PartitionOf returns the index partition of a session id at width 1
-// (the 16 shards of format 3: ShardOf) or 2 (the 256 partitions of an
-// index-log prefix: the id's first two characters, each mapped as
-// ShardOf maps one). An id prefix of at least width characters falls in
-// the partition of every id it starts.
-func PartitionOf(id string, width int) string {
-	if width <= 1 || len(id) < 2 {
-		return ShardOf(id)
-	}
-	return ShardOf(id[:1]) + ShardOf(id[1:2])
+// A page written before the index widened names partitions of two
+// characters and one after of three (IndexShard.Widened): both compare
+// by the characters they share (ComparePartitions), so that each covers
+// the partitions of either width within its range.
+func (p RunPage) Covers(name string) bool {
+	return ComparePartitions(p.First, name) <= 0 && ComparePartitions(name, p.Last) <= 0
 }
 
-// PartitionNames returns the names of all partitions at width 1 (16) or
-// 2 (256), in order.
-func PartitionNames(width int) []string {
-	if width <= 1 {
-		names := make([]string, Shards)
-		for i := range names {
-			names[i] = hexDigits[i : i+1]
-		}
-		return names
+// ComparePartitions orders partition names of any width by the
+// characters they share: "7f" is neither before nor after "7f3", which
+// it holds, and before "80a". Names of one width compare as strings.
+func ComparePartitions(a, b string) int {
+	n := min(len(a), len(b))
+	return strings.Compare(a[:n], b[:n])
+}
+
+// PartitionOf returns the index partition of a session id at width 1
+// (the 16 shards of format 3: ShardOf), 2 (the 256 partitions of an
+// index-log prefix) or 3 (the 4,096 of a widened one, FeatureIndexWide):
+// the id's first width characters, each mapped as ShardOf maps one. An
+// id prefix of at least width characters falls in the partition of
+// every id it starts.
+func PartitionOf(id string, width int) string {
+	width = min(max(width, 1), 3, max(len(id), 1))
+	var b strings.Builder
+	for i := range width {
+		b.WriteString(ShardOf(id[i:]))
 	}
-	names := make([]string, 0, Shards*Shards)
-	for _, a := range hexDigits {
-		for _, b := range hexDigits {
-			names = append(names, string(a)+string(b))
+	return b.String()
+}
+
+// PartitionNames returns the names of all partitions at width 1 (16), 2
+// (256) or 3 (4,096), in order.
+func PartitionNames(width int) []string {
+	names := []string{""}
+	for range min(max(width, 1), 3) {
+		next := make([]string, 0, len(names)*Shards)
+		for _, name := range names {
+			for _, c := range hexDigits {
+				next = append(next, name+string(c))
+			}
 		}
+		names = next
 	}
 	return names
 }
@@ -281,6 +295,12 @@ type IndexShard struct {
 	// every commit: a writer that holds no catalog folds the runs past
 	// an eighth of it, as one that holds it does (0: not counted yet).
 	Indexed int64
+	// Widened, in a log commit, is the number of the commit that moved
+	// the index to partitions of three characters (4,096; 0: two, 256),
+	// carried on by every commit (FeatureIndexWide, docs/DESIGN.md §P3):
+	// a writer whose partitions were of two characters learns from the
+	// commit it builds on that nobody reads them any more.
+	Widened int64
 	// Base, in a log commit, is the number of the earlier commit whose
 	// recent view this one's is stored against (0: stored whole): as
 	// stored, Recent holds only the entries that differ from Base's;
@@ -541,11 +561,14 @@ func (s *IndexShard) validate() error {
 	if s.Shard == RunName && (s.Through != 0 || len(s.Recent) != 0 || len(s.Unfolded) != 0 || len(s.Runs) != 0 || len(s.Tombstones) != 0) {
 		return fmt.Errorf("%w: index run page: a log commit's fields", ErrInvalid)
 	}
-	if !log && (len(s.Shard) < 1 || len(s.Shard) > 2 || strings.Trim(s.Shard, hexDigits) != "") {
+	if !log && (len(s.Shard) < 1 || len(s.Shard) > 3 || strings.Trim(s.Shard, hexDigits) != "") {
 		return fmt.Errorf("%w: index shard name %q", ErrInvalid, s.Shard)
 	}
 	if s.Base < 0 || s.Base > 0 && s.Base >= s.Through {
 		return fmt.Errorf("%w: index log commit %d: base %d", ErrInvalid, s.Through, s.Base)
+	}
+	if s.Widened < 0 || s.Widened > s.Through || s.Widened > 0 && s.Shard != LogName {
+		return fmt.Errorf("%w: index shard %s %d: widened at commit %d", ErrInvalid, s.Shard, s.Through, s.Widened)
 	}
 	if s.Pruned < 0 || s.Through < s.Pruned || s.Purge < 0 || s.Through < s.Purge || s.Omitted < 0 || s.Indexed < 0 {
 		return fmt.Errorf("%w: index shard %s: through %d, pruned %d, purge %d, omitted %d", ErrInvalid, s.Shard, s.Through, s.Pruned, s.Purge, s.Omitted)
@@ -583,7 +606,7 @@ func (s *IndexShard) validate() error {
 	}
 	for _, p := range s.Runs {
 		if !validRunKey(p.Key) || p.Sessions <= 0 || p.Commit <= 0 || p.Commit > s.Through ||
-			!isPartitionName(p.First) || !isPartitionName(p.Last) || p.First > p.Last {
+			!isPartitionName(p.First) || !isPartitionName(p.Last) || ComparePartitions(p.First, p.Last) > 0 {
 			return fmt.Errorf("%w: index log commit %d: run page %q", ErrInvalid, s.Through, p.Key)
 		}
 	}
@@ -704,5 +727,5 @@ func validRunKey(key string) bool {
 // isPartitionName reports whether name is a partition of an index-log
 // prefix: two of the shard digits.
 func isPartitionName(name string) bool {
-	return len(name) == 2 && strings.Trim(name, hexDigits) == ""
+	return (len(name) == 2 || len(name) == 3) && strings.Trim(name, hexDigits) == ""
 }

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -178,6 +179,46 @@ func TestShardOf(t *testing.T) {
 	for _, d := range hexDigits {
 		if ShardOf(string(d)+"123") != string(d) {
 			t.Fatalf("hex id %c", d)
+		}
+	}
+}
+
+// TestPartitionWidths: a partition of three characters (a widened
+// index, FeatureIndexWide) lies within the one of two that its first two
+// start, and a page of either width covers the partitions of both that
+// its range holds, in the order of their names.
+func TestPartitionWidths(t *testing.T) {
+	for w, n := range map[int]int{1: 16, 2: 256, 3: 4096} {
+		names := PartitionNames(w)
+		if len(names) != n || !slices.IsSorted(names) || len(names[0]) != w {
+			t.Fatalf("PartitionNames(%d): %d names, sorted %v", w, len(names), slices.IsSorted(names))
+		}
+	}
+	for _, id := range []string{"0a1b2c", "fff0", "Zq_x", "7f3e"} {
+		wide := PartitionOf(id, 3)
+		if len(wide) != 3 || wide[:2] != PartitionOf(id, 2) || wide[:1] != PartitionOf(id, 1) {
+			t.Fatalf("PartitionOf(%q): %q, %q, %q", id, wide, PartitionOf(id, 2), PartitionOf(id, 1))
+		}
+		if PartitionOf(wide, 3) != wide || PartitionOf(id[:3], 3) != wide {
+			t.Fatalf("a prefix of %q falls outside %q", id, wide)
+		}
+	}
+	for _, c := range []struct {
+		a, b string
+		want int
+	}{{"7f", "7f3", 0}, {"7f3", "7f", 0}, {"7e", "7f0", -1}, {"7f", "80a", -1}, {"80a", "7ff", 1}, {"7f3", "7f4", -1}} {
+		if got := ComparePartitions(c.a, c.b); got != c.want {
+			t.Errorf("ComparePartitions(%q, %q) = %d, want %d", c.a, c.b, got, c.want)
+		}
+	}
+	narrow := RunPage{First: "10", Last: "7f"}
+	wide := RunPage{First: "100", Last: "7f3"}
+	for name, want := range map[string][2]bool{
+		"0f": {false, false}, "10": {true, true}, "100": {true, true}, "7f": {true, true},
+		"7f3": {true, true}, "7f4": {true, false}, "7ff": {true, false}, "80": {false, false}, "800": {false, false},
+	} {
+		if got := [2]bool{narrow.Covers(name), wide.Covers(name)}; got != want {
+			t.Errorf("pages 10..7f and 100..7f3 cover %q: %v, want %v", name, got, want)
 		}
 	}
 }

@@ -50,6 +50,20 @@ const FeatureIndexUnfolded = "index-unfolded"
 // the partitions, so it must refuse the prefix.
 const FeatureIndexHeads = "index-heads"
 
+// FeatureIndexWide is the marker feature of a format-4 index whose
+// partitions are named by three characters of an id (4,096), not two
+// (docs/DESIGN.md §P3): a sync that read a catalog past WideAfter
+// sessions moves it, so that a partition, which a fold step and a
+// resolve of an older session read or write whole, stays small. A panto
+// that read and wrote the 256 would miss what moved, so it must refuse
+// the prefix.
+const FeatureIndexWide = "index-wide"
+
+// WideAfter is how many sessions an index holds before it moves to
+// partitions of three characters: there a partition of 256 holds about
+// 128 sessions (26 KB), one of 4,096 eight.
+const WideAfter = 32768
+
 // LogChanges is how many changes an index log commit lists at most: a
 // bulk write's commit past it lists none (IndexShard.Omitted), so that
 // the newest commit, which every reader reads, stays small.

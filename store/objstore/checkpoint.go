@@ -225,6 +225,11 @@ func (s *Store) settle(ctx context.Context) error {
 		if err := s.adoptHeads(ctx); err != nil {
 			return err
 		}
+		// And past manifest.WideAfter sessions, partitions of three
+		// characters (widen.go), before this write's go anywhere.
+		if err := s.widenIndex(ctx, s.queuedCount(queued)); err != nil {
+			return err
+		}
 	}
 	if s.unfoldedIndex() {
 		// A few deferred entries (a sync round's) are committed
@@ -272,6 +277,18 @@ func (s *Store) settle(ctx context.Context) error {
 		s.saveKeptCatalog()
 	}
 	return err
+}
+
+// queuedCount is how many entries wait for the partitions names.
+func (s *Store) queuedCount(names []string) int {
+	n := 0
+	for _, name := range names {
+		st := s.shardState(name)
+		st.mu.Lock()
+		n += len(st.pending)
+		st.mu.Unlock()
+	}
+	return n
 }
 
 // takeQueued takes every entry queued for the partitions names when no

@@ -146,7 +146,7 @@ func (s *Store) finishDelete(ctx context.Context, id string, tomb manifest.Tombs
 	// commit, the note has the next listing of tombstones finish the
 	// deletion (purge.go: finishDeletions).
 	if s.indexLog() {
-		s.queueLog(nil, map[string]manifest.Tombstone{id: tomb})
+		s.queueLog(nil, map[string]manifest.Tombstone{id: tomb}, 0)
 	}
 	name := s.queueTombstone(tomb)
 	if !s.deferIndex {

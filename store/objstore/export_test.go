@@ -67,6 +67,7 @@ var (
 	WithManifestInterval  = withManifestInterval
 	WithMaxAttempts       = withMaxAttempts
 	WithRunFoldAt         = withRunFoldAt
+	WithWideAfter         = withWideAfter
 	WithMergeBudget       = withMergeBudget
 	WithPartitionsAtClose = withPartitionsAtClose
 )

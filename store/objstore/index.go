@@ -2,6 +2,7 @@ package objstore
 
 import (
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -85,12 +86,17 @@ func (s *Store) indexLog() bool {
 }
 
 // partitionWidth is the number of id characters that name a partition
-// of the prefix's index: 2 in format 4, 1 (the 16 shards) before.
+// of the prefix's index: 1 (the 16 shards) before format 4, 3 (4,096)
+// once the index widened (the marker requires manifest.FeatureIndexWide,
+// or a commit this Store read says so: widen.go), else 2 (256).
 func (s *Store) partitionWidth() int {
-	if s.indexLog() {
-		return 2
+	if !s.indexLog() {
+		return 1
 	}
-	return 1
+	if s.wide() {
+		return 3
+	}
+	return 2
 }
 
 // shardNames returns the names of the index's partitions.
@@ -100,16 +106,17 @@ func (s *Store) shardNames() []string { return manifest.PartitionNames(s.partiti
 func (s *Store) shardOf(id string) string { return manifest.PartitionOf(id, s.partitionWidth()) }
 
 // shardsOfPrefix returns the partitions that hold every id starting with
-// prefix: one, or the 16 of a one-character prefix in format 4.
+// prefix: one, or those named by the prefix's characters when it is
+// shorter than their names (16 of a one-character prefix in format 4).
 func (s *Store) shardsOfPrefix(prefix string) []string {
 	w := s.partitionWidth()
 	if len(prefix) >= w {
 		return []string{manifest.PartitionOf(prefix, w)}
 	}
-	first := manifest.ShardOf(prefix)
+	head := manifest.PartitionOf(prefix, len(prefix))
 	var names []string
 	for _, name := range manifest.PartitionNames(w) {
-		if name[:1] == first {
+		if strings.HasPrefix(name, head) {
 			names = append(names, name)
 		}
 	}

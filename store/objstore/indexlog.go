@@ -74,6 +74,9 @@ type logState struct {
 	fresh, snapshot time.Time
 	pending         map[string]manifest.IndexEntry
 	buried          map[string]manifest.Tombstone
+	// pendingWidth is the narrowest width of the partitions that took
+	// the pending entries (queueLog).
+	pendingWidth int
 	// purged: the commits before the newest this Store knows are
 	// deleted since its last commit of a deletion (purge.go).
 	purged bool
@@ -95,8 +98,9 @@ type logState struct {
 }
 
 // queueLog queues the changes a write of partitions applied for the
-// next commit.
-func (s *Store) queueLog(entries map[string]manifest.IndexEntry, buried map[string]manifest.Tombstone) {
+// next commit; width is the width of those partitions' names (0: none
+// written), which the commit checks against the index's (widen.go).
+func (s *Store) queueLog(entries map[string]manifest.IndexEntry, buried map[string]manifest.Tombstone, width int) {
 	entries = s.notFolding(entries)
 	if len(entries) == 0 && len(buried) == 0 {
 		return
@@ -104,6 +108,9 @@ func (s *Store) queueLog(entries map[string]manifest.IndexEntry, buried map[stri
 	lg := &s.ilog
 	lg.mu.Lock()
 	defer lg.mu.Unlock()
+	if len(entries) > 0 && width > 0 && (lg.pendingWidth == 0 || width < lg.pendingWidth) {
+		lg.pendingWidth = width
+	}
 	if lg.pending == nil {
 		lg.pending = map[string]manifest.IndexEntry{}
 	}
@@ -143,14 +150,14 @@ func (s *Store) writeLogBeside(ctx context.Context, beside func(context.Context)
 	lg.wmu.Lock()
 	defer lg.wmu.Unlock()
 	lg.mu.Lock()
-	entries, buried, unfolded := lg.pending, lg.buried, lg.unfolded
-	lg.pending, lg.buried, lg.unfolded = nil, nil, nil
+	entries, buried, unfolded, width := lg.pending, lg.buried, lg.unfolded, lg.pendingWidth
+	lg.pending, lg.buried, lg.unfolded, lg.pendingWidth = nil, nil, nil, 0
 	lg.mu.Unlock()
 	if len(entries) == 0 && len(buried) == 0 && len(unfolded) == 0 {
 		return beside(ctx)
 	}
-	if err := s.commitLog(ctx, logChanges{folded: entries, unfolded: unfolded, buried: buried}, nil, false); err != nil {
-		s.queueLog(entries, buried)
+	if err := s.commitLog(ctx, logChanges{folded: entries, unfolded: unfolded, buried: buried, width: width}, nil, false); err != nil {
+		s.queueLog(entries, buried, width)
 		s.requeueUnfolded(unfolded)
 		return fmt.Errorf("write the index log: %w", err)
 	}
@@ -165,7 +172,7 @@ func (s *Store) writeLogBeside(ctx context.Context, beside func(context.Context)
 	lg.mu.Unlock()
 	besideDone := make(chan error, 1)
 	go func() { besideDone <- beside(ctx) }()
-	err := s.purgeLog(ctx)
+	err := s.purgeLog(ctx, slices.Collect(maps.Keys(buried)))
 	besideErr := <-besideDone
 	if err != nil {
 		return fmt.Errorf("write the index log: %w", err)
@@ -177,15 +184,22 @@ func (s *Store) writeLogBeside(ctx context.Context, beside func(context.Context)
 }
 
 // purgeLog deletes every commit before the newest this Store knows (and
-// format 3's shards): each of them may hold the summary of a session
-// deleted since. The commits
+// format 3's shards, and once the index widened the partitions of two
+// characters that held the sessions ids): each of them may hold the
+// summary of a session deleted since. The commits
 // are found by listing, or where the credentials may not list, by number
 // (those pruning has not deleted: the last 2·logKeep).
-func (s *Store) purgeLog(ctx context.Context) error {
+func (s *Store) purgeLog(ctx context.Context, ids []string) error {
 	// Format 3's shards, which may hold the summary too: listed beside
-	// the log, and deleted with its commits, in one request.
+	// the log, and deleted with its commits, in one request. A widened
+	// index's 4,096 partitions would make that listing 5 pages: there the
+	// keys that may hold the sessions go blind (widen.go).
 	shards := make(chan []string, 1)
-	go func() { shards <- s.shardKeys(ctx) }()
+	if s.wide() {
+		shards <- narrowKeys(ids)
+	} else {
+		go func() { shards <- s.shardKeys(ctx) }()
+	}
 	s.ilog.mu.Lock()
 	n := s.ilog.n
 	s.ilog.mu.Unlock()
@@ -255,6 +269,15 @@ type logChanges struct {
 	// sessions it takes out of Unpurged, only where the commit before
 	// names the pages covering the partitions that the purge read.
 	purge *purgeChange
+	// width is the width of the partitions the change read or wrote (0:
+	// none): one of two characters committed after the index widened is
+	// narrowed first (widen.go). widen: the commit says the index moved
+	// to three (widenIndex), after recheck (when not nil) has brought
+	// over what writers put in the old partitions, at each try after
+	// the first.
+	width   int
+	widen   bool
+	recheck func(context.Context) error
 }
 
 // purgeChange is a purge of deleted sessions' summaries from the run
@@ -381,6 +404,16 @@ func (s *Store) commitLog(ctx context.Context, ch logChanges, drop func(manifest
 	}
 	lost := 0 // numbers other writers took first
 	for attempt := 0; attempt < s.maxAttempts*4; attempt++ {
+		if ch.width > 0 && ch.width < 3 && last != nil && last.Widened > 0 {
+			if err := s.narrowed(ctx, &ch); err != nil {
+				return err
+			}
+		}
+		if ch.recheck != nil && attempt > 0 {
+			if err := ch.recheck(ctx); err != nil {
+				return err
+			}
+		}
 		next := nextCommit(n+1, last, ch, drop, whole, s.now().UTC())
 		next.DirHead = next.DirHead || dirs || ch.dirHead
 		key := logKey(n + 1)
@@ -506,7 +539,12 @@ func nextCommit(n int64, prev *manifest.IndexShard, ch logChanges, drop func(man
 	c.Complete = whole || prev == nil && n == 1 || prev != nil && prev.Complete
 	c.DirHead = prev != nil && prev.DirHead
 	if prev != nil {
-		c.Merge, c.Fold = prev.Merge, prev.Fold
+		c.Merge, c.Fold, c.Widened = prev.Merge, prev.Fold, prev.Widened
+	}
+	if ch.widen && c.Widened == 0 {
+		// The fold or merge under way names partitions of two
+		// characters: the next writers start them again (widen.go).
+		c.Widened, c.Merge, c.Fold = n, nil, nil
 	}
 	if ch.fold != nil {
 		if !sameFold(c.Fold, ch.fold.from) {
@@ -702,6 +740,7 @@ func newestTombstones(gone map[string]manifest.Tombstone, max int) map[string]ma
 // adoptCommit makes commit n, read or written with etag, this Store's
 // reading of the log when it is newer than the one it has.
 func (s *Store) adoptCommit(n int64, c *manifest.IndexShard, etag string) {
+	s.noteWidth(c)
 	lg := &s.ilog
 	lg.mu.Lock()
 	defer lg.mu.Unlock()
@@ -754,6 +793,7 @@ func (s *Store) readStoredCommit(ctx context.Context, n int64, etag string) (*ma
 	if c.Through != n {
 		return nil, "", fmt.Errorf("%s: %w: holds commit %d", s.objectURL(key), ErrCorrupt, c.Through)
 	}
+	s.noteWidth(c)
 	return c, etag, nil
 }
 
@@ -897,12 +937,26 @@ func (s *Store) pruneLog(ctx context.Context, n int64) {
 	if data, err := s.codec.EncodeIndexShard(logHeadKey, head); err == nil {
 		_, _ = s.b.put(ctx, logHeadKey, data, putCond{}, "application/zstd")
 	}
-	s.dropShards(ctx)
 	// n-logKeep itself stays: it is whole, and the commits after it up
 	// to the next whole one are stored against it (logbase.go).
 	var keys []string
 	for k := max(n-2*logKeep, 1); k < n-logKeep; k++ {
 		keys = append(keys, logKey(k))
+	}
+	s.ilog.mu.Lock()
+	widened := int64(0)
+	if s.ilog.last != nil {
+		widened = s.ilog.last.Widened
+	}
+	s.ilog.mu.Unlock()
+	switch {
+	case widened == 0:
+		s.dropShards(ctx)
+	case widened >= max(n-2*logKeep, 1) && widened < n-logKeep:
+		// The pruning that deletes the commit that widened the index
+		// deletes the partitions of two characters: every Store that
+		// read the index before has read a newer commit since.
+		keys = append(keys, allNarrowKeys()...)
 	}
 	_ = s.b.deleteKeys(ctx, keys)
 }

@@ -269,6 +269,9 @@ func (s *Store) readIndexAll(ctx context.Context, names []string) (map[string]ma
 		if err != nil && !errors.Is(err, ErrIndexDamaged) {
 			return nil, nil, err
 		}
+		// Named before the commit said the index widened: the
+		// partitions that hold what those did (widen.go).
+		names = s.partitionsUnder(names)
 		all, tombs, perr := s.readPartitions(ctx, names, c)
 		if errors.Is(perr, errRunGone) && attempt < 3 {
 			s.pageGone() // folded since the commit was read: read it again
@@ -288,6 +291,10 @@ func (s *Store) logDamage(err error) error {
 		ErrIndexDamaged, strings.TrimSuffix(s.b.url(""), "/"), err)
 }
 
+// partitionReads is how many partitions a reading of the catalog reads
+// at once: all of format 4's 256.
+const partitionReads = 256
+
 // readPartitions reads the named partitions in parallel and returns
 // their entries, with those commit c (nil: none), read before them,
 // holds unfolded and in the pages of its runs that cover them (read with
@@ -296,6 +303,8 @@ func (s *Store) readPartitions(ctx context.Context, names []string, c *manifest.
 	shards := make([]*manifest.IndexShard, len(names))
 	damaged := make([]error, len(names))
 	g, gctx := errgroup.WithContext(ctx)
+	// All 256 partitions at once; of a widened index's 4,096, as many.
+	g.SetLimit(partitionReads)
 	var pages []*manifest.IndexShard
 	var pagesDamaged map[string]error
 	if covering := pagesCovering(c, names); len(covering) > 0 {

@@ -84,9 +84,10 @@ func (s *Store) writeShard(ctx context.Context, name string) error {
 	if err := s.adoptIndex(ctx); err != nil {
 		return err
 	}
-	if s.indexLog() && len(name) == 1 {
-		// Queued under a shard name before this Store learnt of the
-		// move to partitions: requeue under the partitions.
+	if len(name) < s.partitionWidth() {
+		// Queued under a shard's or narrower partition's name before
+		// this Store learnt that the index moved (to format 4, or
+		// widened): requeue under the partitions.
 		return s.requeueShard(ctx, name)
 	}
 	return s.writeQueued(ctx, name)
@@ -122,7 +123,7 @@ func (s *Store) writeQueuedLocked(ctx context.Context, name string) (buried bool
 	if s.indexLog() {
 		// A deletion queues its tombstone for the log itself, before
 		// the partition buries the session (finishDelete).
-		s.queueLog(applied.entries, nil)
+		s.queueLog(applied.entries, nil, len(name))
 	}
 	// Every burial purges the runs, also one the partition held already
 	// (a deletion cut short, finished again): its commit named the

@@ -183,6 +183,11 @@ type Store struct {
 	listing atomic.Pointer[map[string]manifest.IndexEntry]
 	// ilog is this Store's reading of the index log (indexlog.go).
 	ilog logState
+	// widened: a commit this Store read or wrote says the index moved to
+	// partitions of three characters (widen.go); wideAfter is how many
+	// sessions a sync's catalog holds before it moves them.
+	widened   atomic.Bool
+	wideAfter int
 	// openedToken is ListingToken's: the index as Open read it.
 	openedToken string
 	// indexCache is WithIndexCache's directory ("": none), cat the
@@ -226,6 +231,7 @@ type options struct {
 	key              *seal.Key
 	indexCache       string
 	runFoldAt        int
+	wideAfter        int
 	mergeBudget      int
 	foldAtOnce       bool
 }
@@ -325,7 +331,7 @@ func Open(ctx context.Context, rawURL string, opts ...Option) (*Store, error) {
 }
 
 func defaultOptions() options {
-	return options{clock: time.Now, compactThreshold: 32, compactGrace: time.Hour, maxAttempts: 10, manifestEvery: 8, runFoldAt: runFoldMin, mergeBudget: runMergeBudget, s3: s3Options{idleTimeout: DefaultIdleTimeout}}
+	return options{clock: time.Now, compactThreshold: 32, compactGrace: time.Hour, maxAttempts: 10, manifestEvery: 8, runFoldAt: runFoldMin, mergeBudget: runMergeBudget, wideAfter: manifest.WideAfter, s3: s3Options{idleTimeout: DefaultIdleTimeout}}
 }
 
 // openBucket opens the store on b: everything Open does past the S3
@@ -358,6 +364,7 @@ func openBucket(ctx context.Context, b bucket, o options) (*Store, error) {
 		manifestEvery:    max(o.manifestEvery, 1),
 		indexPruneAfter:  indexPruneAfter,
 		runFoldAt:        o.runFoldAt,
+		wideAfter:        o.wideAfter,
 		mergeBudget:      max(o.mergeBudget, 1),
 		foldAtOnce:       o.foldAtOnce,
 		sessions:         map[string]*sessionState{},

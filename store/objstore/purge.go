@@ -217,7 +217,7 @@ func (s *Store) purgeDeletedOnce(ctx context.Context, names []string, reread boo
 		// deletions again (whole, as a deletion's commit is stored) and
 		// deletes the commits before that one (writeLog), as the
 		// deletion cut short may not have.
-		s.queueLog(nil, tombs)
+		s.queueLog(nil, tombs, 0)
 		if err := s.writeLog(ctx); err != nil {
 			return purgeVoid, nil, err
 		}
@@ -226,7 +226,13 @@ func (s *Store) purgeDeletedOnce(ctx context.Context, names []string, reread boo
 	if c != nil {
 		discard = c.Discarded // every one is deleted now
 	}
-	err = s.retirePages(ctx, logChanges{pages: added, purge: &purgeChange{partitions: within, read: pageKeys(pages), ids: ids, discarded: discard}}, replaced)
+	width := 0 // that of the partitions seen to bury ids (widen.go)
+	for _, name := range within {
+		if width == 0 || len(name) < width {
+			width = len(name)
+		}
+	}
+	err = s.retirePages(ctx, logChanges{pages: added, purge: &purgeChange{partitions: within, read: pageKeys(pages), ids: ids, discarded: discard}, width: width}, replaced)
 	s.runs.fold.Unlock()
 	if err != nil {
 		return purgeVoid, nil, err

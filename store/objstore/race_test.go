@@ -162,6 +162,12 @@ func raceProcesses(t *testing.T, e *env) {
 			t.Fatalf("child %d did not run:\n%s", i+1, outs[i])
 		}
 	}
+	// Its compaction may still run, and delete the segments it replaced
+	// 2 s later: a Verify slower than that (a loaded machine) would
+	// find them gone after reading the manifest that names them.
+	if err := s.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
 	fresh := e.open(t)
 	c, err := fresh.Load(ctx, id)
 	if err != nil {

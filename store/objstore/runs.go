@@ -545,7 +545,7 @@ func (s *Store) stepMerge(ctx context.Context, c *manifest.IndexShard, start []m
 		}
 	}
 	names := s.shardNames()
-	first := slices.Index(names, next)
+	first := partitionIndex(names, next)
 	if first < 0 || len(sources) == 0 {
 		return nil // nothing left to merge: the next commit drops the merge
 	}
@@ -572,7 +572,7 @@ func (s *Store) stepMerge(ctx context.Context, c *manifest.IndexShard, start []m
 	step := names[first:end]
 	var read []manifest.RunPage
 	for _, p := range sources {
-		if p.First <= step[len(step)-1] && p.Last >= step[0] {
+		if overlaps(p, step[0], step[len(step)-1]) {
 			read = append(read, p)
 		}
 	}
@@ -584,7 +584,7 @@ func (s *Store) stepMerge(ctx context.Context, c *manifest.IndexShard, start []m
 	// hold passes the budget (a partition at least).
 	perPartition := map[string]map[string]manifest.IndexEntry{}
 	for id, e := range withoutDeleted(c, longestOf(docs)) {
-		if name := s.shardOf(id); name >= step[0] && name <= step[len(step)-1] {
+		if name := manifest.PartitionOf(id, len(step[0])); name >= step[0] && name <= step[len(step)-1] {
 			if perPartition[name] == nil {
 				perPartition[name] = map[string]manifest.IndexEntry{}
 			}
@@ -615,12 +615,25 @@ func (s *Store) stepMerge(ctx context.Context, c *manifest.IndexShard, start []m
 	} else {
 		to.Next = names[end]
 		for _, p := range sources {
-			if p.Last < to.Next {
+			if manifest.ComparePartitions(p.Last, to.Next) < 0 {
 				retired = append(retired, p)
 			}
 		}
 	}
-	return s.retirePages(ctx, logChanges{pages: added, merge: &mergeStep{from: from, to: to}, read: pageKeys(read)}, retired)
+	return s.retirePages(ctx, logChanges{pages: added, merge: &mergeStep{from: from, to: to}, read: pageKeys(read), width: len(names[0])}, retired)
+}
+
+// partitionIndex is the index in names of the first partition not
+// before next, which may be of another width (a fold or merge under way
+// when the index widened: widen.go); -1 when none is.
+func partitionIndex(names []string, next string) int {
+	return slices.IndexFunc(names, func(name string) bool { return manifest.ComparePartitions(name, next) >= 0 })
+}
+
+// overlaps reports whether page p may hold sessions of the partitions
+// first through last.
+func overlaps(p manifest.RunPage, first, last string) bool {
+	return manifest.ComparePartitions(p.First, last) <= 0 && manifest.ComparePartitions(p.Last, first) >= 0
 }
 
 // coveredCount is how many of names page p covers (at least 1).
@@ -672,7 +685,7 @@ func (s *Store) stepFold(ctx context.Context, c *manifest.IndexShard) error {
 			sources = append(sources, p)
 		}
 	}
-	first := slices.Index(names, next)
+	first := partitionIndex(names, next)
 	if first < 0 || len(sources) == 0 {
 		return nil // nothing left to fold: the next commit drops the fold
 	}
@@ -690,7 +703,7 @@ func (s *Store) stepFold(ctx context.Context, c *manifest.IndexShard) error {
 	var read, retired []manifest.RunPage
 	if first < len(names) {
 		for _, p := range sources {
-			if p.First <= names[end-1] && p.Last >= names[first] {
+			if overlaps(p, names[first], names[end-1]) {
 				read = append(read, p)
 			}
 		}
@@ -701,12 +714,12 @@ func (s *Store) stepFold(ctx context.Context, c *manifest.IndexShard) error {
 	} else {
 		to.Next = names[end]
 		for _, p := range sources {
-			if p.Last < to.Next {
+			if manifest.ComparePartitions(p.Last, to.Next) < 0 {
 				retired = append(retired, p)
 			}
 		}
 	}
-	plan := foldPlan{pages: read, retired: retired, step: &foldChange{from: from, to: to}}
+	plan := foldPlan{pages: read, retired: retired, step: &foldChange{from: from, to: to}, width: len(names[0])}
 	if first < len(names) {
 		plan.within = names[first:end]
 	}
@@ -714,7 +727,7 @@ func (s *Store) stepFold(ctx context.Context, c *manifest.IndexShard) error {
 		// Only the retirement of what is left: nothing to write.
 		s.runs.fold.Lock()
 		defer s.runs.fold.Unlock()
-		return s.retirePages(ctx, logChanges{fold: plan.step}, retired)
+		return s.retirePages(ctx, logChanges{fold: plan.step, width: plan.width}, retired)
 	}
 	return s.foldPlanned(ctx, plan)
 }
@@ -803,6 +816,9 @@ type foldPlan struct {
 	within         []string
 	salvage        bool
 	step           *foldChange
+	// width is that of the partitions' names when the plan was made (0:
+	// as they are when written), which its commit checks (widen.go).
+	width int
 }
 
 // foldPlanned does plan (foldRuns).
@@ -888,7 +904,13 @@ func (s *Store) foldRunsLocked(ctx context.Context, plan foldPlan) (buried []str
 	if err != nil {
 		return buried, fmt.Errorf("fold the index runs: %w", err)
 	}
-	return buried, s.retirePages(ctx, logChanges{indexed: s.estimateIndexed(slices.Collect(maps.Keys(names))), fold: plan.step}, plan.retired)
+	width := plan.width
+	for name := range names {
+		if width == 0 || len(name) < width {
+			width = len(name)
+		}
+	}
+	return buried, s.retirePages(ctx, logChanges{indexed: s.estimateIndexed(slices.Collect(maps.Keys(names))), fold: plan.step, width: width}, plan.retired)
 }
 
 // estimateIndexed is how many sessions the index holds, estimated from
