@@ -316,38 +316,50 @@ func TestDeleteKeysRefused(t *testing.T) {
 	}
 }
 
-// TestDeleteKeysWithoutBatch: a server that answers DeleteObjects 501
-// Not Implemented has each key deleted by a DELETE of its own.
-func TestDeleteKeysWithoutBatch(t *testing.T) {
-	t.Parallel()
-	srv := miniotest.Shared(t)
+// proxiedBucket opens bucket name of srv with o, through a proxy that
+// lets answer (when it returns true, having answered) each request before
+// srv does: a server that behaves otherwise, for a test.
+func proxiedBucket(t *testing.T, srv *miniotest.Server, name string, o options, answer func(w http.ResponseWriter, r *http.Request) bool) *s3Bucket {
+	t.Helper()
 	target, err := url.Parse(srv.Endpoint())
 	if err != nil {
 		t.Fatal(err)
 	}
 	forward := httputil.NewSingleHostReverseProxy(target)
-	var refused, deletes atomic.Int32
 	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !answer(w, r) {
+			forward.ServeHTTP(w, r)
+		}
+	}))
+	t.Cleanup(proxy.Close)
+	o.s3.endpoint = proxy.URL
+	o.s3.sdk = append(o.s3.sdk, srv.SetCredentials)
+	b, err := newS3Bucket(t.Context(), name, "pfx/", o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// TestDeleteKeysWithoutBatch: a server that answers DeleteObjects 501
+// Not Implemented has each key deleted by a DELETE of its own.
+func TestDeleteKeysWithoutBatch(t *testing.T) {
+	t.Parallel()
+	srv := miniotest.Shared(t)
+	var refused, deletes atomic.Int32
+	b := proxiedBucket(t, srv, srv.NewBucket(t), defaultOptions(), func(w http.ResponseWriter, r *http.Request) bool {
 		switch {
 		case r.Method == http.MethodPost && r.URL.Query().Has("delete"):
 			refused.Add(1)
 			w.Header().Set("Content-Type", "application/xml")
 			w.WriteHeader(http.StatusNotImplemented)
 			fmt.Fprint(w, `<?xml version="1.0" encoding="UTF-8"?><Error><Code>NotImplemented</Code><Message>A header you provided implies functionality that is not implemented</Message></Error>`)
-			return
+			return true
 		case r.Method == http.MethodDelete:
 			deletes.Add(1)
 		}
-		forward.ServeHTTP(w, r)
-	}))
-	t.Cleanup(proxy.Close)
-	o := defaultOptions()
-	o.s3.endpoint = proxy.URL
-	o.s3.sdk = append(o.s3.sdk, srv.SetCredentials)
-	b, err := newS3Bucket(t.Context(), srv.NewBucket(t), "pfx/", o)
-	if err != nil {
-		t.Fatal(err)
-	}
+		return false
+	})
 	keys := []string{"a", "b", "c"}
 	for _, k := range keys {
 		if _, err := b.put(t.Context(), k, []byte(k), putCond{}, "application/octet-stream"); err != nil {
@@ -371,34 +383,29 @@ func TestDeleteKeysWithoutBatch(t *testing.T) {
 func TestDeleteKeysBusy(t *testing.T) {
 	t.Parallel()
 	srv := miniotest.Shared(t)
-	target, err := url.Parse(srv.Endpoint())
-	if err != nil {
-		t.Fatal(err)
-	}
-	forward := httputil.NewSingleHostReverseProxy(target)
 	keyRE := regexp.MustCompile(`<Key>([^<]*)</Key>`)
 	// setup puts a, b and c behind a proxy that answers the first n
 	// DeleteObjects as a busy server would, deleting the first key they
 	// name and refusing the rest; n < 0: every DeleteObjects, refusing
-	// every key.
+	// every key. It returns the bucket and the bodies of the
+	// DeleteObjects sent.
 	var root *s3Bucket
 	setup := func(t *testing.T, n int32, o options) (*s3Bucket, *[]string) {
 		var sent atomic.Int32
 		var mu sync.Mutex
 		var bodies []string
-		proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		name := srv.NewBucket(t)
+		b := proxiedBucket(t, srv, name, o, func(w http.ResponseWriter, r *http.Request) bool {
 			if r.Method != http.MethodPost || !r.URL.Query().Has("delete") {
-				forward.ServeHTTP(w, r)
-				return
+				return false
 			}
 			body, _ := io.ReadAll(r.Body)
 			mu.Lock()
 			bodies = append(bodies, string(body))
 			mu.Unlock()
+			r.Body = io.NopCloser(bytes.NewReader(body))
 			if k := sent.Add(1); n >= 0 && k > n {
-				r.Body = io.NopCloser(bytes.NewReader(body))
-				forward.ServeHTTP(w, r)
-				return
+				return false
 			}
 			keys := keyRE.FindAllStringSubmatch(string(body), -1)
 			if n >= 0 {
@@ -415,20 +422,13 @@ func TestDeleteKeysBusy(t *testing.T) {
 			out.WriteString(`</DeleteResult>`)
 			w.Header().Set("Content-Type", "application/xml")
 			fmt.Fprint(w, out.String())
-		}))
-		t.Cleanup(proxy.Close)
-		name := srv.NewBucket(t)
+			return true
+		})
 		direct := defaultOptions()
 		direct.s3.endpoint = srv.Endpoint()
 		direct.s3.sdk = append(direct.s3.sdk, srv.SetCredentials)
 		var err error
 		if root, err = newS3Bucket(t.Context(), name, "pfx/", direct); err != nil {
-			t.Fatal(err)
-		}
-		o.s3.endpoint = proxy.URL
-		o.s3.sdk = append(o.s3.sdk, srv.SetCredentials)
-		b, err := newS3Bucket(t.Context(), name, "pfx/", o)
-		if err != nil {
 			t.Fatal(err)
 		}
 		for _, k := range []string{"a", "b", "c"} {

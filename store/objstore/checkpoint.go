@@ -226,8 +226,9 @@ func (s *Store) settle(ctx context.Context) error {
 			return err
 		}
 		// And past manifest.WideAfter sessions, partitions of three
-		// characters (widen.go), before this write's go anywhere.
-		if err := s.widenIndex(ctx, s.queuedCount(queued)); err != nil {
+		// characters (widen.go), before this write's go anywhere. A
+		// damaged partition holds the move back until repair.
+		if err := s.widenIndex(ctx, s.queuedCount(queued)); err != nil && !errors.Is(err, ErrIndexDamaged) {
 			return err
 		}
 	}

@@ -16,8 +16,9 @@ import (
 // again and applies its entries to that. A reader needs the base alone:
 // one GET, a 304 when unchanged. Index format 4 (manifest.FeatureIndexLog,
 // docs/DESIGN.md §P3) has 256 partitions, named by an id's first two
-// characters, so that a write replaces 1/256 of the index; format 3 had
-// 16, by the first character. After each write of partitions a commit
+// characters, so that a write replaces 1/256 of the index (4,096 by
+// three once it widened past manifest.WideAfter sessions: widen.go);
+// format 3 had 16, by the first character. After each write of partitions a commit
 // goes to the index log (indexlog.go): the newest sessions, so that the
 // latest session and the first page of a listing are one small object
 // whatever the number of sessions.

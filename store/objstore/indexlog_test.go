@@ -29,11 +29,18 @@ var partitionKeyRe = regexp.MustCompile(`^pfx/index/([0-9a-f]{2})\.json\.zst$`)
 // must be filed in its own partition.
 func (e *env) partitions(t testing.TB) (map[string]manifest.IndexEntry, map[string]manifest.Tombstone) {
 	t.Helper()
+	return e.partitionsMatching(t, partitionKeyRe)
+}
+
+// partitionsMatching is partitions of the keys re matches (its first
+// group the partition's name): those of a widened index, say.
+func (e *env) partitionsMatching(t testing.TB, re *regexp.Regexp) (map[string]manifest.IndexEntry, map[string]manifest.Tombstone) {
+	t.Helper()
 	codec, _ := manifest.NewCodec()
 	entries := map[string]manifest.IndexEntry{}
 	tombs := map[string]manifest.Tombstone{}
 	for _, o := range e.rawBucket(t) {
-		m := partitionKeyRe.FindStringSubmatch(o.key)
+		m := re.FindStringSubmatch(o.key)
 		if m == nil {
 			continue
 		}

@@ -2,6 +2,7 @@ package objstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -135,12 +136,14 @@ func (s *Store) widenIndex(ctx context.Context, queued int) error {
 	}
 	// What writers put in the old partitions since the catalog's reading.
 	catchUp := func(ctx context.Context) error {
-		entries, tombs, err := s.readPartitions(ctx, narrow, nil)
+		shards, err := s.rereadPartitions(ctx, narrow)
 		if err != nil {
 			return err
 		}
 		clear(batches)
-		add(entries, tombs)
+		for _, sh := range shards {
+			add(sh.Sessions, sh.Tombstones)
+		}
 		return s.putWide(ctx, batches, false)
 	}
 	if err := catchUp(ctx); err != nil {
@@ -173,6 +176,36 @@ func (s *Store) partitionsUnder(names []string) []string {
 
 // withWideAfter sets manifest.WideAfter (tests widen small indexes).
 func withWideAfter(n int) Option { return func(o *options) { o.wideAfter = n } }
+
+// rereadPartitions reads the partitions names from the bucket, each with
+// If-None-Match on the ETag of this Store's reading (a 304 when nobody
+// wrote it since), however recent that reading: a listing's snapshot
+// (WithOpenSnapshot) does not serve here. One that does not decode is
+// ErrIndexDamaged, for repair.
+func (s *Store) rereadPartitions(ctx context.Context, names []string) ([]*manifest.IndexShard, error) {
+	shards := make([]*manifest.IndexShard, len(names))
+	damaged := make([]error, len(names))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(partitionReads)
+	for i, name := range names {
+		g.Go(func() error {
+			v, err := s.readShardView(gctx, name)
+			switch {
+			case errors.Is(err, ErrCorrupt):
+				damaged[i] = err
+			case err != nil:
+				return err
+			default:
+				shards[i] = v.shard
+			}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	return slices.DeleteFunc(shards, func(sh *manifest.IndexShard) bool { return sh == nil }), s.damage(names, damaged)
+}
 
 // batchOf is the batch of partition name in batches, made when missing.
 func batchOf(batches map[string]*shardBatch, name string) *shardBatch {

@@ -24,26 +24,7 @@ var widePartitionKeyRe = regexp.MustCompile(`^pfx/index/([0-9a-f]{3})\.json\.zst
 // store's back: their sessions and tombstones, each filed in its own.
 func (e *env) widePartitions(t *testing.T) (map[string]manifest.IndexEntry, map[string]manifest.Tombstone) {
 	t.Helper()
-	codec, _ := manifest.NewCodec()
-	entries := map[string]manifest.IndexEntry{}
-	tombs := map[string]manifest.Tombstone{}
-	for _, o := range e.rawBucket(t) {
-		m := widePartitionKeyRe.FindStringSubmatch(o.key)
-		if m == nil {
-			continue
-		}
-		sh, err := codec.DecodeIndexShard(o.key, o.data)
-		if err != nil {
-			t.Fatalf("partition %s: %v", o.key, err)
-		}
-		for id, en := range sh.Sessions {
-			entries[id] = en
-		}
-		for id, tb := range sh.Tombstones {
-			tombs[id] = tb
-		}
-	}
-	return entries, tombs
+	return e.partitionsMatching(t, widePartitionKeyRe)
 }
 
 // TestWidenIndex: a sync whose catalog holds more sessions than the
@@ -336,4 +317,43 @@ func TestWideFoldSteps(t *testing.T) {
 		}
 	}
 	checkListing(t, e, "after the fold", want)
+}
+
+// TestWidenWaitsForRepair: a damaged partition holds the move back (its
+// sessions would go missing without a word) without failing the sync
+// that would have moved the index; once repair mends it, the next one
+// does.
+func TestWidenWaitsForRepair(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newMemEnv(t)
+	want := map[string]int{}
+	ids := bulkWrite(t, e, nil, 60, nil, partitionsAtClose())
+	for _, id := range ids {
+		want[id] = 1
+	}
+	objstore.MemPut(e.mem, partitionKey(ids[0]), []byte("not a partition"))
+	sync := func() {
+		t.Helper()
+		w := e.open(t, objstore.WithDeferredIndex(), objstore.WithWideAfter(50))
+		if _, err := w.Logs(ctx); err != nil && !errors.Is(err, objstore.ErrIndexDamaged) {
+			t.Fatal(err)
+		}
+		want[appendNew(t, w, "a sync's")] = 1
+		if err := w.Close(ctx); err != nil {
+			t.Fatalf("a sync with a damaged partition: %v", err)
+		}
+	}
+	sync()
+	if _, c := e.newestCommit(t); c.Widened != 0 {
+		t.Fatal("the index widened with a partition damaged")
+	}
+	if _, err := e.open(t).RepairIndex(ctx); err != nil {
+		t.Fatal(err)
+	}
+	sync()
+	if _, c := e.newestCommit(t); c.Widened == 0 {
+		t.Fatal("the index did not widen after repair")
+	}
+	checkListing(t, e, "after the move", want)
 }
