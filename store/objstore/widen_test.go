@@ -38,8 +38,16 @@ func (e *env) widePartitions(t *testing.T) (map[string]manifest.IndexEntry, map[
 // and the deleted session's old partition is deleted.
 func TestWidenIndex(t *testing.T) {
 	t.Parallel()
+	for name, newEnv := range map[string]func(testing.TB) *env{"memory": newMemEnv, "MinIO": newEnv} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			widenIndex(t, newEnv(t))
+		})
+	}
+}
+
+func widenIndex(t *testing.T, e *env) {
 	ctx := context.Background()
-	e := newMemEnv(t)
 	want := map[string]int{}
 	for _, id := range bulkWrite(t, e, nil, 40, nil, partitionsAtClose()) {
 		want[id] = 1
@@ -169,7 +177,7 @@ func TestWidenIndex(t *testing.T) {
 		}
 	}
 	lost := "pfx/index/" + manifest.PartitionOf(only, 3) + ".json.zst"
-	objstore.MemDelete(e.mem, lost)
+	e.removeRaw(t, lost)
 	r := e.open(t)
 	if report, err := r.CheckIndex(ctx); err != nil || report.Clean() {
 		t.Fatalf("check with %s gone: %v, %+v; want sessions unindexed", lost, err, report)
