@@ -77,8 +77,8 @@ func (s *Store) narrowed(ctx context.Context, ch *logChanges) error {
 	return nil
 }
 
-// widenIndex moves the index to partitions of three characters once the
-// sessions this Store knows of (the catalog it read, and what it is
+// widenIndex moves the index to partitions of three characters, in a
+// sync, once the sessions this Store knows of (the catalog it read, and what it is
 // about to write) pass wideAfter. Every session and tombstone of the
 // catalog is written to its new partition (If-None-Match: *, or the
 // partition read and applied to, when a move cut short wrote it); then
@@ -96,7 +96,9 @@ func (s *Store) narrowed(ctx context.Context, ch *logChanges) error {
 // way, which the next writers start again at the new width (what was
 // merged and what was not are then runs like any other).
 func (s *Store) widenIndex(ctx context.Context, queued int) error {
-	if !s.unfoldedIndex() || s.wide() {
+	// A sync's (a Store opened for bulk work): an agent's exit, a
+	// local-first panto's shipper too, must stay small (§P3, runs).
+	if !s.deferIndex || !s.unfoldedIndex() || s.wide() {
 		return nil
 	}
 	s.cat.mu.Lock()
