@@ -325,6 +325,15 @@ type IndexShard struct {
 	// set's and these pages'. They leave the list when a fold has written
 	// them to the partitions.
 	Runs []RunPage
+	// RunsDelta, in a log commit stored against a base, says that Runs
+	// holds, as stored, only the pages the base does not name, and
+	// RunsGone the keys of the base's pages it no longer names
+	// (FeatureIndexRunDeltas): the list grows with the entries in runs,
+	// up to an eighth of the index (a few hundred pages at 100,000
+	// sessions), and most commits change a page or two. WithBase makes
+	// it whole again.
+	RunsDelta bool
+	RunsGone  []string
 	// Merge, in a log commit, is a merge of runs under way a step at a
 	// time (nil: none), which every commit carries on until its runs are
 	// gone.
@@ -604,6 +613,10 @@ func (s *IndexShard) validate() error {
 			return fmt.Errorf("%w: index log commit %d: session %s is both unfolded and deleted", ErrInvalid, s.Through, id)
 		}
 	}
+	if (s.RunsDelta || len(s.RunsGone) > 0) && (s.Shard != LogName || s.Base == 0 || !s.RunsDelta) ||
+		slices.ContainsFunc(s.RunsGone, func(k string) bool { return !validRunKey(k) }) {
+		return fmt.Errorf("%w: index log commit %d: run pages stored against base %d", ErrInvalid, s.Through, s.Base)
+	}
 	for _, p := range s.Runs {
 		if !validRunKey(p.Key) || p.Sessions <= 0 || p.Commit <= 0 || p.Commit > s.Through ||
 			!isPartitionName(p.First) || !isPartitionName(p.Last) || ComparePartitions(p.First, p.Last) > 0 {
@@ -695,7 +708,47 @@ func (c *IndexShard) WithBase(base *IndexShard) error {
 		return fmt.Errorf("%w: index log commit %d is stored against commit %d", ErrInvalid, c.Through, c.Base)
 	}
 	c.Recent = applyRecent(base.Recent, c.Recent)
+	if c.RunsDelta {
+		c.Runs = applyRuns(base.Runs, c.RunsGone, c.Runs)
+		c.RunsDelta, c.RunsGone = false, nil
+	}
 	return nil
+}
+
+// DeltaRuns returns what a commit whose run pages are runs stores
+// against a base that names base: the pages base does not name, and the
+// keys of base's it no longer does. ok is false when they would not
+// make runs again, in its order (WithBase), or would be no smaller.
+func DeltaRuns(runs, base []RunPage) (added []RunPage, gone []string, ok bool) {
+	named := map[string]bool{}
+	for _, p := range runs {
+		named[p.Key] = true
+	}
+	inBase := map[string]RunPage{}
+	for _, p := range base {
+		inBase[p.Key] = p
+		if !named[p.Key] {
+			gone = append(gone, p.Key)
+		}
+	}
+	for _, p := range runs {
+		if b, ok := inBase[p.Key]; !ok || b != p {
+			added = append(added, p)
+		}
+	}
+	ok = len(added)+len(gone) < len(runs) && slices.Equal(applyRuns(base, gone, added), runs)
+	return added, gone, ok
+}
+
+// applyRuns is base's pages but those gone names, then added's.
+func applyRuns(base []RunPage, gone []string, added []RunPage) []RunPage {
+	out := make([]RunPage, 0, len(base)+len(added))
+	for _, p := range base {
+		if !slices.Contains(gone, p.Key) {
+			out = append(out, p)
+		}
+	}
+	return append(out, added...)
 }
 
 func applyRecent(base, delta map[string]IndexEntry) map[string]IndexEntry {

@@ -54,7 +54,7 @@ type Encryption struct {
 
 // knownFeatures are the features of Marker.Requires this package
 // implements.
-var knownFeatures = []string{FeatureTombstones, FeatureIndexBases, FeatureIndexLog, FeatureIndexUnfolded, FeatureIndexHeads, FeatureIndexWide, FeatureEncryption}
+var knownFeatures = []string{FeatureTombstones, FeatureIndexBases, FeatureIndexLog, FeatureIndexUnfolded, FeatureIndexHeads, FeatureIndexWide, FeatureIndexRunDeltas, FeatureEncryption}
 
 // knownSchemes are the encryption schemes this panto reads and writes.
 var knownSchemes = []string{seal.Scheme}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"slices"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -103,5 +104,66 @@ func TestRecentWhere(t *testing.T) {
 	}
 	if !strings.Contains(string(w), `"resume":{"segments":3,"stored":1,"tail":[300,610]}`) {
 		t.Fatalf("encoded %s", w)
+	}
+}
+
+// TestDeltaRuns: run pages that commits add and retire after a base are
+// stored as what differs from the base's (the pages added, the keys
+// gone), and WithBase gives the list back exactly, in its order; a
+// delta no smaller than the list is refused, and so is one that would
+// not give the list back.
+func TestDeltaRuns(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	page := func(n int) RunPage {
+		return RunPage{Key: fmt.Sprintf("index/run/%016x-%03d.json.zst", n/8, n%8), First: "00", Last: "ff", Sessions: 1 + n%128, Commit: int64(1 + n/8)}
+	}
+	next := 0
+	var runs []RunPage
+	for range 40 {
+		runs, next = append(runs, page(next)), next+1
+	}
+	base := &IndexShard{Shard: LogName, Through: 32, Runs: slices.Clone(runs)}
+	for n := int64(33); n < 48; n++ {
+		for range rng.IntN(3) {
+			if len(runs) > 0 {
+				i := rng.IntN(len(runs))
+				runs = slices.Delete(runs, i, i+1) // retired
+			}
+		}
+		for range rng.IntN(3) + 1 {
+			runs, next = append(runs, page(next)), next+1
+		}
+		added, gone, ok := DeltaRuns(runs, base.Runs)
+		if !ok {
+			t.Fatalf("commit %d: the delta of %d pages does not give the list back", n, len(runs))
+		}
+		c := &IndexShard{Shard: LogName, Through: n, Base: base.Through, Runs: added, RunsDelta: true, RunsGone: gone}
+		codec, _ := NewCodec()
+		data, err := codec.EncodeIndexShard("index/log/x.json.zst", c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err = codec.DecodeIndexShard("index/log/x.json.zst", data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.WithBase(base); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(c.Runs, runs) || c.RunsDelta || c.RunsGone != nil {
+			t.Fatalf("commit %d: WithBase gave %d pages back, want %d", n, len(c.Runs), len(runs))
+		}
+	}
+	if _, _, ok := DeltaRuns(runs[:1], base.Runs); ok {
+		t.Fatal("a delta bigger than the list it stands for accepted")
+	}
+	swapped := slices.Clone(base.Runs)
+	swapped[0], swapped[1] = swapped[1], swapped[0]
+	if _, _, ok := DeltaRuns(swapped, base.Runs); ok {
+		t.Fatal("a delta that reorders the base's pages accepted")
+	}
+	bad := &IndexShard{Shard: LogName, Through: 50, RunsDelta: true, RunsGone: []string{page(1).Key}}
+	if err := bad.validate(); err == nil {
+		t.Fatal("run pages stored against no base accepted")
 	}
 }

@@ -59,6 +59,13 @@ const FeatureIndexHeads = "index-heads"
 // the prefix.
 const FeatureIndexWide = "index-wide"
 
+// FeatureIndexRunDeltas is the marker feature of a format-4 index whose
+// log commits stored against a base store their run pages as a delta
+// too (IndexShard.RunsDelta, docs/DESIGN.md §P3): a panto that took a
+// commit's Runs for the whole list would miss the base's pages, and
+// drop them from the commits it writes, so it must refuse the prefix.
+const FeatureIndexRunDeltas = "index-run-deltas"
+
 // WideAfter is how many sessions an index holds before it moves to
 // partitions of three characters: there a partition of 256 holds about
 // 128 sessions (26 KB), one of 4,096 eight.

@@ -254,6 +254,8 @@ type wireShard struct {
 	Recent     map[string]wireEntry     `json:"recent,omitempty"`
 	Unfolded   map[string]wireEntry     `json:"unfolded,omitempty"`
 	Runs       []wireRunPage            `json:"runs,omitempty"`
+	RunsDelta  bool                     `json:"runs_delta,omitempty"`
+	RunsGone   []string                 `json:"runs_gone,omitempty"`
 	Merge      *wireRunMerge            `json:"merge,omitempty"`
 	Fold       *wireRunFold             `json:"fold,omitempty"`
 	Unpurged   []string                 `json:"unpurged,omitempty"`
@@ -343,7 +345,7 @@ type wireTombstone struct {
 }
 
 func shardToWire(s *IndexShard) wireShard {
-	w := wireShard{Version: Version, Shard: s.Shard, Through: s.Through, Pruned: s.Pruned, Purge: s.Purge, Omitted: s.Omitted, Complete: s.Complete, DirHead: s.DirHead, Indexed: s.Indexed, Widened: s.Widened, Base: s.Base, BaseETag: s.BaseETag, Runs: runsToWire(s.Runs), Merge: mergeToWire(s.Merge), Fold: foldToWire(s.Fold), Unpurged: s.Unpurged, Discarded: s.Discarded, Sessions: make(map[string]wireEntry, len(s.Sessions))}
+	w := wireShard{Version: Version, Shard: s.Shard, Through: s.Through, Pruned: s.Pruned, Purge: s.Purge, Omitted: s.Omitted, Complete: s.Complete, DirHead: s.DirHead, Indexed: s.Indexed, Widened: s.Widened, Base: s.Base, BaseETag: s.BaseETag, Runs: runsToWire(s.Runs), RunsDelta: s.RunsDelta, RunsGone: s.RunsGone, Merge: mergeToWire(s.Merge), Fold: foldToWire(s.Fold), Unpurged: s.Unpurged, Discarded: s.Discarded, Sessions: make(map[string]wireEntry, len(s.Sessions))}
 	if !s.Written.IsZero() {
 		w.Written = s.Written.UTC()
 	}
@@ -372,7 +374,7 @@ func shardToWire(s *IndexShard) wireShard {
 }
 
 func (w *wireShard) shard() *IndexShard {
-	s := &IndexShard{Shard: w.Shard, Through: w.Through, Pruned: w.Pruned, Purge: w.Purge, Written: w.Written, Omitted: w.Omitted, Complete: w.Complete, DirHead: w.DirHead, Indexed: w.Indexed, Widened: w.Widened, Base: w.Base, BaseETag: w.BaseETag, Runs: runsFromWire(w.Runs), Merge: mergeFromWire(w.Merge), Fold: foldFromWire(w.Fold), Unpurged: w.Unpurged, Discarded: w.Discarded, Sessions: make(map[string]IndexEntry, len(w.Sessions))}
+	s := &IndexShard{Shard: w.Shard, Through: w.Through, Pruned: w.Pruned, Purge: w.Purge, Written: w.Written, Omitted: w.Omitted, Complete: w.Complete, DirHead: w.DirHead, Indexed: w.Indexed, Widened: w.Widened, Base: w.Base, BaseETag: w.BaseETag, Runs: runsFromWire(w.Runs), RunsDelta: w.RunsDelta, RunsGone: w.RunsGone, Merge: mergeFromWire(w.Merge), Fold: foldFromWire(w.Fold), Unpurged: w.Unpurged, Discarded: w.Discarded, Sessions: make(map[string]IndexEntry, len(w.Sessions))}
 	for id, e := range w.Recent {
 		if s.Recent == nil {
 			s.Recent = map[string]IndexEntry{}

@@ -37,7 +37,7 @@ func WithKey(k *seal.Key) Option { return func(o *options) { o.key = k } }
 
 // freshMarker is the marker of a prefix this Store creates.
 func (s *Store) freshMarker() manifest.Marker {
-	m := manifest.Marker{Version: manifest.Version, Requires: []string{manifest.FeatureIndexBases, manifest.FeatureIndexLog, manifest.FeatureIndexUnfolded, manifest.FeatureIndexHeads}}
+	m := manifest.Marker{Version: manifest.Version, Requires: []string{manifest.FeatureIndexBases, manifest.FeatureIndexLog, manifest.FeatureIndexUnfolded, manifest.FeatureIndexHeads, manifest.FeatureIndexRunDeltas}}
 	if s.key != nil {
 		m = m.Require(manifest.FeatureEncryption)
 		m.Encryption = &manifest.Encryption{Scheme: seal.Scheme, KeyID: s.key.ID().String()}

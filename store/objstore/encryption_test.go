@@ -109,7 +109,7 @@ func TestEncryptedOpen(t *testing.T) {
 		t.Fatal(err)
 	}
 	marker := string(e.rawObject(t, "pfx/panto-store.json"))
-	want := fmt.Sprintf(`{"format":"panto-objstore","version":3,"requires":["index-bases","index-log","index-unfolded","index-heads","encryption"],"encryption":{"scheme":"%s","key_id":"%s"}}`, seal.Scheme, key.ID())
+	want := fmt.Sprintf(`{"format":"panto-objstore","version":3,"requires":["index-bases","index-log","index-unfolded","index-heads","index-run-deltas","encryption"],"encryption":{"scheme":"%s","key_id":"%s"}}`, seal.Scheme, key.ID())
 	if marker != want {
 		t.Fatalf("marker %s, want %s", marker, want)
 	}
@@ -371,7 +371,7 @@ func TestEncryptedScan(t *testing.T) {
 	// The deletion added its feature to the marker, which is still the
 	// encrypted prefix's.
 	marker := string(e.rawObject(t, "pfx/panto-store.json"))
-	if want := fmt.Sprintf(`"requires":["index-bases","index-log","index-unfolded","index-heads","encryption","tombstones"],"encryption":{"scheme":"%s","key_id":"%s"}`, seal.Scheme, key.ID()); !strings.Contains(marker, want) {
+	if want := fmt.Sprintf(`"requires":["index-bases","index-log","index-unfolded","index-heads","index-run-deltas","encryption","tombstones"],"encryption":{"scheme":"%s","key_id":"%s"}`, seal.Scheme, key.ID()); !strings.Contains(marker, want) {
 		t.Errorf("marker after a deletion: %s", marker)
 	}
 	// A second compaction, after the grace period, deletes the replaced

@@ -30,6 +30,7 @@ type Op struct {
 	// GET's If-None-Match.
 	IfNoneMatch, IfMatch string
 	Delimiter            string // a LIST's
+	Size                 int    // a PUT's body, in bytes
 	Err                  error  // what the caller got (errAnswerLost when Lost)
 	Lost                 bool   // the operation happened, its answer was dropped
 	Start, End           time.Time
@@ -119,7 +120,7 @@ func (f *faultBucket) head(ctx context.Context, key string) error {
 }
 
 func (f *faultBucket) put(ctx context.Context, key string, data []byte, cond putCond, contentType string) (etag string, err error) {
-	op := Op{Method: "PUT", Key: key, IfMatch: cond.ifMatch}
+	op := Op{Method: "PUT", Key: key, IfMatch: cond.ifMatch, Size: len(data)}
 	if cond.ifNoneMatch {
 		op.IfNoneMatch = "*"
 	}

@@ -402,6 +402,7 @@ func (s *Store) commitLog(ctx context.Context, ch logChanges, drop func(manifest
 	if last == nil && n > 0 {
 		last, lastETag = s.commitBefore(ctx, n), "" // n does not decode: go on from the one before
 	}
+	s.adoptRunDeltas(ctx, last)
 	lost := 0 // numbers other writers took first
 	for attempt := 0; attempt < s.maxAttempts*4; attempt++ {
 		if ch.width > 0 && ch.width < 3 && last != nil && last.Widened > 0 {

@@ -315,7 +315,7 @@ func TestLayout(t *testing.T) {
 				t.Fatalf("manifest %+v", m)
 			}
 		case strings.HasSuffix(o.key, "panto-store.json"):
-			if !bytes.Equal(o.data, []byte(`{"format":"panto-objstore","version":3,"requires":["index-bases","index-log","index-unfolded","index-heads"]}`)) {
+			if !bytes.Equal(o.data, []byte(`{"format":"panto-objstore","version":3,"requires":["index-bases","index-log","index-unfolded","index-heads","index-run-deltas"]}`)) {
 				t.Fatalf("marker %s", o.data)
 			}
 		}

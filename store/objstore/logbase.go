@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 
@@ -190,7 +191,34 @@ func (s *Store) storedCommit(next, prev *manifest.IndexShard, prevETag string, w
 	}
 	stored := *next
 	stored.Base, stored.BaseETag, stored.Recent = k, baseETag, delta
+	if s.runDeltas() {
+		// The run pages too: past a few thousand entries in runs they
+		// are most of a commit (250 pages, 8 KB of a turn's 15, at
+		// 12,500 entries), and a commit changes a page or two.
+		if added, gone, ok := manifest.DeltaRuns(next.Runs, base.Runs); ok {
+			stored.Runs, stored.RunsDelta, stored.RunsGone = added, true, gone
+		}
+	}
 	return &stored
+}
+
+// runDeltas reports whether the marker lets a commit stored against a
+// base store its run pages as a delta (manifest.FeatureIndexRunDeltas).
+func (s *Store) runDeltas() bool {
+	s.markerMu.Lock()
+	defer s.markerMu.Unlock()
+	return slices.Contains(s.marker.Requires, manifest.FeatureIndexRunDeltas)
+}
+
+// adoptRunDeltas requires manifest.FeatureIndexRunDeltas of a prefix
+// whose commits name run pages, so that the commits after store them
+// against their base; an older panto refuses the prefix from then on.
+// Best effort: without it, commits store their pages whole, as before.
+func (s *Store) adoptRunDeltas(ctx context.Context, last *manifest.IndexShard) {
+	if last == nil || len(last.Runs) == 0 || !s.unfoldedIndex() || s.runDeltas() {
+		return
+	}
+	_ = s.ensureFeature(ctx, manifest.FeatureIndexRunDeltas)
 }
 
 // readWholeCommit reads commit n as stored and, when it is stored against

@@ -222,3 +222,53 @@ func TestCachedCatalogKeepsBase(t *testing.T) {
 		}
 	}
 }
+
+// TestRunPagesAgainstBase: a commit stored against a base stores its run
+// pages as what changed since the base's (manifest.IndexShard.RunsDelta),
+// not the whole list, which grows with the entries in runs; readers make
+// it whole, and list every session. A prefix whose marker predates the
+// feature takes it at its first commit that names pages.
+func TestRunPagesAgainstBase(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newMemEnv(t)
+	e.open(t) // creates the prefix
+	// The marker as a panto before the feature wrote it.
+	old := strings.Replace(string(e.object(t, "pfx/panto-store.json")), `,"`+manifest.FeatureIndexRunDeltas+`"`, "", 1)
+	objstore.MemPut(e.mem, "pfx/panto-store.json", []byte(old))
+	want := map[string]int{}
+	for _, id := range bulkWrite(t, e, nil, 600, nil, objectsFoldAt(5000)) {
+		want[id] = 1
+	}
+	for i := range 20 {
+		w := e.open(t, objectsFoldAt(5000))
+		want[appendNew(t, w, fmt.Sprint("turn ", i))] = 1
+		if err := w.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if m := string(e.object(t, "pfx/panto-store.json")); !strings.Contains(m, `"`+manifest.FeatureIndexRunDeltas+`"`) {
+		t.Fatalf("the marker %s does not require %s after commits that name pages", m, manifest.FeatureIndexRunDeltas)
+	}
+	codec, _ := manifest.NewCodec()
+	whole := e.logCommits(t)
+	deltas := 0
+	for _, o := range e.rawBucket(t) {
+		if logCommitKey.MatchString(o.key) {
+			c, err := codec.DecodeIndexShard(o.key, o.data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.RunsDelta {
+				deltas++
+				if len(c.Runs)+len(c.RunsGone) >= len(whole[c.Through].Runs) {
+					t.Fatalf("commit %d stores %d pages and %d gone for a list of %d", c.Through, len(c.Runs), len(c.RunsGone), len(whole[c.Through].Runs))
+				}
+			}
+		}
+	}
+	if deltas == 0 {
+		t.Fatal("no commit stores its run pages against its base")
+	}
+	checkListing(t, e, "with run pages stored against bases", want)
+}
