@@ -228,7 +228,7 @@ func (s *Store) settle(ctx context.Context) error {
 		// And past manifest.WideAfter sessions, partitions of three
 		// characters (widen.go), before this write's go anywhere. A
 		// damaged partition holds the move back until repair.
-		if err := s.widenIndex(ctx, s.queuedCount(queued)); err != nil && !errors.Is(err, ErrIndexDamaged) {
+		if err := s.widenIndex(ctx, queued); err != nil && !errors.Is(err, ErrIndexDamaged) {
 			return err
 		}
 	}

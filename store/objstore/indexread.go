@@ -300,6 +300,11 @@ const partitionReads = 256
 // holds unfolded and in the pages of its runs that cover them (read with
 // the partitions; a page retired since is errRunGone).
 func (s *Store) readPartitions(ctx context.Context, names []string, c *manifest.IndexShard) (map[string]manifest.IndexEntry, map[string]manifest.Tombstone, error) {
+	return s.readPartitionsBy(ctx, names, c, s.readShard)
+}
+
+// readPartitionsBy is readPartitions with each partition read by read.
+func (s *Store) readPartitionsBy(ctx context.Context, names []string, c *manifest.IndexShard, read func(context.Context, string) (*manifest.IndexShard, error)) (map[string]manifest.IndexEntry, map[string]manifest.Tombstone, error) {
 	shards := make([]*manifest.IndexShard, len(names))
 	damaged := make([]error, len(names))
 	g, gctx := errgroup.WithContext(ctx)
@@ -317,7 +322,7 @@ func (s *Store) readPartitions(ctx context.Context, names []string, c *manifest.
 	for i, name := range names {
 		g.Go(func() error {
 			var err error
-			shards[i], err = s.readShard(gctx, name)
+			shards[i], err = read(gctx, name)
 			if errors.Is(err, ErrCorrupt) {
 				damaged[i], err = err, nil
 			}

@@ -213,9 +213,11 @@ func (s *Store) runDeltas() bool {
 // adoptRunDeltas requires manifest.FeatureIndexRunDeltas of a prefix
 // whose commits name run pages, so that the commits after store them
 // against their base; an older panto refuses the prefix from then on.
-// Best effort: without it, commits store their pages whole, as before.
+// Best effort, tried once per Store (credentials that may not write the
+// marker would otherwise cost every commit a marker's GET and PUT):
+// without it, commits store their pages whole, as before.
 func (s *Store) adoptRunDeltas(ctx context.Context, last *manifest.IndexShard) {
-	if last == nil || len(last.Runs) == 0 || !s.unfoldedIndex() || s.runDeltas() {
+	if last == nil || len(last.Runs) == 0 || !s.unfoldedIndex() || s.runDeltas() || s.runDeltasTried.Swap(true) {
 		return
 	}
 	_ = s.ensureFeature(ctx, manifest.FeatureIndexRunDeltas)

@@ -188,6 +188,9 @@ type Store struct {
 	// sessions a sync's catalog holds before it moves them.
 	widened   atomic.Bool
 	wideAfter int
+	// runDeltasTried: this Store asked the marker for
+	// manifest.FeatureIndexRunDeltas once (logbase.go).
+	runDeltasTried atomic.Bool
 	// openedToken is ListingToken's: the index as Open read it.
 	openedToken string
 	// indexCache is WithIndexCache's directory ("": none), cat the

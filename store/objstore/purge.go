@@ -226,13 +226,8 @@ func (s *Store) purgeDeletedOnce(ctx context.Context, names []string, reread boo
 	if c != nil {
 		discard = c.Discarded // every one is deleted now
 	}
-	width := 0 // that of the partitions seen to bury ids (widen.go)
-	for _, name := range within {
-		if width == 0 || len(name) < width {
-			width = len(name)
-		}
-	}
-	err = s.retirePages(ctx, logChanges{pages: added, purge: &purgeChange{partitions: within, read: pageKeys(pages), ids: ids, discarded: discard}, width: width}, replaced)
+	// width: of the partitions seen to bury ids (widen.go).
+	err = s.retirePages(ctx, logChanges{pages: added, purge: &purgeChange{partitions: within, read: pageKeys(pages), ids: ids, discarded: discard}, width: narrowest(within)}, replaced)
 	s.runs.fold.Unlock()
 	if err != nil {
 		return purgeVoid, nil, err

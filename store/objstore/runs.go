@@ -904,13 +904,12 @@ func (s *Store) foldRunsLocked(ctx context.Context, plan foldPlan) (buried []str
 	if err != nil {
 		return buried, fmt.Errorf("fold the index runs: %w", err)
 	}
+	written := slices.Collect(maps.Keys(names))
 	width := plan.width
-	for name := range names {
-		if width == 0 || len(name) < width {
-			width = len(name)
-		}
+	if w := narrowest(written); width == 0 || w > 0 && w < width {
+		width = w
 	}
-	return buried, s.retirePages(ctx, logChanges{indexed: s.estimateIndexed(slices.Collect(maps.Keys(names))), fold: plan.step, width: width}, plan.retired)
+	return buried, s.retirePages(ctx, logChanges{indexed: s.estimateIndexed(written), fold: plan.step, width: width}, plan.retired)
 }
 
 // estimateIndexed is how many sessions the index holds, estimated from

@@ -2,7 +2,6 @@ package objstore
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -95,7 +94,7 @@ func (s *Store) narrowed(ctx context.Context, ch *logChanges) error {
 // (manifest.ComparePartitions). The commit drops a fold or merge under
 // way, which the next writers start again at the new width (what was
 // merged and what was not are then runs like any other).
-func (s *Store) widenIndex(ctx context.Context, queued int) error {
+func (s *Store) widenIndex(ctx context.Context, queued []string) error {
 	// A sync's (a Store opened for bulk work): an agent's exit, a
 	// local-first panto's shipper too, must stay small (§P3, runs).
 	if !s.deferIndex || !s.unfoldedIndex() || s.wide() {
@@ -104,7 +103,7 @@ func (s *Store) widenIndex(ctx context.Context, queued int) error {
 	s.cat.mu.Lock()
 	doc := s.cat.doc
 	s.cat.mu.Unlock()
-	if doc == nil || len(doc.Sessions)+queued < s.wideAfter {
+	if doc == nil || len(doc.Sessions)+s.queuedCount(queued) < s.wideAfter {
 		return nil
 	}
 	s.adoptMu.Lock()
@@ -137,15 +136,19 @@ func (s *Store) widenIndex(ctx context.Context, queued int) error {
 		return fmt.Errorf("widen the index: %w", err)
 	}
 	// What writers put in the old partitions since the catalog's reading.
+	// Each partition is asked for (a 304 when nobody wrote it since this
+	// Store read it), however recent that reading: a listing's snapshot
+	// (WithOpenSnapshot) does not serve here.
+	asked := func(ctx context.Context, name string) (*manifest.IndexShard, error) {
+		return s.shardReading(ctx, name, func(*shardState) bool { return false })
+	}
 	catchUp := func(ctx context.Context) error {
-		shards, err := s.rereadPartitions(ctx, narrow)
+		entries, tombs, err := s.readPartitionsBy(ctx, narrow, nil, asked)
 		if err != nil {
 			return err
 		}
 		clear(batches)
-		for _, sh := range shards {
-			add(sh.Sessions, sh.Tombstones)
-		}
+		add(entries, tombs)
 		return s.putWide(ctx, batches, false)
 	}
 	if err := catchUp(ctx); err != nil {
@@ -176,38 +179,19 @@ func (s *Store) partitionsUnder(names []string) []string {
 	return wide
 }
 
+// narrowest is the width of the narrowest of names (0: none).
+func narrowest(names []string) int {
+	w := 0
+	for _, name := range names {
+		if w == 0 || len(name) < w {
+			w = len(name)
+		}
+	}
+	return w
+}
+
 // withWideAfter sets manifest.WideAfter (tests widen small indexes).
 func withWideAfter(n int) Option { return func(o *options) { o.wideAfter = n } }
-
-// rereadPartitions reads the partitions names from the bucket, each with
-// If-None-Match on the ETag of this Store's reading (a 304 when nobody
-// wrote it since), however recent that reading: a listing's snapshot
-// (WithOpenSnapshot) does not serve here. One that does not decode is
-// ErrIndexDamaged, for repair.
-func (s *Store) rereadPartitions(ctx context.Context, names []string) ([]*manifest.IndexShard, error) {
-	shards := make([]*manifest.IndexShard, len(names))
-	damaged := make([]error, len(names))
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(partitionReads)
-	for i, name := range names {
-		g.Go(func() error {
-			v, err := s.readShardView(gctx, name)
-			switch {
-			case errors.Is(err, ErrCorrupt):
-				damaged[i] = err
-			case err != nil:
-				return err
-			default:
-				shards[i] = v.shard
-			}
-			return nil
-		})
-	}
-	if err := g.Wait(); err != nil {
-		return nil, err
-	}
-	return slices.DeleteFunc(shards, func(sh *manifest.IndexShard) bool { return sh == nil }), s.damage(names, damaged)
-}
 
 // batchOf is the batch of partition name in batches, made when missing.
 func batchOf(batches map[string]*shardBatch, name string) *shardBatch {
