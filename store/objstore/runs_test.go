@@ -897,6 +897,68 @@ func TestAgentFoldCompletes(t *testing.T) {
 	}
 }
 
+// TestFoldStepSharesBudget: an agent's exit on which a step of the fold
+// under way and a merge of runs both fall due takes the merge alone when
+// the two do not fit its budget together (the step waits for the next
+// exit), so that no exit writes a step's partitions and a merge's pages
+// past the budget; with a budget both fit in, it takes both.
+func TestFoldStepSharesBudget(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		budget int
+		both   bool // an exit may step and merge
+	}{{64, false}, {256, true}} {
+		t.Run(fmt.Sprint("budget ", tc.budget), func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			e := newMemEnv(t)
+			want := map[string]int{}
+			for _, id := range bulkWrite(t, e, nil, 300, nil, objectsFoldAt(1000)) {
+				want[id] = 1
+			}
+			merges, both := 0, 0
+			for exit := 1; exit <= 8; exit++ {
+				fb := e.faults(t)
+				w := e.openOn(t, fb, objectsFoldAt(50), objstore.WithMergeBudget(tc.budget))
+				want[appendNew(t, w, fmt.Sprint("agent ", exit))] = 1
+				if err := w.Close(ctx); err != nil {
+					t.Fatal(err)
+				}
+				partitions, pages := 0, 0
+				for _, o := range fb.Take() {
+					switch {
+					case o.Method != "PUT":
+					case partitionKeyRe.MatchString("pfx/" + o.Key):
+						partitions++
+					case runKeyRe.MatchString(o.Key):
+						pages++
+					}
+				}
+				// The exit's own run is one page; a merge writes another.
+				if pages > 1 {
+					merges++
+					if partitions > 0 {
+						both++
+					}
+				}
+				if _, c := e.newestCommit(t); c.Fold == nil && exit < 5 {
+					t.Fatalf("exit %d: no fold under way; the test needs one", exit)
+				}
+			}
+			checkListing(t, e, "after the exits", want)
+			if merges == 0 {
+				t.Fatal("no exit merged runs: the test no longer tests a merge beside a fold")
+			}
+			if tc.both && both == 0 {
+				t.Fatalf("with a budget of %d, no exit both stepped and merged", tc.budget)
+			}
+			if !tc.both && both > 0 {
+				t.Fatalf("%d exits wrote a fold step's partitions and a merge's pages, past a budget of %d entries", both, tc.budget)
+			}
+		})
+	}
+}
+
 // TestAgentFoldLimitFromCommit: a writer that read the catalog says in
 // its commits how many sessions the index holds (Indexed), and a writer
 // without the catalog folds the runs past an eighth of that, not past
