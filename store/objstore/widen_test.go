@@ -124,13 +124,13 @@ func widenIndex(t *testing.T, e *env) {
 	checkListing(t, e, "after the move", want)
 
 	// A Store that read the old partitions writes to them: its commit
-	// finds the move and puts those entries in a run. New sessions only:
-	// an append to a session the Store has not loaded asks the newest
-	// commit for its entry once its reading is older than 30 s (on a
-	// loaded machine under -race the move takes that long), which
-	// teaches it the move before it writes any partition. More than a
-	// run takes (an eighth of the index, which the commit counts): the
-	// stale Store writes its partitions.
+	// finds the move and puts those entries in a run. More than a run
+	// takes (an eighth of the index, which the commit counts): the stale
+	// Store writes its partitions.
+	if err := staleWriter.AppendMessages(ctx, grown, []agent.PersistentMessage{msg(agent.RoleAssistant, "stale")}); err != nil {
+		t.Fatal(err)
+	}
+	want[grown]++
 	var stale []string
 	for i := range 31 {
 		id := appendNew(t, staleWriter, fmt.Sprint("stale ", i))
@@ -141,17 +141,30 @@ func widenIndex(t *testing.T, e *env) {
 		t.Fatal(err)
 	}
 	// Each went to its old partition, which nobody reads since the
-	// move, and so to a run too.
+	// move, and so to a run too. In memory always; on a server under
+	// load the Store may have read a commit after the move before it
+	// wrote (CI saw it once in many runs, under -race): its entries then
+	// went to their new partitions, which is right too.
 	oldParts, _ := e.partitions(t)
 	newParts, _ := e.widePartitions(t)
 	runs := e.runEntries(t)
+	staleWrites := 0
 	for _, id := range stale {
-		if oldParts[id].Info.ID != id || newParts[id].Info.ID == id {
-			t.Fatalf("the stale Store did not write %s to its old partition (in a new one: %v): the test no longer tests a stale write", id, newParts[id].Info.ID == id)
+		switch {
+		case oldParts[id].Info.ID == id:
+			staleWrites++
+			if runs[id].Info.ID != id {
+				t.Fatalf("session %s, which the stale Store wrote to its old partition, is in no run", id)
+			}
+		case newParts[id].Info.ID != id && runs[id].Info.ID != id:
+			t.Fatalf("session %s, which the stale Store wrote, is in no partition of three characters and no run", id)
 		}
-		if runs[id].Info.ID != id {
-			t.Fatalf("session %s, which the stale Store wrote to its old partition, is in no run", id)
-		}
+	}
+	switch {
+	case staleWrites == 0 && e.mem != nil:
+		t.Fatal("the stale Store wrote no session to the old partitions: the test no longer tests a stale write")
+	case staleWrites == 0:
+		t.Logf("the stale Store learnt of the move before it wrote: the stale write is tested in memory only this time")
 	}
 	checkListing(t, e, "after a stale Store's write", want)
 
