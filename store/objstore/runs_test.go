@@ -771,6 +771,20 @@ func TestExitRunsTiered(t *testing.T) {
 	checkListing(t, e, "after the writers", want)
 }
 
+// agentExit is an agent's run on e's memory bucket: a Store opened with
+// opts appends a new session (noted in want) and closes; it returns the
+// requests the Store sent.
+func agentExit(t *testing.T, e *env, want map[string]int, text string, opts ...objstore.Option) []objstore.Op {
+	t.Helper()
+	fb := e.faults(t)
+	w := e.openOn(t, fb, opts...)
+	want[appendNew(t, w, text)] = 1
+	if err := w.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return fb.Take()
+}
+
 // TestAgentFoldsInSteps: a writer that is not a sync (an agent) folds
 // runs past the limit a few partitions at a time: the first step, before
 // the index was counted, one partition, which counts it (Indexed); the
@@ -780,7 +794,6 @@ func TestExitRunsTiered(t *testing.T) {
 // what is left of a fold under way at once.
 func TestAgentFoldsInSteps(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
 	e := newMemEnv(t)
 	want := map[string]int{}
 	for _, id := range bulkWrite(t, e, nil, 300, nil, objectsFoldAt(1000)) {
@@ -793,14 +806,8 @@ func TestAgentFoldsInSteps(t *testing.T) {
 	sync := c.Runs[0].Commit
 	closeOne := func(step int) []string {
 		t.Helper()
-		fb := e.faults(t)
-		w := e.openOn(t, fb, objectsFoldAt(50))
-		want[appendNew(t, w, fmt.Sprint("agent ", step))] = 1
-		if err := w.Close(ctx); err != nil {
-			t.Fatal(err)
-		}
 		var written []string
-		for _, o := range fb.Take() {
+		for _, o := range agentExit(t, e, want, fmt.Sprint("agent ", step), objectsFoldAt(50)) {
 			if o.Method == "PUT" && partitionKeyRe.MatchString("pfx/"+o.Key) {
 				written = append(written, o.Key)
 			}
@@ -910,7 +917,6 @@ func TestFoldStepSharesBudget(t *testing.T) {
 	}{{64, false}, {256, true}} {
 		t.Run(fmt.Sprint("budget ", tc.budget), func(t *testing.T) {
 			t.Parallel()
-			ctx := context.Background()
 			e := newMemEnv(t)
 			want := map[string]int{}
 			for _, id := range bulkWrite(t, e, nil, 300, nil, objectsFoldAt(1000)) {
@@ -918,14 +924,8 @@ func TestFoldStepSharesBudget(t *testing.T) {
 			}
 			merges, both := 0, 0
 			for exit := 1; exit <= 8; exit++ {
-				fb := e.faults(t)
-				w := e.openOn(t, fb, objectsFoldAt(50), objstore.WithMergeBudget(tc.budget))
-				want[appendNew(t, w, fmt.Sprint("agent ", exit))] = 1
-				if err := w.Close(ctx); err != nil {
-					t.Fatal(err)
-				}
 				partitions, pages := 0, 0
-				for _, o := range fb.Take() {
+				for _, o := range agentExit(t, e, want, fmt.Sprint("agent ", exit), objectsFoldAt(50), objstore.WithMergeBudget(tc.budget)) {
 					switch {
 					case o.Method != "PUT":
 					case partitionKeyRe.MatchString("pfx/" + o.Key):
