@@ -1,6 +1,7 @@
 package objstore
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -555,12 +556,20 @@ func nextCommit(n int64, prev *manifest.IndexShard, ch logChanges, drop func(man
 			ch.retired = nil
 		} else {
 			c.Fold = ch.fold.to
+			if ch.fold.from == nil && foldTakes(c, c.Merge) {
+				// The fold takes the merge's runs, whose entries it
+				// writes to the partitions: the merge is dropped (its
+				// pages stay named, as runs), so that merges of the
+				// runs written during the fold go on (runsDue).
+				c.Merge = nil
+			}
 		}
 	}
 	if ch.merge != nil {
-		if !sameMerge(c.Merge, ch.merge.from) || !namesAll(prev, ch.read) {
+		if !sameMerge(c.Merge, ch.merge.from) || !namesAll(prev, ch.read) || foldTakes(c, cmp.Or(ch.merge.to, ch.merge.from)) {
 			// Another writer took this step first (or a sync finished
-			// the merge, or a purge replaced a page it read): this
+			// the merge, or a purge replaced a page it read, or a fold
+			// that takes the runs it merges started meanwhile): this
 			// one's pages stay unnamed, and what it meant to retire
 			// stays named.
 			ch.pages, ch.retired = nil, nil

@@ -417,10 +417,10 @@ func (s *Store) catalogCount() int64 {
 // finishes a merge under way at once, as a batch job may; any other
 // writer (an agent's Close) folds a few partitions at a time
 // (stepFold), so that no exit rewrites a sixteenth of the index, and
-// rewrites at most mergeBudget
-// entries: the merges that fit, lowest tier first, then
-// a step of the merge under way, or of a new one that does not fit
-// (stepMerge). What is left waits for the next writer.
+// rewrites at most mergeBudget entries with the step: the merges that
+// fit, lowest tier first, then a step of the merge under way, or of a
+// new one that does not fit (stepMerge), of the runs the fold does not
+// take. What is left waits for the next writer.
 func (s *Store) runsDue(ctx context.Context) error {
 	// Not by whether it read the catalog: a local-first panto's shipper
 	// reads it (replica.PlanAll) and is an agent's exit all the same.
@@ -449,16 +449,17 @@ func (s *Store) runsDue(ctx context.Context) error {
 			// fits alone but not beside the step is this exit's, and
 			// the step the next one's (at 100,000 sessions a step's
 			// 14 KB and a merge's 19 KB were 33 KB on top of the turn's
-			// commits).
+			// commits). The step is charged what its partitions hold
+			// once written, not what they were estimated to.
 			stepped = true
-			step := s.foldStepSize(c)
-			if n := runEntries(runsToMerge(notMerging(c))); n > 0 && n <= budget && n+step > budget {
+			if n := runEntries(runsToMerge(notMerging(c))); n > 0 && n <= budget && n+s.foldStepSize(c) > budget {
 				continue
 			}
-			if err := s.stepFold(ctx, c); err != nil {
+			wrote, err := s.stepFold(ctx, c)
+			if err != nil {
 				return err
 			}
-			budget -= step
+			budget -= wrote
 			continue
 		}
 		if c.Merge != nil && batch {
@@ -475,19 +476,33 @@ func (s *Store) runsDue(ctx context.Context) error {
 				return err
 			}
 			budget -= n
-		case budget <= 0 || c.Fold != nil:
-			// While a fold is under way, no merge goes in steps: its
-			// runs may be the fold's, whose entries go to the partitions.
+		case budget <= 0 || c.Merge != nil && foldTakes(c, c.Merge):
+			// A merge whose runs the fold under way takes waits for the
+			// fold, which retires them (a fold that starts drops the
+			// merge: nextCommit; one an older panto started may not).
 			return nil
 		case c.Merge != nil:
-			return s.stepMerge(ctx, c, nil, budget)
+			return s.stepMerge(ctx, c, nil, budget, budget < s.mergeBudget)
 		case len(pages) > 0:
-			return s.stepMerge(ctx, c, pages, budget)
+			// During a fold too: the pages are of runs it does not take
+			// (notMerging), and a fold of a partition per exit lasts
+			// thousands of exits, whose runs of 64 entries would else
+			// pile up for every resolve to read a page of each.
+			return s.stepMerge(ctx, c, pages, budget, budget < s.mergeBudget)
 		default:
 			return nil
 		}
 	}
 	return nil
+}
+
+// foldTakes reports whether c's fold under way takes a run merge m
+// merges or merges into.
+func foldTakes(c *manifest.IndexShard, m *manifest.RunMerge) bool {
+	if c.Fold == nil || m == nil {
+		return false
+	}
+	return slices.Contains(c.Fold.From, m.Into) || slices.ContainsFunc(m.From, func(run int64) bool { return slices.Contains(c.Fold.From, run) })
 }
 
 // runEntries is how many entries pages hold.
@@ -536,8 +551,10 @@ func notMerging(c *manifest.IndexShard) []manifest.RunPage {
 // them, retires the pages merged whole, and says where the merge is.
 // The last step retires what is left of the runs merged. So an agent's
 // Close rewrites a bounded part of a big merge, and a reader finds each
-// entry in the run merged into, or in a page not yet retired.
-func (s *Store) stepMerge(ctx context.Context, c *manifest.IndexShard, start []manifest.RunPage, budget int) error {
+// entry in the run merged into, or in a page not yet retired. spent:
+// the exit wrote some of its budget already (a fold's step, a merge),
+// so a first partition that holds more than budget is the next exit's.
+func (s *Store) stepMerge(ctx context.Context, c *manifest.IndexShard, start []manifest.RunPage, budget int, spent bool) error {
 	s.runs.fold.Lock()
 	defer s.runs.fold.Unlock()
 	from := c.Merge
@@ -576,6 +593,9 @@ func (s *Store) stepMerge(ctx context.Context, c *manifest.IndexShard, start []m
 		}
 		return n
 	}
+	if spent && estimate(names[first]) > float64(budget) {
+		return nil
+	}
 	end, sum := first, 0.0
 	for end < len(names) {
 		n := estimate(names[end])
@@ -609,11 +629,14 @@ func (s *Store) stepMerge(ctx context.Context, c *manifest.IndexShard, start []m
 	}
 	entries := map[string]manifest.IndexEntry{}
 	for i, name := range step {
-		if i > 0 && len(entries)+len(perPartition[name]) > budget {
+		if (i > 0 || spent) && len(entries)+len(perPartition[name]) > budget {
 			end = first + i
 			break
 		}
 		maps.Copy(entries, perPartition[name])
+	}
+	if end == first {
+		return nil // spent: not even the first partition fits what is left
 	}
 	var added []manifest.RunPage
 	if len(entries) > 0 {
@@ -666,9 +689,14 @@ func coveredCount(p manifest.RunPage, names []string) int {
 // foldStepEntries is about how many entries one step of a fold by an
 // agent writes to the partitions (stepFold): whole partitions, one at
 // least, as many as hold about that many entries of the index (its
-// count, IndexShard.Indexed). At 10,000 sessions one partition (39
-// entries, about 10 KB); at 1,000, 16; before the index was counted, one.
-const foldStepEntries = 64
+// count, IndexShard.Indexed). At 100,000 sessions one partition of
+// three characters (24 entries, 6.4 KB at the median, 10.4 KB at the
+// most); at 10,000 one of two (39 entries, about 10 KB); at 1,000,
+// eight; before the index was counted, one. Two partitions at 100,000
+// (64 entries) sent up to 29 KB beside a turn's 13 KB of commits and
+// head: a fold now lasts 4,096 exits there, while merges of the runs
+// it does not take go on in steps (runsDue).
+const foldStepEntries = 32
 
 // foldStepWidth is how many partitions a step of a fold writes: those
 // that hold about foldStepEntries entries of the index (by its count,
@@ -699,8 +727,9 @@ func (s *Store) foldStepSize(c *manifest.IndexShard) int {
 // page of the runs covers are passed over. So an agent's Close writes a
 // few partitions, not a sixteenth of the index (1.3 MB at 100,000
 // sessions), and a reader finds each entry in its partition or in a
-// page not yet retired.
-func (s *Store) stepFold(ctx context.Context, c *manifest.IndexShard) error {
+// page not yet retired. It returns how many entries the partitions it
+// wrote hold.
+func (s *Store) stepFold(ctx context.Context, c *manifest.IndexShard) (int, error) {
 	from := c.Fold
 	names := s.shardNames()
 	var runs []int64
@@ -723,7 +752,7 @@ func (s *Store) stepFold(ctx context.Context, c *manifest.IndexShard) error {
 	}
 	first := partitionIndex(names, next)
 	if first < 0 || len(sources) == 0 {
-		return nil // nothing left to fold: the next commit drops the fold
+		return 0, nil // nothing left to fold: the next commit drops the fold
 	}
 	covered := func(name string) bool {
 		return slices.ContainsFunc(sources, func(p manifest.RunPage) bool { return p.Covers(name) })
@@ -759,9 +788,12 @@ func (s *Store) stepFold(ctx context.Context, c *manifest.IndexShard) error {
 		// Only the retirement of what is left: nothing to write.
 		s.runs.fold.Lock()
 		defer s.runs.fold.Unlock()
-		return s.retirePages(ctx, logChanges{fold: plan.step, width: plan.width}, retired)
+		return 0, s.retirePages(ctx, logChanges{fold: plan.step, width: plan.width}, retired)
 	}
-	return s.foldPlanned(ctx, plan)
+	if err := s.foldPlanned(ctx, plan); err != nil {
+		return 0, err
+	}
+	return s.partitionEntries(plan.within), nil
 }
 
 // runTier is the size tier of a run of n entries: floor(log4 n), so a
@@ -952,20 +984,45 @@ func (s *Store) foldRunsLocked(ctx context.Context, plan foldPlan) (buried []str
 // Only partitions that took an entry are written, so a sparse index
 // (fewer sessions than partitions) is counted high; the limit it sets
 // is then below runFoldMin, which bounds it anyway.
+//
+// A step of one or two partitions is a small sample (a partition of 24
+// entries at 100,000 sessions varies by a fifth), and the count sizes
+// the next steps: it moves the count the commit carries by the share of
+// indexSample partitions it read, as an average over the last few steps.
 func (s *Store) estimateIndexed(written []string) int64 {
 	if s.catalogCount() > 0 || len(written) == 0 {
 		return 0
 	}
-	var n int64
-	for _, name := range written {
+	sample := int64(s.partitionEntries(written)) * int64(len(s.shardNames())) / int64(len(written))
+	s.ilog.mu.Lock()
+	var counted int64
+	if s.ilog.last != nil {
+		counted = s.ilog.last.Indexed
+	}
+	s.ilog.mu.Unlock()
+	if counted <= 0 || len(written) >= indexSample {
+		return sample
+	}
+	return max(1, counted+(sample-counted)*int64(len(written))/indexSample)
+}
+
+// indexSample is how many partitions a count of the index from them
+// replaces the count before it whole (estimateIndexed).
+const indexSample = 16
+
+// partitionEntries is how many entries this Store's readings of the
+// partitions names hold (those it read or wrote).
+func (s *Store) partitionEntries(names []string) int {
+	n := 0
+	for _, name := range names {
 		st := s.shardState(name)
 		st.mu.Lock()
 		if st.view.shard != nil {
-			n += int64(len(st.view.shard.Sessions))
+			n += len(st.view.shard.Sessions)
 		}
 		st.mu.Unlock()
 	}
-	return n * int64(len(s.shardNames())) / int64(len(written))
+	return n
 }
 
 // mergeRuns writes the entries of pages as one new run, commits it in

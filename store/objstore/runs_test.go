@@ -788,7 +788,7 @@ func agentExit(t *testing.T, e *env, want map[string]int, text string, opts ...o
 // TestAgentFoldsInSteps: a writer that is not a sync (an agent) folds
 // runs past the limit a few partitions at a time: the first step, before
 // the index was counted, one partition, which counts it (Indexed); the
-// next ones as many partitions as hold about 64 entries. Every session
+// next ones as many partitions as hold about 32 entries. Every session
 // lists at its longest between the steps, each step retires the pages
 // whose partitions are all written, the last the rest; a sync folds
 // what is left of a fold under way at once.
@@ -835,9 +835,9 @@ func TestAgentFoldsInSteps(t *testing.T) {
 	}
 	for step := 2; ; step++ {
 		_, before := e.newestCommit(t)
-		width := max(1, 64*256/int(before.Indexed))
+		width := max(1, 32*256/int(before.Indexed))
 		if written := closeOne(step); len(written) > width {
-			t.Fatalf("step %d wrote %d partitions, want at most %d (64 entries of an index of %d)", step, len(written), width, before.Indexed)
+			t.Fatalf("step %d wrote %d partitions, want at most %d (32 entries of an index of %d)", step, len(written), width, before.Indexed)
 		}
 		if left := pages(); left > 0 && step == 40 {
 			t.Fatalf("after %d steps the sync's run still has %d pages", step, left)
@@ -905,16 +905,17 @@ func TestAgentFoldCompletes(t *testing.T) {
 }
 
 // TestFoldStepSharesBudget: an agent's exit on which a step of the fold
-// under way and a merge of runs both fall due takes the merge alone when
-// the two do not fit its budget together (the step waits for the next
-// exit), so that no exit writes a step's partitions and a merge's pages
-// past the budget; with a budget both fit in, it takes both.
+// under way and a merge of runs both fall due writes at most its budget
+// of entries with the two together: the step is charged what its
+// partitions hold once written, and a merge due that fits alone but not
+// beside the step is the exit's alone (the step waits for the next
+// exit). With a budget both fit in, some exit takes both.
 func TestFoldStepSharesBudget(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		budget int
-		both   bool // an exit may step and merge
-	}{{64, false}, {256, true}} {
+		both   bool // some exit must step and merge
+	}{{32, false}, {256, true}} {
 		t.Run(fmt.Sprint("budget ", tc.budget), func(t *testing.T) {
 			t.Parallel()
 			e := newMemEnv(t)
@@ -924,25 +925,25 @@ func TestFoldStepSharesBudget(t *testing.T) {
 			}
 			merges, both := 0, 0
 			for exit := 1; exit <= 8; exit++ {
-				partitions, pages := 0, 0
-				for _, o := range agentExit(t, e, want, fmt.Sprint("agent ", exit), objectsFoldAt(50), objstore.WithMergeBudget(tc.budget)) {
-					switch {
-					case o.Method != "PUT":
-					case partitionKeyRe.MatchString("pfx/" + o.Key):
-						partitions++
-					case runKeyRe.MatchString(o.Key):
-						pages++
-					}
-				}
-				// The exit's own run is one page; a merge writes another.
-				if pages > 1 {
-					merges++
-					if partitions > 0 {
-						both++
-					}
-				}
-				if _, c := e.newestCommit(t); c.Fold == nil && exit < 5 {
+				_, before := e.newestCommit(t)
+				ops := agentExit(t, e, want, fmt.Sprint("agent ", exit), objectsFoldAt(50), objstore.WithMergeBudget(tc.budget))
+				_, c := e.newestCommit(t)
+				if c.Fold == nil && exit < 5 {
 					t.Fatalf("exit %d: no fold under way; the test needs one", exit)
+				}
+				// The exit's own run is one entry; a merge writes more.
+				merged := runEntriesAdded(before, c) - 1
+				if merged > 0 {
+					merges++
+				}
+				if merged <= 0 {
+					continue
+				}
+				if folded, partitions := e.foldedBy(t, ops); partitions > 0 {
+					both++
+					if folded+merged > tc.budget {
+						t.Fatalf("exit %d wrote %d entries to %d partitions and merged %d, past a budget of %d", exit, folded, partitions, merged, tc.budget)
+					}
 				}
 			}
 			checkListing(t, e, "after the exits", want)
@@ -952,10 +953,181 @@ func TestFoldStepSharesBudget(t *testing.T) {
 			if tc.both && both == 0 {
 				t.Fatalf("with a budget of %d, no exit both stepped and merged", tc.budget)
 			}
-			if !tc.both && both > 0 {
-				t.Fatalf("%d exits wrote a fold step's partitions and a merge's pages, past a budget of %d entries", both, tc.budget)
-			}
 		})
+	}
+}
+
+// foldedBy is how many entries the partitions ops wrote hold now, and
+// how many partitions they wrote.
+func (e *env) foldedBy(t *testing.T, ops []objstore.Op) (entries, partitions int) {
+	t.Helper()
+	var names []string
+	for _, o := range ops {
+		if m := partitionKeyRe.FindStringSubmatch("pfx/" + o.Key); o.Method == "PUT" && m != nil {
+			names = append(names, m[1])
+		}
+	}
+	if len(names) == 0 {
+		return 0, 0
+	}
+	in, _ := e.partitionsMatching(t, regexp.MustCompile(`^pfx/index/(`+strings.Join(names, "|")+`)\.json\.zst$`))
+	return len(in), len(names)
+}
+
+// runEntriesAdded is how many entries the run pages commit c names and
+// commit before does not hold.
+func runEntriesAdded(before, c *manifest.IndexShard) int {
+	named := map[string]bool{}
+	for _, p := range before.Runs {
+		named[p.Key] = true
+	}
+	n := 0
+	for _, p := range c.Runs {
+		if !named[p.Key] {
+			n += p.Sessions
+		}
+	}
+	return n
+}
+
+// TestMergesStepDuringFold: while agents fold runs a partition or two at
+// a time (a fold that lasts many exits), the runs written since it
+// started merge in steps beside it, so that they do not pile up; the
+// fold and the merge each end, and every session lists throughout.
+func TestMergesStepDuringFold(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newMemEnv(t)
+	want := map[string]int{}
+	for _, id := range bulkWrite(t, e, nil, 3000, nil, objectsFoldAt(100000)) {
+		want[id] = 1
+	}
+	const budget = 40
+	during := false // a merge under way during the fold
+	for exit := 1; ; exit++ {
+		if exit > 400 {
+			t.Fatal("the fold did not end in 400 exits")
+		}
+		_, before := e.newestCommit(t)
+		fb := e.faults(t)
+		w := e.openOn(t, fb, objectsFoldAt(50), objstore.WithMergeBudget(budget))
+		// Exits 2 to 5 write 12 sessions each: four runs of 12, a merge
+		// of 48 entries, more than the budget, due during the fold.
+		n := 1
+		if exit >= 2 && exit <= 5 {
+			n = 12
+		}
+		for i := range n {
+			want[appendNew(t, w, fmt.Sprint("agent ", exit, " ", i))] = 1
+		}
+		if err := w.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+		_, c := e.newestCommit(t)
+		if exit == 1 && c.Fold == nil {
+			t.Fatal("the first exit started no fold: the test needs one")
+		}
+		// The step and the merge share the budget: what the step's
+		// partitions hold is charged, not what they were estimated to.
+		if merged := runEntriesAdded(before, c) - n; merged > 0 {
+			if folded, partitions := e.foldedBy(t, fb.Take()); folded+merged > budget && partitions > 0 {
+				t.Fatalf("exit %d wrote %d entries to %d partitions and merged %d, past a budget of %d", exit, folded, partitions, merged, budget)
+			}
+		}
+		if c.Fold != nil && c.Merge != nil {
+			if foldHolds(c, c.Merge.Into) || slices.ContainsFunc(c.Merge.From, func(run int64) bool { return foldHolds(c, run) }) {
+				t.Fatalf("exit %d: the merge under way %+v takes runs of the fold under way %+v", exit, *c.Merge, *c.Fold)
+			}
+			during = true
+		}
+		if exit%10 == 0 {
+			checkListing(t, e, fmt.Sprint("after exit ", exit), want)
+		}
+		if c.Fold == nil && c.Merge == nil && exit > 5 {
+			break
+		}
+	}
+	if !during {
+		t.Fatal("no merge went in steps while the fold was under way")
+	}
+	checkListing(t, e, "after the fold and the merge", want)
+	_, c := e.newestCommit(t)
+	if stored := e.runObjects(t); len(stored) != len(c.Runs) {
+		t.Fatalf("%d run pages stored, %d named: the steps left pages behind", len(stored), len(c.Runs))
+	}
+	sizes := map[int64]int{}
+	for _, p := range c.Runs {
+		sizes[p.Commit] += p.Sessions
+	}
+	if big := slices.Max(slices.Collect(maps.Values(sizes))); big < 48 {
+		t.Fatalf("runs after the fold: %v entries, want the four runs of 12 merged", sizes)
+	}
+}
+
+// foldHolds reports whether c's fold under way takes run.
+func foldHolds(c *manifest.IndexShard, run int64) bool {
+	return c.Fold != nil && slices.Contains(c.Fold.From, run)
+}
+
+// TestFoldDropsMergeItTakes: a fold that starts while a merge is under
+// way takes the merge's runs, whose entries it writes to the
+// partitions, and drops the merge (its pages stay named until the fold
+// retires them), so that merges of the runs written during the fold may
+// start; no session is lost.
+func TestFoldDropsMergeItTakes(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newMemEnv(t)
+	want := map[string]int{}
+	for range 3 {
+		for _, id := range bulkWrite(t, e, nil, 12, nil) {
+			want[id] = 1
+		}
+	}
+	var c *manifest.IndexShard
+	for i := 0; ; i++ {
+		if i == 20 {
+			t.Fatal("no merge went in steps: the test needs one under way")
+		}
+		w := e.open(t, objstore.WithMergeBudget(10))
+		want[appendNew(t, w, fmt.Sprint("agent ", i))] = 1
+		if err := w.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if _, c = e.newestCommit(t); c.Merge != nil {
+			break
+		}
+	}
+	merge := *c.Merge
+	w := e.open(t, objectsFoldAt(20), objstore.WithMergeBudget(10))
+	want[appendNew(t, w, "the fold's first step")] = 1
+	if err := w.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, c = e.newestCommit(t); c.Fold == nil || c.Merge != nil && c.Merge.Into == merge.Into {
+		t.Fatalf("after the fold's first step: fold %+v, merge %+v; want a fold under way and the merge %+v dropped", c.Fold, c.Merge, merge)
+	}
+	if !foldHolds(c, merge.Into) {
+		t.Fatalf("the fold %+v does not take the merge's run %d", *c.Fold, merge.Into)
+	}
+	checkListing(t, e, "after the fold's first step", want)
+	for i := 0; c.Fold != nil; i++ {
+		if i == 100 {
+			t.Fatalf("the fold did not end in 100 exits: %+v", *c.Fold)
+		}
+		w := e.open(t, objectsFoldAt(20), objstore.WithMergeBudget(10))
+		want[appendNew(t, w, fmt.Sprint("step ", i))] = 1
+		if err := w.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+		_, c = e.newestCommit(t)
+		checkListing(t, e, fmt.Sprint("after step ", i), want)
+	}
+	if slices.ContainsFunc(c.Runs, func(p manifest.RunPage) bool { return p.Commit == merge.Into || slices.Contains(merge.From, p.Commit) }) {
+		t.Fatal("a page of the dropped merge's runs is still named after the fold")
+	}
+	if stored := e.runObjects(t); len(stored) != len(c.Runs) {
+		t.Fatalf("%d run pages stored, %d named", len(stored), len(c.Runs))
 	}
 }
 
@@ -1040,16 +1212,7 @@ func TestAgentMergesInSteps(t *testing.T) {
 			t.Fatal(err)
 		}
 		_, c := e.newestCommit(t)
-		named := map[string]bool{}
-		for _, p := range before.Runs {
-			named[p.Key] = true
-		}
-		written := 0
-		for _, p := range c.Runs {
-			if !named[p.Key] {
-				written += p.Sessions
-			}
-		}
+		written := runEntriesAdded(before, c)
 		// Its own session's run, merged at once or not, and at most the
 		// budget besides (a partition's entries at least).
 		if written > budget+1 {

@@ -285,7 +285,7 @@ func TestWidenCatchesUp(t *testing.T) {
 }
 
 // TestWideFoldSteps: in a widened index an agent's fold steps write
-// partitions of three characters, as many as hold about 64 entries of
+// partitions of three characters, as many as hold about 32 entries of
 // the index (a few of 4,096, not one of 256), and fold a run that was
 // written before the move (its pages name partitions of two characters).
 func TestWideFoldSteps(t *testing.T) {
@@ -333,8 +333,8 @@ func TestWideFoldSteps(t *testing.T) {
 			}
 		}
 		if before.Indexed > 0 {
-			if most := max(1, 64*4096/int(before.Indexed)); len(written) > most {
-				t.Fatalf("step %d wrote %d partitions, want at most %d (64 entries of an index of %d)", step, len(written), most, before.Indexed)
+			if most := max(1, 32*4096/int(before.Indexed)); len(written) > most {
+				t.Fatalf("step %d wrote %d partitions, want at most %d (32 entries of an index of %d)", step, len(written), most, before.Indexed)
 			}
 		}
 		if _, c := e.newestCommit(t); c.Fold == nil && !slices.ContainsFunc(c.Runs, func(p manifest.RunPage) bool { return len(p.First) == 2 }) {
