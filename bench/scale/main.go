@@ -30,7 +30,8 @@
 //     a bulk write);
 //   - with --turns N, N one-turn panto PROMPT runs, each a new session:
 //     their sum (an exit's share of the index's merges and folds) and
-//     the costliest;
+//     the costliest, then panto show PREFIX again (a resolve beside the
+//     runs they left);
 //   - panto-sync pull into an empty directory (a full pull), and rclone
 //     copy of the same bucket into another, for the time ratio; they take
 //     turns --pull-rounds times, and the fastest of each is reported.
@@ -301,6 +302,13 @@ func runSize(ctx context.Context, o options, client *s3.Client, providerURL stri
 		}
 		r.results = append(r.results, turns...)
 		r.turns = costs
+		// The runs the turns left (a fold or merges under way) are what
+		// a resolve of an older session reads beside its partition.
+		res, err := b.panto(ctx, "panto show PREFIX after those runs (the same session: its partition and the runs they left)", "show", prefix)
+		if err != nil {
+			return r, err
+		}
+		r.results = append(r.results, res)
 	}
 
 	// The full pull and rclone take turns, each into a new empty
