@@ -1069,6 +1069,30 @@ func foldHolds(c *manifest.IndexShard, run int64) bool {
 	return c.Fold != nil && slices.Contains(c.Fold.From, run)
 }
 
+// mergeUnderWay writes three runs of 12 sessions by syncs, then closes
+// agents (a session each, noted in want) with a merge budget of budget
+// until a commit names a merge under way, which it returns.
+func mergeUnderWay(t *testing.T, e *env, want map[string]int, budget int) *manifest.IndexShard {
+	t.Helper()
+	for range 3 {
+		for _, id := range bulkWrite(t, e, nil, 12, nil) {
+			want[id] = 1
+		}
+	}
+	for i := range 20 {
+		w := e.open(t, objstore.WithMergeBudget(budget))
+		want[appendNew(t, w, fmt.Sprint("agent ", i))] = 1
+		if err := w.Close(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if _, c := e.newestCommit(t); c.Merge != nil {
+			return c
+		}
+	}
+	t.Fatal("no merge under way after 20 closes")
+	return nil
+}
+
 // TestFoldDropsMergeItTakes: a fold that starts while a merge is under
 // way takes the merge's runs, whose entries it writes to the
 // partitions, and drops the merge (its pages stay named until the fold
@@ -1079,32 +1103,14 @@ func TestFoldDropsMergeItTakes(t *testing.T) {
 	ctx := context.Background()
 	e := newMemEnv(t)
 	want := map[string]int{}
-	for range 3 {
-		for _, id := range bulkWrite(t, e, nil, 12, nil) {
-			want[id] = 1
-		}
-	}
-	var c *manifest.IndexShard
-	for i := 0; ; i++ {
-		if i == 20 {
-			t.Fatal("no merge went in steps: the test needs one under way")
-		}
-		w := e.open(t, objstore.WithMergeBudget(10))
-		want[appendNew(t, w, fmt.Sprint("agent ", i))] = 1
-		if err := w.Close(ctx); err != nil {
-			t.Fatal(err)
-		}
-		if _, c = e.newestCommit(t); c.Merge != nil {
-			break
-		}
-	}
-	merge := *c.Merge
+	merge := *mergeUnderWay(t, e, want, 10).Merge
 	w := e.open(t, objectsFoldAt(20), objstore.WithMergeBudget(10))
 	want[appendNew(t, w, "the fold's first step")] = 1
 	if err := w.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, c = e.newestCommit(t); c.Fold == nil || c.Merge != nil && c.Merge.Into == merge.Into {
+	_, c := e.newestCommit(t)
+	if c.Fold == nil || c.Merge != nil && c.Merge.Into == merge.Into {
 		t.Fatalf("after the fold's first step: fold %+v, merge %+v; want a fold under way and the merge %+v dropped", c.Fold, c.Merge, merge)
 	}
 	if !foldHolds(c, merge.Into) {
@@ -1254,27 +1260,9 @@ func TestAgentMergesInSteps(t *testing.T) {
 // a merge under way at once.
 func TestSyncFinishesMerge(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
 	e := newMemEnv(t)
 	want := map[string]int{}
-	for range 3 {
-		for _, id := range bulkWrite(t, e, nil, 12, nil) {
-			want[id] = 1
-		}
-	}
-	for i := 0; ; i++ {
-		w := e.open(t, objstore.WithMergeBudget(4))
-		want[appendNew(t, w, fmt.Sprint("agent ", i))] = 1
-		if err := w.Close(ctx); err != nil {
-			t.Fatal(err)
-		}
-		if _, c := e.newestCommit(t); c.Merge != nil {
-			break
-		}
-		if i == 10 {
-			t.Fatal("no merge under way after 10 closes")
-		}
-	}
+	mergeUnderWay(t, e, want, 4)
 	for _, id := range bulkWrite(t, e, nil, 10, nil) {
 		want[id] = 1
 	}
