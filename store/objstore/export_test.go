@@ -94,3 +94,11 @@ var ErrThrottled = errThrottled
 
 // Classify is the one classification of S3's errors (s3bucket.go).
 var Classify = classify
+
+// WholeCommitEntries is wholeCommitEntries: what an exit's commit stored
+// whole costs its budget.
+const WholeCommitEntries = wholeCommitEntries
+
+// LogFullEvery is logFullEvery: commits whose number it divides are
+// stored whole.
+const LogFullEvery = logFullEvery

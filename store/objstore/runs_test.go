@@ -7,6 +7,7 @@ import (
 	"maps"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -909,13 +910,14 @@ func TestAgentFoldCompletes(t *testing.T) {
 // of entries with the two together: the step is charged what its
 // partitions hold once written, and a merge due that fits alone but not
 // beside the step is the exit's alone (the step waits for the next
-// exit). With a budget both fit in, some exit takes both.
+// exit). An exit that stores a commit whole has that much less, and
+// takes no step. With a budget both fit in, some exit takes both.
 func TestFoldStepSharesBudget(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		budget int
 		both   bool // some exit must step and merge
-	}{{32, false}, {256, true}} {
+	}{{32, false}, {56, false}, {256, true}} {
 		t.Run(fmt.Sprint("budget ", tc.budget), func(t *testing.T) {
 			t.Parallel()
 			e := newMemEnv(t)
@@ -923,26 +925,34 @@ func TestFoldStepSharesBudget(t *testing.T) {
 			for _, id := range bulkWrite(t, e, nil, 300, nil, objectsFoldAt(1000)) {
 				want[id] = 1
 			}
-			merges, both := 0, 0
-			for exit := 1; exit <= 8; exit++ {
+			merges, both, wholeDuringFold := 0, 0, 0
+			for exit := 1; exit <= 12; exit++ {
 				_, before := e.newestCommit(t)
 				ops := agentExit(t, e, want, fmt.Sprint("agent ", exit), objectsFoldAt(50), objstore.WithMergeBudget(tc.budget))
 				_, c := e.newestCommit(t)
 				if c.Fold == nil && exit < 5 {
 					t.Fatalf("exit %d: no fold under way; the test needs one", exit)
 				}
+				limit := tc.budget
+				folded, partitions := e.foldedBy(t, ops)
+				if storedWhole(ops) {
+					limit -= objstore.WholeCommitEntries
+					if before.Fold != nil {
+						wholeDuringFold++
+						if partitions > 0 {
+							t.Fatalf("exit %d stored a commit whole and took a step of the fold (%d partitions)", exit, partitions)
+						}
+					}
+				}
 				// The exit's own run is one entry; a merge writes more.
 				merged := runEntriesAdded(before, c) - 1
 				if merged > 0 {
 					merges++
 				}
-				if merged <= 0 {
-					continue
-				}
-				if folded, partitions := e.foldedBy(t, ops); partitions > 0 {
+				if merged > 0 && partitions > 0 {
 					both++
-					if folded+merged > tc.budget {
-						t.Fatalf("exit %d wrote %d entries to %d partitions and merged %d, past a budget of %d", exit, folded, partitions, merged, tc.budget)
+					if folded+merged > limit {
+						t.Fatalf("exit %d wrote %d entries to %d partitions and merged %d, past a budget of %d", exit, folded, partitions, merged, limit)
 					}
 				}
 			}
@@ -953,8 +963,24 @@ func TestFoldStepSharesBudget(t *testing.T) {
 			if tc.both && both == 0 {
 				t.Fatalf("with a budget of %d, no exit both stepped and merged", tc.budget)
 			}
+			if wholeDuringFold == 0 {
+				t.Fatal("no exit stored a commit whole during the fold: the test no longer tests its share")
+			}
 		})
 	}
+}
+
+// storedWhole reports whether ops stored a commit whole: one whose number
+// logFullEvery divides.
+func storedWhole(ops []objstore.Op) bool {
+	return slices.ContainsFunc(ops, func(o objstore.Op) bool {
+		m := logCommitKey.FindStringSubmatch("pfx/" + o.Key)
+		if o.Method != "PUT" || o.Err != nil || m == nil {
+			return false
+		}
+		n, _ := strconv.ParseInt(m[1], 10, 64)
+		return n%objstore.LogFullEvery == 0
+	})
 }
 
 // foldedBy is how many entries the partitions ops wrote hold now, and
@@ -1104,12 +1130,19 @@ func TestFoldDropsMergeItTakes(t *testing.T) {
 	e := newMemEnv(t)
 	want := map[string]int{}
 	merge := *mergeUnderWay(t, e, want, 10).Merge
-	w := e.open(t, objectsFoldAt(20), objstore.WithMergeBudget(10))
-	want[appendNew(t, w, "the fold's first step")] = 1
-	if err := w.Close(ctx); err != nil {
-		t.Fatal(err)
+	var c *manifest.IndexShard
+	// An exit that stores a commit whole, or would, takes no step: two
+	// in a row may not.
+	for i := range 3 {
+		w := e.open(t, objectsFoldAt(20), objstore.WithMergeBudget(10))
+		want[appendNew(t, w, fmt.Sprint("the fold's first step, try ", i))] = 1
+		if err := w.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if _, c = e.newestCommit(t); c.Fold != nil {
+			break
+		}
 	}
-	_, c := e.newestCommit(t)
 	if c.Fold == nil || c.Merge != nil && c.Merge.Into == merge.Into {
 		t.Fatalf("after the fold's first step: fold %+v, merge %+v; want a fold under way and the merge %+v dropped", c.Fold, c.Merge, merge)
 	}
