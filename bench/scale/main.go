@@ -153,8 +153,11 @@ type sizeRun struct {
 }
 
 // turnCost is what one run of the many turns sent beyond its segments,
-// and of that to the index's partitions.
-type turnCost struct{ beyond, partitions int64 }
+// of that to the index's partitions, and by kind of object.
+type turnCost struct {
+	beyond, partitions int64
+	byKind             map[string]int64
+}
 
 func run(ctx context.Context, o options, out io.Writer) error {
 	providerURL, stop, err := startProvider()
@@ -358,7 +361,7 @@ func (b *bench) manyTurns(ctx context.Context, n int) ([]result, []turnCost, err
 		if err != nil {
 			return nil, nil, err
 		}
-		costs = append(costs, turnCost{beyond: res.t.sent - res.t.sentSegments, partitions: res.t.sentPartitions})
+		costs = append(costs, turnCost{beyond: res.t.sent - res.t.sentSegments, partitions: res.t.sentPartitions, byKind: res.t.sentByKind})
 		sum.t.add(res.t)
 		sum.wall += res.wall
 		if i == 0 || res.t.sent-res.t.sentSegments > worst.t.sent-worst.t.sentSegments {

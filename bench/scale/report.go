@@ -87,6 +87,56 @@ func printTurns(w io.Writer, runs []sizeRun) {
 		fmt.Fprintf(w, "| %s | %d | %s | %s | %s | %s | %d | %d | %s / %s / %s |\n", thousands(r.size), len(r.turns), q(beyond, 0.5), q(beyond, 0.9), q(beyond, 0.99), q(beyond, 1),
 			over, len(parts), q(parts, 0), q(parts, 0.5), q(parts, 1))
 	}
+	printOverByKind(w, runs)
+}
+
+// printOverByKind prints what the turns over 32 KB sent beyond their
+// segments, by kind of object: on average, and the costliest's.
+func printOverByKind(w io.Writer, runs []sizeRun) {
+	for _, r := range runs {
+		var over []turnCost
+		costliest := turnCost{}
+		for _, c := range r.turns {
+			if c.beyond > 32_000 {
+				over = append(over, c)
+			}
+			if c.beyond > costliest.beyond {
+				costliest = c
+			}
+		}
+		if len(r.turns) == 0 {
+			continue
+		}
+		fmt.Fprintf(w, "\nAt %s sessions, what runs sent beyond their segments, by object: ", thousands(r.size))
+		if len(over) > 0 {
+			sum := map[string]int64{}
+			for _, c := range over {
+				for k, n := range c.byKind {
+					sum[k] += n
+				}
+			}
+			for k := range sum {
+				sum[k] /= int64(len(over))
+			}
+			fmt.Fprintf(w, "the %d over 32 KB, on average, %s; ", len(over), kinds(sum))
+		}
+		fmt.Fprintf(w, "the costliest (%s), %s.\n", humanBytes(costliest.beyond), kinds(costliest.byKind))
+	}
+}
+
+// kinds is bytes sent to each kind of object but segments: "commits
+// 12.1 KB, heads 11.0 KB, ...", kinds that took none left out.
+func kinds(byKind map[string]int64) string {
+	var parts []string
+	for _, k := range kindsBeyondSegments {
+		if n := byKind[k]; n > 0 {
+			parts = append(parts, fmt.Sprintf("%s %s", k, humanBytes(n)))
+		}
+	}
+	if len(parts) == 0 {
+		return "nothing"
+	}
+	return strings.Join(parts, ", ")
 }
 
 // opKey groups the rows of one operation across sizes: the label up to

@@ -28,7 +28,34 @@ type tally struct {
 	sentPartitions int64
 	byMethod       map[string]int // GET, PUT, HEAD, DELETE, LIST
 	failed         int            // requests that got no answer (the trace's error=)
+	// sentByKind is sent by the kind of object it went to (objectKind).
+	sentByKind map[string]int64
 }
+
+// objectKind names what a key is for the report of what a turn sent:
+// by the key's elements, as panto's format (docs/DESIGN.md §P3) lays
+// them out; "other" for any it does not know.
+func objectKind(key string) string {
+	switch {
+	case strings.Contains(key, "/seg/"):
+		return "segments"
+	case partitionKey.MatchString(key):
+		return "partitions"
+	case strings.Contains(key, "/index/log/"):
+		return "commits"
+	case strings.Contains(key, "/index/head/"):
+		return "heads"
+	case strings.Contains(key, "/index/run/"):
+		return "run pages"
+	case strings.HasSuffix(key, "/manifest.json"):
+		return "manifests"
+	}
+	return "other"
+}
+
+// kindsBeyondSegments is the order objectKind's kinds other than
+// segments are reported in.
+var kindsBeyondSegments = []string{"commits", "heads", "run pages", "partitions", "manifests", "other"}
 
 // traceLine is one request of the trace, parsed.
 type traceLine struct {
@@ -122,7 +149,7 @@ var partitionKey = regexp.MustCompile(`/index/[0-9a-f]{2,3}\.json\.zst$`)
 
 // readTally sums the trace lines of r; other lines are ignored.
 func readTally(r io.Reader) (tally, error) {
-	t := tally{byMethod: map[string]int{}}
+	t := tally{byMethod: map[string]int{}, sentByKind: map[string]int64{}}
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
@@ -146,6 +173,9 @@ func readTally(r io.Reader) (tally, error) {
 		if l.failed {
 			t.failed++
 		}
+		if l.sent > 0 {
+			t.sentByKind[objectKind(l.key)] += l.sent
+		}
 	}
 	return t, sc.Err()
 }
@@ -160,6 +190,12 @@ func (t *tally) add(u tally) {
 	t.failed += u.failed
 	for m, n := range u.byMethod {
 		t.byMethod[m] += n
+	}
+	if t.sentByKind == nil {
+		t.sentByKind = map[string]int64{}
+	}
+	for k, n := range u.sentByKind {
+		t.sentByKind[k] += n
 	}
 }
 

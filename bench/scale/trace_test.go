@@ -76,3 +76,22 @@ func TestHumanBytes(t *testing.T) {
 		}
 	}
 }
+
+// TestObjectKind sorts the keys panto writes by what they are for, and
+// any other as "other".
+func TestObjectKind(t *testing.T) {
+	for key, want := range map[string]string{
+		"/b/p/sessions/ab/seg/00000000000000000000.jsonl.zst": "segments",
+		"/b/p/index/3f.json.zst":                              "partitions",
+		"/b/p/index/3f0.json.zst":                             "partitions",
+		"/b/p/index/log/00000000000000000016.json.zst":        "commits",
+		"/b/p/index/head/0123456789abcdef.json.zst":           "heads",
+		"/b/p/index/run/0123456789abcdef-000.json.zst":        "run pages",
+		"/b/p/sessions/ab/manifest.json":                      "manifests",
+		"/b/p/panto-store.json":                               "other",
+	} {
+		if got := objectKind(key); got != want {
+			t.Errorf("objectKind(%q) = %q, want %q", key, got, want)
+		}
+	}
+}
