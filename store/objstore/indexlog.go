@@ -94,10 +94,10 @@ type logState struct {
 	// Store adopted (adoptCommit).
 	kept        map[int64]keptCommit
 	keepAdopted bool
-	// wholeStored is how many commits this Store stored whole since
-	// its index upkeep last took them (runsDue): each costs the exit
-	// that wrote it a share of its budget.
-	wholeStored int
+	// lastWhole says of this Store's last few commits (lastCommits)
+	// which it stored whole, until its index upkeep takes them
+	// (runsDue): one costs the exit a share of its budget.
+	lastWhole []bool
 	// prefetching is closed when Open's reading of the log ends.
 	prefetching chan struct{}
 }
@@ -461,11 +461,12 @@ func (s *Store) commitLog(ctx context.Context, ch logChanges, drop func(manifest
 			next.Base, next.BaseETag = stored.Base, stored.BaseETag
 			s.noteBase(next, etag)
 			s.adoptCommit(n+1, next, etag)
-			if stored.Base == 0 {
-				s.ilog.mu.Lock()
-				s.ilog.wholeStored++
-				s.ilog.mu.Unlock()
+			s.ilog.mu.Lock()
+			s.ilog.lastWhole = append(s.ilog.lastWhole, stored.Base == 0)
+			if len(s.ilog.lastWhole) > lastCommits {
+				s.ilog.lastWhole = s.ilog.lastWhole[1:]
 			}
+			s.ilog.mu.Unlock()
 			if next.Omitted > 0 && drop == nil && !whole {
 				s.keepOmitted(n+1, next, ch)
 			}

@@ -429,8 +429,8 @@ func (s *Store) runsDue(ctx context.Context) error {
 	// reads it (replica.PlanAll) and is an agent's exit all the same.
 	batch := s.deferIndex
 	budget := s.mergeBudget
-	// A commit stored whole (every logFullEvery-th) in this exit, or
-	// due as the next, is its share of the turn's bytes: the budget
+	// A commit stored whole (every logFullEvery-th) in this exit's turn,
+	// or due as the next, is its share of the turn's bytes: the budget
 	// shrinks by it, and the step of the fold waits for the next exit
 	// (at 100,000 sessions, 11 KB beside a step, a merge and the turn's
 	// 13 KB put 60 of 13,500 exits past 32 KB). Predicted, the exit
@@ -529,14 +529,21 @@ func foldTakes(c *manifest.IndexShard, m *manifest.RunMerge) bool {
 // view of 64 sessions, 11 to 12 KB at 100,000 sessions in 20 projects.
 const wholeCommitEntries = 40
 
-// takeWholeStored reports whether this Store stored a commit whole since
-// it last asked, and starts the count again.
+// lastCommits is how many of a Store's last commits are its exit's turn
+// (takeWholeStored): a one-turn panto's three, its prompt's, its
+// answer's and its Close's; an interactive session's last turn's and
+// its Close's. Not every commit since Open: a session of many turns
+// stores one whole every sixteen, and would never take a fold's step.
+const lastCommits = 3
+
+// takeWholeStored reports whether this Store stored one of its last
+// lastCommits commits whole, and forgets them.
 func (s *Store) takeWholeStored() bool {
 	s.ilog.mu.Lock()
 	defer s.ilog.mu.Unlock()
-	n := s.ilog.wholeStored
-	s.ilog.wholeStored = 0
-	return n > 0
+	whole := slices.Contains(s.ilog.lastWhole, true)
+	s.ilog.lastWhole = nil
+	return whole
 }
 
 // nextCommitWhole reports whether the next commit this Store would write

@@ -970,6 +970,51 @@ func TestFoldStepSharesBudget(t *testing.T) {
 	}
 }
 
+// TestLongSessionSteps: a Store that committed many times (a session of
+// many turns, one of whose commits was stored whole long before its
+// exit) still takes a step of the fold at its exit: only its last
+// commits, its last turn's, are the exit's.
+func TestLongSessionSteps(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newMemEnv(t)
+	want := map[string]int{}
+	for _, id := range bulkWrite(t, e, nil, 300, nil, objectsFoldAt(1000)) {
+		want[id] = 1
+	}
+	fb := e.faults(t)
+	w := e.openOn(t, fb, objectsFoldAt(50))
+	id := appendNew(t, w, "a long session")
+	want[id] = 1
+	for turn := 0; ; turn++ {
+		if turn == 100 {
+			t.Fatal("no commit number fit after 100 turns")
+		}
+		if err := w.AppendMessages(ctx, id, []agent.PersistentMessage{msg(agent.RoleUser, fmt.Sprint("turn ", turn))}); err != nil {
+			t.Fatal(err)
+		}
+		want[id]++
+		if err := w.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		// Past a commit stored whole, and none among the last two, nor
+		// the Close's (n+1) or the step's (n+2).
+		if n, _ := e.newestCommit(t); turn >= 20 && n%objstore.LogFullEvery >= 2 && n%objstore.LogFullEvery <= objstore.LogFullEvery-3 {
+			break
+		}
+	}
+	if !storedWhole(fb.Take()) {
+		t.Fatal("the session stored no commit whole: the test no longer tests one long before the exit")
+	}
+	if err := w.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, partitions := e.foldedBy(t, fb.Take()); partitions == 0 {
+		t.Fatal("the exit of a long session took no step of the fold: a commit stored whole turns before counted as its own")
+	}
+	checkListing(t, e, "after the exit", want)
+}
+
 // storedWhole reports whether ops stored a commit whole: one whose number
 // logFullEvery divides.
 func storedWhole(ops []objstore.Op) bool {
