@@ -751,8 +751,9 @@ func coveredCount(p manifest.RunPage, names []string) int {
 // most); at 10,000 one of two (39 entries, about 10 KB); at 1,000,
 // eight; before the index was counted, one. Two partitions at 100,000
 // (64 entries) sent up to 29 KB beside a turn's 13 KB of commits and
-// head: a fold now lasts 4,096 exits there, while merges of the runs
-// it does not take go on in steps (runsDue).
+// head: a fold now takes 4,096 steps there (about 6,000 exits, since
+// an exit with a commit stored whole takes none), while merges of the
+// runs it does not take go on in steps (runsDue).
 const foldStepEntries = 32
 
 // foldStepWidth is how many partitions a step of a fold writes: those
