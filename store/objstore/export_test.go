@@ -102,3 +102,10 @@ const WholeCommitEntries = wholeCommitEntries
 // LogFullEvery is logFullEvery: commits whose number it divides are
 // stored whole.
 const LogFullEvery = logFullEvery
+
+// LogKeep is logKeep: a pruning comes every LogKeep commits.
+const LogKeep = logKeep
+
+// NarrowPrunes is narrowPrunes: the prunings that share the deletion of
+// the partitions of two characters after the index widened.
+const NarrowPrunes = narrowPrunes

@@ -969,16 +969,38 @@ func (s *Store) pruneLog(ctx context.Context, n int64) {
 		widened = s.ilog.last.Widened
 	}
 	s.ilog.mu.Unlock()
-	switch {
-	case widened == 0:
+	if widened == 0 {
 		s.dropShards(ctx)
-	case widened >= max(n-2*logKeep, 1) && widened < n-logKeep:
-		// The pruning that deletes the commit that widened the index
-		// deletes the partitions of two characters: every Store that
-		// read the index before has read a newer commit since.
-		keys = append(keys, allNarrowKeys()...)
 	}
+	keys = append(keys, narrowKeysPrunedAt(n, widened)...)
 	_ = s.b.deleteKeys(ctx, keys)
+}
+
+// narrowPrunes is how many prunings share the deletion of the 272
+// partitions of two characters and shards of format 3 after the index
+// widened: all of them in one DeleteObjects is a 17 KB body, which the
+// one writer's exit that prunes would send beside its turn (§P3, "a
+// turn sends at most 32 KB"); a quarter, 68 keys, is 4.4 KB.
+const narrowPrunes = 4
+
+// narrowKeysPrunedAt is the share of the partitions of two characters
+// (allNarrowKeys) that the pruning at commit n deletes, in an index that
+// widened at commit widened (0: never). The first share goes with the
+// pruning that deletes the commit that widened: every Store that read
+// the index before the move has read a newer commit since. The others
+// go with the prunings after it, one every logKeep commits.
+func narrowKeysPrunedAt(n, widened int64) []string {
+	since := n - logKeep - widened // in (0, logKeep] at the pruning that deletes commit widened
+	if widened == 0 || since <= 0 {
+		return nil
+	}
+	share := int((since - 1) / logKeep)
+	if share >= narrowPrunes {
+		return nil
+	}
+	all := allNarrowKeys()
+	per := (len(all) + narrowPrunes - 1) / narrowPrunes
+	return all[min(share*per, len(all)):min((share+1)*per, len(all))]
 }
 
 // prefetchLog reads the newest commit from the moment Open starts (its

@@ -234,9 +234,9 @@ func (s *Store) putWide(ctx context.Context, batches map[string]*shardBatch, fre
 // format 3's shards, one) that may hold the summaries of sessions ids,
 // once the index widened: a deletion deletes them with the commits
 // before its own (purgeLog), as it deletes format 3's shards. The rest
-// go with the pruning that deletes the commit that widened (pruneLog),
-// when every Store that read the index before the move has read a
-// newer commit.
+// go with the pruning that deletes the commit that widened, when every
+// Store that read the index before the move has read a newer commit,
+// and the prunings after it, a share each (narrowKeysPrunedAt).
 func narrowKeys(ids []string) []string {
 	var keys []string
 	for _, id := range ids {

@@ -386,3 +386,85 @@ func TestWidenWaitsForRepair(t *testing.T) {
 	}
 	checkListing(t, e, "after the move", want)
 }
+
+// narrowKeyRe matches a partition of two characters, or a shard of
+// format 3 (one), from the store's prefix.
+var narrowKeyRe = regexp.MustCompile(`^index/[0-9a-f]{1,2}\.json\.zst$`)
+
+// TestWidenPrunesNarrowInShares: once every Store that read the index
+// before the move has read a newer commit, the prunings delete the
+// partitions of two characters, a share each in objstore.NarrowPrunes of
+// them: no exit's DeleteObjects carries more than 68 of the 272 (all of
+// them are 17 KB, half of what a turn may send). After the last share none is left, and the index lists
+// every session.
+func TestWidenPrunesNarrowInShares(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newMemEnv(t)
+	want := map[string]int{}
+	for _, id := range bulkWrite(t, e, nil, 60, nil, partitionsAtClose()) {
+		want[id] = 1
+	}
+	// A sync that reads the catalog and writes widens first.
+	mover := e.open(t, objstore.WithDeferredIndex(), objstore.WithWideAfter(50))
+	if _, err := mover.Logs(ctx); err != nil {
+		t.Fatal(err)
+	}
+	want[appendNew(t, mover, "the mover's")] = 1
+	if err := mover.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	_, c := e.newestCommit(t)
+	widened := c.Widened
+	if widened == 0 {
+		t.Fatal("the index did not widen")
+	}
+	narrowLeft := func() int {
+		n := 0
+		for _, o := range objstore.MemObjects(e.mem) {
+			if narrowKeyRe.MatchString(strings.TrimPrefix(o.Key, "pfx/")) {
+				n++
+			}
+		}
+		return n
+	}
+	if narrowLeft() == 0 {
+		t.Fatal("no partition of two characters before the pruning: the test tests nothing")
+	}
+	// 68 keys are a DeleteObjects body of about 4.4 KB; all 272, 17 KB.
+	const perShare = 68
+	fb := e.faults(t)
+	for round := 0; ; round++ {
+		if round > 200 {
+			t.Fatalf("the log did not pass commit %d in 200 exits", widened+int64(objstore.NarrowPrunes+1)*objstore.LogKeep)
+		}
+		w := e.openOn(t, fb)
+		for i := range 4 {
+			want[appendNew(t, w, fmt.Sprint("after the move ", round, " ", i))] = 1
+		}
+		if err := w.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range fb.Take() {
+			if o.Method != "DELETES" {
+				continue
+			}
+			narrow := 0
+			for _, k := range o.Keys {
+				if narrowKeyRe.MatchString(k) {
+					narrow++
+				}
+			}
+			if narrow > perShare {
+				t.Fatalf("one DeleteObjects deleted %d partitions of two characters; want at most %d", narrow, perShare)
+			}
+		}
+		if n, _ := e.newestCommit(t); n > widened+int64(objstore.NarrowPrunes+1)*objstore.LogKeep {
+			break
+		}
+	}
+	if left := narrowLeft(); left != 0 {
+		t.Fatalf("%d partitions of two characters are left after %d prunings", left, objstore.NarrowPrunes)
+	}
+	checkListing(t, e, "after the pruning", want)
+}
