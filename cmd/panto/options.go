@@ -160,10 +160,13 @@ func flaggedStore(c *cli.Context) (store.Spec, backends.Options, error) {
 
 // openStore opens the store the flags name. The command closes it
 // (closeStore) when it is done.
-func openStore(c *cli.Context) (agent.SessionStore, store.Spec, error) {
+func openStore(c *cli.Context, adjust ...func(*backends.Options)) (agent.SessionStore, store.Spec, error) {
 	spec, opts, err := flaggedStore(c)
 	if err != nil {
 		return nil, spec, err
+	}
+	for _, fn := range adjust {
+		fn(&opts)
 	}
 	st, err := backends.OpenSpec(c.Context, spec, opts)
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/panto-dev/panto/agent"
 	"github.com/panto-dev/panto/store"
+	"github.com/panto-dev/panto/store/backends"
 )
 
 func sessionsCommand(e *env) *cli.Command {
@@ -53,7 +54,13 @@ Examples:
 			if limit < 0 {
 				return fmt.Errorf("sessions: --limit %d: give 0 (every session) or more", limit)
 			}
-			st, _, err := openStore(c)
+			// The page of a project is the first read: a bucket's Open
+			// prepares for it (backends.Options.PageAhead).
+			st, _, err := openStore(c, func(o *backends.Options) {
+				if limit > 0 {
+					o.PageAhead = scope.in()
+				}
+			})
 			if err != nil {
 				return err
 			}

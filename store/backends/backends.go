@@ -78,6 +78,12 @@ type Options struct {
 	// under each with its own requests (objstore.WithResolveAhead), so
 	// that a resolve of one of the newest costs no round trip of its own.
 	ResolveAhead []string
+	// PageAhead is the project whose newest page the command lists
+	// first (panto sessions in a work tree): a bucket's Open (not a
+	// local-first store's, whose listings are the replica's) then reads
+	// no base of the newest commit, which the page read from the
+	// project's head does not need (objstore.WithPageAhead).
+	PageAhead agent.Project
 }
 
 // Open parses spec (see store.ParseSpec) and opens the store it names.
@@ -131,6 +137,9 @@ func OpenSpec(ctx context.Context, s store.Spec, opts Options) (agent.SessionSto
 		}
 		if opts.Key != nil {
 			o = append(o, objstore.WithKey(opts.Key))
+		}
+		if opts.PageAhead != (agent.Project{}) && !opts.LocalFirst {
+			o = append(o, objstore.WithPageAhead(opts.PageAhead))
 		}
 		if opts.LocalFirst {
 			// The shipper writes in the background: the first panto of a

@@ -176,6 +176,9 @@ func (s *Store) noteNewestCommit() {
 	path := s.catalogPath()
 	s.ilog.mu.Lock()
 	n, known := s.ilog.n, s.ilog.known
+	if st := s.ilog.stored; st != nil && (!known || st.n > n) {
+		n, known = st.n, true // kept aside by Open (pageahead.go): as newest
+	}
 	s.ilog.mu.Unlock()
 	if path == "" || !known || n <= 0 || s.notedCommitNumber(path) == n {
 		return

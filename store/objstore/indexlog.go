@@ -100,6 +100,11 @@ type logState struct {
 	lastWhole []bool
 	// prefetching is closed when Open's reading of the log ends.
 	prefetching chan struct{}
+	// stored is Open's reading of the newest commit kept aside, not yet
+	// whole, by a Store opened WithPageAhead (pageahead.go); settleMu:
+	// one settleStored at a time.
+	stored   *storedReading
+	settleMu sync.Mutex
 }
 
 // queueLog queues the changes a write of partitions applied for the
@@ -1033,15 +1038,20 @@ func (s *Store) prefetchLog(ctx context.Context) *sync.WaitGroup {
 			objects, _, err := s.b.list(ctx, "index/log/", "")
 			listedLog <- listing{objects, err}
 		}()
+		// A Store opened WithPageAhead reads no base now (pageahead.go),
+		// nor the commits a listing of the catalog would want.
+		pageAhead := s.pageAhead != (agent.Project{})
 		var guess chan reading
 		var bases sync.WaitGroup
 		defer bases.Wait()
 		last := s.cachedCommitNumber()
 		if last > 0 {
 			guess = make(chan reading, 1)
-			s.prefetchBase(ctx, last, nil, &bases)
+			if !pageAhead {
+				s.prefetchBase(ctx, last, nil, &bases)
+			}
 			go func() {
-				c, etag, err := s.readCommit(ctx, last, "")
+				c, etag, err := s.readOpenCommit(ctx, last)
 				guess <- reading{c, etag, err}
 			}()
 		}
@@ -1050,7 +1060,7 @@ func (s *Store) prefetchLog(ctx context.Context) *sync.WaitGroup {
 			return
 		}
 		n := newestListed(l.objects)
-		if n != last {
+		if n != last && !pageAhead {
 			s.prefetchBase(ctx, n, l.objects, &bases)
 		}
 		// The commits between the cached one and the newest, when few:
@@ -1058,7 +1068,7 @@ func (s *Store) prefetchLog(ctx context.Context) *sync.WaitGroup {
 		// cached catalog, and read with the newest they cost it no
 		// round trip of its own.
 		var since sync.WaitGroup
-		if last > 0 && n > last+1 && n-last <= logReadAhead {
+		if !pageAhead && last > 0 && n > last+1 && n-last <= logReadAhead {
 			for k := last + 1; k < n; k++ {
 				since.Add(1)
 				go func() {
@@ -1073,7 +1083,7 @@ func (s *Store) prefetchLog(ctx context.Context) *sync.WaitGroup {
 		var early *reading
 		if guess != nil {
 			r := <-guess
-			if r.err == nil {
+			if r.err == nil && !pageAhead {
 				s.keepCommit(last, r.c, r.etag)
 			}
 			if r.err == nil && r.c.Through == n {
@@ -1081,18 +1091,11 @@ func (s *Store) prefetchLog(ctx context.Context) *sync.WaitGroup {
 			}
 		}
 		if n == 0 {
-			s.adoptCommit(0, nil, "")
+			s.adoptOpened(ctx, 0, nil, "")
 		} else if early != nil {
-			s.adoptCommit(n, early.c, early.etag)
-		} else if c, etag, err := s.readCommit(ctx, n, ""); err == nil {
-			s.adoptCommit(n, c, etag)
-		} else {
-			return
-		}
-		if s.openSnapshot {
-			s.ilog.mu.Lock()
-			s.ilog.snapshot = s.now().Add(openSnapshotFor)
-			s.ilog.mu.Unlock()
+			s.adoptOpened(ctx, n, early.c, early.etag)
+		} else if c, etag, err := s.readOpenCommit(ctx, n); err == nil {
+			s.adoptOpened(ctx, n, c, etag)
 		}
 	}()
 	return &wg
@@ -1174,7 +1177,20 @@ func (s *Store) readKeptCommit(ctx context.Context, k int64) (*manifest.IndexSha
 	return s.readCommit(ctx, k, "")
 }
 
+// awaitLogPrefetch waits for Open's reading of the log to end and makes a
+// commit it kept aside whole (settleStored): what a reader or writer of
+// the Store's reading of the log does first.
 func (s *Store) awaitLogPrefetch(ctx context.Context) error {
+	if err := s.waitLogPrefetch(ctx); err != nil {
+		return err
+	}
+	s.settleStored(ctx)
+	return nil
+}
+
+// waitLogPrefetch waits for Open's reading of the log to end, and leaves
+// a commit it kept aside as it is (newestFromStored reads it).
+func (s *Store) waitLogPrefetch(ctx context.Context) error {
 	if ch := s.ilog.prefetching; ch != nil {
 		select {
 		case <-ch:
@@ -1298,6 +1314,15 @@ func (s *Store) NewestLogsIn(ctx context.Context, limit int, p agent.Project, ke
 	}
 	if err := s.checkMoved(ctx); err != nil {
 		return nil, fmt.Errorf("list sessions: %w", err)
+	}
+	if limit > 0 && p != (agent.Project{}) && s.indexLog() {
+		logs, ok, err := s.newestFromStored(ctx, p, limit, keep)
+		if err != nil {
+			return nil, fmt.Errorf("list sessions: %w", err)
+		}
+		if ok {
+			return logs, nil
+		}
 	}
 	if limit > 0 && s.indexLog() {
 		c, err := s.newestCommit(ctx)

@@ -175,6 +175,9 @@ type Store struct {
 	// ahead: the listings Open sent for the prefixes the command resolves
 	// first (WithResolveAhead, resolveahead.go).
 	ahead aheadLists
+	// pageAhead: the project whose page the command lists first
+	// (WithPageAhead, pageahead.go); the zero Project: none.
+	pageAhead agent.Project
 	// adoptMu: one adoption of manifest.FeatureIndexBases or
 	// FeatureIndexLog at a time.
 	adoptMu sync.Mutex
@@ -229,6 +232,7 @@ type options struct {
 	manifestEvery    int
 	openSnapshot     bool
 	resolveAhead     []string
+	pageAhead        agent.Project
 	probeLater       bool
 	backgroundWrites bool
 	key              *seal.Key
@@ -360,6 +364,7 @@ func openBucket(ctx context.Context, b bucket, o options) (*Store, error) {
 		deferIndex:       o.deferIndex,
 		openSnapshot:     o.openSnapshot,
 		ahead:            aheadLists{prefixes: o.resolveAhead},
+		pageAhead:        o.pageAhead,
 		probeLater:       o.probeLater,
 		backgroundWrites: o.backgroundWrites,
 		indexCache:       o.indexCache,

@@ -1,0 +1,142 @@
+package objstore
+
+import (
+	"context"
+	"time"
+
+	"github.com/panto-dev/panto/agent"
+	"github.com/panto-dev/panto/internal/manifest"
+	"github.com/panto-dev/panto/store"
+)
+
+// WithPageAhead is for a command whose first read is the newest page of
+// project p (panto sessions in a work tree): Open reads the newest commit
+// of the index log as stored, without the base a commit stored against
+// one needs to be whole (logbase.go), and the page is read from the
+// commit's unfolded set and the project's head (docs/DESIGN.md §P3,
+// "Project heads"), which need no base. So the page costs the marker,
+// the log's LIST, the commit and the head: four requests, where the base
+// made five (15 commits in 16 are stored against one). The base is read
+// when something else needs the whole commit (a write, another listing):
+// one round trip more for that, once. With WithOpenSnapshot only: the
+// page is the bucket as it was during Open. The zero Project: none.
+func WithPageAhead(p agent.Project) Option { return func(o *options) { o.pageAhead = p } }
+
+// storedReading is Open's reading of the newest commit as stored, kept
+// aside by a Store opened WithPageAhead when its base is not at hand:
+// the page of the project reads it (newestFromStored); anything else
+// makes it whole first (settleStored). It is not the Store's reading of
+// the log (logState.last) until then, since every other reader and
+// writer of that needs the recent view and the run pages whole.
+type storedReading struct {
+	n    int64
+	c    *manifest.IndexShard // as stored: Recent and Runs against c.Base
+	etag string
+	// until: the end of Open's snapshot, after which the page reads
+	// the log again, as any listing does (WithOpenSnapshot).
+	until time.Time
+}
+
+// readOpenCommit is how Open reads commit n: as stored for a Store
+// opened WithPageAhead (adoptOpened decides whether the base is read),
+// else whole.
+func (s *Store) readOpenCommit(ctx context.Context, n int64) (*manifest.IndexShard, string, error) {
+	if s.pageAhead == (agent.Project{}) {
+		return s.readCommit(ctx, n, "")
+	}
+	return s.readStoredCommit(ctx, n, "")
+}
+
+// adoptOpened makes commit n, which Open read (readOpenCommit), the
+// Store's reading of the log; for a Store opened WithPageAhead whose
+// commit needs a base it does not hold, it keeps the commit aside
+// instead (storedReading), without the base's request.
+func (s *Store) adoptOpened(ctx context.Context, n int64, c *manifest.IndexShard, etag string) {
+	if s.pageAhead != (agent.Project{}) && c != nil {
+		if c.Base != 0 && !s.baseAtHand(c) {
+			st := &storedReading{n: n, c: c, etag: etag}
+			if s.openSnapshot {
+				st.until = s.now().Add(openSnapshotFor)
+			}
+			s.ilog.mu.Lock()
+			s.ilog.stored = st
+			s.ilog.mu.Unlock()
+			return
+		}
+		if err := s.makeWhole(ctx, c, etag); err != nil {
+			return // no reading: a reader makes its own
+		}
+	}
+	s.adoptCommit(n, c, etag)
+	if s.openSnapshot {
+		s.ilog.mu.Lock()
+		s.ilog.snapshot = s.now().Add(openSnapshotFor)
+		s.ilog.mu.Unlock()
+	}
+}
+
+// baseAtHand reports whether commit c's base is one this Store holds, or
+// the one kept on disk (WithIndexCache): making c whole costs no request.
+func (s *Store) baseAtHand(c *manifest.IndexShard) bool {
+	if base, _ := s.knownBase(c.Base); base != nil {
+		return true
+	}
+	base, etag := s.loadBase(c.Base)
+	return base != nil && etag == c.BaseETag
+}
+
+// settleStored makes the commit Open kept aside (storedReading) whole,
+// reading its base, and the Store's reading of the log; every reader and
+// writer of that reading goes through it first (awaitLogPrefetch). When
+// the base cannot be read the Store has no reading, as when Open's
+// reading failed: the next reader makes its own.
+func (s *Store) settleStored(ctx context.Context) {
+	lg := &s.ilog
+	lg.settleMu.Lock()
+	defer lg.settleMu.Unlock()
+	lg.mu.Lock()
+	st := lg.stored
+	lg.stored = nil
+	lg.mu.Unlock()
+	if st == nil {
+		return
+	}
+	// A copy: a page may be reading the stored one (newestFromStored).
+	whole := *st.c
+	if err := s.makeWhole(ctx, &whole, st.etag); err != nil {
+		return
+	}
+	s.adoptCommit(st.n, &whole, st.etag)
+	lg.mu.Lock()
+	if st.until.After(lg.snapshot) {
+		lg.snapshot = st.until
+	}
+	lg.mu.Unlock()
+}
+
+// newestFromStored is the newest page of project p (limit sessions keep
+// accepts) read from the commit Open kept aside and the project's heads,
+// without the commit's base; ok is false when it cannot answer (no such
+// commit, the snapshot is over, the prefix's heads are not to be
+// trusted, a head says its project holds more than it), and the caller
+// lists as it would have. The recent view as stored is only what changed
+// since the base, and the page does not need the rest: every session is
+// in the commit's unfolded set, which is stored whole, or in the
+// partitions or a run, and then in its project's head, which its writer
+// wrote before the commit that took it out of the set (§P3).
+func (s *Store) newestFromStored(ctx context.Context, p agent.Project, limit int, keep func(agent.SessionInfo) bool) (logs []store.Log, ok bool, err error) {
+	if err := s.waitLogPrefetch(ctx); err != nil {
+		return nil, false, err
+	}
+	s.ilog.mu.Lock()
+	st := s.ilog.stored
+	s.ilog.mu.Unlock()
+	if st == nil || !s.now().Before(st.until) || !s.headsIndex() {
+		return nil, false, nil
+	}
+	names := headsFor(p, st.c)
+	if len(names) == 0 {
+		return nil, false, nil
+	}
+	return s.newestFromHeads(ctx, st.c, names, limit, keep)
+}

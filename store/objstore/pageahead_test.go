@@ -1,0 +1,187 @@
+package objstore_test
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/panto-dev/panto/agent"
+	"github.com/panto-dev/panto/internal/manifest"
+	"github.com/panto-dev/panto/store"
+	"github.com/panto-dev/panto/store/objstore"
+)
+
+// storedBase is the number of the newest commit of the env's index log
+// and the base it is stored against (0: stored whole), as stored.
+func (e *env) storedBase(t *testing.T) (n, base int64) {
+	t.Helper()
+	n, _ = e.newestCommit(t)
+	codec, _ := manifest.NewCodec()
+	c, err := codec.DecodeIndexShard(commitKey(n), e.rawObject(t, "pfx/"+commitKey(n)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n, c.Base
+}
+
+// TestPageAhead: a Store opened for a project's page (WithPageAhead)
+// lists the page from the newest commit as stored and the project's head,
+// without the commit's base: four requests (the marker, the log's LIST,
+// the commit, the head), where the base made five. The page is the one
+// the whole commit gives, with the project's unfolded sessions (stored
+// whole in every commit) and without its deleted ones, through rounds of
+// folds, runs, deletions and sessions still being written. A write after
+// the page reads the base once, and its commits are stored against it.
+func TestPageAhead(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newMemEnv(t)
+	w := e.open(t)
+	for i := range 70 {
+		appendIn(t, w, projectA, fmt.Sprint("a ", i))
+		appendIn(t, w, projectB, fmt.Sprint("b ", i))
+	}
+	if err := w.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	checked := 0
+	for round := range 12 {
+		// Each round: a sync's run of a's and b's, a's sessions still
+		// being written (unfolded), a deletion of one of a's, then
+		// enough of b's that the recent view holds few of a's.
+		bulk := e.open(t, objstore.WithDeferredIndex())
+		for i := range 6 {
+			appendIn(t, bulk, projectA, fmt.Sprint("a synced ", round, i))
+			appendIn(t, bulk, projectB, fmt.Sprint("b synced ", round, i))
+		}
+		if err := bulk.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+		open := e.open(t) // not closed: its sessions stay unfolded
+		unfolded := appendIn(t, open, projectA, fmt.Sprint("a being written ", round))
+		all, err := e.open(t).List(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		victim := newestOf(all, projectA, 10)[1+round%9].ID // not the one being written
+		at, err := store.Head(ctx, open, victim)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := open.Delete(ctx, store.Tombstone{ID: victim, Deleted: time.Now(), At: at}); err != nil {
+			t.Fatal(err)
+		}
+		for i := range round % 5 {
+			b := e.open(t)
+			appendIn(t, b, projectB, fmt.Sprint("b later ", round, i))
+			if err := b.Close(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, base := e.storedBase(t); base == 0 {
+			continue // stored whole: nothing to show
+		}
+		checked++
+		all, err = e.open(t).List(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fb := e.faults(t)
+		r := e.openOn(t, fb, objstore.WithOpenSnapshot(), objstore.WithProbeAtFirstWrite(), objstore.WithPageAhead(projectA))
+		got, err := r.ListNewestIn(ctx, 50, projectA, nil)
+		ops := fb.Take()
+		want := newestOf(all, projectA, 50)
+		if err != nil || !reflect.DeepEqual(got, want) {
+			t.Fatalf("round %d: a's page: %v\n got %v\nwant %v", round, err, infoIDs(got), infoIDs(want))
+		}
+		if got[0].ID != unfolded {
+			t.Fatalf("round %d: a's page begins with %s, not %s, which is being written", round, got[0].ID, unfolded)
+		}
+		commits := 0
+		for _, o := range ops {
+			if strings.HasPrefix(o.Key, "index/log/0") {
+				commits++
+			}
+		}
+		if commits != 1 || len(ops) > 4 {
+			t.Fatalf("round %d: Open and a's page: %d requests, %d of them commits %+v; want 4, one commit", round, len(ops), commits, ops)
+		}
+		if round == 11 {
+			// A write after the page: the base once, and the commit
+			// stored against it (or whole, on a multiple of 16).
+			appendIn(t, r, projectA, "after the page")
+			bases := 0
+			for _, o := range fb.Take() {
+				if o.Method == "GET" && strings.HasPrefix(o.Key, "index/log/0") {
+					bases++
+				}
+			}
+			if n, base := e.storedBase(t); bases != 1 || (base == 0 && n%objstore.LogFullEvery != 0) {
+				t.Fatalf("the write after the page read %d commits and stored commit %d against %d; want the base once, and against it", bases, n, base)
+			}
+		}
+		if err := open.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if checked < 6 {
+		t.Fatalf("only %d of 12 rounds ended on a commit stored against a base", checked)
+	}
+}
+
+// TestPageAheadOtherListings: a Store opened for a project's page lists
+// every other way as any Store does (the whole commit, read when needed):
+// the newest of every project, another project's page, and all.
+func TestPageAheadOtherListings(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newMemEnv(t)
+	w := e.open(t)
+	for i := range 40 {
+		appendIn(t, w, projectA, fmt.Sprint("a ", i))
+		appendIn(t, w, projectB, fmt.Sprint("b ", i))
+	}
+	if err := w.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; ; i++ {
+		if _, base := e.storedBase(t); base != 0 {
+			break
+		}
+		if i > 20 {
+			t.Fatal("no commit stored against a base in 20 writes")
+		}
+		b := e.open(t)
+		appendIn(t, b, projectB, fmt.Sprint("b later ", i))
+		if err := b.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	all, err := e.open(t).List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := e.open(t, objstore.WithOpenSnapshot(), objstore.WithPageAhead(projectA))
+	for _, tc := range []struct {
+		p     agent.Project
+		limit int
+	}{{agent.Project{}, 10}, {projectB, 50}, {projectA, 5}, {agent.Project{}, 0}} {
+		got, err := r.ListNewestIn(ctx, tc.limit, tc.p, nil)
+		want := all
+		if tc.p != (agent.Project{}) {
+			want = newestOf(all, tc.p, len(all))
+		}
+		if tc.limit > 0 {
+			want = want[:min(tc.limit, len(want))]
+		}
+		if err != nil || !reflect.DeepEqual(got, want) {
+			t.Fatalf("%+v, %d: %v\n got %v\nwant %v", tc.p, tc.limit, err, infoIDs(got), infoIDs(want))
+		}
+	}
+}
