@@ -258,6 +258,18 @@ func runSize(ctx context.Context, o options, client *s3.Client, providerURL stri
 		}
 		r.results = append(r.results, res)
 	}
+	// Another machine's first page after the turn: its commits leave the
+	// newest one most likely stored against a base (15 in 16), which
+	// the page of a project does not read (WithPageAhead).
+	home := b.home
+	b.home = filepath.Join(b.dir, "home-after-turn")
+	progress("%d: panto sessions on another machine after the turn", n)
+	after, err := b.panto(ctx, "panto sessions on another machine after that turn (a new home; the newest commit most likely stored against a base)", "sessions")
+	b.home = home
+	if err != nil {
+		return r, err
+	}
+	r.results = append(r.results, after)
 
 	// The first pull fetches the turn; the second has nothing to do, and
 	// the pushes neither.
