@@ -514,7 +514,8 @@ func (s *Store) noteHead(name string, v headView) {
 // newestFromHeads answers a project's page from the heads names, read
 // after c, the newest commit (a fold writes the heads before the commit
 // that takes its entries out of the unfolded set, so no session leaves
-// both between the two reads): each session's entry is the longest of
+// both between the two reads), or beside c once the log's LIST had named
+// it (Open's, WithPageAhead: openedHeads): each session's entry is the longest of
 // c's recent and unfolded ones and the heads', less the sessions c says
 // were deleted. ok is false when the heads cannot tell which are the
 // limit newest: a head that is not Complete holds each session it lacks
@@ -527,7 +528,13 @@ func (s *Store) newestFromHeads(ctx context.Context, c *manifest.IndexShard, nam
 	g, gctx := errgroup.WithContext(ctx)
 	for i, name := range names {
 		g.Go(func() error {
-			v, err := s.readHead(gctx, name)
+			var v headView
+			var err error
+			if h, ok := s.openedHead(name, c.Through); ok {
+				v, err = h.v, h.err // read beside c, once the LIST named it
+			} else {
+				v, err = s.readHead(gctx, name)
+			}
 			if errors.Is(err, ErrCorrupt) {
 				damaged[i] = true
 				return nil

@@ -1063,6 +1063,15 @@ func (s *Store) prefetchLog(ctx context.Context) *sync.WaitGroup {
 		if n != last && !pageAhead {
 			s.prefetchBase(ctx, n, l.objects, &bases)
 		}
+		if pageAhead {
+			// The project's head goes out with the commit: the page
+			// is Open's two round trips (pageahead.go).
+			bases.Add(1)
+			go func() {
+				defer bases.Done()
+				s.readOpenHeads(ctx, n)
+			}()
+		}
 		// The commits between the cached one and the newest, when few:
 		// a listing the newest commit cannot answer applies them to the
 		// cached catalog, and read with the newest they cost it no

@@ -176,8 +176,10 @@ type Store struct {
 	// first (WithResolveAhead, resolveahead.go).
 	ahead aheadLists
 	// pageAhead: the project whose page the command lists first
-	// (WithPageAhead, pageahead.go); the zero Project: none.
+	// (WithPageAhead, pageahead.go); the zero Project: none. openHeads,
+	// its head as Open read it.
 	pageAhead agent.Project
+	openHeads openedHeads
 	// adoptMu: one adoption of manifest.FeatureIndexBases or
 	// FeatureIndexLog at a time.
 	adoptMu sync.Mutex

@@ -2,6 +2,8 @@ package objstore
 
 import (
 	"context"
+	"errors"
+	"sync"
 	"time"
 
 	"github.com/panto-dev/panto/agent"
@@ -12,15 +14,68 @@ import (
 // WithPageAhead is for a command whose first read is the newest page of
 // project p (panto sessions in a work tree): Open reads the newest commit
 // of the index log as stored, without the base a commit stored against
-// one needs to be whole (logbase.go), and the page is read from the
-// commit's unfolded set and the project's head (docs/DESIGN.md §P3,
-// "Project heads"), which need no base. So the page costs the marker,
-// the log's LIST, the commit and the head: four requests, where the base
-// made five (15 commits in 16 are stored against one). The base is read
-// when something else needs the whole commit (a write, another listing):
-// one round trip more for that, once. With WithOpenSnapshot only: the
-// page is the bucket as it was during Open. The zero Project: none.
+// one needs to be whole (logbase.go), and with it the project's head;
+// the page is read from the commit's unfolded set and the head
+// (docs/DESIGN.md §P3, "Project heads"), which need no base. So the page
+// costs the marker and the log's LIST, then the commit and the head:
+// four requests in two round trips, where the base made five in three
+// (15 commits in 16 are stored against one). The base is read when
+// something else needs the whole commit (a write, another listing): one
+// round trip more for that, once. With WithOpenSnapshot only: the page
+// is the bucket as it was during Open. The zero Project: none.
 func WithPageAhead(p agent.Project) Option { return func(o *options) { o.pageAhead = p } }
+
+// openedHeads are the heads of the project WithPageAhead names that Open
+// read with the newest commit, n, once the log's LIST had named it: every
+// head written for a commit up to n was written before that commit, so
+// before the LIST's answer, and a head read after it holds what the page
+// needs of it (newestFromHeads), as a head read after the commit does.
+// With a commit newer than n they serve no page: a fold since may have
+// moved sessions out of the unfolded set into a head read before.
+type openedHeads struct {
+	mu    sync.Mutex
+	n     int64
+	views map[string]openedHead
+}
+
+// openedHead is one head Open read: its view, or the error that says it
+// does not decode (ErrCorrupt).
+type openedHead struct {
+	v   headView
+	err error
+}
+
+// readOpenHeads reads, for a Store opened WithPageAhead, the head of the
+// project's sessions beside commit n, which the log's LIST named.
+// Errors other than a damaged head are dropped: the page reads it again.
+func (s *Store) readOpenHeads(ctx context.Context, n int64) {
+	name := keyHead(s.pageAhead.Key())
+	if name == "" || n == 0 {
+		return
+	}
+	v, err := s.readHead(ctx, name)
+	if err != nil && !errors.Is(err, ErrCorrupt) {
+		return
+	}
+	oh := &s.openHeads
+	oh.mu.Lock()
+	defer oh.mu.Unlock()
+	oh.n = n
+	if oh.views == nil {
+		oh.views = map[string]openedHead{}
+	}
+	oh.views[name] = openedHead{v, err}
+}
+
+// openedHead is head name as Open read it beside commit n (ok false: it
+// did not, or not beside n).
+func (s *Store) openedHead(name string, n int64) (openedHead, bool) {
+	oh := &s.openHeads
+	oh.mu.Lock()
+	defer oh.mu.Unlock()
+	h, ok := oh.views[name]
+	return h, ok && oh.n == n
+}
 
 // storedReading is Open's reading of the newest commit as stored, kept
 // aside by a Store opened WithPageAhead when its base is not at hand:

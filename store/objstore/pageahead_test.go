@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -30,7 +31,7 @@ func (e *env) storedBase(t *testing.T) (n, base int64) {
 // TestPageAhead: a Store opened for a project's page (WithPageAhead)
 // lists the page from the newest commit as stored and the project's head,
 // without the commit's base: four requests (the marker, the log's LIST,
-// the commit, the head), where the base made five. The page is the one
+// then the commit and the head together), where the base made five. The page is the one
 // the whole commit gives, with the project's unfolded sessions (stored
 // whole in every commit) and without its deleted ones, through rounds of
 // folds, runs, deletions and sessions still being written. A write after
@@ -90,9 +91,11 @@ func TestPageAhead(t *testing.T) {
 			t.Fatal(err)
 		}
 		fb := e.faults(t)
+		fb.SetDelay(5 * time.Millisecond) // so that what goes out together overlaps
 		r := e.openOn(t, fb, objstore.WithOpenSnapshot(), objstore.WithProbeAtFirstWrite(), objstore.WithPageAhead(projectA))
 		got, err := r.ListNewestIn(ctx, 50, projectA, nil)
 		ops := fb.Take()
+		fb.SetDelay(0)
 		want := newestOf(all, projectA, 50)
 		if err != nil || !reflect.DeepEqual(got, want) {
 			t.Fatalf("round %d: a's page: %v\n got %v\nwant %v", round, err, infoIDs(got), infoIDs(want))
@@ -100,14 +103,20 @@ func TestPageAhead(t *testing.T) {
 		if got[0].ID != unfolded {
 			t.Fatalf("round %d: a's page begins with %s, not %s, which is being written", round, got[0].ID, unfolded)
 		}
-		commits := 0
+		var commits, heads []objstore.Op
 		for _, o := range ops {
 			if strings.HasPrefix(o.Key, "index/log/0") {
-				commits++
+				commits = append(commits, o)
+			}
+			if isHeadKey(o.Key) {
+				heads = append(heads, o)
 			}
 		}
-		if commits != 1 || len(ops) > 4 {
-			t.Fatalf("round %d: Open and a's page: %d requests, %d of them commits %+v; want 4, one commit", round, len(ops), commits, ops)
+		if len(commits) != 1 || len(heads) != 1 || len(ops) > 4 {
+			t.Fatalf("round %d: Open and a's page: %d requests, %d of them commits, %d heads %+v; want 4: one commit, one head", round, len(ops), len(commits), len(heads), ops)
+		}
+		if c, h := commits[0], heads[0]; !h.Start.Before(c.End) || !c.Start.Before(h.End) {
+			t.Fatalf("round %d: the head went out after the commit's answer (%v, %v); want them in one round trip", round, c, h)
 		}
 		if round == 11 {
 			// A write after the page: the base once, and the commit
@@ -182,6 +191,60 @@ func TestPageAheadOtherListings(t *testing.T) {
 		}
 		if err != nil || !reflect.DeepEqual(got, want) {
 			t.Fatalf("%+v, %d: %v\n got %v\nwant %v", tc.p, tc.limit, err, infoIDs(got), infoIDs(want))
+		}
+	}
+}
+
+// TestPageAheadAfterSnapshot: once Open's snapshot is over, a page reads
+// the newest commit again, and the head Open read beside the older one
+// serves it no more: a fold since took sessions out of the unfolded set
+// and put them in the head (and newer ones out of the recent view), and
+// the page still lists them.
+func TestPageAheadAfterSnapshot(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newMemEnv(t)
+	w := e.open(t)
+	for i := range 70 {
+		appendIn(t, w, projectA, fmt.Sprint("a ", i))
+		appendIn(t, w, projectB, fmt.Sprint("b ", i))
+	}
+	if err := w.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for i := range manifest.RecentSize {
+		appendIn(t, w, projectB, fmt.Sprint("b later ", i))
+	}
+	if err := w.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r := e.open(t, objstore.WithOpenSnapshot(), objstore.WithPageAhead(projectA))
+	// After Open: a's new sessions, folded into a run (and a's head) by
+	// their writer's Close.
+	later := e.open(t)
+	var folded []string
+	for i := range 3 {
+		folded = append(folded, appendIn(t, later, projectA, fmt.Sprint("a after the open ", i)))
+	}
+	if err := later.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// And b's, so that the recent view holds none of them: only a's
+	// head does.
+	for i := range manifest.RecentSize {
+		appendIn(t, later, projectB, fmt.Sprint("b after the open ", i))
+	}
+	if err := later.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	objstore.SetNow(r, func() time.Time { return time.Now().Add(time.Minute) })
+	got, err := r.ListNewestIn(ctx, 50, projectA, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range folded {
+		if !slices.ContainsFunc(got, func(info agent.SessionInfo) bool { return info.ID == id }) {
+			t.Fatalf("a's page after the snapshot lacks %s, folded after the Open: %v", id, infoIDs(got))
 		}
 	}
 }
