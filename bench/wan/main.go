@@ -60,6 +60,7 @@ import (
 	"github.com/minio/minio-go/v7/pkg/credentials"
 
 	"github.com/panto-dev/panto/agent"
+	"github.com/panto-dev/panto/internal/project"
 	"github.com/panto-dev/panto/internal/testkit/sessiongen"
 	"github.com/panto-dev/panto/store/objstore"
 )
@@ -282,9 +283,15 @@ type run struct {
 }
 
 func (b *bench) exec(args []string, extraEnv ...string) (run, error) {
+	return b.execIn("", args, extraEnv...)
+}
+
+// execIn is exec in directory dir ("": this process's).
+func (b *bench) execIn(dir string, args []string, extraEnv ...string) (run, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, args[0], args[1:]...)
+	cmd.Dir = dir
 	cmd.Env = b.env(extraEnv...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -504,6 +511,7 @@ var singles = []single{
 	{"steady append", "≤ 1.1x a bare PUT", true},
 	{"panto -c to the first provider request (60 messages)", "≤ 4 round trips + transfer", true},
 	{"panto sessions", "≤ 2 round trips", true},
+	{"panto sessions in a project (its head: the recent view holds none of its sessions)", "≤ 2 round trips", true},
 	{"panto show PREFIX (a recent session, 1 message)", "≤ 2 round trips + its read", true},
 	{"panto rm ID (a recent session)", "", true},
 	{"panto rm ID (60 messages: 1 segment each, compacted past 32)", "", true},
@@ -591,6 +599,9 @@ func (b *bench) singles(ep string) (map[string]time.Duration, error) {
 	}
 	out["panto -c to the first provider request (60 messages)"], out["panto sessions"], err = b.commandTimes(url, ep)
 	if err != nil {
+		return nil, err
+	}
+	if out["panto sessions in a project (its head: the recent view holds none of its sessions)"], err = b.projectPage(ctx, url, ep); err != nil {
 		return nil, err
 	}
 	out["panto show PREFIX (a recent session, 1 message)"], out["panto rm ID (a recent session)"], err = b.resolveAndRemove(url, ep, small)
@@ -700,6 +711,59 @@ func (b *bench) commandTimes(url, ep string) (cont, sessions time.Duration, err 
 		lists = append(lists, r.d)
 	}
 	return median(conts), median(lists), nil
+}
+
+// projectPage is the median time of `panto sessions` in the work tree of
+// a project of 60 sessions, after 70 sessions of no project that push
+// them out of the newest commit's recent view: the page is read from
+// the project's head (docs/DESIGN.md §P3, "Project heads").
+func (b *bench) projectPage(ctx context.Context, url, ep string) (time.Duration, error) {
+	dir := filepath.Join(b.work, "page-project")
+	if err := os.MkdirAll(filepath.Join(dir, ".git"), 0o755); err != nil {
+		return 0, err
+	}
+	cfg := "[core]\n\trepositoryformatversion = 0\n[remote \"origin\"]\n\turl = https://wan.test/team/page.git\n"
+	if err := os.WriteFile(filepath.Join(dir, ".git", "HEAD"), []byte("ref: refs/heads/main\n"), 0o644); err != nil {
+		return 0, err
+	}
+	if err := os.WriteFile(filepath.Join(dir, ".git", "config"), []byte(cfg), 0o644); err != nil {
+		return 0, err
+	}
+	p, err := project.Detect(dir)
+	if err != nil {
+		return 0, err
+	}
+	// A sync's bulk write: the sessions go to a run, and the project's
+	// head, at Close.
+	st, err := objstore.Open(ctx, url, objstore.WithEndpoint(ep), objstore.WithDeferredIndex())
+	if err != nil {
+		return 0, err
+	}
+	for i := range 130 {
+		in := p
+		if i >= 60 {
+			in = agent.Project{}
+		}
+		m := []agent.PersistentMessage{{Message: agent.UserText(fmt.Sprintf("page %d", i))}}
+		if err := st.AppendMessagesIn(ctx, in, agent.NewSessionID(), m); err != nil {
+			return 0, err
+		}
+	}
+	if err := st.Close(ctx); err != nil {
+		return 0, err
+	}
+	var pages []time.Duration
+	for range 5 {
+		r, err := b.execIn(dir, []string{b.panto, "sessions", "--store", url, "--endpoint", ep}, "PANTO_TRACE="+os.Getenv("WAN_TRACE"))
+		if err != nil {
+			return 0, err
+		}
+		if os.Getenv("WAN_TRACE") != "" {
+			fmt.Fprintf(os.Stderr, "panto sessions in a project: %d requests\n", r.requests)
+		}
+		pages = append(pages, r.d)
+	}
+	return median(pages), nil
 }
 
 // resolveAndRemove are the median times of `panto show PREFIX` of a
