@@ -716,7 +716,8 @@ func (b *bench) commandTimes(url, ep string) (cont, sessions time.Duration, err 
 // projectPage is the median time of `panto sessions` in the work tree of
 // a project of 60 sessions, after 70 sessions of no project that push
 // them out of the newest commit's recent view: the page is read from
-// the project's head (docs/DESIGN.md §P3, "Project heads").
+// the project's head (docs/DESIGN.md §P3, "Project heads"), beside a
+// newest commit stored against a base.
 func (b *bench) projectPage(ctx context.Context, url, ep string) (time.Duration, error) {
 	dir := filepath.Join(b.work, "page-project")
 	if err := os.MkdirAll(filepath.Join(dir, ".git"), 0o755); err != nil {
@@ -750,6 +751,19 @@ func (b *bench) projectPage(ctx context.Context, url, ep string) (time.Duration,
 		}
 	}
 	if err := st.Close(ctx); err != nil {
+		return 0, err
+	}
+	// Then an agent's turn elsewhere, whose commits are stored against
+	// the bulk write's (whole) one, as 15 commits in 16 are.
+	agentStore, err := objstore.Open(ctx, url, objstore.WithEndpoint(ep))
+	if err != nil {
+		return 0, err
+	}
+	m := []agent.PersistentMessage{{Message: agent.UserText("elsewhere")}}
+	if err := agentStore.AppendMessages(ctx, agent.NewSessionID(), m); err != nil {
+		return 0, err
+	}
+	if err := agentStore.Close(ctx); err != nil {
 		return 0, err
 	}
 	var pages []time.Duration

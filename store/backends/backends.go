@@ -79,10 +79,11 @@ type Options struct {
 	// that a resolve of one of the newest costs no round trip of its own.
 	ResolveAhead []string
 	// PageAhead is the project whose newest page the command lists
-	// first (panto sessions in a work tree): a bucket's Open (not a
-	// local-first store's, whose listings are the replica's) then reads
-	// no base of the newest commit, which the page read from the
-	// project's head does not need (objstore.WithPageAhead).
+	// first (panto sessions in a work tree): a bucket's Open (a
+	// local-first store's too, which lists the bucket's page beside the
+	// replica's) then reads the project's head with the newest commit,
+	// and no base of that commit, which the page does not need
+	// (objstore.WithPageAhead).
 	PageAhead agent.Project
 }
 
@@ -138,7 +139,7 @@ func OpenSpec(ctx context.Context, s store.Spec, opts Options) (agent.SessionSto
 		if opts.Key != nil {
 			o = append(o, objstore.WithKey(opts.Key))
 		}
-		if opts.PageAhead != (agent.Project{}) && !opts.LocalFirst {
+		if opts.PageAhead != (agent.Project{}) {
 			o = append(o, objstore.WithPageAhead(opts.PageAhead))
 		}
 		if opts.LocalFirst {

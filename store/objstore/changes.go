@@ -63,6 +63,9 @@ func (s *Store) noteOpened() {
 	}
 	s.ilog.mu.Lock()
 	n, etag, known := s.ilog.n, s.ilog.etag, s.ilog.known
+	if st := s.ilog.stored; st != nil && !known {
+		n, etag, known = st.n, st.etag, true // kept aside by Open (pageahead.go)
+	}
 	s.ilog.mu.Unlock()
 	if !known || (n > 0 && etag == "") {
 		return
