@@ -601,9 +601,6 @@ func (b *bench) singles(ep string) (map[string]time.Duration, error) {
 	if err != nil {
 		return nil, err
 	}
-	if out["panto sessions in a project (its head: the recent view holds none of its sessions)"], err = b.projectPage(ctx, url, ep); err != nil {
-		return nil, err
-	}
 	out["panto show PREFIX (a recent session, 1 message)"], out["panto rm ID (a recent session)"], err = b.resolveAndRemove(url, ep, small)
 	if err != nil {
 		return nil, err
@@ -614,6 +611,11 @@ func (b *bench) singles(ep string) (map[string]time.Duration, error) {
 		return nil, fmt.Errorf("panto rm %s: %w", long, err)
 	}
 	out["panto rm ID (60 messages: 1 segment each, compacted past 32)"] = r.d
+	// After the others, whose sessions its 130 would push out of the
+	// recent view.
+	if out["panto sessions in a project (its head: the recent view holds none of its sessions)"], err = b.projectPage(ctx, url, ep); err != nil {
+		return nil, err
+	}
 	return out, nil
 }
 
