@@ -143,15 +143,22 @@ func openChat(c *cli.Context, e *env) (*chatSession, error) {
 	if err != nil {
 		return nil, err
 	}
+	persist := spec.Kind != store.KindNone
+	var p agent.Project
+	if persist {
+		p = currentProject(e.stderr)
+	}
+	if c.Bool("continue") && !c.Bool("any") {
+		// -c lists the project's latest first: a bucket's Open reads
+		// the project's head with the newest commit
+		// (backends.Options.PageAhead).
+		opts.PageAhead = p
+	}
 	st, err := backends.OpenSpec(c.Context, spec, opts)
 	if err != nil {
 		return nil, err
 	}
-	cs := &chatSession{e: e, store: st, spec: spec, persist: spec.Kind != store.KindNone, system: c.String("system")}
-	if cs.persist {
-		cs.project = currentProject(e.stderr)
-	}
-	return cs, nil
+	return &chatSession{e: e, store: st, spec: spec, persist: persist, system: c.String("system"), project: p}, nil
 }
 
 // resume finds and loads the session -c, -r ID or the picker (-r) asks

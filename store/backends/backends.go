@@ -79,7 +79,7 @@ type Options struct {
 	// that a resolve of one of the newest costs no round trip of its own.
 	ResolveAhead []string
 	// PageAhead is the project whose newest page the command lists
-	// first (panto sessions in a work tree): a bucket's Open (a
+	// first (panto sessions in a work tree, panto -c): a bucket's Open (a
 	// local-first store's too, which lists the bucket's page beside the
 	// replica's) then reads the project's head with the newest commit,
 	// and no base of that commit, which the page does not need

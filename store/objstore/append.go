@@ -478,6 +478,7 @@ func (s *Store) AppendMessagesIn(ctx context.Context, project agent.Project, ses
 		return nil
 	}
 	at := s.clock()
+	s.settleAhead(ctx)
 	_, err := s.appendBatch(ctx, sessionID, func(header bool) ([]byte, error) {
 		return sessionlog.EncodeBatchIn(project, sessionID, header, msgs, at)
 	}, nil)

@@ -12,7 +12,7 @@ import (
 )
 
 // WithPageAhead is for a command whose first read is the newest page of
-// project p (panto sessions in a work tree): Open reads the newest commit
+// project p (panto sessions in a work tree, panto -c's latest): Open reads the newest commit
 // of the index log as stored, without the base a commit stored against
 // one needs to be whole (logbase.go), and with it the project's head;
 // the page is read from the commit's unfolded set and the head
@@ -20,8 +20,8 @@ import (
 // costs the marker and the log's LIST, then the commit and the head:
 // four requests in two round trips, where the base made five in three
 // (15 commits in 16 are stored against one). The base is read when
-// something else needs the whole commit (a write, another listing): one
-// round trip more for that, once. With WithOpenSnapshot only: the page
+// something else needs the whole commit (a write, another listing, the
+// load of a session, beside whose reads it goes), once. With WithOpenSnapshot only: the page
 // is the bucket as it was during Open. The zero Project: none.
 func WithPageAhead(p agent.Project) Option { return func(o *options) { o.pageAhead = p } }
 
@@ -167,6 +167,20 @@ func (s *Store) settleStored(ctx context.Context) {
 		lg.snapshot = st.until
 	}
 	lg.mu.Unlock()
+}
+
+// settleAhead starts making the commit Open kept aside whole, if there
+// is one, for a write about to begin (panto -c's prompt, after a load
+// that found the session's segments from the head): the base's GET then
+// goes out with the write's segment, and the commit after the segment
+// finds it read (settleStored waits for it), not one round trip later.
+func (s *Store) settleAhead(ctx context.Context) {
+	s.ilog.mu.Lock()
+	pending := s.ilog.stored != nil
+	s.ilog.mu.Unlock()
+	if pending {
+		go s.settleStored(ctx)
+	}
 }
 
 // newestFromStored is the newest page of project p (limit sessions keep

@@ -119,24 +119,46 @@ func TestPageAhead(t *testing.T) {
 			t.Fatalf("round %d: the head went out after the commit's answer (%v, %v); want them in one round trip", round, c, h)
 		}
 		if round == 11 {
-			// A write after the page: the base once, and the commit
-			// stored against it (or whole, on a multiple of 16).
-			appendIn(t, r, projectA, "after the page")
-			bases := 0
+			// As panto -c: the latest session its head holds is read
+			// (the head says where its segments are: no commit needed),
+			// then grows. The base goes out once, with the append's
+			// segment, and the commit is stored against it (or whole,
+			// on a multiple of 16).
+			latest := got[1]
+			if _, err := r.Load(ctx, latest.ID); err != nil {
+				t.Fatal(err)
+			}
+			fb.SetDelay(5 * time.Millisecond)
+			if err := r.AppendMessagesIn(ctx, projectA, latest.ID, []agent.PersistentMessage{user("after the page")}); err != nil {
+				t.Fatal(err)
+			}
+			if err := r.Close(ctx); err != nil { // its commits are all written
+				t.Fatal(err)
+			}
+			fb.SetDelay(0)
+			var bases, segments []objstore.Op
 			for _, o := range fb.Take() {
 				if o.Method == "GET" && strings.HasPrefix(o.Key, "index/log/0") {
-					bases++
+					bases = append(bases, o)
+				}
+				if o.Method == "PUT" && strings.Contains(o.Key, "/seg/") {
+					segments = append(segments, o)
 				}
 			}
-			if n, base := e.storedBase(t); bases != 1 || (base == 0 && n%objstore.LogFullEvery != 0) {
-				t.Fatalf("the write after the page read %d commits and stored commit %d against %d; want the base once, and against it", bases, n, base)
+			if n, base := e.storedBase(t); len(bases) != 1 || (base == 0 && n%objstore.LogFullEvery != 0) {
+				t.Fatalf("the load and write after the page read %d commits and stored commit %d against %d; want the base once, and against it", len(bases), n, base)
+			}
+			if len(segments) == 0 || !bases[0].Start.Before(segments[0].End) {
+				t.Fatalf("the base went out after the append's segment was written (%v, %v); want them together", bases, segments)
 			}
 		}
 		if err := open.Close(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if err := r.Close(ctx); err != nil {
-			t.Fatal(err)
+		if round != 11 {
+			if err := r.Close(ctx); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 	if checked < 6 {
