@@ -28,6 +28,21 @@ func (e *env) storedBase(t *testing.T) (n, base int64) {
 	return n, c.Base
 }
 
+// twoProjects writes n sessions of a and n of b, taking turns, through
+// a Store it closes (which folds them), and returns it for more.
+func twoProjects(t *testing.T, e *env, n int) *objstore.Store {
+	t.Helper()
+	w := e.open(t)
+	for i := range n {
+		appendIn(t, w, projectA, fmt.Sprint("a ", i))
+		appendIn(t, w, projectB, fmt.Sprint("b ", i))
+	}
+	if err := w.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
 // TestPageAhead: a Store opened for a project's page (WithPageAhead)
 // lists the page from the newest commit as stored and the project's head,
 // without the commit's base: four requests (the marker, the log's LIST,
@@ -40,14 +55,7 @@ func TestPageAhead(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	e := newMemEnv(t)
-	w := e.open(t)
-	for i := range 70 {
-		appendIn(t, w, projectA, fmt.Sprint("a ", i))
-		appendIn(t, w, projectB, fmt.Sprint("b ", i))
-	}
-	if err := w.Close(ctx); err != nil {
-		t.Fatal(err)
-	}
+	twoProjects(t, e, 70)
 	checked := 0
 	for round := range 12 {
 		// Each round: a sync's run of a's and b's, a's sessions still
@@ -173,14 +181,7 @@ func TestPageAheadOtherListings(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	e := newMemEnv(t)
-	w := e.open(t)
-	for i := range 40 {
-		appendIn(t, w, projectA, fmt.Sprint("a ", i))
-		appendIn(t, w, projectB, fmt.Sprint("b ", i))
-	}
-	if err := w.Close(ctx); err != nil {
-		t.Fatal(err)
-	}
+	twoProjects(t, e, 40)
 	for i := 0; ; i++ {
 		if _, base := e.storedBase(t); base != 0 {
 			break
@@ -226,14 +227,7 @@ func TestPageAheadAfterSnapshot(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	e := newMemEnv(t)
-	w := e.open(t)
-	for i := range 70 {
-		appendIn(t, w, projectA, fmt.Sprint("a ", i))
-		appendIn(t, w, projectB, fmt.Sprint("b ", i))
-	}
-	if err := w.Close(ctx); err != nil {
-		t.Fatal(err)
-	}
+	w := twoProjects(t, e, 70)
 	for i := range manifest.RecentSize {
 		appendIn(t, w, projectB, fmt.Sprint("b later ", i))
 	}
