@@ -87,7 +87,35 @@ func printTurns(w io.Writer, runs []sizeRun) {
 		fmt.Fprintf(w, "| %s | %d | %s | %s | %s | %s | %d | %d | %s / %s / %s |\n", thousands(r.size), len(r.turns), q(beyond, 0.5), q(beyond, 0.9), q(beyond, 0.99), q(beyond, 1),
 			over, len(parts), q(parts, 0), q(parts, 0.5), q(parts, 1))
 	}
+	printFoldSpan(w, runs)
 	printOverByKind(w, runs)
+}
+
+// printFoldSpan prints which of the runs wrote partitions, the first and
+// the last, and what they sent to them together: only a fold writes
+// partitions in an agent's exit, so a last one well before the final run
+// says that the fold that started in the turns finished in them, and the
+// sum is that fold's cost.
+func printFoldSpan(w io.Writer, runs []sizeRun) {
+	for _, r := range runs {
+		first, last := -1, -1
+		var sum int64
+		for i, c := range r.turns {
+			if c.partitions == 0 {
+				continue
+			}
+			if first < 0 {
+				first = i
+			}
+			last = i
+			sum += c.partitions
+		}
+		if first < 0 {
+			continue
+		}
+		fmt.Fprintf(w, "\nAt %s sessions, the runs that wrote partitions were runs %s to %s of %s (%s runs apart), %s to partitions together.\n",
+			thousands(r.size), thousands(first+1), thousands(last+1), thousands(len(r.turns)), thousands(last-first+1), humanBytes(sum))
+	}
 }
 
 // printOverByKind prints what the turns over 32 KB sent beyond their
