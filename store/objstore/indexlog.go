@@ -1069,7 +1069,7 @@ func (s *Store) prefetchLog(ctx context.Context) *sync.WaitGroup {
 			bases.Add(1)
 			go func() {
 				defer bases.Done()
-				s.readOpenHeads(ctx, n)
+				s.readOpenHead(ctx, keyHead(s.pageAhead.Key()), n)
 			}()
 		}
 		// The commits between the cached one and the newest, when few:
@@ -1094,6 +1094,13 @@ func (s *Store) prefetchLog(ctx context.Context) *sync.WaitGroup {
 			r := <-guess
 			if r.err == nil && !pageAhead {
 				s.keepCommit(last, r.c, r.etag)
+			}
+			if r.err == nil && pageAhead && n > 0 && s.openDirsHead(r.c) {
+				bases.Add(1)
+				go func() {
+					defer bases.Done()
+					s.readOpenHead(ctx, dirsHead, n)
+				}()
 			}
 			if r.err == nil && r.c.Through == n {
 				early = &r

@@ -3,6 +3,7 @@ package objstore
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"time"
 
@@ -45,11 +46,12 @@ type openedHead struct {
 	err error
 }
 
-// readOpenHeads reads, for a Store opened WithPageAhead, the head of the
-// project's sessions beside commit n, which the log's LIST named.
-// Errors other than a damaged head are dropped: the page reads it again.
-func (s *Store) readOpenHeads(ctx context.Context, n int64) {
-	name := keyHead(s.pageAhead.Key())
+// readOpenHead reads, for a Store opened WithPageAhead, head name of the
+// project's sessions beside commit n, which the log's LIST named: the
+// project's own, and the dirs head when a commit Open read says there is
+// one (openDirsHead). Errors other than a damaged head are dropped: the
+// page reads it again.
+func (s *Store) readOpenHead(ctx context.Context, name string, n int64) {
 	if name == "" || n == 0 {
 		return
 	}
@@ -60,11 +62,28 @@ func (s *Store) readOpenHeads(ctx context.Context, n int64) {
 	oh := &s.openHeads
 	oh.mu.Lock()
 	defer oh.mu.Unlock()
-	oh.n = n
+	if oh.n != n {
+		oh.n, oh.views = n, nil
+	}
 	if oh.views == nil {
 		oh.views = map[string]openedHead{}
 	}
 	oh.views[name] = openedHead{v, err}
+}
+
+// openDirsHead reports whether Open should read the dirs head for the
+// project's page beside the newest commit, judging from guess, the
+// commit it read beside the LIST (the one the last run saw): once a
+// commit says the dirs head holds sessions, every later one does
+// (nextCommit carries DirHead on), so the page of a work tree in a
+// bucket with imported sessions reads both heads in Open's second round
+// trip, not the dirs head in a third. (Were it read for nothing, it
+// would cost a request, not a wrong page: the page takes the heads the
+// newest commit names.) Without a guess the newest commit's answer comes
+// too late to gain a round trip, and the page reads it then
+// (newestFromHeads).
+func (s *Store) openDirsHead(guess *manifest.IndexShard) bool {
+	return slices.Contains(headsFor(s.pageAhead, guess), dirsHead)
 }
 
 // openedHead is head name as Open read it beside commit n (ok false: it

@@ -99,7 +99,7 @@ func TestPageAhead(t *testing.T) {
 			t.Fatal(err)
 		}
 		fb := e.faults(t)
-		fb.SetDelay(5 * time.Millisecond) // so that what goes out together overlaps
+		fb.SetDelay(20 * time.Millisecond) // so that what goes out together overlaps, also on a loaded machine
 		r := e.openOn(t, fb, objstore.WithOpenSnapshot(), objstore.WithProbeAtFirstWrite(), objstore.WithPageAhead(projectA))
 		got, err := r.ListNewestIn(ctx, 50, projectA, nil)
 		ops := fb.Take()
@@ -136,7 +136,7 @@ func TestPageAhead(t *testing.T) {
 			if _, err := r.Load(ctx, latest.ID); err != nil {
 				t.Fatal(err)
 			}
-			fb.SetDelay(5 * time.Millisecond)
+			fb.SetDelay(20 * time.Millisecond)
 			if err := r.AppendMessagesIn(ctx, projectA, latest.ID, []agent.PersistentMessage{user("after the page")}); err != nil {
 				t.Fatal(err)
 			}
@@ -261,6 +261,112 @@ func TestPageAheadAfterSnapshot(t *testing.T) {
 	for _, id := range folded {
 		if !slices.ContainsFunc(got, func(info agent.SessionInfo) bool { return info.ID == id }) {
 			t.Fatalf("a's page after the snapshot lacks %s, folded after the Open: %v", id, infoIDs(got))
+		}
+	}
+}
+
+// TestPageAheadDirsHead: in a bucket with imported sessions (the dirs
+// head), a work tree's page on a machine that saw the bucket before reads
+// the project's head and the dirs head together, beside the commit it
+// guessed from its cache: both heads in Open's second round trip, where
+// the dirs head waited for the newest commit's answer and went in a
+// third. The page lists the imported sessions of the tree, through
+// commits stored whole and against a base, and after another writer's
+// commit since the machine's last run (the guess older than the newest,
+// whose DirHead it vouches for: once set, every later commit carries it).
+func TestPageAheadDirsHead(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newMemEnv(t)
+	w := e.open(t)
+	for i := range 40 {
+		appendIn(t, w, projectA, fmt.Sprint("a ", i))
+		if i%8 == 0 {
+			appendIn(t, w, importedA, fmt.Sprint("imported ", i))
+		}
+	}
+	for i := range manifest.RecentSize + 10 {
+		appendIn(t, w, projectB, fmt.Sprint("b ", i))
+	}
+	if err := w.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, newest := e.newestCommit(t); !newest.DirHead {
+		t.Fatal("the newest commit does not say the dirs head holds sessions: the test reads no dirs head")
+	}
+	cache := t.TempDir()
+	for round := range 6 {
+		// The machine's last run: it lists, and notes the newest commit.
+		seen := e.open(t, objstore.WithIndexCache(cache), objstore.WithProbeAtFirstWrite())
+		if _, err := seen.ListNewestIn(ctx, 50, projectA, nil); err != nil {
+			t.Fatal(err)
+		}
+		if err := seen.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+		// Another writer since, in odd rounds: the guess is not the newest.
+		later := e.open(t)
+		appendIn(t, later, projectB, fmt.Sprint("b later ", round))
+		if round%2 == 1 {
+			appendIn(t, later, importedA, fmt.Sprint("imported later ", round))
+		}
+		if err := later.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if round%2 == 0 {
+			// Nor in even rounds, once the writer's commits are in the
+			// cache: the guess is the newest.
+			seen := e.open(t, objstore.WithIndexCache(cache), objstore.WithProbeAtFirstWrite())
+			if _, err := seen.ListNewestIn(ctx, 50, projectA, nil); err != nil {
+				t.Fatal(err)
+			}
+			if err := seen.Close(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		all, err := e.open(t).List(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fb := e.faults(t)
+		fb.SetDelay(5 * time.Millisecond)
+		r := e.openOn(t, fb, objstore.WithIndexCache(cache), objstore.WithOpenSnapshot(), objstore.WithProbeAtFirstWrite(), objstore.WithPageAhead(projectA))
+		opened := fb.Take()
+		got, err := r.ListNewestIn(ctx, 50, projectA, nil)
+		paged := fb.Take()
+		fb.SetDelay(0)
+		want := newestOf(all, projectA, 50)
+		if err != nil || !reflect.DeepEqual(got, want) {
+			t.Fatalf("round %d: a's page: %v\n got %v\nwant %v", round, err, infoIDs(got), infoIDs(want))
+		}
+		if !slices.ContainsFunc(got, func(info agent.SessionInfo) bool { return info.Project == importedA }) {
+			t.Fatalf("round %d: a's page lists no imported session of a's tree", round)
+		}
+		// Both heads are read by Open, once the LIST answered; the
+		// page reads nothing more. Open's reads: the marker, the LIST,
+		// the guess and, when the log moved since, the newest commit,
+		// then the heads.
+		var list objstore.Op
+		var heads []objstore.Op
+		for _, o := range opened {
+			if o.Method == "LIST" {
+				list = o
+			}
+			if isHeadKey(o.Key) {
+				heads = append(heads, o)
+			}
+		}
+		requests := 5 + round%2
+		if len(heads) != 2 || len(opened) != requests || len(paged) != 0 {
+			t.Fatalf("round %d: Open read %d heads in %d requests %+v, then the page %+v; want a's head and the dirs head in %d requests, then none", round, len(heads), len(opened), opened, paged, requests)
+		}
+		for _, h := range heads {
+			if h.Start.Before(list.End) {
+				t.Fatalf("round %d: a head went out before the LIST's answer (%v, %v): it may miss a commit the LIST names", round, list, h)
+			}
+		}
+		if err := r.Close(ctx); err != nil {
+			t.Fatal(err)
 		}
 	}
 }
