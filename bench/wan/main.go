@@ -512,6 +512,7 @@ var singles = []single{
 	{"panto -c to the first provider request (60 messages)", "≤ 4 round trips + transfer", true},
 	{"panto sessions", "≤ 2 round trips", true},
 	{"panto sessions in a project (its head: the recent view holds none of its sessions)", "≤ 2 round trips", true},
+	{"panto sessions in a project with imported sessions (its head and the dirs head)", "≤ 2 round trips", true},
 	{"panto show PREFIX (a recent session, 1 message)", "≤ 2 round trips + its read", true},
 	{"panto rm ID (a recent session)", "", true},
 	{"panto rm ID (60 messages: 1 segment each, compacted past 32)", "", true},
@@ -613,7 +614,13 @@ func (b *bench) singles(ep string) (map[string]time.Duration, error) {
 	out["panto rm ID (60 messages: 1 segment each, compacted past 32)"] = r.d
 	// After the others, whose sessions its 130 would push out of the
 	// recent view.
-	if out["panto sessions in a project (its head: the recent view holds none of its sessions)"], err = b.projectPage(ctx, url, ep); err != nil {
+	if out["panto sessions in a project (its head: the recent view holds none of its sessions)"], err = b.projectPage(ctx, url, ep, "page", 0); err != nil {
+		return nil, err
+	}
+	// Then a project half of whose sessions were imported from another
+	// agent's logs (they know only their directory, in its tree): the
+	// bucket has a dirs head from here on.
+	if out["panto sessions in a project with imported sessions (its head and the dirs head)"], err = b.projectPage(ctx, url, ep, "imported", 30); err != nil {
 		return nil, err
 	}
 	return out, nil
@@ -716,16 +723,18 @@ func (b *bench) commandTimes(url, ep string) (cont, sessions time.Duration, err 
 }
 
 // projectPage is the median time of `panto sessions` in the work tree of
-// a project of 60 sessions, after 70 sessions of no project that push
-// them out of the newest commit's recent view: the page is read from
-// the project's head (docs/DESIGN.md §P3, "Project heads"), beside a
-// newest commit stored against a base.
-func (b *bench) projectPage(ctx context.Context, url, ep string) (time.Duration, error) {
-	dir := filepath.Join(b.work, "page-project")
+// project name, of 60 sessions, after 70 sessions of no project that
+// push them out of the newest commit's recent view: the page is read
+// from the project's head (docs/DESIGN.md §P3, "Project heads"), beside
+// a newest commit stored against a base. The first imported of the 60
+// know only their directory, one in the tree, as an imported session
+// does: the page reads the dirs head too.
+func (b *bench) projectPage(ctx context.Context, url, ep, name string, imported int) (time.Duration, error) {
+	dir := filepath.Join(b.work, name+"-project")
 	if err := os.MkdirAll(filepath.Join(dir, ".git"), 0o755); err != nil {
 		return 0, err
 	}
-	cfg := "[core]\n\trepositoryformatversion = 0\n[remote \"origin\"]\n\turl = https://wan.test/team/page.git\n"
+	cfg := "[core]\n\trepositoryformatversion = 0\n[remote \"origin\"]\n\turl = https://wan.test/team/" + name + ".git\n"
 	if err := os.WriteFile(filepath.Join(dir, ".git", "HEAD"), []byte("ref: refs/heads/main\n"), 0o644); err != nil {
 		return 0, err
 	}
@@ -744,8 +753,11 @@ func (b *bench) projectPage(ctx context.Context, url, ep string) (time.Duration,
 	}
 	for i := range 130 {
 		in := p
-		if i >= 60 {
+		switch {
+		case i >= 60:
 			in = agent.Project{}
+		case i < imported:
+			in = agent.Project{Dir: filepath.Join(p.Root, "cmd")}
 		}
 		m := []agent.PersistentMessage{{Message: agent.UserText(fmt.Sprintf("page %d", i))}}
 		if err := st.AppendMessagesIn(ctx, in, agent.NewSessionID(), m); err != nil {
@@ -775,7 +787,7 @@ func (b *bench) projectPage(ctx context.Context, url, ep string) (time.Duration,
 			return 0, err
 		}
 		if os.Getenv("WAN_TRACE") != "" {
-			fmt.Fprintf(os.Stderr, "panto sessions in a project: %d requests\n", r.requests)
+			fmt.Fprintf(os.Stderr, "panto sessions in project %s: %d requests\n", name, r.requests)
 		}
 		pages = append(pages, r.d)
 	}
