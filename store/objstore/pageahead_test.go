@@ -267,10 +267,10 @@ func TestPageAheadAfterSnapshot(t *testing.T) {
 
 // TestPageAheadDirsHead: in a bucket with imported sessions (the dirs
 // head), a work tree's page on a machine that saw the bucket before reads
-// the project's head and the dirs head together, beside the commit it
-// guessed from its cache: both heads in Open's second round trip, where
-// the dirs head waited for the newest commit's answer and went in a
-// third. The page lists the imported sessions of the tree, through
+// the project's head and the dirs head in Open, once the LIST has
+// answered, judging from the commit it guessed from its cache: both in
+// Open's second round trip, where the page read the dirs head after
+// Open, in a third. The page lists the imported sessions of the tree, through
 // commits stored whole and against a base, and after another writer's
 // commit since the machine's last run (the guess older than the newest,
 // whose DirHead it vouches for: once set, every later commit carries it).
@@ -295,8 +295,9 @@ func TestPageAheadDirsHead(t *testing.T) {
 		t.Fatal("the newest commit does not say the dirs head holds sessions: the test reads no dirs head")
 	}
 	cache := t.TempDir()
-	for round := range 6 {
-		// The machine's last run: it lists, and notes the newest commit.
+	// A run of panto on the machine: it lists a's page, and its Close
+	// notes the newest commit, which the next Open guesses.
+	machineRun := func() {
 		seen := e.open(t, objstore.WithIndexCache(cache), objstore.WithProbeAtFirstWrite())
 		if _, err := seen.ListNewestIn(ctx, 50, projectA, nil); err != nil {
 			t.Fatal(err)
@@ -304,7 +305,12 @@ func TestPageAheadDirsHead(t *testing.T) {
 		if err := seen.Close(ctx); err != nil {
 			t.Fatal(err)
 		}
-		// Another writer since, in odd rounds: the guess is not the newest.
+	}
+	for round := range 6 {
+		// Another writer after the machine's run: in odd rounds the
+		// guess is older than the newest commit; in even ones the
+		// machine runs again after it, and the guess is the newest.
+		machineRun()
 		later := e.open(t)
 		appendIn(t, later, projectB, fmt.Sprint("b later ", round))
 		if round%2 == 1 {
@@ -314,15 +320,7 @@ func TestPageAheadDirsHead(t *testing.T) {
 			t.Fatal(err)
 		}
 		if round%2 == 0 {
-			// Nor in even rounds, once the writer's commits are in the
-			// cache: the guess is the newest.
-			seen := e.open(t, objstore.WithIndexCache(cache), objstore.WithProbeAtFirstWrite())
-			if _, err := seen.ListNewestIn(ctx, 50, projectA, nil); err != nil {
-				t.Fatal(err)
-			}
-			if err := seen.Close(ctx); err != nil {
-				t.Fatal(err)
-			}
+			machineRun()
 		}
 		all, err := e.open(t).List(ctx)
 		if err != nil {
