@@ -457,3 +457,51 @@ func TestPushNewUncommitted(t *testing.T) {
 	e.must(t, 0, "pull", "--dir", into, e.url)
 	sameCatalog(t, dir, into)
 }
+
+// newestCommit is the newest commit of the bucket's index log, read with
+// minio-go and decoded, independently of the store.
+func (e *env) newestCommit(t *testing.T) *manifest.IndexShard {
+	t.Helper()
+	var newest string
+	for obj := range e.srv.Client(t).ListObjects(context.Background(), e.bucket, minio.ListObjectsOptions{Prefix: "panto/index/log/", Recursive: true}) {
+		if obj.Err != nil {
+			t.Fatal(obj.Err)
+		}
+		newest = max(newest, obj.Key)
+	}
+	if newest == "" {
+		t.Fatal("the bucket has no index log")
+	}
+	codec, err := manifest.NewCodec()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := codec.DecodeIndexShard(strings.TrimPrefix(newest, "panto/"), e.srv.Objects(t, e.bucket)[newest])
+	if err != nil {
+		t.Fatalf("%s: %v", newest, err)
+	}
+	return c
+}
+
+// TestPushFoldsItsFew: a push of a few sessions (at most 8, which the
+// index commits unfolded, as a turn's checkpoint does) folds them into a
+// run as it ends, as an agent's exit folds its own: left in the newest
+// commit's unfolded set, the first agent's turn after they went idle
+// folds them beside its own, a head of each of their projects past the
+// 32 KB a turn may send.
+func TestPushFoldsItsFew(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	dir, ids := catalog(t, 3)
+	e.must(t, 0, "push", "--dir", dir, e.url)
+	if c := e.newestCommit(t); len(c.Unfolded) != 0 || len(c.Runs) == 0 {
+		t.Fatalf("after a push of 3 sessions the newest commit holds %d unfolded and names %d runs; want none unfolded, in a run", len(c.Unfolded), len(c.Runs))
+	}
+	for _, id := range ids[:2] {
+		appendBatch(t, dir, id, false)
+	}
+	e.must(t, 0, "push", "--dir", dir, e.url)
+	if c := e.newestCommit(t); len(c.Unfolded) != 0 {
+		t.Fatalf("after a push of 2 grown sessions the newest commit holds %d unfolded; want none", len(c.Unfolded))
+	}
+}

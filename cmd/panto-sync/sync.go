@@ -81,7 +81,8 @@ func (e end) openWith(ctx context.Context, what string, snapshot bool) (store.Lo
 // that what it left in the background is written. What could not be
 // fails a command that had not failed, in one line. A push, pull or copy
 // has flushed both stores already, in sync's record step (replica.Copy),
-// which reports what it could not write.
+// which reports what it could not write; its Close folds what the
+// flush committed unfolded (objstore).
 func closeStore(ctx context.Context, s store.LogStore, ret *error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
@@ -94,17 +95,24 @@ func closeStore(ctx context.Context, s store.LogStore, ret *error) {
 // the events printed as the command says them, and the exit code. When
 // neither side changed since a run that found nothing to do, it says so
 // without listing either (unchanged.go).
-func runCopy(c *cli.Context, o *options, d direction, src, dst end) error {
+func runCopy(c *cli.Context, o *options, d direction, src, dst end) (ret error) {
 	start := time.Now()
 	src.reading = true
 	from, err := src.open(c.Context, "source")
 	if err != nil {
 		return err
 	}
+	defer closeStore(c.Context, from, &ret)
 	to, err := dst.open(c.Context, "destination")
 	if err != nil {
 		return err
 	}
+	// Closed, a bucket folds the few sessions this run committed
+	// unfolded (at most 8, a small push's) into a run and their
+	// projects' heads: left unfolded, the first agent's turn after
+	// they are idle would fold them beside its own, a head of 11 KB for
+	// each of their projects, past a turn's 32 KB (docs/DESIGN.md §P3).
+	defer closeStore(c.Context, to, &ret)
 	// The tokens name each side as opened, before this run writes.
 	srcToken, dstToken, tokens := listingTokens(c.Context, from, to)
 	record := noopRecordPath(o, d, src, dst)

@@ -134,6 +134,15 @@ func (s *Store) writeQueuedLocked(ctx context.Context, name string) (buried bool
 	return len(batch.buried) > 0, nil
 }
 
+// dropQueued forgets what is queued for partition name (a damaged one,
+// which repair rebuilds from the sessions).
+func (s *Store) dropQueued(name string) {
+	st := s.shardState(name)
+	st.wmu.Lock()
+	defer st.wmu.Unlock()
+	st.take()
+}
+
 // requeueShard moves what is queued under format 3's shard name to the
 // partitions of format 4, and writes them.
 func (s *Store) requeueShard(ctx context.Context, name string) error {

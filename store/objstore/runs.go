@@ -937,7 +937,11 @@ type foldPlan struct {
 	pages, retired []manifest.RunPage
 	within         []string
 	salvage        bool
-	step           *foldChange
+	// rebuilds: the fold of a repair (foldAllRuns), which rebuilds the
+	// damaged partitions from the sessions after it: it writes the
+	// others and drops what the runs hold of those.
+	rebuilds bool
+	step     *foldChange
 	// width is that of the partitions' names when the plan was made (0:
 	// as they are when written), which its commit checks (widen.go).
 	width int
@@ -1011,6 +1015,15 @@ func (s *Store) foldRunsLocked(ctx context.Context, plan foldPlan) (buried []str
 	for name := range names {
 		g.Go(func() error {
 			b, err := s.writeQueuedLocked(gctx, name)
+			if plan.rebuilds && errors.Is(err, ErrCorrupt) {
+				// A damaged partition: the repair rebuilds it from
+				// the sessions next, which brings back what the runs
+				// held of it, so its entries are dropped and the
+				// pages retired with the rest, as a damaged page's
+				// are.
+				s.dropQueued(name)
+				return nil
+			}
 			if b {
 				mu.Lock()
 				buried = append(buried, name)
@@ -1190,7 +1203,8 @@ func (s *Store) notFolding(entries map[string]manifest.IndexEntry) map[string]ma
 }
 
 // foldAllRuns folds every page of the newest commit (repair), salvaging
-// what can be read.
+// what can be read, into the partitions that are not damaged (the
+// repair rebuilds those from the sessions).
 func (s *Store) foldAllRuns(ctx context.Context) error {
 	if !s.unfoldedIndex() {
 		return nil
@@ -1202,7 +1216,10 @@ func (s *Store) foldAllRuns(ctx context.Context) error {
 	if c == nil {
 		return nil
 	}
-	return s.foldRuns(ctx, c.Runs, true)
+	if len(c.Runs) == 0 {
+		return nil
+	}
+	return s.foldPlanned(ctx, foldPlan{pages: c.Runs, retired: c.Runs, salvage: true, rebuilds: true})
 }
 
 // unnamedPageAge is how old a run page that no commit names must be
