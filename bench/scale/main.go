@@ -75,6 +75,8 @@ type options struct {
 	pullRounds   int
 	growRounds   int
 	turns        int
+	continued    int
+	keep         bool
 	seed         uint64
 	timeout      time.Duration
 }
@@ -106,6 +108,8 @@ func parseFlags(args []string) (options, error) {
 	fs.IntVar(&o.verifyUpTo, "verify-up-to", 1000, "run panto-sync verify on each seeded bucket of at most this many sessions")
 	fs.IntVar(&o.growRounds, "grow-rounds", 1, "times 1% of the sessions grow and are pushed, one after another (the runs' merges and folds show past 4 and about 12)")
 	fs.IntVar(&o.turns, "turns", 0, "after the pushes, this many one-turn panto PROMPT runs, each a new session, one after another: what an exit costs the index over many (its runs' merges and folds), summed and the costliest")
+	fs.IntVar(&o.continued, "continue-turns", 0, "after the pushes (and --turns), this many panto -c PROMPT runs, one after another, each a turn of the same session: what a turn of a session that grows long costs (its manifests, compactions and commits), spread")
+	fs.BoolVar(&o.keep, "keep", false, "keep each size's catalogs, homes and logs (every command's request trace, in <work>/<size>/logs) instead of removing them")
 	fs.IntVar(&o.pullRounds, "pull-rounds", 2, "full pulls and rclone copies, taking turns; the fastest of each is reported (0: none, for a quick run of the other operations)")
 	fs.Uint64Var(&o.seed, "seed", 1, "random seed of the catalog")
 	fs.DurationVar(&o.timeout, "timeout", 30*time.Minute, "bound on each command")
@@ -126,8 +130,8 @@ func parseFlags(args []string) (options, error) {
 		}
 		o.sizes = append(o.sizes, n)
 	}
-	if o.projects < 1 || o.sessionBytes < 1 || o.concurrency < 1 || o.pullRounds < 0 || o.growRounds < 1 || o.turns < 0 {
-		return o, errors.New("--projects, --session-bytes, --concurrency and --grow-rounds must be positive, --pull-rounds and --turns not negative")
+	if o.projects < 1 || o.sessionBytes < 1 || o.concurrency < 1 || o.pullRounds < 0 || o.growRounds < 1 || o.turns < 0 || o.continued < 0 {
+		return o, errors.New("--projects, --session-bytes, --concurrency and --grow-rounds must be positive, --pull-rounds, --turns and --continue-turns not negative")
 	}
 	return o, nil
 }
@@ -150,6 +154,8 @@ type sizeRun struct {
 	// turns is what each of the many turns (--turns) sent beyond its
 	// segments, and of it to the partitions (a fold's step).
 	turns []turnCost
+	// continued is the same of each turn of one session (--continue-turns).
+	continued []turnCost
 }
 
 // turnCost is what one run of the many turns sent beyond its segments,
@@ -180,7 +186,9 @@ func run(ctx context.Context, o options, out io.Writer) error {
 		// size's catalogs (which the next size does not need).
 		fmt.Fprintf(os.Stderr, "%s scale: %d sessions measured:\n", time.Now().Format("15:04:05"), n)
 		printTables(os.Stderr, o, []sizeRun{r})
-		_ = os.RemoveAll(filepath.Join(o.work, strconv.Itoa(n)))
+		if !o.keep {
+			_ = os.RemoveAll(filepath.Join(o.work, strconv.Itoa(n)))
+		}
 	}
 	printTables(out, o, runs)
 	return nil
@@ -311,7 +319,8 @@ func runSize(ctx context.Context, o options, client *s3.Client, providerURL stri
 	}
 	r.results = append(r.results, res)
 	if o.turns > 0 {
-		turns, costs, err := b.manyTurns(ctx, o.turns)
+		label := fmt.Sprintf("%d panto PROMPT runs in a row, each a new session, one turn", o.turns)
+		turns, costs, err := b.manyTurns(ctx, o.turns, label)
 		if err != nil {
 			return r, err
 		}
@@ -324,6 +333,15 @@ func runSize(ctx context.Context, o options, client *s3.Client, providerURL stri
 			return r, err
 		}
 		r.results = append(r.results, res)
+	}
+	if o.continued > 0 {
+		label := fmt.Sprintf("%d panto -c PROMPT runs in a row, each a turn of the same session", o.continued)
+		turns, costs, err := b.manyTurns(ctx, o.continued, label, "-c")
+		if err != nil {
+			return r, err
+		}
+		r.results = append(r.results, turns...)
+		r.continued = costs
 	}
 
 	// The full pull and rclone take turns, each into a new empty
@@ -356,20 +374,23 @@ func runSize(ctx context.Context, o options, client *s3.Client, providerURL stri
 	return r, nil
 }
 
-// manyTurns runs n one-turn panto PROMPT processes, each a new session,
-// one after another: every exit folds its session's entry into a run,
-// and some merge runs or fold them, so what one turn costs the index is
-// their sum divided by n. It returns the sum and the turn that sent the
-// most beyond its segments, and what each sent.
-func (b *bench) manyTurns(ctx context.Context, n int) ([]result, []turnCost, error) {
-	sum := result{op: fmt.Sprintf("%d panto PROMPT runs in a row, each a new session, one turn: together", n), t: tally{byMethod: map[string]int{}}}
+// manyTurns runs n one-turn panto PROMPT processes one after another,
+// with flags before the prompt (none: each a new session; -c: each a
+// turn of the project's latest, one session growing): every exit folds
+// its session's entry into a run, and some merge runs or fold them, so
+// what one turn costs the index is their sum divided by n. It returns
+// the sum and the turn that sent the most beyond its segments, labelled
+// what, and what each sent.
+func (b *bench) manyTurns(ctx context.Context, n int, what string, flags ...string) ([]result, []turnCost, error) {
+	sum := result{op: what + ": together", t: tally{byMethod: map[string]int{}}}
 	var worst result
 	var costs []turnCost
 	for i := range n {
 		if i%50 == 0 {
 			progress("%d: turn %d of %d", b.size, i+1, n)
 		}
-		res, err := b.panto(ctx, "turn", "--api-style", "openai-chat", "--base-url", b.providerURL, "--model", "bench-model", fmt.Sprintf("a new question, number %d", i))
+		args := append([]string{"--api-style", "openai-chat", "--base-url", b.providerURL, "--model", "bench-model"}, flags...)
+		res, err := b.panto(ctx, "turn", append(args, fmt.Sprintf("a new question, number %d", i))...)
 		if err != nil {
 			return nil, nil, err
 		}

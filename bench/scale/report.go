@@ -51,23 +51,30 @@ func printTables(w io.Writer, o options, runs []sizeRun) {
 	printTurns(w, runs)
 }
 
-// printTurns prints how what each of the many turns sent beyond its
-// segments is spread (the issue's bound is 32 KB a turn), and what the
-// turns that took a step of a fold sent to the partitions.
+// printTurns prints, for the runs of --turns (each a new session) and
+// of --continue-turns (each a turn of one session), how what each sent
+// beyond its segments is spread (the issue's bound is 32 KB a turn), and
+// what the runs that took a step of a fold sent to the partitions.
 func printTurns(w io.Writer, runs []sizeRun) {
-	if !slices.ContainsFunc(runs, func(r sizeRun) bool { return len(r.turns) > 0 }) {
+	printTurnsOf(w, runs, "each a new session (--turns)", func(r sizeRun) []turnCost { return r.turns })
+	printTurnsOf(w, runs, "each a turn of one session (--continue-turns)", func(r sizeRun) []turnCost { return r.continued })
+}
+
+// printTurnsOf prints the spread of the runs costs gives at each size.
+func printTurnsOf(w io.Writer, runs []sizeRun, kind string, costs func(sizeRun) []turnCost) {
+	if !slices.ContainsFunc(runs, func(r sizeRun) bool { return len(costs(r)) > 0 }) {
 		return
 	}
-	fmt.Fprintln(w)
+	fmt.Fprintf(w, "\nRuns %s:\n\n", kind)
 	fmt.Fprintln(w, "| sessions | runs | sent beyond segments: median | p90 | p99 | max | runs over 32 KB | runs that wrote partitions | to partitions in each: min / median / max |")
 	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|")
 	for _, r := range runs {
-		if len(r.turns) == 0 {
+		if len(costs(r)) == 0 {
 			continue
 		}
 		var beyond, parts []int64
 		over := 0
-		for _, c := range r.turns {
+		for _, c := range costs(r) {
 			beyond = append(beyond, c.beyond)
 			if c.beyond > 32_000 {
 				over++
@@ -84,11 +91,15 @@ func printTurns(w io.Writer, runs []sizeRun) {
 			}
 			return humanBytes(v[min(len(v)-1, int(f*float64(len(v))))])
 		}
-		fmt.Fprintf(w, "| %s | %d | %s | %s | %s | %s | %d | %d | %s / %s / %s |\n", thousands(r.size), len(r.turns), q(beyond, 0.5), q(beyond, 0.9), q(beyond, 0.99), q(beyond, 1),
+		fmt.Fprintf(w, "| %s | %d | %s | %s | %s | %s | %d | %d | %s / %s / %s |\n", thousands(r.size), len(costs(r)), q(beyond, 0.5), q(beyond, 0.9), q(beyond, 0.99), q(beyond, 1),
 			over, len(parts), q(parts, 0), q(parts, 0.5), q(parts, 1))
 	}
-	printFoldSpan(w, runs)
-	printOverByKind(w, runs)
+	for _, r := range runs {
+		if c := costs(r); len(c) > 0 {
+			printFoldSpan(w, r.size, c)
+			printOverByKind(w, r.size, c)
+		}
+	}
 }
 
 // printFoldSpan prints which of the runs wrote partitions, the first and
@@ -96,60 +107,53 @@ func printTurns(w io.Writer, runs []sizeRun) {
 // partitions in an agent's exit, so a last one well before the final run
 // says that the fold that started in the turns finished in them, and the
 // sum is that fold's cost.
-func printFoldSpan(w io.Writer, runs []sizeRun) {
-	for _, r := range runs {
-		first, last := -1, -1
-		var sum int64
-		for i, c := range r.turns {
-			if c.partitions == 0 {
-				continue
-			}
-			if first < 0 {
-				first = i
-			}
-			last = i
-			sum += c.partitions
+func printFoldSpan(w io.Writer, size int, costs []turnCost) {
+	first, last := -1, -1
+	var sum int64
+	for i, c := range costs {
+		if c.partitions == 0 {
+			continue
 		}
 		if first < 0 {
-			continue
+			first = i
 		}
-		fmt.Fprintf(w, "\nAt %s sessions, the runs that wrote partitions were runs %s to %s of %s (%s runs apart), %s to partitions together.\n",
-			thousands(r.size), thousands(first+1), thousands(last+1), thousands(len(r.turns)), thousands(last-first+1), humanBytes(sum))
+		last = i
+		sum += c.partitions
 	}
+	if first < 0 {
+		return
+	}
+	fmt.Fprintf(w, "\nAt %s sessions, the runs that wrote partitions were runs %s to %s of %s (%s runs apart), %s to partitions together.\n",
+		thousands(size), thousands(first+1), thousands(last+1), thousands(len(costs)), thousands(last-first+1), humanBytes(sum))
 }
 
-// printOverByKind prints what the turns over 32 KB sent beyond their
+// printOverByKind prints what the runs over 32 KB sent beyond their
 // segments, by kind of object: on average, and the costliest's.
-func printOverByKind(w io.Writer, runs []sizeRun) {
-	for _, r := range runs {
-		var over []turnCost
-		costliest := turnCost{}
-		for _, c := range r.turns {
-			if c.beyond > 32_000 {
-				over = append(over, c)
-			}
-			if c.beyond > costliest.beyond {
-				costliest = c
-			}
+func printOverByKind(w io.Writer, size int, costs []turnCost) {
+	var over []turnCost
+	costliest := turnCost{}
+	for _, c := range costs {
+		if c.beyond > 32_000 {
+			over = append(over, c)
 		}
-		if len(r.turns) == 0 {
-			continue
+		if c.beyond > costliest.beyond {
+			costliest = c
 		}
-		fmt.Fprintf(w, "\nAt %s sessions, what runs sent beyond their segments, by object: ", thousands(r.size))
-		if len(over) > 0 {
-			sum := map[string]int64{}
-			for _, c := range over {
-				for k, n := range c.byKind {
-					sum[k] += n
-				}
-			}
-			for k := range sum {
-				sum[k] /= int64(len(over))
-			}
-			fmt.Fprintf(w, "the %d over 32 KB, on average, %s; ", len(over), kinds(sum))
-		}
-		fmt.Fprintf(w, "the costliest (%s), %s.\n", humanBytes(costliest.beyond), kinds(costliest.byKind))
 	}
+	fmt.Fprintf(w, "\nAt %s sessions, what runs sent beyond their segments, by object: ", thousands(size))
+	if len(over) > 0 {
+		sum := map[string]int64{}
+		for _, c := range over {
+			for k, n := range c.byKind {
+				sum[k] += n
+			}
+		}
+		for k := range sum {
+			sum[k] /= int64(len(over))
+		}
+		fmt.Fprintf(w, "the %d over 32 KB, on average, %s; ", len(over), kinds(sum))
+	}
+	fmt.Fprintf(w, "the costliest (%s), %s.\n", humanBytes(costliest.beyond), kinds(costliest.byKind))
 }
 
 // kinds is bytes sent to each kind of object but segments: "commits
