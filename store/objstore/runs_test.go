@@ -365,6 +365,42 @@ func TestRunDamagedPage(t *testing.T) {
 	}
 }
 
+// TestRunDamagedPartition: a repair of an index whose runs hold entries
+// of a damaged partition folds the runs into the other partitions,
+// retires the pages, and rebuilds the damaged one from the sessions,
+// where its fold of the runs failed on that partition and so did the
+// whole repair.
+func TestRunDamagedPartition(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newMemEnv(t)
+	seeded := bulkWrite(t, e, nil, 5, nil, partitionsAtClose())
+	ids := bulkWrite(t, e, nil, 20, nil)
+	if len(e.runObjects(t)) == 0 {
+		t.Fatal("the bulk write left no run")
+	}
+	// The partition of one of the run's sessions, as garbage.
+	e.putRaw(t, e.key("index/"+ids[0][:2]+".json.zst"), []byte("this is not an index partition"))
+	report, err := e.open(t).RepairIndex(ctx)
+	if err != nil {
+		t.Fatalf("repair with a damaged partition the runs fold into: %v", err)
+	}
+	if !slices.Contains(report.Rebuilt, ids[0][:2]) {
+		t.Fatalf("the repair rebuilt %v, not the damaged partition %s", report.Rebuilt, ids[0][:2])
+	}
+	if got := e.runObjects(t); len(got) != 0 {
+		t.Fatalf("after the repair the run pages %v are still stored", got)
+	}
+	want := map[string]int{}
+	for _, id := range append(seeded, ids...) {
+		want[id] = 1
+	}
+	checkListing(t, e, "after the repair", want)
+	if _, err := e.open(t).CheckIndex(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestRunGoneWhileReading: a reader whose commit names a page that a
 // fold deleted since (here Open's snapshot, WithOpenSnapshot, which
 // serves its reading for a moment) reads the newest commit and the
