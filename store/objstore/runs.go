@@ -1010,6 +1010,7 @@ func (s *Store) foldRunsLocked(ctx context.Context, plan foldPlan) (buried []str
 	for _, e := range entries {
 		names[s.queueIndex(e)] = true
 	}
+	var damaged []string // not written: repair rebuilds them
 	g, gctx = errgroup.WithContext(ctx)
 	g.SetLimit(16)
 	for name := range names {
@@ -1022,6 +1023,9 @@ func (s *Store) foldRunsLocked(ctx context.Context, plan foldPlan) (buried []str
 				// pages retired with the rest, as a damaged page's
 				// are.
 				s.dropQueued(name)
+				mu.Lock()
+				damaged = append(damaged, name)
+				mu.Unlock()
 				return nil
 			}
 			if b {
@@ -1039,7 +1043,7 @@ func (s *Store) foldRunsLocked(ctx context.Context, plan foldPlan) (buried []str
 	if err != nil {
 		return buried, fmt.Errorf("fold the index runs: %w", err)
 	}
-	written := slices.Collect(maps.Keys(names))
+	written := slices.DeleteFunc(slices.Collect(maps.Keys(names)), func(name string) bool { return slices.Contains(damaged, name) })
 	width := plan.width
 	if w := narrowest(written); width == 0 || w > 0 && w < width {
 		width = w

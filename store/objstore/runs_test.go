@@ -314,6 +314,21 @@ func TestRunDeletionPurges(t *testing.T) {
 	checkListing(t, e, "after the deletion", want)
 }
 
+// checkRepairedRuns checks the index after a repair that folded the
+// runs: no run page is stored, and ids, sessions of one message each,
+// all list.
+func checkRepairedRuns(t *testing.T, e *env, ids []string) {
+	t.Helper()
+	if got := e.runObjects(t); len(got) != 0 {
+		t.Fatalf("after the repair the run pages %v are still stored", got)
+	}
+	want := map[string]int{}
+	for _, id := range ids {
+		want[id] = 1
+	}
+	checkListing(t, e, "after the repair", want)
+}
+
 // TestRunDamagedPage: a page that does not decode, or is missing while
 // the newest commit names it, hides only what it alone holds: the
 // listing says the index is damaged and lists the rest; CheckIndex
@@ -351,14 +366,7 @@ func TestRunDamagedPage(t *testing.T) {
 		if _, err := e.open(t).RepairIndex(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if got := e.runObjects(t); len(got) != 0 {
-			t.Fatalf("after the repair the run pages %v are still stored", got)
-		}
-		want := map[string]int{}
-		for _, id := range append(seeded, ids...) {
-			want[id] = 1
-		}
-		checkListing(t, e, "after the repair", want)
+		checkRepairedRuns(t, e, append(seeded, ids...))
 		if _, c := e.newestCommit(t); len(c.Runs) != 0 {
 			t.Fatalf("after the repair the newest commit names %+v", c.Runs)
 		}
@@ -388,14 +396,7 @@ func TestRunDamagedPartition(t *testing.T) {
 	if !slices.Contains(report.Rebuilt, ids[0][:2]) {
 		t.Fatalf("the repair rebuilt %v, not the damaged partition %s", report.Rebuilt, ids[0][:2])
 	}
-	if got := e.runObjects(t); len(got) != 0 {
-		t.Fatalf("after the repair the run pages %v are still stored", got)
-	}
-	want := map[string]int{}
-	for _, id := range append(seeded, ids...) {
-		want[id] = 1
-	}
-	checkListing(t, e, "after the repair", want)
+	checkRepairedRuns(t, e, append(seeded, ids...))
 	if _, err := e.open(t).CheckIndex(ctx); err != nil {
 		t.Fatal(err)
 	}
