@@ -60,6 +60,7 @@ FUZZ_TARGETS := \
 	internal/manifest:FuzzMarker \
 	internal/manifest:FuzzTombstone \
 	internal/manifest:FuzzCatalog \
+	internal/manifest:FuzzReplacedList \
 	internal/gobmap:FuzzDecode \
 	internal/manifest:FuzzSealedManifest \
 	internal/manifest:FuzzSealedIndexShard \

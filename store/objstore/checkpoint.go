@@ -140,10 +140,10 @@ func (s *Store) compactIfDue(ctx context.Context, id string, st *sessionState) e
 		return err
 	}
 	defer st.mu.unlock()
-	if len(st.m.Segments) <= s.compactThreshold || len(mergeRuns(st.m.Segments, mergeMax)) == 0 {
+	if len(st.m.Segments) <= s.compactThreshold || len(mergeTieredRuns(st.m.Segments, mergeMax)) == 0 {
 		return nil // few segments, or only large ones
 	}
-	return s.compactLocked(ctx, id, st)
+	return s.compactLocked(ctx, id, st, mergeTieredRuns)
 }
 
 // Flush waits for the Store's background checkpoints, retries those that

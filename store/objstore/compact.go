@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -22,7 +23,8 @@ import (
 const mergeMax = 32 << 20
 
 // Compact merges runs of the session's small segments into merged objects
-// (at most mergeMax raw bytes each) and deletes the objects replaced by
+// (at most mergeMax raw bytes each; every small segment, where a
+// writer's own compaction merges tiered) and deletes the objects replaced by
 // earlier compactions whose grace period has passed. It is idempotent; a
 // session with nothing to merge only has its due deletions done.
 func (s *Store) Compact(ctx context.Context, id string) error {
@@ -40,7 +42,7 @@ func (s *Store) Compact(ctx context.Context, id string) error {
 	if st.m.Length == 0 {
 		return agent.NotFoundError(id)
 	}
-	return s.compactLocked(ctx, id, st)
+	return s.compactLocked(ctx, id, st, mergeRuns)
 }
 
 // mergeRuns returns the runs [from, to) of consecutive segments to merge,
@@ -48,7 +50,8 @@ func (s *Store) Compact(ctx context.Context, id string) error {
 // segment of an eighth of max or more (a chunk of a copy, or an earlier
 // merge) is never merged again: it is big enough that reading it costs
 // one request among few, and rewriting it to absorb small ones would
-// rewrite the session over and over.
+// rewrite the session over and over. This is an explicit compaction's
+// (`panto-sync compact`): every small segment merged.
 func mergeRuns(segs []manifest.Segment, max int64) [][2]int {
 	var runs [][2]int
 	for i := 0; i < len(segs); {
@@ -67,18 +70,59 @@ func mergeRuns(segs []manifest.Segment, max int64) [][2]int {
 	return runs
 }
 
-// compactLocked compacts the session described by st (caught up) (§P5).
-// Each merged object is written under MergedName, a name no appender
-// uses; the manifest swap is a compare-and-swap; the replaced segments
-// stay for the grace period, recorded in the manifest. Callers hold st.mu.
-func (s *Store) compactLocked(ctx context.Context, id string, st *sessionState) error {
+// mergeTieredRuns is mergeRuns as a writer's compaction past the
+// threshold does it: tiered, as an LSM tree's merges are. Walking back
+// from the newest segment, a run takes every appended segment, and a
+// merged one only while it holds no more than the run so far. A merged
+// object is so rewritten only once as much came after it, and each
+// merge at least doubles what it rewrites: each byte of a long session
+// is rewritten about log2(its size ÷ the threshold's worth) times, and
+// a session is a few merged objects of falling sizes and the segments
+// appended since. Merging every small segment at each compaction
+// (mergeRuns) rewrote the whole session each time: 150 turns of six
+// appends made compaction write 13 times the log
+// (TestLongSessionCompaction).
+func mergeTieredRuns(segs []manifest.Segment, max int64) [][2]int {
+	var runs [][2]int
+	for end := len(segs); end > 0; {
+		from, size := end, int64(0)
+		for from > 0 {
+			prev := segs[from-1]
+			if prev.Length >= max/8 || size+prev.Length > max || prev.Merged && prev.Length > size {
+				break
+			}
+			from--
+			size += prev.Length
+		}
+		if end-from >= 2 {
+			runs = append(runs, [2]int{from, end})
+		}
+		end = min(from, end-1)
+	}
+	slices.Reverse(runs)
+	return runs
+}
+
+// compactLocked compacts the session described by st (caught up) (§P5),
+// merging the runs plan picks (mergeRuns or mergeTieredRuns). Each
+// merged object is written under MergedName, a name no appender uses;
+// the manifest swap is a compare-and-swap; the replaced segments stay
+// for the grace period, recorded in the manifest. Callers hold st.mu.
+func (s *Store) compactLocked(ctx context.Context, id string, st *sessionState, plan func([]manifest.Segment, int64) [][2]int) error {
 	for attempt := 0; attempt < s.maxAttempts; attempt++ {
 		m := st.m
 		now := s.now()
 		due, keep := duePending(m.Pending, now)
-		runs := mergeRuns(m.Segments, mergeMax)
+		runs := plan(m.Segments, mergeMax)
 		if len(runs) == 0 && len(due) == 0 {
 			return nil
+		}
+		// The lists of the due deletions are read while the manifest
+		// still names them: a list lost after the swap would leave what
+		// it names behind for good.
+		doomed, err := s.dueObjects(ctx, id, due)
+		if err != nil {
+			return fmt.Errorf("compact session %s: %w", id, err)
 		}
 		next, err := s.mergeRunsOf(ctx, m, runs, keep, now)
 		if err != nil {
@@ -104,11 +148,7 @@ func (s *Store) compactLocked(ctx context.Context, id string, st *sessionState) 
 		st.adopt(next, etag, s.now())
 		// The manifest no longer mentions the due objects: delete them. A
 		// failed delete leaves garbage, never a dangling reference.
-		keys := make([]string, len(due))
-		for i, p := range due {
-			keys[i] = s.sessionKey(id, p.Name)
-		}
-		if err := s.b.deleteKeys(ctx, keys); err != nil {
+		if err := s.b.deleteKeys(ctx, doomed); err != nil {
 			return fmt.Errorf("compact session %s: %w", id, err)
 		}
 		return nil
@@ -136,6 +176,7 @@ func (s *Store) mergeRunsOf(ctx context.Context, m *manifest.Manifest, runs [][2
 	next := m.Clone()
 	next.Pending = keep
 	next.Segments = next.Segments[:0]
+	var replaced []string
 	prev := 0
 	for _, run := range runs {
 		next.Segments = append(next.Segments, m.Segments[prev:run[0]]...)
@@ -152,12 +193,80 @@ func (s *Store) mergeRunsOf(ctx context.Context, m *manifest.Manifest, runs [][2
 				// exists. It is small: the header and the first batch.
 				continue
 			}
-			next.Pending = append(next.Pending, manifest.PendingDelete{Name: old.Name(), After: now.Add(s.compactGrace).UTC()})
+			replaced = append(replaced, old.Name())
 		}
 		prev = run[1]
 	}
 	next.Segments = append(next.Segments, m.Segments[prev:]...)
+	after := now.Add(s.compactGrace).UTC()
+	if len(replaced) <= replacedInline {
+		for _, name := range replaced {
+			next.Pending = append(next.Pending, manifest.PendingDelete{Name: name, After: after})
+		}
+		return next, nil
+	}
+	// Written before the manifest that names it, so that no manifest
+	// names a list that is not there. Unconditional: its name is its
+	// content's hash. A list whose manifest loses the race is left as
+	// garbage (a few hundred bytes, swept with the session): the winner
+	// may have written the same one.
+	list := manifest.ReplacedListName(replaced)
+	key := s.sessionKey(m.ID, list)
+	if _, err := s.put(ctx, key, s.codec.EncodeReplacedList(key, replaced), putCond{}, s.objectType()); err != nil {
+		return nil, err
+	}
+	next.Pending = append(next.Pending, manifest.PendingDelete{Name: list, After: after})
 	return next, nil
+}
+
+// replacedInline is how many replaced objects a compaction records one
+// pending delete each for; past it, it lists them in an object of their
+// own (manifest.ReplacedListName).
+const replacedInline = 4
+
+// dueObjects returns the keys of session id's objects that the due
+// pending deletions remove: each named one, and for each list of
+// replaced objects, what it names before the list itself. A list that
+// cannot be read is an error, so that the manifest keeps naming it.
+func (s *Store) dueObjects(ctx context.Context, id string, due []manifest.PendingDelete) ([]string, error) {
+	var keys []string
+	for _, p := range due {
+		if manifest.IsReplacedList(p.Name) {
+			names, err := s.replacedNames(ctx, id, p.Name)
+			if err != nil {
+				return nil, err
+			}
+			keys = append(keys, names...)
+		}
+		keys = append(keys, s.sessionKey(id, p.Name))
+	}
+	return keys, nil
+}
+
+// replacedNames reads the list of replaced objects called list under
+// session id, and returns their keys. A list already gone (its deletion
+// was cut short after it) names none, and so does a damaged one: it
+// must not delete what it may not have listed, nor stop every later
+// compaction of the session; what it listed is left as garbage, which
+// the session's deletion sweeps.
+func (s *Store) replacedNames(ctx context.Context, id, list string) ([]string, error) {
+	key := s.sessionKey(id, list)
+	data, _, err := s.b.get(ctx, key, "")
+	if errors.Is(err, errNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	names, err := s.codec.DecodeReplacedList(s.objectURL(key), list, data)
+	if err != nil {
+		return nil, nil
+	}
+	keys := make([]string, len(names))
+	for i, n := range names {
+		keys[i] = s.sessionKey(id, n)
+	}
+	return keys, nil
 }
 
 // mergeSegments reads a run of consecutive segments (verified, in

@@ -195,6 +195,19 @@ func (s *Store) sweep(ctx context.Context, id string, end int64, known []string,
 			if keep[k] {
 				continue
 			}
+			// A list of replaced objects goes after what it names, which
+			// nothing else names.
+			if rel := strings.TrimPrefix(k, s.sessionKey(id, "")); manifest.IsReplacedList(rel) {
+				named, err := s.replacedNames(ctx, id, rel)
+				if err != nil {
+					return nil, fmt.Errorf("delete session %s: %w", id, err)
+				}
+				for _, n := range named {
+					if err := s.b.delete(ctx, n); err != nil {
+						return nil, fmt.Errorf("delete session %s: %w", id, err)
+					}
+				}
+			}
 			if err := s.b.delete(ctx, k); err != nil {
 				return nil, fmt.Errorf("delete session %s: %w", id, err)
 			}

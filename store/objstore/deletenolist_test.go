@@ -29,7 +29,7 @@ func TestWriterDeletesWithoutListing(t *testing.T) {
 	}
 	id := agent.NewSessionID()
 	other := agent.NewSessionID()
-	for _, text := range append(secretTexts, secretTexts...) {
+	for _, text := range slices.Concat(secretTexts, secretTexts, secretTexts) { // 6 segments: compaction lists the 5 it replaces
 		if err := s.AppendMessages(ctx, id, []agent.PersistentMessage{user(text), msg(agent.RoleAssistant, "noted "+text)}); err != nil {
 			t.Fatal(err)
 		}

@@ -2,6 +2,7 @@ package objstore
 
 import (
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -37,6 +38,48 @@ func TestMergeRuns(t *testing.T) {
 	} {
 		if got := mergeRuns(seg(tt.lengths...), 32); !slices.Equal(got, tt.want) {
 			t.Errorf("mergeRuns(%v) = %v, want %v", tt.lengths, got, tt.want)
+		}
+	}
+}
+
+// TestMergeTieredRuns: a writer's compaction merges, walking back from
+// the newest segment, the appended segments, and a merged one only if
+// it holds no more than the run so far; runs stay within the bound, and
+// a large segment is left alone.
+func TestMergeTieredRuns(t *testing.T) {
+	// seg spells a segment list: "m16" a merged segment of 16 bytes,
+	// "8" an appended one of 8.
+	seg := func(spec string) []manifest.Segment {
+		var out []manifest.Segment
+		var pos int64
+		for _, f := range strings.Fields(spec) {
+			s := manifest.Segment{Start: pos}
+			if n, ok := strings.CutPrefix(f, "m"); ok {
+				s.Merged, f = true, n
+			}
+			s.Length, _ = strconv.ParseInt(f, 10, 64)
+			out = append(out, s)
+			pos += s.Length
+		}
+		return out
+	}
+	for _, tt := range []struct {
+		spec string
+		want [][2]int
+	}{
+		{"1", nil},
+		{"1 1", [][2]int{{0, 2}}},
+		{"5 4 3 2 1", [][2]int{{0, 5}}},                              // appended ones merge whatever their sizes
+		{"m64 m16 16 8 8", [][2]int{{1, 5}}},                         // the 64 waits for 64 after it
+		{"m64 m32 1 1", [][2]int{{2, 4}}},                            // the 32 waits too
+		{"m64 m32 16 16", [][2]int{{0, 4}}},                          // 16+16 takes the 32, then the 64
+		{"1 1 m64 2 2", [][2]int{{0, 2}, {3, 5}}},                    // a merged one is not rewritten for those before it
+		{"1 m2", nil},                                                // nor for none after it
+		{"100 1 1 100 1", [][2]int{{1, 3}}},                          // an eighth of the bound or more stays (bound 800)
+		{"90 90 90 90 90 90 90 90 90 90", [][2]int{{0, 2}, {2, 10}}}, // at most the bound a run
+	} {
+		if got := mergeTieredRuns(seg(tt.spec), 800); !slices.Equal(got, tt.want) {
+			t.Errorf("mergeTieredRuns(%s) = %v, want %v", tt.spec, got, tt.want)
 		}
 	}
 }

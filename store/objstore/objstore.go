@@ -16,6 +16,8 @@
 //	                                             committed lines starting at raw offset <start>
 //	P/sessions/<id>/seg/<s:020d>-<e:020d>.c.jsonl.zst
 //	                                             merged segment written by compaction, [s, e)
+//	P/sessions/<id>/seg/replaced-<hash>.txt.zst  the names of the objects a compaction replaced,
+//	                                             deleted with them after the grace period
 //	P/sessions/<id>/manifest.json                per-session checkpoint, every 8 segments
 //	                                             and at compaction
 //	P/index/<shard>.json.zst                     catalog index, 16 shards keyed by the id's

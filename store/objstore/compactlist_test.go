@@ -1,0 +1,157 @@
+package objstore_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/panto-dev/panto/agent"
+	"github.com/panto-dev/panto/internal/manifest"
+	"github.com/panto-dev/panto/store/objstore"
+)
+
+// TestCompactionListsReplaced: a compaction that replaces more than a
+// few objects names them in one list object, and its manifest records
+// one pending delete, of the list; after the grace period a compaction
+// deletes the list and everything it names. A damaged list deletes
+// nothing it names, and does not stop compaction.
+func TestCompactionListsReplaced(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newMemEnv(t)
+	const grace = time.Minute
+	s := e.open(t, objstore.WithCompactThreshold(8), objstore.WithCompactGrace(grace), objstore.WithManifestInterval(1))
+	id := agent.NewSessionID()
+	appendN := func(s *objstore.Store, n int) {
+		for i := 0; i < n; i++ {
+			if err := s.AppendMessages(ctx, id, []agent.PersistentMessage{user(fmt.Sprint("m", i))}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := s.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	appendN(s, 9) // 9 segments: past the threshold, one run
+	m := readManifest(t, e, id)
+	if len(m.Segments) != 1 || len(m.Pending) != 1 || !manifest.IsReplacedList(m.Pending[0].Name) {
+		t.Fatalf("after compaction: segments %+v pending %+v", m.Segments, m.Pending)
+	}
+	list := m.Pending[0].Name
+	var listed []string
+	for _, o := range e.readBucket(t) {
+		if o.key == e.key("sessions/"+id+"/"+list) {
+			listed = strings.Fields(string(o.data))
+		}
+	}
+	want := []string{}
+	for _, key := range segmentKeys(t, e, id) {
+		if key != manifest.SegmentName(0) && key != m.Segments[0].Name() && key != list {
+			want = append(want, key)
+		}
+	}
+	if len(want) != 8 || !slices.Equal(listed, want) {
+		t.Fatalf("the list names %q, want the 8 replaced segments %q", listed, want)
+	}
+
+	// Past the grace period, another store's compaction deletes them.
+	later := e.open(t)
+	objstore.SetNow(later, func() time.Time { return time.Now().Add(grace + time.Second) })
+	if err := later.Compact(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	m = readManifest(t, e, id)
+	if keys := segmentKeys(t, e, id); len(keys) != 2 || len(m.Pending) != 0 {
+		t.Fatalf("after the grace period: objects %q pending %+v", keys, m.Pending)
+	}
+	if conv, err := e.open(t).Load(ctx, id); err != nil || len(conv.Messages) != 9 {
+		t.Fatalf("load after compaction: %v", err)
+	}
+
+	// A damaged list: the compaction past its grace period drops it and
+	// deletes the list alone.
+	appendN(s, 16) // the 16 new segments merge, and then with the first merge
+	m = readManifest(t, e, id)
+	var damaged string
+	for _, p := range m.Pending {
+		if manifest.IsReplacedList(p.Name) {
+			damaged = p.Name
+		}
+	}
+	if damaged == "" {
+		t.Fatalf("no list in pending %+v", m.Pending)
+	}
+	objstore.MemPut(e.mem, e.key("sessions/"+id+"/"+damaged), []byte("not a list"))
+	before := len(segmentKeys(t, e, id))
+	objstore.SetNow(later, func() time.Time { return time.Now().Add(2*grace + time.Second) })
+	if err := later.Compact(ctx, id); err != nil {
+		t.Fatalf("compaction with a damaged list: %v", err)
+	}
+	m = readManifest(t, e, id)
+	keys := segmentKeys(t, e, id)
+	if len(m.Pending) != 0 || slices.Contains(keys, damaged) || len(keys) >= before {
+		t.Fatalf("after the damaged list's grace period: objects %q (%d before) pending %+v", keys, before, m.Pending)
+	}
+	if err := e.open(t).Verify(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestLongSessionCompaction: 150 turns of six appends, each turn a
+// process of its own (`panto -c`), as in an afternoon's work. The
+// manifest, which a turn rewrites, stays small however many objects
+// compaction replaced within the grace period, and the bytes compaction
+// writes grow as the session times its logarithm, not its square.
+func TestLongSessionCompaction(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newMemEnv(t)
+	id := agent.NewSessionID()
+	body := strings.Repeat("a line of the conversation, ", 30)
+	largest := 0
+	for turn := 0; turn < 150; turn++ {
+		s := e.open(t)
+		if turn > 0 {
+			if _, err := s.Load(ctx, id); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for i := 0; i < 6; i++ {
+			if err := s.AppendMessages(ctx, id, []agent.PersistentMessage{user(fmt.Sprint(turn, " ", i, " ", body))}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := s.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range e.rawBucket(t) {
+			if o.key == e.key("sessions/"+id+"/manifest.json") {
+				largest = max(largest, len(o.data))
+			}
+		}
+	}
+	m := readManifest(t, e, id)
+	// Within the grace period every merged object written is still
+	// there, under the name of its range.
+	var merged int64
+	for _, key := range segmentKeys(t, e, id) {
+		var start, end int64
+		if n, _ := fmt.Sscanf(key, "seg/%d-%d.c.jsonl.zst", &start, &end); n == 2 {
+			merged += end - start
+		}
+	}
+	t.Logf("%d bytes of log in %d segments; the largest manifest %d bytes, %d pending deletes; compaction wrote %d bytes (%.1f times the log)",
+		m.Length, len(m.Segments), largest, len(m.Pending), merged, float64(merged)/float64(m.Length))
+	if largest > 16<<10 {
+		t.Errorf("the manifest grew to %d bytes", largest)
+	}
+	if merged > 8*m.Length {
+		t.Errorf("compaction wrote %d bytes for a log of %d", merged, m.Length)
+	}
+	if len(m.Segments) > 40 {
+		t.Errorf("%d segments", len(m.Segments))
+	}
+}
