@@ -64,7 +64,8 @@ func (c *Codec) EncodeReplacedList(name string, names []string) []byte {
 }
 
 // DecodeReplacedList returns the names listed in the stored object
-// called name, rel being that name relative to the session's directory.
+// called name (its key: what it was sealed under), rel being that name
+// relative to the session's directory.
 // The list must be what rel's hash says, and every name a segment's
 // (SegmentName or MergedName): a damaged list deletes nothing.
 func (c *Codec) DecodeReplacedList(name, rel string, data []byte) ([]string, error) {

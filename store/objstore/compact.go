@@ -258,7 +258,7 @@ func (s *Store) replacedNames(ctx context.Context, id, list string) ([]string, e
 	if err != nil {
 		return nil, err
 	}
-	names, err := s.codec.DecodeReplacedList(s.objectURL(key), list, data)
+	names, err := s.codec.DecodeReplacedList(key, list, data)
 	if err != nil {
 		return nil, nil
 	}

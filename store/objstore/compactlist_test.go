@@ -13,6 +13,42 @@ import (
 	"github.com/panto-dev/panto/store/objstore"
 )
 
+// TestCompactionListsReplacedSealed: in an encrypted prefix, the list of
+// replaced objects is sealed, and read back: after the grace period a
+// compaction deletes the list and everything it names.
+func TestCompactionListsReplacedSealed(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newMemEnv(t)
+	key := newKey(t)
+	const grace = time.Minute
+	s := e.open(t, objstore.WithKey(key), objstore.WithCompactThreshold(8), objstore.WithCompactGrace(grace), objstore.WithManifestInterval(1))
+	id := agent.NewSessionID()
+	for i := 0; i < 9; i++ {
+		if err := s.AppendMessages(ctx, id, []agent.PersistentMessage{user(fmt.Sprint("m", i))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	keys := segmentKeys(t, e, id)
+	if len(keys) != 11 || !slices.ContainsFunc(keys, manifest.IsReplacedList) {
+		t.Fatalf("after compaction: objects %q, want seg/0, 8 replaced, the merged one and their list", keys)
+	}
+	later := e.open(t, objstore.WithKey(key))
+	objstore.SetNow(later, func() time.Time { return time.Now().Add(grace + time.Second) })
+	if err := later.Compact(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	if keys := segmentKeys(t, e, id); len(keys) != 2 {
+		t.Fatalf("after the grace period: objects %q", keys)
+	}
+	if conv, err := e.open(t, objstore.WithKey(key)).Load(ctx, id); err != nil || len(conv.Messages) != 9 {
+		t.Fatalf("load after compaction: %v", err)
+	}
+}
+
 // TestCompactionListsReplaced: a compaction that replaces more than a
 // few objects names them in one list object, and its manifest records
 // one pending delete, of the list; after the grace period a compaction
