@@ -270,11 +270,15 @@ func (s *Store) replacedNames(ctx context.Context, id, list string) ([]string, e
 }
 
 // mergeSegments reads a run of consecutive segments (verified, in
-// parallel) and writes their concatenation as one merged object.
+// parallel) and writes their concatenation as one merged object. The
+// run's GETs go out as a log reader's do, readAhead at once: a writer's
+// compaction runs as panto exits, and a run of 33 segments read 8 at a
+// time cost 5 round trips where 1 does. The run is held whole anyway
+// (at most mergeMax), so reading more of it at once holds no more.
 func (s *Store) mergeSegments(ctx context.Context, id string, run []manifest.Segment) (manifest.Segment, error) {
 	raws := make([][]byte, len(run))
 	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(s.parallel)
+	g.SetLimit(readAhead)
 	lines := 0
 	for i, seg := range run {
 		lines += seg.Lines

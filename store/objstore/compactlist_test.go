@@ -191,3 +191,59 @@ func TestLongSessionCompaction(t *testing.T) {
 		t.Errorf("%d segments", len(m.Segments))
 	}
 }
+
+// TestCompactionReadsAtOnce: a compaction's GETs of the segments it
+// merges go out together (a writer's runs as panto exits), not a few at
+// a time: each of them starts before any of them is answered.
+func TestCompactionReadsAtOnce(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newMemEnv(t)
+	fb := e.faults(t)
+	s := e.openOn(t, fb, objstore.WithCompactThreshold(0), objstore.WithManifestInterval(1))
+	id := agent.NewSessionID()
+	const n = 24
+	for i := 0; i < n; i++ {
+		if err := s.AppendMessages(ctx, id, []agent.PersistentMessage{user(fmt.Sprint("m", i))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	fb.Take()
+	fb.SetDelay(20 * time.Millisecond) // so that what goes out together overlaps, also on a loaded machine
+	if err := s.Compact(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	// The merge's GETs are those sent once the manifest was read (with
+	// it go the reads the index entry suggests: refresh's).
+	ops := fb.Take()
+	var read time.Time
+	for _, op := range ops {
+		if op.Method == "GET" && strings.HasSuffix(op.Key, "/manifest.json") {
+			read = op.End
+		}
+	}
+	var gets []objstore.Op
+	for _, op := range ops {
+		if op.Method == "GET" && op.Err == nil && strings.Contains(op.Key, "/seg/") && !op.Start.Before(read) {
+			gets = append(gets, op)
+		}
+	}
+	if len(gets) != n {
+		t.Fatalf("the compaction read %d segments after the manifest, want %d", len(gets), n)
+	}
+	lastStart, firstEnd := gets[0].Start, gets[0].End
+	for _, op := range gets {
+		if op.Start.After(lastStart) {
+			lastStart = op.Start
+		}
+		if op.End.Before(firstEnd) {
+			firstEnd = op.End
+		}
+	}
+	if !lastStart.Before(firstEnd) {
+		t.Errorf("a segment's GET started %v after the first answer: the compaction read in waves", lastStart.Sub(firstEnd))
+	}
+}
