@@ -1,6 +1,7 @@
 package objstore
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -133,13 +134,18 @@ func (st *sessionState) advance(m *manifest.Manifest, now time.Time) { st.m, st.
 func (s *Store) refresh(ctx context.Context, id string, st *sessionState) error {
 	var early earlyGets
 	if e, known := s.cachedEntry(id); known {
-		early = s.startGets(ctx, s.aheadKeys(id, e, 0)...)
+		// Not those this Store has in hand (it appended them, or a load
+		// read them), but always the probe at the end, the last key.
+		keys := s.aheadKeys(id, e, 0)
+		keys = append(slices.DeleteFunc(keys[:len(keys)-1], s.segs.has), keys[len(keys)-1])
+		early = s.startGets(ctx, keys...)
 	}
 	m, etag, err := s.readManifestFolded(ctx, id)
 	if err != nil {
 		st.loaded = false
 		return err
 	}
+	s.keepListed(ctx, m, early)
 	stored := len(m.Segments)
 	if _, err := s.catchUpFrom(ctx, m, 0, early); err != nil {
 		st.loaded = false
@@ -147,6 +153,20 @@ func (s *Store) refresh(ctx context.Context, id string, st *sessionState) error 
 	}
 	st.adoptStored(m, etag, stored, s.now())
 	return nil
+}
+
+// keepListed verifies the early GETs of segments that manifest m lists
+// (an index entry older than m named them as its tail), and keeps them
+// for a compaction (segmentCache), which would otherwise read them
+// again. They went out with the manifest's GET. One that does not verify
+// is left to whoever reads it next.
+func (s *Store) keepListed(ctx context.Context, m *manifest.Manifest, early earlyGets) {
+	for _, seg := range m.Segments {
+		data, ok, err := early.take(ctx, s.sessionKey(m.ID, seg.Name()))
+		if ok && err == nil {
+			_, _ = s.listedSegment(ctx, m.ID, seg, data, nil)
+		}
+	}
 }
 
 // appendBatch commits one segment holding encode's bytes at the end of
@@ -227,6 +247,7 @@ func (s *Store) commitBatch(ctx context.Context, id string, st *sessionState, en
 		switch outcome {
 		case segmentCommitted:
 			st.advance(m, s.now())
+			s.segs.put(key, bytes.Clone(raw)) // encode's buffer may be the caller's (AppendLog)
 			return seg, nil
 		case segmentFailed:
 			st.loaded = false

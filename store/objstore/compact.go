@@ -146,6 +146,13 @@ func (s *Store) compactLocked(ctx context.Context, id string, st *sessionState, 
 			return fmt.Errorf("compact session %s: %w", id, err)
 		}
 		st.adopt(next, etag, s.now())
+		var replaced []string
+		for _, run := range runs {
+			for _, old := range m.Segments[run[0]:run[1]] {
+				replaced = append(replaced, s.sessionKey(id, old.Name()))
+			}
+		}
+		s.segs.drop(replaced)
 		// The manifest no longer mentions the due objects: delete them. A
 		// failed delete leaves garbage, never a dangling reference.
 		if err := s.b.deleteKeys(ctx, doomed); err != nil {
@@ -282,6 +289,10 @@ func (s *Store) mergeSegments(ctx context.Context, id string, run []manifest.Seg
 	lines := 0
 	for i, seg := range run {
 		lines += seg.Lines
+		if raw, ok := s.segs.get(s.sessionKey(id, seg.Name()), seg); ok {
+			raws[i] = raw
+			continue
+		}
 		g.Go(func() error {
 			var err error
 			raws[i], err = s.fetchSegment(gctx, id, seg)
@@ -305,5 +316,6 @@ func (s *Store) mergeSegments(ctx context.Context, id string, run []manifest.Seg
 	if _, err := s.put(ctx, name, comp, putCond{}, s.objectType()); err != nil {
 		return manifest.Segment{}, err
 	}
+	s.segs.put(name, raw) // a tiered merge takes it again
 	return seg, nil
 }

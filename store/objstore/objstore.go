@@ -167,10 +167,12 @@ type Store struct {
 
 	mu       sync.Mutex
 	sessions map[string]*sessionState
-	shards   map[string]*shardState
-	busy     int           // running checkpointLoops
-	idle     chan struct{} // closed when busy drops to 0
-	cut      chan struct{} // closed by settle: lingering checkpoints go
+	// segs keeps the segments this Store wrote or read, for compaction.
+	segs   segmentCache
+	shards map[string]*shardState
+	busy   int           // running checkpointLoops
+	idle   chan struct{} // closed when busy drops to 0
+	cut    chan struct{} // closed by settle: lingering checkpoints go
 
 	// openSnapshot: WithOpenSnapshot.
 	openSnapshot bool

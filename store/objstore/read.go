@@ -102,6 +102,7 @@ func (s *Store) catchUp(ctx context.Context, m *manifest.Manifest, keep int64, e
 		if err != nil {
 			return found, corruptUnlessNewer(err)
 		}
+		s.segs.put(key, raw)
 		if int64(len(raw)) > keep {
 			raw, keep = nil, 0
 		} else {
@@ -279,6 +280,7 @@ func (s *Store) listedSegment(ctx context.Context, id string, seg manifest.Segme
 		return nil, fmt.Errorf("%s: %w: %d bytes with sha256 %x, the manifest says %d bytes with sha256 %s",
 			s.objectURL(key), ErrCorrupt, len(raw), sum, seg.Length, seg.SHA256)
 	}
+	s.segs.put(key, raw)
 	return raw, nil
 }
 
