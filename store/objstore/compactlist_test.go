@@ -2,6 +2,7 @@ package objstore_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -121,6 +122,9 @@ func TestCompactionListsReplaced(t *testing.T) {
 		t.Fatalf("no list in pending %+v", m.Pending)
 	}
 	objstore.MemPut(e.mem, e.key("sessions/"+id+"/"+damaged), []byte("not a list"))
+	if err := e.open(t).Verify(ctx, id); !errors.Is(err, objstore.ErrCorrupt) || !strings.Contains(err.Error(), damaged) {
+		t.Errorf("verify with a damaged list: %v", err)
+	}
 	before := len(segmentKeys(t, e, id))
 	objstore.SetNow(later, func() time.Time { return time.Now().Add(2*grace + time.Second) })
 	if err := later.Compact(ctx, id); err != nil {

@@ -453,6 +453,31 @@ func (s *Store) Verify(ctx context.Context, id string) error {
 	if !sameInfo(info, m.Info(), m.SummaryVersion) {
 		return fmt.Errorf("verify session %s: %w: the parsed log does not match the manifest's summary", id, ErrCorrupt)
 	}
+	return s.verifyReplacedLists(ctx, m)
+}
+
+// verifyReplacedLists checks that each list of replaced objects m's
+// pending deletes name reads as its name says: a damaged one deletes
+// nothing it names (compact.go: replacedNames), so what it named stays
+// in the bucket until the session is deleted. A list already gone was
+// deleted by a compaction since m was read.
+func (s *Store) verifyReplacedLists(ctx context.Context, m *manifest.Manifest) error {
+	for _, p := range m.Pending {
+		if !manifest.IsReplacedList(p.Name) {
+			continue
+		}
+		key := s.sessionKey(m.ID, p.Name)
+		data, _, err := s.b.get(ctx, key, "")
+		if errors.Is(err, errNotFound) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("verify session %s: %w", m.ID, err)
+		}
+		if _, err := s.codec.DecodeReplacedList(key, p.Name, data); err != nil {
+			return fmt.Errorf("verify session %s: %w: %s: the list of the objects a compaction replaced is damaged; they will stay in the bucket until the session is deleted: %w", m.ID, ErrCorrupt, s.objectURL(key), err)
+		}
+	}
 	return nil
 }
 
