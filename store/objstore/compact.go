@@ -178,21 +178,17 @@ func duePending(pending []manifest.PendingDelete, now time.Time) (due, keep []ma
 
 // mergeRunsOf writes a merged object for each run of m's segments and
 // returns the manifest that lists them instead, with the replaced
-// segments pending deletion after the grace period (behind keep).
+// segments pending deletion after the grace period (behind keep). The
+// merges, and the list of the replaced objects, are written at once: a
+// writer compacts as panto exits, and each in turn cost a round trip.
+// Runs of more than mergeMax together are merged one at a time, so that
+// an explicit compaction of a large session holds one run in memory.
 func (s *Store) mergeRunsOf(ctx context.Context, m *manifest.Manifest, runs [][2]int, keep []manifest.PendingDelete, now time.Time) (*manifest.Manifest, error) {
-	next := m.Clone()
-	next.Pending = keep
-	next.Segments = next.Segments[:0]
 	var replaced []string
-	prev := 0
+	var total int64
 	for _, run := range runs {
-		next.Segments = append(next.Segments, m.Segments[prev:run[0]]...)
-		merged, err := s.mergeSegments(ctx, m.ID, m.Segments[run[0]:run[1]])
-		if err != nil {
-			return nil, err
-		}
-		next.Segments = append(next.Segments, merged)
 		for _, old := range m.Segments[run[0]:run[1]] {
+			total += old.Length
 			if old.Name() == manifest.SegmentName(0) {
 				// The first segment stays: while it exists, a create of
 				// the session (If-None-Match on seg/0, which skips
@@ -202,27 +198,51 @@ func (s *Store) mergeRunsOf(ctx context.Context, m *manifest.Manifest, runs [][2
 			}
 			replaced = append(replaced, old.Name())
 		}
-		prev = run[1]
 	}
-	next.Segments = append(next.Segments, m.Segments[prev:]...)
+	merged := make([]manifest.Segment, len(runs))
+	g, gctx := errgroup.WithContext(ctx)
+	if total > mergeMax {
+		g.SetLimit(1)
+	}
+	for i, run := range runs {
+		g.Go(func() error {
+			var err error
+			merged[i], err = s.mergeSegments(gctx, m.ID, m.Segments[run[0]:run[1]])
+			return err
+		})
+	}
+	next := m.Clone()
+	next.Pending = keep
 	after := now.Add(s.compactGrace).UTC()
 	if len(replaced) <= replacedInline {
 		for _, name := range replaced {
 			next.Pending = append(next.Pending, manifest.PendingDelete{Name: name, After: after})
 		}
-		return next, nil
+	} else {
+		// Written before the manifest that names it, so that no
+		// manifest names a list that is not there. Unconditional: its
+		// name is its content's hash. A list whose manifest loses the
+		// race is left as garbage (a few hundred bytes, swept with the
+		// session): the winner may have written the same one.
+		list := manifest.ReplacedListName(replaced)
+		key := s.sessionKey(m.ID, list)
+		g.Go(func() error {
+			_, err := s.put(gctx, key, s.codec.EncodeReplacedList(key, replaced), putCond{}, s.objectType())
+			return err
+		})
+		next.Pending = append(next.Pending, manifest.PendingDelete{Name: list, After: after})
 	}
-	// Written before the manifest that names it, so that no manifest
-	// names a list that is not there. Unconditional: its name is its
-	// content's hash. A list whose manifest loses the race is left as
-	// garbage (a few hundred bytes, swept with the session): the winner
-	// may have written the same one.
-	list := manifest.ReplacedListName(replaced)
-	key := s.sessionKey(m.ID, list)
-	if _, err := s.put(ctx, key, s.codec.EncodeReplacedList(key, replaced), putCond{}, s.objectType()); err != nil {
+	if err := g.Wait(); err != nil {
 		return nil, err
 	}
-	next.Pending = append(next.Pending, manifest.PendingDelete{Name: list, After: after})
+	next.Segments = next.Segments[:0]
+	prev := 0
+	for i, run := range runs {
+		next.Segments = append(next.Segments, m.Segments[prev:run[0]]...)
+		next.Segments = append(next.Segments, merged[i])
+		prev = run[1]
+	}
+	next.Segments = append(next.Segments, m.Segments[prev:]...)
 	return next, nil
 }
 

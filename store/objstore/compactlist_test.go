@@ -198,7 +198,8 @@ func TestLongSessionCompaction(t *testing.T) {
 
 // TestCompactionReadsAtOnce: a compaction's GETs of the segments it
 // merges go out together (a writer's runs as panto exits), not a few at
-// a time: each of them starts before any of them is answered.
+// a time: each of them starts before any of them is answered; and the
+// list of the replaced objects is written beside the merge, not after.
 func TestCompactionReadsAtOnce(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -224,13 +225,23 @@ func TestCompactionReadsAtOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	var gets []objstore.Op
+	var mergedPut, listPut objstore.Op
 	for _, op := range fb.Take() {
-		if op.Method == "GET" && op.Err == nil && strings.Contains(op.Key, "/seg/") {
+		switch {
+		case op.Method == "GET" && op.Err == nil && strings.Contains(op.Key, "/seg/"):
 			gets = append(gets, op)
+		case op.Method == "PUT" && strings.HasSuffix(op.Key, ".c.jsonl.zst"):
+			mergedPut = op
+		case op.Method == "PUT" && strings.Contains(op.Key, "/seg/replaced-"):
+			listPut = op
 		}
 	}
 	if len(gets) != n {
 		t.Fatalf("the compaction read %d segments, want %d", len(gets), n)
+	}
+	if mergedPut.Key == "" || listPut.Key == "" || !listPut.Start.Before(mergedPut.End) {
+		t.Errorf("the list's PUT (%v to %v) waited for the merged object's (%v to %v)",
+			listPut.Start, listPut.End, mergedPut.Start, mergedPut.End)
 	}
 	lastStart, firstEnd := gets[0].Start, gets[0].End
 	for _, op := range gets {
