@@ -516,6 +516,7 @@ var singles = []single{
 	{"panto show PREFIX (a recent session, 1 message)", "≤ 2 round trips + its read", true},
 	{"panto rm ID (a recent session)", "", true},
 	{"panto rm ID (60 messages: 1 segment each, compacted past 32)", "", true},
+	{"a turn that compacts: load 30 segments, 6 appends, close (the exit merges 36)", "", true},
 }
 
 // singleTable measures panto on a bucket on each profile.
@@ -612,6 +613,9 @@ func (b *bench) singles(ep string) (map[string]time.Duration, error) {
 		return nil, fmt.Errorf("panto rm %s: %w", long, err)
 	}
 	out["panto rm ID (60 messages: 1 segment each, compacted past 32)"] = r.d
+	if out["a turn that compacts: load 30 segments, 6 appends, close (the exit merges 36)"], err = compactingTurn(ctx, ep, url); err != nil {
+		return nil, err
+	}
 	// After the others, whose sessions its 130 would push out of the
 	// recent view.
 	if out["panto sessions in a project (its head: the recent view holds none of its sessions)"], err = b.projectPage(ctx, url, ep, "page", 0); err != nil {
@@ -698,6 +702,52 @@ func appendTimes(ctx context.Context, ep, url string) (first, steady time.Durati
 		return 0, 0, nil, "", err
 	}
 	return median(firsts[1:]), median(steadies), small, last, nil
+}
+
+// compactingTurn is the median time of a turn of `panto -c` whose exit
+// compacts, through the objstore API: a Store of its own (a new
+// process) loads a session of 30 segments, appends 6 messages and
+// closes, which merges the 36 (past the threshold of 32). Each of the 5
+// samples is a session of its own, written by another Store first.
+func compactingTurn(ctx context.Context, ep, url string) (time.Duration, error) {
+	opts := []objstore.Option{objstore.WithEndpoint(ep)}
+	msg := func(i int) []agent.PersistentMessage {
+		return []agent.PersistentMessage{{Message: agent.UserText(fmt.Sprintf("turn message %d %s", i, strings.Repeat("words ", 300)))}}
+	}
+	var turns []time.Duration
+	for range 5 {
+		setup, err := objstore.Open(ctx, url, opts...)
+		if err != nil {
+			return 0, err
+		}
+		id := agent.NewSessionID()
+		for i := range 30 {
+			if err := setup.AppendMessages(ctx, id, msg(i)); err != nil {
+				return 0, err
+			}
+		}
+		if err := setup.Close(ctx); err != nil {
+			return 0, err
+		}
+		st, err := objstore.Open(ctx, url, opts...)
+		if err != nil {
+			return 0, err
+		}
+		start := time.Now()
+		if _, err := st.Load(ctx, id); err != nil {
+			return 0, err
+		}
+		for i := 30; i < 36; i++ {
+			if err := st.AppendMessages(ctx, id, msg(i)); err != nil {
+				return 0, err
+			}
+		}
+		if err := st.Close(ctx); err != nil {
+			return 0, err
+		}
+		turns = append(turns, time.Since(start))
+	}
+	return median(turns), nil
 }
 
 // commandTimes are the median times of `panto -c` until its first
