@@ -105,7 +105,6 @@ func (s *Store) checkpointLoop(ctx context.Context, id string, st *sessionState)
 			s.mu.Unlock()
 			return
 		}
-		st.dirty = false
 		// Under s.mu with the settle that would cut it: a settle before
 		// this made the round urgent, one after closes cut.
 		var cut <-chan struct{}
@@ -117,6 +116,14 @@ func (s *Store) checkpointLoop(ctx context.Context, id string, st *sessionState)
 		if cut != nil && s.unfoldedIndex() {
 			linger(ctx, cut)
 		}
+		// What was appended until now is this round's: the checkpoint
+		// reads the state after this. Cleared before the linger, the
+		// appends it waited for called for a second round, which
+		// committed the same entry again: a round trip more at every
+		// exit of a turn of more than one message.
+		s.mu.Lock()
+		st.dirty, st.urgent = false, false
+		s.mu.Unlock()
 
 		// Each round gets its own deadline: a session appended to
 		// without pause keeps its loop running for as long.
@@ -363,8 +370,18 @@ func (s *Store) checkpoint(ctx context.Context, id string, st *sessionState) err
 		}
 		need = s.needsManifest(st)
 	}
-	m, etag, entry := st.m.Clone(), st.etag, st.entry()
+	m, etag, entry, whole := st.m.Clone(), st.etag, st.entry(), st.partial == 0
 	st.mu.unlock()
+	if need && whole && entry.Resume.HashState != "" {
+		// The entry goes beside the manifest that lists every segment:
+		// it says so, as the manifest will be stored once both are.
+		// Said after it, as a later round did, it took a commit more;
+		// said before, a reader took the session for one without a
+		// manifest, read it by probing, and its own manifest write was
+		// refused. If this write loses a race, a reader reads the
+		// stored manifest and probes after it, as for any tail.
+		entry.Resume.Stored, entry.Resume.Tail = len(m.Segments), ""
+	}
 	index := func() error { return s.updateIndex(ctx, entry) }
 	if s.deferIndex {
 		index = func() error { s.queueIndex(entry); return nil }
@@ -407,7 +424,16 @@ func (s *Store) writeManifest(ctx context.Context, id string, st *sessionState, 
 		return err
 	}
 	defer st.mu.unlock()
-	return s.putManifest(ctx, id, st)
+	if st.etag != etag {
+		return s.putManifest(ctx, id, st, false) // st was re-read meanwhile
+	}
+	return s.putManifest(ctx, id, st, true)
+}
+
+// extendsManifest reports whether m lists every segment remote lists, as
+// it lists them, and more or as many: m can replace remote.
+func extendsManifest(m, remote *manifest.Manifest) bool {
+	return len(remote.Segments) <= len(m.Segments) && slices.Equal(remote.Segments, m.Segments[:len(remote.Segments)])
 }
 
 // needsManifest reports whether the checkpoint of st must write the
@@ -428,27 +454,41 @@ func (s *Store) needsManifest(st *sessionState) bool {
 // manifest is known). On a lost race it adopts the stored manifest, catches
 // it up by probing and, if that still lacks segments, writes it again.
 // Callers hold st.mu.
-func (s *Store) putManifest(ctx context.Context, id string, st *sessionState) error {
+func (s *Store) putManifest(ctx context.Context, id string, st *sessionState, refused bool) error {
 	key := s.sessionKey(id, "manifest.json")
 	for attempt := 0; attempt < s.maxAttempts; attempt++ {
-		data, err := s.codec.EncodeManifest(key, st.m)
-		if err != nil {
-			return err
+		if !refused {
+			data, err := s.codec.EncodeManifest(key, st.m)
+			if err != nil {
+				return err
+			}
+			cond := putCond{ifMatch: st.etag, ifNoneMatch: st.etag == ""}
+			etag, err := s.put(ctx, key, data, cond, "application/json")
+			if err == nil {
+				st.etag, st.stored = etag, len(st.m.Segments)
+				return nil
+			}
+			if !errors.Is(err, errPrecondition) && !errors.Is(err, errConflict) {
+				return err
+			}
 		}
-		cond := putCond{ifMatch: st.etag, ifNoneMatch: st.etag == ""}
-		etag, err := s.put(ctx, key, data, cond, "application/json")
-		if err == nil {
-			st.etag, st.stored = etag, len(st.m.Segments)
-			return nil
-		}
-		if !errors.Is(err, errPrecondition) && !errors.Is(err, errConflict) {
-			return err
-		}
+		refused = false
 		remote, retag, err := s.readManifestFolded(ctx, id)
 		if err != nil {
 			return err
 		}
 		stored := len(remote.Segments)
+		if extendsManifest(st.m, remote) {
+			// The stored manifest lists a prefix of what st knows (a
+			// reading resumed from an index entry written beside it,
+			// which did not know it was stored, took it for none): st
+			// goes on from it, with its pending deletes, and is written
+			// over it at once. Probing after it would read again, one
+			// after another, segments st has.
+			st.m.Pending = remote.Pending
+			st.etag, st.stored, st.fresh = retag, stored, s.now()
+			continue
+		}
 		probed, err := s.catchUp(ctx, remote, 0, nil)
 		if err != nil {
 			return err

@@ -311,6 +311,7 @@ func TestCheckpointLinger(t *testing.T) {
 	w := e.openOn(t, fb)
 	id := appendNew(t, w, "the prompt") // the first append waits for its entry
 	fb.Take()
+	burst := time.Now()
 	for i := range 5 {
 		if err := w.AppendMessages(ctx, id, []agent.PersistentMessage{msg(agent.RoleAssistant, fmt.Sprint("step ", i))}); err != nil {
 			t.Fatal(err)
@@ -319,6 +320,7 @@ func TestCheckpointLinger(t *testing.T) {
 		// the linger, close enough that the five fit in it.
 		time.Sleep(20 * time.Millisecond)
 	}
+	fitted := time.Since(burst) < 200*time.Millisecond // a loaded machine may spread the five past the linger
 	start := time.Now()
 	if err := w.Flush(ctx); err != nil {
 		t.Fatal(err)
@@ -330,8 +332,8 @@ func TestCheckpointLinger(t *testing.T) {
 			commits++
 		}
 	}
-	if commits == 0 || commits > 2 {
-		t.Errorf("5 appends in a burst took %d commits, want 1 (2 if the first went before the rest)", commits)
+	if commits == 0 || commits > 2 || fitted && commits != 1 {
+		t.Errorf("5 appends in a burst took %d commits, want 1 (2 if they did not fit in the linger: fitted %v)", commits, fitted)
 	}
 	t.Logf("5 appends: %d commits; Flush took %s", commits, took)
 	if list, err := e.open(t).List(ctx); err != nil || len(list) != 1 || list[0].MessageCount != 6 {
