@@ -277,6 +277,24 @@ func (s *Store) dueObjects(ctx context.Context, id string, due []manifest.Pendin
 // compaction of the session; what it listed is left as garbage, which
 // the session's deletion sweeps.
 func (s *Store) replacedNames(ctx context.Context, id, list string) ([]string, error) {
+	names, err := s.readReplacedList(ctx, id, list)
+	if errors.Is(err, ErrCorrupt) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	keys := make([]string, len(names))
+	for i, n := range names {
+		keys[i] = s.sessionKey(id, n)
+	}
+	return keys, nil
+}
+
+// readReplacedList reads the list of replaced objects called list under
+// session id: the names it holds, none if it is gone, and ErrCorrupt if
+// it does not read as its name says.
+func (s *Store) readReplacedList(ctx context.Context, id, list string) ([]string, error) {
 	key := s.sessionKey(id, list)
 	data, _, err := s.b.get(ctx, key, "")
 	if errors.Is(err, errNotFound) {
@@ -287,13 +305,9 @@ func (s *Store) replacedNames(ctx context.Context, id, list string) ([]string, e
 	}
 	names, err := s.codec.DecodeReplacedList(key, list, data)
 	if err != nil {
-		return nil, nil
+		return nil, fmt.Errorf("%s: %w: the list of the objects a compaction replaced is damaged: %w", s.objectURL(key), ErrCorrupt, err)
 	}
-	keys := make([]string, len(names))
-	for i, n := range names {
-		keys[i] = s.sessionKey(id, n)
-	}
-	return keys, nil
+	return names, nil
 }
 
 // mergeSegments reads a run of consecutive segments (verified, in

@@ -466,16 +466,10 @@ func (s *Store) verifyReplacedLists(ctx context.Context, m *manifest.Manifest) e
 		if !manifest.IsReplacedList(p.Name) {
 			continue
 		}
-		key := s.sessionKey(m.ID, p.Name)
-		data, _, err := s.b.get(ctx, key, "")
-		if errors.Is(err, errNotFound) {
-			continue
-		}
-		if err != nil {
+		if _, err := s.readReplacedList(ctx, m.ID, p.Name); errors.Is(err, ErrCorrupt) {
+			return fmt.Errorf("verify session %s: %w; what it named will stay in the bucket until the session is deleted", m.ID, err)
+		} else if err != nil {
 			return fmt.Errorf("verify session %s: %w", m.ID, err)
-		}
-		if _, err := s.codec.DecodeReplacedList(key, p.Name, data); err != nil {
-			return fmt.Errorf("verify session %s: %w: %s: the list of the objects a compaction replaced is damaged; they will stay in the bucket until the session is deleted: %w", m.ID, ErrCorrupt, s.objectURL(key), err)
 		}
 	}
 	return nil

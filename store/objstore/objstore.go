@@ -165,14 +165,16 @@ type Store struct {
 	backgroundWrites bool
 	probeMu          sync.Mutex
 
+	// segs keeps the segments this Store wrote or read, for compaction
+	// (it has a lock of its own).
+	segs segmentCache
+
 	mu       sync.Mutex
 	sessions map[string]*sessionState
-	// segs keeps the segments this Store wrote or read, for compaction.
-	segs   segmentCache
-	shards map[string]*shardState
-	busy   int           // running checkpointLoops
-	idle   chan struct{} // closed when busy drops to 0
-	cut    chan struct{} // closed by settle: lingering checkpoints go
+	shards   map[string]*shardState
+	busy     int           // running checkpointLoops
+	idle     chan struct{} // closed when busy drops to 0
+	cut      chan struct{} // closed by settle: lingering checkpoints go
 
 	// openSnapshot: WithOpenSnapshot.
 	openSnapshot bool
