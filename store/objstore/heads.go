@@ -98,6 +98,11 @@ type headState struct {
 	mu      sync.Mutex // guards the fields below
 	pending map[string]*headBatch
 	read    map[string]headView
+	// fetching are the readings under way that prefetchHeads started,
+	// each closed when its reading is noted (or failed); fetches counts
+	// them, for Close.
+	fetching map[string]chan struct{}
+	fetches  sync.WaitGroup
 }
 
 // headBatch is what waits for the next write of one head.
@@ -236,7 +241,20 @@ func (s *Store) writeHead(ctx context.Context, name string, next func(doc *manif
 	hs := &s.heads
 	hs.mu.Lock()
 	v, loaded := hs.read[name]
+	fetched := hs.fetching[name]
 	hs.mu.Unlock()
+	if !loaded && fetched != nil {
+		// Read already (prefetchHeads): this write waits for that
+		// reading rather than sending its own.
+		select {
+		case <-fetched:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		hs.mu.Lock()
+		v, loaded = hs.read[name]
+		hs.mu.Unlock()
+	}
 	damaged := false
 	for attempt := 0; attempt < s.maxAttempts; attempt++ {
 		if !loaded {
@@ -437,13 +455,21 @@ func sameHead(a, b *manifest.IndexShard) bool {
 	return a.Complete == b.Complete && maps.Equal(a.Sessions, b.Sessions) && maps.Equal(a.Tombstones, b.Tombstones)
 }
 
-// readHead reads head name; a head that is not there is the zero view
-// and no error.
+// readHead reads head name and keeps the reading (noteHead); a head
+// that is not there is the zero view and no error.
 func (s *Store) readHead(ctx context.Context, name string) (headView, error) {
+	v, err := s.fetchHead(ctx, name)
+	if err == nil {
+		s.noteHead(name, v)
+	}
+	return v, err
+}
+
+// fetchHead reads head name, as readHead does, without keeping it.
+func (s *Store) fetchHead(ctx context.Context, name string) (headView, error) {
 	key := headKey(name)
 	data, etag, err := s.b.get(ctx, key, "")
 	if errors.Is(err, errNotFound) {
-		s.noteHead(name, headView{})
 		return headView{}, nil
 	}
 	if err != nil {
@@ -453,9 +479,69 @@ func (s *Store) readHead(ctx context.Context, name string) (headView, error) {
 	if err != nil {
 		return headView{etag: etag}, err
 	}
-	v := headView{doc: doc, etag: etag, read: s.now()}
-	s.noteHead(name, v)
-	return v, nil
+	return headView{doc: doc, etag: etag, read: s.now()}, nil
+}
+
+// headFetchTimeout bounds a reading prefetchHeads starts, which no
+// caller waits for.
+const headFetchTimeout = time.Minute
+
+// prefetchHead reads, in the background, the head of project p when
+// this Store has not read it: the fold of its sessions, at Close, writes
+// the head with If-Match on what it read, and would otherwise read it
+// first, a round trip of the exit's. An append calls it, so that the
+// reading goes out with the segment, a turn before the exit. A reading
+// that fails is left to the write; one that lands after a write of this
+// Store's is dropped (the write's is newer).
+func (s *Store) prefetchHead(ctx context.Context, p agent.Project) {
+	name := headOf(p)
+	if name == "" {
+		return
+	}
+	ctx = context.WithoutCancel(ctx)
+	hs := &s.heads
+	hs.mu.Lock()
+	defer hs.mu.Unlock()
+	{
+		if _, ok := hs.read[name]; ok {
+			return
+		}
+		if _, ok := hs.fetching[name]; ok {
+			return
+		}
+		if hs.fetching == nil {
+			hs.fetching = map[string]chan struct{}{}
+		}
+		done := make(chan struct{})
+		hs.fetching[name] = done
+		hs.fetches.Add(1)
+		go func() {
+			defer hs.fetches.Done()
+			defer close(done)
+			fctx, cancel := context.WithTimeout(ctx, headFetchTimeout)
+			defer cancel()
+			v, err := s.fetchHead(fctx, name)
+			hs.mu.Lock()
+			defer hs.mu.Unlock()
+			delete(hs.fetching, name)
+			if _, ok := hs.read[name]; !ok && err == nil {
+				if hs.read == nil {
+					hs.read = map[string]headView{}
+				}
+				hs.read[name] = v
+			}
+		}()
+	}
+}
+
+// waitHeadFetches waits for the readings prefetchHeads started, or ctx.
+func (s *Store) waitHeadFetches(ctx context.Context) {
+	done := make(chan struct{})
+	go func() { s.heads.fetches.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
 }
 
 // freshHeadEntry is session id's entry in a head this Store read less

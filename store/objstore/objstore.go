@@ -194,6 +194,9 @@ type Store struct {
 	listing atomic.Pointer[map[string]manifest.IndexEntry]
 	// ilog is this Store's reading of the index log (indexlog.go).
 	ilog logState
+	// closing: Close has begun, so a checkpoint's commit also folds
+	// this Store's sessions (commitFoldingMine).
+	closing atomic.Bool
 	// widened: a commit this Store read or wrote says the index moved to
 	// partitions of three characters (widen.go); wideAfter is how many
 	// sessions a sync's catalog holds before it moves them.

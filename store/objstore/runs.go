@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -139,13 +140,56 @@ func (s *Store) commitRun(ctx context.Context, entries map[string]manifest.Index
 // them out of the Unfolded set where the run holds them as long
 // (nextCommit).
 func (s *Store) addRun(ctx context.Context, entries map[string]manifest.IndexEntry) error {
-	pages, err := s.writeRun(ctx, entries)
+	pages, err := s.writeRunAndHeads(ctx, entries)
 	if err != nil {
 		return err
 	}
 	s.ilog.wmu.Lock()
 	defer s.ilog.wmu.Unlock()
 	return s.commitLog(ctx, logChanges{run: entries, pages: pages}, nil, false)
+}
+
+// writeRunAndHeads writes entries as a new run's pages and, at once, the
+// heads of their projects, which the commit naming the run must follow
+// (commitLog writes what is queued for the heads first; these are
+// written already, so it sends nothing for them): one round trip where
+// the page, then the heads, took two.
+func (s *Store) writeRunAndHeads(ctx context.Context, entries map[string]manifest.IndexEntry) ([]manifest.RunPage, error) {
+	s.queueHeads(entries)
+	var pages []manifest.RunPage
+	var g errgroup.Group
+	g.Go(func() (err error) {
+		pages, err = s.writeRun(ctx, entries)
+		return err
+	})
+	g.Go(func() error { return s.writeHeads(ctx) })
+	g.Go(func() error { s.readAheadMerge(ctx, len(entries)); return nil })
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	return pages, nil
+}
+
+// readAheadMerge reads the pages of the merge that a new run of n
+// entries would make due (runsDue, after its commit), beside the run's
+// own writes: pages are immutable, so the merge finds them read
+// (readRunPage), and an exit whose run completes a tier takes one round
+// trip less. Only a merge the exit's budget covers; a reading that fails
+// is the merge's to make again.
+func (s *Store) readAheadMerge(ctx context.Context, n int) {
+	s.ilog.mu.Lock()
+	c := s.ilog.last
+	s.ilog.mu.Unlock()
+	if c == nil {
+		return
+	}
+	const next = math.MaxInt64 // the new run's commit: none yet
+	due := runsToMerge(append(slices.Clone(notMerging(c)), manifest.RunPage{Commit: next, Sessions: n}))
+	due = slices.DeleteFunc(due, func(p manifest.RunPage) bool { return p.Commit == next })
+	if len(due) == 0 || runEntries(due)+n > s.mergeBudget || s.pagesKept(due) {
+		return
+	}
+	_, _, _ = s.readRunPages(ctx, due)
 }
 
 // afterRun is what follows a run's commit: the catalog's catch-up, and

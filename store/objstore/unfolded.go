@@ -85,13 +85,116 @@ func (s *Store) commitUnfolded(ctx context.Context, entries ...manifest.IndexEnt
 		lg.mine[e.Info.ID] = true
 	}
 	lg.mu.Unlock()
-	if err := s.writeLog(ctx); err != nil {
-		return err
+	folded := false
+	if s.closing.Load() {
+		var err error
+		if folded, err = s.commitFoldingMine(ctx); err != nil {
+			return err
+		}
+	}
+	if !folded {
+		if err := s.writeLog(ctx); err != nil {
+			return err
+		}
 	}
 	// Best effort: the entries are committed; a fold that fails (a
 	// damaged partition, say) is tried again by the next commit.
 	_ = s.foldDue(ctx)
 	return nil
+}
+
+// commitFoldingMine is writeLog for a checkpoint of a closing Store: the
+// sessions this Store committed unfolded (its own, lg.mine) go to a run
+// written beside the commit, which then takes them out of the set, as
+// the fold of Close (foldMine) would have done after it. An exit so
+// makes one commit: the run's page and the heads, then the commit, where
+// it made the checkpoint's commit, a reading of the newest commit, the
+// page and heads, then the fold's commit, one after the other.
+//
+// It reports false, and commits nothing, when there is nothing of its
+// own to fold, or a deletion waits for the commit (writeLog buries it and
+// purges the log after it), or the run cannot be written: writeLog then
+// commits the entries unfolded, and foldMine folds them.
+func (s *Store) commitFoldingMine(ctx context.Context) (bool, error) {
+	if !s.indexLog() {
+		return false, nil
+	}
+	lg := &s.ilog
+	lg.wmu.Lock()
+	lg.mu.Lock()
+	entries, buried, unfolded, width := lg.pending, lg.buried, lg.unfolded, lg.pendingWidth
+	due := map[string]manifest.IndexEntry{}
+	for id := range lg.mine {
+		e, ok := unfolded[id]
+		if lg.last != nil {
+			if u, in := lg.last.Unfolded[id]; in && (!ok || u.Length > e.Length) {
+				e, ok = u, true
+			}
+		}
+		if ok {
+			due[id] = e
+		}
+	}
+	// Not a deleted session's summary into a run: a purge took those
+	// out of the runs the commits named.
+	due = withoutDeleted(lg.last, due)
+	if len(buried) > 0 || len(due) == 0 {
+		lg.mu.Unlock()
+		lg.wmu.Unlock()
+		return false, nil
+	}
+	lg.pending, lg.buried, lg.unfolded, lg.pendingWidth = nil, nil, nil, 0
+	lg.mu.Unlock()
+	pages, err := s.writeRunAndHeads(ctx, due)
+	if err == nil {
+		err = s.commitLog(ctx, logChanges{folded: entries, unfolded: unfolded, width: width, run: due, pages: pages}, nil, false)
+	}
+	if err != nil {
+		s.queueLog(entries, nil, width)
+		s.requeueUnfolded(unfolded)
+		lg.wmu.Unlock()
+		if pages == nil {
+			return false, nil // the run was not written: commit unfolded
+		}
+		return true, fmt.Errorf("write the index log: %w", err)
+	}
+	lg.mu.Lock()
+	for id := range due {
+		// Unless a later append's checkpoint queued it again: that
+		// commit holds it unfolded, for foldMine.
+		if _, queued := lg.unfolded[id]; !queued {
+			delete(lg.mine, id)
+		}
+	}
+	lg.mu.Unlock()
+	lg.wmu.Unlock()
+	s.purgeFoldedDeleted(ctx, due)
+	s.afterRun(ctx)
+	return true, nil
+}
+
+// purgeFoldedDeleted purges from the runs the sessions of entries, just
+// folded into one, that the commit naming it says are deleted: a
+// deletion committed after the reading the fold went by, whose purge
+// did not know the new run (best effort: the commit's Unpurged has the
+// next writer finish it).
+func (s *Store) purgeFoldedDeleted(ctx context.Context, entries map[string]manifest.IndexEntry) {
+	s.ilog.mu.Lock()
+	c := s.ilog.last
+	s.ilog.mu.Unlock()
+	if c == nil {
+		return
+	}
+	deleted := false
+	for id := range entries {
+		if _, gone := c.Tombstones[id]; gone || slices.Contains(c.Unpurged, id) {
+			s.noteBuried(s.shardOf(id))
+			deleted = true
+		}
+	}
+	if deleted {
+		_ = s.purgeBuried(ctx)
+	}
 }
 
 // foldDue folds the entries of the newest commit this Store knows that
@@ -131,12 +234,19 @@ func (s *Store) foldMine(ctx context.Context) error {
 		return nil
 	}
 	// The newest commit's set: what another writer folded, or a repair
-	// took out, since this Store's last commit is not folded again.
-	c, err := s.newestCommit(ctx)
-	if err != nil {
-		lg.mu.Lock()
-		c = lg.last
-		lg.mu.Unlock()
+	// took out, since this Store's last commit is not folded again. A
+	// reading of the last indexStale serves as it is (a one-turn exit
+	// committed it a moment ago): a round trip of the exit's, against
+	// a fold of the same entry twice (which merges take as one) should
+	// another writer have folded it meanwhile; a session deleted
+	// meanwhile is purged from the run (fold: purgeFoldedDeleted).
+	lg.mu.Lock()
+	c, fresh := lg.last, lg.known && s.now().Sub(lg.fresh) < indexStale
+	lg.mu.Unlock()
+	if !fresh {
+		if newest, err := s.newestCommit(ctx); err == nil {
+			c = newest
+		}
 	}
 	if c == nil {
 		return nil
@@ -167,6 +277,7 @@ func (s *Store) fold(ctx context.Context, entries map[string]manifest.IndexEntry
 	if err := s.addRun(ctx, entries); err != nil {
 		return err
 	}
+	s.purgeFoldedDeleted(ctx, entries)
 	s.afterRun(ctx)
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/panto-dev/panto/agent"
 	"github.com/panto-dev/panto/internal/manifest"
+	"github.com/panto-dev/panto/store"
 	"github.com/panto-dev/panto/store/objstore"
 )
 
@@ -389,4 +391,154 @@ func TestOpenReadsCommitsSinceCache(t *testing.T) {
 			t.Errorf("the listing read %s again", o.Key)
 		}
 	}
+}
+
+// TestExitCommitsOnce: a turn's exit (a prompt, answers appended while
+// the checkpoint lingers, then Close) commits the index once: the
+// checkpoint's commit folds the session into a run, whose page and the
+// project's head go out together, the head read at the append; so Close
+// takes two round trips (it took six: the checkpoint's commit, a reading
+// of the newest commit, the page, the head's GET and PUT, the fold's
+// commit). The session lists at its longest from the run and the head
+// afterwards, and the set is empty.
+func TestExitCommitsOnce(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newMemEnv(t)
+	seed := e.open(t)
+	appendIn(t, seed, projectA, "an older session of the project")
+	if err := seed.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	fb := e.faults(t)
+	w := e.openOn(t, fb)
+	id := appendIn(t, w, projectA, "the prompt") // waits for its entry
+	for i := range 3 {
+		if err := w.AppendMessagesIn(ctx, projectA, id, []agent.PersistentMessage{msg(agent.RoleAssistant, fmt.Sprint("answer ", i))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(20 * time.Millisecond) // the answers' turn, shorter than the linger
+	fb.Take()
+	fb.SetDelay(20 * time.Millisecond)
+	if err := w.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ops := fb.Take()
+	commits := 0
+	for _, o := range ops {
+		if o.Method == "PUT" && strings.HasPrefix(o.Key, "index/log/") {
+			commits++
+		}
+	}
+	if commits != 1 || opRounds(ops) > 2 {
+		t.Errorf("Close: %d commits in %d round trips, want 1 in 2: %s", commits, opRounds(ops), describeOps(ops))
+	}
+	_, c := e.newestCommit(t)
+	if len(c.Unfolded) != 0 {
+		t.Fatalf("after Close the set holds %v", slices.Collect(maps.Keys(c.Unfolded)))
+	}
+	if got := e.runEntries(t)[id].Info.MessageCount; got != 4 {
+		t.Fatalf("the runs hold the session with %d messages, want 4", got)
+	}
+	r := e.open(t)
+	page, err := r.ListNewestIn(ctx, 10, projectA, nil)
+	if err != nil || len(page) != 2 || page[0].ID != id || page[0].MessageCount != 4 {
+		t.Fatalf("the project's page: %v, %+v", err, page)
+	}
+	if report, err := r.CheckIndex(ctx); err != nil || !report.Clean() {
+		t.Fatalf("check: %v, %+v", err, report)
+	}
+}
+
+// TestExitFoldOfDeletedSession: a session deleted by another Store
+// before its writer's exit is folded by that exit into a run by the
+// commit the writer knew (its checkpoint's, lingering or, for a prompt
+// alone, made a moment before), then purged from the run once the commit
+// shows the deletion: no run page holds its summary, and no listing
+// shows it.
+func TestExitFoldOfDeletedSession(t *testing.T) {
+	t.Parallel()
+	for _, lingering := range []bool{true, false} {
+		t.Run(fmt.Sprint("lingering=", lingering), func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			e := newMemEnv(t)
+			w := e.open(t)
+			id := appendIn(t, w, projectA, "the prompt")
+			if lingering {
+				if err := w.AppendMessagesIn(ctx, projectA, id, []agent.PersistentMessage{msg(agent.RoleAssistant, "the answer")}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			other := e.open(t)
+			cps, err := other.Checkpoints(ctx, id)
+			if err != nil || len(cps) == 0 {
+				t.Fatalf("checkpoints: %v, %v", err, cps)
+			}
+			if err := other.Delete(ctx, store.Tombstone{ID: id, Deleted: time.Now(), At: cps[len(cps)-1]}); err != nil {
+				t.Fatal(err)
+			}
+			if err := other.Close(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if err := w.Close(ctx); err != nil {
+				t.Logf("the writer's Close: %v", err)
+			}
+			if e, ok := e.runEntries(t)[id]; ok {
+				t.Fatalf("a run page holds the deleted session: %+v", e)
+			}
+			list, err := e.open(t).List(ctx)
+			if err != nil || slices.ContainsFunc(list, func(info agent.SessionInfo) bool { return info.ID == id }) {
+				t.Fatalf("list after the deletion: %v, %+v", err, list)
+			}
+		})
+	}
+}
+
+// TestExitReadsMergeAhead: the exit whose run completes a tier (the
+// fourth one-session run) reads the pages the merge after its commit
+// takes beside its own run's writes, so that the merge reads nothing
+// after the commit: the exit is five round trips (the run, its commit,
+// the merged run, its commit, the deletion of the merged pages), not
+// six.
+func TestExitReadsMergeAhead(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newMemEnv(t)
+	want := map[string]int{}
+	for i := range 3 {
+		agentExit(t, e, want, fmt.Sprint("agent ", i))
+	}
+	if _, c := e.newestCommit(t); len(c.Runs) != 3 {
+		t.Fatalf("after 3 exits the log names %d pages, want 3 runs of one", len(c.Runs))
+	}
+	fb := e.faults(t)
+	w := e.openOn(t, fb)
+	want[appendNew(t, w, "the fourth")] = 1
+	fb.Take()
+	fb.SetDelay(20 * time.Millisecond)
+	if err := w.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ops := fb.Take()
+	var firstCommit time.Time
+	for _, o := range ops {
+		if o.Method == "PUT" && strings.HasPrefix(o.Key, "index/log/") && (firstCommit.IsZero() || o.Start.Before(firstCommit)) {
+			firstCommit = o.Start
+		}
+	}
+	reads := 0
+	for _, o := range ops {
+		if o.Method == "GET" && runKeyRe.MatchString(o.Key) {
+			reads++
+			if !o.Start.Before(firstCommit) {
+				t.Errorf("the merge read %s after the run's commit", o.Key)
+			}
+		}
+	}
+	if _, c := e.newestCommit(t); len(c.Runs) != 1 || reads != 3 || opRounds(ops) > 5 {
+		t.Errorf("after the fourth exit: %d pages named (want the merged one), %d pages read (want 3), %d round trips (want 5): %s", len(c.Runs), reads, opRounds(ops), describeOps(ops))
+	}
+	checkListing(t, e, "after the merge", want)
 }
