@@ -147,10 +147,17 @@ func (s *Store) compactIfDue(ctx context.Context, id string, st *sessionState) e
 		return err
 	}
 	defer st.mu.unlock()
-	if len(st.m.Segments) <= s.compactThreshold || len(mergeTieredRuns(st.m.Segments, mergeMax)) == 0 {
-		return nil // few segments, or only large ones
+	if !s.compactionDue(st) {
+		return nil
 	}
 	return s.compactLocked(ctx, id, st, mergeTieredRuns)
+}
+
+// compactionDue reports whether the session st describes has more
+// segments than the threshold, not all of them large. Callers hold
+// st.mu.
+func (s *Store) compactionDue(st *sessionState) bool {
+	return s.compactThreshold > 0 && len(st.m.Segments) > s.compactThreshold && len(mergeTieredRuns(st.m.Segments, mergeMax)) > 0
 }
 
 // Flush waits for the Store's background checkpoints, retries those that
@@ -370,6 +377,15 @@ func (s *Store) checkpoint(ctx context.Context, id string, st *sessionState) err
 		}
 		need = s.needsManifest(st)
 	}
+	// A compaction due writes the manifest itself: it goes beside the
+	// index entry, where it followed the checkpoint (a turn that
+	// compacts took two round trips more at its exit). The entry is
+	// this snapshot's, as it was when the compaction came after it: a
+	// reader goes from the manifest stored, whichever it reads.
+	compact := st.partial == 0 && s.compactionDue(st)
+	if compact {
+		need = false
+	}
 	m, etag, entry, whole := st.m.Clone(), st.etag, st.entry(), st.partial == 0
 	st.mu.unlock()
 	if need && whole && entry.Resume.HashState != "" {
@@ -386,12 +402,14 @@ func (s *Store) checkpoint(ctx context.Context, id string, st *sessionState) err
 	if s.deferIndex {
 		index = func() error { s.queueIndex(entry); return nil }
 	}
-	if !need {
-		return index()
-	}
 	var g errgroup.Group
-	g.Go(func() error { return s.writeManifest(ctx, id, st, m, etag) })
 	g.Go(index)
+	if need {
+		g.Go(func() error { return s.writeManifest(ctx, id, st, m, etag) })
+	}
+	if compact {
+		g.Go(func() error { return s.compactIfDue(ctx, id, st) })
+	}
 	return g.Wait()
 }
 

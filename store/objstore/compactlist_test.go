@@ -322,3 +322,62 @@ func TestCompactionMergesWhatItHas(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestCompactionBesideCheckpoint: the exit of a turn that compacts
+// writes the index entry and the compaction at once (the compaction
+// writes the manifest the checkpoint would have): Close is two round
+// trips, the merged objects and the run, then the manifest and the
+// commit, where the compaction followed the checkpoint's two. The log
+// reads back whole, the manifest lists the merged object, and the
+// session lists at its length.
+func TestCompactionBesideCheckpoint(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newMemEnv(t)
+	id := agent.NewSessionID()
+	setup := e.open(t)
+	for i := range 30 {
+		if err := setup.AppendMessages(ctx, id, []agent.PersistentMessage{user(fmt.Sprint("m", i))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := setup.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	fb := e.faults(t)
+	w := e.openOn(t, fb)
+	if _, err := w.Load(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	for i := 30; i < 36; i++ {
+		if err := w.AppendMessages(ctx, id, []agent.PersistentMessage{user(fmt.Sprint("m", i))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fb.Take()
+	fb.SetDelay(20 * time.Millisecond)
+	if err := w.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ops := fb.Take()
+	merged := slices.ContainsFunc(ops, func(o objstore.Op) bool { return isPutOp(o, ".c.jsonl.zst") })
+	if !merged || opRounds(ops) > 2 {
+		t.Errorf("Close: merged %v in %d round trips, want a merge in 2: %s", merged, opRounds(ops), describeOps(ops))
+	}
+	m := readManifest(t, e, id)
+	if len(m.Segments) != 1 || !m.Segments[0].Merged {
+		t.Fatalf("the manifest after Close lists %d segments, want the merged one", len(m.Segments))
+	}
+	r := e.open(t)
+	conv, err := r.Load(ctx, id)
+	if err != nil || len(conv.Messages) != 36 || conv.Messages[35].Text() != "m35" {
+		t.Fatalf("load: %v", err)
+	}
+	list, err := r.List(ctx)
+	if err != nil || len(list) != 1 || list[0].MessageCount != 36 {
+		t.Fatalf("list: %v, %+v", err, list)
+	}
+	if err := r.Verify(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+}
