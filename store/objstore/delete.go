@@ -82,6 +82,9 @@ func (s *Store) Delete(ctx context.Context, t store.Tombstone) error {
 		if have.Length > 0 {
 			first = s.startGets(ctx, s.sessionKey(id, manifest.SegmentName(0)))
 		}
+		// And the project's head, whose burial of the session goes out
+		// before the deletion's commit.
+		s.prefetchHead(ctx, st.m.Decoder.Info.Project)
 		at := s.sessionKey(id, manifest.SegmentName(have.Length))
 		_, err = s.put(ctx, at, s.codec.EncodeTombstoneObject(at, tomb), putCond{ifNoneMatch: true}, s.objectType())
 		if err == nil {
@@ -115,6 +118,13 @@ func (s *Store) Delete(ctx context.Context, t store.Tombstone) error {
 func (s *Store) finishDelete(ctx context.Context, id string, tomb manifest.Tombstone, end int64, known []string, mustList bool, early earlyGets) error {
 	fail := func(err error) error { return fmt.Errorf("delete session %s: %w", id, err) }
 	first := s.sessionKey(id, manifest.SegmentName(0))
+	// The sweep's listing goes out beside seg/0's tombstone: past the
+	// commit point no append adds an object, and the listing only reads.
+	listed := make(chan sessionListing, 1)
+	go func() {
+		objects, _, err := s.b.list(ctx, s.sessionKey(id, ""), "")
+		listed <- sessionListing{objects, err}
+	}()
 	if end != 0 {
 		data, etag, err := early.getTagged(ctx, s, first)
 		switch {
@@ -135,7 +145,7 @@ func (s *Store) finishDelete(ctx context.Context, id string, tomb manifest.Tombs
 	// the next deletion or sync that meets it finishes it. The other way
 	// round, it would be listed as deleted with its segments still there,
 	// and nothing would come back for them.
-	unswept, err := s.sweep(ctx, id, end, known, mustList)
+	unswept, err := s.sweep(ctx, id, end, known, mustList, listed)
 	if err != nil {
 		return err
 	}
@@ -170,6 +180,13 @@ func (s *Store) finishDelete(ctx context.Context, id string, tomb manifest.Tombs
 	return nil
 }
 
+// sessionListing is a LIST of a session's prefix: what it found, or
+// why it failed.
+type sessionListing struct {
+	objects []listed
+	err     error
+}
+
 // sweep deletes every object of session id but its tombstones: seg/0 and
 // the segment at end (its commit point; -1: keep every tombstone found).
 // It lists the session's prefix, and deletes what the listing finds with
@@ -177,18 +194,25 @@ func (s *Store) finishDelete(ctx context.Context, id string, tomb manifest.Tombs
 // segments costs two round trips, not 31): a merged segment of a
 // compaction cut short, or, finishing a deletion cut short, whatever it
 // had not deleted, are found so. Cut short, the next deletion lists again.
+// listed gives the listing, sent by the caller.
 // Credentials that may not list (s3:ListBucket) delete the names known,
 // one at a time in their order, so that a deletion cut short leaves what
 // the next one finds by reading the manifest and probing after it: the
 // names known are every object of a session the protocol knows of, so
 // that is what a writer's deletion needs; unless mustList says a listing
 // is the only way to finish, when the refusal comes back as unswept.
-func (s *Store) sweep(ctx context.Context, id string, end int64, known []string, mustList bool) (unswept, err error) {
+func (s *Store) sweep(ctx context.Context, id string, end int64, known []string, mustList bool, listed <-chan sessionListing) (unswept, err error) {
 	keep := map[string]bool{s.sessionKey(id, manifest.SegmentName(0)): true}
 	if end >= 0 {
 		keep[s.sessionKey(id, manifest.SegmentName(end))] = true
 	}
-	objects, _, err := s.b.list(ctx, s.sessionKey(id, ""), "")
+	var l sessionListing
+	select {
+	case l = <-listed:
+	case <-ctx.Done():
+		return nil, fmt.Errorf("delete session %s: %w", id, ctx.Err())
+	}
+	objects, err := l.objects, l.err
 	switch {
 	case errors.Is(err, ErrPermission):
 		for _, k := range known {

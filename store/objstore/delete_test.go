@@ -404,7 +404,9 @@ func checkDeletionsFinished(t *testing.T, e *env, live int) {
 // listing of its prefix: they were deleted one request each, 31 round
 // trips for 30 segments), and what burying it in the index reads (its
 // partition, the run page over it) goes out with the deletion's first
-// reads, not after its commit.
+// reads, not after its commit; the project head's reading goes with the
+// commit point, and the listing of the session's objects with seg/0's
+// tombstone.
 func TestDeleteRoundTrips(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -413,7 +415,7 @@ func TestDeleteRoundTrips(t *testing.T) {
 	grow := func(n int) string {
 		id := agent.NewSessionID()
 		for i := range n {
-			if err := w.AppendMessages(ctx, id, []agent.PersistentMessage{user(fmt.Sprint("m", i))}); err != nil {
+			if err := w.AppendMessagesIn(ctx, projectA, id, []agent.PersistentMessage{user(fmt.Sprint("m", i))}); err != nil {
 				t.Fatal(err)
 			}
 			if err := w.Flush(ctx); err != nil {
@@ -447,9 +449,17 @@ func TestDeleteRoundTrips(t *testing.T) {
 		if n := countOps(ops, "DELETE"); n > 1 {
 			t.Errorf("%s: %d DELETE requests, want the session's objects in one DeleteObjects: %s", c.name, n, describeOps(ops))
 		}
-		var partitionRead, pageRead, firstCommit, burial, logPurged time.Time
+		var partitionRead, pageRead, firstCommit, burial, logPurged, headRead, commitPoint, seg0, listing time.Time
 		for _, o := range ops {
 			switch {
+			case o.Method == "GET" && isHeadKey(o.Key):
+				headRead = o.Start
+			case o.Method == "PUT" && strings.HasSuffix(o.Key, "/seg/00000000000000000000.jsonl.zst"):
+				seg0 = o.End
+			case o.Method == "PUT" && strings.Contains(o.Key, "/seg/") && commitPoint.IsZero():
+				commitPoint = o.End
+			case o.Method == "LIST" && strings.HasPrefix(o.Key, "sessions/"):
+				listing = o.Start
 			case o.Method == "PUT" && strings.HasPrefix(o.Key, "index/") && !strings.Contains(o.Key[len("index/"):], "/") && burial.IsZero():
 				burial = o.Start
 			case o.Method == "DELETES" && slices.ContainsFunc(o.Keys, func(k string) bool { return strings.HasPrefix(k, "index/log/") }) && logPurged.IsZero():
@@ -470,6 +480,12 @@ func TestDeleteRoundTrips(t *testing.T) {
 		}
 		if burial.IsZero() || logPurged.IsZero() || !burial.Before(logPurged) {
 			t.Errorf("%s: the partition buried the session at %v, the older commits were deleted by %v: want the burial beside their deletion: %s", c.name, burial, logPurged, describeOps(ops))
+		}
+		if !headRead.IsZero() && !headRead.Before(commitPoint) {
+			t.Errorf("%s: the project's head was read after the commit point: %s", c.name, describeOps(ops))
+		}
+		if listing.IsZero() || seg0.IsZero() || !listing.Before(seg0) {
+			t.Errorf("%s: the session's objects were listed after seg/0's tombstone: %s", c.name, describeOps(ops))
 		}
 		t.Logf("%s: %d round trips: %s", c.name, took[c.name], describeOps(ops))
 	}
