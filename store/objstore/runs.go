@@ -581,9 +581,10 @@ func foldTakes(c *manifest.IndexShard, m *manifest.RunMerge) bool {
 const wholeCommitEntries = 40
 
 // lastCommits is how many of a Store's last commits are its exit's turn
-// (takeWholeStored): a one-turn panto's three, its prompt's, its
-// answer's and its Close's; an interactive session's last turn's and
-// its Close's. Not every commit since Open: a session of many turns
+// (takeWholeStored): a one-turn panto's two, its prompt's and its
+// Close's (which carries its answer's checkpoint, commitFoldingMine), or
+// three when the answer's checkpoint went before Close; an interactive
+// session's last turn's and its Close's. Not every commit since Open: a session of many turns
 // stores one whole every sixteen, and would never take a fold's step.
 const lastCommits = 3
 
