@@ -355,7 +355,9 @@ func TestCompactionBesideCheckpoint(t *testing.T) {
 		}
 	}
 	fb.Take()
-	fb.SetDelay(20 * time.Millisecond)
+	// Longer than the merge's compression under -race on a loaded
+	// machine, which would otherwise split a round trip in two.
+	fb.SetDelay(100 * time.Millisecond)
 	if err := w.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
