@@ -98,7 +98,7 @@ type headState struct {
 	mu      sync.Mutex // guards the fields below
 	pending map[string]*headBatch
 	read    map[string]headView
-	// fetching are the readings under way that prefetchHeads started,
+	// fetching are the readings under way that prefetchHead started,
 	// each closed when its reading is noted (or failed); fetches counts
 	// them, for Close.
 	fetching map[string]chan struct{}
@@ -244,7 +244,7 @@ func (s *Store) writeHead(ctx context.Context, name string, next func(doc *manif
 	fetched := hs.fetching[name]
 	hs.mu.Unlock()
 	if !loaded && fetched != nil {
-		// Read already (prefetchHeads): this write waits for that
+		// Read already (prefetchHead): this write waits for that
 		// reading rather than sending its own.
 		select {
 		case <-fetched:
@@ -482,7 +482,7 @@ func (s *Store) fetchHead(ctx context.Context, name string) (headView, error) {
 	return headView{doc: doc, etag: etag, read: s.now()}, nil
 }
 
-// headFetchTimeout bounds a reading prefetchHeads starts, which no
+// headFetchTimeout bounds a reading prefetchHead starts, which no
 // caller waits for.
 const headFetchTimeout = time.Minute
 
@@ -502,39 +502,37 @@ func (s *Store) prefetchHead(ctx context.Context, p agent.Project) {
 	hs := &s.heads
 	hs.mu.Lock()
 	defer hs.mu.Unlock()
-	{
-		if _, ok := hs.read[name]; ok {
-			return
-		}
-		if _, ok := hs.fetching[name]; ok {
-			return
-		}
-		if hs.fetching == nil {
-			hs.fetching = map[string]chan struct{}{}
-		}
-		done := make(chan struct{})
-		hs.fetching[name] = done
-		hs.fetches.Add(1)
-		go func() {
-			defer hs.fetches.Done()
-			defer close(done)
-			fctx, cancel := context.WithTimeout(ctx, headFetchTimeout)
-			defer cancel()
-			v, err := s.fetchHead(fctx, name)
-			hs.mu.Lock()
-			defer hs.mu.Unlock()
-			delete(hs.fetching, name)
-			if _, ok := hs.read[name]; !ok && err == nil {
-				if hs.read == nil {
-					hs.read = map[string]headView{}
-				}
-				hs.read[name] = v
-			}
-		}()
+	if _, ok := hs.read[name]; ok {
+		return
 	}
+	if _, ok := hs.fetching[name]; ok {
+		return
+	}
+	if hs.fetching == nil {
+		hs.fetching = map[string]chan struct{}{}
+	}
+	done := make(chan struct{})
+	hs.fetching[name] = done
+	hs.fetches.Add(1)
+	go func() {
+		defer hs.fetches.Done()
+		defer close(done)
+		fctx, cancel := context.WithTimeout(ctx, headFetchTimeout)
+		defer cancel()
+		v, err := s.fetchHead(fctx, name)
+		hs.mu.Lock()
+		defer hs.mu.Unlock()
+		delete(hs.fetching, name)
+		if _, ok := hs.read[name]; !ok && err == nil {
+			if hs.read == nil {
+				hs.read = map[string]headView{}
+			}
+			hs.read[name] = v
+		}
+	}()
 }
 
-// waitHeadFetches waits for the readings prefetchHeads started, or ctx.
+// waitHeadFetches waits for the readings prefetchHead started, or ctx.
 func (s *Store) waitHeadFetches(ctx context.Context) {
 	done := make(chan struct{})
 	go func() { s.heads.fetches.Wait(); close(done) }()
