@@ -57,6 +57,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
+	"github.com/panto-dev/panto/internal/testkit/benchprovider"
 	"github.com/panto-dev/panto/internal/testkit/sessiongen"
 )
 
@@ -166,7 +167,7 @@ type turnCost struct {
 }
 
 func run(ctx context.Context, o options, out io.Writer) error {
-	providerURL, stop, err := startProvider()
+	providerURL, stop, err := benchprovider.Start()
 	if err != nil {
 		return err
 	}

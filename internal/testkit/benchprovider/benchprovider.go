@@ -1,4 +1,10 @@
-package main
+// Package benchprovider serves the OpenAI Chat Completions API on
+// loopback for the benchmark commands (bench/scale, bench/wan), answering
+// every request at once with one short streamed reply, so that `panto -c
+// PROMPT` runs a real turn without a model. The tests'
+// internal/testkit/fakeprovider needs a testing.TB; these commands have
+// none, and need only the one answer.
+package benchprovider
 
 import (
 	"fmt"
@@ -7,13 +13,9 @@ import (
 	"net/http"
 )
 
-// startProvider serves the OpenAI Chat Completions API on a free
-// loopback port, answering every request with one short streamed reply,
-// so that `panto -c PROMPT` runs a real turn without a model. (The tests'
-// internal/testkit/fakeprovider needs a testing.TB; this command has
-// none, and needs only the one answer.) It returns the base URL and a
-// function that stops the server.
-func startProvider() (baseURL string, stop func(), err error) {
+// Start serves the API on a free loopback port. It returns the base URL
+// (with /v1) and a function that stops the server.
+func Start() (baseURL string, stop func(), err error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return "", nil, fmt.Errorf("fake provider: %w", err)
