@@ -125,30 +125,25 @@ func (b *bench) localfirstTable(names []string, idle time.Duration) {
 	row("continue", "", "the same, the first run of a day (the last probe noted 25 h ago)", func(_ profile, r *lfResult) string {
 		return fmt.Sprintf("%d (%d), %s", r.contDayRoundTrips, r.contDayRequests, ms(r.contDay))
 	})
-	row("continue", "", "start to first provider request, link up", func(p profile, r *lfResult) string {
-		s := ms(r.contUp)
-		if lb, ok := results["loopback"]; ok && p.rtt > 0 {
-			s += fmt.Sprintf(", %.1f round trips over loopback", (r.contUp-lb.contUp).Seconds()/p.rtt.Seconds())
-		}
-		return s
-	})
-	if r20, ok := results["20ms"]; ok && (len(b.lfParts) == 0 || slices.Contains(b.lfParts, "continue")) {
-		if r60, ok := results["60ms"]; ok {
-			fmt.Printf("| | panto -c: round trips, (60ms − 20ms) ÷ 40 ms | %.1f |\n", (r60.contUp-r20.contUp).Seconds()/0.040)
-		}
-	}
-	row("continue", "", "a whole `panto -c PROMPT` run, start to exit (the provider answers at once)", func(p profile, r *lfResult) string {
-		s := ms(r.contTurn)
-		if lb, ok := results["loopback"]; ok && p.rtt > 0 {
-			s += fmt.Sprintf(", %.1f round trips over loopback", (r.contTurn-lb.contTurn).Seconds()/p.rtt.Seconds())
-		}
-		return s
-	})
-	if r20, ok := results["20ms"]; ok && (len(b.lfParts) == 0 || slices.Contains(b.lfParts, "continue")) {
-		if r60, ok := results["60ms"]; ok {
-			fmt.Printf("| | a whole run: round trips, (60ms − 20ms) ÷ 40 ms | %.1f |\n", (r60.contTurn-r20.contTurn).Seconds()/0.040)
+	// timed is a row of a time per profile, with the round trips it
+	// counts over loopback's, then a line of the round trips between the
+	// 20 and 60 ms profiles (where process start and CPU cancel out).
+	timed := func(what, short string, of func(r *lfResult) time.Duration) {
+		row("continue", "", what, func(p profile, r *lfResult) string {
+			s := ms(of(r))
+			if lb, ok := results["loopback"]; ok && p.rtt > 0 {
+				s += fmt.Sprintf(", %.1f round trips over loopback", (of(r)-of(lb)).Seconds()/p.rtt.Seconds())
+			}
+			return s
+		})
+		if r20, ok := results["20ms"]; ok && (len(b.lfParts) == 0 || slices.Contains(b.lfParts, "continue")) {
+			if r60, ok := results["60ms"]; ok {
+				fmt.Printf("| | %s: round trips, (60ms − 20ms) ÷ 40 ms | %.1f |\n", short, (of(r60)-of(r20)).Seconds()/0.040)
+			}
 		}
 	}
+	timed("start to first provider request, link up", "panto -c", func(r *lfResult) time.Duration { return r.contUp })
+	timed("a whole `panto -c PROMPT` run, start to exit (the provider answers at once)", "a whole run", func(r *lfResult) time.Duration { return r.contTurn })
 	row("continue", "panto -c: none offline (after the short timeout)", "link down (refused)", func(_ profile, r *lfResult) string { return ms(r.contDown) })
 	row("continue", "", "link frozen (the short timeout: 2 s)", func(_ profile, r *lfResult) string { return ms(r.contFrozn) })
 	row("lag", "shipping lag p50 < 1 round trip + 100 ms", "append returned to the bucket holding it: p50 / p99", func(_ profile, r *lfResult) string {

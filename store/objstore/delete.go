@@ -84,7 +84,7 @@ func (s *Store) Delete(ctx context.Context, t store.Tombstone) error {
 		}
 		// And the project's head, whose burial of the session goes out
 		// before the deletion's commit.
-		s.prefetchHead(ctx, st.m.Decoder.Info.Project)
+		s.prefetchHead(ctx, st.m.Info().Project)
 		at := s.sessionKey(id, manifest.SegmentName(have.Length))
 		_, err = s.put(ctx, at, s.codec.EncodeTombstoneObject(at, tomb), putCond{ifNoneMatch: true}, s.objectType())
 		if err == nil {

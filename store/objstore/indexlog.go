@@ -160,17 +160,16 @@ func (s *Store) writeLogBeside(ctx context.Context, beside func(context.Context)
 	lg.wmu.Lock()
 	defer lg.wmu.Unlock()
 	lg.mu.Lock()
-	entries, buried, unfolded, width := lg.pending, lg.buried, lg.unfolded, lg.pendingWidth
-	lg.pending, lg.buried, lg.unfolded, lg.pendingWidth = nil, nil, nil, 0
+	ch := lg.takeQueuedLocked()
 	lg.mu.Unlock()
-	if len(entries) == 0 && len(buried) == 0 && len(unfolded) == 0 {
+	if len(ch.folded) == 0 && len(ch.buried) == 0 && len(ch.unfolded) == 0 {
 		return beside(ctx)
 	}
-	if err := s.commitLog(ctx, logChanges{folded: entries, unfolded: unfolded, buried: buried, width: width}, nil, false); err != nil {
-		s.queueLog(entries, buried, width)
-		s.requeueUnfolded(unfolded)
+	if err := s.commitLog(ctx, ch, nil, false); err != nil {
+		s.requeueLog(ch)
 		return fmt.Errorf("write the index log: %w", err)
 	}
+	buried := ch.buried
 	if len(buried) == 0 {
 		return beside(ctx)
 	}
@@ -191,6 +190,22 @@ func (s *Store) writeLogBeside(ctx context.Context, beside func(context.Context)
 	lg.purged = true
 	lg.mu.Unlock()
 	return besideErr
+}
+
+// takeQueuedLocked takes the changes queued for the next commit: the
+// entries partitions took, the burials, the entries for the unfolded
+// set. Callers hold lg.mu and lg.wmu (the commit's writer).
+func (lg *logState) takeQueuedLocked() logChanges {
+	ch := logChanges{folded: lg.pending, buried: lg.buried, unfolded: lg.unfolded, width: lg.pendingWidth}
+	lg.pending, lg.buried, lg.unfolded, lg.pendingWidth = nil, nil, nil, 0
+	return ch
+}
+
+// requeueLog puts back what takeQueuedLocked took, for a commit that
+// failed; what was queued since wins where it is as long.
+func (s *Store) requeueLog(ch logChanges) {
+	s.queueLog(ch.folded, ch.buried, ch.width)
+	s.requeueUnfolded(ch.unfolded)
 }
 
 // purgeLog deletes every commit before the newest this Store knows (and

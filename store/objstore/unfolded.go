@@ -122,36 +122,27 @@ func (s *Store) commitFoldingMine(ctx context.Context) (bool, error) {
 	lg := &s.ilog
 	lg.wmu.Lock()
 	lg.mu.Lock()
-	entries, buried, unfolded, width := lg.pending, lg.buried, lg.unfolded, lg.pendingWidth
-	due := map[string]manifest.IndexEntry{}
-	for id := range lg.mine {
-		e, ok := unfolded[id]
-		if lg.last != nil {
-			if u, in := lg.last.Unfolded[id]; in && (!ok || u.Length > e.Length) {
-				e, ok = u, true
-			}
-		}
-		if ok {
-			due[id] = e
-		}
+	var committed map[string]manifest.IndexEntry
+	if lg.last != nil {
+		committed = lg.last.Unfolded
 	}
 	// Not a deleted session's summary into a run: a purge took those
 	// out of the runs the commits named.
-	due = withoutDeleted(lg.last, due)
-	if len(buried) > 0 || len(due) == 0 {
+	due := withoutDeleted(lg.last, onlyMine(lg.mine, longest(lg.unfolded, committed)))
+	if len(lg.buried) > 0 || len(due) == 0 {
 		lg.mu.Unlock()
 		lg.wmu.Unlock()
 		return false, nil
 	}
-	lg.pending, lg.buried, lg.unfolded, lg.pendingWidth = nil, nil, nil, 0
+	ch := lg.takeQueuedLocked()
 	lg.mu.Unlock()
 	pages, err := s.writeRunAndHeads(ctx, due)
 	if err == nil {
-		err = s.commitLog(ctx, logChanges{folded: entries, unfolded: unfolded, width: width, run: due, pages: pages}, nil, false)
+		ch.run, ch.pages = due, pages
+		err = s.commitLog(ctx, ch, nil, false)
 	}
 	if err != nil {
-		s.queueLog(entries, nil, width)
-		s.requeueUnfolded(unfolded)
+		s.requeueLog(ch)
 		lg.wmu.Unlock()
 		if pages == nil {
 			return false, nil // the run was not written: commit unfolded
@@ -168,9 +159,27 @@ func (s *Store) commitFoldingMine(ctx context.Context) (bool, error) {
 	}
 	lg.mu.Unlock()
 	lg.wmu.Unlock()
-	s.purgeFoldedDeleted(ctx, due)
-	s.afterRun(ctx)
+	s.afterFold(ctx, due)
 	return true, nil
+}
+
+// onlyMine is the entries of the sessions mine names.
+func onlyMine(mine map[string]bool, entries map[string]manifest.IndexEntry) map[string]manifest.IndexEntry {
+	out := map[string]manifest.IndexEntry{}
+	for id := range mine {
+		if e, ok := entries[id]; ok {
+			out[id] = e
+		}
+	}
+	return out
+}
+
+// afterFold is what follows the commit of a fold of entries: the purge
+// of those a deletion since took (purgeFoldedDeleted), then the
+// catalog's catch-up and the runs' merges (afterRun).
+func (s *Store) afterFold(ctx context.Context, entries map[string]manifest.IndexEntry) {
+	s.purgeFoldedDeleted(ctx, entries)
+	s.afterRun(ctx)
 }
 
 // purgeFoldedDeleted purges from the runs the sessions of entries, just
@@ -251,13 +260,7 @@ func (s *Store) foldMine(ctx context.Context) error {
 	if c == nil {
 		return nil
 	}
-	due := map[string]manifest.IndexEntry{}
-	for id := range mine {
-		if e, ok := c.Unfolded[id]; ok {
-			due[id] = e
-		}
-	}
-	if err := s.fold(ctx, due); err != nil {
+	if err := s.fold(ctx, onlyMine(mine, c.Unfolded)); err != nil {
 		return fmt.Errorf("fold the index entries of this process's sessions into a run: %w", err)
 	}
 	return nil
@@ -277,8 +280,7 @@ func (s *Store) fold(ctx context.Context, entries map[string]manifest.IndexEntry
 	if err := s.addRun(ctx, entries); err != nil {
 		return err
 	}
-	s.purgeFoldedDeleted(ctx, entries)
-	s.afterRun(ctx)
+	s.afterFold(ctx, entries)
 	return nil
 }
 
