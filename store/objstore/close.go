@@ -35,5 +35,6 @@ func (s *Store) Close(ctx context.Context) error {
 	}
 	s.noteNewestCommit()
 	s.waitHeadFetches(ctx)
+	s.waitMergeFetches(ctx)
 	return err
 }

@@ -109,3 +109,11 @@ const LogKeep = logKeep
 // NarrowPrunes is narrowPrunes: the prunings that share the deletion of
 // the partitions of two characters after the index widened.
 const NarrowPrunes = narrowPrunes
+
+// WaitPrefetches waits for the readings s started in the background at
+// its appends (the project's head, the pages of a merge its exit would
+// take in), as Close does.
+func WaitPrefetches(ctx context.Context, s *Store) {
+	s.waitHeadFetches(ctx)
+	s.waitMergeFetches(ctx)
+}

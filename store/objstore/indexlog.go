@@ -615,6 +615,11 @@ func nextCommit(n int64, prev *manifest.IndexShard, ch logChanges, drop func(man
 	if ch.merge == nil && !namesAll(prev, ch.read) {
 		ch.pages, ch.retired = nil, nil // a whole merge's (mergeRuns), as a step's
 	}
+	if len(ch.run) > 0 && len(ch.pages) == 0 {
+		// The run took in a merge, voided (exitmerge.go): no page holds
+		// its entries, which stay in the set.
+		ch.unfolded, ch.run = longest(ch.unfolded, ch.run), nil
+	}
 	if c.Indexed = ch.indexed; c.Indexed == 0 && prev != nil {
 		c.Indexed = prev.Indexed
 	}

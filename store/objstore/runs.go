@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -117,6 +116,13 @@ type runState struct {
 	// deleted are the pages a purge's retirePages deleted (a purge
 	// deletes those of a commit's Discarded that are not).
 	deleted map[string]bool
+	// fetching are the pages prefetchMerge is reading, fetches its
+	// readings under way (exitmerge.go).
+	fetching map[string]bool
+	fetches  sync.WaitGroup
+	// spent is what an exit's run that took in a merge rewrote, in
+	// entries: the next runsDue's budget is short of it.
+	spent int
 }
 
 // commitRun writes entries as a run and commits its pages, then merges
@@ -126,7 +132,7 @@ type runState struct {
 // its answer lost, and a page no commit names is never read (repair
 // deletes it a day later: removeUnnamedPages).
 func (s *Store) commitRun(ctx context.Context, entries map[string]manifest.IndexEntry) error {
-	if err := s.addRun(ctx, entries); err != nil {
+	if _, err := s.addRun(ctx, entries); err != nil {
 		for _, e := range entries {
 			s.queueIndex(e)
 		}
@@ -138,55 +144,67 @@ func (s *Store) commitRun(ctx context.Context, entries map[string]manifest.Index
 
 // addRun writes entries as a run and commits its pages, which takes
 // them out of the Unfolded set where the run holds them as long
-// (nextCommit).
-func (s *Store) addRun(ctx context.Context, entries map[string]manifest.IndexEntry) error {
-	pages, err := s.writeRunAndHeads(ctx, entries)
+// (nextCommit). It reports false when the run took in a merge whose
+// commit was voided (exitmerge.go): the entries are in the set still.
+func (s *Store) addRun(ctx context.Context, entries map[string]manifest.IndexEntry) (bool, error) {
+	w, err := s.writeRunAndHeads(ctx, entries)
 	if err != nil {
-		return err
+		return false, err
 	}
+	var ch logChanges
+	w.into(&ch, entries)
 	s.ilog.wmu.Lock()
-	defer s.ilog.wmu.Unlock()
-	return s.commitLog(ctx, logChanges{run: entries, pages: pages}, nil, false)
+	err = s.commitLog(ctx, ch, nil, false)
+	s.ilog.wmu.Unlock()
+	if err != nil {
+		return false, err
+	}
+	return s.finishRunWrite(ctx, w), nil
 }
 
 // writeRunAndHeads writes entries as a new run's pages and, at once, the
 // heads of their projects, which the commit naming the run must follow
 // (commitLog writes what is queued for the heads first; these are
 // written already, so it sends nothing for them): one round trip where
-// the page, then the heads, took two.
-func (s *Store) writeRunAndHeads(ctx context.Context, entries map[string]manifest.IndexEntry) ([]manifest.RunPage, error) {
+// the page, then the heads, took two. The run takes in the merge its
+// commit would make due when this Store holds its pages (mergeForExit);
+// else the pages of that merge are read beside the writes.
+func (s *Store) writeRunAndHeads(ctx context.Context, entries map[string]manifest.IndexEntry) (runWrite, error) {
 	s.queueHeads(entries)
-	var pages []manifest.RunPage
+	w := runWrite{merge: s.mergeForExit(ctx, len(entries))}
+	run := entries
+	if w.merge != nil {
+		run = longest(w.merge.entries, entries)
+	}
+	w.entries = len(run)
 	var g errgroup.Group
 	g.Go(func() (err error) {
-		pages, err = s.writeRun(ctx, entries)
+		w.pages, err = s.writeRun(ctx, run)
 		return err
 	})
 	g.Go(func() error { return s.writeHeads(ctx) })
-	g.Go(func() error { s.readAheadMerge(ctx, len(entries)); return nil })
-	if err := g.Wait(); err != nil {
-		return nil, err
+	if w.merge == nil {
+		g.Go(func() error { s.readAheadMerge(ctx, len(entries)); return nil })
 	}
-	return pages, nil
+	if err := g.Wait(); err != nil {
+		return runWrite{}, err
+	}
+	return w, nil
 }
 
 // readAheadMerge reads the pages of the merge that a new run of n
 // entries would make due (runsDue, after its commit), beside the run's
 // own writes: pages are immutable, so the merge finds them read
-// (readRunPage), and an exit whose run completes a tier takes one round
+// (readRunPage), and an exit whose run completes a tier, when it did not
+// hold them to merge them into its run (mergeForExit), takes one round
 // trip less. Only a merge the exit's budget covers; a reading that fails
 // is the merge's to make again.
 func (s *Store) readAheadMerge(ctx context.Context, n int) {
 	s.ilog.mu.Lock()
 	c := s.ilog.last
 	s.ilog.mu.Unlock()
-	if c == nil {
-		return
-	}
-	const next = math.MaxInt64 // the new run's commit: none yet
-	due := runsToMerge(append(slices.Clone(notMerging(c)), manifest.RunPage{Commit: next, Sessions: n}))
-	due = slices.DeleteFunc(due, func(p manifest.RunPage) bool { return p.Commit == next })
-	if len(due) == 0 || runEntries(due)+n > s.mergeBudget || s.pagesKept(due) {
+	due := mergeDuePages(c, n, s.mergeBudget)
+	if len(due) == 0 || s.pagesKept(due) {
 		return
 	}
 	_, _, _ = s.readRunPages(ctx, due)
@@ -485,6 +503,10 @@ func (s *Store) runsDue(ctx context.Context) error {
 	if whole && !batch {
 		budget -= wholeCommitEntries
 	}
+	s.runs.mu.Lock()
+	budget -= s.runs.spent
+	s.runs.spent = 0
+	s.runs.mu.Unlock()
 	stepped := false // a step of a fold taken
 	for range 16 {
 		if !whole && !batch && s.nextCommitWhole() {
@@ -1210,9 +1232,17 @@ func (s *Store) retirePages(ctx context.Context, ch logChanges, pages []manifest
 	s.ilog.mu.Lock()
 	last := s.ilog.last
 	s.ilog.mu.Unlock()
+	return s.deleteRetired(ctx, last, append(slices.Clone(pages), ch.pages...), ch.purge != nil)
+}
+
+// deleteRetired deletes the pages of pages that commit last (this
+// Store's newest) does not name: those a commit retired, and those a
+// voided one added. A purge's (purge) are noted, so that it does not
+// delete them again from a commit's Discarded.
+func (s *Store) deleteRetired(ctx context.Context, last *manifest.IndexShard, pages []manifest.RunPage, purge bool) error {
 	s.forgetPages(last)
 	var keys []string
-	for _, p := range append(slices.Clone(pages), ch.pages...) {
+	for _, p := range pages {
 		if last == nil || !slices.ContainsFunc(last.Runs, func(named manifest.RunPage) bool { return named.Key == p.Key }) {
 			keys = append(keys, p.Key)
 		}
@@ -1220,7 +1250,7 @@ func (s *Store) retirePages(ctx context.Context, ch logChanges, pages []manifest
 	if err := s.b.deleteKeys(ctx, keys); err != nil {
 		return fmt.Errorf("delete %d index run pages: %w", len(keys), err)
 	}
-	if ch.purge != nil {
+	if purge {
 		s.runs.mu.Lock()
 		if s.runs.deleted == nil {
 			s.runs.deleted = map[string]bool{}

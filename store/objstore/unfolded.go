@@ -136,30 +136,38 @@ func (s *Store) commitFoldingMine(ctx context.Context) (bool, error) {
 	}
 	ch := lg.takeQueuedLocked()
 	lg.mu.Unlock()
-	pages, err := s.writeRunAndHeads(ctx, due)
+	w, err := s.writeRunAndHeads(ctx, due)
 	if err == nil {
-		ch.run, ch.pages = due, pages
+		w.into(&ch, due)
 		err = s.commitLog(ctx, ch, nil, false)
 	}
 	if err != nil {
 		s.requeueLog(ch)
 		lg.wmu.Unlock()
-		if pages == nil {
+		if w.pages == nil {
 			return false, nil // the run was not written: commit unfolded
 		}
 		return true, fmt.Errorf("write the index log: %w", err)
 	}
-	lg.mu.Lock()
-	for id := range due {
-		// Unless a later append's checkpoint queued it again: that
-		// commit holds it unfolded, for foldMine.
-		if _, queued := lg.unfolded[id]; !queued {
-			delete(lg.mine, id)
+	// Not named: the merge the run took in was voided, and the commit
+	// holds the entries unfolded, for foldMine.
+	ran := s.runNamed(w)
+	if ran {
+		lg.mu.Lock()
+		for id := range due {
+			// Unless a later append's checkpoint queued it again: that
+			// commit holds it unfolded, for foldMine.
+			if _, queued := lg.unfolded[id]; !queued {
+				delete(lg.mine, id)
+			}
 		}
+		lg.mu.Unlock()
 	}
-	lg.mu.Unlock()
 	lg.wmu.Unlock()
-	s.afterFold(ctx, due)
+	s.finishRunWrite(ctx, w)
+	if ran {
+		s.afterFold(ctx, due)
+	}
 	return true, nil
 }
 
@@ -277,10 +285,18 @@ func (s *Store) fold(ctx context.Context, entries map[string]manifest.IndexEntry
 	if len(entries) == 0 {
 		return nil
 	}
-	if err := s.addRun(ctx, entries); err != nil {
+	ran, err := s.addRun(ctx, entries)
+	if err == nil && !ran {
+		// The merge the run took in was voided (exitmerge.go): once more,
+		// by the commit that voided it.
+		ran, err = s.addRun(ctx, entries)
+	}
+	if err != nil {
 		return err
 	}
-	s.afterFold(ctx, entries)
+	if ran {
+		s.afterFold(ctx, entries)
+	}
 	return nil
 }
 

@@ -496,13 +496,14 @@ func TestExitFoldOfDeletedSession(t *testing.T) {
 	}
 }
 
-// TestExitReadsMergeAhead: the exit whose run completes a tier (the
-// fourth one-session run) reads the pages the merge after its commit
-// takes beside its own run's writes, so that the merge reads nothing
-// after the commit: the exit is five round trips (the run, its commit,
-// the merged run, its commit, the deletion of the merged pages), not
-// six.
-func TestExitReadsMergeAhead(t *testing.T) {
+// TestExitMergesItsRun: the exit whose run completes a tier (the fourth
+// one-session run) writes the merged run, its own entry in it, in the
+// place of its own run (exitmerge.go): the pages merged were read at its
+// append (prefetchMerge), so its Close reads none and is three round
+// trips (the merged run's page, its commit, the deletion of the pages
+// merged), not five (the run, its commit, the merged run, its commit,
+// the deletion), with one commit.
+func TestExitMergesItsRun(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	e := newMemEnv(t)
@@ -516,29 +517,117 @@ func TestExitReadsMergeAhead(t *testing.T) {
 	fb := e.faults(t)
 	w := e.openOn(t, fb)
 	want[appendNew(t, w, "the fourth")] = 1
+	objstore.WaitPrefetches(ctx, w) // a turn's answer comes later than the pages
 	fb.Take()
 	fb.SetDelay(100 * time.Millisecond) // so that a loaded machine does not split a round trip
 	if err := w.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
 	ops := fb.Take()
-	var firstCommit time.Time
+	reads, commits := 0, 0
 	for _, o := range ops {
-		if o.Method == "PUT" && strings.HasPrefix(o.Key, "index/log/") && (firstCommit.IsZero() || o.Start.Before(firstCommit)) {
-			firstCommit = o.Start
-		}
-	}
-	reads := 0
-	for _, o := range ops {
-		if o.Method == "GET" && runKeyRe.MatchString(o.Key) {
+		switch {
+		case o.Method == "GET" && runKeyRe.MatchString(o.Key):
 			reads++
-			if !o.Start.Before(firstCommit) {
-				t.Errorf("the merge read %s after the run's commit", o.Key)
-			}
+		case o.Method == "PUT" && strings.HasPrefix(o.Key, "index/log/"):
+			commits++
 		}
 	}
-	if _, c := e.newestCommit(t); len(c.Runs) != 1 || reads != 3 || opRounds(ops) > 5 {
-		t.Errorf("after the fourth exit: %d pages named (want the merged one), %d pages read (want 3), %d round trips (want 5): %s", len(c.Runs), reads, opRounds(ops), describeOps(ops))
+	_, c := e.newestCommit(t)
+	if len(c.Runs) != 1 || c.Runs[0].Sessions != 4 || reads != 0 || commits != 1 || opRounds(ops) > 3 {
+		t.Errorf("after the fourth exit: %d pages named (want one run of 4: %+v), %d pages read (want 0), %d commits (want 1), %d round trips (want 3): %s",
+			len(c.Runs), c.Runs, reads, commits, opRounds(ops), describeOps(ops))
+	}
+	if stored := e.runObjects(t); len(stored) != len(c.Runs) {
+		t.Errorf("%d run pages stored, %d named: the pages merged were left", len(stored), len(c.Runs))
 	}
 	checkListing(t, e, "after the merge", want)
+}
+
+// TestExitMergeAfterNewerRun: an exit that did not know, at its
+// appends, the run that made the merge due (another agent's exit came
+// between) merges after its commit, as before exits took the merge in.
+func TestExitMergeAfterNewerRun(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newMemEnv(t)
+	want := map[string]int{}
+	for i := range 2 {
+		agentExit(t, e, want, fmt.Sprint("agent ", i))
+	}
+	w := e.open(t)
+	want[appendNew(t, w, "the fourth")] = 1
+	agentExit(t, e, want, "the third")
+	if err := w.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	_, c := e.newestCommit(t)
+	if len(c.Runs) != 1 || c.Runs[0].Sessions != 4 || len(c.Unfolded) != 0 {
+		t.Errorf("after the fourth exit: runs %+v (want one of 4), %d unfolded (want 0)", c.Runs, len(c.Unfolded))
+	}
+	if stored := e.runObjects(t); len(stored) != len(c.Runs) {
+		t.Errorf("%d run pages stored, %d named", len(stored), len(c.Runs))
+	}
+	checkListing(t, e, "after the merge", want)
+}
+
+// TestExitMergeVoided: an exit whose run took in a merge that another
+// writer made first (its commit no longer names the pages read) is
+// voided: the run's entry stays in the unfolded set, the page it wrote
+// is deleted, and Close folds the entry into a run of its own. So both
+// where the exit's fold goes (Close's own fold of a session whose
+// checkpoint went before it, and the closing checkpoint's commit, when
+// the answer is appended just before Close); without the entry kept in
+// the set, the checkpoint's commit took it out with no page holding it.
+func TestExitMergeVoided(t *testing.T) {
+	t.Parallel()
+	for _, answer := range []bool{false, true} {
+		t.Run(fmt.Sprint("answer before Close ", answer), func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			e := newMemEnv(t)
+			want := map[string]int{}
+			for i := range 3 {
+				agentExit(t, e, want, fmt.Sprint("agent ", i))
+			}
+			fb := e.faults(t)
+			w := e.openOn(t, fb)
+			late := appendNew(t, w, "the late one")
+			want[late] = 1
+			objstore.WaitPrefetches(ctx, w)
+			// Another agent's exit merges the three runs (with its own) first.
+			agentExit(t, e, want, "the fourth")
+			if _, c := e.newestCommit(t); len(c.Runs) != 1 || c.Runs[0].Sessions != 4 {
+				t.Fatalf("after the other exit: runs %+v, want one of 4", c.Runs)
+			}
+			if answer {
+				if err := w.AppendMessages(ctx, late, []agent.PersistentMessage{msg(agent.RoleAssistant, "the answer")}); err != nil {
+					t.Fatal(err)
+				}
+				want[late] = 2
+			}
+			fb.Take()
+			if err := w.Close(ctx); err != nil {
+				t.Fatal(err)
+			}
+			ops := fb.Take()
+			voided := slices.ContainsFunc(ops, func(o objstore.Op) bool {
+				return (o.Method == "DELETE" || o.Method == "DELETES") && runKeyRe.MatchString(o.Key)
+			})
+			if !voided {
+				t.Errorf("the late exit deleted no page: it did not take in the merge, so the test tests nothing: %s", describeOps(ops))
+			}
+			_, c := e.newestCommit(t)
+			if _, ok := c.Unfolded[late]; ok {
+				t.Errorf("the late session is still unfolded after Close")
+			}
+			if _, ok := e.runEntries(t)[late]; !ok {
+				t.Errorf("the late session is in no run page: runs %+v: %s", c.Runs, describeOps(ops))
+			}
+			if stored := e.runObjects(t); len(stored) != len(c.Runs) {
+				t.Errorf("%d run pages stored, %d named: the voided page was left", len(stored), len(c.Runs))
+			}
+			checkListing(t, e, "after the voided merge", want)
+		})
+	}
 }
