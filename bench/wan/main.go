@@ -518,6 +518,7 @@ var singles = []single{
 	{"panto rm ID (60 messages: 1 segment each, compacted past 32)", "", true},
 	{"a turn that compacts: load 30 segments, 6 appends, close (the exit merges 36)", "", true},
 	{"a turn's exit: Close after a prompt and its answer (a new session of a project)", "", true},
+	{"a turn's exit, the mean of 8 in a row (every fourth merges the runs of the three before)", "", true},
 }
 
 // singleTable measures panto on a bucket on each profile.
@@ -617,7 +618,7 @@ func (b *bench) singles(ep string) (map[string]time.Duration, error) {
 	if out["a turn that compacts: load 30 segments, 6 appends, close (the exit merges 36)"], err = compactingTurn(ctx, ep, url); err != nil {
 		return nil, err
 	}
-	if out["a turn's exit: Close after a prompt and its answer (a new session of a project)"], err = turnExit(ctx, ep, url); err != nil {
+	if out["a turn's exit: Close after a prompt and its answer (a new session of a project)"], out["a turn's exit, the mean of 8 in a row (every fourth merges the runs of the three before)"], err = turnExit(ctx, ep, url); err != nil {
 		return nil, err
 	}
 	// After the others, whose sessions its 130 would push out of the
@@ -708,40 +709,44 @@ func appendTimes(ctx context.Context, ep, url string) (first, steady time.Durati
 	return median(firsts[1:]), median(steadies), small, last, nil
 }
 
-// turnExit is the median time of the Close that ends a one-turn panto
-// in a work tree, through the objstore API: a Store of its own (a new
-// process) appends a prompt to a new session of a project, then, 50 ms
-// later (the answer's stream, shorter than the checkpoint's linger), the
-// answer, and closes; Close is timed. Every fourth exit's run completes
-// a tier, whose merge the median leaves out.
-func turnExit(ctx context.Context, ep, url string) (time.Duration, error) {
+// turnExit is the median and the mean time of the Close that ends a
+// one-turn panto in a work tree, through the objstore API, over 8 in a
+// row: a Store of its own (a new process) appends a prompt to a new
+// session of a project, then, 50 ms later (the answer's stream, shorter
+// than the checkpoint's linger), the answer, and closes; Close is
+// timed. Every fourth exit's run completes a tier of runs, whose merge
+// the median leaves out and the mean takes in (two of the 8).
+func turnExit(ctx context.Context, ep, url string) (med, mean time.Duration, err error) {
 	opts := []objstore.Option{objstore.WithEndpoint(ep)}
 	if os.Getenv("WAN_TRACE") != "" {
 		opts = append(opts, objstore.WithTrace(slog.New(slog.NewTextHandler(os.Stderr, nil))))
 	}
 	p := agent.Project{Remote: "wan.test/team/exit", Root: "/src/exit", Dir: "/src/exit"}
 	var exits []time.Duration
-	for range 7 {
+	var sum time.Duration
+	for range 8 {
 		st, err := objstore.Open(ctx, url, opts...)
 		if err != nil {
-			return 0, err
+			return 0, 0, err
 		}
 		id := agent.NewSessionID()
 		if err := st.AppendMessagesIn(ctx, p, id, []agent.PersistentMessage{{Message: agent.UserText("the prompt")}}); err != nil {
-			return 0, err
+			return 0, 0, err
 		}
 		time.Sleep(50 * time.Millisecond)
 		answer := agent.Message{Role: agent.RoleAssistant, Content: []agent.Block{agent.TextBlock(strings.Repeat("the answer ", 100))}}
 		if err := st.AppendMessagesIn(ctx, p, id, []agent.PersistentMessage{{Message: answer}}); err != nil {
-			return 0, err
+			return 0, 0, err
 		}
 		start := time.Now()
 		if err := st.Close(ctx); err != nil {
-			return 0, err
+			return 0, 0, err
 		}
-		exits = append(exits, time.Since(start))
+		d := time.Since(start)
+		exits = append(exits, d)
+		sum += d
 	}
-	return median(exits), nil
+	return median(exits), sum / time.Duration(len(exits)), nil
 }
 
 // compactingTurn is the median time of a turn of `panto -c` whose exit
