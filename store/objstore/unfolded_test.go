@@ -496,6 +496,34 @@ func TestExitFoldOfDeletedSession(t *testing.T) {
 	}
 }
 
+// runsOfOne has n agents exit, each after a turn of a new session, so
+// that the log names n runs of one entry.
+func runsOfOne(t *testing.T, e *env, want map[string]int, n int) {
+	t.Helper()
+	for i := range n {
+		agentExit(t, e, want, fmt.Sprint("agent ", i))
+	}
+	if _, c := e.newestCommit(t); len(c.Runs) != n {
+		t.Fatalf("after %d exits the log names %d pages, want %d runs of one", n, len(c.Runs), n)
+	}
+}
+
+// checkMergedRuns checks that the newest commit names one run of n
+// entries and no other, that the bucket holds no run page it does not
+// name, and the listing; it returns the commit.
+func checkMergedRuns(t *testing.T, e *env, want map[string]int, n int, when string) *manifest.IndexShard {
+	t.Helper()
+	_, c := e.newestCommit(t)
+	if len(c.Runs) != 1 || c.Runs[0].Sessions != n || len(c.Unfolded) != 0 {
+		t.Errorf("%s: runs %+v (want one of %d), %d unfolded (want 0)", when, c.Runs, n, len(c.Unfolded))
+	}
+	if stored := e.runObjects(t); len(stored) != len(c.Runs) {
+		t.Errorf("%s: %d run pages stored, %d named: pages were left", when, len(stored), len(c.Runs))
+	}
+	checkListing(t, e, when, want)
+	return c
+}
+
 // TestExitMergesItsRun: the exit whose run completes a tier (the fourth
 // one-session run) writes the merged run, its own entry in it, in the
 // place of its own run (exitmerge.go): the pages merged were read at its
@@ -508,12 +536,7 @@ func TestExitMergesItsRun(t *testing.T) {
 	ctx := context.Background()
 	e := newMemEnv(t)
 	want := map[string]int{}
-	for i := range 3 {
-		agentExit(t, e, want, fmt.Sprint("agent ", i))
-	}
-	if _, c := e.newestCommit(t); len(c.Runs) != 3 {
-		t.Fatalf("after 3 exits the log names %d pages, want 3 runs of one", len(c.Runs))
-	}
+	runsOfOne(t, e, want, 3)
 	fb := e.faults(t)
 	w := e.openOn(t, fb)
 	want[appendNew(t, w, "the fourth")] = 1
@@ -533,15 +556,10 @@ func TestExitMergesItsRun(t *testing.T) {
 			commits++
 		}
 	}
-	_, c := e.newestCommit(t)
-	if len(c.Runs) != 1 || c.Runs[0].Sessions != 4 || reads != 0 || commits != 1 || opRounds(ops) > 3 {
-		t.Errorf("after the fourth exit: %d pages named (want one run of 4: %+v), %d pages read (want 0), %d commits (want 1), %d round trips (want 3): %s",
-			len(c.Runs), c.Runs, reads, commits, opRounds(ops), describeOps(ops))
+	if reads != 0 || commits != 1 || opRounds(ops) > 3 {
+		t.Errorf("the fourth exit: %d pages read (want 0), %d commits (want 1), %d round trips (want 3): %s", reads, commits, opRounds(ops), describeOps(ops))
 	}
-	if stored := e.runObjects(t); len(stored) != len(c.Runs) {
-		t.Errorf("%d run pages stored, %d named: the pages merged were left", len(stored), len(c.Runs))
-	}
-	checkListing(t, e, "after the merge", want)
+	checkMergedRuns(t, e, want, 4, "after the fourth exit")
 }
 
 // TestExitMergeAfterNewerRun: an exit that did not know, at its
@@ -552,23 +570,14 @@ func TestExitMergeAfterNewerRun(t *testing.T) {
 	ctx := context.Background()
 	e := newMemEnv(t)
 	want := map[string]int{}
-	for i := range 2 {
-		agentExit(t, e, want, fmt.Sprint("agent ", i))
-	}
+	runsOfOne(t, e, want, 2)
 	w := e.open(t)
 	want[appendNew(t, w, "the fourth")] = 1
 	agentExit(t, e, want, "the third")
 	if err := w.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
-	_, c := e.newestCommit(t)
-	if len(c.Runs) != 1 || c.Runs[0].Sessions != 4 || len(c.Unfolded) != 0 {
-		t.Errorf("after the fourth exit: runs %+v (want one of 4), %d unfolded (want 0)", c.Runs, len(c.Unfolded))
-	}
-	if stored := e.runObjects(t); len(stored) != len(c.Runs) {
-		t.Errorf("%d run pages stored, %d named", len(stored), len(c.Runs))
-	}
-	checkListing(t, e, "after the merge", want)
+	checkMergedRuns(t, e, want, 4, "after the fourth exit")
 }
 
 // TestExitMergeVoided: an exit whose run took in a merge that another
@@ -587,9 +596,7 @@ func TestExitMergeVoided(t *testing.T) {
 			ctx := context.Background()
 			e := newMemEnv(t)
 			want := map[string]int{}
-			for i := range 3 {
-				agentExit(t, e, want, fmt.Sprint("agent ", i))
-			}
+			runsOfOne(t, e, want, 3)
 			fb := e.faults(t)
 			w := e.openOn(t, fb)
 			late := appendNew(t, w, "the late one")
