@@ -352,9 +352,11 @@ type IndexShard struct {
 	// tombstone. A panto that predates it ignores it and drops it.
 	Unpurged []string
 	// Discarded, in a log commit, is the keys of run pages that a purge
-	// retired (they held a deleted session's summary) and may not have
-	// deleted yet: the next purge deletes them before it takes any
-	// session out of Unpurged, and takes them out.
+	// retired (they held a deleted session's summary), or an agent's
+	// exit merged into its run, and that may not be deleted yet: the
+	// next writer of a run deletes them beside it and takes them out,
+	// and the next purge deletes them before it takes any session out
+	// of Unpurged.
 	Discarded []string
 	Sessions  map[string]IndexEntry
 	// Tombstones are the shard's deleted sessions: an id here has no

@@ -17,7 +17,11 @@ import (
 // merge (read in the background at its appends: prefetchMerge), the
 // exit writes the merged run, its own entries in it, in the place of its
 // own run: one write of pages and one commit, which names the merged run
-// and retires the pages merged, as mergeRuns's commit does.
+// and retires the pages merged, as mergeRuns's commit does. The commit
+// lists those pages in IndexShard.Discarded instead of the exit deleting
+// them after it: the next writer of a run deletes them beside its own
+// writes (sweepDiscarded) and takes them out of the list. So the exit
+// is two round trips, as one that merges nothing.
 //
 // The commit is voided as a whole merge's is (nextCommit) when a page it
 // read was retired since (another writer merged them first, a purge
@@ -31,6 +35,7 @@ type runWrite struct {
 	pages   []manifest.RunPage
 	entries int // in the pages
 	merge   *exitMerge
+	swept   []string // pages of Discarded deleted beside the run's
 }
 
 // exitMerge is a merge an exit's run takes in: the pages it merges, and
@@ -44,11 +49,11 @@ type exitMerge struct {
 // entries: the run, and the retirement of the pages it merged, which
 // void the merge should one of them be gone by then.
 func (w runWrite) into(ch *logChanges, entries map[string]manifest.IndexEntry) {
-	ch.run, ch.pages = entries, w.pages
+	ch.run, ch.pages, ch.swept = entries, w.pages, w.swept
 	if w.merge == nil {
 		return
 	}
-	ch.read = pageKeys(w.merge.pages)
+	ch.read, ch.discard = pageKeys(w.merge.pages), true
 	ch.retired = map[string]bool{}
 	for _, p := range w.merge.pages {
 		ch.retired[p.Key] = true
@@ -174,27 +179,53 @@ func (s *Store) mergeForExit(ctx context.Context, n int) *exitMerge {
 }
 
 // finishRunWrite is what follows the commit of w, a run written by
-// writeRunAndHeads: the deletion of the pages its merge retired, and of
-// its own when the commit voided them. It reports whether the commit
-// named the run (runNamed). The deletion is best effort, as a merge's
-// after runsDue: a page no commit names is never read, and repair
-// deletes it (removeUnnamedPages).
+// writeRunAndHeads: when the commit voided its merge, the deletion of
+// the pages it wrote (best effort: a page no commit names is never read,
+// and repair deletes it, removeUnnamedPages). The pages a merge retired
+// are left to the next writer's sweep (sweepDiscarded): the exit waits
+// for no deletion. It reports whether the commit named the run
+// (runNamed).
 func (s *Store) finishRunWrite(ctx context.Context, w runWrite) bool {
 	ran := s.runNamed(w)
-	if w.merge != nil && ran {
+	if w.merge == nil {
+		return ran
+	}
+	s.ilog.mu.Lock()
+	last := s.ilog.last
+	s.ilog.mu.Unlock()
+	s.forgetPages(last)
+	if ran {
 		// The merges and the step of a fold after it share the exit's
 		// budget with it (runsDue).
 		s.runs.mu.Lock()
 		s.runs.spent += w.entries
 		s.runs.mu.Unlock()
-	}
-	if w.merge != nil {
-		s.ilog.mu.Lock()
-		last := s.ilog.last
-		s.ilog.mu.Unlock()
-		_ = s.deleteRetired(ctx, last, append(slices.Clone(w.merge.pages), w.pages...), false)
+	} else {
+		_ = s.deleteRetired(ctx, last, w.pages, false)
 	}
 	return ran
+}
+
+// sweepDiscarded deletes the pages that the newest commit this Store
+// knows names in Discarded (retired by an exit's merge, or by a purge
+// cut short), and returns their keys, for its commit to take out of the
+// list (logChanges.swept). A retired page is named by no later commit
+// (a page's key is written once), so a reading of any age serves, and
+// a deletion whose commit fails is made again by the next writer
+// (DeleteObjects of a key gone succeeds). Best effort: a failure leaves
+// the list as it is.
+func (s *Store) sweepDiscarded(ctx context.Context) []string {
+	s.ilog.mu.Lock()
+	c := s.ilog.last
+	s.ilog.mu.Unlock()
+	if c == nil || len(c.Discarded) == 0 {
+		return nil
+	}
+	keys := slices.Clone(c.Discarded)
+	if err := s.b.deleteKeys(ctx, keys); err != nil {
+		return nil
+	}
+	return keys
 }
 
 // runNamed reports whether the newest commit this Store knows names the

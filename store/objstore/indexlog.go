@@ -303,6 +303,12 @@ type logChanges struct {
 	width   int
 	widen   bool
 	recheck func(context.Context) error
+	// discard: the pages retired go to IndexShard.Discarded, for a later
+	// writer to delete (an exit's merge, exitmerge.go), not deleted
+	// after the commit. swept: pages of Discarded the writer deleted
+	// before the commit, which it takes out.
+	discard bool
+	swept   []string
 }
 
 // purgeChange is a purge of deleted sessions' summaries from the run
@@ -710,14 +716,20 @@ func nextCommit(n int64, prev *manifest.IndexShard, ch logChanges, drop func(man
 	}
 	// The purge notes: every deletion names its sessions, and the
 	// commit of a purge takes out those it purged and the pages it
-	// deleted, and names the pages it retires.
+	// deleted, and names the pages it retires; an exit's merge names
+	// the pages it retires too, and a writer takes out the pages it
+	// deleted before its commit (sweepDiscarded).
 	var prevUnpurged, prevDiscarded, purged, deleted, retired []string
 	if prev != nil {
 		prevUnpurged, prevDiscarded = prev.Unpurged, prev.Discarded
 	}
-	if ch.purge != nil {
-		purged, deleted, retired = ch.purge.ids, ch.purge.discarded, slices.Collect(maps.Keys(ch.retired))
+	if ch.purge != nil || ch.discard {
+		retired = slices.Collect(maps.Keys(ch.retired))
 	}
+	if ch.purge != nil {
+		purged, deleted = ch.purge.ids, ch.purge.discarded
+	}
+	deleted = append(slices.Clone(deleted), ch.swept...)
 	c.Unpurged = carriedOn(prevUnpurged, purged, slices.Collect(maps.Keys(ch.buried)))
 	c.Discarded = carriedOn(prevDiscarded, deleted, retired)
 	return c

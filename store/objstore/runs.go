@@ -50,9 +50,10 @@ import (
 //   - a deletion of a session a page covers, and a repair, fold the
 //     pages that cover it at once: they hold its summary.
 //
-// Pages are deleted once the commit that retires them is written; a
-// reader that finds one gone reads the newest commit and the partitions
-// again (readIndexAll).
+// Pages are deleted once the commit that retires them is written (the
+// pages an exit's run merged, by the next writer of a run: exitmerge.go);
+// a reader that finds one gone reads the newest commit and the
+// partitions again (readIndexAll).
 
 const (
 	// runPageSize is the most entries a page holds, unless one
@@ -168,7 +169,9 @@ func (s *Store) addRun(ctx context.Context, entries map[string]manifest.IndexEnt
 // written already, so it sends nothing for them): one round trip where
 // the page, then the heads, took two. The run takes in the merge its
 // commit would make due when this Store holds its pages (mergeForExit);
-// else the pages of that merge are read beside the writes.
+// else the pages of that merge are read beside the writes. The pages
+// an earlier merge left in IndexShard.Discarded are deleted beside them
+// too (sweepDiscarded), for the commit to take out.
 func (s *Store) writeRunAndHeads(ctx context.Context, entries map[string]manifest.IndexEntry) (runWrite, error) {
 	s.queueHeads(entries)
 	w := runWrite{merge: s.mergeForExit(ctx, len(entries))}
@@ -183,6 +186,7 @@ func (s *Store) writeRunAndHeads(ctx context.Context, entries map[string]manifes
 		return err
 	})
 	g.Go(func() error { return s.writeHeads(ctx) })
+	g.Go(func() error { w.swept = s.sweepDiscarded(ctx); return nil })
 	if w.merge == nil {
 		g.Go(func() error { s.readAheadMerge(ctx, len(entries)); return nil })
 	}

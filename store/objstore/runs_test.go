@@ -1482,9 +1482,7 @@ func TestMergeDroppedByOlderPanto(t *testing.T) {
 		checkListing(t, e, fmt.Sprint("close ", j, " after the field was dropped"), want)
 	}
 	_, last := e.newestCommit(t)
-	if stored := e.runObjects(t); len(stored) != len(last.Runs) {
-		t.Fatalf("%d run pages stored, %d named", len(stored), len(last.Runs))
-	}
+	checkPagesAccounted(t, e, last, "after the closes")
 	// Merged by size tier as before: at most 3 runs of a tier of 4x, and
 	// the runs of a merge under way (the runs it takes, which stay named
 	// until its last step, and the run it writes). The last close may

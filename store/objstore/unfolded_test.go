@@ -509,28 +509,40 @@ func runsOfOne(t *testing.T, e *env, want map[string]int, n int) {
 }
 
 // checkMergedRuns checks that the newest commit names one run of n
-// entries and no other, that the bucket holds no run page it does not
-// name, and the listing; it returns the commit.
+// entries and no other, that every run page the bucket holds is named
+// by it or in its Discarded (for the next writer to delete), and the
+// listing; it returns the commit.
 func checkMergedRuns(t *testing.T, e *env, want map[string]int, n int, when string) *manifest.IndexShard {
 	t.Helper()
 	_, c := e.newestCommit(t)
 	if len(c.Runs) != 1 || c.Runs[0].Sessions != n || len(c.Unfolded) != 0 {
 		t.Errorf("%s: runs %+v (want one of %d), %d unfolded (want 0)", when, c.Runs, n, len(c.Unfolded))
 	}
-	if stored := e.runObjects(t); len(stored) != len(c.Runs) {
-		t.Errorf("%s: %d run pages stored, %d named: pages were left", when, len(stored), len(c.Runs))
-	}
+	checkPagesAccounted(t, e, c, when)
 	checkListing(t, e, when, want)
 	return c
+}
+
+// checkPagesAccounted checks that every run page the bucket holds is
+// named by commit c or in its Discarded.
+func checkPagesAccounted(t *testing.T, e *env, c *manifest.IndexShard, when string) {
+	t.Helper()
+	for _, key := range e.runObjects(t) {
+		named := slices.ContainsFunc(c.Runs, func(p manifest.RunPage) bool { return p.Key == key })
+		if !named && !slices.Contains(c.Discarded, key) {
+			t.Errorf("%s: run page %s is stored, neither named nor discarded (runs %+v, discarded %v)", when, key, c.Runs, c.Discarded)
+		}
+	}
 }
 
 // TestExitMergesItsRun: the exit whose run completes a tier (the fourth
 // one-session run) writes the merged run, its own entry in it, in the
 // place of its own run (exitmerge.go): the pages merged were read at its
-// append (prefetchMerge), so its Close reads none and is three round
-// trips (the merged run's page, its commit, the deletion of the pages
-// merged), not five (the run, its commit, the merged run, its commit,
-// the deletion), with one commit.
+// append (prefetchMerge), so its Close reads none and is two round trips
+// (the merged run's page, its commit, which lists the pages merged in
+// Discarded), not five (the run, its commit, the merged run, its commit,
+// the deletion), with one commit. The next exit deletes the pages beside
+// its own run's and takes them out of the list.
 func TestExitMergesItsRun(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -556,10 +568,18 @@ func TestExitMergesItsRun(t *testing.T) {
 			commits++
 		}
 	}
-	if reads != 0 || commits != 1 || opRounds(ops) > 3 {
-		t.Errorf("the fourth exit: %d pages read (want 0), %d commits (want 1), %d round trips (want 3): %s", reads, commits, opRounds(ops), describeOps(ops))
+	if reads != 0 || commits != 1 || opRounds(ops) > 2 {
+		t.Errorf("the fourth exit: %d pages read (want 0), %d commits (want 1), %d round trips (want 2): %s", reads, commits, opRounds(ops), describeOps(ops))
 	}
-	checkMergedRuns(t, e, want, 4, "after the fourth exit")
+	if c := checkMergedRuns(t, e, want, 4, "after the fourth exit"); len(c.Discarded) != 3 {
+		t.Errorf("after the fourth exit: discarded %v, want the 3 pages merged", c.Discarded)
+	}
+	ops = agentExit(t, e, want, "the fifth")
+	_, c := e.newestCommit(t)
+	if stored := e.runObjects(t); len(c.Discarded) != 0 || len(stored) != len(c.Runs) {
+		t.Errorf("after the next exit: %d run pages stored, %d named, discarded %v (want none): %s", len(stored), len(c.Runs), c.Discarded, describeOps(ops))
+	}
+	checkListing(t, e, "after the next exit", want)
 }
 
 // TestExitMergeAfterNewerRun: an exit that did not know, at its
@@ -618,11 +638,18 @@ func TestExitMergeVoided(t *testing.T) {
 				t.Fatal(err)
 			}
 			ops := fb.Take()
+			// The first run page the exit wrote is the merged one, which
+			// its commit voided.
+			i := slices.IndexFunc(ops, func(o objstore.Op) bool { return o.Method == "PUT" && runKeyRe.MatchString(o.Key) })
+			if i < 0 {
+				t.Fatalf("the late exit wrote no run page: %s", describeOps(ops))
+			}
+			first := ops[i].Key
 			voided := slices.ContainsFunc(ops, func(o objstore.Op) bool {
-				return (o.Method == "DELETE" || o.Method == "DELETES") && runKeyRe.MatchString(o.Key)
+				return o.Method == "DELETE" && o.Key == first || o.Method == "DELETES" && slices.Contains(o.Keys, first)
 			})
-			if !voided {
-				t.Errorf("the late exit deleted no page: it did not take in the merge, so the test tests nothing: %s", describeOps(ops))
+			if _, c := e.newestCommit(t); !voided || slices.ContainsFunc(c.Runs, func(p manifest.RunPage) bool { return p.Key == first }) {
+				t.Errorf("the late exit's first page %s was not voided and deleted: it did not take in the merge, so the test tests nothing: %s", first, describeOps(ops))
 			}
 			_, c := e.newestCommit(t)
 			if _, ok := c.Unfolded[late]; ok {
@@ -631,9 +658,7 @@ func TestExitMergeVoided(t *testing.T) {
 			if _, ok := e.runEntries(t)[late]; !ok {
 				t.Errorf("the late session is in no run page: runs %+v: %s", c.Runs, describeOps(ops))
 			}
-			if stored := e.runObjects(t); len(stored) != len(c.Runs) {
-				t.Errorf("%d run pages stored, %d named: the voided page was left", len(stored), len(c.Runs))
-			}
+			checkPagesAccounted(t, e, c, "after the voided merge")
 			checkListing(t, e, "after the voided merge", want)
 		})
 	}
