@@ -50,10 +50,12 @@ import (
 //   - a deletion of a session a page covers, and a repair, fold the
 //     pages that cover it at once: they hold its summary.
 //
-// Pages are deleted once the commit that retires them is written (the
-// pages an exit's run merged, by the next writer of a run: exitmerge.go);
-// a reader that finds one gone reads the newest commit and the
-// partitions again (readIndexAll).
+// Pages are deleted once the commit that retires them is written: by a
+// sync, a deletion's fold and repair at once, and those an agent's exit
+// retires (its run's merge, exitmerge.go, a merge, a step) by the next
+// writer of a run, which finds them in the commit's Discarded
+// (sweepDiscarded). A reader that finds one gone reads the newest commit
+// and the partitions again (readIndexAll).
 
 const (
 	// runPageSize is the most entries a page holds, unless one
@@ -787,7 +789,7 @@ func (s *Store) stepMerge(ctx context.Context, c *manifest.IndexShard, start []m
 			}
 		}
 	}
-	return s.retirePages(ctx, logChanges{pages: added, merge: &mergeStep{from: from, to: to}, read: pageKeys(read), width: len(names[0])}, retired)
+	return s.retirePages(ctx, logChanges{pages: added, merge: &mergeStep{from: from, to: to}, read: pageKeys(read), width: len(names[0]), discard: !s.deferIndex}, retired)
 }
 
 // partitionIndex is the index in names of the first partition not
@@ -917,7 +919,7 @@ func (s *Store) stepFold(ctx context.Context, c *manifest.IndexShard) (int, erro
 		// Only the retirement of what is left: nothing to write.
 		s.runs.fold.Lock()
 		defer s.runs.fold.Unlock()
-		return 0, s.retirePages(ctx, logChanges{fold: plan.step, width: plan.width}, retired)
+		return 0, s.retirePages(ctx, logChanges{fold: plan.step, width: plan.width, discard: true}, retired)
 	}
 	if err := s.foldPlanned(ctx, plan); err != nil {
 		return 0, err
@@ -1119,7 +1121,9 @@ func (s *Store) foldRunsLocked(ctx context.Context, plan foldPlan) (buried []str
 	if w := narrowest(written); width == 0 || w > 0 && w < width {
 		width = w
 	}
-	return buried, s.retirePages(ctx, logChanges{indexed: s.estimateIndexed(written), fold: plan.step, width: width}, plan.retired)
+	// An agent's step leaves the pages it retires to the next writer's
+	// sweep; a fold at once (a sync, a deletion's, repair's) deletes them.
+	return buried, s.retirePages(ctx, logChanges{indexed: s.estimateIndexed(written), fold: plan.step, width: width, discard: plan.step != nil && !s.deferIndex}, plan.retired)
 }
 
 // estimateIndexed is how many sessions the index holds, estimated from
@@ -1187,7 +1191,7 @@ func (s *Store) mergeRuns(ctx context.Context, pages []manifest.RunPage) error {
 	if err != nil {
 		return fmt.Errorf("merge the index runs: %w", err)
 	}
-	return s.retirePages(ctx, logChanges{pages: merged, read: pageKeys(pages)}, pages)
+	return s.retirePages(ctx, logChanges{pages: merged, read: pageKeys(pages), discard: !s.deferIndex}, pages)
 }
 
 // pageKeys is the keys of pages.
@@ -1221,7 +1225,10 @@ func withoutDeleted(c *manifest.IndexShard, entries map[string]manifest.IndexEnt
 // the retirement of pages, then deletes those the newest commit does not
 // name (a merge's step that another writer took first retires none), and
 // the pages ch added that it does not name (a void step's: they may hold
-// a summary that a purge took out since).
+// a summary that a purge took out since). An agent's merge or step
+// (ch.discard) lists the pages it retires in the commit's Discarded
+// instead, for the next writer of a run to delete beside its own writes
+// (sweepDiscarded): its exit waits for no deletion.
 func (s *Store) retirePages(ctx context.Context, ch logChanges, pages []manifest.RunPage) error {
 	ch.retired = map[string]bool{}
 	for _, p := range pages {
@@ -1236,6 +1243,11 @@ func (s *Store) retirePages(ctx context.Context, ch logChanges, pages []manifest
 	s.ilog.mu.Lock()
 	last := s.ilog.last
 	s.ilog.mu.Unlock()
+	if ch.discard {
+		// Retired, they wait in Discarded for the next writer of a run
+		// (sweepDiscarded); named still (a void commit), they stay.
+		pages = nil
+	}
 	return s.deleteRetired(ctx, last, append(slices.Clone(pages), ch.pages...), ch.purge != nil)
 }
 
