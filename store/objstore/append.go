@@ -188,10 +188,12 @@ func (s *Store) appendBatch(ctx context.Context, id string, encode func(header b
 	seg, err := s.commitBatch(ctx, id, st, encode, expect)
 	first := err == nil && seg.Start == 0
 	if err == nil && !s.deferIndex {
-		// The fold at Close writes the project's head (foldMine), and
-		// its run may take in a merge (exitmerge.go).
+		// The fold at Close writes the project's head (foldMine); its
+		// run may take in a merge, and the exit a step of the runs'
+		// fold (exitmerge.go).
 		s.prefetchHead(ctx, st.m.Info().Project)
 		s.prefetchMerge(ctx)
+		s.prefetchFold(ctx)
 	}
 	caughtUp := st.loaded
 	st.mu.unlock()

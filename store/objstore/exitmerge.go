@@ -103,7 +103,41 @@ func (s *Store) prefetchMerge(ctx context.Context) {
 	s.ilog.mu.Lock()
 	c, n := s.ilog.last, max(1, len(s.ilog.mine))
 	s.ilog.mu.Unlock()
-	pages := s.exitMergePages(c, n, s.mergeBudget)
+	s.prefetchPages(ctx, s.exitMergePages(c, n, s.mergeBudget))
+}
+
+// prefetchFold reads, in the background, what the step of a fold that
+// this Store's exit would take reads (planFoldStep, by the newest commit
+// it knows): the fold's pages that cover the step's partitions, and the
+// partitions, whose writes then wait for these readings (awaitPrefetch)
+// and send If-Match on them, as on any reading. A step's exit so makes
+// its writes without a round trip of reads first (two before: the
+// pages, then the partitions). Only an agent's (a sync folds at once);
+// a reading the step does not use (another writer took the step) costs
+// its bytes and no round trip.
+func (s *Store) prefetchFold(ctx context.Context) {
+	if s.deferIndex || s.foldAtOnce || !s.indexLog() {
+		return
+	}
+	s.ilog.mu.Lock()
+	c, n := s.ilog.last, max(1, len(s.ilog.mine))
+	s.ilog.mu.Unlock()
+	if c == nil || len(c.Runs) == 0 || c.Fold == nil && runEntries(c.Runs)+n <= s.runFoldLimit() {
+		return
+	}
+	plan, ok := s.planFoldStep(c)
+	if !ok {
+		return
+	}
+	s.prefetchPages(ctx, plan.pages)
+	for _, name := range plan.within {
+		s.prefetchPartition(ctx, name)
+	}
+}
+
+// prefetchPages reads pages in the background, but those this Store
+// holds or is reading; waitMergeFetches waits for them.
+func (s *Store) prefetchPages(ctx context.Context, pages []manifest.RunPage) {
 	rs := &s.runs
 	rs.mu.Lock()
 	var missing []manifest.RunPage
@@ -129,8 +163,7 @@ func (s *Store) prefetchMerge(ctx context.Context) {
 		defer rs.fetches.Done()
 		fctx, cancel := context.WithTimeout(ctx, headFetchTimeout)
 		defer cancel()
-		// A page that fails to read is the exit's to do without: it
-		// writes its own run, and the merge follows as before.
+		// A page that fails to read is read again where it is needed.
 		_, _, _ = s.readRunPages(fctx, missing)
 		rs.mu.Lock()
 		for _, p := range missing {
@@ -140,7 +173,8 @@ func (s *Store) prefetchMerge(ctx context.Context) {
 	}()
 }
 
-// waitMergeFetches waits for the readings prefetchMerge started, or ctx.
+// waitMergeFetches waits for the readings of pages prefetchPages started
+// (prefetchMerge, prefetchFold), or ctx.
 func (s *Store) waitMergeFetches(ctx context.Context) {
 	done := make(chan struct{})
 	go func() { s.runs.fetches.Wait(); close(done) }()

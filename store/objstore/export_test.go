@@ -112,8 +112,11 @@ const NarrowPrunes = narrowPrunes
 
 // WaitPrefetches waits for the readings s started in the background at
 // its appends (the project's head, the pages of a merge its exit would
-// take in), as Close does.
+// take in, the pages and partitions of its fold's step).
 func WaitPrefetches(ctx context.Context, s *Store) {
 	s.waitHeadFetches(ctx)
 	s.waitMergeFetches(ctx)
+	for _, name := range s.shardNames() {
+		_ = s.awaitPrefetch(ctx, name)
+	}
 }

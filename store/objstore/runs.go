@@ -861,6 +861,26 @@ func (s *Store) foldStepSize(c *manifest.IndexShard) int {
 // page not yet retired. It returns how many entries the partitions it
 // wrote hold.
 func (s *Store) stepFold(ctx context.Context, c *manifest.IndexShard) (int, error) {
+	plan, ok := s.planFoldStep(c)
+	if !ok {
+		return 0, nil // nothing left to fold: the next commit drops the fold
+	}
+	if len(plan.pages) == 0 {
+		// Only the retirement of what is left: nothing to write.
+		s.runs.fold.Lock()
+		defer s.runs.fold.Unlock()
+		return 0, s.retirePages(ctx, logChanges{fold: plan.step, width: plan.width, discard: true}, plan.retired)
+	}
+	if err := s.foldPlanned(ctx, plan); err != nil {
+		return 0, err
+	}
+	return s.partitionEntries(plan.within), nil
+}
+
+// planFoldStep is the next step of c's fold under way, or the first of
+// a fold of every run c names (stepFold): the pages to read, the
+// partitions to write, the pages to retire. false: nothing left to fold.
+func (s *Store) planFoldStep(c *manifest.IndexShard) (foldPlan, bool) {
 	from := c.Fold
 	names := s.shardNames()
 	var runs []int64
@@ -883,7 +903,7 @@ func (s *Store) stepFold(ctx context.Context, c *manifest.IndexShard) (int, erro
 	}
 	first := partitionIndex(names, next)
 	if first < 0 || len(sources) == 0 {
-		return 0, nil // nothing left to fold: the next commit drops the fold
+		return foldPlan{}, false
 	}
 	covered := func(name string) bool {
 		return slices.ContainsFunc(sources, func(p manifest.RunPage) bool { return p.Covers(name) })
@@ -915,16 +935,7 @@ func (s *Store) stepFold(ctx context.Context, c *manifest.IndexShard) (int, erro
 	if first < len(names) {
 		plan.within = names[first:end]
 	}
-	if len(read) == 0 {
-		// Only the retirement of what is left: nothing to write.
-		s.runs.fold.Lock()
-		defer s.runs.fold.Unlock()
-		return 0, s.retirePages(ctx, logChanges{fold: plan.step, width: plan.width, discard: true}, retired)
-	}
-	if err := s.foldPlanned(ctx, plan); err != nil {
-		return 0, err
-	}
-	return s.partitionEntries(plan.within), nil
+	return plan, true
 }
 
 // runTier is the size tier of a run of n entries: floor(log4 n), so a

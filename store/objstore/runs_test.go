@@ -940,6 +940,53 @@ func TestAgentFoldCompletes(t *testing.T) {
 	checkPagesAccounted(t, e, c, "after the fold")
 }
 
+// TestFoldStepReadAhead: an exit that takes a step of the fold under
+// way finds the step's pages and partitions read at its append
+// (prefetchFold): its Close reads neither, and is four round trips (its
+// run, its commit, the partitions, the step's commit; one more for each
+// 16 partitions past the first 16), where the reads made it six.
+func TestFoldStepReadAhead(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newMemEnv(t)
+	want := map[string]int{}
+	for _, id := range bulkWrite(t, e, nil, 300, nil, objectsFoldAt(1000)) {
+		want[id] = 1
+	}
+	agentExit(t, e, want, "the fold's first step", objectsFoldAt(50))
+	if _, c := e.newestCommit(t); c.Fold == nil {
+		t.Fatal("no fold under way after the first agent's exit")
+	}
+	fb := e.faults(t)
+	w := e.openOn(t, fb, objectsFoldAt(50))
+	want[appendNew(t, w, "a step")] = 1
+	objstore.WaitPrefetches(ctx, w) // a turn's answer comes later than the readings
+	fb.Take()
+	fb.SetDelay(100 * time.Millisecond) // so that a loaded machine does not split a round trip
+	if err := w.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ops := fb.Take()
+	wrote, reads := 0, 0
+	for _, o := range ops {
+		switch {
+		case o.Method == "PUT" && partitionKeyRe.MatchString("pfx/"+o.Key):
+			wrote++
+		case o.Method == "GET" && (partitionKeyRe.MatchString("pfx/"+o.Key) || runKeyRe.MatchString(o.Key)):
+			reads++
+		}
+	}
+	if wrote == 0 {
+		t.Fatalf("the exit took no step of the fold, so the test tests nothing: %s", describeOps(ops))
+	}
+	// The partitions go 16 at a time (a step here, of 300 sessions in
+	// 256 partitions, writes more than one at 100,000 does).
+	if want := 4 + (wrote-1)/16; reads != 0 || opRounds(ops) > want {
+		t.Errorf("the step's exit: %d reads of pages and partitions (want 0), %d round trips (want %d): %s", reads, opRounds(ops), want, describeOps(ops))
+	}
+	checkListing(t, e, "after the step", want)
+}
+
 // TestFoldStepSharesBudget: an agent's exit on which a step of the fold
 // under way and a merge of runs both fall due writes at most its budget
 // of entries with the two together: the step is charged what its
