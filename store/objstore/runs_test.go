@@ -823,6 +823,25 @@ func agentExit(t *testing.T, e *env, want map[string]int, text string, opts ...o
 	return fb.Take()
 }
 
+// tracedExit is agentExit with its Close traced alone: the Store's
+// readings at its append are done first (a turn's answer comes later
+// than they do), then every request is delayed 100 ms (so that a loaded
+// machine does not split a round trip); it returns Close's requests.
+func tracedExit(t *testing.T, e *env, want map[string]int, text string, opts ...objstore.Option) []objstore.Op {
+	t.Helper()
+	ctx := context.Background()
+	fb := e.faults(t)
+	w := e.openOn(t, fb, opts...)
+	want[appendNew(t, w, text)] = 1
+	objstore.WaitPrefetches(ctx, w)
+	fb.Take()
+	fb.SetDelay(100 * time.Millisecond)
+	if err := w.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return fb.Take()
+}
+
 // TestAgentFoldsInSteps: a writer that is not a sync (an agent) folds
 // runs past the limit a few partitions at a time: the first step, before
 // the index was counted, one partition, which counts it (Indexed); the
@@ -947,7 +966,6 @@ func TestAgentFoldCompletes(t *testing.T) {
 // 16 partitions past the first 16), where the reads made it six.
 func TestFoldStepReadAhead(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
 	e := newMemEnv(t)
 	want := map[string]int{}
 	for _, id := range bulkWrite(t, e, nil, 300, nil, objectsFoldAt(1000)) {
@@ -957,16 +975,7 @@ func TestFoldStepReadAhead(t *testing.T) {
 	if _, c := e.newestCommit(t); c.Fold == nil {
 		t.Fatal("no fold under way after the first agent's exit")
 	}
-	fb := e.faults(t)
-	w := e.openOn(t, fb, objectsFoldAt(50))
-	want[appendNew(t, w, "a step")] = 1
-	objstore.WaitPrefetches(ctx, w) // a turn's answer comes later than the readings
-	fb.Take()
-	fb.SetDelay(100 * time.Millisecond) // so that a loaded machine does not split a round trip
-	if err := w.Close(ctx); err != nil {
-		t.Fatal(err)
-	}
-	ops := fb.Take()
+	ops := tracedExit(t, e, want, "a step", objectsFoldAt(50))
 	wrote, reads := 0, 0
 	for _, o := range ops {
 		switch {

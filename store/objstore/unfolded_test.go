@@ -545,20 +545,10 @@ func checkPagesAccounted(t *testing.T, e *env, c *manifest.IndexShard, when stri
 // its own run's and takes them out of the list.
 func TestExitMergesItsRun(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
 	e := newMemEnv(t)
 	want := map[string]int{}
 	runsOfOne(t, e, want, 3)
-	fb := e.faults(t)
-	w := e.openOn(t, fb)
-	want[appendNew(t, w, "the fourth")] = 1
-	objstore.WaitPrefetches(ctx, w) // a turn's answer comes later than the pages
-	fb.Take()
-	fb.SetDelay(100 * time.Millisecond) // so that a loaded machine does not split a round trip
-	if err := w.Close(ctx); err != nil {
-		t.Fatal(err)
-	}
-	ops := fb.Take()
+	ops := tracedExit(t, e, want, "the fourth")
 	reads, commits := 0, 0
 	for _, o := range ops {
 		switch {
