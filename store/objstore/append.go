@@ -192,8 +192,7 @@ func (s *Store) appendBatch(ctx context.Context, id string, encode func(header b
 		// run may take in a merge, and the exit a step of the runs'
 		// fold (exitmerge.go).
 		s.prefetchHead(ctx, st.m.Info().Project)
-		s.prefetchMerge(ctx)
-		s.prefetchFold(ctx)
+		s.prefetchForExit(ctx)
 	}
 	caughtUp := st.loaded
 	st.mu.unlock()

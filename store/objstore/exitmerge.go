@@ -14,7 +14,7 @@ import (
 // and the merge that runsDue then made cost the exit two round trips
 // after its commit (the merged run's pages, their commit) before the
 // deletion of the pages merged. When this Store holds the pages of that
-// merge (read in the background at its appends: prefetchMerge), the
+// merge (read in the background at its appends: prefetchForExit), the
 // exit writes the merged run, its own entries in it, in the place of its
 // own run: one write of pages and one commit, which names the merged run
 // and retires the pages merged, as mergeRuns's commit does. The commit
@@ -91,48 +91,55 @@ func mergeDuePages(c *manifest.IndexShard, n, budget int) []manifest.RunPage {
 	return due
 }
 
-// prefetchMerge reads, in the background, the pages of the merge that
-// this Store's exit would take into its run (exitMergePages, by the
-// newest commit it knows), so that the exit finds them read: pages are
-// immutable. At each append, as the project's head (prefetchHead); a
-// page read or being read is not read again.
-func (s *Store) prefetchMerge(ctx context.Context) {
-	if s.deferIndex || !s.indexLog() {
-		return
-	}
-	s.ilog.mu.Lock()
-	c, n := s.ilog.last, max(1, len(s.ilog.mine))
-	s.ilog.mu.Unlock()
-	s.prefetchPages(ctx, s.exitMergePages(c, n, s.mergeBudget))
-}
-
-// prefetchFold reads, in the background, what the step of a fold that
-// this Store's exit would take reads (planFoldStep, by the newest commit
-// it knows): the fold's pages that cover the step's partitions, and the
-// partitions, whose writes then wait for these readings (awaitPrefetch)
-// and send If-Match on them, as on any reading. A step's exit so makes
-// its writes without a round trip of reads first (two before: the
-// pages, then the partitions). Only an agent's (a sync folds at once);
-// a reading the step does not use (another writer took the step) costs
-// its bytes and no round trip.
-func (s *Store) prefetchFold(ctx context.Context) {
+// prefetchForExit reads, in the background, what this Store's exit
+// would read, by the newest commit it knows: the pages of the merge its
+// run would take in (exitMergePages), so that the exit finds them read
+// (pages are immutable), and what the step of the runs' fold the exit
+// would take reads: the fold's pages that cover the step's partitions,
+// and the partitions, whose writes then wait for these readings
+// (awaitPrefetch) and send If-Match on them, as on any reading. A step's
+// exit so makes its writes without a round trip of reads first (two
+// before: the pages, then the partitions). At each append, as the
+// project's head (prefetchHead), and planned once per commit known and
+// count of the Store's own sessions: an append on the same reading
+// plans nothing. Only an agent's (a sync merges and folds at once); a
+// reading the exit does not use (another writer took the step) costs its
+// bytes and no round trip.
+func (s *Store) prefetchForExit(ctx context.Context) {
 	if s.deferIndex || s.foldAtOnce || !s.indexLog() {
 		return
 	}
 	s.ilog.mu.Lock()
 	c, n := s.ilog.last, max(1, len(s.ilog.mine))
 	s.ilog.mu.Unlock()
-	if c == nil || len(c.Runs) == 0 || c.Fold == nil && runEntries(c.Runs)+n <= s.runFoldLimit() {
+	if c == nil || len(c.Runs) == 0 {
 		return
 	}
-	plan, ok := s.planFoldStep(c)
-	if !ok {
+	at := exitPlan{through: c.Through, mine: n}
+	s.runs.mu.Lock()
+	planned := s.runs.planned == at
+	s.runs.planned = at
+	s.runs.mu.Unlock()
+	if planned {
 		return
 	}
-	s.prefetchPages(ctx, plan.pages)
-	for _, name := range plan.within {
-		s.prefetchPartition(ctx, name)
+	s.prefetchPages(ctx, s.exitMergePages(c, n, s.mergeBudget))
+	if c.Fold == nil && runEntries(c.Runs)+n <= s.runFoldLimit() {
+		return
 	}
+	if plan, ok := s.planFoldStep(c); ok {
+		s.prefetchPages(ctx, plan.pages)
+		for _, name := range plan.within {
+			s.prefetchPartition(ctx, name)
+		}
+	}
+}
+
+// exitPlan is what prefetchForExit last planned by: the number of the
+// commit, and how many sessions of the Store's own its exit folds.
+type exitPlan struct {
+	through int64
+	mine    int
 }
 
 // prefetchPages reads pages in the background, but those this Store
@@ -174,18 +181,11 @@ func (s *Store) prefetchPages(ctx context.Context, pages []manifest.RunPage) {
 }
 
 // waitMergeFetches waits for the readings of pages prefetchPages started
-// (prefetchMerge, prefetchFold), or ctx.
-func (s *Store) waitMergeFetches(ctx context.Context) {
-	done := make(chan struct{})
-	go func() { s.runs.fetches.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-ctx.Done():
-	}
-}
+// (prefetchForExit), or ctx.
+func (s *Store) waitMergeFetches(ctx context.Context) { waitGroup(ctx, &s.runs.fetches) }
 
 // mergeForExit is the merge that a run of n entries written now takes in
-// (nil: none), when this Store holds every page of it (prefetchMerge):
+// (nil: none), when this Store holds every page of it (prefetchForExit):
 // the exit then makes no request to read them. The budget is runsDue's,
 // less a commit stored whole in this turn, or due as the next.
 func (s *Store) mergeForExit(ctx context.Context, n int) *exitMerge {
@@ -195,10 +195,9 @@ func (s *Store) mergeForExit(ctx context.Context, n int) *exitMerge {
 	s.waitMergeFetches(ctx)
 	s.ilog.mu.Lock()
 	c := s.ilog.last
-	whole := slices.Contains(s.ilog.lastWhole, true) || s.ilog.known && (s.ilog.n+1)%logFullEvery == 0
 	s.ilog.mu.Unlock()
 	budget := s.mergeBudget
-	if whole {
+	if s.storedWholeLately() || s.nextCommitWhole() {
 		budget -= wholeCommitEntries
 	}
 	pages := s.exitMergePages(c, n, budget)

@@ -533,9 +533,12 @@ func (s *Store) prefetchHead(ctx context.Context, p agent.Project) {
 }
 
 // waitHeadFetches waits for the readings prefetchHead started, or ctx.
-func (s *Store) waitHeadFetches(ctx context.Context) {
+func (s *Store) waitHeadFetches(ctx context.Context) { waitGroup(ctx, &s.heads.fetches) }
+
+// waitGroup waits for wg, or ctx.
+func waitGroup(ctx context.Context, wg *sync.WaitGroup) {
 	done := make(chan struct{})
-	go func() { s.heads.fetches.Wait(); close(done) }()
+	go func() { wg.Wait(); close(done) }()
 	select {
 	case <-done:
 	case <-ctx.Done():

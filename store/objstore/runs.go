@@ -119,10 +119,11 @@ type runState struct {
 	// deleted are the pages a purge's retirePages deleted (a purge
 	// deletes those of a commit's Discarded that are not).
 	deleted map[string]bool
-	// fetching are the pages prefetchMerge is reading, fetches its
-	// readings under way (exitmerge.go).
+	// fetching are the pages prefetchForExit is reading, fetches its
+	// readings under way, planned what it last planned by (exitmerge.go).
 	fetching map[string]bool
 	fetches  sync.WaitGroup
+	planned  exitPlan
 	// spent is what an exit's run that took in a merge rewrote, in
 	// entries: the next runsDue's budget is short of it.
 	spent int
@@ -619,11 +620,19 @@ const lastCommits = 3
 // takeWholeStored reports whether this Store stored one of its last
 // lastCommits commits whole, and forgets them.
 func (s *Store) takeWholeStored() bool {
+	whole := s.storedWholeLately()
+	s.ilog.mu.Lock()
+	s.ilog.lastWhole = nil
+	s.ilog.mu.Unlock()
+	return whole
+}
+
+// storedWholeLately reports whether this Store stored one of its last
+// lastCommits commits whole.
+func (s *Store) storedWholeLately() bool {
 	s.ilog.mu.Lock()
 	defer s.ilog.mu.Unlock()
-	whole := slices.Contains(s.ilog.lastWhole, true)
-	s.ilog.lastWhole = nil
-	return whole
+	return slices.Contains(s.ilog.lastWhole, true)
 }
 
 // nextCommitWhole reports whether the next commit this Store would write

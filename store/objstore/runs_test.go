@@ -961,7 +961,7 @@ func TestAgentFoldCompletes(t *testing.T) {
 
 // TestFoldStepReadAhead: an exit that takes a step of the fold under
 // way finds the step's pages and partitions read at its append
-// (prefetchFold): its Close reads neither, and is four round trips (its
+// (prefetchForExit): its Close reads neither, and is four round trips (its
 // run, its commit, the partitions, the step's commit; one more for each
 // 16 partitions past the first 16), where the reads made it six.
 func TestFoldStepReadAhead(t *testing.T) {

@@ -538,7 +538,7 @@ func checkPagesAccounted(t *testing.T, e *env, c *manifest.IndexShard, when stri
 // TestExitMergesItsRun: the exit whose run completes a tier (the fourth
 // one-session run) writes the merged run, its own entry in it, in the
 // place of its own run (exitmerge.go): the pages merged were read at its
-// append (prefetchMerge), so its Close reads none and is two round trips
+// append (prefetchForExit), so its Close reads none and is two round trips
 // (the merged run's page, its commit, which lists the pages merged in
 // Discarded), not five (the run, its commit, the merged run, its commit,
 // the deletion), with one commit. The next exit deletes the pages beside
