@@ -22,7 +22,7 @@
 // the first append of a session and a steady append, `panto -c` up to its
 // first provider request, `panto sessions`, `panto show PREFIX` and
 // `panto rm` (of sessions of one message, then of the session of 60
-// segments), with their round trips
+// segments, then of 40 sessions in one command), with their round trips
 // (time over the profile's round trip, less the loopback time; and the
 // 60 ms profile's time less the 20 ms one's, over 40 ms, in which process
 // start and CPU cancel out).
@@ -516,6 +516,7 @@ var singles = []single{
 	{"panto show PREFIX (a recent session, 1 message)", "≤ 2 round trips + its read", true},
 	{"panto rm ID (a recent session)", "", true},
 	{"panto rm ID (60 messages: 1 segment each, compacted past 32)", "", true},
+	{"panto rm --direct of 40 sessions (1 message each) in one command", "", true},
 	{"a turn that compacts: load 30 segments, 6 appends, close (the exit merges 36)", "", true},
 	{"a turn's exit: Close after a prompt and its answer (a new session of a project)", "", true},
 	{"a turn's exit, the mean of 8 in a row (every fourth merges the runs of the three before)", "", true},
@@ -615,6 +616,9 @@ func (b *bench) singles(ep string) (map[string]time.Duration, error) {
 		return nil, fmt.Errorf("panto rm %s: %w", long, err)
 	}
 	out["panto rm ID (60 messages: 1 segment each, compacted past 32)"] = r.d
+	if out["panto rm --direct of 40 sessions (1 message each) in one command"], err = b.removeMany(ctx, ep, url, 40); err != nil {
+		return nil, err
+	}
 	if out["a turn that compacts: load 30 segments, 6 appends, close (the exit merges 36)"], err = compactingTurn(ctx, ep, url); err != nil {
 		return nil, err
 	}
@@ -911,6 +915,35 @@ func (b *bench) resolveAndRemove(url, ep string, small []string) (show, rm time.
 		rms = append(rms, r.d)
 	}
 	return median(shows), median(rms), nil
+}
+
+// removeMany is the time of one `panto rm --direct --yes` of n sessions
+// of one message each, which another Store wrote first: a prune's work,
+// on the bucket itself.
+func (b *bench) removeMany(ctx context.Context, ep, url string, n int) (time.Duration, error) {
+	st, err := objstore.Open(ctx, url, objstore.WithEndpoint(ep))
+	if err != nil {
+		return 0, err
+	}
+	args := []string{b.panto, "rm", "--yes", "--direct", "--store", url, "--endpoint", ep}
+	for i := range n {
+		s := st.Create()
+		if err := s.Append(ctx, []agent.PersistentMessage{{Message: agent.UserText(fmt.Sprintf("to delete %d", i))}}); err != nil {
+			return 0, err
+		}
+		args = append(args, s.Info.ID)
+	}
+	if err := st.Close(ctx); err != nil {
+		return 0, err
+	}
+	r, err := b.exec(args, "PANTO_TRACE="+os.Getenv("WAN_TRACE"))
+	if err != nil {
+		return 0, fmt.Errorf("panto rm of %d sessions: %w", n, err)
+	}
+	if os.Getenv("WAN_TRACE") != "" {
+		fmt.Fprintf(os.Stderr, "panto rm of %d sessions: %d requests\n", n, r.requests)
+	}
+	return r.d, nil
 }
 
 // untilProvider runs panto -c on the bucket, with a provider that records

@@ -6,10 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/urfave/cli/v2"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/panto-dev/panto/agent"
 	"github.com/panto-dev/panto/store"
@@ -59,33 +63,65 @@ Examples:
 	}
 }
 
-// rmTargets resolves rm's arguments to the sessions to delete, each once.
-// A session deleted already is deleted again, and reported.
+// rmTargets resolves rm's arguments to the sessions to delete, each once,
+// several at once (a resolve is a round trip or two on a bucket). A
+// session deleted already is deleted again, and reported. The first
+// argument that names nothing fails the command, before anything live is
+// deleted.
 func rmTargets(c *cli.Context, st store.LogStore, report *removalReport) ([]agent.SessionInfo, error) {
+	args := c.Args().Slice()
+	found := make([]rmTarget, len(args))
+	g := new(errgroup.Group)
+	g.SetLimit(concurrentRemovals)
+	for i, arg := range args {
+		g.Go(func() error { found[i] = resolveTarget(c.Context, st, arg); return nil })
+	}
+	_ = g.Wait()
 	var targets []agent.SessionInfo
 	seen := map[string]bool{}
-	for _, arg := range c.Args().Slice() {
-		s, err := st.Resolve(c.Context, arg)
-		var dead *agent.DeletedError
+	for _, t := range found {
 		switch {
-		case errors.As(err, &dead):
-			// Deleting it again finishes a removal that was cut
-			// short (a killed rm); it changes nothing otherwise.
-			t := store.Tombstone{ID: dead.ID, Deleted: dead.Deleted, At: store.Checkpoint{Length: dead.Length, SHA256: dead.SHA256}}
-			if err := store.Delete(c.Context, st, t); err != nil {
-				return nil, fmt.Errorf("rm %s: %w", arg, err)
-			}
-			report.add(removal{ID: dead.ID, Deleted: dead.Deleted, Length: dead.Length, SHA256: dead.SHA256, Already: true})
-			continue
-		case err != nil:
-			return nil, fmt.Errorf("rm %s: %w", arg, err)
-		}
-		if !seen[s.Info.ID] {
-			seen[s.Info.ID] = true
-			targets = append(targets, s.Info)
+		case t.err != nil:
+			return nil, t.err
+		case seen[t.info.ID]:
+		case t.already != nil:
+			seen[t.info.ID] = true
+			report.expect(t.info.ID)
+			report.add(*t.already)
+		default:
+			seen[t.info.ID] = true
+			report.expect(t.info.ID)
+			targets = append(targets, t.info)
 		}
 	}
 	return targets, nil
+}
+
+// rmTarget is what one of rm's arguments resolved to: a live session, one
+// deleted already (and deleted again), or an error.
+type rmTarget struct {
+	info    agent.SessionInfo
+	already *removal
+	err     error
+}
+
+// resolveTarget resolves arg; a session it names that was deleted already
+// is deleted again, which finishes a removal cut short (a killed rm) and
+// changes nothing otherwise.
+func resolveTarget(ctx context.Context, st store.LogStore, arg string) rmTarget {
+	s, err := st.Resolve(ctx, arg)
+	var dead *agent.DeletedError
+	switch {
+	case errors.As(err, &dead):
+		t := store.Tombstone{ID: dead.ID, Deleted: dead.Deleted, At: store.Checkpoint{Length: dead.Length, SHA256: dead.SHA256}}
+		if err := store.Delete(ctx, st, t); err != nil {
+			return rmTarget{err: fmt.Errorf("rm %s: %w", arg, err)}
+		}
+		return rmTarget{info: agent.SessionInfo{ID: dead.ID}, already: &removal{ID: dead.ID, Deleted: dead.Deleted, Length: dead.Length, SHA256: dead.SHA256, Already: true}}
+	case err != nil:
+		return rmTarget{err: fmt.Errorf("rm %s: %w", arg, err)}
+	}
+	return rmTarget{info: s.Info}
 }
 
 // openDeleter opens the store the flags name, if it can delete sessions
@@ -139,14 +175,63 @@ func removeSessions(ctx context.Context, e *env, c *cli.Context, d store.LogStor
 	if err := confirmRemoval(e, c, targets); err != nil {
 		return err
 	}
+	// A deletion is a dozen round trips one after another (the commit
+	// point, seg/0's tombstone, the sweep, the index's burial and purge:
+	// docs/DESIGN.md, "Deleting sessions"), so a prune of hundreds of
+	// sessions, one at a time, would take minutes on a real link. Several
+	// go at once, as a sync's do (replica.Options.Concurrency); the
+	// bucket Store's index writes of those under way share commits. Each
+	// is reported as it ends, so a long prune shows its progress; a
+	// failure stops those not started, and the others finish.
 	for _, info := range targets {
-		r, err := removeSession(ctx, d, info, e.now())
-		if err != nil {
-			return err
-		}
-		report.add(r)
+		report.expect(info.ID)
 	}
-	return nil
+	var failed atomic.Bool
+	var mu sync.Mutex
+	errs := make([]error, len(targets))
+	g := new(errgroup.Group)
+	g.SetLimit(concurrentRemovals)
+	for i, info := range targets {
+		if failed.Load() {
+			break
+		}
+		g.Go(func() error {
+			r, err := removeSession(ctx, d, info, e.now())
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs[i] = err
+				failed.Store(true)
+				return nil
+			}
+			report.add(r)
+			return nil
+		})
+	}
+	_ = g.Wait()
+	return firstOf(errs)
+}
+
+// concurrentRemovals is how many deletions rm and prune run at once.
+const concurrentRemovals = 16
+
+// firstOf returns the first error of errs, saying how many more failed.
+func firstOf(errs []error) error {
+	var first error
+	more := 0
+	for _, err := range errs {
+		switch {
+		case err == nil:
+		case first == nil:
+			first = err
+		default:
+			more++
+		}
+	}
+	if more > 0 {
+		return fmt.Errorf("%w (and %d more failed: run it again)", first, more)
+	}
+	return first
 }
 
 // removeSession deletes one session at the checkpoint it holds now.
@@ -201,13 +286,14 @@ func answeredYes(r io.Reader) bool {
 // it goes (a long prune shows its progress), or with --json one array at
 // the end.
 type removalReport struct {
-	e    *env
-	json bool
-	rs   []removal
+	e     *env
+	json  bool
+	rs    []removal
+	order map[string]int // by id: its place in rs once sorted (expect)
 }
 
 func newRemovalReport(c *cli.Context, e *env) *removalReport {
-	return &removalReport{e: e, json: c.Bool("json"), rs: []removal{}}
+	return &removalReport{e: e, json: c.Bool("json"), rs: []removal{}, order: map[string]int{}}
 }
 
 func (p *removalReport) add(r removal) {
@@ -221,10 +307,20 @@ func (p *removalReport) add(r removal) {
 	}
 }
 
+// expect gives session id its place in --json's array: the order rm's
+// arguments named it, or prune listed it, whatever order the deletions
+// that run at once end in.
+func (p *removalReport) expect(id string) {
+	if _, ok := p.order[id]; !ok {
+		p.order[id] = len(p.order)
+	}
+}
+
 // finish prints the JSON, then returns err, so that a failure part way
 // still says what went.
 func (p *removalReport) finish(err error) error {
 	if p.json {
+		slices.SortStableFunc(p.rs, func(a, b removal) int { return p.order[a.ID] - p.order[b.ID] })
 		if jerr := writeJSON(p.e.stdout, p.rs); jerr != nil && err == nil {
 			err = jerr
 		}

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -225,7 +226,17 @@ func writeOldSession(t *testing.T, open func(t *testing.T, clock func() time.Tim
 // the deleted sessions' text is left in any stored byte.
 func TestRmKilled(t *testing.T) {
 	t.Parallel()
-	for _, kind := range backendKinds {
+	// And on the bucket itself (--direct), where the deletions that go at
+	// once are each a dozen requests to the bucket when the kill comes.
+	kinds := append(slices.Clone(backendKinds), struct {
+		name string
+		make func(t *testing.T) backend
+	}{"s3-direct", func(t *testing.T) backend {
+		b := s3Backend(t)
+		b.env = append(b.env, "PANTO_DIRECT=1")
+		return b
+	}})
+	for _, kind := range kinds {
 		t.Run(kind.name, func(t *testing.T) {
 			t.Parallel()
 			b := kind.make(t)
@@ -280,6 +291,11 @@ func TestRmKilled(t *testing.T) {
 			if err := json.Unmarshal([]byte(r.stdout), &got); r.code != 0 || err != nil || len(got) != len(ids) {
 				t.Fatalf("rm after the kills: exit %d, %v, %d removals, stderr %s", r.code, err, len(got), r.stderr)
 			}
+			for i, rm := range got {
+				if rm.ID != ids[i] {
+					t.Fatalf("--json: removal %d is %s, want %s: in the order the ids were given", i, rm.ID, ids[i])
+				}
+			}
 			if left := listIDs(t, b); len(left) != 0 {
 				t.Errorf("sessions left after rm: %v", left)
 			}
@@ -301,4 +317,26 @@ func runInProcess(ctx context.Context, e *env, args []string) int {
 	inProcess.Lock()
 	defer inProcess.Unlock()
 	return run(ctx, e, args)
+}
+
+// TestFirstOf: the deletions that ran at once fail as one line, the first
+// failure in their order and how many more failed.
+func TestFirstOf(t *testing.T) {
+	a, b := errors.New("rm 3f9a: refused"), errors.New("rm 71c0: refused")
+	for _, tc := range []struct {
+		errs []error
+		want string
+	}{
+		{[]error{nil, nil}, ""},
+		{[]error{nil, a}, "rm 3f9a: refused"},
+		{[]error{a, nil, b, b}, "rm 3f9a: refused (and 2 more failed: run it again)"},
+	} {
+		err := firstOf(tc.errs)
+		if got := fmt.Sprint(err); (err == nil) != (tc.want == "") || err != nil && got != tc.want {
+			t.Errorf("firstOf(%v) = %v, want %q", tc.errs, err, tc.want)
+		}
+		if tc.want != "" && !errors.Is(err, a) {
+			t.Errorf("firstOf(%v) does not wrap the first failure", tc.errs)
+		}
+	}
 }
