@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -492,4 +493,75 @@ func TestDeleteRoundTrips(t *testing.T) {
 	if took["20 segments"] > took["1 segment"] {
 		t.Errorf("deleting a session of 20 segments took %d round trips, one of 1 segment %d: want no more", took["20 segments"], took["1 segment"])
 	}
+}
+
+// TestDeletionsAtOnce: a Store's deletions that run at once (panto rm of
+// many sessions, prune) share the index's commits and purges, and none
+// waits behind another's burial in its partition or its deletion of the
+// older commits: 24 sessions go in about the round trips of a few, not
+// of 24. Each still goes to the end: no stored byte holds a deleted
+// session's text, no commit says a purge is owed, the rest still list.
+func TestDeletionsAtOnce(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newMemEnv(t)
+	w := e.open(t)
+	var doomed, kept []string
+	for i := range 24 {
+		doomed = append(doomed, appendNew(t, w, fmt.Sprintf("doomed-%02d", i)))
+	}
+	for i := range 4 {
+		kept = append(kept, appendNew(t, w, fmt.Sprintf("kept-%d", i)))
+	}
+	logs, err := sessionsOf(ctx, w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	fb := e.faults(t)
+	d := e.openOn(t, fb)
+	fb.Take()
+	fb.SetDelay(50 * time.Millisecond) // so that a loaded machine does not split a round trip
+	var wg sync.WaitGroup
+	for _, id := range doomed {
+		wg.Go(func() {
+			if err := d.Delete(ctx, store.Tombstone{ID: id, Deleted: time.Now().UTC(), At: logs[id].Checkpoint}); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	ops := fb.Take()
+	// One deletion is 11 or 12 (TestDeleteRoundTrips); these took 37
+	// to 39 when each burial in its partition, and each deletion of the
+	// older commits, waited for the index log's writer lock.
+	if rounds := opRounds(ops); rounds > 16 {
+		t.Errorf("%d deletions at once took %d round trips (%d commits), want at most 16: %s", len(doomed), rounds, countCommits(ops), describeOps(ops))
+	}
+	if hits := e.scanFor(t, "doomed-"); len(hits) > 0 {
+		t.Errorf("stored objects still hold deleted sessions' text: %v", hits)
+	}
+	if _, c := e.newestCommit(t); len(c.Unpurged) > 0 {
+		t.Errorf("the newest commit says %d purges are owed", len(c.Unpurged))
+	}
+	left, err := sessionsOf(ctx, e.open(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(left) != len(kept) {
+		t.Errorf("%d sessions listed, want the %d kept", len(left), len(kept))
+	}
+}
+
+// countCommits counts the commits of the index log that ops created.
+func countCommits(ops []objstore.Op) int {
+	n := 0
+	for _, o := range ops {
+		if o.Method == "PUT" && strings.HasPrefix(o.Key, "index/log/") && o.Err == nil {
+			n++
+		}
+	}
+	return n
 }

@@ -78,9 +78,14 @@ type logState struct {
 	// pendingWidth is the narrowest width of the partitions that took
 	// the pending entries (queueLog).
 	pendingWidth int
-	// purged: the commits before the newest this Store knows are
-	// deleted since its last commit of a deletion (purge.go).
-	purged bool
+	// unpurgedAt: the commits before it may hold the summary of a
+	// session deleted since (the newest commit of a deletion this Store
+	// made, or found cut short); purgedBelow: every commit before it is
+	// deleted (the last purgeLog that succeeded). A purge may take a
+	// session out of Unpurged once purgedBelow reaches unpurgedAt
+	// (logPurged). Numbers, not a flag, since the deletions of one rm
+	// commit and purge the log at once.
+	unpurgedAt, purgedBelow int64
 	// unfolded are entries for the next commit's Unfolded set, which no
 	// partition holds (unfolded.go); mine, the sessions this Store
 	// committed so, which its Close folds.
@@ -158,36 +163,48 @@ func (s *Store) writeLogBeside(ctx context.Context, beside func(context.Context)
 	}
 	lg := &s.ilog
 	lg.wmu.Lock()
-	defer lg.wmu.Unlock()
 	lg.mu.Lock()
 	ch := lg.takeQueuedLocked()
 	lg.mu.Unlock()
 	if len(ch.folded) == 0 && len(ch.buried) == 0 && len(ch.unfolded) == 0 {
+		// What the caller queued went out with the commit of a writer
+		// that held the lock before (a commit that failed puts its
+		// changes back, and they would be here): beside goes without
+		// the lock, so that the deletions of an rm of many sessions,
+		// whose burials one commit took, bury them in their partitions
+		// at once, not one after another behind the lock.
+		lg.wmu.Unlock()
 		return beside(ctx)
 	}
 	if err := s.commitLog(ctx, ch, nil, false); err != nil {
 		s.requeueLog(ch)
+		lg.wmu.Unlock()
 		return fmt.Errorf("write the index log: %w", err)
 	}
 	buried := ch.buried
 	if len(buried) == 0 {
+		lg.wmu.Unlock()
 		return beside(ctx)
 	}
 	// The commits before this one may hold a deleted session's summary.
 	// Cut short here, the commit's Unpurged has the next writer purge
-	// them (purge.go).
+	// them (purge.go). The lock goes before their deletion: the next
+	// commit (another deletion's, in an rm of many) need not wait for
+	// it, and each purgeLog deletes what comes before the newest commit
+	// it knows.
 	lg.mu.Lock()
-	lg.purged = false
+	lg.unpurgedAt = max(lg.unpurgedAt, lg.n)
 	lg.mu.Unlock()
+	lg.wmu.Unlock()
 	besideDone := make(chan error, 1)
 	go func() { besideDone <- beside(ctx) }()
-	err := s.purgeLog(ctx, slices.Collect(maps.Keys(buried)))
+	below, err := s.purgeLog(ctx, slices.Collect(maps.Keys(buried)))
 	besideErr := <-besideDone
 	if err != nil {
 		return fmt.Errorf("write the index log: %w", err)
 	}
 	lg.mu.Lock()
-	lg.purged = true
+	lg.purgedBelow = max(lg.purgedBelow, below)
 	lg.mu.Unlock()
 	return besideErr
 }
@@ -213,8 +230,9 @@ func (s *Store) requeueLog(ch logChanges) {
 // characters that held the sessions ids): each of them may hold the
 // summary of a session deleted since. The commits
 // are found by listing, or where the credentials may not list, by number
-// (those pruning has not deleted: the last 2·logKeep).
-func (s *Store) purgeLog(ctx context.Context, ids []string) error {
+// (those pruning has not deleted: the last 2·logKeep). It returns that
+// newest commit's number: every commit before it is deleted.
+func (s *Store) purgeLog(ctx context.Context, ids []string) (int64, error) {
 	// Format 3's shards, which may hold the summary too: listed beside
 	// the log, and deleted with its commits, in one request. A widened
 	// index's 4,096 partitions would make that listing 5 pages: there the
@@ -237,7 +255,7 @@ func (s *Store) purgeLog(ctx context.Context, ids []string) error {
 			numbers = append(numbers, k)
 		}
 	case err != nil:
-		return fmt.Errorf("list the index log: %w", err)
+		return 0, fmt.Errorf("list the index log: %w", err)
 	default:
 		for _, o := range objects {
 			if k := newestListed([]listed{o}); k > 0 && k < n {
@@ -250,9 +268,19 @@ func (s *Store) purgeLog(ctx context.Context, ids []string) error {
 		keys[i] = logKey(k)
 	}
 	if err := s.b.deleteKeys(ctx, append(keys, dropped...)); err != nil {
-		return fmt.Errorf("delete %d index log commits: %w", len(keys), err)
+		return 0, fmt.Errorf("delete %d index log commits: %w", len(keys), err)
 	}
-	return nil
+	return n, nil
+}
+
+// logPurged reports whether the commits before the newest of a deletion
+// this Store knows of are deleted (unpurgedAt, purgedBelow): false until
+// a purgeLog of its own succeeded, since this Store cannot know what a
+// deletion of another process left.
+func (lg *logState) logPurged() bool {
+	lg.mu.Lock()
+	defer lg.mu.Unlock()
+	return lg.purgedBelow > 0 && lg.purgedBelow >= lg.unpurgedAt
 }
 
 // logChanges are what one commit records: entries its writer's

@@ -208,10 +208,7 @@ func (s *Store) purgeDeletedOnce(ctx context.Context, names []string, reread boo
 	if err := s.b.deleteKeys(ctx, discard); err != nil {
 		return purgeVoid, nil, fmt.Errorf("delete %d index run pages: %w", len(discard), err)
 	}
-	s.ilog.mu.Lock()
-	purged := s.ilog.purged
-	s.ilog.mu.Unlock()
-	if len(ids) > 0 && !purged {
+	if len(ids) > 0 && !s.ilog.logPurged() {
 		// The commits before the deletion's hold the summaries too, and
 		// the note goes only once they are gone: this Store commits the
 		// deletions again (whole, as a deletion's commit is stored) and
@@ -286,7 +283,7 @@ func (s *Store) finishDeletions(ctx context.Context) error {
 	// This Store did not commit the deletions: the process that did may
 	// have been cut short before it deleted the older commits.
 	s.ilog.mu.Lock()
-	s.ilog.purged = false
+	s.ilog.unpurgedAt = max(s.ilog.unpurgedAt, s.ilog.n+1)
 	s.ilog.mu.Unlock()
 	names := map[string]bool{}
 	for _, id := range c.Unpurged {
