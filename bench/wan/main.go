@@ -22,7 +22,8 @@
 // the first append of a session and a steady append, `panto -c` up to its
 // first provider request, `panto sessions`, `panto show PREFIX` and
 // `panto rm` (of sessions of one message, then of the session of 60
-// segments, then of 40 sessions in one command), with their round trips
+// segments, then of 40 sessions in one command) and `panto import` of 40
+// Claude Code logs, with their round trips
 // (time over the profile's round trip, less the loopback time; and the
 // 60 ms profile's time less the 20 ms one's, over 40 ms, in which process
 // start and CPU cancel out).
@@ -517,6 +518,7 @@ var singles = []single{
 	{"panto rm ID (a recent session)", "", true},
 	{"panto rm ID (60 messages: 1 segment each, compacted past 32)", "", true},
 	{"panto rm --direct of 40 sessions (1 message each) in one command", "", true},
+	{"panto import of 40 Claude Code sessions (8 KB each) into the bucket", "", true},
 	{"a turn that compacts: load 30 segments, 6 appends, close (the exit merges 36)", "", true},
 	{"a turn's exit: Close after a prompt and its answer (a new session of a project)", "", true},
 	{"a turn's exit, the mean of 8 in a row (every fourth merges the runs of the three before)", "", true},
@@ -617,6 +619,9 @@ func (b *bench) singles(ep string) (map[string]time.Duration, error) {
 	}
 	out["panto rm ID (60 messages: 1 segment each, compacted past 32)"] = r.d
 	if out["panto rm --direct of 40 sessions (1 message each) in one command"], err = b.removeMany(ctx, ep, url, 40); err != nil {
+		return nil, err
+	}
+	if out["panto import of 40 Claude Code sessions (8 KB each) into the bucket"], err = b.importMany(url, ep, 40); err != nil {
 		return nil, err
 	}
 	if out["a turn that compacts: load 30 segments, 6 appends, close (the exit merges 36)"], err = compactingTurn(ctx, ep, url); err != nil {
@@ -942,6 +947,39 @@ func (b *bench) removeMany(ctx context.Context, ep, url string, n int) (time.Dur
 	}
 	if os.Getenv("WAN_TRACE") != "" {
 		fmt.Fprintf(os.Stderr, "panto rm of %d sessions: %d requests\n", n, r.requests)
+	}
+	return r.d, nil
+}
+
+// importMany is the time of one `panto import` of n Claude Code logs
+// into the bucket: copies of importer's fixture (8 KB, 18 lines), each
+// under a session id of its own, in a CLAUDE_CONFIG_DIR of their own.
+func (b *bench) importMany(url, ep string, n int) (time.Duration, error) {
+	const fixtureID = "5e0c1a2b-0000-4000-8000-00000000c0de"
+	fixture, err := os.ReadFile(filepath.Join("importer", "testdata", "claude-code.jsonl"))
+	if err != nil {
+		return 0, fmt.Errorf("run bench/wan from the repository root: %w", err)
+	}
+	home, err := os.MkdirTemp(b.work, "claude-")
+	if err != nil {
+		return 0, err
+	}
+	project := filepath.Join(home, "projects", "-home-me-app")
+	if err := os.MkdirAll(project, 0o755); err != nil {
+		return 0, err
+	}
+	for i := range n {
+		id := fmt.Sprintf("5e0c1a2b-0000-4000-8000-%012d", i)
+		if err := os.WriteFile(filepath.Join(project, id+".jsonl"), bytes.ReplaceAll(fixture, []byte(fixtureID), []byte(id)), 0o644); err != nil {
+			return 0, err
+		}
+	}
+	r, err := b.exec([]string{b.panto, "import", "--from", "claude-code", "--store", url, "--endpoint", ep}, "CLAUDE_CONFIG_DIR="+home, "PANTO_TRACE="+os.Getenv("WAN_TRACE"))
+	if err != nil {
+		return 0, fmt.Errorf("panto import of %d sessions: %w", n, err)
+	}
+	if os.Getenv("WAN_TRACE") != "" {
+		fmt.Fprintf(os.Stderr, "panto import of %d sessions: %d requests\n", n, r.requests)
 	}
 	return r.d, nil
 }

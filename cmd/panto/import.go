@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync"
 
 	"github.com/schollz/progressbar/v3"
 	"github.com/urfave/cli/v2"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/panto-dev/panto/agent"
 	"github.com/panto-dev/panto/importer"
@@ -102,15 +104,38 @@ func runImport(c *cli.Context, e *env) error {
 		bar = progressbar.NewOptions(len(sources), progressbar.OptionSetWriter(e.stderr), progressbar.OptionSetDescription("import"), progressbar.OptionClearOnFinish())
 	}
 	counts := map[string]int{}
-	for _, src := range sources {
-		ev := importOne(c.Context, st, stored, src, dry)
-		counts[ev.Action]++
-		if bar != nil {
-			_ = bar.Add(1)
-		}
-		if err := printImportEvent(e.stdout, bar, ev, jsonOut); err != nil {
-			return err
-		}
+	// A new session is a PUT or two on a bucket, so the first import of
+	// a long history, one source after another, waits a round trip per
+	// session: several go at once, and each event is printed in the
+	// sources' order as soon as those before it are.
+	events := make([]*importEvent, len(sources))
+	printed := 0
+	var mu sync.Mutex
+	var printErr error
+	g := new(errgroup.Group)
+	g.SetLimit(concurrentImports)
+	for i, src := range sources {
+		g.Go(func() error {
+			ev := importOne(c.Context, st, stored, i, src, dry)
+			mu.Lock()
+			defer mu.Unlock()
+			events[i] = &ev
+			for ; printed < len(events) && events[printed] != nil; printed++ {
+				ev := events[printed]
+				counts[ev.Action]++
+				if bar != nil {
+					_ = bar.Add(1)
+				}
+				if err := printImportEvent(e.stdout, bar, *ev, jsonOut); err != nil && printErr == nil {
+					printErr = err
+				}
+			}
+			return nil
+		})
+	}
+	_ = g.Wait()
+	if printErr != nil {
+		return printErr
 	}
 	if bar != nil {
 		_ = bar.Finish()
@@ -154,50 +179,91 @@ func importSources(paths []string, from importer.Agent, getenv func(string) stri
 	return out, nil
 }
 
+// concurrentImports is how many sources panto import converts and
+// writes at once.
+const concurrentImports = 8
+
+// storedLogs are the checkpoints of the store's sessions as the import
+// knows them, for the sources imported at once. Two sources of one
+// session (an agent's archived copy of a log beside the log) are
+// imported one after the other, in the sources' order, each deciding
+// from what the one before wrote, as an import of one source at a time
+// would (claim).
+type storedLogs struct {
+	mu sync.Mutex
+	at map[string]store.Checkpoint
+	// turn is the next source to claim its session; claimed signals
+	// each claim; last, by session, is closed when the import of the
+	// last source that claimed it is done.
+	turn    int
+	claimed *sync.Cond
+	last    map[string]chan struct{}
+}
+
+// claim waits for the sources before source turn to claim theirs, then
+// claims session id for it ("": it has none) and waits for the import
+// of the source before it that claimed id. The returned function ends
+// the claim, once the source's import is done. A source claims after
+// its conversion, so the sources' reading and converting go at once,
+// and only those of one session wait for each other.
+func (s *storedLogs) claim(turn int, id string) (done func()) {
+	mine := make(chan struct{})
+	s.mu.Lock()
+	for s.turn != turn {
+		s.claimed.Wait()
+	}
+	var prev chan struct{}
+	if id != "" {
+		prev = s.last[id]
+		s.last[id] = mine
+	}
+	s.turn++
+	s.claimed.Broadcast()
+	s.mu.Unlock()
+	if prev != nil {
+		<-prev
+	}
+	return func() { close(mine) }
+}
+
+func (s *storedLogs) get(id string) store.Checkpoint {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.at[id]
+}
+
+func (s *storedLogs) set(id string, at store.Checkpoint) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.at[id] = at
+}
+
 // storedCheckpoints lists the store's sessions; a listing that misses
 // some is used as it is (an append to a session it missed learns what
 // the store holds from the append's answer).
-func storedCheckpoints(ctx context.Context, st store.LogStore) (map[string]store.Checkpoint, error) {
+func storedCheckpoints(ctx context.Context, st store.LogStore) (*storedLogs, error) {
 	logs, err := st.Logs(ctx)
 	if err != nil && !errors.Is(err, agent.ErrIncompleteList) {
 		return nil, err
 	}
-	out := make(map[string]store.Checkpoint, len(logs))
+	out := &storedLogs{at: make(map[string]store.Checkpoint, len(logs)), last: map[string]chan struct{}{}}
+	out.claimed = sync.NewCond(&out.mu)
 	for _, l := range logs {
-		out[l.Info.ID] = l.Checkpoint
+		out.at[l.Info.ID] = l.Checkpoint
 	}
 	return out, nil
 }
 
 // importOne converts one source and brings its session in the store up
 // to date.
-func importOne(ctx context.Context, st store.LogStore, stored map[string]store.Checkpoint, src importer.Source, dry bool) importEvent {
-	ev := importEvent{Source: src.Path, Agent: string(src.Agent), DryRun: dry}
-	data, err := importer.ReadSource(src.Path)
-	if err != nil {
-		ev.Action, ev.Error = "refused", err.Error()
+func importOne(ctx context.Context, st store.LogStore, stored *storedLogs, turn int, src importer.Source, dry bool) importEvent {
+	ev, conv := convertSource(src, dry)
+	if conv == nil {
+		stored.claim(turn, "")()
 		return ev
 	}
-	detected, known := importer.Detect(data)
-	if src.Agent != "" && known && detected != src.Agent {
-		ev.Action, ev.Error = "refused", fmt.Sprintf("a %s log, not %s: leave out --from, or give it the right agent", detected, src.Agent)
-		return ev
-	}
-	if src.Agent == "" {
-		a, ok := detected, known
-		if !ok {
-			ev.Action, ev.Error = "skipped", "not a log of Claude Code, Codex or pi (or no complete line yet)"
-			return ev
-		}
-		src.Agent, ev.Agent = a, string(a)
-	}
-	conv, err := importer.Convert(src.Agent, src.Path, data)
-	if err != nil {
-		ev.Action, ev.Error = "refused", err.Error()
-		return ev
-	}
-	ev.ForeignID, ev.ID, ev.Messages, ev.Held = conv.ForeignID, conv.ID, conv.Messages, conv.Stats.Held
-	out, err := importer.Apply(ctx, st, conv, stored[conv.ID], dry)
+	defer stored.claim(turn, conv.ID)()
+	out, err := importer.Apply(ctx, st, conv, stored.get(conv.ID), dry)
 	if err != nil {
 		ev.Action, ev.Error = "failed", err.Error()
 		return ev
@@ -207,9 +273,40 @@ func importOne(ctx context.Context, st store.LogStore, stored map[string]store.C
 		ev.Error = out.Err.Error()
 	}
 	if out.At.Length > 0 {
-		stored[conv.ID] = out.At // for another source of the same session
+		stored.set(conv.ID, out.At) // for another source of the same session
 	}
 	return ev
+}
+
+// convertSource reads and converts one source; a nil conversion comes
+// with the event that says why there is none (refused, skipped).
+func convertSource(src importer.Source, dry bool) (importEvent, *importer.Conversion) {
+	ev := importEvent{Source: src.Path, Agent: string(src.Agent), DryRun: dry}
+	data, err := importer.ReadSource(src.Path)
+	if err != nil {
+		ev.Action, ev.Error = "refused", err.Error()
+		return ev, nil
+	}
+	detected, known := importer.Detect(data)
+	if src.Agent != "" && known && detected != src.Agent {
+		ev.Action, ev.Error = "refused", fmt.Sprintf("a %s log, not %s: leave out --from, or give it the right agent", detected, src.Agent)
+		return ev, nil
+	}
+	if src.Agent == "" {
+		a, ok := detected, known
+		if !ok {
+			ev.Action, ev.Error = "skipped", "not a log of Claude Code, Codex or pi (or no complete line yet)"
+			return ev, nil
+		}
+		src.Agent, ev.Agent = a, string(a)
+	}
+	conv, err := importer.Convert(src.Agent, src.Path, data)
+	if err != nil {
+		ev.Action, ev.Error = "refused", err.Error()
+		return ev, nil
+	}
+	ev.ForeignID, ev.ID, ev.Messages, ev.Held = conv.ForeignID, conv.ID, conv.Messages, conv.Stats.Held
+	return ev, conv
 }
 
 // printImportEvent prints ev: as a JSON line, or (for what changed or

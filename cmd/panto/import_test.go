@@ -4,8 +4,10 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -343,5 +345,67 @@ func TestImportJSONFieldNames(t *testing.T) {
 	}
 	for _, f := range check.Unseen() {
 		t.Errorf("no output showed %s: the check cannot see it renamed", f)
+	}
+}
+
+// TestImportManyAtOnce: panto import converts and writes several sources
+// at once, prints their events in the sources' order, and imports two
+// sources of one session one after the other: a log and an older copy
+// of it (its first lines, as an agent's archive may keep), in either
+// order, leave the whole log stored and neither source diverged.
+func TestImportManyAtOnce(t *testing.T) {
+	t.Parallel()
+	const fixtureID = "5e0c1a2b-0000-4000-8000-00000000c0de"
+	fixture, err := os.ReadFile(filepath.Join("..", "..", "importer", "testdata", "claude-code.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := bytes.SplitAfter(fixture, []byte("\n"))
+	older := bytes.Join(lines[:len(lines)/2], nil)
+	for _, kind := range backendKinds {
+		t.Run(kind.name, func(t *testing.T) {
+			t.Parallel()
+			b := kind.make(t)
+			home := t.TempDir()
+			write := func(dir, id string, data []byte) {
+				t.Helper()
+				path := filepath.Join(home, "projects", dir, id+".jsonl")
+				if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(path, bytes.ReplaceAll(data, []byte(fixtureID), []byte(id)), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			const n = 24
+			for i := range n {
+				write("-home-me-app", fmt.Sprintf("5e0c1a2b-0000-4000-8000-%012d", i), fixture)
+			}
+			// The same two sessions again, one copy sorted before its
+			// log and one after it.
+			write("-a-archive", fmt.Sprintf("5e0c1a2b-0000-4000-8000-%012d", 3), older)
+			write("-z-archive", fmt.Sprintf("5e0c1a2b-0000-4000-8000-%012d", 7), older)
+			env := append(b.storeEnv(), "CLAUDE_CONFIG_DIR="+home)
+			evs := importEvents(t, env, "--from", "claude-code")
+			if len(evs) != n+2 {
+				t.Fatalf("%d events, want %d", len(evs), n+2)
+			}
+			if !slices.IsSortedFunc(evs, func(a, b importEvent) int { return strings.Compare(a.Source, b.Source) }) {
+				t.Errorf("events not in the sources' order: %+v", evs)
+			}
+			got := map[string]int{}
+			for _, ev := range evs {
+				got[ev.Action]++
+			}
+			// The copy before its log is new, then the log appended to it;
+			// the copy after its log is already in it.
+			if want := map[string]int{"new": n, "appended": 1, "unchanged": 1}; !equalCounts(got, want) {
+				t.Errorf("actions %v, want %v: %+v", got, want, evs)
+			}
+			again := actions(importEvents(t, env, "--from", "claude-code"))
+			if !equalCounts(again, map[string]int{"claude-code unchanged": n + 2}) {
+				t.Errorf("import again: %v, want all unchanged", again)
+			}
+		})
 	}
 }
