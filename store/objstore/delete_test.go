@@ -499,7 +499,7 @@ func TestDeleteRoundTrips(t *testing.T) {
 // many sessions, prune) share the index's commits and purges, and none
 // waits behind another's burial in its partition or its deletion of the
 // older commits: 24 sessions go in about the round trips of a few, not
-// of 24. Each still goes to the end: no stored byte holds a deleted
+// of 24, and the run pages they all read ahead are read once. Each still goes to the end: no stored byte holds a deleted
 // session's text, no commit says a purge is owed, the rest still list.
 func TestDeletionsAtOnce(t *testing.T) {
 	t.Parallel()
@@ -539,6 +539,16 @@ func TestDeletionsAtOnce(t *testing.T) {
 	// older commits, waited for the index log's writer lock.
 	if rounds := opRounds(ops); rounds > 16 {
 		t.Errorf("%d deletions at once took %d round trips (%d commits), want at most 16: %s", len(doomed), rounds, countCommits(ops), describeOps(ops))
+	}
+	// Each reads the run pages over its partition ahead: one GET of
+	// each page serves them all.
+	gets := map[string]int{}
+	for _, o := range ops {
+		if o.Method == "GET" && strings.HasPrefix(o.Key, "index/run/") {
+			if gets[o.Key]++; gets[o.Key] == 2 {
+				t.Errorf("run page %s read more than once", o.Key)
+			}
+		}
 	}
 	if hits := e.scanFor(t, "doomed-"); len(hits) > 0 {
 		t.Errorf("stored objects still hold deleted sessions' text: %v", hits)

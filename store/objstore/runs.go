@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"golang.org/x/sync/errgroup"
+	"golang.org/x/sync/singleflight"
 
 	"github.com/panto-dev/panto/internal/manifest"
 )
@@ -112,6 +113,8 @@ type runState struct {
 	pages   map[string]*manifest.IndexShard
 	folding map[string]int64 // id → length being folded from runs
 	fold    sync.Mutex       // one fold or merge at a time
+	// reads are the GETs of pages under way, shared (readRunPage).
+	reads singleflight.Group
 	// buried are the partitions that buried a session since the last
 	// purge of the runs (purge.go); purge, one purge at a time.
 	buried map[string]bool
@@ -355,6 +358,28 @@ func (s *Store) readRunPage(ctx context.Context, p manifest.RunPage) (*manifest.
 	if ok {
 		return doc, nil
 	}
+	// Readers of one page at once (the deletions of an rm of many
+	// sessions each read the pages over their partitions ahead) share
+	// one GET. It runs apart from the first caller's cancellation, so
+	// that a caller that gives up does not fail the others; each waits
+	// for it as long as its own ctx lets it.
+	read := s.runs.reads.DoChan(p.Key, func() (any, error) {
+		return s.fetchRunPage(context.WithoutCancel(ctx), p)
+	})
+	select {
+	case r := <-read:
+		if r.Err != nil {
+			return nil, r.Err
+		}
+		return r.Val.(*manifest.IndexShard), nil
+	case <-ctx.Done():
+		return nil, fmt.Errorf("read index run page %s: %w", p.Key, ctx.Err())
+	}
+}
+
+// fetchRunPage reads run page p from the bucket, checks that it holds
+// only sessions of the partitions it names, and keeps it.
+func (s *Store) fetchRunPage(ctx context.Context, p manifest.RunPage) (*manifest.IndexShard, error) {
 	data, _, err := s.b.get(ctx, p.Key, "")
 	if errors.Is(err, errNotFound) {
 		return nil, fmt.Errorf("%s: %w", s.objectURL(p.Key), errRunGone)
@@ -362,7 +387,7 @@ func (s *Store) readRunPage(ctx context.Context, p manifest.RunPage) (*manifest.
 	if err != nil {
 		return nil, fmt.Errorf("read index run page %s: %w", p.Key, err)
 	}
-	doc, err = s.decodeShardObject(p.Key, manifest.RunName, data)
+	doc, err := s.decodeShardObject(p.Key, manifest.RunName, data)
 	if err != nil {
 		return nil, err
 	}
