@@ -89,7 +89,7 @@ func runImport(c *cli.Context, e *env) error {
 	if err != nil {
 		return fmt.Errorf("import: %w", err)
 	}
-	st, err := openBucketLogStore(c)
+	st, err := openBulkLogStore(c)
 	if err != nil {
 		return err
 	}

@@ -386,7 +386,23 @@ func TestImportManyAtOnce(t *testing.T) {
 			write("-a-archive", fmt.Sprintf("5e0c1a2b-0000-4000-8000-%012d", 3), older)
 			write("-z-archive", fmt.Sprintf("5e0c1a2b-0000-4000-8000-%012d", 7), older)
 			env := append(b.storeEnv(), "CLAUDE_CONFIG_DIR="+home)
-			evs := importEvents(t, env, "--from", "claude-code")
+			r := runPanto(t, t.TempDir(), append(env, "PANTO_TRACE=1"), "", "import", "--json", "--from", "claude-code")
+			if r.code != 0 {
+				t.Fatalf("import: exit %d: %s", r.code, r.stderr)
+			}
+			var evs []importEvent
+			for _, line := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
+				var ev importEvent
+				if err := json.Unmarshal([]byte(line), &ev); err != nil {
+					t.Fatalf("import --json line %q: %v", line, err)
+				}
+				evs = append(evs, ev)
+			}
+			// A bulk writer: the index takes the 24 sessions in a commit
+			// or two at exit, not a commit each.
+			if commits := strings.Count(r.stderr, "/index/log/0"); kind.name == "s3" && !(commits >= 1 && commits <= 3) {
+				t.Errorf("import wrote %d requests to the index log for %d new sessions, want 1 to 3", commits, n)
+			}
 			if len(evs) != n+2 {
 				t.Fatalf("%d events, want %d", len(evs), n+2)
 			}

@@ -309,23 +309,31 @@ func isTerminal(f *os.File) bool { return term.IsTerminal(int(f.Fd())) }
 // (backends.OpenLogSpec): what the commands that read sessions as logs
 // (fork, export, search, usage) need; none keeps nothing to read.
 func openLogStore(c *cli.Context) (store.LogStore, error) {
-	return openLogStoreWith(c, false)
+	return openLogStoreWith(c, nil)
 }
 
-// openBucketLogStore is openLogStore with a bucket opened as itself, never
-// local-first: for a batch that compares what it writes with what the
-// bucket holds (import), which a replica of some of its sessions would
-// misinform.
-func openBucketLogStore(c *cli.Context) (store.LogStore, error) {
-	return openLogStoreWith(c, true)
+// openBulkLogStore is openLogStore for a batch that writes many sessions
+// and compares what it writes with what the store holds (import): a
+// bucket is opened as itself, never local-first (a replica of some of
+// its sessions would misinform the comparison), and as a bulk writer
+// (backends.Options.Bulk), as panto-sync opens it: the index entries of
+// its appends are written together at exit, a directory's files synced
+// together, instead of a commit of the index (or an fsync) per session
+// written. Cut short before its exit, a session it wrote is listed again
+// once the next run's append of it is refused (the bucket's refusal
+// catches the index up).
+func openBulkLogStore(c *cli.Context) (store.LogStore, error) {
+	return openLogStoreWith(c, func(o *backends.Options) { o.LocalFirst, o.Bulk = false, true })
 }
 
-func openLogStoreWith(c *cli.Context, direct bool) (store.LogStore, error) {
+func openLogStoreWith(c *cli.Context, adjust func(*backends.Options)) (store.LogStore, error) {
 	spec, opts, err := flaggedStore(c)
 	if err != nil {
 		return nil, err
 	}
-	opts.LocalFirst = opts.LocalFirst && !direct
+	if adjust != nil {
+		adjust(&opts)
+	}
 	ls, err := backends.OpenLogSpec(c.Context, spec, opts)
 	if errors.Is(err, backends.ErrNoLogs) {
 		return nil, errors.New("the store is none, which keeps no sessions: give --store DIR or s3://BUCKET[/PREFIX]")

@@ -127,3 +127,38 @@ func TestAppendRaw(t *testing.T) {
 		t.Fatalf("checkpoints %v %+v", err, cps)
 	}
 }
+
+// TestBulkWriterCutShort: a bulk writer (WithDeferredIndex: panto-sync,
+// panto import) cut short before its Flush leaves sessions no listing
+// shows; the next run's append of the same bytes at the empty log is
+// refused, saying what the log holds, and its Flush lists them again.
+func TestBulkWriterCutShort(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newMemEnv(t)
+	cut := e.open(t, objstore.WithDeferredIndex())
+	id := agent.NewSessionID()
+	data := []byte(`{"type":"session","version":1,"id":"` + id + `","created":"2026-01-01T00:00:00Z"}` + "\n" +
+		`{"type":"message","ts":"2026-01-01T00:00:01Z","role":"user","content":[{"type":"text","text":"imported"}]}` + "\n")
+	at, err := cut.AppendLog(ctx, id, store.Checkpoint{}, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// cut is never flushed nor closed: its process died.
+	rerun := e.open(t, objstore.WithDeferredIndex())
+	if logs, err := sessionsOf(ctx, rerun); err != nil || len(logs) != 0 {
+		t.Fatalf("before the re-run: %d sessions listed (%v), want none", len(logs), err)
+	}
+	_, err = rerun.AppendLog(ctx, id, store.Checkpoint{}, data)
+	var changed *store.ChangedError
+	if !errors.As(err, &changed) || changed.Have != at {
+		t.Fatalf("the re-run's append: %v, want a ChangedError saying the log holds %v", err, at)
+	}
+	if err := rerun.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	logs, err := sessionsOf(ctx, e.open(t))
+	if err != nil || len(logs) != 1 || logs[id].Checkpoint != at {
+		t.Errorf("after the re-run: %v (%v), want session %s at %v", logs, err, id, at)
+	}
+}
