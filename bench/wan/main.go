@@ -518,6 +518,7 @@ var singles = []single{
 	{"panto rm ID (a recent session)", "", true},
 	{"panto rm ID (60 messages: 1 segment each, compacted past 32)", "", true},
 	{"panto rm --direct of 40 sessions (1 message each) in one command", "", true},
+	{"panto rm of 40 sessions, local-first (until its exit has shipped the deletions)", "", true},
 	{"panto import of 40 Claude Code sessions (8 KB each) into the bucket", "", true},
 	{"a turn that compacts: load 30 segments, 6 appends, close (the exit merges 36)", "", true},
 	{"a turn's exit: Close after a prompt and its answer (a new session of a project)", "", true},
@@ -618,7 +619,10 @@ func (b *bench) singles(ep string) (map[string]time.Duration, error) {
 		return nil, fmt.Errorf("panto rm %s: %w", long, err)
 	}
 	out["panto rm ID (60 messages: 1 segment each, compacted past 32)"] = r.d
-	if out["panto rm --direct of 40 sessions (1 message each) in one command"], err = b.removeMany(ctx, ep, url, 40); err != nil {
+	if out["panto rm --direct of 40 sessions (1 message each) in one command"], err = b.removeMany(ctx, ep, url, 40, true); err != nil {
+		return nil, err
+	}
+	if out["panto rm of 40 sessions, local-first (until its exit has shipped the deletions)"], err = b.removeMany(ctx, ep, url, 40, false); err != nil {
 		return nil, err
 	}
 	if out["panto import of 40 Claude Code sessions (8 KB each) into the bucket"], err = b.importMany(url, ep, 40); err != nil {
@@ -922,15 +926,19 @@ func (b *bench) resolveAndRemove(url, ep string, small []string) (show, rm time.
 	return median(shows), median(rms), nil
 }
 
-// removeMany is the time of one `panto rm --direct --yes` of n sessions
-// of one message each, which another Store wrote first: a prune's work,
-// on the bucket itself.
-func (b *bench) removeMany(ctx context.Context, ep, url string, n int) (time.Duration, error) {
+// removeMany is the time of one `panto rm --yes` of n sessions of one
+// message each, which another Store wrote first: a prune's work, on the
+// bucket itself (direct), or local-first, whose exit waits for the
+// shipper to send the deletions.
+func (b *bench) removeMany(ctx context.Context, ep, url string, n int, direct bool) (time.Duration, error) {
 	st, err := objstore.Open(ctx, url, objstore.WithEndpoint(ep))
 	if err != nil {
 		return 0, err
 	}
-	args := []string{b.panto, "rm", "--yes", "--direct", "--store", url, "--endpoint", ep}
+	args := []string{b.panto, "rm", "--yes", "--store", url, "--endpoint", ep}
+	if direct {
+		args = append(args, "--direct")
+	}
 	for i := range n {
 		s := st.Create()
 		if err := s.Append(ctx, []agent.PersistentMessage{{Message: agent.UserText(fmt.Sprintf("to delete %d", i))}}); err != nil {

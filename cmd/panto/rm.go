@@ -135,6 +135,8 @@ func openDeleter(c *cli.Context, cmd string) (store.LogStore, error) {
 	// text: its Close waits longer than a chat's for the shipper to send
 	// it (within closeStore's bound), and says so if it still could not.
 	opts.CloseTimeout = deleteCloseTimeout
+	// And sends them as many at once as it deletes them.
+	opts.ShipConcurrency = concurrentRemovals
 	st, err := backends.OpenSpec(c.Context, spec, opts)
 	if err != nil {
 		return nil, err

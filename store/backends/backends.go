@@ -68,6 +68,9 @@ type Options struct {
 	// CloseTimeout, for a local-first store, bounds how long its Close
 	// waits for the shipper (0: localfirst's default, a few seconds).
 	CloseTimeout time.Duration
+	// ShipConcurrency, for a local-first store, is how many sessions its
+	// shipper sends at once (0: localfirst's default).
+	ShipConcurrency int
 	// Reading is for a command that opens the store to read it (panto
 	// sessions, show, search): a bucket's Open then sends no
 	// conditional-write probe, which its first write, if any, sends
@@ -195,9 +198,10 @@ func openLocalFirst(ctx context.Context, url string, opts Options, o []objstore.
 			}
 			return nil
 		},
-		Unreachable:  objstore.IsUnreachable,
-		Notify:       opts.Notify,
-		CloseTimeout: opts.CloseTimeout,
+		Unreachable:     objstore.IsUnreachable,
+		Notify:          opts.Notify,
+		CloseTimeout:    opts.CloseTimeout,
+		ShipConcurrency: opts.ShipConcurrency,
 	})
 }
 

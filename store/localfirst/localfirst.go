@@ -99,6 +99,11 @@ type Options struct {
 	ListTimeout time.Duration
 	// CloseTimeout bounds how long Close waits for the shipper (default 5s).
 	CloseTimeout time.Duration
+	// ShipConcurrency is how many sessions the shipper sends at once
+	// (default 4: a chat's few, beside its requests to the provider); a
+	// command that writes many, such as panto rm and prune, whose
+	// deletions are a dozen round trips each, asks for more.
+	ShipConcurrency int
 	// MaxBackoff bounds the wait between two attempts to reach a bucket
 	// that does not answer (default 30s).
 	MaxBackoff time.Duration
@@ -120,6 +125,9 @@ func (o *Options) defaults() {
 	}
 	if o.ListTimeout <= 0 {
 		o.ListTimeout = 30 * time.Second
+	}
+	if o.ShipConcurrency <= 0 {
+		o.ShipConcurrency = 4
 	}
 	if o.CloseTimeout <= 0 {
 		o.CloseTimeout = 5 * time.Second

@@ -197,7 +197,7 @@ func (sh *shipper) round(b store.LogStore) bool {
 	}
 	var retry []string
 	if reached {
-		events := replica.Transfer(sh.ctx, sh.s.local, b, plans, replica.Options{KeepBoth: true, Concurrency: 4})
+		events := replica.Transfer(sh.ctx, sh.s.local, b, plans, replica.Options{KeepBoth: true, Concurrency: sh.s.opts.ShipConcurrency})
 		for _, e := range events {
 			if sh.report != nil {
 				sh.report(e)
@@ -272,8 +272,21 @@ func (sh *shipper) catchUp(b store.LogStore, marked map[string]bool) ([]replica.
 // the plans made before it.
 func (sh *shipper) planEach(b store.LogStore, ids []string) ([]replica.Plan, error) {
 	plans := make([]replica.Plan, 0, len(ids))
+	if len(ids) == 0 {
+		return plans, nil
+	}
+	// The replica's tombstones, read once for the round: a prune's
+	// hundreds of deletions would each read them all.
+	tombs, err := sh.s.local.Tombstones(sh.ctx)
+	if err != nil {
+		return plans, err
+	}
+	deleted := make(map[string]*store.Tombstone, len(tombs))
+	for _, t := range tombs {
+		deleted[t.ID] = &t
+	}
 	for _, id := range ids {
-		p, err := sh.plan(b, id)
+		p, err := sh.plan(b, id, deleted[id])
 		if sh.s.unreachable(err) {
 			return plans, err
 		}
@@ -285,16 +298,14 @@ func (sh *shipper) planEach(b store.LogStore, ids []string) ([]replica.Plan, err
 	return plans, nil
 }
 
-// plan plans session id: from the shipped record when the bucket was
-// seen to hold a prefix of the replica's log (no request), else from the
-// bucket's checkpoint of it (store.Head) related to the replica's.
-func (sh *shipper) plan(b store.LogStore, id string) (replica.Plan, error) {
+// plan plans session id, which the replica deleted when tomb is not nil:
+// from the shipped record when the bucket was seen to hold a prefix of
+// the replica's log (no request), else from the bucket's checkpoint of it
+// (store.Head) related to the replica's.
+func (sh *shipper) plan(b store.LogStore, id string, tomb *store.Tombstone) (replica.Plan, error) {
 	ctx := sh.ctx
 	p := replica.Plan{ID: id}
-	tomb, err := sh.localTombstone(ctx, id)
-	if err != nil {
-		return p, err
-	}
+	var err error
 	if tomb == nil {
 		if p.Src, err = head(ctx, sh.s.local, id); err != nil {
 			return p, err
@@ -355,11 +366,6 @@ func relateDeleted(p replica.Plan) replica.Relation {
 		}
 		return replica.DeleteConflict
 	}
-}
-
-// localTombstone is the replica's tombstone of session id.
-func (sh *shipper) localTombstone(ctx context.Context, id string) (*store.Tombstone, error) {
-	return sh.s.tombstone(ctx, id)
 }
 
 // tombstone is the replica's tombstone of session id, if it deleted it.
