@@ -37,7 +37,8 @@ start of its new conversion (its source changed below what was imported) is repo
 as diverged and left alone; a file with a malformed line is refused (file:line) and
 nothing of it written. A response still being written, or tool calls without their
 results yet, wait for the next import. The command fails when a file was refused or
-a session diverged, after importing everything else.
+a session diverged, after importing everything else. Eight files are imported at
+once; what each came to is printed in the files' order.
 
 Examples:
    panto import                                    every agent's sessions, into the default store

@@ -32,7 +32,10 @@ log then. panto-sync carries the tombstone, so the deletion reaches every copy
 and no push or pull brings the session back.
 
 On a terminal, rm shows what will go and asks once; elsewhere it needs --yes.
-A session deleted already is reported, not an error.
+A session deleted already is reported, not an error. Several sessions are
+deleted at once (sixteen), each printed as its deletion ends; --json lists
+them in the order given. If one fails, the others under way finish, and the
+error names the first failure.
 
 Examples:
    panto rm 3f9a                   delete one session, after asking
