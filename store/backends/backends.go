@@ -146,9 +146,7 @@ func OpenSpec(ctx context.Context, s store.Spec, opts Options) (agent.SessionSto
 			o = append(o, objstore.WithPageAhead(opts.PageAhead))
 		}
 		if opts.LocalFirst {
-			// The shipper writes in the background: the first panto of a
-			// day need not wait for the conditional-write probe.
-			return openLocalFirst(ctx, s.URL, opts, append(o, objstore.WithS3Options(failFast), objstore.WithBackgroundWrites()))
+			return openLocalFirst(ctx, s.URL, opts, append(o, objstore.WithS3Options(failFast)))
 		}
 		st, err := objstore.Open(ctx, s.URL, o...)
 		if err != nil {

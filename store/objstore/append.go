@@ -415,6 +415,8 @@ func (s *Store) putSegment(ctx context.Context, key string, m, next *manifest.Ma
 		return segmentRetry, err
 	case errors.Is(err, ErrPermission):
 		return segmentFailed, err // an answer: nothing was written
+	case errors.Is(err, ErrConditionalWrites):
+		return segmentFailed, err // the probe's: no write here is safe
 	case errors.Is(err, errThrottled):
 		return segmentThrottled, err // an answer: nothing was written, later
 	}

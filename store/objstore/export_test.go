@@ -120,3 +120,6 @@ func WaitPrefetches(ctx context.Context, s *Store) {
 		_ = s.awaitPrefetch(ctx, name)
 	}
 }
+
+// ProbeNotePath is where s notes the last probe that passed (probePath).
+func ProbeNotePath(s *Store) string { return s.probePath() }

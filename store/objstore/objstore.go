@@ -158,12 +158,16 @@ type Store struct {
 	// writeRefused is the probe's refusal when the credentials may not
 	// write (WriteRefused); set once, while Open probes.
 	writeRefused error
-	// probeLater: WithProbeAtFirstWrite (or WithBackgroundWrites on a
-	// machine that saw the probe pass), and Open did not probe; the
-	// first write probes (ensureProbed), under probeMu, once it passes.
-	probeLater       bool
-	backgroundWrites bool
-	probeMu          sync.Mutex
+	// probeLater: Open did not probe (WithProbeAtFirstWrite, or a
+	// machine whose probe of the prefix passed more than a day ago);
+	// the first write probes, once it passes. probeBeside: that probe
+	// goes out beside the write (the machine saw it pass before: put),
+	// not before it. probing is the probe under way, which every write
+	// until it passes waits for. All three under probeMu.
+	probeLater  bool
+	probeBeside bool
+	probing     *probeFlight
+	probeMu     sync.Mutex
 
 	// segs keeps the segments this Store wrote or read, for compaction
 	// (it has a lock of its own).
@@ -245,7 +249,6 @@ type options struct {
 	resolveAhead     []string
 	pageAhead        agent.Project
 	probeLater       bool
-	backgroundWrites bool
 	key              *seal.Key
 	indexCache       string
 	runFoldAt        int
@@ -306,18 +309,6 @@ func WithOpenSnapshot() Option { return func(o *options) { o.openSnapshot = true
 // WriteRefused says nothing until a write probed.
 func WithProbeAtFirstWrite() Option { return func(o *options) { o.probeLater = true } }
 
-// WithBackgroundWrites is for a Store whose writes nobody waits for (a
-// local-first panto's shipper, store/localfirst): on a machine whose
-// probe of the prefix passed before (the note WithIndexCache keeps, at
-// any age), an Open past the day it trusts that note sends no probe, and
-// the first write probes instead, as WithProbeAtFirstWrite has it. So
-// the first panto -c of a day asks the bucket only what it reads. A
-// machine that never saw the probe pass (a new one, or credentials that
-// may not write) probes at Open as before, so that WriteRefused refuses
-// a reader's turn before it is taken; a probe that finds the
-// credentials may not write forgets the note.
-func WithBackgroundWrites() Option { return func(o *options) { o.backgroundWrites = true } }
-
 // withMaxAttempts bounds the attempts of each conditional-write loop
 // (default 10) and of the SDK's retries of one request (at most 5).
 func withMaxAttempts(n int) Option { return func(o *options) { o.maxAttempts = n } }
@@ -377,7 +368,6 @@ func openBucket(ctx context.Context, b bucket, o options) (*Store, error) {
 		ahead:            aheadLists{prefixes: o.resolveAhead},
 		pageAhead:        o.pageAhead,
 		probeLater:       o.probeLater,
-		backgroundWrites: o.backgroundWrites,
 		indexCache:       o.indexCache,
 		endpoint:         o.s3.endpoint,
 		manifestEvery:    max(o.manifestEvery, 1),
@@ -428,8 +418,14 @@ func (s *Store) open(ctx context.Context) error {
 	switch {
 	case recent:
 		s.probeLater = false
-	case known && s.backgroundWrites:
-		s.probeLater = true
+	case known:
+		// Past the day the note is trusted, but this machine saw the
+		// probe pass here before: the first write sends it beside its
+		// own request (put), so that Open asks the bucket only what it
+		// reads. A machine that never saw it pass (a new one, or
+		// credentials that may not write) probes at Open, so that
+		// WriteRefused refuses a reader's turn before it is taken.
+		s.probeLater, s.probeBeside = true, true
 	}
 	unprobed := recent || s.probeLater // a reader's: the first write probes
 	go func() {
@@ -462,26 +458,19 @@ func (s *Store) open(ctx context.Context) error {
 	return nil
 }
 
-// ensureProbed probes, before the first write of a Store opened
-// WithProbeAtFirstWrite, that the server honours conditional writes
-// (probe); a failure is the write's error, and the next write probes
-// again.
+// ensureProbed probes, before the first write of a Store whose Open
+// did not, that the server honours conditional writes (probe), or waits
+// for the probe under way; a failure is the write's error, and the next
+// write probes again.
 func (s *Store) ensureProbed(ctx context.Context) error {
 	s.probeMu.Lock()
-	defer s.probeMu.Unlock()
 	if !s.probeLater {
+		s.probeMu.Unlock()
 		return nil
 	}
-	created, matched, err := s.probePuts(ctx, false)
-	if err != nil {
-		return s.b.explainOpenError(err)
-	}
-	if err := s.probe(ctx, created, matched); err != nil {
-		return err
-	}
-	s.noteProbe()
-	s.probeLater = false
-	return nil
+	f := s.startProbe(ctx)
+	s.probeMu.Unlock()
+	return f.wait(ctx)
 }
 
 // checkMarker reads the format marker, creating it on a fresh prefix.
@@ -533,6 +522,11 @@ func (s *Store) ensureMarker(ctx context.Context) error {
 	if err := s.ensureProbed(ctx); err != nil {
 		return err
 	}
+	return s.upgradeMarker(ctx)
+}
+
+// upgradeMarker is ensureMarker past the probe.
+func (s *Store) upgradeMarker(ctx context.Context) error {
 	s.markerMu.Lock()
 	defer s.markerMu.Unlock()
 	for attempt := 0; s.marker.Version < manifest.Version; attempt++ {
@@ -563,12 +557,30 @@ func (s *Store) ensureMarker(ctx context.Context) error {
 }
 
 // put is every write of the Store's documents and segments: the marker is
-// brought to this version first.
+// brought to this version first, and the conditional-write probe that
+// Open left to the first write goes out before it, or beside it on a
+// machine that saw the probe pass here before (probeBeside).
 func (s *Store) put(ctx context.Context, rel string, data []byte, cond putCond, contentType string) (string, error) {
-	if err := s.ensureMarker(ctx); err != nil {
+	f := s.probeAside(ctx)
+	if f == nil {
+		if err := s.ensureMarker(ctx); err != nil {
+			return "", err
+		}
+		return s.b.put(ctx, rel, data, cond, contentType)
+	}
+	if err := s.upgradeMarker(ctx); err != nil {
 		return "", err
 	}
-	return s.b.put(ctx, rel, data, cond, contentType)
+	etag, err := s.b.put(ctx, rel, data, cond, contentType)
+	if perr := f.wait(ctx); errors.Is(perr, ErrConditionalWrites) {
+		// The write may have landed, but nothing this server answered
+		// can be trusted: the write fails with the reason, and the
+		// writes after it probe first (probeAside), writing nothing.
+		return "", perr
+	}
+	// Any other failure of the probe (no answer) leaves it to the next
+	// write; this one's outcome is its own.
+	return etag, err
 }
 
 // Create mints a handle on a new session. No I/O: the session exists once

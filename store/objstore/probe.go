@@ -141,6 +141,73 @@ func (s *Store) probePut(ctx context.Context, key string, cond putCond) (probeOu
 	return 0, err
 }
 
+// probeFlight is a probe sent by a write (Open sent none): the writes
+// until it passes wait for the one under way.
+type probeFlight struct {
+	done chan struct{}
+	err  error
+}
+
+// wait is the probe's outcome, once it is known.
+func (f *probeFlight) wait(ctx context.Context) error {
+	select {
+	case <-f.done:
+		return f.err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// startProbe returns the probe under way, sending it if none is. Its
+// requests do not end with the context of the write that sent it, since
+// the writes after it wait for it too. Callers hold probeMu.
+func (s *Store) startProbe(ctx context.Context) *probeFlight {
+	if s.probing != nil {
+		return s.probing
+	}
+	f := &probeFlight{done: make(chan struct{})}
+	s.probing = f
+	go func() {
+		ctx := context.WithoutCancel(ctx)
+		created, matched, err := s.probePuts(ctx, false)
+		if err != nil {
+			err = s.b.explainOpenError(err)
+		} else {
+			err = s.probe(ctx, created, matched)
+		}
+		s.probeMu.Lock()
+		switch {
+		case err == nil:
+			s.noteProbe()
+			s.probeLater = false
+		case errors.Is(err, ErrConditionalWrites):
+			// Once the server is known to ignore the conditions, no
+			// write goes beside a probe again: each probes first, and
+			// is refused before it is sent; and the note of the last
+			// pass goes, so that the next Open refuses the prefix.
+			s.probeBeside = false
+			s.forgetProbe()
+		}
+		s.probing = nil // a failure: the next write probes again
+		f.err = err
+		close(f.done)
+		s.probeMu.Unlock()
+	}()
+	return f
+}
+
+// probeAside returns the probe a write goes out beside (sending it if
+// none is under way), or nil when the write needs none or must wait for
+// it first (put).
+func (s *Store) probeAside(ctx context.Context) *probeFlight {
+	s.probeMu.Lock()
+	defer s.probeMu.Unlock()
+	if !s.probeLater || !s.probeBeside {
+		return nil
+	}
+	return s.startProbe(ctx)
+}
+
 // WriteRefused returns, when Open's probe found that the credentials may
 // not write (a reader's), the server's refusal as one line naming the
 // permission to grant (a *PermissionError); nil otherwise. A caller that
@@ -194,9 +261,16 @@ func (s *Store) trusted(at time.Time) bool {
 	return age >= 0 && age < probeTrust
 }
 
+// forgetProbe removes the note of the last pass: the next Open probes.
+func (s *Store) forgetProbe() {
+	if path := s.probePath(); path != "" {
+		_ = os.Remove(path)
+	}
+}
+
 // noteProbe records the probe just sent: its time when it passed, and
 // forgets the last pass when the credentials may not write, so that the
-// next Open of a Store WithBackgroundWrites probes at once. A failure
+// next Open probes at once. A failure
 // only costs the next Open its probe.
 func (s *Store) noteProbe() {
 	path := s.probePath()
@@ -204,7 +278,7 @@ func (s *Store) noteProbe() {
 		return
 	}
 	if s.WriteRefused() != nil {
-		_ = os.Remove(path)
+		s.forgetProbe()
 		return
 	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {

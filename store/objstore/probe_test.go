@@ -148,14 +148,14 @@ func TestProbeAtFirstWrite(t *testing.T) {
 	}
 }
 
-// TestProbeAtFirstBackgroundWrite: a Store WithBackgroundWrites (a
-// local-first shipper's) on a machine whose probe passed more than a day
-// ago sends no probe at Open, and its first write probes before the
-// write's own request and notes the pass again; on a machine that never
-// saw it pass, Open probes, and a probe that finds the credentials may
-// not write forgets the note, so that the next Open probes at once (and
-// a local-first panto refuses the turn before it is taken).
-func TestProbeAtFirstBackgroundWrite(t *testing.T) {
+// TestProbeBesideFirstWrite: on a machine whose probe of the prefix
+// passed more than a day ago, Open sends no probe, and the first write
+// sends it beside its own request (both under way at once), then notes
+// the pass again; on a machine that never saw it pass, Open probes, and a
+// probe that finds the credentials may not write forgets the note, so
+// that the next Open probes at once (and a local-first panto refuses the
+// turn before it is taken).
+func TestProbeBesideFirstWrite(t *testing.T) {
 	t.Parallel()
 	e := newMemEnv(t)
 	appendNew(t, e.open(t), "there before")
@@ -180,22 +180,16 @@ func TestProbeAtFirstBackgroundWrite(t *testing.T) {
 		}
 		return marks[0]
 	}
-	age := func() {
-		t.Helper()
-		old := time.Now().Add(-25 * time.Hour).UTC().Format(time.RFC3339Nano)
-		if err := os.WriteFile(note(), []byte(old+"\n"), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	opts := []objstore.Option{objstore.WithIndexCache(cache), objstore.WithBackgroundWrites()}
+	opts := []objstore.Option{objstore.WithIndexCache(cache)}
 
 	fb := e.faults(t)
 	e.openOn(t, fb, opts...)
 	if n := probes(fb.Take()); n == 0 || note() == "" {
 		t.Fatalf("a machine's first Open: %d probe PUTs, note %q; want the probe and its note", n, note())
 	}
-	age()
+	ageProbeNote(t, note())
 	fb = e.faults(t)
+	fb.SetDelay(20 * time.Millisecond)
 	s := e.openOn(t, fb, opts...)
 	if n := probes(fb.Take()); n != 0 {
 		t.Fatalf("an Open a day after the last pass sent %d probe PUTs; the first write should", n)
@@ -204,8 +198,8 @@ func TestProbeAtFirstBackgroundWrite(t *testing.T) {
 	ops := fb.Take()
 	probe := slices.IndexFunc(ops, func(o objstore.Op) bool { return o.Method == "PUT" && strings.Contains(o.Key, "panto-probe") })
 	seg := slices.IndexFunc(ops, func(o objstore.Op) bool { return o.Method == "PUT" && strings.Contains(o.Key, "/seg/") })
-	if probe < 0 || seg < 0 || ops[seg].Start.Before(ops[probe].End) {
-		t.Fatalf("the first write's requests: %+v; want the probe, then the segment", ops)
+	if probe < 0 || seg < 0 || !ops[seg].Start.Before(ops[probe].End) || !ops[probe].Start.Before(ops[seg].End) {
+		t.Fatalf("the first write's requests: %+v; want the probe and the segment under way at once", describeOps(ops))
 	}
 	fb = e.faults(t)
 	e.openOn(t, fb, opts...)
@@ -213,9 +207,9 @@ func TestProbeAtFirstBackgroundWrite(t *testing.T) {
 		t.Fatalf("the first write's probe was not noted: the next Open sent %d probe PUTs", n)
 	}
 
-	// The credentials lose the right to write: the deferred probe finds
-	// out at the first write, which fails, and the note goes.
-	age()
+	// The credentials lose the right to write: the probe finds out at
+	// the first write, which fails, and the note goes.
+	ageProbeNote(t, note())
 	fb = e.faults(t)
 	s = e.openOn(t, fb, opts...)
 	fb.SetFault(func(o objstore.Op) error {
@@ -234,5 +228,63 @@ func TestProbeAtFirstBackgroundWrite(t *testing.T) {
 	r := e.openOn(t, fb, opts...)
 	if n := probes(fb.Take()); n == 0 || r.WriteRefused() == nil {
 		t.Fatalf("the Open after a refusal: %d probe PUTs, WriteRefused %v; want the probe at Open and the refusal", n, r.WriteRefused())
+	}
+}
+
+// ageProbeNote makes the probe noted at path 25 hours old.
+func ageProbeNote(t *testing.T, path string) {
+	t.Helper()
+	old := time.Now().Add(-25 * time.Hour).UTC().Format(time.RFC3339Nano)
+	if err := os.WriteFile(path, []byte(old+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestProbeBesideRefusesLaxServer: a server swapped under a prefix
+// whose probe passed on this machine more than a day ago, for one that
+// ignores the conditions. The first write, sent beside the probe, fails
+// in one line that says why (it may have landed: a server that ignores
+// the conditions took it); every write after it probes first and is
+// refused before it is sent, and the next Open refuses the prefix.
+func TestProbeBesideRefusesLaxServer(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newEnv(t)
+	appendNew(t, e.open(t), "there before")
+	lax, _ := miniotest.LaxProxy(t, e.srv, miniotest.DropConditions)
+	cache := t.TempDir()
+	opts := e.reach(objstore.WithEndpoint(lax), objstore.WithIndexCache(cache))
+	// The note of a pass a day old, where this endpoint's would be.
+	reader, err := objstore.Open(ctx, e.url, append(opts, objstore.WithProbeAtFirstWrite())...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := objstore.ProbeNotePath(reader)
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	ageProbeNote(t, path)
+	s, err := objstore.Open(ctx, e.url, opts...)
+	if err != nil {
+		t.Fatalf("an Open that leaves the probe to the first write: %v", err)
+	}
+	first := agent.NewSessionID()
+	err = s.AppendMessages(ctx, first, []agent.PersistentMessage{user("beside the probe")})
+	if !errors.Is(err, objstore.ErrConditionalWrites) || strings.Contains(err.Error(), "\n") {
+		t.Fatalf("the first write beside the probe: %v, want ErrConditionalWrites in one line", err)
+	}
+	second := agent.NewSessionID()
+	err = s.AppendMessages(ctx, second, []agent.PersistentMessage{user("after the probe")})
+	if !errors.Is(err, objstore.ErrConditionalWrites) {
+		t.Fatalf("a write after the probe failed: %v, want ErrConditionalWrites", err)
+	}
+	if _, err := e.open(t).Load(ctx, second); !errors.Is(err, agent.ErrSessionNotFound) {
+		t.Fatalf("the write after the failed probe left its session: %v", err)
+	}
+	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the failed probe left the note of the last pass (%v): the next Open would not probe", err)
+	}
+	if _, err := objstore.Open(ctx, e.url, opts...); !errors.Is(err, objstore.ErrConditionalWrites) {
+		t.Fatalf("the next Open: %v, want ErrConditionalWrites", err)
 	}
 }

@@ -265,28 +265,38 @@ func TestUnfoldedRepair(t *testing.T) {
 }
 
 // TestProbeRemembered: with an index cache, an Open within a day of a
-// probe that passed sends no probe PUT; a day later it probes again.
+// probe that passed sends no probe PUT, nor do its writes; a day later
+// the Open sends none either, and its first write probes again.
 func TestProbeRemembered(t *testing.T) {
 	t.Parallel()
 	e := newMemEnv(t)
 	cache := t.TempDir()
-	probes := func() int {
-		t.Helper()
-		fb := e.faults(t)
-		e.openOn(t, fb, objstore.WithIndexCache(cache))
+	var last *objstore.Store
+	count := func(ops []objstore.Op) int {
 		n := 0
-		for _, o := range fb.Take() {
+		for _, o := range ops {
 			if o.Method == "PUT" && strings.Contains(o.Key, "panto-probe") {
 				n++
 			}
 		}
 		return n
 	}
+	var fb *objstore.FaultBucket
+	probes := func() int {
+		t.Helper()
+		fb = e.faults(t)
+		last = e.openOn(t, fb, objstore.WithIndexCache(cache))
+		return count(fb.Take())
+	}
 	if n := probes(); n == 0 {
 		t.Fatal("the first Open sent no probe")
 	}
 	if n := probes(); n != 0 {
 		t.Fatalf("an Open right after a probe sent %d probe PUTs", n)
+	}
+	appendNew(t, last, "within the day")
+	if n := count(fb.Take()); n != 0 {
+		t.Fatalf("a write right after a probe sent %d probe PUTs", n)
 	}
 	marks, _ := filepath.Glob(filepath.Join(cache, "*.probed"))
 	if len(marks) != 1 {
@@ -296,8 +306,12 @@ func TestProbeRemembered(t *testing.T) {
 	if err := os.WriteFile(marks[0], []byte(old+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if n := probes(); n == 0 {
-		t.Fatal("an Open a day after the last probe sent none")
+	if n := probes(); n != 0 {
+		t.Fatalf("an Open a day after the last probe sent %d probe PUTs; its first write should", n)
+	}
+	appendNew(t, last, "a day later")
+	if n := count(fb.Take()); n == 0 {
+		t.Fatal("the first write a day after the last probe sent none")
 	}
 }
 
