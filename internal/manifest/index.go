@@ -289,6 +289,12 @@ type IndexShard struct {
 	// sessions that know only their directory may hold some: a listing of
 	// a work tree's sessions reads it beside its project's head.
 	DirHead bool
+	// DirFilter, in a log commit that says DirHead, is the dir filter of
+	// the dirs head (dirfilter.go): DirFilterBytes long, or nil when
+	// not known (a panto that predates it wrote a commit since the
+	// first that said DirHead): then a work tree's listing reads the
+	// dirs head whatever its root.
+	DirFilter []byte
 	// Indexed, in a log commit, is about how many sessions the index
 	// held when a writer last counted them (one that read the catalog;
 	// a step of a fold, from the partitions it wrote), carried on by
@@ -433,6 +439,7 @@ func (s *IndexShard) Clone() *IndexShard {
 		c.Unfolded = maps.Clone(s.Unfolded)
 	}
 	c.Runs = slices.Clone(s.Runs)
+	c.DirFilter = slices.Clone(s.DirFilter)
 	c.Unpurged = slices.Clone(s.Unpurged)
 	c.Discarded = slices.Clone(s.Discarded)
 	if s.Merge != nil {
@@ -565,7 +572,7 @@ func decodeShard(raw []byte) (*IndexShard, error) {
 }
 
 func (s *IndexShard) validate() error {
-	if s.Shard == HeadName && (s.Through != 0 || s.Pruned != 0 || s.Purge != 0 || s.Omitted != 0 || s.Base != 0 || s.DirHead || s.Indexed != 0 || len(s.Recent) != 0 || len(s.Unfolded) != 0 || len(s.Runs) != 0) {
+	if s.Shard == HeadName && (s.Through != 0 || s.Pruned != 0 || s.Purge != 0 || s.Omitted != 0 || s.Base != 0 || s.DirHead || len(s.DirFilter) != 0 || s.Indexed != 0 || len(s.Recent) != 0 || len(s.Unfolded) != 0 || len(s.Runs) != 0) {
 		return fmt.Errorf("%w: index head: a log commit's fields", ErrInvalid)
 	}
 	log := s.Shard == LogName || s.Shard == RunName || s.Shard == HeadName
@@ -584,7 +591,7 @@ func (s *IndexShard) validate() error {
 	if s.Pruned < 0 || s.Through < s.Pruned || s.Purge < 0 || s.Through < s.Purge || s.Omitted < 0 || s.Indexed < 0 {
 		return fmt.Errorf("%w: index shard %s: through %d, pruned %d, purge %d, omitted %d", ErrInvalid, s.Shard, s.Through, s.Pruned, s.Purge, s.Omitted)
 	}
-	if !log && (s.Omitted != 0 || s.Complete || s.DirHead || s.Indexed != 0 || s.Base != 0 || len(s.Recent) != 0 || len(s.Unfolded) != 0 || len(s.Runs) != 0) {
+	if !log && (s.Omitted != 0 || s.Complete || s.DirHead || len(s.DirFilter) != 0 || s.Indexed != 0 || s.Base != 0 || len(s.Recent) != 0 || len(s.Unfolded) != 0 || len(s.Runs) != 0) {
 		return fmt.Errorf("%w: index shard %s: a partition with a log commit's fields", ErrInvalid, s.Shard)
 	}
 	filed := func(id string) bool { return log || PartitionOf(id, len(s.Shard)) == s.Shard }

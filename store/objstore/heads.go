@@ -74,10 +74,64 @@ func headsFor(p agent.Project, c *manifest.IndexShard) []string {
 	if name := keyHead(p.Key()); name != "" {
 		names = append(names, name)
 	}
-	if (p.Root != "" || p.OnlyDir()) && c != nil && c.DirHead {
+	if (p.Root != "" || p.OnlyDir()) && c != nil && c.DirHead && manifest.DirFilterMayHold(c.DirFilter, dirsRoot(p)) {
 		names = append(names, dirsHead)
 	}
 	return names
+}
+
+// dirsRoot is the directory in or below which a session that knows
+// only its directory belongs to project p (agent.Project.Holds): its
+// work tree's root, else its directory.
+func dirsRoot(p agent.Project) string {
+	if p.Root != "" {
+		return p.Root
+	}
+	return p.Dir
+}
+
+// dirFilterAfter is the dir filter of a commit that says dirHead, after
+// prev, the commit before it when known (false: that one did not
+// decode, and prev, if any, is older; nil and known: the log's first),
+// with added (the directories this commit's writer queued for the dirs
+// head; nil: none) and rebuilt (one made from every session of the
+// index, by a rebuild of the heads; nil: none). A commit after one that
+// said DirHead without a filter it can read has none either: sessions
+// went to the dirs head that no filter holds (a panto that predates the
+// filter wrote them, or the commit that did is damaged) until a
+// rebuild.
+func dirFilterAfter(prev *manifest.IndexShard, known, dirHead bool, added, rebuilt []byte) []byte {
+	if !dirHead {
+		return nil
+	}
+	f := manifest.NewDirFilter()
+	switch {
+	case rebuilt != nil:
+		manifest.MergeDirFilter(f, rebuilt)
+	case !known:
+		return nil
+	case prev == nil || !prev.DirHead:
+		// The dirs head held no session before this commit.
+	case len(prev.DirFilter) != manifest.DirFilterBytes:
+		return nil
+	}
+	if prev != nil && len(prev.DirFilter) == manifest.DirFilterBytes {
+		manifest.MergeDirFilter(f, prev.DirFilter)
+	}
+	manifest.MergeDirFilter(f, added)
+	return f
+}
+
+// dirFilterOf is the dir filter of every session of entries that knows
+// only its directory.
+func dirFilterOf(entries map[string]manifest.IndexEntry) []byte {
+	f := manifest.NewDirFilter()
+	for _, e := range entries {
+		if e.Info.Project.OnlyDir() {
+			manifest.AddDirTo(f, e.Info.Project.Dir)
+		}
+	}
+	return f
 }
 
 func headKey(name string) string { return "index/head/" + name + ".json.zst" }
@@ -103,6 +157,34 @@ type headState struct {
 	// them, for Close.
 	fetching map[string]chan struct{}
 	fetches  sync.WaitGroup
+	// dirBits is the dir filter (manifest.DirFilterBytes) of the
+	// directories of the entries queued for the dirs head since the
+	// last commit that took them (takeDirBits); nil: none.
+	dirBits []byte
+}
+
+// takeDirBits returns the dir filter of what was queued for the dirs
+// head (nil: nothing), for the commit being written, and forgets it;
+// a commit that fails gives it back (returnDirBits).
+func (hs *headState) takeDirBits() []byte {
+	hs.mu.Lock()
+	defer hs.mu.Unlock()
+	f := hs.dirBits
+	hs.dirBits = nil
+	return f
+}
+
+// returnDirBits gives back what takeDirBits took, for the next commit.
+func (hs *headState) returnDirBits(f []byte) {
+	if f == nil {
+		return
+	}
+	hs.mu.Lock()
+	defer hs.mu.Unlock()
+	if hs.dirBits == nil {
+		hs.dirBits = manifest.NewDirFilter()
+	}
+	manifest.MergeDirFilter(hs.dirBits, f)
 }
 
 // headBatch is what waits for the next write of one head.
@@ -134,7 +216,13 @@ func (s *Store) queueHeads(entries map[string]manifest.IndexEntry) (dirs bool) {
 		if name == "" {
 			continue
 		}
-		dirs = dirs || name == dirsHead
+		if name == dirsHead {
+			dirs = true
+			if hs.dirBits == nil {
+				hs.dirBits = manifest.NewDirFilter()
+			}
+			manifest.AddDirTo(hs.dirBits, e.Info.Project.Dir)
+		}
 		b := hs.batch(name)
 		if old, ok := b.entries[id]; !ok || old.Length <= e.Length {
 			e.Resume = e.Resume.Where() // a listing needs no append state
@@ -383,7 +471,7 @@ func (s *Store) adoptHeads(ctx context.Context) error {
 		return fmt.Errorf("write the project heads: %w", err)
 	}
 	if dirs {
-		if err := s.commitDirHead(ctx); err != nil {
+		if err := s.commitDirHead(ctx, doc.Sessions); err != nil {
 			return err
 		}
 	}
@@ -391,17 +479,18 @@ func (s *Store) adoptHeads(ctx context.Context) error {
 }
 
 // commitDirHead commits that the dirs head holds sessions
-// (IndexShard.DirHead), unless the newest commit says so already.
-func (s *Store) commitDirHead(ctx context.Context) error {
+// (IndexShard.DirHead), with the dir filter of all, every session of the
+// index, unless the newest commit says so already with a filter.
+func (s *Store) commitDirHead(ctx context.Context, all map[string]manifest.IndexEntry) error {
 	s.ilog.mu.Lock()
 	last := s.ilog.last
 	s.ilog.mu.Unlock()
-	if last != nil && last.DirHead {
+	if last != nil && last.DirHead && len(last.DirFilter) == manifest.DirFilterBytes {
 		return nil
 	}
 	s.ilog.wmu.Lock()
 	defer s.ilog.wmu.Unlock()
-	if err := s.commitLog(ctx, logChanges{dirHead: true}, nil, false); err != nil {
+	if err := s.commitLog(ctx, logChanges{dirHead: true, dirFilter: dirFilterOf(all)}, nil, false); err != nil {
 		return fmt.Errorf("write the index log: %w", err)
 	}
 	return nil

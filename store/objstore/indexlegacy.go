@@ -195,7 +195,11 @@ func (s *Store) adoptIndexLog(ctx context.Context, damaged bool) error {
 	if err != nil {
 		return fmt.Errorf("move the index to format 4: write the project heads: %w", err)
 	}
-	if err := s.commitLog(ctx, logChanges{folded: recent, dirHead: dirs}, nil, whole); err != nil {
+	ch := logChanges{folded: recent, dirHead: dirs}
+	if dirs {
+		ch.dirFilter = dirFilterOf(all)
+	}
+	if err := s.commitLog(ctx, ch, nil, whole); err != nil {
 		return fmt.Errorf("move the index to format 4: write the index log: %w", err)
 	}
 	if err := s.ensureFeature(ctx, manifest.FeatureIndexLog); err != nil || partial {

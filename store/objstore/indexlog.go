@@ -297,8 +297,10 @@ type logChanges struct {
 	pages   []manifest.RunPage
 	retired map[string]bool
 	// dirHead: the dirs head holds sessions (a rebuild of the heads
-	// wrote it), which the commit says (IndexShard.DirHead).
-	dirHead bool
+	// wrote it), which the commit says (IndexShard.DirHead), and
+	// dirFilter the dir filter of them all (IndexShard.DirFilter).
+	dirHead   bool
+	dirFilter []byte
 	// indexed, when above 0, is how many sessions the writer counted in
 	// the index (IndexShard.Indexed); else the commit carries its
 	// predecessor's count on.
@@ -430,7 +432,7 @@ func (s *Store) requeueUnfolded(entries map[string]manifest.IndexEntry) {
 // commit before are wrong (deleted, or not in the index); whole, that
 // ch.folded is every session of the index (a move or a repair of a
 // small one).
-func (s *Store) commitLog(ctx context.Context, ch logChanges, drop func(manifest.IndexEntry) bool, whole bool) error {
+func (s *Store) commitLog(ctx context.Context, ch logChanges, drop func(manifest.IndexEntry) bool, whole bool) (err error) {
 	if err := s.awaitLogPrefetch(ctx); err != nil {
 		return err
 	}
@@ -439,6 +441,14 @@ func (s *Store) commitLog(ctx context.Context, ch logChanges, drop func(manifest
 	// unfolded set, a reader finds it in its head.
 	dirs := s.queueHeads(ch.folded)
 	dirs = s.queueHeads(ch.run) || dirs
+	// The directories of what went to the dirs head, for the commit's
+	// filter: given back if it fails, for the next.
+	dirBits := s.heads.takeDirBits()
+	defer func() {
+		if err != nil {
+			s.heads.returnDirBits(dirBits)
+		}
+	}()
 	if err := s.writeHeads(ctx); err != nil {
 		return err
 	}
@@ -476,6 +486,9 @@ func (s *Store) commitLog(ctx context.Context, ch logChanges, drop func(manifest
 		}
 		next := nextCommit(n+1, last, ch, drop, whole, s.now().UTC())
 		next.DirHead = next.DirHead || dirs || ch.dirHead
+		// last is commit n, unless n did not decode (then it is older).
+		known := last == nil && n == 0 || last != nil && last.Through == n
+		next.DirFilter = dirFilterAfter(last, known, next.DirHead, dirBits, ch.dirFilter)
 		key := logKey(n + 1)
 		// Stored against the base of the commit it follows, unless it
 		// drops sessions (a deletion purges the bases; a repair).

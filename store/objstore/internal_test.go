@@ -273,3 +273,46 @@ func TestPurgeCommits(t *testing.T) {
 		t.Errorf("the commit after: unpurged %v, want them carried on", c.Unpurged)
 	}
 }
+
+// TestDirFilterAfter: a commit's dir filter carries the one before with
+// what its writer added; starts from what was added when the dirs head
+// held nothing before; is not known (nil: every work tree reads the dirs
+// head) after a commit that said DirHead without one (a panto that
+// predates it wrote that) or one that did not decode, until a rebuild
+// from the whole index.
+func TestDirFilterAfter(t *testing.T) {
+	filter := func(dirs ...string) []byte {
+		f := manifest.NewDirFilter()
+		for _, d := range dirs {
+			manifest.AddDirTo(f, d)
+		}
+		return f
+	}
+	holds := func(f []byte, dir string) bool { return f != nil && manifest.DirFilterMayHold(f, dir) }
+	withFilter := &manifest.IndexShard{Shard: manifest.LogName, Through: 7, DirHead: true, DirFilter: filter("/a/x")}
+	withoutFilter := &manifest.IndexShard{Shard: manifest.LogName, Through: 7, DirHead: true}
+	noDirs := &manifest.IndexShard{Shard: manifest.LogName, Through: 7}
+	added := filter("/b/y")
+
+	if f := dirFilterAfter(withFilter, true, true, added, nil); !holds(f, "/a") || !holds(f, "/b") || holds(f, "/c") {
+		t.Errorf("after a commit with a filter: holds /a %v, /b %v, /c %v; want the two added", holds(f, "/a"), holds(f, "/b"), holds(f, "/c"))
+	}
+	if f := dirFilterAfter(noDirs, true, true, added, nil); !holds(f, "/b") || holds(f, "/a") {
+		t.Errorf("after a commit without dirs: %v; want what was added alone", f != nil)
+	}
+	if f := dirFilterAfter(nil, true, true, added, nil); !holds(f, "/b") {
+		t.Error("the log's first commit: not what was added")
+	}
+	if f := dirFilterAfter(withoutFilter, true, true, added, nil); f != nil {
+		t.Error("after a commit that said DirHead without a filter: a filter, which would leave out what that commit's writer put in the dirs head")
+	}
+	if f := dirFilterAfter(withFilter, false, true, added, nil); f != nil {
+		t.Error("after a commit that did not decode: a filter, which would leave out what it added")
+	}
+	if f := dirFilterAfter(withoutFilter, true, true, added, filter("/c/z")); !holds(f, "/c") || !holds(f, "/b") {
+		t.Error("a rebuild after a commit without a filter: not the rebuilt one with what was added")
+	}
+	if f := dirFilterAfter(withFilter, true, false, added, nil); f != nil {
+		t.Error("a commit that does not say DirHead has a filter")
+	}
+}

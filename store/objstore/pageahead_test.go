@@ -368,3 +368,128 @@ func TestPageAheadDirsHead(t *testing.T) {
 		}
 	}
 }
+
+// TestPageAheadDirFilter: in a bucket whose dirs head holds more
+// sessions that know only their directory than it keeps, all outside
+// b's work tree (other machines' scratch directories), the page of b
+// reads b's head alone, since the newest commit's dir filter says the
+// dirs head holds nothing under /src/b: four requests and no partition.
+// Without the filter it read the dirs head too, whose oldest session,
+// newer than all of b's, bounded what b's page may miss and sent it to
+// the catalog. a's page, whose tree holds an imported session, still
+// reads the dirs head and lists it.
+func TestPageAheadDirFilter(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newMemEnv(t)
+	w := e.open(t)
+	for i := range 55 {
+		appendIn(t, w, projectB, fmt.Sprint("b ", i))
+	}
+	appendIn(t, w, importedA, "imported into a's tree")
+	for i := range manifest.HeadSize + 10 {
+		appendIn(t, w, agent.Project{Dir: fmt.Sprintf("/scratch/%d", i%7)}, fmt.Sprint("scratch ", i))
+	}
+	if err := w.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, c := e.newestCommit(t); !c.DirHead || len(c.DirFilter) != manifest.DirFilterBytes {
+		t.Fatalf("the newest commit: dir head %v, a dir filter of %d bytes; want both", c.DirHead, len(c.DirFilter))
+	}
+	all, err := e.open(t).List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []agent.Project{projectB, projectA} {
+		fb := e.faults(t)
+		r := e.openOn(t, fb, objstore.WithOpenSnapshot(), objstore.WithProbeAtFirstWrite(), objstore.WithPageAhead(p))
+		got, err := r.ListNewestIn(ctx, 50, p, nil)
+		ops := fb.Take()
+		if want := newestOf(all, p, 50); err != nil || !reflect.DeepEqual(got, want) {
+			t.Fatalf("%s's page: %v\n got %v\nwant %v", p.Root, err, infoIDs(got), infoIDs(want))
+		}
+		dirs := slices.ContainsFunc(ops, func(o objstore.Op) bool { return o.Key == "index/head/dirs.json.zst" })
+		switch p {
+		case projectB:
+			if dirs || readsPartitions(ops) || len(ops) > 4 {
+				t.Fatalf("b's page read the dirs head %v, the partitions %v, in %d requests: %s; want b's head alone, in 4", dirs, readsPartitions(ops), len(ops), describeOps(ops))
+			}
+		case projectA:
+			if !dirs {
+				t.Fatalf("a's page did not read the dirs head, which holds a session in a's tree: %s", describeOps(ops))
+			}
+		}
+	}
+}
+
+// TestDirFilterLostAndRepaired: a panto that predates the dir filter
+// drops it from the commit it writes; the commits after it have none
+// (what that writer put in the dirs head is in no filter), so every work
+// tree's page reads the dirs head again, as before the filter; repair
+// gives the newest commit a filter of the whole index, and b's page is
+// four requests again.
+func TestDirFilterLostAndRepaired(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newMemEnv(t)
+	w := e.open(t)
+	for i := range 10 {
+		appendIn(t, w, projectB, fmt.Sprint("b ", i))
+	}
+	for i := range 10 {
+		appendIn(t, w, agent.Project{Dir: fmt.Sprintf("/scratch/%d", i%3)}, fmt.Sprint("scratch ", i))
+	}
+	if err := w.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	readsDirs := func(what string) bool {
+		t.Helper()
+		all, err := e.open(t).List(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fb := e.faults(t)
+		r := e.openOn(t, fb, objstore.WithOpenSnapshot(), objstore.WithProbeAtFirstWrite(), objstore.WithPageAhead(projectB))
+		got, err := r.ListNewestIn(ctx, 50, projectB, nil)
+		if want := newestOf(all, projectB, 50); err != nil || !reflect.DeepEqual(got, want) {
+			t.Fatalf("%s: b's page: %v\n got %v\nwant %v", what, err, infoIDs(got), infoIDs(want))
+		}
+		return slices.ContainsFunc(fb.Take(), func(o objstore.Op) bool { return o.Key == "index/head/dirs.json.zst" })
+	}
+	if readsDirs("with the filter") {
+		t.Fatal("with the filter, b's page read the dirs head")
+	}
+	// The older panto's commit: the newest one again, whole, without
+	// the filter.
+	n, c := e.newestCommit(t)
+	c.Through, c.Base, c.BaseETag, c.DirFilter = n+1, 0, "", nil
+	codec, err := manifest.NewCodec()
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := codec.EncodeIndexShard(commitKey(n+1), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.putRaw(t, "pfx/"+commitKey(n+1), data)
+	later := e.open(t)
+	appendIn(t, later, agent.Project{Dir: "/scratch/later"}, "after the older panto")
+	if err := later.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, c := e.newestCommit(t); !c.DirHead || c.DirFilter != nil {
+		t.Fatalf("the commits after one without a filter: dir head %v, a filter of %d bytes; want none", c.DirHead, len(c.DirFilter))
+	}
+	if !readsDirs("after an older panto's commit") {
+		t.Fatal("after a commit without the filter, b's page did not read the dirs head")
+	}
+	if _, err := e.open(t).RepairIndex(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, c := e.newestCommit(t); len(c.DirFilter) != manifest.DirFilterBytes || !manifest.DirFilterMayHold(c.DirFilter, "/scratch/later") {
+		t.Fatalf("after repair the newest commit's filter is %d bytes, holding /scratch/later %v", len(c.DirFilter), manifest.DirFilterMayHold(c.DirFilter, "/scratch/later"))
+	}
+	if readsDirs("after repair") {
+		t.Fatal("after repair, b's page read the dirs head")
+	}
+}

@@ -76,6 +76,8 @@ func (s *Store) RepairIndex(ctx context.Context) (store.IndexReport, error) {
 				if err := s.repairHeads(ctx, &report, truth); err != nil {
 					return report, fmt.Errorf("repair the index: %w", err)
 				}
+			} else if err := s.restoreDirFilter(ctx, truth); err != nil {
+				return report, fmt.Errorf("repair the index: %w", err)
 			}
 			return report, s.sweepBuried(ctx, buried)
 		}

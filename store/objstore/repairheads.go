@@ -153,7 +153,7 @@ func (s *Store) repairHeads(ctx context.Context, report *store.IndexReport, trut
 		report.Rebuilt = append(report.Rebuilt, headKey(name))
 	}
 	if dirs {
-		if err := s.commitDirHead(ctx); err != nil {
+		if err := s.commitDirHead(ctx, truth); err != nil {
 			return err
 		}
 	}
@@ -161,4 +161,19 @@ func (s *Store) repairHeads(ctx context.Context, report *store.IndexReport, trut
 		return nil
 	}
 	return s.ensureFeature(ctx, manifest.FeatureIndexHeads)
+}
+
+// restoreDirFilter gives the index log a dir filter made from truth,
+// every session of the index, when the newest commit says the dirs head
+// holds sessions but has no filter (a panto that predates it wrote a
+// commit since): until then every work tree's page reads the dirs head.
+// Not a fault of the index, so no report names it.
+func (s *Store) restoreDirFilter(ctx context.Context, truth map[string]manifest.IndexEntry) error {
+	s.ilog.mu.Lock()
+	last := s.ilog.last
+	s.ilog.mu.Unlock()
+	if last == nil || !last.DirHead || len(last.DirFilter) == manifest.DirFilterBytes {
+		return nil
+	}
+	return s.commitDirHead(ctx, truth)
 }
