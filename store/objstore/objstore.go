@@ -463,14 +463,20 @@ func (s *Store) open(ctx context.Context) error {
 // for the probe under way; a failure is the write's error, and the next
 // write probes again.
 func (s *Store) ensureProbed(ctx context.Context) error {
-	s.probeMu.Lock()
-	if !s.probeLater {
+	for {
+		s.probeMu.Lock()
+		if !s.probeLater {
+			s.probeMu.Unlock()
+			return nil
+		}
+		f := s.startProbe(ctx)
 		s.probeMu.Unlock()
-		return nil
+		err := f.wait(ctx)
+		if err != nil && ctx.Err() == nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
+			continue // another write's probe, which that write's end cut short
+		}
+		return err
 	}
-	f := s.startProbe(ctx)
-	s.probeMu.Unlock()
-	return f.wait(ctx)
 }
 
 // checkMarker reads the format marker, creating it on a fresh prefix.

@@ -158,9 +158,10 @@ func (f *probeFlight) wait(ctx context.Context) error {
 	}
 }
 
-// startProbe returns the probe under way, sending it if none is. Its
-// requests do not end with the context of the write that sent it, since
-// the writes after it wait for it too. Callers hold probeMu.
+// startProbe returns the probe under way, sending it if none is, with
+// the context of the write that sends it: a probe that write's end cut
+// short fails, and a write waiting for it sends its own (ensureProbed).
+// Callers hold probeMu.
 func (s *Store) startProbe(ctx context.Context) *probeFlight {
 	if s.probing != nil {
 		return s.probing
@@ -168,12 +169,14 @@ func (s *Store) startProbe(ctx context.Context) *probeFlight {
 	f := &probeFlight{done: make(chan struct{})}
 	s.probing = f
 	go func() {
-		ctx := context.WithoutCancel(ctx)
 		created, matched, err := s.probePuts(ctx, false)
 		if err != nil {
 			err = s.b.explainOpenError(err)
 		} else {
 			err = s.probe(ctx, created, matched)
+		}
+		if err != nil && ctx.Err() != nil {
+			err = ctx.Err() // the sending write's end, not the server's answer
 		}
 		s.probeMu.Lock()
 		switch {

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 
 	"github.com/panto-dev/panto/agent"
 	"github.com/panto-dev/panto/internal/testkit/miniotest"
+	"github.com/panto-dev/panto/store"
 	"github.com/panto-dev/panto/store/objstore"
 )
 
@@ -286,5 +288,54 @@ func TestProbeBesideRefusesLaxServer(t *testing.T) {
 	}
 	if _, err := objstore.Open(ctx, e.url, opts...); !errors.Is(err, objstore.ErrConditionalWrites) {
 		t.Fatalf("the next Open: %v, want ErrConditionalWrites", err)
+	}
+}
+
+// TestProbeOfACancelledWrite: the write that sends the probe ends (its
+// context cancelled) while the probe is under way; a deletion waiting
+// for that probe (a write that is not tried again) sends its own and
+// succeeds.
+func TestProbeOfACancelledWrite(t *testing.T) {
+	t.Parallel()
+	e := newMemEnv(t)
+	w := e.open(t)
+	cut, victim := appendNew(t, w, "its deletion is cut short"), appendNew(t, w, "deleted")
+	fb := e.faults(t)
+	s := e.openOn(t, fb, objstore.WithProbeAtFirstWrite())
+	logs := mustLogs(t, s)
+	// The first probe's PUTs wait until the write that sent them has
+	// ended, and fail as a cancelled request does.
+	release := make(chan struct{})
+	var cutShort atomic.Int32
+	fb.SetFault(func(o objstore.Op) error {
+		if o.Method == "PUT" && strings.Contains(o.Key, "panto-probe") && cutShort.Add(1) <= 2 {
+			<-release
+			return context.Canceled
+		}
+		return nil
+	})
+	first, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- s.Delete(first, store.Tombstone{ID: cut, Deleted: time.Now(), At: logs[cut].Checkpoint})
+	}()
+	for cutShort.Load() == 0 {
+		time.Sleep(time.Millisecond) // its probe is under way
+	}
+	deleted := make(chan error, 1)
+	go func() {
+		deleted <- s.Delete(context.Background(), store.Tombstone{ID: victim, Deleted: time.Now(), At: logs[victim].Checkpoint})
+	}()
+	time.Sleep(20 * time.Millisecond) // the second deletion waits for the probe
+	cancel()
+	close(release)
+	if err := <-done; err == nil {
+		t.Fatal("the cancelled deletion succeeded")
+	}
+	if err := <-deleted; err != nil {
+		t.Fatalf("a deletion waiting for another write's probe, cut short: %v", err)
+	}
+	if _, err := e.open(t).Load(context.Background(), victim); !errors.Is(err, agent.ErrSessionNotFound) {
+		t.Fatalf("the session is still there: %v", err)
 	}
 }
