@@ -239,6 +239,10 @@ func (s *Store) settle(ctx context.Context) error {
 		if err := s.adoptHeads(ctx); err != nil {
 			return err
 		}
+		// And the dir filter, when the index log lacks one.
+		if err := s.adoptDirFilter(ctx); err != nil {
+			return err
+		}
 		// And past manifest.WideAfter sessions, partitions of three
 		// characters (widen.go), before this write's go anywhere. A
 		// damaged partition holds the move back until repair.

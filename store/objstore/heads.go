@@ -95,11 +95,11 @@ func dirsRoot(p agent.Project) string {
 // decode, and prev, if any, is older; nil and known: the log's first),
 // with added (the directories this commit's writer queued for the dirs
 // head; nil: none) and rebuilt (one made from every session of the
-// index, by a rebuild of the heads; nil: none). A commit after one that
-// said DirHead without a filter it can read has none either: sessions
-// went to the dirs head that no filter holds (a panto that predates the
-// filter wrote them, or the commit that did is damaged) until a
-// rebuild.
+// index, by a rebuild of the heads or a sync's adoptDirFilter; nil:
+// none). A commit after one that said DirHead without a filter it can
+// read has none either: sessions went to the dirs head that no filter
+// holds (a panto that predates the filter wrote them, or the commit that
+// did is damaged) until a rebuild.
 func dirFilterAfter(prev *manifest.IndexShard, known, dirHead bool, added, rebuilt []byte) []byte {
 	if !dirHead {
 		return nil
@@ -477,6 +477,42 @@ func (s *Store) adoptHeads(ctx context.Context) error {
 	}
 	return s.ensureFeature(ctx, manifest.FeatureIndexHeads)
 }
+
+// adoptDirFilter gives the index log the dir filter it lacks (its dirs
+// head written by an earlier version, or an older panto's commit since)
+// from the catalog this Store read, a sync's, so that a team's bucket
+// gets one without a repair. Only when that catalog is the newest
+// commit's: what went to the dirs head after it would be in no filter.
+// A commit that finds the log moved on gives up; the next sync tries
+// again.
+func (s *Store) adoptDirFilter(ctx context.Context) error {
+	if !s.headsIndex() || !s.indexLog() {
+		return nil
+	}
+	s.cat.mu.Lock()
+	doc := s.cat.doc
+	s.cat.mu.Unlock()
+	s.ilog.mu.Lock()
+	last := s.ilog.last
+	s.ilog.mu.Unlock()
+	if doc == nil || last == nil || !last.DirHead || len(last.DirFilter) == manifest.DirFilterBytes || doc.Through != last.Through {
+		return nil
+	}
+	s.ilog.wmu.Lock()
+	defer s.ilog.wmu.Unlock()
+	err := s.commitLog(ctx, logChanges{dirHead: true, dirFilter: dirFilterOf(doc.Sessions), dirFilterAt: last.Through}, nil, false)
+	if errors.Is(err, errDirFilterMoved) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("write the index log: %w", err)
+	}
+	return nil
+}
+
+// errDirFilterMoved: a dir filter made from the catalog as of one
+// commit would go after a newer one (logChanges.dirFilterAt).
+var errDirFilterMoved = errors.New("the index log moved past the catalog the dir filter was made from")
 
 // commitDirHead commits that the dirs head holds sessions
 // (IndexShard.DirHead), with the dir filter of all, every session of the

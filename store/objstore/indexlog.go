@@ -301,6 +301,11 @@ type logChanges struct {
 	// dirFilter the dir filter of them all (IndexShard.DirFilter).
 	dirHead   bool
 	dirFilter []byte
+	// dirFilterAt, when above 0, is the commit dirFilter was made as
+	// of: the commit is written only after that one (else
+	// errDirFilterMoved), since what a commit since put in the dirs
+	// head may not be in it.
+	dirFilterAt int64
 	// indexed, when above 0, is how many sessions the writer counted in
 	// the index (IndexShard.Indexed); else the commit carries its
 	// predecessor's count on.
@@ -483,6 +488,9 @@ func (s *Store) commitLog(ctx context.Context, ch logChanges, drop func(manifest
 			if err := ch.recheck(ctx); err != nil {
 				return err
 			}
+		}
+		if ch.dirFilterAt > 0 && n != ch.dirFilterAt {
+			return errDirFilterMoved
 		}
 		next := nextCommit(n+1, last, ch, drop, whole, s.now().UTC())
 		next.DirHead = next.DirHead || dirs || ch.dirHead

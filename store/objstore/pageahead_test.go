@@ -425,9 +425,10 @@ func TestPageAheadDirFilter(t *testing.T) {
 // TestDirFilterLostAndRepaired: a panto that predates the dir filter
 // drops it from the commit it writes; the commits after it have none
 // (what that writer put in the dirs head is in no filter), so every work
-// tree's page reads the dirs head again, as before the filter; repair
-// gives the newest commit a filter of the whole index, and b's page is
-// four requests again.
+// tree's page reads the dirs head again, as before the filter. The next
+// sync that read the catalog as of the newest commit, and writes the
+// index, gives the log a filter made from it; so does repair; and b's
+// page is four requests again.
 func TestDirFilterLostAndRepaired(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -438,6 +439,11 @@ func TestDirFilterLostAndRepaired(t *testing.T) {
 	}
 	for i := range 10 {
 		appendIn(t, w, agent.Project{Dir: fmt.Sprintf("/scratch/%d", i%3)}, fmt.Sprint("scratch ", i))
+	}
+	// Newer than b's, so that the newest commit's recent view holds
+	// none of b's and b's page reads the heads.
+	for i := range manifest.RecentSize + 5 {
+		appendIn(t, w, projectA, fmt.Sprint("a ", i))
 	}
 	if err := w.Close(ctx); err != nil {
 		t.Fatal(err)
@@ -461,17 +467,21 @@ func TestDirFilterLostAndRepaired(t *testing.T) {
 	}
 	// The older panto's commit: the newest one again, whole, without
 	// the filter.
-	n, c := e.newestCommit(t)
-	c.Through, c.Base, c.BaseETag, c.DirFilter = n+1, 0, "", nil
 	codec, err := manifest.NewCodec()
 	if err != nil {
 		t.Fatal(err)
 	}
-	data, err := codec.EncodeIndexShard(commitKey(n+1), c)
-	if err != nil {
-		t.Fatal(err)
+	olderPanto := func() {
+		t.Helper()
+		n, c := e.newestCommit(t)
+		c.Through, c.Base, c.BaseETag, c.DirFilter = n+1, 0, "", nil
+		data, err := codec.EncodeIndexShard(commitKey(n+1), c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.putRaw(t, "pfx/"+commitKey(n+1), data)
 	}
-	e.putRaw(t, "pfx/"+commitKey(n+1), data)
+	olderPanto()
 	later := e.open(t)
 	appendIn(t, later, agent.Project{Dir: "/scratch/later"}, "after the older panto")
 	if err := later.Close(ctx); err != nil {
@@ -482,6 +492,43 @@ func TestDirFilterLostAndRepaired(t *testing.T) {
 	}
 	if !readsDirs("after an older panto's commit") {
 		t.Fatal("after a commit without the filter, b's page did not read the dirs head")
+	}
+	// A sync: it reads the catalog, writes a session, and flushes.
+	sync := e.open(t, objstore.WithDeferredIndex())
+	if _, err := sync.Logs(ctx); err != nil {
+		t.Fatal(err)
+	}
+	appendIn(t, sync, agent.Project{Dir: "/scratch/synced"}, "pushed")
+	if err := sync.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, c := e.newestCommit(t); len(c.DirFilter) != manifest.DirFilterBytes || !manifest.DirFilterMayHold(c.DirFilter, "/scratch/later") || !manifest.DirFilterMayHold(c.DirFilter, "/scratch/synced") {
+		t.Fatalf("after a sync the newest commit's filter is %d bytes, holding /scratch/later %v, /scratch/synced %v", len(c.DirFilter), manifest.DirFilterMayHold(c.DirFilter, "/scratch/later"), manifest.DirFilterMayHold(c.DirFilter, "/scratch/synced"))
+	}
+	if readsDirs("after a sync") {
+		t.Fatal("after a sync, b's page read the dirs head")
+	}
+	olderPanto()
+	if !readsDirs("after another older panto's commit") {
+		t.Fatal("after a commit without the filter, b's page did not read the dirs head")
+	}
+	// A sync whose catalog is older than the newest commit makes no
+	// filter: what went to the dirs head since is not in its catalog.
+	stale := e.open(t, objstore.WithDeferredIndex())
+	if _, err := stale.Logs(ctx); err != nil {
+		t.Fatal(err)
+	}
+	other := e.open(t)
+	appendIn(t, other, agent.Project{Dir: "/scratch/other"}, "meanwhile")
+	if err := other.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	appendIn(t, stale, agent.Project{Dir: "/scratch/stale"}, "pushed late")
+	if err := stale.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, c := e.newestCommit(t); c.DirFilter != nil && !manifest.DirFilterMayHold(c.DirFilter, "/scratch/other") {
+		t.Fatal("a sync made a filter from a catalog older than the newest commit: it lacks what that commit put in the dirs head")
 	}
 	if _, err := e.open(t).RepairIndex(ctx); err != nil {
 		t.Fatal(err)
