@@ -123,7 +123,7 @@ func (s *Store) prefetchForExit(ctx context.Context) {
 	if planned {
 		return
 	}
-	s.prefetchPages(ctx, s.exitMergePages(c, n, s.mergeBudget))
+	s.prefetchPages(ctx, s.exitMergePages(c, n, s.exitBudget()))
 	if c.Fold == nil && runEntries(c.Runs)+n <= s.runFoldLimit() {
 		return
 	}
@@ -196,7 +196,7 @@ func (s *Store) mergeForExit(ctx context.Context, n int) *exitMerge {
 	s.ilog.mu.Lock()
 	c := s.ilog.last
 	s.ilog.mu.Unlock()
-	budget := s.mergeBudget
+	budget := s.exitBudget()
 	if s.storedWholeLately() || s.nextCommitWhole() {
 		budget -= wholeCommitEntries
 	}

@@ -99,6 +99,10 @@ var Classify = classify
 // whole costs its budget.
 const WholeCommitEntries = wholeCommitEntries
 
+// DirFilterEntries is dirFilterEntries: what the dir filter costs an
+// exit's budget.
+const DirFilterEntries = dirFilterEntries
+
 // LogFullEvery is logFullEvery: commits whose number it divides are
 // stored whole.
 const LogFullEvery = logFullEvery

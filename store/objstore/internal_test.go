@@ -316,3 +316,21 @@ func TestDirFilterAfter(t *testing.T) {
 		t.Error("a commit that does not say DirHead has a filter")
 	}
 }
+
+// TestExitBudget: an exit's budget of entries to merge and fold is the
+// merge budget, less the dir filter's share once the newest commit
+// carries one (the turn's commits each send it).
+func TestExitBudget(t *testing.T) {
+	s := &Store{mergeBudget: 56}
+	if got := s.exitBudget(); got != 56 {
+		t.Errorf("with no commit read: %d, want 56", got)
+	}
+	s.ilog.last = &manifest.IndexShard{Shard: manifest.LogName, Through: 3, DirHead: true}
+	if got := s.exitBudget(); got != 56 {
+		t.Errorf("after a commit without a filter: %d, want 56", got)
+	}
+	s.ilog.last.DirFilter = manifest.NewDirFilter()
+	if got := s.exitBudget(); got != 56-dirFilterEntries {
+		t.Errorf("after a commit with a filter: %d, want %d", got, 56-dirFilterEntries)
+	}
+}

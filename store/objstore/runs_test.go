@@ -1008,11 +1008,19 @@ func TestFoldStepSharesBudget(t *testing.T) {
 	for _, tc := range []struct {
 		budget int
 		both   bool // some exit must step and merge
-	}{{32, false}, {56, false}, {256, true}} {
-		t.Run(fmt.Sprint("budget ", tc.budget), func(t *testing.T) {
+		dirs   bool // the commits carry a dir filter
+	}{{32, false, false}, {56, false, false}, {256, true, false}, {56, false, true}, {256, true, true}} {
+		t.Run(fmt.Sprint("budget ", tc.budget, " dirs ", tc.dirs), func(t *testing.T) {
 			t.Parallel()
 			e := newMemEnv(t)
 			want := map[string]int{}
+			if tc.dirs {
+				w := e.open(t)
+				want[appendIn(t, w, agent.Project{Dir: "/scratch"}, "outside a git tree")] = 1
+				if err := w.Close(context.Background()); err != nil {
+					t.Fatal(err)
+				}
+			}
 			for _, id := range bulkWrite(t, e, nil, 300, nil, objectsFoldAt(1000)) {
 				want[id] = 1
 			}
@@ -1025,6 +1033,12 @@ func TestFoldStepSharesBudget(t *testing.T) {
 					t.Fatalf("exit %d: no fold under way; the test needs one", exit)
 				}
 				limit := tc.budget
+				if tc.dirs != (before.DirFilter != nil) {
+					t.Fatalf("exit %d: a dir filter in the commit before it: %v", exit, before.DirFilter != nil)
+				}
+				if before.DirFilter != nil {
+					limit -= objstore.DirFilterEntries
+				}
 				folded, partitions := e.foldedBy(t, ops)
 				if storedWhole(ops) {
 					limit -= objstore.WholeCommitEntries
