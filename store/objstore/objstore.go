@@ -96,6 +96,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/sync/singleflight"
+
 	"github.com/panto-dev/panto/agent"
 	"github.com/panto-dev/panto/internal/manifest"
 	"github.com/panto-dev/panto/internal/seal"
@@ -162,12 +164,12 @@ type Store struct {
 	// machine whose probe of the prefix passed more than a day ago);
 	// the first write probes, once it passes. probeBeside: that probe
 	// goes out beside the write (the machine saw it pass before: put),
-	// not before it. probing is the probe under way, which every write
-	// until it passes waits for. All three under probeMu.
+	// not before it. Both under probeMu; probes is the probe under
+	// way, which every write until it passes waits for (startProbe).
 	probeLater  bool
 	probeBeside bool
-	probing     *probeFlight
 	probeMu     sync.Mutex
+	probes      singleflight.Group
 
 	// segs keeps the segments this Store wrote or read, for compaction
 	// (it has a lock of its own).
@@ -469,9 +471,9 @@ func (s *Store) ensureProbed(ctx context.Context) error {
 			s.probeMu.Unlock()
 			return nil
 		}
-		f := s.startProbe(ctx)
+		flight := s.startProbe(ctx)
 		s.probeMu.Unlock()
-		err := f.wait(ctx)
+		err := waitProbe(ctx, flight)
 		if err != nil && ctx.Err() == nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
 			continue // another write's probe, which that write's end cut short
 		}
@@ -567,8 +569,8 @@ func (s *Store) upgradeMarker(ctx context.Context) error {
 // Open left to the first write goes out before it, or beside it on a
 // machine that saw the probe pass here before (probeBeside).
 func (s *Store) put(ctx context.Context, rel string, data []byte, cond putCond, contentType string) (string, error) {
-	f := s.probeAside(ctx)
-	if f == nil {
+	flight := s.probeAside(ctx)
+	if flight == nil {
 		if err := s.ensureMarker(ctx); err != nil {
 			return "", err
 		}
@@ -578,7 +580,7 @@ func (s *Store) put(ctx context.Context, rel string, data []byte, cond putCond, 
 		return "", err
 	}
 	etag, err := s.b.put(ctx, rel, data, cond, contentType)
-	if perr := f.wait(ctx); errors.Is(perr, ErrConditionalWrites) {
+	if perr := waitProbe(ctx, flight); errors.Is(perr, ErrConditionalWrites) {
 		// The write may have landed, but nothing this server answered
 		// can be trusted: the write fails with the reason, and the
 		// writes after it probe first (probeAside), writing nothing.

@@ -396,19 +396,9 @@ func TestPageAheadDirFilter(t *testing.T) {
 	if _, c := e.newestCommit(t); !c.DirHead || len(c.DirFilter) != manifest.DirFilterBytes {
 		t.Fatalf("the newest commit: dir head %v, a dir filter of %d bytes; want both", c.DirHead, len(c.DirFilter))
 	}
-	all, err := e.open(t).List(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
 	for _, p := range []agent.Project{projectB, projectA} {
-		fb := e.faults(t)
-		r := e.openOn(t, fb, objstore.WithOpenSnapshot(), objstore.WithProbeAtFirstWrite(), objstore.WithPageAhead(p))
-		got, err := r.ListNewestIn(ctx, 50, p, nil)
-		ops := fb.Take()
-		if want := newestOf(all, p, 50); err != nil || !reflect.DeepEqual(got, want) {
-			t.Fatalf("%s's page: %v\n got %v\nwant %v", p.Root, err, infoIDs(got), infoIDs(want))
-		}
-		dirs := slices.ContainsFunc(ops, func(o objstore.Op) bool { return o.Key == "index/head/dirs.json.zst" })
+		ops := checkedPage(t, e, p, "the page")
+		dirs := readsDirsHead(ops)
 		switch p {
 		case projectB:
 			if dirs || readsPartitions(ops) || len(ops) > 4 {
@@ -450,17 +440,7 @@ func TestDirFilterLostAndRepaired(t *testing.T) {
 	}
 	readsDirs := func(what string) bool {
 		t.Helper()
-		all, err := e.open(t).List(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		fb := e.faults(t)
-		r := e.openOn(t, fb, objstore.WithOpenSnapshot(), objstore.WithProbeAtFirstWrite(), objstore.WithPageAhead(projectB))
-		got, err := r.ListNewestIn(ctx, 50, projectB, nil)
-		if want := newestOf(all, projectB, 50); err != nil || !reflect.DeepEqual(got, want) {
-			t.Fatalf("%s: b's page: %v\n got %v\nwant %v", what, err, infoIDs(got), infoIDs(want))
-		}
-		return slices.ContainsFunc(fb.Take(), func(o objstore.Op) bool { return o.Key == "index/head/dirs.json.zst" })
+		return readsDirsHead(checkedPage(t, e, projectB, what))
 	}
 	if readsDirs("with the filter") {
 		t.Fatal("with the filter, b's page read the dirs head")
@@ -539,4 +519,29 @@ func TestDirFilterLostAndRepaired(t *testing.T) {
 	if readsDirs("after repair") {
 		t.Fatal("after repair, b's page read the dirs head")
 	}
+}
+
+// checkedPage reads project p's page of 50 as panto sessions does in a
+// work tree (a Store opened for that page), fails unless it is the full
+// listing's, and returns the requests of the Open and the page.
+func checkedPage(t *testing.T, e *env, p agent.Project, what string) []objstore.Op {
+	t.Helper()
+	ctx := context.Background()
+	all, err := e.open(t).List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fb := e.faults(t)
+	r := e.openOn(t, fb, objstore.WithOpenSnapshot(), objstore.WithProbeAtFirstWrite(), objstore.WithPageAhead(p))
+	got, err := r.ListNewestIn(ctx, 50, p, nil)
+	if want := newestOf(all, p, 50); err != nil || !reflect.DeepEqual(got, want) {
+		t.Fatalf("%s: %s's page: %v\n got %v\nwant %v", what, p.Root, err, infoIDs(got), infoIDs(want))
+	}
+	return fb.Take()
+}
+
+// readsDirsHead reports whether ops read the head of the sessions that
+// know only their directory.
+func readsDirsHead(ops []objstore.Op) bool {
+	return slices.ContainsFunc(ops, func(o objstore.Op) bool { return o.Key == "index/head/dirs.json.zst" })
 }

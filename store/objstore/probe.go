@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"golang.org/x/sync/singleflight"
 )
 
 // ErrConditionalWrites: the server does not honour conditional writes
@@ -141,34 +143,14 @@ func (s *Store) probePut(ctx context.Context, key string, cond putCond) (probeOu
 	return 0, err
 }
 
-// probeFlight is a probe sent by a write (Open sent none): the writes
-// until it passes wait for the one under way.
-type probeFlight struct {
-	done chan struct{}
-	err  error
-}
-
-// wait is the probe's outcome, once it is known.
-func (f *probeFlight) wait(ctx context.Context) error {
-	select {
-	case <-f.done:
-		return f.err
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
-// startProbe returns the probe under way, sending it if none is, with
-// the context of the write that sends it: a probe that write's end cut
-// short fails, and a write waiting for it sends its own (ensureProbed).
-// Callers hold probeMu.
-func (s *Store) startProbe(ctx context.Context) *probeFlight {
-	if s.probing != nil {
-		return s.probing
-	}
-	f := &probeFlight{done: make(chan struct{})}
-	s.probing = f
-	go func() {
+// startProbe sends the probe, or joins the one under way (probes, a
+// singleflight.Group: the writes until it passes wait for one probe),
+// with the context of the write that sends it: a probe that write's end
+// cut short fails, and a write waiting for it sends its own
+// (ensureProbed). Its outcome is settled before the flight ends, so a
+// write after it finds probeLater as the probe left it.
+func (s *Store) startProbe(ctx context.Context) <-chan singleflight.Result {
+	return s.probes.DoChan("probe", func() (any, error) {
 		created, matched, err := s.probePuts(ctx, false)
 		if err != nil {
 			err = s.b.explainOpenError(err)
@@ -179,6 +161,7 @@ func (s *Store) startProbe(ctx context.Context) *probeFlight {
 			err = ctx.Err() // the sending write's end, not the server's answer
 		}
 		s.probeMu.Lock()
+		defer s.probeMu.Unlock()
 		switch {
 		case err == nil:
 			s.noteProbe()
@@ -191,18 +174,24 @@ func (s *Store) startProbe(ctx context.Context) *probeFlight {
 			s.probeBeside = false
 			s.forgetProbe()
 		}
-		s.probing = nil // a failure: the next write probes again
-		f.err = err
-		close(f.done)
-		s.probeMu.Unlock()
-	}()
-	return f
+		return nil, err // a failure: the next write probes again
+	})
+}
+
+// waitProbe is the outcome of the probe of flight, once it is known.
+func waitProbe(ctx context.Context, flight <-chan singleflight.Result) error {
+	select {
+	case r := <-flight:
+		return r.Err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // probeAside returns the probe a write goes out beside (sending it if
 // none is under way), or nil when the write needs none or must wait for
 // it first (put).
-func (s *Store) probeAside(ctx context.Context) *probeFlight {
+func (s *Store) probeAside(ctx context.Context) <-chan singleflight.Result {
 	s.probeMu.Lock()
 	defer s.probeMu.Unlock()
 	if !s.probeLater || !s.probeBeside {
