@@ -295,6 +295,13 @@ type IndexShard struct {
 	// first that said DirHead): then a work tree's listing reads the
 	// dirs head whatever its root.
 	DirFilter []byte
+	// DirKeys, in a log commit that says DirHead, says every session
+	// the dirs head took is in the head of its directory too (the head
+	// of its Project.Key, which for such a session is its directory):
+	// then a directory's listing reads that head alone. False when not
+	// known (a panto that predates it wrote a commit since the first
+	// that said DirHead, and put what it took in the dirs head alone).
+	DirKeys bool
 	// Indexed, in a log commit, is about how many sessions the index
 	// held when a writer last counted them (one that read the catalog;
 	// a step of a fold, from the partitions it wrote), carried on by
@@ -572,7 +579,7 @@ func decodeShard(raw []byte) (*IndexShard, error) {
 }
 
 func (s *IndexShard) validate() error {
-	if s.Shard == HeadName && (s.Through != 0 || s.Pruned != 0 || s.Purge != 0 || s.Omitted != 0 || s.Base != 0 || s.DirHead || len(s.DirFilter) != 0 || s.Indexed != 0 || len(s.Recent) != 0 || len(s.Unfolded) != 0 || len(s.Runs) != 0) {
+	if s.Shard == HeadName && (s.Through != 0 || s.Pruned != 0 || s.Purge != 0 || s.Omitted != 0 || s.Base != 0 || s.DirHead || len(s.DirFilter) != 0 || s.DirKeys || s.Indexed != 0 || len(s.Recent) != 0 || len(s.Unfolded) != 0 || len(s.Runs) != 0) {
 		return fmt.Errorf("%w: index head: a log commit's fields", ErrInvalid)
 	}
 	log := s.Shard == LogName || s.Shard == RunName || s.Shard == HeadName
@@ -591,7 +598,7 @@ func (s *IndexShard) validate() error {
 	if s.Pruned < 0 || s.Through < s.Pruned || s.Purge < 0 || s.Through < s.Purge || s.Omitted < 0 || s.Indexed < 0 {
 		return fmt.Errorf("%w: index shard %s: through %d, pruned %d, purge %d, omitted %d", ErrInvalid, s.Shard, s.Through, s.Pruned, s.Purge, s.Omitted)
 	}
-	if !log && (s.Omitted != 0 || s.Complete || s.DirHead || len(s.DirFilter) != 0 || s.Indexed != 0 || s.Base != 0 || len(s.Recent) != 0 || len(s.Unfolded) != 0 || len(s.Runs) != 0) {
+	if !log && (s.Omitted != 0 || s.Complete || s.DirHead || len(s.DirFilter) != 0 || s.DirKeys || s.Indexed != 0 || s.Base != 0 || len(s.Recent) != 0 || len(s.Unfolded) != 0 || len(s.Runs) != 0) {
 		return fmt.Errorf("%w: index shard %s: a partition with a log commit's fields", ErrInvalid, s.Shard)
 	}
 	filed := func(id string) bool { return log || PartitionOf(id, len(s.Shard)) == s.Shard }

@@ -248,6 +248,7 @@ type wireShard struct {
 	Complete   bool                     `json:"complete,omitempty"`
 	DirHead    bool                     `json:"dir_head,omitempty"`
 	DirFilter  []byte                   `json:"dir_filter,omitempty"`
+	DirKeys    bool                     `json:"dir_keys,omitempty"`
 	Indexed    int64                    `json:"indexed,omitempty"`
 	Widened    int64                    `json:"widened,omitempty"`
 	Base       int64                    `json:"base,omitempty"`
@@ -346,7 +347,7 @@ type wireTombstone struct {
 }
 
 func shardToWire(s *IndexShard) wireShard {
-	w := wireShard{Version: Version, Shard: s.Shard, Through: s.Through, Pruned: s.Pruned, Purge: s.Purge, Omitted: s.Omitted, Complete: s.Complete, DirHead: s.DirHead, DirFilter: s.DirFilter, Indexed: s.Indexed, Widened: s.Widened, Base: s.Base, BaseETag: s.BaseETag, Runs: runsToWire(s.Runs), RunsDelta: s.RunsDelta, RunsGone: s.RunsGone, Merge: mergeToWire(s.Merge), Fold: foldToWire(s.Fold), Unpurged: s.Unpurged, Discarded: s.Discarded, Sessions: make(map[string]wireEntry, len(s.Sessions))}
+	w := wireShard{Version: Version, Shard: s.Shard, Through: s.Through, Pruned: s.Pruned, Purge: s.Purge, Omitted: s.Omitted, Complete: s.Complete, DirHead: s.DirHead, DirFilter: s.DirFilter, DirKeys: s.DirKeys, Indexed: s.Indexed, Widened: s.Widened, Base: s.Base, BaseETag: s.BaseETag, Runs: runsToWire(s.Runs), RunsDelta: s.RunsDelta, RunsGone: s.RunsGone, Merge: mergeToWire(s.Merge), Fold: foldToWire(s.Fold), Unpurged: s.Unpurged, Discarded: s.Discarded, Sessions: make(map[string]wireEntry, len(s.Sessions))}
 	if !s.Written.IsZero() {
 		w.Written = s.Written.UTC()
 	}
@@ -375,7 +376,7 @@ func shardToWire(s *IndexShard) wireShard {
 }
 
 func (w *wireShard) shard() *IndexShard {
-	s := &IndexShard{Shard: w.Shard, Through: w.Through, Pruned: w.Pruned, Purge: w.Purge, Written: w.Written, Omitted: w.Omitted, Complete: w.Complete, DirHead: w.DirHead, DirFilter: w.DirFilter, Indexed: w.Indexed, Widened: w.Widened, Base: w.Base, BaseETag: w.BaseETag, Runs: runsFromWire(w.Runs), RunsDelta: w.RunsDelta, RunsGone: w.RunsGone, Merge: mergeFromWire(w.Merge), Fold: foldFromWire(w.Fold), Unpurged: w.Unpurged, Discarded: w.Discarded, Sessions: make(map[string]IndexEntry, len(w.Sessions))}
+	s := &IndexShard{Shard: w.Shard, Through: w.Through, Pruned: w.Pruned, Purge: w.Purge, Written: w.Written, Omitted: w.Omitted, Complete: w.Complete, DirHead: w.DirHead, DirFilter: w.DirFilter, DirKeys: w.DirKeys, Indexed: w.Indexed, Widened: w.Widened, Base: w.Base, BaseETag: w.BaseETag, Runs: runsFromWire(w.Runs), RunsDelta: w.RunsDelta, RunsGone: w.RunsGone, Merge: mergeFromWire(w.Merge), Fold: foldFromWire(w.Fold), Unpurged: w.Unpurged, Discarded: w.Discarded, Sessions: make(map[string]IndexEntry, len(w.Sessions))}
 	for id, e := range w.Recent {
 		if s.Recent == nil {
 			s.Recent = map[string]IndexEntry{}

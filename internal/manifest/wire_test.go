@@ -83,7 +83,7 @@ func TestWireGolden(t *testing.T) {
 	entry := m.Entry()
 	dirs := NewDirFilter()
 	AddDirTo(dirs, "/src/a/cmd")
-	commit := &IndexShard{Shard: LogName, Through: 40, Written: t0, Omitted: 300, DirHead: true, DirFilter: dirs, Indexed: 100250, Base: 32, BaseETag: `"b"`,
+	commit := &IndexShard{Shard: LogName, Through: 40, Written: t0, Omitted: 300, DirHead: true, DirFilter: dirs, DirKeys: true, Indexed: 100250, Base: 32, BaseETag: `"b"`,
 		Recent:   map[string]IndexEntry{m.ID: entry},
 		Unfolded: map[string]IndexEntry{m.ID: entry},
 		Runs:     []RunPage{{Key: RunKeyPrefix + "9f86d081884c7d65-000.json.zst", First: "00", Last: "7f", Sessions: 256, Commit: 40}},

@@ -103,6 +103,10 @@ const WholeCommitEntries = wholeCommitEntries
 // exit's budget.
 const DirFilterEntries = dirFilterEntries
 
+// ProjectHeadKey is the key of the head of the sessions whose project's
+// Key is key.
+func ProjectHeadKey(key string) string { return headKey(keyHead(key)) }
+
 // LogFullEvery is logFullEvery: commits whose number it divides are
 // stored whole.
 const LogFullEvery = logFullEvery

@@ -27,9 +27,10 @@ import (
 // manifest.HeadSize entries the partitions and runs hold of its sessions
 // (a project's slice of the recent view, as restic's readers cache what
 // they use and an LSM's head answers the newest keys). The sessions that
-// know only their directory (imported from other agents' logs), which
-// belong to whichever work tree holds that directory, share one head,
-// "dirs".
+// know only their directory (imported from other agents' logs, or
+// panto's outside a git tree) are in the head of that directory, and
+// also in one head they share, "dirs", for the work tree that holds the
+// directory, wherever in it.
 //
 // An entry enters a head where it leaves the unfolded set: the writes
 // that move entries into the partitions (a fold, a bulk write, a move of
@@ -44,14 +45,32 @@ import (
 // dirsHead is the head of the sessions that know only their directory.
 const dirsHead = "dirs"
 
-// headOf is the name of the head that holds sessions of project p: a hash
-// of its Key, dirsHead for a session that knows only its directory, ""
-// for no project (no head: only a listing of every project shows those).
-func headOf(p agent.Project) string {
-	if p.OnlyDir() {
-		return dirsHead
+// headsOf names the heads that hold sessions of project p: the head of
+// its Key and, for a session that knows only its directory, the dirs
+// head too (none for no project: only a listing of every project shows
+// those). A panto that predates the commits' DirKeys put such a session
+// in the dirs head alone (headsFor).
+func headsOf(p agent.Project) []string {
+	name := keyHead(p.Key())
+	switch {
+	case name == "":
+		return nil
+	case p.OnlyDir():
+		return []string{dirsHead, name}
 	}
-	return keyHead(p.Key())
+	return []string{name}
+}
+
+// headsKept names the heads that hold sessions of project p as the
+// writers that wrote up to commit c (nil: none) kept them: headsOf, less
+// the directory's head of a session that knows only its directory when c
+// says DirHead without DirKeys.
+func headsKept(p agent.Project, c *manifest.IndexShard) []string {
+	names := headsOf(p)
+	if p.OnlyDir() && c != nil && c.DirHead && !c.DirKeys {
+		return names[:1] // the dirs head
+	}
+	return names
 }
 
 // keyHead is the name of the head of the sessions whose project's Key is
@@ -65,16 +84,21 @@ func keyHead(key string) string {
 }
 
 // headsFor names the heads a listing of project p's sessions reads
-// (agent.Project.Holds): the head of its Key (for a directory, the
-// sessions whose work tree it is) and, when sessions that know only
-// their directory may be its (p is a work tree, or a directory), the
-// dirs head, if the newest commit c says there is one.
+// (agent.Project.Holds), as the newest commit c says: the head of its
+// Key (for a directory, its sessions and those whose work tree it is)
+// and the dirs head, if c says it holds sessions, when they may be p's:
+// for a work tree, when c's dir filter may hold its root; for a
+// directory, when c does not say DirKeys (a panto that predates it put
+// the directory's sessions in the dirs head alone).
 func headsFor(p agent.Project, c *manifest.IndexShard) []string {
 	var names []string
 	if name := keyHead(p.Key()); name != "" {
 		names = append(names, name)
 	}
-	if (p.Root != "" || p.OnlyDir()) && c != nil && c.DirHead && manifest.DirFilterMayHold(c.DirFilter, dirsRoot(p)) {
+	if c == nil || !c.DirHead || !manifest.DirFilterMayHold(c.DirFilter, dirsRoot(p)) {
+		return names
+	}
+	if p.Root != "" || p.OnlyDir() && !c.DirKeys {
 		names = append(names, dirsHead)
 	}
 	return names
@@ -120,6 +144,24 @@ func dirFilterAfter(prev *manifest.IndexShard, known, dirHead bool, added, rebui
 	}
 	manifest.MergeDirFilter(f, added)
 	return f
+}
+
+// dirKeysAfter reports whether a commit that says dirHead, after prev
+// (known as dirFilterAfter has it), may say DirKeys: each writer since
+// the first commit that said DirHead, or since rebuilt (the heads were
+// written anew from the whole index), put every session it gave the dirs
+// head in its directory's head too, which this version's writers do and
+// a panto that predates DirKeys, dropping it from its commit, does not.
+func dirKeysAfter(prev *manifest.IndexShard, known, dirHead, rebuilt bool) bool {
+	switch {
+	case !dirHead:
+		return false
+	case rebuilt:
+		return true
+	case !known:
+		return false
+	}
+	return prev == nil || !prev.DirHead || prev.DirKeys
 }
 
 // dirFilterOf is the dir filter of every session of entries that knows
@@ -212,39 +254,35 @@ func (s *Store) queueHeads(entries map[string]manifest.IndexEntry) (dirs bool) {
 	hs.mu.Lock()
 	defer hs.mu.Unlock()
 	for id, e := range entries {
-		name := headOf(e.Info.Project)
-		if name == "" {
-			continue
-		}
-		if name == dirsHead {
-			dirs = true
-			if hs.dirBits == nil {
-				hs.dirBits = manifest.NewDirFilter()
+		for _, name := range headsOf(e.Info.Project) {
+			if name == dirsHead {
+				dirs = true
+				if hs.dirBits == nil {
+					hs.dirBits = manifest.NewDirFilter()
+				}
+				manifest.AddDirTo(hs.dirBits, e.Info.Project.Dir)
 			}
-			manifest.AddDirTo(hs.dirBits, e.Info.Project.Dir)
-		}
-		b := hs.batch(name)
-		if old, ok := b.entries[id]; !ok || old.Length <= e.Length {
-			e.Resume = e.Resume.Where() // a listing needs no append state
-			b.entries[id] = e
+			b := hs.batch(name)
+			if old, ok := b.entries[id]; !ok || old.Length <= e.Length {
+				e.Resume = e.Resume.Where() // a listing needs no append state
+				b.entries[id] = e
+			}
 		}
 	}
 	return dirs
 }
 
-// queueHeadBurial queues tombstone t for the head of project p, the
+// queueHeadBurial queues tombstone t for the heads of project p, the
 // deleted session's.
 func (s *Store) queueHeadBurial(p agent.Project, t manifest.Tombstone) {
-	name := headOf(p)
-	if name == "" {
-		return
-	}
 	hs := &s.heads
 	hs.mu.Lock()
 	defer hs.mu.Unlock()
-	b := hs.batch(name)
-	b.buried[t.ID] = t
-	delete(b.entries, t.ID)
+	for _, name := range headsOf(p) {
+		b := hs.batch(name)
+		b.buried[t.ID] = t
+		delete(b.entries, t.ID)
+	}
 }
 
 // batch is the queue of head name. Callers hold hs.mu.
@@ -401,15 +439,13 @@ func (s *Store) rebuildHeads(ctx context.Context, all map[string]manifest.IndexE
 		groups[name] = map[string]manifest.IndexEntry{}
 	}
 	for id, e := range all {
-		name := headOf(e.Info.Project)
-		if name == "" {
-			continue
-		}
-		if groups[name] == nil {
-			groups[name] = map[string]manifest.IndexEntry{}
-		}
 		e.Resume = e.Resume.Where()
-		groups[name][id] = e
+		for _, name := range headsOf(e.Info.Project) {
+			if groups[name] == nil {
+				groups[name] = map[string]manifest.IndexEntry{}
+			}
+			groups[name][id] = e
+		}
 	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(16)
@@ -478,13 +514,14 @@ func (s *Store) adoptHeads(ctx context.Context) error {
 	return s.ensureFeature(ctx, manifest.FeatureIndexHeads)
 }
 
-// adoptDirFilter gives the index log the dir filter it lacks (its dirs
-// head written by an earlier version, or an older panto's commit since)
-// from the catalog this Store read, a sync's, so that a team's bucket
-// gets one without a repair. Only when that catalog is the newest
-// commit's: what went to the dirs head after it would be in no filter.
-// A commit that finds the log moved on gives up; the next sync tries
-// again.
+// adoptDirFilter gives the index log the dir filter and DirKeys it
+// lacks (its dirs head written by an earlier version, or an older
+// panto's commit since) from the catalog this Store read, a sync's, so
+// that a team's bucket gets them without a repair: the directories'
+// heads first (rebuildDirKeyHeads), then the commit. Only when that
+// catalog is the newest commit's: what went to the dirs head after it
+// would be in no filter, and perhaps in no directory's head. A commit
+// that finds the log moved on gives up; the next sync tries again.
 func (s *Store) adoptDirFilter(ctx context.Context) error {
 	if !s.headsIndex() || !s.indexLog() {
 		return nil
@@ -495,8 +532,11 @@ func (s *Store) adoptDirFilter(ctx context.Context) error {
 	s.ilog.mu.Lock()
 	last := s.ilog.last
 	s.ilog.mu.Unlock()
-	if doc == nil || last == nil || !last.DirHead || len(last.DirFilter) == manifest.DirFilterBytes || doc.Through != last.Through {
+	if doc == nil || !lacksDirIndex(last) || doc.Through != last.Through {
 		return nil
+	}
+	if err := s.rebuildDirKeyHeads(ctx, doc.Sessions); err != nil {
+		return err
 	}
 	s.ilog.wmu.Lock()
 	defer s.ilog.wmu.Unlock()
@@ -510,18 +550,54 @@ func (s *Store) adoptDirFilter(ctx context.Context) error {
 	return nil
 }
 
+// lacksDirIndex reports whether commit c (nil: none) says the dirs head
+// holds sessions without the dir filter or DirKeys that spare readers
+// from reading it.
+func lacksDirIndex(c *manifest.IndexShard) bool {
+	return c != nil && c.DirHead && (len(c.DirFilter) != manifest.DirFilterBytes || !c.DirKeys)
+}
+
+// rebuildDirKeyHeads writes the head of each directory that a session
+// of all (the whole index) knows alone from the sessions of all it
+// holds (rebuildHeads, keeping what the heads hold besides: a writer's
+// since the reading of all), as a prefix gets them whose dirs head a
+// panto that predates DirKeys wrote. The dirs head is rewritten with
+// them, as it was.
+func (s *Store) rebuildDirKeyHeads(ctx context.Context, all map[string]manifest.IndexEntry) error {
+	dirs := map[string]bool{}
+	for _, e := range all {
+		if e.Info.Project.OnlyDir() {
+			dirs[e.Info.Project.Dir] = true
+		}
+	}
+	if len(dirs) == 0 {
+		return nil
+	}
+	theirs := map[string]manifest.IndexEntry{}
+	for id, e := range all {
+		if dirs[e.Info.Project.Key()] {
+			theirs[id] = e
+		}
+	}
+	if _, err := s.rebuildHeads(ctx, theirs, false, false, nil); err != nil {
+		return fmt.Errorf("write the directories' heads: %w", err)
+	}
+	return nil
+}
+
 // errDirFilterMoved: a dir filter made from the catalog as of one
 // commit would go after a newer one (logChanges.dirFilterAt).
 var errDirFilterMoved = errors.New("the index log moved past the catalog the dir filter was made from")
 
 // commitDirHead commits that the dirs head holds sessions
 // (IndexShard.DirHead), with the dir filter of all, every session of the
-// index, unless the newest commit says so already with a filter.
+// index, and DirKeys, unless the newest commit says so already with
+// both. The caller wrote every head from all (rebuildHeads).
 func (s *Store) commitDirHead(ctx context.Context, all map[string]manifest.IndexEntry) error {
 	s.ilog.mu.Lock()
 	last := s.ilog.last
 	s.ilog.mu.Unlock()
-	if last != nil && last.DirHead && len(last.DirFilter) == manifest.DirFilterBytes {
+	if last != nil && last.DirHead && !lacksDirIndex(last) {
 		return nil
 	}
 	s.ilog.wmu.Lock()
@@ -611,18 +687,22 @@ func (s *Store) fetchHead(ctx context.Context, name string) (headView, error) {
 // caller waits for.
 const headFetchTimeout = time.Minute
 
-// prefetchHead reads, in the background, the head of project p when
-// this Store has not read it: the fold of its sessions, at Close, writes
+// prefetchHead reads, in the background, the heads of project p that
+// this Store has not read (prefetchHeadNamed).
+func (s *Store) prefetchHead(ctx context.Context, p agent.Project) {
+	for _, name := range headsOf(p) {
+		s.prefetchHeadNamed(ctx, name)
+	}
+}
+
+// prefetchHeadNamed reads, in the background, head name when this
+// Store has not read it: the fold of its sessions, at Close, writes
 // the head with If-Match on what it read, and would otherwise read it
 // first, a round trip of the exit's. An append calls it, so that the
 // reading goes out with the segment, a turn before the exit. A reading
 // that fails is left to the write; one that lands after a write of this
 // Store's is dropped (the write's is newer).
-func (s *Store) prefetchHead(ctx context.Context, p agent.Project) {
-	name := headOf(p)
-	if name == "" {
-		return
-	}
+func (s *Store) prefetchHeadNamed(ctx context.Context, name string) {
 	ctx = context.WithoutCancel(ctx)
 	hs := &s.heads
 	hs.mu.Lock()

@@ -298,7 +298,9 @@ type logChanges struct {
 	retired map[string]bool
 	// dirHead: the dirs head holds sessions (a rebuild of the heads
 	// wrote it), which the commit says (IndexShard.DirHead), and
-	// dirFilter the dir filter of them all (IndexShard.DirFilter).
+	// dirFilter the dir filter of them all (IndexShard.DirFilter); a
+	// dirFilter also says the rebuild wrote each directory's head
+	// (IndexShard.DirKeys).
 	dirHead   bool
 	dirFilter []byte
 	// dirFilterAt, when above 0, is the commit dirFilter was made as
@@ -497,6 +499,7 @@ func (s *Store) commitLog(ctx context.Context, ch logChanges, drop func(manifest
 		// last is commit n, unless n did not decode (then it is older).
 		known := last == nil && n == 0 || last != nil && last.Through == n
 		next.DirFilter = dirFilterAfter(last, known, next.DirHead, dirBits, ch.dirFilter)
+		next.DirKeys = dirKeysAfter(last, known, next.DirHead, ch.dirFilter != nil)
 		key := logKey(n + 1)
 		// Stored against the base of the commit it follows, unless it
 		// drops sessions (a deletion purges the bases; a repair).

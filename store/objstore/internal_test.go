@@ -84,37 +84,44 @@ func TestMergeTieredRuns(t *testing.T) {
 	}
 }
 
-// TestHeadsFor: a listing reads the head every session its project
-// holds (agent.Project.Holds) is filed under: a work tree's, and the
-// dirs head for the sessions that know only a directory inside it (when
-// a commit says it holds any); a directory's (--project of a directory
-// that is gone), which is the work tree's of that root, and the dirs
-// head.
+// TestHeadsFor: a listing reads a head every session its project holds
+// (agent.Project.Holds) is filed under, as the newest commit says the
+// writers kept them: a work tree's, and the dirs head for the sessions
+// that know only a directory inside it (when a commit says it holds
+// any); a directory's (--project of a directory that is gone), which is
+// the work tree's of that root, and holds the directory's own sessions
+// when the commit says DirKeys, else the dirs head does too.
 func TestHeadsFor(t *testing.T) {
 	tree := agent.Project{Remote: "host.test/team/a", Root: "/src/a", Dir: "/src/a/cmd"}
 	local := agent.Project{Root: "/src/b", Dir: "/src/b"}
 	dir := agent.Project{Dir: "/src/b"}
 	withDirs := &manifest.IndexShard{DirHead: true}
+	withDirKeys := &manifest.IndexShard{DirHead: true, DirKeys: true}
 	for _, c := range []struct {
 		p      agent.Project
 		commit *manifest.IndexShard
 		want   []string
 	}{
-		{tree, withDirs, []string{headOf(tree), dirsHead}},
-		{tree, &manifest.IndexShard{}, []string{headOf(tree)}},
-		{local, withDirs, []string{headOf(local), dirsHead}},
-		{dir, withDirs, []string{headOf(local), dirsHead}},
+		{tree, withDirs, []string{keyHead(tree.Key()), dirsHead}},
+		{tree, withDirKeys, []string{keyHead(tree.Key()), dirsHead}},
+		{tree, &manifest.IndexShard{}, []string{keyHead(tree.Key())}},
+		{local, withDirs, []string{keyHead(local.Key()), dirsHead}},
+		{dir, withDirs, []string{keyHead(local.Key()), dirsHead}},
+		{dir, withDirKeys, []string{keyHead(local.Key())}},
 		{agent.Project{}, withDirs, nil},
 	} {
 		if got := headsFor(c.p, c.commit); !slices.Equal(got, c.want) {
-			t.Errorf("headsFor(%+v) = %v, want %v", c.p, got, c.want)
+			t.Errorf("headsFor(%+v, %+v) = %v, want %v", c.p, c.commit, got, c.want)
 		}
 	}
 	// Every session a listing of each keeps is filed under a head it reads.
-	for _, session := range []agent.Project{tree, local, dir, {Dir: "/src/a/x"}, {Dir: "/src/b"}} {
-		for _, p := range []agent.Project{tree, local, dir} {
-			if p.Holds(session) && !slices.Contains(headsFor(p, withDirs), headOf(session)) {
-				t.Errorf("a listing of %+v keeps %+v, filed under %s, and does not read it", p, session, headOf(session))
+	for _, commit := range []*manifest.IndexShard{withDirs, withDirKeys} {
+		for _, session := range []agent.Project{tree, local, dir, {Dir: "/src/a/x"}, {Dir: "/src/b"}, {Dir: "/src/b/y"}} {
+			for _, p := range []agent.Project{tree, local, dir} {
+				kept := headsKept(session, commit)
+				if p.Holds(session) && !slices.ContainsFunc(kept, func(name string) bool { return slices.Contains(headsFor(p, commit), name) }) {
+					t.Errorf("after %+v, a listing of %+v keeps %+v, filed under %v, and does not read them", commit, p, session, kept)
+				}
 			}
 		}
 	}
@@ -332,5 +339,35 @@ func TestExitBudget(t *testing.T) {
 	s.ilog.last.DirFilter = manifest.NewDirFilter()
 	if got := s.exitBudget(); got != 56-dirFilterEntries {
 		t.Errorf("after a commit with a filter: %d, want %d", got, 56-dirFilterEntries)
+	}
+}
+
+// TestDirKeysAfter: a commit says DirKeys (every session of the dirs
+// head is in its directory's head too) only when each writer since the
+// first commit that said DirHead, or since a rebuild of the heads, did
+// so: not after a commit that said DirHead without it (a panto that
+// predates it) or did not decode, until a rebuild.
+func TestDirKeysAfter(t *testing.T) {
+	withKeys := &manifest.IndexShard{Shard: manifest.LogName, Through: 7, DirHead: true, DirKeys: true}
+	withoutKeys := &manifest.IndexShard{Shard: manifest.LogName, Through: 7, DirHead: true}
+	noDirs := &manifest.IndexShard{Shard: manifest.LogName, Through: 7}
+	for _, c := range []struct {
+		what           string
+		prev           *manifest.IndexShard
+		known, dirHead bool
+		rebuilt, want  bool
+	}{
+		{"after a commit with them", withKeys, true, true, false, true},
+		{"after a commit whose dirs head held none", noDirs, true, true, false, true},
+		{"the log's first commit", nil, true, true, false, true},
+		{"after an older panto's commit", withoutKeys, true, true, false, false},
+		{"after a commit that did not decode", withKeys, false, true, false, false},
+		{"a rebuild after an older panto's commit", withoutKeys, true, true, true, true},
+		{"a rebuild after a commit that did not decode", withoutKeys, false, true, true, true},
+		{"a commit that does not say DirHead", withKeys, true, false, false, false},
+	} {
+		if got := dirKeysAfter(c.prev, c.known, c.dirHead, c.rebuilt); got != c.want {
+			t.Errorf("%s: DirKeys %v, want %v", c.what, got, c.want)
+		}
 	}
 }

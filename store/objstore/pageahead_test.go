@@ -377,7 +377,10 @@ func TestPageAheadDirsHead(t *testing.T) {
 // Without the filter it read the dirs head too, whose oldest session,
 // newer than all of b's, bounded what b's page may miss and sent it to
 // the catalog. a's page, whose tree holds an imported session, still
-// reads the dirs head and lists it.
+// reads the dirs head and lists it. The page of a scratch directory,
+// whose sessions the dirs head holds some of, reads its directory's
+// head alone (DirKeys): four requests, where it read the dirs head too
+// and, that head holding more than it keeps, the catalog.
 func TestPageAheadDirFilter(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -393,16 +396,17 @@ func TestPageAheadDirFilter(t *testing.T) {
 	if err := w.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, c := e.newestCommit(t); !c.DirHead || len(c.DirFilter) != manifest.DirFilterBytes {
-		t.Fatalf("the newest commit: dir head %v, a dir filter of %d bytes; want both", c.DirHead, len(c.DirFilter))
+	if _, c := e.newestCommit(t); !c.DirHead || len(c.DirFilter) != manifest.DirFilterBytes || !c.DirKeys {
+		t.Fatalf("the newest commit: dir head %v, a dir filter of %d bytes, dir keys %v; want all", c.DirHead, len(c.DirFilter), c.DirKeys)
 	}
-	for _, p := range []agent.Project{projectB, projectA} {
+	scratch := agent.Project{Dir: "/scratch/3"}
+	for _, p := range []agent.Project{projectB, projectA, scratch} {
 		ops := checkedPage(t, e, p, "the page")
 		dirs := readsDirsHead(ops)
 		switch p {
-		case projectB:
+		case projectB, scratch:
 			if dirs || readsPartitions(ops) || len(ops) > 4 {
-				t.Fatalf("b's page read the dirs head %v, the partitions %v, in %d requests: %s; want b's head alone, in 4", dirs, readsPartitions(ops), len(ops), describeOps(ops))
+				t.Fatalf("%s's page read the dirs head %v, the partitions %v, in %d requests: %s; want its head alone, in 4", p.Key(), dirs, readsPartitions(ops), len(ops), describeOps(ops))
 			}
 		case projectA:
 			if !dirs {
@@ -413,12 +417,15 @@ func TestPageAheadDirFilter(t *testing.T) {
 }
 
 // TestDirFilterLostAndRepaired: a panto that predates the dir filter
-// drops it from the commit it writes; the commits after it have none
-// (what that writer put in the dirs head is in no filter), so every work
-// tree's page reads the dirs head again, as before the filter. The next
-// sync that read the catalog as of the newest commit, and writes the
-// index, gives the log a filter made from it; so does repair; and b's
-// page is four requests again.
+// and DirKeys drops them from the commit it writes, and put the sessions
+// that know only their directory in the dirs head alone; the commits
+// after it have neither (what that writer put in the dirs head is in no
+// filter, and in no directory's head), so every work tree's page reads
+// the dirs head again, as before the filter, and so does a directory's.
+// The next sync that read the catalog as of the newest commit, and
+// writes the index, writes the directories' heads and gives the log a
+// filter made from it; so does repair; and b's page, and a scratch
+// directory's, are four requests again.
 func TestDirFilterLostAndRepaired(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -438,9 +445,14 @@ func TestDirFilterLostAndRepaired(t *testing.T) {
 	if err := w.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
+	scratch := agent.Project{Dir: "/scratch/0"}
 	readsDirs := func(what string) bool {
 		t.Helper()
-		return readsDirsHead(checkedPage(t, e, projectB, what))
+		b := readsDirsHead(checkedPage(t, e, projectB, what))
+		if d := readsDirsHead(checkedPage(t, e, scratch, what)); d != b {
+			t.Fatalf("%s: b's page read the dirs head %v, /scratch/0's %v", what, b, d)
+		}
+		return b
 	}
 	if readsDirs("with the filter") {
 		t.Fatal("with the filter, b's page read the dirs head")
@@ -454,12 +466,17 @@ func TestDirFilterLostAndRepaired(t *testing.T) {
 	olderPanto := func() {
 		t.Helper()
 		n, c := e.newestCommit(t)
-		c.Through, c.Base, c.BaseETag, c.DirFilter = n+1, 0, "", nil
+		c.Through, c.Base, c.BaseETag, c.DirFilter, c.DirKeys = n+1, 0, "", nil, false
 		data, err := codec.EncodeIndexShard(commitKey(n+1), c)
 		if err != nil {
 			t.Fatal(err)
 		}
 		e.putRaw(t, "pfx/"+commitKey(n+1), data)
+		// What it folded of the scratch directories is in no head of
+		// theirs.
+		for i := range 3 {
+			e.removeRaw(t, "pfx/"+objstore.ProjectHeadKey(fmt.Sprintf("/scratch/%d", i)))
+		}
 	}
 	olderPanto()
 	later := e.open(t)
@@ -467,8 +484,8 @@ func TestDirFilterLostAndRepaired(t *testing.T) {
 	if err := later.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, c := e.newestCommit(t); !c.DirHead || c.DirFilter != nil {
-		t.Fatalf("the commits after one without a filter: dir head %v, a filter of %d bytes; want none", c.DirHead, len(c.DirFilter))
+	if _, c := e.newestCommit(t); !c.DirHead || c.DirFilter != nil || c.DirKeys {
+		t.Fatalf("the commits after one without a filter: dir head %v, a filter of %d bytes, dir keys %v; want neither", c.DirHead, len(c.DirFilter), c.DirKeys)
 	}
 	if !readsDirs("after an older panto's commit") {
 		t.Fatal("after a commit without the filter, b's page did not read the dirs head")
@@ -482,8 +499,8 @@ func TestDirFilterLostAndRepaired(t *testing.T) {
 	if err := sync.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, c := e.newestCommit(t); len(c.DirFilter) != manifest.DirFilterBytes || !manifest.DirFilterMayHold(c.DirFilter, "/scratch/later") || !manifest.DirFilterMayHold(c.DirFilter, "/scratch/synced") {
-		t.Fatalf("after a sync the newest commit's filter is %d bytes, holding /scratch/later %v, /scratch/synced %v", len(c.DirFilter), manifest.DirFilterMayHold(c.DirFilter, "/scratch/later"), manifest.DirFilterMayHold(c.DirFilter, "/scratch/synced"))
+	if _, c := e.newestCommit(t); len(c.DirFilter) != manifest.DirFilterBytes || !manifest.DirFilterMayHold(c.DirFilter, "/scratch/later") || !manifest.DirFilterMayHold(c.DirFilter, "/scratch/synced") || !c.DirKeys {
+		t.Fatalf("after a sync the newest commit's filter is %d bytes, holding /scratch/later %v, /scratch/synced %v; dir keys %v", len(c.DirFilter), manifest.DirFilterMayHold(c.DirFilter, "/scratch/later"), manifest.DirFilterMayHold(c.DirFilter, "/scratch/synced"), c.DirKeys)
 	}
 	if readsDirs("after a sync") {
 		t.Fatal("after a sync, b's page read the dirs head")
@@ -510,6 +527,10 @@ func TestDirFilterLostAndRepaired(t *testing.T) {
 	if _, c := e.newestCommit(t); c.DirFilter != nil && !manifest.DirFilterMayHold(c.DirFilter, "/scratch/other") {
 		t.Fatal("a sync made a filter from a catalog older than the newest commit: it lacks what that commit put in the dirs head")
 	}
+	// Repair, after an older panto's commit whose folds left the
+	// scratch directories' heads (which repair's fold of the runs may
+	// have written again) without their sessions.
+	olderPanto()
 	if _, err := e.open(t).RepairIndex(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -535,7 +556,7 @@ func checkedPage(t *testing.T, e *env, p agent.Project, what string) []objstore.
 	r := e.openOn(t, fb, objstore.WithOpenSnapshot(), objstore.WithProbeAtFirstWrite(), objstore.WithPageAhead(p))
 	got, err := r.ListNewestIn(ctx, 50, p, nil)
 	if want := newestOf(all, p, 50); err != nil || !reflect.DeepEqual(got, want) {
-		t.Fatalf("%s: %s's page: %v\n got %v\nwant %v", what, p.Root, err, infoIDs(got), infoIDs(want))
+		t.Fatalf("%s: %s's page: %v\n got %v\nwant %v", what, p.Key(), err, infoIDs(got), infoIDs(want))
 	}
 	return fb.Take()
 }

@@ -52,7 +52,7 @@ func (s *Store) checkHeads(ctx context.Context, report *store.IndexReport, truth
 	}
 	groups := map[string][]manifest.IndexEntry{}
 	for _, e := range truth {
-		if name := headOf(e.Info.Project); name != "" {
+		for _, name := range headsKept(e.Info.Project, c) {
 			groups[name] = append(groups[name], e)
 		}
 	}
@@ -164,16 +164,21 @@ func (s *Store) repairHeads(ctx context.Context, report *store.IndexReport, trut
 }
 
 // restoreDirFilter gives the index log a dir filter made from truth,
-// every session of the index, when the newest commit says the dirs head
-// holds sessions but has no filter (a panto that predates it wrote a
-// commit since): until then every work tree's page reads the dirs head.
-// Not a fault of the index, so no report names it.
+// every session of the index, and the directories' heads
+// (rebuildDirKeyHeads), when the newest commit says the dirs head holds
+// sessions but has no filter or does not say DirKeys (a panto that
+// predates them wrote a commit since): until then every work tree's page
+// reads the dirs head, and every directory's. Not a fault of the index,
+// so no report names it.
 func (s *Store) restoreDirFilter(ctx context.Context, truth map[string]manifest.IndexEntry) error {
 	s.ilog.mu.Lock()
 	last := s.ilog.last
 	s.ilog.mu.Unlock()
-	if last == nil || !last.DirHead || len(last.DirFilter) == manifest.DirFilterBytes {
+	if !lacksDirIndex(last) {
 		return nil
+	}
+	if err := s.rebuildDirKeyHeads(ctx, truth); err != nil {
+		return err
 	}
 	return s.commitDirHead(ctx, truth)
 }
