@@ -178,7 +178,7 @@ func (o *options) selected(id string) bool {
 // usageError is a command-line mistake: one line, then where help is.
 func usageError(c *cli.Context, msg string) error {
 	name := "panto-sync"
-	if c.Command != nil && c.Command.Name != "" {
+	if c.Command != nil && c.Command.Name != "" && c.Command.Name != c.App.Name {
 		name += " " + c.Command.Name
 	}
 	return fmt.Errorf("%s; see `%s --help`", strings.TrimSuffix(msg, "."), name)

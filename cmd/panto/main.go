@@ -56,6 +56,7 @@ func main() {
 // printed as one line.
 func run(ctx context.Context, e *env, args []string) int {
 	app := newApp(e)
+	onUsageError(app.Commands, app.OnUsageError)
 	if err := app.RunContext(ctx, normalizeArgs(app, args)); err != nil {
 		fmt.Fprintf(e.stderr, "panto: %s\n", oneLine(err.Error()))
 		return 1
@@ -107,7 +108,31 @@ first opened with a key is created encrypted, and opens with that key only.`,
 		HideHelpCommand:        true,
 		UseShortOptionHandling: true,
 		ExitErrHandler:         func(*cli.Context, error) {}, // run prints errors
+		// A mistake on the command line is one line, as every error is,
+		// not the cli package's "Incorrect Usage" and the whole help.
+		OnUsageError: func(c *cli.Context, err error, _ bool) error {
+			return usageError(c, err)
+		},
 	}
+}
+
+// onUsageError sets f as the usage error handler of commands and of
+// theirs.
+func onUsageError(commands []*cli.Command, f cli.OnUsageErrorFunc) {
+	for _, c := range commands {
+		c.OnUsageError = f
+		onUsageError(c.Subcommands, f)
+	}
+}
+
+// usageError is a command-line mistake: what is wrong, then where help
+// is.
+func usageError(c *cli.Context, err error) error {
+	name := "panto"
+	if c.Command != nil && c.Command.Name != "" && c.Command.Name != c.App.Name {
+		name = c.Command.HelpName
+	}
+	return fmt.Errorf("%s; see `%s --help`", strings.TrimSuffix(err.Error(), "."), name)
 }
 
 // oneLine folds an error message onto one line.
