@@ -33,3 +33,32 @@ func TestDirFilter(t *testing.T) {
 		t.Error("a merge of two filters does not hold what each held")
 	}
 }
+
+// TestDirFilterAtAndBelow: the filter tells a directory that holds a
+// session from one above such a directory, so that a work tree whose
+// root alone holds sessions need not read the dirs head.
+func TestDirFilterAtAndBelow(t *testing.T) {
+	f := NewDirFilter()
+	AddDirTo(f, "/home/ann/src/proj")
+	AddDirTo(f, "/srv/notes/old")
+	for _, c := range []struct {
+		dir       string
+		at, below bool
+	}{
+		{"/home/ann/src/proj", true, false},
+		{"/home/ann/src/proj/", true, false},
+		{"/home/ann/src", false, true},
+		{"/", false, true},
+		{"/srv/notes", false, true},
+		{"/srv/notes/old", true, false},
+		{"/home/ann/src/proj/cmd", false, false},
+		{"/tmp", false, false},
+	} {
+		if at, below := DirFilterMayHoldAt(f, c.dir), DirFilterMayHoldBelow(f, c.dir); at != c.at || below != c.below {
+			t.Errorf("%s: a session at it %v, below it %v; want %v, %v", c.dir, at, below, c.at, c.below)
+		}
+	}
+	if !DirFilterMayHoldAt(nil, "/x") || !DirFilterMayHoldBelow(nil, "/x") {
+		t.Error("no filter: not read as holding everything")
+	}
+}

@@ -247,7 +247,7 @@ type wireShard struct {
 	Omitted    int64                    `json:"omitted,omitempty"`
 	Complete   bool                     `json:"complete,omitempty"`
 	DirHead    bool                     `json:"dir_head,omitempty"`
-	DirFilter  []byte                   `json:"dir_filter,omitempty"`
+	DirFilter  []byte                   `json:"dir_filter_v2,omitempty"`
 	DirKeys    bool                     `json:"dir_keys,omitempty"`
 	Indexed    int64                    `json:"indexed,omitempty"`
 	Widened    int64                    `json:"widened,omitempty"`

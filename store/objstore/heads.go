@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -51,14 +52,16 @@ const dirsHead = "dirs"
 // those). A panto that predates the commits' DirKeys put such a session
 // in the dirs head alone (headsFor).
 func headsOf(p agent.Project) []string {
-	name := keyHead(p.Key())
 	switch {
-	case name == "":
-		return nil
 	case p.OnlyDir():
-		return []string{dirsHead, name}
+		// Its directory as a listing names it (a work tree's root, a
+		// directory project.Detect found): an imported log's may be
+		// spelled otherwise.
+		return []string{dirsHead, keyHead(filepath.Clean(p.Dir))}
+	case p.Key() == "":
+		return nil
 	}
-	return []string{name}
+	return []string{keyHead(p.Key())}
 }
 
 // headsKept names the heads that hold sessions of project p as the
@@ -86,32 +89,39 @@ func keyHead(key string) string {
 // headsFor names the heads a listing of project p's sessions reads
 // (agent.Project.Holds), as the newest commit c says: the head of its
 // Key (for a directory, its sessions and those whose work tree it is)
-// and the dirs head, if c says it holds sessions, when they may be p's:
-// for a work tree, when c's dir filter may hold its root; for a
-// directory, when c does not say DirKeys (a panto that predates it put
-// the directory's sessions in the dirs head alone).
+// and, when c says the dirs head holds sessions and its dir filter that
+// some may be p's, the dirs head, or a smaller one that holds them. For
+// a work tree: the dirs head when a session may be below its root; else,
+// when one may be at the root itself, the root's own head, when that is
+// not its Key's already (c says DirKeys: every session the dirs head
+// holds is in its directory's head too). For a directory: its own head
+// holds them when c says DirKeys, else the dirs head.
 func headsFor(p agent.Project, c *manifest.IndexShard) []string {
 	var names []string
-	if name := keyHead(p.Key()); name != "" {
-		names = append(names, name)
+	key := keyHead(p.Key())
+	if key != "" {
+		names = append(names, key)
 	}
-	if c == nil || !c.DirHead || !manifest.DirFilterMayHold(c.DirFilter, dirsRoot(p)) {
+	if c == nil || !c.DirHead {
 		return names
 	}
-	if p.Root != "" || p.OnlyDir() && !c.DirKeys {
-		names = append(names, dirsHead)
+	switch {
+	case p.Root != "":
+		at := manifest.DirFilterMayHoldAt(c.DirFilter, p.Root)
+		switch {
+		case manifest.DirFilterMayHoldBelow(c.DirFilter, p.Root) || at && !c.DirKeys:
+			names = append(names, dirsHead)
+		case at:
+			if root := keyHead(p.Root); root != key {
+				names = append(names, root)
+			}
+		}
+	case p.OnlyDir():
+		if !c.DirKeys && manifest.DirFilterMayHoldAt(c.DirFilter, p.Dir) {
+			names = append(names, dirsHead)
+		}
 	}
 	return names
-}
-
-// dirsRoot is the directory in or below which a session that knows
-// only its directory belongs to project p (agent.Project.Holds): its
-// work tree's root, else its directory.
-func dirsRoot(p agent.Project) string {
-	if p.Root != "" {
-		return p.Root
-	}
-	return p.Dir
 }
 
 // dirFilterAfter is the dir filter of a commit that says dirHead, after
@@ -567,7 +577,7 @@ func (s *Store) rebuildDirKeyHeads(ctx context.Context, all map[string]manifest.
 	dirs := map[string]bool{}
 	for _, e := range all {
 		if e.Info.Project.OnlyDir() {
-			dirs[e.Info.Project.Dir] = true
+			dirs[keyHead(filepath.Clean(e.Info.Project.Dir))] = true
 		}
 	}
 	if len(dirs) == 0 {
@@ -575,7 +585,7 @@ func (s *Store) rebuildDirKeyHeads(ctx context.Context, all map[string]manifest.
 	}
 	theirs := map[string]manifest.IndexEntry{}
 	for id, e := range all {
-		if dirs[e.Info.Project.Key()] {
+		if slices.ContainsFunc(headsOf(e.Info.Project), func(name string) bool { return dirs[name] }) {
 			theirs[id] = e
 		}
 	}

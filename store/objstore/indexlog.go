@@ -1179,12 +1179,14 @@ func (s *Store) prefetchLog(ctx context.Context) *sync.WaitGroup {
 			if r.err == nil && !pageAhead {
 				s.keepCommit(last, r.c, r.etag)
 			}
-			if r.err == nil && pageAhead && n > 0 && s.openDirsHead(r.c) {
-				bases.Add(1)
-				go func() {
-					defer bases.Done()
-					s.readOpenHead(ctx, dirsHead, n)
-				}()
+			if r.err == nil && pageAhead && n > 0 {
+				for _, name := range s.openMoreHeads(r.c) {
+					bases.Add(1)
+					go func() {
+						defer bases.Done()
+						s.readOpenHead(ctx, name, n)
+					}()
+				}
 			}
 			if r.err == nil && r.c.Through == n {
 				early = &r

@@ -87,16 +87,28 @@ func TestMergeTieredRuns(t *testing.T) {
 // TestHeadsFor: a listing reads a head every session its project holds
 // (agent.Project.Holds) is filed under, as the newest commit says the
 // writers kept them: a work tree's, and the dirs head for the sessions
-// that know only a directory inside it (when a commit says it holds
-// any); a directory's (--project of a directory that is gone), which is
-// the work tree's of that root, and holds the directory's own sessions
-// when the commit says DirKeys, else the dirs head does too.
+// that know only a directory below its root (when a commit says it holds
+// any, and its filter may hold one), or its root's own head for those
+// at the root alone (DirKeys); a directory's (--project of a directory
+// that is gone), which is the work tree's of that root, and holds the
+// directory's own sessions when the commit says DirKeys, else the dirs
+// head does too.
 func TestHeadsFor(t *testing.T) {
 	tree := agent.Project{Remote: "host.test/team/a", Root: "/src/a", Dir: "/src/a/cmd"}
 	local := agent.Project{Root: "/src/b", Dir: "/src/b"}
 	dir := agent.Project{Dir: "/src/b"}
+	filter := func(dirs ...string) []byte {
+		f := manifest.NewDirFilter()
+		for _, d := range dirs {
+			manifest.AddDirTo(f, d)
+		}
+		return f
+	}
 	withDirs := &manifest.IndexShard{DirHead: true}
 	withDirKeys := &manifest.IndexShard{DirHead: true, DirKeys: true}
+	atRoots := &manifest.IndexShard{DirHead: true, DirKeys: true, DirFilter: filter("/src/a", "/src/b")}
+	belowRoots := &manifest.IndexShard{DirHead: true, DirKeys: true, DirFilter: filter("/src/a/x", "/src/b/y")}
+	elsewhere := &manifest.IndexShard{DirHead: true, DirKeys: true, DirFilter: filter("/scratch")}
 	for _, c := range []struct {
 		p      agent.Project
 		commit *manifest.IndexShard
@@ -105,18 +117,30 @@ func TestHeadsFor(t *testing.T) {
 		{tree, withDirs, []string{keyHead(tree.Key()), dirsHead}},
 		{tree, withDirKeys, []string{keyHead(tree.Key()), dirsHead}},
 		{tree, &manifest.IndexShard{}, []string{keyHead(tree.Key())}},
+		{tree, atRoots, []string{keyHead(tree.Key()), keyHead("/src/a")}},
+		{tree, belowRoots, []string{keyHead(tree.Key()), dirsHead}},
+		{tree, elsewhere, []string{keyHead(tree.Key())}},
 		{local, withDirs, []string{keyHead(local.Key()), dirsHead}},
+		{local, atRoots, []string{keyHead(local.Key())}},
+		{local, belowRoots, []string{keyHead(local.Key()), dirsHead}},
 		{dir, withDirs, []string{keyHead(local.Key()), dirsHead}},
 		{dir, withDirKeys, []string{keyHead(local.Key())}},
+		{dir, belowRoots, []string{keyHead(local.Key())}},
 		{agent.Project{}, withDirs, nil},
 	} {
 		if got := headsFor(c.p, c.commit); !slices.Equal(got, c.want) {
 			t.Errorf("headsFor(%+v, %+v) = %v, want %v", c.p, c.commit, got, c.want)
 		}
 	}
-	// Every session a listing of each keeps is filed under a head it reads.
-	for _, commit := range []*manifest.IndexShard{withDirs, withDirKeys} {
-		for _, session := range []agent.Project{tree, local, dir, {Dir: "/src/a/x"}, {Dir: "/src/b"}, {Dir: "/src/b/y"}} {
+	// Every session a listing of each keeps is filed under a head it
+	// reads, after a commit whose filter holds that session's directory.
+	sessions := []agent.Project{tree, local, dir, {Dir: "/src/a"}, {Dir: "/src/a/"}, {Dir: "/src/a/x"}, {Dir: "/src/b"}, {Dir: "/src/b/y"}}
+	for _, session := range sessions {
+		commits := []*manifest.IndexShard{withDirs, withDirKeys}
+		if session.OnlyDir() {
+			commits = append(commits, &manifest.IndexShard{DirHead: true, DirKeys: true, DirFilter: filter(session.Dir)})
+		}
+		for _, commit := range commits {
 			for _, p := range []agent.Project{tree, local, dir} {
 				kept := headsKept(session, commit)
 				if p.Holds(session) && !slices.ContainsFunc(kept, func(name string) bool { return slices.Contains(headsFor(p, commit), name) }) {

@@ -48,8 +48,8 @@ type openedHead struct {
 
 // readOpenHead reads, for a Store opened WithPageAhead, head name of the
 // project's sessions beside commit n, which the log's LIST named: the
-// project's own, and the dirs head when a commit Open read says there is
-// one (openDirsHead). Errors other than a damaged head are dropped: the
+// project's own, and those a commit Open read says may hold its
+// sessions too (openMoreHeads). Errors other than a damaged head are dropped: the
 // page reads it again.
 func (s *Store) readOpenHead(ctx context.Context, name string, n int64) {
 	if name == "" || n == 0 {
@@ -71,19 +71,22 @@ func (s *Store) readOpenHead(ctx context.Context, name string, n int64) {
 	oh.views[name] = openedHead{v, err}
 }
 
-// openDirsHead reports whether Open should read the dirs head for the
-// project's page beside the newest commit, judging from guess, the
-// commit it read beside the LIST (the one the last run saw): once a
-// commit says the dirs head holds sessions, every later one does
-// (nextCommit carries DirHead on), so the page of a work tree in a
-// bucket with imported sessions reads both heads in Open's second round
-// trip, not the dirs head in a third. (Were it read for nothing, it
-// would cost a request, not a wrong page: the page takes the heads the
-// newest commit names.) Without a guess the newest commit's answer comes
-// too late to gain a round trip, and the page reads it then
+// openMoreHeads names the heads Open should read for the project's page
+// beside the newest commit and the project's own, judging from guess,
+// the commit it read beside the LIST (the one the last run saw): the
+// dirs head, or the work tree root's head, when guess says they may
+// hold the project's sessions (headsFor). Once a commit says the dirs
+// head holds sessions, every later one does (nextCommit carries DirHead
+// on), and its filter only grows, so the page of a work tree in a bucket
+// with imported sessions reads every head it needs in Open's second
+// round trip, not one in a third. (Were one read for nothing, it would
+// cost a request, not a wrong page: the page takes the heads the newest
+// commit names.) Without a guess the newest commit's answer comes too
+// late to gain a round trip, and the page reads them then
 // (newestFromHeads).
-func (s *Store) openDirsHead(guess *manifest.IndexShard) bool {
-	return slices.Contains(headsFor(s.pageAhead, guess), dirsHead)
+func (s *Store) openMoreHeads(guess *manifest.IndexShard) []string {
+	names := headsFor(s.pageAhead, guess)
+	return slices.DeleteFunc(names, func(name string) bool { return name == keyHead(s.pageAhead.Key()) })
 }
 
 // openedHead is head name as Open read it beside commit n (ok false: it

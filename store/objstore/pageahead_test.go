@@ -267,7 +267,8 @@ func TestPageAheadAfterSnapshot(t *testing.T) {
 
 // TestPageAheadDirsHead: in a bucket with imported sessions (the dirs
 // head), a work tree's page on a machine that saw the bucket before reads
-// the project's head and the dirs head in Open, once the LIST has
+// the project's head and the dirs head (or, when the imported sessions
+// are at its root alone, the root's own head) in Open, once the LIST has
 // answered, judging from the commit it guessed from its cache: both in
 // Open's second round trip, where the page read the dirs head after
 // Open, in a third. The page lists the imported sessions of the tree, through
@@ -276,6 +277,16 @@ func TestPageAheadAfterSnapshot(t *testing.T) {
 // whose DirHead it vouches for: once set, every later commit carries it).
 func TestPageAheadDirsHead(t *testing.T) {
 	t.Parallel()
+	// Below a's root, in the dirs head; at the root, in the root's own.
+	for _, imported := range []agent.Project{importedA, {Dir: projectA.Root}} {
+		t.Run(imported.Dir, func(t *testing.T) {
+			t.Parallel()
+			pageAheadDirsHead(t, imported)
+		})
+	}
+}
+
+func pageAheadDirsHead(t *testing.T, importedA agent.Project) {
 	ctx := context.Background()
 	e := newMemEnv(t)
 	w := e.open(t)
@@ -380,7 +391,10 @@ func TestPageAheadDirsHead(t *testing.T) {
 // reads the dirs head and lists it. The page of a scratch directory,
 // whose sessions the dirs head holds some of, reads its directory's
 // head alone (DirKeys): four requests, where it read the dirs head too
-// and, that head holding more than it keeps, the catalog.
+// and, that head holding more than it keeps, the catalog. c's page,
+// whose imported sessions are at its root (another agent run there) and
+// older than the dirs head's oldest, reads the root's own head beside
+// c's: five requests, where the dirs head sent it to the catalog.
 func TestPageAheadDirFilter(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -390,6 +404,11 @@ func TestPageAheadDirFilter(t *testing.T) {
 		appendIn(t, w, projectB, fmt.Sprint("b ", i))
 	}
 	appendIn(t, w, importedA, "imported into a's tree")
+	projectC := agent.Project{Remote: "host.test/team/c", Root: "/src/c", Dir: "/src/c"}
+	for i := range 12 {
+		appendIn(t, w, agent.Project{Dir: "/src/c"}, fmt.Sprint("imported at c's root ", i))
+		appendIn(t, w, projectC, fmt.Sprint("c ", i))
+	}
 	for i := range manifest.HeadSize + 10 {
 		appendIn(t, w, agent.Project{Dir: fmt.Sprintf("/scratch/%d", i%7)}, fmt.Sprint("scratch ", i))
 	}
@@ -400,10 +419,14 @@ func TestPageAheadDirFilter(t *testing.T) {
 		t.Fatalf("the newest commit: dir head %v, a dir filter of %d bytes, dir keys %v; want all", c.DirHead, len(c.DirFilter), c.DirKeys)
 	}
 	scratch := agent.Project{Dir: "/scratch/3"}
-	for _, p := range []agent.Project{projectB, projectA, scratch} {
+	for _, p := range []agent.Project{projectB, projectA, scratch, projectC} {
 		ops := checkedPage(t, e, p, "the page")
 		dirs := readsDirsHead(ops)
 		switch p {
+		case projectC:
+			if dirs || readsPartitions(ops) || len(ops) > 5 {
+				t.Fatalf("c's page read the dirs head %v, the partitions %v, in %d requests: %s; want c's head and its root's, in 5", dirs, readsPartitions(ops), len(ops), describeOps(ops))
+			}
 		case projectB, scratch:
 			if dirs || readsPartitions(ops) || len(ops) > 4 {
 				t.Fatalf("%s's page read the dirs head %v, the partitions %v, in %d requests: %s; want its head alone, in 4", p.Key(), dirs, readsPartitions(ops), len(ops), describeOps(ops))
