@@ -601,15 +601,12 @@ var errDirFilterMoved = errors.New("the index log moved past the catalog the dir
 
 // commitDirHead commits that the dirs head holds sessions
 // (IndexShard.DirHead), with the dir filter of all, every session of the
-// index, and DirKeys, unless the newest commit says so already with
-// both. The caller wrote every head from all (rebuildHeads).
+// index, and DirKeys. The caller wrote every head from all
+// (rebuildHeads). It commits even when the newest commit says all that
+// already: a writer of this version that folded a session before the
+// heads were adopted (or repaired) made a filter of its own directories
+// alone, which all's carries on.
 func (s *Store) commitDirHead(ctx context.Context, all map[string]manifest.IndexEntry) error {
-	s.ilog.mu.Lock()
-	last := s.ilog.last
-	s.ilog.mu.Unlock()
-	if last != nil && last.DirHead && !lacksDirIndex(last) {
-		return nil
-	}
 	s.ilog.wmu.Lock()
 	defer s.ilog.wmu.Unlock()
 	if err := s.commitLog(ctx, logChanges{dirHead: true, dirFilter: dirFilterOf(all)}, nil, false); err != nil {

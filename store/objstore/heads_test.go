@@ -245,7 +245,10 @@ func TestProjectHeadsRepaired(t *testing.T) {
 // index-heads) lists a project's page from the partitions, and reads no
 // head; the first sync that read the catalog and writes the index gives
 // it its heads and requires the feature, after which the page reads a
-// head. Repair does the same.
+// head. Repair does the same. The session imported into a's tree, which
+// those writers put in no dirs head, is in the dir filter after it,
+// though a writer of this version that folded one of another directory
+// in the meantime committed a filter of its own.
 func TestAdoptHeads(t *testing.T) {
 	t.Parallel()
 	for _, by := range []string{"sync", "repair"} {
@@ -257,13 +260,15 @@ func TestAdoptHeads(t *testing.T) {
 			for i := range 10 {
 				appendIn(t, w, projectA, fmt.Sprintf("a %d", i))
 			}
+			appendIn(t, w, importedA, "imported into a's tree")
 			for i := range manifest.RecentSize {
 				appendIn(t, w, projectB, fmt.Sprintf("b %d", i))
 			}
 			if err := w.Close(ctx); err != nil {
 				t.Fatal(err)
 			}
-			// What an earlier version left: no heads, no feature.
+			// What an earlier version left: no heads, no feature, no
+			// commit that says the dirs head holds a session.
 			for _, o := range e.rawBucket(t) {
 				if isHeadKey(strings.TrimPrefix(o.key, "pfx/")) {
 					e.removeRaw(t, o.key)
@@ -271,6 +276,24 @@ func TestAdoptHeads(t *testing.T) {
 			}
 			marker := string(e.rawObject(t, "pfx/panto-store.json"))
 			e.putRaw(t, "pfx/panto-store.json", []byte(strings.Replace(marker, `,"index-heads"`, "", 1)))
+			codec, err := manifest.NewCodec()
+			if err != nil {
+				t.Fatal(err)
+			}
+			n, c := e.newestCommit(t)
+			c.Through, c.Base, c.BaseETag, c.DirHead, c.DirFilter, c.DirKeys = n+1, 0, "", false, nil, false
+			data, err := codec.EncodeIndexShard(commitKey(n+1), c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			e.putRaw(t, "pfx/"+commitKey(n+1), data)
+			// A panto of this version folds a session of a scratch
+			// directory before the heads are adopted.
+			later := e.open(t)
+			appendIn(t, later, agent.Project{Dir: "/scratch/later"}, "before the adoption")
+			if err := later.Close(ctx); err != nil {
+				t.Fatal(err)
+			}
 			all, err := e.open(t).List(ctx)
 			if err != nil {
 				t.Fatal(err)
@@ -315,6 +338,10 @@ func TestAdoptHeads(t *testing.T) {
 			if report, err := e.open(t).CheckIndex(ctx); err != nil || !report.Clean() {
 				t.Fatalf("check after the %s: %v, %+v", by, err, report)
 			}
+			if _, c := e.newestCommit(t); !c.DirHead || !c.DirKeys || !manifest.DirFilterMayHoldBelow(c.DirFilter, projectA.Root) {
+				t.Fatalf("after the %s: dir head %v, dir keys %v, a filter that may hold a session below a's root %v; want all", by, c.DirHead, c.DirKeys, manifest.DirFilterMayHoldBelow(c.DirFilter, projectA.Root))
+			}
+			checkedPage(t, e, projectA, "after the "+by)
 		})
 	}
 }
