@@ -514,6 +514,8 @@ var singles = []single{
 	{"panto sessions", "≤ 2 round trips", true},
 	{"panto sessions in a project (its head: the recent view holds none of its sessions)", "≤ 2 round trips", true},
 	{"panto sessions in a project with imported sessions (its head and the dirs head)", "≤ 2 round trips", true},
+	{"panto sessions in a project with sessions imported at its root (its head and the root's)", "≤ 2 round trips", true},
+	{"panto sessions in a directory that is not a git tree (its own head)", "≤ 2 round trips", true},
 	{"panto show PREFIX (a recent session, 1 message)", "≤ 2 round trips + its read", true},
 	{"panto rm ID (a recent session)", "", true},
 	{"panto rm ID (60 messages: 1 segment each, compacted past 32)", "", true},
@@ -636,13 +638,23 @@ func (b *bench) singles(ep string) (map[string]time.Duration, error) {
 	}
 	// After the others, whose sessions its 130 would push out of the
 	// recent view.
-	if out["panto sessions in a project (its head: the recent view holds none of its sessions)"], err = b.projectPage(ctx, url, ep, "page", 0); err != nil {
+	if out["panto sessions in a project (its head: the recent view holds none of its sessions)"], err = b.projectPage(ctx, url, ep, "page", true, 0, "cmd"); err != nil {
 		return nil, err
 	}
 	// Then a project half of whose sessions were imported from another
 	// agent's logs (they know only their directory, in its tree): the
 	// bucket has a dirs head from here on.
-	if out["panto sessions in a project with imported sessions (its head and the dirs head)"], err = b.projectPage(ctx, url, ep, "imported", 30); err != nil {
+	if out["panto sessions in a project with imported sessions (its head and the dirs head)"], err = b.projectPage(ctx, url, ep, "imported", true, 30, "cmd"); err != nil {
+		return nil, err
+	}
+	// One whose imported sessions are at its root (another agent run at
+	// the top of the tree), and a directory that is not a git tree, whose
+	// sessions know only their directory: each reads a head of its own,
+	// not the dirs head (§P3, "Directory heads").
+	if out["panto sessions in a project with sessions imported at its root (its head and the root's)"], err = b.projectPage(ctx, url, ep, "rootimported", true, 30, "."); err != nil {
+		return nil, err
+	}
+	if out["panto sessions in a directory that is not a git tree (its own head)"], err = b.projectPage(ctx, url, ep, "scratch", false, 60, "."); err != nil {
 		return nil, err
 	}
 	return out, nil
@@ -831,23 +843,29 @@ func (b *bench) commandTimes(url, ep string) (cont, sessions time.Duration, err 
 }
 
 // projectPage is the median time of `panto sessions` in the work tree of
-// project name, of 60 sessions, after 70 sessions of no project that
-// push them out of the newest commit's recent view: the page is read
-// from the project's head (docs/DESIGN.md §P3, "Project heads"), beside
-// a newest commit stored against a base. The first imported of the 60
-// know only their directory, one in the tree, as an imported session
-// does: the page reads the dirs head too.
-func (b *bench) projectPage(ctx context.Context, url, ep, name string, imported int) (time.Duration, error) {
+// project name (a directory that is not a git tree, unless git), of 60
+// sessions, after 70 sessions of no project that push them out of the
+// newest commit's recent view: the page is read from the project's head
+// (docs/DESIGN.md §P3, "Project heads"), beside a newest commit stored
+// against a base. The first imported of the 60 know only their
+// directory, importedDir in the tree, as an imported session does: the
+// page reads the dirs head too, or the root's head for "." .
+func (b *bench) projectPage(ctx context.Context, url, ep, name string, git bool, imported int, importedDir string) (time.Duration, error) {
 	dir := filepath.Join(b.work, name+"-project")
-	if err := os.MkdirAll(filepath.Join(dir, ".git"), 0o755); err != nil {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return 0, err
 	}
-	cfg := "[core]\n\trepositoryformatversion = 0\n[remote \"origin\"]\n\turl = https://wan.test/team/" + name + ".git\n"
-	if err := os.WriteFile(filepath.Join(dir, ".git", "HEAD"), []byte("ref: refs/heads/main\n"), 0o644); err != nil {
-		return 0, err
-	}
-	if err := os.WriteFile(filepath.Join(dir, ".git", "config"), []byte(cfg), 0o644); err != nil {
-		return 0, err
+	if git {
+		if err := os.MkdirAll(filepath.Join(dir, ".git"), 0o755); err != nil {
+			return 0, err
+		}
+		cfg := "[core]\n\trepositoryformatversion = 0\n[remote \"origin\"]\n\turl = https://wan.test/team/" + name + ".git\n"
+		if err := os.WriteFile(filepath.Join(dir, ".git", "HEAD"), []byte("ref: refs/heads/main\n"), 0o644); err != nil {
+			return 0, err
+		}
+		if err := os.WriteFile(filepath.Join(dir, ".git", "config"), []byte(cfg), 0o644); err != nil {
+			return 0, err
+		}
 	}
 	p, err := project.Detect(dir)
 	if err != nil {
@@ -865,7 +883,7 @@ func (b *bench) projectPage(ctx context.Context, url, ep, name string, imported 
 		case i >= 60:
 			in = agent.Project{}
 		case i < imported:
-			in = agent.Project{Dir: filepath.Join(p.Root, "cmd")}
+			in = agent.Project{Dir: filepath.Join(p.Dir, importedDir)}
 		}
 		m := []agent.PersistentMessage{{Message: agent.UserText(fmt.Sprintf("page %d", i))}}
 		if err := st.AppendMessagesIn(ctx, in, agent.NewSessionID(), m); err != nil {
