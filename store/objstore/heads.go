@@ -567,12 +567,12 @@ func lacksDirIndex(c *manifest.IndexShard) bool {
 	return c != nil && c.DirHead && (len(c.DirFilter) != manifest.DirFilterBytes || !c.DirKeys)
 }
 
-// rebuildDirKeyHeads writes the head of each directory that a session
-// of all (the whole index) knows alone from the sessions of all it
-// holds (rebuildHeads, keeping what the heads hold besides: a writer's
-// since the reading of all), as a prefix gets them whose dirs head a
-// panto that predates DirKeys wrote. The dirs head is rewritten with
-// them, as it was.
+// rebuildDirKeyHeads writes, from all (the whole index), the head of
+// each directory that a session knowing only its directory names: the
+// sessions of all it holds, merged with what it holds already
+// (rebuildHeads: a writer's since the reading of all). A prefix whose
+// dirs head a panto that predates DirKeys wrote gets them so. The dirs
+// head is written with them, and changes only if it lacked one.
 func (s *Store) rebuildDirKeyHeads(ctx context.Context, all map[string]manifest.IndexEntry) error {
 	dirs := map[string]bool{}
 	for _, e := range all {
@@ -605,7 +605,7 @@ var errDirFilterMoved = errors.New("the index log moved past the catalog the dir
 // (rebuildHeads). It commits even when the newest commit says all that
 // already: a writer of this version that folded a session before the
 // heads were adopted (or repaired) made a filter of its own directories
-// alone, which all's carries on.
+// alone, and this commit's, made from all, takes that one in.
 func (s *Store) commitDirHead(ctx context.Context, all map[string]manifest.IndexEntry) error {
 	s.ilog.wmu.Lock()
 	defer s.ilog.wmu.Unlock()
