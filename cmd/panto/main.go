@@ -56,7 +56,6 @@ func main() {
 // printed as one line.
 func run(ctx context.Context, e *env, args []string) int {
 	app := newApp(e)
-	onUsageError(app.Commands, app.OnUsageError)
 	if err := app.RunContext(ctx, normalizeArgs(app, args)); err != nil {
 		fmt.Fprintf(e.stderr, "panto: %s\n", oneLine(err.Error()))
 		return 1
@@ -65,7 +64,7 @@ func run(ctx context.Context, e *env, args []string) int {
 }
 
 func newApp(e *env) *cli.App {
-	return &cli.App{
+	app := &cli.App{
 		Name:      "panto",
 		Usage:     "a terminal LLM agent whose conversations are durable session logs",
 		UsageText: "panto [flags] [PROMPT]\npanto -r [ID]\npanto COMMAND [flags] ARGS (see panto COMMAND --help)",
@@ -114,6 +113,8 @@ first opened with a key is created encrypted, and opens with that key only.`,
 			return usageError(c, err)
 		},
 	}
+	onUsageError(app.Commands, app.OnUsageError)
+	return app
 }
 
 // onUsageError sets f as the usage error handler of commands and of

@@ -276,17 +276,9 @@ func TestAdoptHeads(t *testing.T) {
 			}
 			marker := string(e.rawObject(t, "pfx/panto-store.json"))
 			e.putRaw(t, "pfx/panto-store.json", []byte(strings.Replace(marker, `,"index-heads"`, "", 1)))
-			codec, err := manifest.NewCodec()
-			if err != nil {
-				t.Fatal(err)
-			}
-			n, c := e.newestCommit(t)
-			c.Through, c.Base, c.BaseETag, c.DirHead, c.DirFilter, c.DirKeys = n+1, 0, "", false, nil, false
-			data, err := codec.EncodeIndexShard(commitKey(n+1), c)
-			if err != nil {
-				t.Fatal(err)
-			}
-			e.putRaw(t, "pfx/"+commitKey(n+1), data)
+			e.rewriteNewestCommit(t, func(c *manifest.IndexShard) {
+				c.Base, c.BaseETag, c.DirHead, c.DirFilter, c.DirKeys = 0, "", false, nil, false
+			})
 			// A panto of this version folds a session of a scratch
 			// directory before the heads are adopted.
 			later := e.open(t)

@@ -131,6 +131,25 @@ func (e *env) logCommits(t testing.TB) map[int64]*manifest.IndexShard {
 // newestCommit is the newest commit of the index log of the env's
 // plaintext bucket, and its number (0 and nil: none). The commits before
 // it are not read: they may be damaged.
+// rewriteNewestCommit puts, behind the Stores' backs, the newest commit
+// changed by edit as the next one (as another writer, an older panto,
+// would write it).
+func (e *env) rewriteNewestCommit(t testing.TB, edit func(c *manifest.IndexShard)) {
+	t.Helper()
+	codec, err := manifest.NewCodec()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, c := e.newestCommit(t)
+	c.Through = n + 1
+	edit(c)
+	data, err := codec.EncodeIndexShard(commitKey(n+1), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.putRaw(t, e.key(commitKey(n+1)), data)
+}
+
 func (e *env) newestCommit(t testing.TB) (int64, *manifest.IndexShard) {
 	t.Helper()
 	codec, _ := manifest.NewCodec()
@@ -561,18 +580,9 @@ func TestDamagedNewestCommit(t *testing.T) {
 func TestRepairRecent(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	codec, _ := manifest.NewCodec()
-	// rewrite puts, as the next commit, the newest one changed by edit.
 	rewrite := func(t *testing.T, e *env, edit func(c *manifest.IndexShard)) {
 		t.Helper()
-		n, c := e.newestCommit(t)
-		c.Through = n + 1
-		edit(c)
-		data, err := codec.EncodeIndexShard(commitKey(n+1), c)
-		if err != nil {
-			t.Fatal(err)
-		}
-		e.putRaw(t, e.key(commitKey(n+1)), data)
+		e.rewriteNewestCommit(t, edit)
 	}
 	removeLog := func(t *testing.T, e *env) {
 		t.Helper()

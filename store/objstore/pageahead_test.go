@@ -482,19 +482,11 @@ func TestDirFilterLostAndRepaired(t *testing.T) {
 	}
 	// The older panto's commit: the newest one again, whole, without
 	// the filter.
-	codec, err := manifest.NewCodec()
-	if err != nil {
-		t.Fatal(err)
-	}
 	olderPanto := func() {
 		t.Helper()
-		n, c := e.newestCommit(t)
-		c.Through, c.Base, c.BaseETag, c.DirFilter, c.DirKeys = n+1, 0, "", nil, false
-		data, err := codec.EncodeIndexShard(commitKey(n+1), c)
-		if err != nil {
-			t.Fatal(err)
-		}
-		e.putRaw(t, "pfx/"+commitKey(n+1), data)
+		e.rewriteNewestCommit(t, func(c *manifest.IndexShard) {
+			c.Base, c.BaseETag, c.DirFilter, c.DirKeys = 0, "", nil, false
+		})
 		// What it folded of the scratch directories is in no head of
 		// theirs.
 		for i := range 3 {
