@@ -63,12 +63,12 @@ func Apply(ctx context.Context, st store.LogStore, c *Conversion, stored store.C
 		return Outcome{Action: ActionWaiting}, nil
 	}
 	for attempt := 0; ; attempt++ {
-		out, err := decide(ctx, st, c, stored)
+		out, log, err := decide(ctx, st, c, stored)
 		if err != nil || out.Action == ActionUnchanged || out.Action == ActionDiverged || dry {
 			return out, err
 		}
 		at := stored
-		_, err = st.AppendLog(ctx, c.ID, at, c.Log[at.Length:])
+		_, err = st.AppendLog(ctx, c.ID, at, log[at.Length:])
 		var changed *store.ChangedError
 		if errors.As(err, &changed) && attempt == 0 {
 			stored = changed.Have // the listing was behind: decide again on what is there
@@ -80,32 +80,40 @@ func Apply(ctx context.Context, st store.LogStore, c *Conversion, stored store.C
 		if err != nil {
 			return Outcome{}, fmt.Errorf("import session %s: %w", c.ID, err)
 		}
-		out.At = store.Checkpoint{Length: int64(len(c.Log)), SHA256: hashOf(c.Log)}
+		out.At = store.Checkpoint{Length: int64(len(log)), SHA256: hashOf(log)}
 		return out, nil
 	}
 }
 
-// decide compares the stored checkpoint with the conversion.
-func decide(ctx context.Context, st store.LogStore, c *Conversion, stored store.Checkpoint) (Outcome, error) {
-	n := int64(len(c.Log))
-	switch {
-	case stored.Length == 0:
-		return Outcome{Action: ActionNew, Appended: c.Messages}, nil
-	case stored.Length <= n && stored.SHA256 == hashOf(c.Log[:stored.Length]):
-		if stored.Length == n {
-			return Outcome{Action: ActionUnchanged}, nil
+// decide compares the stored checkpoint with the conversion, and says
+// which form of it the store holds a prefix of: Log, or WithoutRemote for
+// a session imported before panto took the remote from the log.
+func decide(ctx context.Context, st store.LogStore, c *Conversion, stored store.Checkpoint) (Outcome, []byte, error) {
+	if stored.Length == 0 {
+		return Outcome{Action: ActionNew, Appended: c.Messages}, c.Log, nil
+	}
+	for _, log := range [][]byte{c.Log, c.WithoutRemote} {
+		if log == nil {
+			continue
 		}
-		return Outcome{Action: ActionAppended, Appended: countMessages(c.Log[stored.Length:])}, nil
-	case stored.Length > n:
-		same, err := storedStartsWith(ctx, st, c.ID, c.Log)
-		if err != nil {
-			return Outcome{}, err
-		}
-		if same {
-			return Outcome{Action: ActionUnchanged}, nil
+		n := int64(len(log))
+		switch {
+		case stored.Length <= n && stored.SHA256 == hashOf(log[:stored.Length]):
+			if stored.Length == n {
+				return Outcome{Action: ActionUnchanged}, log, nil
+			}
+			return Outcome{Action: ActionAppended, Appended: countMessages(log[stored.Length:])}, log, nil
+		case stored.Length > n:
+			same, err := storedStartsWith(ctx, st, c.ID, log)
+			if err != nil {
+				return Outcome{}, nil, err
+			}
+			if same {
+				return Outcome{Action: ActionUnchanged}, log, nil
+			}
 		}
 	}
-	return Outcome{Action: ActionDiverged, Err: fmt.Errorf("session %s: %w (it holds %v): the source changed below what was imported", c.ID, ErrDiverged, stored)}, nil
+	return Outcome{Action: ActionDiverged, Err: fmt.Errorf("session %s: %w (it holds %v): the source changed below what was imported", c.ID, ErrDiverged, stored)}, nil, nil
 }
 
 // storedStartsWith reports whether session id's stored log begins with

@@ -184,3 +184,109 @@ func TestApplyActions(t *testing.T) {
 		}
 	})
 }
+
+// TestImportedBeforeRemote: a Codex session imported by a panto that did
+// not take the remote from the log (its header's project the directory
+// alone) grows from what it holds, since a header cannot change; a new
+// import records the remote.
+func TestImportedBeforeRemote(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join("testdata", "codex.jsonl")
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const url = `,"repository_url":"https://github.com/me/app.git"`
+	if !bytes.Contains(data, []byte(url)) {
+		t.Fatal("the fixture records no remote")
+	}
+	// What the older panto wrote is what this one writes of a log
+	// without the remote: the header is the only line the remote changes.
+	before := bytes.Replace(data, []byte(url), nil, 1)
+	half := nextLineEnd(data, len(data)/2)
+	halfBefore := half - len(url)
+
+	projectOf := func(log []byte) agent.Project {
+		t.Helper()
+		h, _ := entries(t, log)
+		return h.Project
+	}
+	whole, err := Convert(Codex, path, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := projectOf(whole.Log); p.Remote != "github.com/me/app" || p.Dir != "/home/me/app" {
+		t.Fatalf("the conversion's project is %+v", p)
+	}
+	if p := projectOf(whole.WithoutRemote); p != (agent.Project{Dir: "/home/me/app"}) {
+		t.Fatalf("WithoutRemote's project is %+v", p)
+	}
+
+	t.Run("grows from the older header", func(t *testing.T) {
+		st := openDir(t)
+		old, _ := importInto(t, st, Codex, path, before[:halfBefore], false)
+		if projectOf(storedBytes(t, st, old.ID)).Remote != "" {
+			t.Fatal("the older import has a remote")
+		}
+		if _, out := importInto(t, st, Codex, path, data, true); out.Action != ActionAppended || out.Appended == 0 {
+			t.Fatalf("dry import over the older one: %+v, want appended", out)
+		}
+		c, out := importInto(t, st, Codex, path, data, false)
+		if out.Action != ActionAppended || out.Err != nil {
+			t.Fatalf("import over the older one: %+v, want appended", out)
+		}
+		if got := storedBytes(t, st, c.ID); !bytes.Equal(got, c.WithoutRemote) {
+			t.Fatalf("the store holds %d bytes, not the conversion with the older header (%d)", len(got), len(c.WithoutRemote))
+		}
+		if _, out := importInto(t, st, Codex, path, data, false); out.Action != ActionUnchanged {
+			t.Fatalf("import again: %+v, want unchanged", out)
+		}
+		head, err := store.Head(ctx, st, c.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		more, err := sessionlog.EncodeBatch(c.ID, false, []agent.PersistentMessage{{Message: agent.UserText("and now?")}}, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.AppendLog(ctx, c.ID, head, more); err != nil {
+			t.Fatal(err)
+		}
+		if _, out := importInto(t, st, Codex, path, data, false); out.Action != ActionUnchanged {
+			t.Fatalf("import after panto continued it: %+v, want unchanged", out)
+		}
+	})
+
+	t.Run("a new import records the remote", func(t *testing.T) {
+		st := openDir(t)
+		importInto(t, st, Codex, path, data[:half], false)
+		c, out := importInto(t, st, Codex, path, data, false)
+		if out.Action != ActionAppended {
+			t.Fatalf("%+v, want appended", out)
+		}
+		if got := storedBytes(t, st, c.ID); !bytes.Equal(got, c.Log) {
+			t.Fatal("the store does not hold the conversion")
+		}
+	})
+
+	t.Run("a token in the URL is not kept", func(t *testing.T) {
+		secret := bytes.Replace(data, []byte("https://github.com/me/app.git"), []byte("https://x-access-token:ghs_SECRET@github.com/me/app.git"), 1)
+		c, err := Convert(Codex, path, secret)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(c.Log, whole.Log) || bytes.Contains(c.Log, []byte("SECRET")) {
+			t.Fatal("a token in the remote's URL changed the conversion")
+		}
+	})
+
+	t.Run("without a remote there is one form", func(t *testing.T) {
+		c, err := Convert(Codex, path, before)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.WithoutRemote != nil || !bytes.Equal(c.Log, whole.WithoutRemote) {
+			t.Fatal("a log without a remote converts to other bytes than the older form")
+		}
+	})
+}

@@ -23,6 +23,12 @@ type builder struct {
 	// the first batch, once it has an id and a time, and fixed from then.
 	header  sessionlog.Header
 	foreign string
+	// remote is the work tree's origin remote, normalised, when the log
+	// records it (Codex's session_meta.git.repository_url).
+	remote string
+	// headerWithoutRemote is the first line as panto wrote it before it
+	// took the remote from the log (see Conversion.WithoutRemote).
+	headerWithoutRemote []byte
 	// fallbackID is the foreign id when no record names one: the file's.
 	fallbackID string
 	started    bool
@@ -273,15 +279,20 @@ func (b *builder) emit(entries ...sessionlog.Entry) {
 			}
 		}
 		b.started = true
-		// The project is the directory the agent ran in, as its log says:
-		// what panto would have recorded there, less what only this
-		// machine's disk could add (git's remote), so that the bytes stay a
-		// function of the log alone (cmd/panto matches such a project
-		// against a work tree that holds it).
-		if o := b.header.Origin; o != nil && o.CWD != "" {
-			b.header.Project = agent.Project{Dir: o.CWD}
+		// The project is what the log says of where the agent ran: its
+		// directory, and the work tree's remote when the agent recorded
+		// it (Codex does), so that the session is its project's on every
+		// machine and at every path. Nothing is taken from this
+		// machine's disk, so that the bytes stay a function of the log
+		// alone; a session that knows only its directory belongs to the
+		// work tree that holds it (cmd/panto's sameProject).
+		if o := b.header.Origin; o != nil && (o.CWD != "" || b.remote != "") {
+			b.header.Project = agent.Project{Remote: b.remote, Dir: o.CWD}
 		}
 		data, err := sessionlog.EncodeEntries(&b.header, entries)
+		if err == nil && b.remote != "" {
+			b.headerWithoutRemote, err = headerWithoutRemote(b.header, entries)
+		}
 		b.write(data, err, len(entries))
 		return
 	}
@@ -314,7 +325,27 @@ func (b *builder) result(a Agent) *Conversion {
 	if !b.started {
 		return &Conversion{Agent: a, ForeignID: b.foreign, ID: b.header.ID, Stats: st}
 	}
-	return &Conversion{Agent: a, ForeignID: b.foreign, ID: b.header.ID, Log: b.out.Bytes(), Messages: b.messages, Stats: st}
+	c := &Conversion{Agent: a, ForeignID: b.foreign, ID: b.header.ID, Log: b.out.Bytes(), Messages: b.messages, Stats: st}
+	if b.headerWithoutRemote != nil {
+		first := bytes.IndexByte(c.Log, '\n') + 1
+		c.WithoutRemote = append(append([]byte(nil), b.headerWithoutRemote...), c.Log[first:]...)
+	}
+	return c
+}
+
+// headerWithoutRemote is the header line of the first batch (entries) as
+// a panto that predates the remote wrote it: its project the directory
+// alone, or none.
+func headerWithoutRemote(h sessionlog.Header, entries []sessionlog.Entry) ([]byte, error) {
+	h.Project = agent.Project{}
+	if h.Origin != nil && h.Origin.CWD != "" {
+		h.Project = agent.Project{Dir: h.Origin.CWD}
+	}
+	data, err := sessionlog.EncodeEntries(&h, entries)
+	if err != nil {
+		return nil, err
+	}
+	return data[:bytes.IndexByte(data, '\n')+1], nil
 }
 
 func contains(list []string, s string) bool {

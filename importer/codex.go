@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/panto-dev/panto/agent"
+	"github.com/panto-dev/panto/internal/project"
 	"github.com/panto-dev/panto/internal/sessionlog"
 )
 
@@ -55,6 +56,11 @@ type codexPayload struct {
 	// the parent thread of a subagent ("cli", "exec"… otherwise).
 	ForkedFromID string          `json:"forked_from_id"`
 	Source       json.RawMessage `json:"source"`
+	// Git is the work tree the session ran in, as git told Codex:
+	// repository_url is the raw URL of its origin remote.
+	Git *struct {
+		RepositoryURL string `json:"repository_url"`
+	} `json:"git"`
 	// turn_context
 	Model  string `json:"model"`
 	Effort string `json:"effort"`
@@ -116,6 +122,13 @@ func (c *codex) line(line []byte) error {
 			o.SessionID, o.Version, o.CWD = p.ID, p.CLIVersion, p.CWD
 			if parent := codexParent(p); parent != "" {
 				b.header.ForkedFrom = SessionID(Codex, parent)
+			}
+			// Only the normalised remote is kept: the raw URL may
+			// carry a token, and two clones spell it differently.
+			if p.Git != nil {
+				if remote, ok := project.NormalizeRemote(p.Git.RepositoryURL); ok {
+					b.remote = remote
+				}
 			}
 		}
 		b.seen(ts)

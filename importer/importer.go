@@ -89,6 +89,11 @@ type Conversion struct {
 	Log []byte
 	// Messages is the number of message lines in Log.
 	Messages int
+	// WithoutRemote is Log with the header a panto that did not take the
+	// remote from the log wrote (its project the directory alone), when
+	// Log's header has a remote: a session imported by such a panto
+	// grows from it, since its header cannot change.
+	WithoutRemote []byte
 	// Stats counts what the conversion kept and dropped.
 	Stats Stats
 }

@@ -140,11 +140,13 @@ func TestHeaders(t *testing.T) {
 		agent  Agent
 		origin sessionlog.Origin
 		parent string
+		// remote is the work tree's remote the log records (Codex's).
+		remote string
 	}{
-		{"claude-code.jsonl", ClaudeCode, sessionlog.Origin{Agent: "claude-code", SessionID: "5e0c1a2b-0000-4000-8000-00000000c0de", Version: "2.1.7", CWD: "/home/me/app"}, ""},
-		{"claude-code-subagent.jsonl", ClaudeCode, sessionlog.Origin{Agent: "claude-code", SessionID: "5e0c1a2b-0000-4000-8000-00000000c0de", Subagent: "a485154", Version: "2.1.7", CWD: "/home/me/app"}, SessionID(ClaudeCode, "5e0c1a2b-0000-4000-8000-00000000c0de")},
-		{"codex.jsonl", Codex, sessionlog.Origin{Agent: "codex", SessionID: "019b0000-1111-7222-8333-444455556666", Version: "0.77.0", CWD: "/home/me/app"}, ""},
-		{"pi.jsonl", Pi, sessionlog.Origin{Agent: "pi", SessionID: "0193aaaa-bbbb-7ccc-8ddd-eeeeffff0000", Version: "format 3", CWD: "/home/me/app"}, SessionID(Pi, "0193aaaa-0000-7000-8000-000000000001")},
+		{"claude-code.jsonl", ClaudeCode, sessionlog.Origin{Agent: "claude-code", SessionID: "5e0c1a2b-0000-4000-8000-00000000c0de", Version: "2.1.7", CWD: "/home/me/app"}, "", ""},
+		{"claude-code-subagent.jsonl", ClaudeCode, sessionlog.Origin{Agent: "claude-code", SessionID: "5e0c1a2b-0000-4000-8000-00000000c0de", Subagent: "a485154", Version: "2.1.7", CWD: "/home/me/app"}, SessionID(ClaudeCode, "5e0c1a2b-0000-4000-8000-00000000c0de"), ""},
+		{"codex.jsonl", Codex, sessionlog.Origin{Agent: "codex", SessionID: "019b0000-1111-7222-8333-444455556666", Version: "0.77.0", CWD: "/home/me/app"}, "", "github.com/me/app"},
+		{"pi.jsonl", Pi, sessionlog.Origin{Agent: "pi", SessionID: "0193aaaa-bbbb-7ccc-8ddd-eeeeffff0000", Version: "format 3", CWD: "/home/me/app"}, SessionID(Pi, "0193aaaa-0000-7000-8000-000000000001"), ""},
 	} {
 		path := filepath.Join("testdata", tc.file)
 		data, err := os.ReadFile(path)
@@ -166,9 +168,10 @@ func TestHeaders(t *testing.T) {
 		if h.Origin == nil || *h.Origin != tc.origin || h.ForkedFrom != tc.parent {
 			t.Errorf("%s: origin %+v forked_from %q, want %+v %q", tc.file, h.Origin, h.ForkedFrom, tc.origin, tc.parent)
 		}
-		// The project is the directory the agent ran in, nothing more:
-		// the bytes are a function of the log alone.
-		if want := (agent.Project{Dir: tc.origin.CWD}); h.Project != want {
+		// The project is what the log says: the directory the agent ran
+		// in, and the remote when the agent recorded it. Nothing of this
+		// machine's disk: the bytes are a function of the log alone.
+		if want := (agent.Project{Remote: tc.remote, Dir: tc.origin.CWD}); h.Project != want {
 			t.Errorf("%s: project %+v, want %+v", tc.file, h.Project, want)
 		}
 	}

@@ -130,6 +130,52 @@ func TestImport(t *testing.T) {
 	})
 }
 
+// TestImportedCodexSessionFollowsItsProject: Codex records its work
+// tree's remote, so its imported session is that project's in a clone at
+// another path (another machine): listed there and continued by -c,
+// where Claude Code's session of the same directory, which knows only
+// that directory, is not.
+func TestImportedCodexSessionFollowsItsProject(t *testing.T) {
+	t.Parallel()
+	for _, kind := range backendKinds {
+		t.Run(kind.name, func(t *testing.T) {
+			t.Parallel()
+			b := kind.make(t)
+			homes, _ := agentHomes(t)
+			env := append(b.storeEnv(), homes...)
+			var codex string
+			for _, ev := range importEvents(t, env) {
+				if ev.Agent == "codex" {
+					codex = ev.ID
+				}
+			}
+			clone := gitClone(t, mkdirs(t, filepath.Join(t.TempDir(), "src", "app")), "git@github.com:me/app.git")
+			var list []struct {
+				ID      string `json:"id"`
+				Project struct {
+					Key string `json:"key"`
+				} `json:"project"`
+			}
+			r := pantoIn(t, b, clone, "sessions", "--json")
+			if err := json.Unmarshal([]byte(r.stdout), &list); err != nil {
+				t.Fatalf("sessions --json: %v: %s", err, r.stdout)
+			}
+			if len(list) != 1 || list[0].ID != codex || list[0].Project.Key != "github.com/me/app" {
+				t.Fatalf("the clone lists %+v, want the Codex session %s alone, in project github.com/me/app", list, codex)
+			}
+			pc := providerCases[0]
+			srv := fakeprovider.New(t, pc.style, pc.key, fakeprovider.Reply{Text: "continued"})
+			r = runPanto(t, clone, append(pc.env(b), homes...), "", append(pc.flags(srv), "-c", "go on in the clone")...)
+			if r.code != 0 || r.stdout != "continued\n" {
+				t.Fatalf("-c in the clone: exit %d, stdout %q: %s", r.code, r.stdout, r.stderr)
+			}
+			if shown := pantoIn(t, b, clone, "show", codex).stdout; !strings.Contains(shown, "go on in the clone") {
+				t.Fatalf("-c in the clone did not continue the Codex session:\n%s", shown)
+			}
+		})
+	}
+}
+
 // TestImportRealLogs imports the real logs beside the clone, re-imports
 // them (nothing changes) and resumes each with the fake provider.
 func TestImportRealLogs(t *testing.T) {
