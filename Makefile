@@ -52,6 +52,7 @@ FUZZ_TARGETS := \
 	importer:FuzzClaudeCode \
 	importer:FuzzCodex \
 	importer:FuzzPi \
+	importer:FuzzUnderStoredHeader \
 	internal/sessionlog:FuzzSummarizeLine \
 	internal/sessionlog:FuzzUnquote \
 	internal/manifest:FuzzManifest \

@@ -1,6 +1,7 @@
 package importer
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/sha256"
@@ -86,52 +87,98 @@ func Apply(ctx context.Context, st store.LogStore, c *Conversion, stored store.C
 }
 
 // decide compares the stored checkpoint with the conversion, and says
-// which form of it the store holds a prefix of: Log, or WithoutRemote for
-// a session imported before panto took the remote from the log.
+// which form of it the store holds a prefix of: Log, one of the forms of
+// an earlier import (Conversion.others), or, when neither matches, Log
+// under the header the store holds when that differs in its project
+// alone (one read of the stored log). A session is so appended to under
+// the header its first import wrote, on whichever machine, since a
+// header never changes.
 func decide(ctx context.Context, st store.LogStore, c *Conversion, stored store.Checkpoint) (Outcome, []byte, error) {
 	if stored.Length == 0 {
 		return Outcome{Action: ActionNew, Appended: c.Messages}, c.Log, nil
 	}
-	for _, log := range [][]byte{c.Log, c.WithoutRemote} {
-		if log == nil {
-			continue
-		}
-		n := int64(len(log))
-		switch {
-		case stored.Length <= n && stored.SHA256 == hashOf(log[:stored.Length]):
-			if stored.Length == n {
-				return Outcome{Action: ActionUnchanged}, log, nil
+	forms := c.forms()
+	for attempt := 0; attempt < 2; attempt++ {
+		var longer [][]byte // forms the stored log is longer than
+		for _, log := range forms {
+			n := int64(len(log))
+			switch {
+			case stored.Length <= n && stored.SHA256 == hashOf(log[:stored.Length]):
+				if stored.Length == n {
+					return Outcome{Action: ActionUnchanged}, log, nil
+				}
+				return Outcome{Action: ActionAppended, Appended: countMessages(log[stored.Length:])}, log, nil
+			case stored.Length > n:
+				longer = append(longer, log)
 			}
-			return Outcome{Action: ActionAppended, Appended: countMessages(log[stored.Length:])}, log, nil
-		case stored.Length > n:
-			same, err := storedStartsWith(ctx, st, c.ID, log)
+		}
+		if len(longer) > 0 {
+			// A session continued in panto after its import.
+			same, err := storedStartsWith(ctx, st, c.ID, longer)
 			if err != nil {
 				return Outcome{}, nil, err
 			}
-			if same {
-				return Outcome{Action: ActionUnchanged}, log, nil
+			if same != nil {
+				return Outcome{Action: ActionUnchanged}, same, nil
 			}
 		}
+		if attempt > 0 {
+			break
+		}
+		header, err := storedHeader(ctx, st, c.ID)
+		if err != nil {
+			return Outcome{}, nil, err
+		}
+		log := underStoredHeader(c.Log, header)
+		if log == nil {
+			break
+		}
+		forms = [][]byte{log}
 	}
 	return Outcome{Action: ActionDiverged, Err: fmt.Errorf("session %s: %w (it holds %v): the source changed below what was imported", c.ID, ErrDiverged, stored)}, nil, nil
 }
 
-// storedStartsWith reports whether session id's stored log begins with
-// prefix (a session continued in panto after its import).
-func storedStartsWith(ctx context.Context, st store.LogStore, id string, prefix []byte) (bool, error) {
+// storedStartsWith returns the first of forms that session id's stored
+// log begins with (nil: none), reading it once.
+func storedStartsWith(ctx context.Context, st store.LogStore, id string, forms [][]byte) ([]byte, error) {
+	longest := 0
+	for _, f := range forms {
+		longest = max(longest, len(f))
+	}
 	r, _, err := st.ReadLog(ctx, id, 0)
 	if err != nil {
-		return false, fmt.Errorf("read session %s: %w", id, err)
+		return nil, fmt.Errorf("read session %s: %w", id, err)
 	}
 	defer r.Close()
-	got := make([]byte, len(prefix))
-	if _, err := io.ReadFull(r, got); err != nil {
-		if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
-			return false, nil
-		}
-		return false, fmt.Errorf("read session %s: %w", id, err)
+	got := make([]byte, longest)
+	n, err := io.ReadFull(r, got)
+	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("read session %s: %w", id, err)
 	}
-	return bytes.Equal(got, prefix), nil
+	for _, f := range forms {
+		if bytes.HasPrefix(got[:n], f) {
+			return f, nil
+		}
+	}
+	return nil, nil
+}
+
+// storedHeader reads the first line of session id's stored log (nil
+// when it has none whole).
+func storedHeader(ctx context.Context, st store.LogStore, id string) ([]byte, error) {
+	r, _, err := st.ReadLog(ctx, id, 0)
+	if err != nil {
+		return nil, fmt.Errorf("read session %s: %w", id, err)
+	}
+	defer r.Close()
+	line, err := bufio.NewReaderSize(r, 4096).ReadBytes('\n')
+	if err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("read session %s: %w", id, err)
+	}
+	return line, nil
 }
 
 func hashOf(data []byte) string {

@@ -3,6 +3,7 @@ package importer
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"os"
 	"path/filepath"
@@ -218,8 +219,12 @@ func TestImportedBeforeRemote(t *testing.T) {
 	if p := projectOf(whole.Log); p.Remote != "github.com/me/app" || p.Dir != "/home/me/app" {
 		t.Fatalf("the conversion's project is %+v", p)
 	}
-	if p := projectOf(whole.WithoutRemote); p != (agent.Project{Dir: "/home/me/app"}) {
-		t.Fatalf("WithoutRemote's project is %+v", p)
+	if len(whole.others) != 1 {
+		t.Fatalf("%d other forms, want the one without the remote", len(whole.others))
+	}
+	withoutRemote := whole.others[0]
+	if p := projectOf(withoutRemote); p != (agent.Project{Dir: "/home/me/app"}) {
+		t.Fatalf("the older form's project is %+v", p)
 	}
 
 	t.Run("grows from the older header", func(t *testing.T) {
@@ -235,8 +240,8 @@ func TestImportedBeforeRemote(t *testing.T) {
 		if out.Action != ActionAppended || out.Err != nil {
 			t.Fatalf("import over the older one: %+v, want appended", out)
 		}
-		if got := storedBytes(t, st, c.ID); !bytes.Equal(got, c.WithoutRemote) {
-			t.Fatalf("the store holds %d bytes, not the conversion with the older header (%d)", len(got), len(c.WithoutRemote))
+		if got := storedBytes(t, st, c.ID); !bytes.Equal(got, withoutRemote) {
+			t.Fatalf("the store holds %d bytes, not the conversion with the older header (%d)", len(got), len(withoutRemote))
 		}
 		if _, out := importInto(t, st, Codex, path, data, false); out.Action != ActionUnchanged {
 			t.Fatalf("import again: %+v, want unchanged", out)
@@ -285,8 +290,103 @@ func TestImportedBeforeRemote(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if c.WithoutRemote != nil || !bytes.Equal(c.Log, whole.WithoutRemote) {
+		if c.others != nil || !bytes.Equal(c.Log, withoutRemote) {
 			t.Fatal("a log without a remote converts to other bytes than the older form")
 		}
 	})
+}
+
+// readCounter counts the reads of a store's logs.
+type readCounter struct {
+	store.LogStore
+	reads int
+}
+
+func (r *readCounter) ReadLog(ctx context.Context, id string, from int64) (io.ReadCloser, store.Checkpoint, error) {
+	r.reads++
+	return r.LogStore.ReadLog(ctx, id, from)
+}
+
+// TestImportUnderAnotherProject: a session's header records the project
+// its first import found (WithProject: the importing machine's disk), and
+// a later import that finds another (the work tree gone, another machine)
+// appends under the stored header, with one read of it; an import that
+// finds the same one reads nothing.
+func TestImportUnderAnotherProject(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join("testdata", "claude-code.jsonl")
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	half := data[:nextLineEnd(data, len(data)/2)]
+	found := agent.Project{Remote: "host.test/me/app", Root: "/home/me/app", Dir: "/home/me/app"}
+	convert := func(data []byte, p *agent.Project) *Conversion {
+		t.Helper()
+		c, err := Convert(ClaudeCode, path, data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p != nil {
+			if c, err = c.WithProject(*p); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return c
+	}
+	apply := func(st *readCounter, c *Conversion) Outcome {
+		t.Helper()
+		at, err := store.Head(ctx, st, c.ID)
+		if err != nil && !errors.Is(err, agent.ErrSessionNotFound) {
+			t.Fatal(err)
+		}
+		st.reads = 0
+		out, err := Apply(ctx, st, c, at, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	st := &readCounter{LogStore: openDir(t)}
+	first := convert(half, &found)
+	if h, _ := entries(t, first.Log); h.Project != found || first.Project != found {
+		t.Fatalf("WithProject: the header records %+v", h.Project)
+	}
+	if out := apply(st, first); out.Action != ActionNew {
+		t.Fatalf("first import: %+v", out)
+	}
+
+	logOnly := convert(data, nil) // the work tree is gone: the log's project
+	if out := apply(st, logOnly); out.Action != ActionAppended || st.reads != 1 {
+		t.Fatalf("import that found another project: %+v after %d reads, want appended after one", out, st.reads)
+	}
+	whole := convert(data, &found)
+	if got := storedBytes(t, st, whole.ID); !bytes.Equal(got, whole.Log) {
+		t.Fatal("the store does not hold the whole log under the first import's header")
+	}
+	if out := apply(st, whole); out.Action != ActionUnchanged || st.reads != 0 {
+		t.Fatalf("import that found the same project: %+v after %d reads, want unchanged after none", out, st.reads)
+	}
+	if out := apply(st, logOnly); out.Action != ActionUnchanged {
+		t.Fatalf("import again that found another project: %+v, want unchanged", out)
+	}
+	changed := convert(bytes.Replace(data, []byte("Why does the parser fail?"), []byte("Why does the parser work?"), 1), nil)
+	if out := apply(st, changed); out.Action != ActionDiverged {
+		t.Fatalf("a source changed below the import, under another project: %+v, want diverged", out)
+	}
+
+	head, err := store.Head(ctx, st, whole.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	more, err := sessionlog.EncodeBatch(whole.ID, false, []agent.PersistentMessage{{Message: agent.UserText("and now?")}}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.AppendLog(ctx, whole.ID, head, more); err != nil {
+		t.Fatal(err)
+	}
+	if out := apply(st, logOnly); out.Action != ActionUnchanged {
+		t.Fatalf("import after panto continued it, under another project: %+v, want unchanged", out)
+	}
 }

@@ -26,9 +26,6 @@ type builder struct {
 	// remote is the work tree's origin remote, normalised, when the log
 	// records it (Codex's session_meta.git.repository_url).
 	remote string
-	// headerWithoutRemote is the first line as panto wrote it before it
-	// took the remote from the log (see Conversion.WithoutRemote).
-	headerWithoutRemote []byte
 	// fallbackID is the foreign id when no record names one: the file's.
 	fallbackID string
 	started    bool
@@ -282,17 +279,13 @@ func (b *builder) emit(entries ...sessionlog.Entry) {
 		// The project is what the log says of where the agent ran: its
 		// directory, and the work tree's remote when the agent recorded
 		// it (Codex does), so that the session is its project's on every
-		// machine and at every path. Nothing is taken from this
-		// machine's disk, so that the bytes stay a function of the log
-		// alone; a session that knows only its directory belongs to the
-		// work tree that holds it (cmd/panto's sameProject).
+		// machine and at every path. A conversion is a function of the
+		// log alone; what the importing machine's disk says of the
+		// directory is cmd/panto's to add (Conversion.WithProject).
 		if o := b.header.Origin; o != nil && (o.CWD != "" || b.remote != "") {
 			b.header.Project = agent.Project{Remote: b.remote, Dir: o.CWD}
 		}
 		data, err := sessionlog.EncodeEntries(&b.header, entries)
-		if err == nil && b.remote != "" {
-			b.headerWithoutRemote, err = headerWithoutRemote(b.header, entries)
-		}
 		b.write(data, err, len(entries))
 		return
 	}
@@ -325,27 +318,19 @@ func (b *builder) result(a Agent) *Conversion {
 	if !b.started {
 		return &Conversion{Agent: a, ForeignID: b.foreign, ID: b.header.ID, Stats: st}
 	}
-	c := &Conversion{Agent: a, ForeignID: b.foreign, ID: b.header.ID, Log: b.out.Bytes(), Messages: b.messages, Stats: st}
-	if b.headerWithoutRemote != nil {
-		first := bytes.IndexByte(c.Log, '\n') + 1
-		c.WithoutRemote = append(append([]byte(nil), b.headerWithoutRemote...), c.Log[first:]...)
+	c := &Conversion{Agent: a, ForeignID: b.foreign, ID: b.header.ID, Log: b.out.Bytes(), Messages: b.messages, Stats: st, Project: b.header.Project}
+	if b.remote != "" {
+		// A panto that did not take the remote from the log wrote the
+		// directory alone; a session it imported grows from that.
+		var before agent.Project
+		if o := b.header.Origin; o != nil && o.CWD != "" {
+			before = agent.Project{Dir: o.CWD}
+		}
+		if log, err := withHeaderProject(c.Log, before); err == nil {
+			c.others = append(c.others, log)
+		}
 	}
 	return c
-}
-
-// headerWithoutRemote is the header line of the first batch (entries) as
-// a panto that predates the remote wrote it: its project the directory
-// alone, or none.
-func headerWithoutRemote(h sessionlog.Header, entries []sessionlog.Entry) ([]byte, error) {
-	h.Project = agent.Project{}
-	if h.Origin != nil && h.Origin.CWD != "" {
-		h.Project = agent.Project{Dir: h.Origin.CWD}
-	}
-	data, err := sessionlog.EncodeEntries(&h, entries)
-	if err != nil {
-		return nil, err
-	}
-	return data[:bytes.IndexByte(data, '\n')+1], nil
 }
 
 func contains(list []string, s string) bool {

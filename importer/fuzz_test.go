@@ -2,9 +2,13 @@ package importer
 
 import (
 	"bytes"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/panto-dev/panto/agent"
+	"github.com/panto-dev/panto/internal/sessionlog"
 )
 
 // fuzzConvert seeds f with the fixtures of agent a (testdata/) and
@@ -43,6 +47,12 @@ func fuzzConvert(f *testing.F, a Agent, seeds ...string) {
 		if !bytes.HasPrefix(c.Log, half.Log) {
 			t.Fatalf("the conversion of the first %d bytes is not a prefix of the whole one", cut)
 		}
+		// So are the forms an earlier import may have stored.
+		for i, form := range half.others {
+			if i >= len(c.others) || !bytes.HasPrefix(c.others[i], form) {
+				t.Fatalf("form %d of the conversion of the first %d bytes is not a prefix of the whole one's", i, cut)
+			}
+		}
 	})
 }
 
@@ -53,3 +63,57 @@ func FuzzClaudeCode(f *testing.F) {
 func FuzzCodex(f *testing.F) { fuzzConvert(f, Codex, "codex.jsonl") }
 
 func FuzzPi(f *testing.F) { fuzzConvert(f, Pi, "pi.jsonl") }
+
+// FuzzUnderStoredHeader: any first line a store may hold of a session
+// either is refused (nil) or gives the conversion's lines under exactly
+// that line, the conversion's header with the stored project alone
+// changed.
+func FuzzUnderStoredHeader(f *testing.F) {
+	var logs [][]byte
+	for _, tc := range []struct {
+		a    Agent
+		file string
+	}{{ClaudeCode, "claude-code.jsonl"}, {Codex, "codex.jsonl"}, {Pi, "pi.jsonl"}} {
+		data, err := os.ReadFile(filepath.Join("testdata", tc.file))
+		if err != nil {
+			f.Fatal(err)
+		}
+		c, err := Convert(tc.a, tc.file, data)
+		if err != nil {
+			f.Fatal(err)
+		}
+		logs = append(logs, c.Log)
+		for _, form := range c.forms() {
+			f.Add(len(logs)-1, form[:bytes.IndexByte(form, '\n')+1])
+		}
+		other, err := c.WithProject(agent.Project{Remote: "host.test/team/app", Root: "/w/app", Path: "cmd", Dir: "/w/app/cmd"})
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(len(logs)-1, other.Log[:bytes.IndexByte(other.Log, '\n')+1])
+	}
+	f.Fuzz(func(t *testing.T, which int, header []byte) {
+		if which < 0 {
+			which = -which
+		}
+		log := logs[which%len(logs)]
+		got := underStoredHeader(log, header)
+		if got == nil {
+			return
+		}
+		if !bytes.HasPrefix(got, header) || !bytes.Equal(got[len(header):], log[bytes.IndexByte(log, '\n')+1:]) {
+			t.Fatalf("under %q: not that line followed by the conversion's lines", header)
+		}
+		var stored, ours sessionlog.Header
+		if err := json.Unmarshal(header, &stored); err != nil {
+			t.Fatalf("accepted a header that does not parse: %v", err)
+		}
+		if err := json.Unmarshal(log[:bytes.IndexByte(log, '\n')], &ours); err != nil {
+			t.Fatal(err)
+		}
+		ours.Project = stored.Project
+		if want, err := sessionlog.EncodeHeader(ours); err != nil || !bytes.Equal(want, header) {
+			t.Fatalf("accepted %q, which differs from the conversion's header in more than its project", header)
+		}
+	})
+}

@@ -25,7 +25,11 @@
 // Importing is then a comparison with what the store holds (Apply): the
 // stored log is a prefix of the new conversion (append the rest at the
 // stored checkpoint), equal to it (nothing to do), or neither (the source
-// changed below what was imported: a divergence, left alone). The panto
+// changed below what was imported: a divergence, left alone). The header
+// is the one line that may differ between two imports of a log: its
+// project is what the importing machine's disk says of the directory
+// (WithProject), and a session is appended to under the header stored
+// first, whichever project that says (project.go). The panto
 // id of a session is derived from the agent and its own id of the
 // session (SessionID), so that importing twice, or from two machines,
 // names the same session.
@@ -89,11 +93,15 @@ type Conversion struct {
 	Log []byte
 	// Messages is the number of message lines in Log.
 	Messages int
-	// WithoutRemote is Log with the header a panto that did not take the
-	// remote from the log wrote (its project the directory alone), when
-	// Log's header has a remote: a session imported by such a panto
-	// grows from it, since its header cannot change.
-	WithoutRemote []byte
+	// Project is the project Log's header records: what the log says of
+	// where the agent ran (Codex's remote, else the directory), or what
+	// WithProject set.
+	Project agent.Project
+	// others are the same lines under the headers an earlier import may
+	// have stored (another project: the log's alone, or what an earlier
+	// panto took from it), which a session it imported grows from, since
+	// a header never changes.
+	others [][]byte
 	// Stats counts what the conversion kept and dropped.
 	Stats Stats
 }

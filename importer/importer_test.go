@@ -170,7 +170,8 @@ func TestHeaders(t *testing.T) {
 		}
 		// The project is what the log says: the directory the agent ran
 		// in, and the remote when the agent recorded it. Nothing of this
-		// machine's disk: the bytes are a function of the log alone.
+		// machine's disk (WithProject adds that): the bytes are a
+		// function of the log alone.
 		if want := (agent.Project{Remote: tc.remote, Dir: tc.origin.CWD}); h.Project != want {
 			t.Errorf("%s: project %+v, want %+v", tc.file, h.Project, want)
 		}

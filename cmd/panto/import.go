@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"sync"
 
@@ -15,6 +16,7 @@ import (
 
 	"github.com/panto-dev/panto/agent"
 	"github.com/panto-dev/panto/importer"
+	"github.com/panto-dev/panto/internal/project"
 	"github.com/panto-dev/panto/store"
 )
 
@@ -30,6 +32,12 @@ location is read: ~/.claude/projects (CLAUDE_CONFIG_DIR), ~/.codex/sessions and
 archived_sessions (CODEX_HOME), ~/.pi/agent/sessions (PI_CODING_AGENT_DIR). A PATH is
 a log or a directory searched for *.jsonl and *.jsonl.zst; --from names the agent,
 else the format is recognised from each file.
+
+A session's project is what panto would have recorded had it run where the agent
+did: the git work tree that holds the log's directory on this machine, with its remote,
+so that panto sessions and panto -c in any clone list and continue it; where that
+directory is not a work tree here, the log's own (Codex records the remote, Claude Code
+and pi the directory alone).
 
 Importing again changes nothing; a log that grew has its new messages appended to the
 same session, so import can run on a timer. A session whose stored bytes are not the
@@ -109,6 +117,7 @@ func runImport(c *cli.Context, e *env) error {
 	// a long history, one source after another, waits a round trip per
 	// session: several go at once, and each event is printed in the
 	// sources' order as soon as those before it are.
+	projects := newProjectFinder()
 	events := make([]*importEvent, len(sources))
 	printed := 0
 	var mu sync.Mutex
@@ -117,7 +126,7 @@ func runImport(c *cli.Context, e *env) error {
 	g.SetLimit(concurrentImports)
 	for i, src := range sources {
 		g.Go(func() error {
-			ev := importOne(c.Context, st, stored, i, src, dry)
+			ev := importOne(c.Context, st, stored, projects, i, src, dry)
 			mu.Lock()
 			defer mu.Unlock()
 			events[i] = &ev
@@ -257,8 +266,15 @@ func storedCheckpoints(ctx context.Context, st store.LogStore) (*storedLogs, err
 
 // importOne converts one source and brings its session in the store up
 // to date.
-func importOne(ctx context.Context, st store.LogStore, stored *storedLogs, turn int, src importer.Source, dry bool) importEvent {
+func importOne(ctx context.Context, st store.LogStore, stored *storedLogs, projects *projectFinder, turn int, src importer.Source, dry bool) importEvent {
 	ev, conv := convertSource(src, dry)
+	if conv != nil {
+		var err error
+		if conv, err = conv.WithProject(projects.find(conv.Project)); err != nil {
+			ev.Action, ev.Error = "refused", err.Error()
+			conv = nil
+		}
+	}
 	if conv == nil {
 		stored.claim(turn, "")()
 		return ev
@@ -355,4 +371,46 @@ func writeJSONLine(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false)
 	return enc.Encode(v)
+}
+
+// projectFinder finds the project of an imported session on this
+// machine's disk, once per directory: what panto would have recorded had
+// it run where the agent did.
+type projectFinder struct {
+	mu    sync.Mutex
+	found map[agent.Project]agent.Project
+}
+
+func newProjectFinder() *projectFinder {
+	return &projectFinder{found: map[agent.Project]agent.Project{}}
+}
+
+// find returns logged, the project an imported log records (its
+// directory, and the remote when the agent recorded one), as the git
+// work tree that holds that directory here says it: its remote, root and
+// path, so that the session is its project's on every machine and at
+// every path (agent.Project.Key), as panto's own are. The log's own is
+// kept when the directory is not here, is in no git work tree, or is in
+// one whose remote is not the one the log records (another repository
+// at that path now).
+func (f *projectFinder) find(logged agent.Project) agent.Project {
+	if logged.Dir == "" {
+		return logged
+	}
+	f.mu.Lock()
+	p, ok := f.found[logged]
+	f.mu.Unlock()
+	if ok {
+		return p
+	}
+	p = logged
+	if fi, err := os.Stat(logged.Dir); err == nil && fi.IsDir() {
+		if here, err := project.Detect(logged.Dir); err == nil && here.Root != "" && (logged.Remote == "" || here.Remote == logged.Remote) {
+			p = here
+		}
+	}
+	f.mu.Lock()
+	f.found[logged] = p
+	f.mu.Unlock()
+	return p
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/klauspost/compress/zstd"
 
+	"github.com/panto-dev/panto/agent"
 	"github.com/panto-dev/panto/internal/seal"
 	"github.com/panto-dev/panto/internal/testkit/cmdtest"
 	"github.com/panto-dev/panto/internal/testkit/fakeprovider"
@@ -171,6 +172,85 @@ func TestImportedCodexSessionFollowsItsProject(t *testing.T) {
 			}
 			if shown := pantoIn(t, b, clone, "show", codex).stdout; !strings.Contains(shown, "go on in the clone") {
 				t.Fatalf("-c in the clone did not continue the Codex session:\n%s", shown)
+			}
+		})
+	}
+}
+
+// TestImportedSessionJoinsItsWorkTree: a session imported on the machine
+// where the agent ran, whose directory is in a git work tree there,
+// records what panto would have recorded there (the remote, the root,
+// the path below it), so that a clone of the repository at another path
+// lists it and -c continues it; a directory in a work tree of another
+// repository than the one Codex recorded keeps the log's project.
+func TestImportedSessionJoinsItsWorkTree(t *testing.T) {
+	t.Parallel()
+	read := func(name string) []byte {
+		data, err := os.ReadFile(filepath.Join("..", "..", "importer", "testdata", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return data
+	}
+	for _, kind := range backendKinds {
+		t.Run(kind.name, func(t *testing.T) {
+			t.Parallel()
+			b := kind.make(t)
+			base := t.TempDir()
+			tree := gitClone(t, mkdirs(t, filepath.Join(base, "a", "src", "app")), "git@github.com:me/app.git")
+			ran := mkdirs(t, filepath.Join(tree, "services", "api")) // Claude Code was started below the root
+			other := gitClone(t, mkdirs(t, filepath.Join(base, "a", "src", "fork")), "git@github.com:someone/fork.git")
+			logs := t.TempDir()
+			for name, dir := range map[string]string{"claude-code.jsonl": ran, "codex.jsonl": other} {
+				if err := os.WriteFile(filepath.Join(logs, name), bytes.ReplaceAll(read(name), []byte("/home/me/app"), []byte(dir)), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			ids := map[string]string{}
+			for _, ev := range importEvents(t, b.storeEnv(), logs) {
+				ids[ev.Agent] = ev.ID
+			}
+			type row struct {
+				ID      string        `json:"id"`
+				Project agent.Project `json:"project"`
+			}
+			var list []row
+			clone := gitClone(t, mkdirs(t, filepath.Join(base, "b", "work", "app")), "https://github.com/me/app")
+			if err := json.Unmarshal([]byte(pantoIn(t, b, clone, "sessions", "--json").stdout), &list); err != nil {
+				t.Fatal(err)
+			}
+			want := agent.Project{Remote: "github.com/me/app", Root: tree, Path: "services/api", Dir: ran}
+			if len(list) != 2 {
+				t.Fatalf("the clone lists %+v, want the Claude Code session %s and the Codex one %s", list, ids["claude-code"], ids["codex"])
+			}
+			for _, r := range list {
+				switch r.ID {
+				case ids["claude-code"]:
+					if r.Project != want {
+						t.Errorf("the Claude Code session's project is %+v, want %+v", r.Project, want)
+					}
+				case ids["codex"]:
+					// Codex recorded github.com/me/app; the directory is in
+					// another repository's work tree here now.
+					if want := (agent.Project{Remote: "github.com/me/app", Dir: other}); r.Project != want {
+						t.Errorf("the Codex session's project is %+v, want the log's %+v", r.Project, want)
+					}
+				default:
+					t.Errorf("the clone lists %s", r.ID)
+				}
+			}
+			pc := providerCases[0]
+			srv := fakeprovider.New(t, pc.style, pc.key, fakeprovider.Reply{Text: "continued"})
+			if r := runPanto(t, clone, pc.env(b), "", append(pc.flags(srv), "-r", ids["claude-code"][:8], "go on here")...); r.code != 0 || r.stdout != "continued\n" {
+				t.Fatalf("-r in the clone: exit %d, stdout %q: %s", r.code, r.stdout, r.stderr)
+			}
+			// The import on a machine without the work tree finds the
+			// log's project, and appends under the stored header.
+			if err := os.RemoveAll(filepath.Join(base, "a")); err != nil {
+				t.Fatal(err)
+			}
+			if got := actions(importEvents(t, b.storeEnv(), logs)); !equalCounts(got, map[string]int{"claude-code unchanged": 1, "codex unchanged": 1}) {
+				t.Fatalf("import with the work tree gone: %v, want unchanged", got)
 			}
 		})
 	}

@@ -105,8 +105,8 @@ type Header struct {
 }
 
 // Origin is where an imported session came from. It holds nothing of the
-// machine that imported it (no file path), so that two machines importing
-// the same foreign session write the same bytes.
+// machine that imported it (no file path of its own), so that two
+// machines importing the same foreign session write the same origin.
 type Origin struct {
 	// Agent is the agent that wrote the log: claude-code, codex or pi.
 	Agent string `json:"agent"`
