@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"math/rand/v2"
 	"slices"
 	"time"
@@ -384,6 +385,10 @@ const (
 type putTries struct {
 	transient  int
 	unanswered int64
+	// inFlight says that one of them went out and got no answer (a
+	// timeout, a connection lost mid-request), not a connection refused
+	// before a byte was sent: the server may still be writing it.
+	inFlight bool
 }
 
 // putSegment creates the segment seg (comp, its stored bytes) at the end
@@ -424,6 +429,9 @@ func (s *Store) putSegment(ctx context.Context, key string, m, next *manifest.Ma
 	// is conditional, and a 412 on the retry finds our own bytes), but
 	// only so often.
 	tries.unanswered = seg.Start
+	if !neverSent(err) {
+		tries.inFlight = true
+	}
 	if tries.transient++; ctx.Err() == nil && tries.transient < 3 {
 		return segmentRetry, err
 	}
@@ -433,14 +441,29 @@ func (s *Store) putSegment(ctx context.Context, key string, m, next *manifest.Ma
 		return segmentCommitted, nil
 	case lookErr != nil:
 		return segmentFailed, fmt.Errorf("%w: the write failed (%v) and checking whether it landed failed too (%v); load the session to see", ErrOutcomeUnknown, err, lookErr)
+	case tries.inFlight:
+		// Not there when looked for, but a PUT that went out may still
+		// be on the server: MinIO holds a write behind a lock a lost
+		// node held until it expires the lock, up to a minute
+		// (TestClusterLosesANode), and writes it then.
+		return segmentFailed, fmt.Errorf("%w: the write got no answer (%v) and is not there yet, but may still land; load the session to see", ErrOutcomeUnknown, err)
 	}
 	return segmentFailed, err
 }
 
-// landed is the last word on a segment PUT whose outcome is unknown (the
-// connection broke, the context ended): it looks, once, for seg at the end
-// of m and reports whether it holds exactly our bytes, extending m if so.
-// The append then succeeded; otherwise the caller reports the error.
+// neverSent reports whether err is a connection that was refused or
+// could not be made (a dial): the request never reached a server, so it
+// cannot land.
+func neverSent(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
+}
+
+// landed looks for a segment PUT whose outcome is unknown (the
+// connection broke, the context ended): once, for seg at the end of m,
+// and reports whether it holds exactly our bytes, extending m if so. The
+// append then succeeded; otherwise the caller reports the error, an
+// outcome still unknown when a PUT went out (putTries.inFlight).
 //
 // It returns an error when the bucket could not be asked: then nobody
 // knows whether the batch is there.

@@ -3,8 +3,11 @@ package objstore_test
 import (
 	"context"
 	"errors"
+	"net"
+	"os"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -109,6 +112,67 @@ func TestAnswerLost(t *testing.T) {
 				t.Fatal(err)
 			}
 			checkBatches(t, conv, 1, 3)
+		})
+	}
+}
+
+// TestUnansweredWriteNotThere: a segment PUT that went out and got no
+// answer, whose bytes are not there when the writer looks, may still be
+// written by the server (MinIO holds a write behind a lock a lost node
+// held for up to a minute): the append's outcome is unknown. A PUT whose
+// connection was refused never reached a server: the append failed.
+func TestUnansweredWriteNotThere(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name        string
+		err         error
+		wantUnknown bool
+	}{
+		{"a timeout", &net.OpError{Op: "read", Net: "tcp", Err: os.ErrDeadlineExceeded}, true},
+		{"a connection refused", &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			e := newMemEnv(t)
+			fb := e.faults(t)
+			s := e.openOn(t, fb)
+			id := agent.NewSessionID()
+			if err := s.AppendMessages(ctx, id, batchOf(0, 0)); err != nil {
+				t.Fatal(err)
+			}
+			fb.SetFault(func(op objstore.Op) error {
+				if op.Method == "PUT" && strings.Contains(op.Key, "/seg/") {
+					return tc.err
+				}
+				return nil
+			})
+			err := s.AppendMessages(ctx, id, batchOf(0, 1))
+			fb.SetFault(nil)
+			switch {
+			case err == nil:
+				t.Fatal("an append whose every PUT failed succeeded")
+			case tc.wantUnknown && (!errors.Is(err, objstore.ErrOutcomeUnknown) || strings.Contains(err.Error(), "\n")):
+				t.Fatalf("append whose PUT went out unanswered: %v, want one line wrapping ErrOutcomeUnknown", err)
+			case !tc.wantUnknown && errors.Is(err, objstore.ErrOutcomeUnknown):
+				t.Fatalf("append whose PUT never went out: %v, want a failure, not an unknown outcome", err)
+			}
+			if err := s.AppendMessages(ctx, id, batchOf(0, 2)); err != nil {
+				t.Fatalf("append after: %v", err)
+			}
+			conv, err := e.open(t).Load(ctx, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var want []string
+			for _, b := range []int{0, 2} {
+				for _, pm := range batchOf(0, b) {
+					want = append(want, pm.Message.Text())
+				}
+			}
+			if got := texts(conv); strings.Join(got, ",") != strings.Join(want, ",") {
+				t.Fatalf("the log holds %q, want batches 0 and 2", got)
+			}
 		})
 	}
 }
