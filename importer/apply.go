@@ -97,45 +97,48 @@ func decide(ctx context.Context, st store.LogStore, c *Conversion, stored store.
 	if stored.Length == 0 {
 		return Outcome{Action: ActionNew, Appended: c.Messages}, c.Log, nil
 	}
-	forms := c.forms()
-	for attempt := 0; attempt < 2; attempt++ {
-		var longer [][]byte // forms the stored log is longer than
-		for _, log := range forms {
-			n := int64(len(log))
-			switch {
-			case stored.Length <= n && stored.SHA256 == hashOf(log[:stored.Length]):
-				if stored.Length == n {
-					return Outcome{Action: ActionUnchanged}, log, nil
-				}
-				return Outcome{Action: ActionAppended, Appended: countMessages(log[stored.Length:])}, log, nil
-			case stored.Length > n:
-				longer = append(longer, log)
-			}
+	out, log, err := match(ctx, st, c.ID, c.forms(), stored)
+	if err != nil || log != nil {
+		return out, log, err
+	}
+	header, err := storedHeader(ctx, st, c.ID)
+	if err != nil {
+		return Outcome{}, nil, err
+	}
+	if under := underStoredHeader(c.Log, header); under != nil {
+		if out, log, err := match(ctx, st, c.ID, [][]byte{under}, stored); err != nil || log != nil {
+			return out, log, err
 		}
-		if len(longer) > 0 {
-			// A session continued in panto after its import.
-			same, err := storedStartsWith(ctx, st, c.ID, longer)
-			if err != nil {
-				return Outcome{}, nil, err
-			}
-			if same != nil {
-				return Outcome{Action: ActionUnchanged}, same, nil
-			}
-		}
-		if attempt > 0 {
-			break
-		}
-		header, err := storedHeader(ctx, st, c.ID)
-		if err != nil {
-			return Outcome{}, nil, err
-		}
-		log := underStoredHeader(c.Log, header)
-		if log == nil {
-			break
-		}
-		forms = [][]byte{log}
 	}
 	return Outcome{Action: ActionDiverged, Err: fmt.Errorf("session %s: %w (it holds %v): the source changed below what was imported", c.ID, ErrDiverged, stored)}, nil, nil
+}
+
+// match returns the first of forms whose prefix the store holds (nil:
+// none), and what importing it comes to: its checkpoint's hash decides,
+// and the stored log is read only when it is longer than a form (a
+// session continued in panto after its import).
+func match(ctx context.Context, st store.LogStore, id string, forms [][]byte, stored store.Checkpoint) (Outcome, []byte, error) {
+	var longer [][]byte
+	for _, log := range forms {
+		n := int64(len(log))
+		switch {
+		case stored.Length <= n && stored.SHA256 == hashOf(log[:stored.Length]):
+			if stored.Length == n {
+				return Outcome{Action: ActionUnchanged}, log, nil
+			}
+			return Outcome{Action: ActionAppended, Appended: countMessages(log[stored.Length:])}, log, nil
+		case stored.Length > n:
+			longer = append(longer, log)
+		}
+	}
+	if len(longer) == 0 {
+		return Outcome{}, nil, nil
+	}
+	same, err := storedStartsWith(ctx, st, id, longer)
+	if err != nil || same == nil {
+		return Outcome{}, nil, err
+	}
+	return Outcome{Action: ActionUnchanged}, same, nil
 }
 
 // storedStartsWith returns the first of forms that session id's stored
