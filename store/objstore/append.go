@@ -5,8 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"math/rand/v2"
+	"net"
 	"slices"
 	"time"
 

@@ -141,7 +141,10 @@ func (s *Store) checkpointLoop(ctx context.Context, id string, st *sessionState)
 
 // compactIfDue compacts the session when it has more segments than the
 // threshold. The appends are committed: a failure is retried by the next
-// checkpoint, and is reported by Flush.
+// checkpoint, and is reported by Flush, but for a server that answers it
+// is busy (a cluster missing a node answers SlowDownWrite for seconds):
+// a compaction is the writer's own housekeeping, so it waits for the
+// next checkpoint rather than fail one that was written.
 func (s *Store) compactIfDue(ctx context.Context, id string, st *sessionState) error {
 	if err := st.mu.lock(ctx); err != nil {
 		return err
@@ -150,7 +153,10 @@ func (s *Store) compactIfDue(ctx context.Context, id string, st *sessionState) e
 	if !s.compactionDue(st) {
 		return nil
 	}
-	return s.compactLocked(ctx, id, st, mergeTieredRuns)
+	if err := s.compactLocked(ctx, id, st, mergeTieredRuns); err != nil && !errors.Is(err, errThrottled) {
+		return err
+	}
+	return nil
 }
 
 // compactionDue reports whether the session st describes has more
