@@ -61,6 +61,24 @@ func storedBytes(t *testing.T, st store.LogStore, id string) []byte {
 	return data
 }
 
+// continueInPanto appends a user turn to the stored session, as a panto
+// run that continued it would.
+func continueInPanto(t *testing.T, st store.LogStore, id string) {
+	t.Helper()
+	ctx := context.Background()
+	head, err := store.Head(ctx, st, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	more, err := sessionlog.EncodeBatch(id, false, []agent.PersistentMessage{{Message: agent.UserText("and now?")}}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.AppendLog(ctx, id, head, more); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestIncrementalImport imports each log cut at every line, growing, into
 // one store: the store ends with the bytes of a single import of the
 // whole log, and importing it again changes nothing.
@@ -146,17 +164,7 @@ func TestApplyActions(t *testing.T) {
 	t.Run("a session continued in panto stays", func(t *testing.T) {
 		st := openDir(t)
 		c, _ := importInto(t, st, Pi, path, data, false)
-		head, err := store.Head(ctx, st, c.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		more, err := sessionlog.EncodeBatch(c.ID, false, []agent.PersistentMessage{{Message: agent.UserText("and now?")}}, time.Now())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := st.AppendLog(ctx, c.ID, head, more); err != nil {
-			t.Fatal(err)
-		}
+		continueInPanto(t, st, c.ID)
 		if _, out := importInto(t, st, Pi, path, data, false); out.Action != ActionUnchanged {
 			t.Fatalf("import after panto continued it: %+v, want unchanged", out)
 		}
@@ -191,7 +199,6 @@ func TestApplyActions(t *testing.T) {
 // alone) grows from what it holds, since a header cannot change; a new
 // import records the remote.
 func TestImportedBeforeRemote(t *testing.T) {
-	ctx := context.Background()
 	path := filepath.Join("testdata", "codex.jsonl")
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -246,17 +253,7 @@ func TestImportedBeforeRemote(t *testing.T) {
 		if _, out := importInto(t, st, Codex, path, data, false); out.Action != ActionUnchanged {
 			t.Fatalf("import again: %+v, want unchanged", out)
 		}
-		head, err := store.Head(ctx, st, c.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		more, err := sessionlog.EncodeBatch(c.ID, false, []agent.PersistentMessage{{Message: agent.UserText("and now?")}}, time.Now())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := st.AppendLog(ctx, c.ID, head, more); err != nil {
-			t.Fatal(err)
-		}
+		continueInPanto(t, st, c.ID)
 		if _, out := importInto(t, st, Codex, path, data, false); out.Action != ActionUnchanged {
 			t.Fatalf("import after panto continued it: %+v, want unchanged", out)
 		}
@@ -375,17 +372,7 @@ func TestImportUnderAnotherProject(t *testing.T) {
 		t.Fatalf("a source changed below the import, under another project: %+v, want diverged", out)
 	}
 
-	head, err := store.Head(ctx, st, whole.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	more, err := sessionlog.EncodeBatch(whole.ID, false, []agent.PersistentMessage{{Message: agent.UserText("and now?")}}, time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := st.AppendLog(ctx, whole.ID, head, more); err != nil {
-		t.Fatal(err)
-	}
+	continueInPanto(t, st, whole.ID)
 	if out := apply(st, logOnly); out.Action != ActionUnchanged {
 		t.Fatalf("import after panto continued it, under another project: %+v, want unchanged", out)
 	}
