@@ -92,7 +92,7 @@ func (p *prober) put(key, body, ifNoneMatch, ifMatch string) (string, int) {
 	if err != nil {
 		code := status(err)
 		if unavailable(code) {
-			// The status alone did not say why (CI, stop 46).
+			// The status alone does not say why (a CI rehearsal gave five 503s without it).
 			p.t.Logf("PUT %s: %v", key, err)
 		}
 		return "", code
@@ -134,10 +134,20 @@ func (p *prober) getOnce(key string) ([]byte, error) {
 // loaded distributed MinIO has answered 503 to a setup write, which says
 // nothing of the behaviour measured.
 func (p *prober) putSettled(key, body string) (string, int) {
+	etag, codes := p.putUntilDecided(key, body, "", 5)
+	return etag, codes[len(codes)-1]
+}
+
+// putUntilDecided sends a PUT of key (with If-Match ifMatch, when not
+// empty) up to tries times, backing off, until the server decides it,
+// and returns the ETag of the one that succeeded and every answer.
+func (p *prober) putUntilDecided(key, body, ifMatch string, tries int) (string, []int) {
+	var codes []int
 	for attempt := 0; ; attempt++ {
-		etag, code := p.put(key, body, "", "")
-		if !unavailable(code) || attempt == 4 {
-			return etag, code
+		etag, code := p.put(key, body, "", ifMatch)
+		codes = append(codes, code)
+		if !unavailable(code) || attempt == tries-1 {
+			return etag, codes
 		}
 		time.Sleep(time.Duration(attempt+1) * 200 * time.Millisecond)
 	}
@@ -286,20 +296,13 @@ func (p *prober) replaceIfMatch() bool {
 			return false, []int{first, wrong}
 		}
 		kept := p.get(key)
-		codes := []int{first, wrong}
-		var right int
-		for try := 0; ; try++ {
-			_, right = p.put(key, "v3", "", etag)
-			codes = append(codes, right)
-			if !unavailable(right) || try == 9 {
-				break
-			}
-			time.Sleep(time.Duration(try+1) * 300 * time.Millisecond)
-		}
+		_, rights := p.putUntilDecided(key, "v3", etag, 10)
+		codes := append([]int{first, wrong}, rights...)
+		right := rights[len(rights)-1]
 		if unavailable(right) {
 			return false, codes
 		}
-		replaced := right == 200 || right == 412 && len(codes) > 3
+		replaced := right == 200 || right == 412 && len(rights) > 1
 		return first == 200 && wrong == 412 && kept == "v1" && replaced && p.get(key) == "v3", codes
 	})
 }
