@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/panto-dev/panto/agent"
 	"github.com/panto-dev/panto/internal/manifest"
@@ -43,6 +44,8 @@ func (s *Store) Delete(ctx context.Context, t store.Tombstone) error {
 		return fail(err)
 	}
 	tomb := manifest.Tombstone{ID: id, Deleted: t.Deleted.UTC(), Length: t.At.Length, SHA256: t.At.SHA256}
+	s.runs.deleting.Add(1)
+	defer s.runs.deleting.Add(-1)
 	s.prefetchBurial(ctx, id)
 	st := s.state(id)
 	if err := st.mu.lock(ctx); err != nil {
@@ -125,6 +128,33 @@ func (s *Store) finishDelete(ctx context.Context, id string, tomb manifest.Tombs
 		objects, _, err := s.b.list(ctx, s.sessionKey(id, ""), "")
 		listed <- sessionListing{objects, err}
 	}()
+	// Past the commit point the session's reads say it is deleted, so
+	// what the index will say goes out now too: its project's head
+	// buries it (the commit after may not come before the head, but
+	// nothing bars the head from coming sooner; one that fails stays
+	// queued, for the commit's writeHeads), and the run pages that hold
+	// its summary are written anew without it, for the purge to take
+	// (prewritePurge). Each is a round trip less after the commit. Cut
+	// short after this, the deletion leaves the session off its
+	// project's page, where its reads say deleted; a sync, which lists
+	// the partitions and runs, still meets it and finishes it.
+	var ahead sync.WaitGroup
+	var prewritten []string
+	ahead.Add(2)
+	go func() {
+		defer ahead.Done()
+		if !s.deferIndex {
+			_ = s.writeHeads(ctx)
+		}
+	}()
+	go func() {
+		defer ahead.Done()
+		prewritten = s.prewritePurge(ctx, id)
+	}()
+	defer func() {
+		ahead.Wait()
+		s.dropPrewritten(context.WithoutCancel(ctx), prewritten)
+	}()
 	if end != 0 {
 		data, etag, err := early.getTagged(ctx, s, first)
 		switch {
@@ -149,6 +179,7 @@ func (s *Store) finishDelete(ctx context.Context, id string, tomb manifest.Tombs
 	if err != nil {
 		return err
 	}
+	ahead.Wait()
 	// The index log before the partition: its commit takes the session
 	// out of the recent sessions and names it in Unpurged; then the
 	// partition buries it while the commits before, which may hold its

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -407,7 +408,10 @@ func checkDeletionsFinished(t *testing.T, e *env, live int) {
 // partition, the run page over it) goes out with the deletion's first
 // reads, not after its commit; the project head's reading goes with the
 // commit point, and the listing of the session's objects with seg/0's
-// tombstone.
+// tombstone. So do the head's burial and the run page written anew
+// without the session (neither waits for the objects' deletion), and the
+// listing of the index log whose older commits the deletion's commit
+// deletes goes with that commit.
 func TestDeleteRoundTrips(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -450,11 +454,20 @@ func TestDeleteRoundTrips(t *testing.T) {
 		if n := countOps(ops, "DELETE"); n > 1 {
 			t.Errorf("%s: %d DELETE requests, want the session's objects in one DeleteObjects: %s", c.name, n, describeOps(ops))
 		}
-		var partitionRead, pageRead, firstCommit, burial, logPurged, headRead, commitPoint, seg0, listing time.Time
+		var partitionRead, pageRead, firstCommit, firstCommitEnd, burial, logPurged, headRead, commitPoint, seg0, listing time.Time
+		var headWrite, pageWrite, swept, logListed time.Time
 		for _, o := range ops {
 			switch {
 			case o.Method == "GET" && isHeadKey(o.Key):
 				headRead = o.Start
+			case o.Method == "PUT" && isHeadKey(o.Key):
+				headWrite = o.Start
+			case o.Method == "PUT" && strings.HasPrefix(o.Key, "index/run/") && pageWrite.IsZero():
+				pageWrite = o.Start
+			case o.Method == "DELETES" && slices.ContainsFunc(o.Keys, func(k string) bool { return strings.HasPrefix(k, "sessions/") }):
+				swept = o.End
+			case o.Method == "LIST" && o.Key == "index/log/" && logListed.IsZero():
+				logListed = o.Start
 			case o.Method == "PUT" && strings.HasSuffix(o.Key, "/seg/00000000000000000000.jsonl.zst"):
 				seg0 = o.End
 			case o.Method == "PUT" && strings.Contains(o.Key, "/seg/") && commitPoint.IsZero():
@@ -470,8 +483,17 @@ func TestDeleteRoundTrips(t *testing.T) {
 			case o.Method == "GET" && strings.HasPrefix(o.Key, "index/") && !strings.Contains(o.Key[len("index/"):], "/") && partitionRead.IsZero():
 				partitionRead = o.Start
 			case o.Method == "PUT" && strings.HasPrefix(o.Key, "index/log/") && firstCommit.IsZero():
-				firstCommit = o.Start
+				firstCommit, firstCommitEnd = o.Start, o.End
 			}
+		}
+		if headWrite.IsZero() || swept.IsZero() || !headWrite.Before(swept) {
+			t.Errorf("%s: the project's head buried the session at %v, the session's objects were deleted by %v: want the burial beside seg/0's tombstone: %s", c.name, headWrite, swept, describeOps(ops))
+		}
+		if c.name == "1 segment" && (pageWrite.IsZero() || !pageWrite.Before(swept)) {
+			t.Errorf("%s: the run page was written anew at %v, the session's objects deleted by %v: want it written beside seg/0's tombstone: %s", c.name, pageWrite, swept, describeOps(ops))
+		}
+		if logListed.IsZero() || !logListed.Before(firstCommitEnd) {
+			t.Errorf("%s: the index log was listed at %v, after the deletion's commit (answered at %v): want the listing beside it: %s", c.name, logListed, firstCommitEnd, describeOps(ops))
 		}
 		if firstCommit.IsZero() || partitionRead.IsZero() || !partitionRead.Before(firstCommit) {
 			t.Errorf("%s: the partition was read at %v, the deletion committed at %v: want it read before: %s", c.name, partitionRead, firstCommit, describeOps(ops))
@@ -534,7 +556,7 @@ func TestDeletionsAtOnce(t *testing.T) {
 	}
 	wg.Wait()
 	ops := fb.Take()
-	// One deletion is 11 or 12 (TestDeleteRoundTrips); these took 37
+	// One deletion is 9 (TestDeleteRoundTrips); these took 37
 	// to 39 when each burial in its partition, and each deletion of the
 	// older commits, waited for the index log's writer lock.
 	if rounds := opRounds(ops); rounds > 16 {
@@ -574,4 +596,187 @@ func countCommits(ops []objstore.Op) int {
 		}
 	}
 	return n
+}
+
+// TestDeletionPurgesCommitsMadeBesideIt: the listing of the index log
+// whose older commits a deletion's commit deletes goes out beside that
+// commit, so it misses a commit another writer makes after it: the
+// deletion's commit then follows that one, which holds the deleted
+// session's summary in its recent view, and deletes it by number.
+func TestDeletionPurgesCommitsMadeBesideIt(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newMemEnv(t)
+	w := e.open(t)
+	doomed := appendNew(t, w, "doomed-beside")
+	kept := appendNew(t, w, "kept")
+	logs := mustLogs(t, w)
+	if err := w.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	other := e.open(t) // its reading of the log holds the doomed session
+	fb := e.faults(t)
+	d := e.openOn(t, fb)
+	committed := make(chan struct{})
+	var once sync.Once
+	var pastCommitPoint atomic.Bool // Open lists the log too
+	fb.SetLose(func(o objstore.Op) bool {
+		if o.Method == "PUT" && strings.Contains(o.Key, "/seg/") {
+			pastCommitPoint.Store(true)
+		}
+		if o.Method == "LIST" && o.Key == "index/log/" && pastCommitPoint.Load() {
+			once.Do(func() {
+				defer close(committed)
+				if err := other.AppendMessages(ctx, kept, []agent.PersistentMessage{user("kept, grown")}); err != nil {
+					t.Error(err)
+				}
+				if err := other.Flush(ctx); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+		return false
+	})
+	fb.SetFault(func(o objstore.Op) error {
+		if o.Method == "PUT" && strings.HasPrefix(o.Key, "index/log/") {
+			select { // the deletion's commit comes after the other's
+			case <-committed:
+			case <-time.After(10 * time.Second):
+			}
+		}
+		return nil
+	})
+	if err := d.Delete(ctx, store.Tombstone{ID: doomed, Deleted: time.Now().UTC(), At: logs[doomed].Checkpoint}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-committed:
+	default:
+		t.Fatal("the deletion did not list the index log")
+	}
+	if hits := e.scanFor(t, "doomed-beside"); len(hits) > 0 {
+		t.Errorf("stored objects still hold the deleted session's text: %v", hits)
+	}
+	// Every commit before the deletion's is gone: any may hold the
+	// summary (a commit relative to a base holds it by that base).
+	ops := fb.Take()
+	var deletion int64
+	for _, o := range ops {
+		if m := logCommitKey.FindStringSubmatch(e.key(o.Key)); m != nil && o.Method == "PUT" && o.Err == nil && deletion == 0 {
+			deletion, _ = strconv.ParseInt(m[1], 10, 64)
+		}
+	}
+	for _, o := range e.rawBucket(t) {
+		if m := logCommitKey.FindStringSubmatch(o.key); m != nil {
+			if n, _ := strconv.ParseInt(m[1], 10, 64); n < deletion {
+				t.Errorf("commit %d is still there, before the deletion's (%d): %s", n, deletion, describeOps(ops))
+			}
+		}
+	}
+	if err := other.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if left := mustLogs(t, e.open(t)); len(left) != 1 || left[kept].Length <= logs[kept].Length {
+		t.Errorf("listed %v, want the kept session, grown", left)
+	}
+}
+
+// TestDeletionPageWrittenAheadNotTaken: a deletion writes the run page
+// that will hold its partition's sessions without it beside seg/0's
+// tombstone, before its commit. Where another Store deletes a session of
+// that page in between, the page written ahead holds that session's
+// summary and is not what the purge writes: the deletion deletes it,
+// whether the other purged the page first (the page is not named any
+// more) or its deletion was cut short after its commit (the page is, and
+// the purge takes that session out too).
+func TestDeletionPageWrittenAheadNotTaken(t *testing.T) {
+	t.Parallel()
+	for _, cutShort := range []bool{false, true} {
+		t.Run(fmt.Sprintf("other cut short %v", cutShort), func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			e := newMemEnv(t)
+			w := e.open(t)
+			first := appendNew(t, w, "doomed-first")
+			second := appendNew(t, w, "doomed-second")
+			for i := range 4 {
+				appendNew(t, w, fmt.Sprint("kept ", i))
+			}
+			logs := mustLogs(t, w)
+			if err := w.Close(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if len(e.runObjects(t)) == 0 {
+				t.Fatal("no run page to purge")
+			}
+			ob := e.faults(t)
+			var otherCommitted atomic.Bool
+			if cutShort {
+				ob.SetLose(func(o objstore.Op) bool {
+					if o.Method == "PUT" && strings.HasPrefix(o.Key, "index/log/") && o.Err == nil {
+						otherCommitted.Store(true)
+					}
+					return false
+				})
+				ob.SetFault(func(o objstore.Op) error {
+					if otherCommitted.Load() {
+						return objstore.ErrInjected
+					}
+					return nil
+				})
+			}
+			other := e.openOn(t, ob)
+			fb := e.faults(t)
+			d := e.openOn(t, fb)
+			var once sync.Once
+			var pastCommitPoint atomic.Bool
+			fb.SetLose(func(o objstore.Op) bool {
+				if o.Method == "PUT" && strings.Contains(o.Key, "/seg/") {
+					pastCommitPoint.Store(true)
+				}
+				if o.Method == "PUT" && strings.HasPrefix(o.Key, "index/run/") && pastCommitPoint.Load() {
+					once.Do(func() {
+						err := other.Delete(ctx, store.Tombstone{ID: second, Deleted: time.Now().UTC(), At: logs[second].Checkpoint})
+						if (err != nil) != cutShort {
+							t.Errorf("the other deletion: %v", err)
+						}
+					})
+				}
+				return false
+			})
+			if err := d.Delete(ctx, store.Tombstone{ID: first, Deleted: time.Now().UTC(), At: logs[first].Checkpoint}); err != nil {
+				t.Fatal(err)
+			}
+			ops := fb.Take()
+			if !slices.ContainsFunc(ops, func(o objstore.Op) bool { return o.Method == "PUT" && strings.HasPrefix(o.Key, "index/run/") }) {
+				t.Fatalf("the deletion wrote no run page: %s", describeOps(ops))
+			}
+			if !cutShort {
+				if hits := e.scanFor(t, "doomed-first", "doomed-second"); len(hits) > 0 {
+					t.Errorf("stored objects still hold the deleted sessions' text: %v: %s", hits, describeOps(ops))
+				}
+			}
+			_, c := e.newestCommit(t)
+			named := map[string]bool{}
+			for _, p := range c.Runs {
+				named[p.Key] = true
+			}
+			// The page the other wrote ahead, cut short, is left for
+			// repair, which deletes the pages no commit names a day later
+			// (as it does those of any write of pages cut short).
+			for _, o := range ob.Take() {
+				if o.Method == "PUT" && strings.HasPrefix(o.Key, "index/run/") {
+					named[o.Key] = true
+				}
+			}
+			for _, k := range e.runObjects(t) {
+				if !named[k] {
+					t.Errorf("run page %s is named by no commit: %s", k, describeOps(ops))
+				}
+			}
+			if left := mustLogs(t, e.open(t)); len(left) != 4 {
+				t.Errorf("%d sessions listed, want the 4 kept", len(left))
+			}
+		})
+	}
 }

@@ -176,6 +176,12 @@ func (s *Store) writeLogBeside(ctx context.Context, beside func(context.Context)
 		lg.wmu.Unlock()
 		return beside(ctx)
 	}
+	// A commit that buries sessions is followed by the deletion of the
+	// commits before it: their listing goes out beside the commit.
+	var before <-chan logListing
+	if len(ch.buried) > 0 {
+		before = s.listLogBefore(ctx, slices.Collect(maps.Keys(ch.buried)))
+	}
 	if err := s.commitLog(ctx, ch, nil, false); err != nil {
 		s.requeueLog(ch)
 		lg.wmu.Unlock()
@@ -198,7 +204,7 @@ func (s *Store) writeLogBeside(ctx context.Context, beside func(context.Context)
 	lg.wmu.Unlock()
 	besideDone := make(chan error, 1)
 	go func() { besideDone <- beside(ctx) }()
-	below, err := s.purgeLog(ctx, slices.Collect(maps.Keys(buried)))
+	below, err := s.purgeLog(ctx, before)
 	besideErr := <-besideDone
 	if err != nil {
 		return fmt.Errorf("write the index log: %w", err)
@@ -225,49 +231,80 @@ func (s *Store) requeueLog(ch logChanges) {
 	s.requeueUnfolded(ch.unfolded)
 }
 
+// logListing is a listing of the index log, and format 3's shards that
+// may hold the summaries of sessions being deleted, for purgeLog.
+type logListing struct {
+	commits []listed
+	err     error
+	shards  []string
+}
+
+// listLogBefore lists the index log, and the keys of format 3's shards
+// (and, once the index widened, the partitions of two characters) that
+// may hold sessions ids, for the purge of the commits before the one its
+// caller is about to make (purgeLog): beside that commit, not after it.
+// A widened index's 4,096 partitions would make the shards' listing 5
+// pages: there the keys that may hold the sessions go blind (widen.go).
+func (s *Store) listLogBefore(ctx context.Context, ids []string) <-chan logListing {
+	out := make(chan logListing, 1)
+	go func() {
+		shards := make(chan []string, 1)
+		if s.wide() {
+			shards <- narrowKeys(ids)
+		} else {
+			go func() { shards <- s.shardKeys(ctx) }()
+		}
+		objects, _, err := s.b.list(ctx, "index/log/", "")
+		out <- logListing{commits: objects, err: err, shards: <-shards}
+	}()
+	return out
+}
+
 // purgeLog deletes every commit before the newest this Store knows (and
 // format 3's shards, and once the index widened the partitions of two
 // characters that held the sessions ids): each of them may hold the
-// summary of a session deleted since. The commits
-// are found by listing, or where the credentials may not list, by number
-// (those pruning has not deleted: the last 2·logKeep). It returns that
-// newest commit's number: every commit before it is deleted.
-func (s *Store) purgeLog(ctx context.Context, ids []string) (int64, error) {
-	// Format 3's shards, which may hold the summary too: listed beside
-	// the log, and deleted with its commits, in one request. A widened
-	// index's 4,096 partitions would make that listing 5 pages: there the
-	// keys that may hold the sessions go blind (widen.go).
-	shards := make(chan []string, 1)
-	if s.wide() {
-		shards <- narrowKeys(ids)
-	} else {
-		go func() { shards <- s.shardKeys(ctx) }()
-	}
+// summary of a session deleted since. The commits are found by listing
+// (before, sent beside the newest commit), or where the credentials may
+// not list, by number (those pruning has not deleted: the last
+// 2·logKeep). A listing sent before the commit was made misses the
+// commits others made after it went out, up to the one this Store's
+// commit follows: those are deleted by number. It returns that newest
+// commit's number: every commit before it is deleted.
+func (s *Store) purgeLog(ctx context.Context, before <-chan logListing) (int64, error) {
 	s.ilog.mu.Lock()
 	n := s.ilog.n
 	s.ilog.mu.Unlock()
+	var l logListing
+	select {
+	case l = <-before:
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
 	var numbers []int64
-	objects, _, err := s.b.list(ctx, "index/log/", "")
-	dropped := <-shards
 	switch {
-	case errors.Is(err, errForbidden):
+	case errors.Is(l.err, errForbidden):
 		for k := max(n-2*logKeep, 1); k < n; k++ {
 			numbers = append(numbers, k)
 		}
-	case err != nil:
-		return 0, fmt.Errorf("list the index log: %w", err)
+	case l.err != nil:
+		return 0, fmt.Errorf("list the index log: %w", l.err)
 	default:
-		for _, o := range objects {
+		newest := int64(0)
+		for _, o := range l.commits {
 			if k := newestListed([]listed{o}); k > 0 && k < n {
 				numbers = append(numbers, k)
+				newest = max(newest, k)
 			}
+		}
+		for k := max(newest+1, n-2*logKeep, 1); k < n; k++ {
+			numbers = append(numbers, k)
 		}
 	}
 	keys := make([]string, len(numbers))
 	for i, k := range numbers {
 		keys[i] = logKey(k)
 	}
-	if err := s.b.deleteKeys(ctx, append(keys, dropped...)); err != nil {
+	if err := s.b.deleteKeys(ctx, append(keys, l.shards...)); err != nil {
 		return 0, fmt.Errorf("delete %d index log commits: %w", len(keys), err)
 	}
 	return n, nil

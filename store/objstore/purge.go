@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"sync"
+
+	"golang.org/x/sync/errgroup"
 
 	"github.com/panto-dev/panto/internal/manifest"
 )
@@ -138,18 +141,7 @@ func (s *Store) purgeDeletedOnce(ctx context.Context, names []string, reread boo
 			return purgeVoid, nil, err
 		}
 	}
-	partitions := map[string]bool{}
-	for _, name := range names {
-		partitions[name] = true
-	}
-	var unpurged []string
-	if c != nil {
-		unpurged = c.Unpurged
-	}
-	for _, id := range unpurged {
-		partitions[s.shardOf(id)] = true
-	}
-	within := slices.Sorted(maps.Keys(partitions))
+	within, buried := s.purgeScope(c, names)
 	var pages []manifest.RunPage
 	if s.unfoldedIndex() {
 		pages = pagesCovering(c, within)
@@ -161,33 +153,32 @@ func (s *Store) purgeDeletedOnce(ctx context.Context, names []string, reread boo
 	if len(damaged) > 0 {
 		return purgeVoid, pages, nil
 	}
-	buried := s.buriedIn(c, within)
+	var unpurged []string
+	if c != nil {
+		unpurged = c.Unpurged
+	}
 	var ids []string // the sessions of Unpurged this purge clears
 	tombs := map[string]manifest.Tombstone{}
 	for _, id := range unpurged {
-		buried[id] = true
 		if t, ok := s.partitionBuries(id); ok {
 			ids, tombs[id] = append(ids, id), t
 		}
 	}
-	var replaced, added []manifest.RunPage
-	for i, p := range pages {
-		kept := map[string]manifest.IndexEntry{}
-		for id, e := range docs[i].Sessions {
-			if !buried[id] {
-				kept[id] = e
+	replaced, keeps := pagesPurged(pages, docs, buried)
+	var added []manifest.RunPage
+	var stale []string // pages written ahead that this purge does not take
+	for i, p := range replaced {
+		if len(keeps[i]) == 0 {
+			continue
+		}
+		page, ok, old := s.takePrewritten(p, keeps[i])
+		if old != "" {
+			stale = append(stale, old)
+		}
+		if !ok {
+			if page, err = s.writePage(ctx, p, keeps[i]); err != nil {
+				return purgeVoid, nil, fmt.Errorf("rewrite index run page %s without the deleted sessions: %w", p.Key, err)
 			}
-		}
-		if len(kept) == len(docs[i].Sessions) {
-			continue
-		}
-		replaced = append(replaced, p)
-		if len(kept) == 0 {
-			continue
-		}
-		page, err := s.writePage(ctx, p, kept)
-		if err != nil {
-			return purgeVoid, nil, fmt.Errorf("rewrite index run page %s without the deleted sessions: %w", p.Key, err)
 		}
 		added = append(added, page)
 	}
@@ -205,8 +196,8 @@ func (s *Store) purgeDeletedOnce(ctx context.Context, names []string, reread boo
 	s.runs.mu.Lock()
 	discard = slices.DeleteFunc(slices.Clone(discard), func(k string) bool { return s.runs.deleted[k] })
 	s.runs.mu.Unlock()
-	if err := s.b.deleteKeys(ctx, discard); err != nil {
-		return purgeVoid, nil, fmt.Errorf("delete %d index run pages: %w", len(discard), err)
+	if err := s.b.deleteKeys(ctx, append(slices.Clip(discard), stale...)); err != nil {
+		return purgeVoid, nil, fmt.Errorf("delete %d index run pages: %w", len(discard)+len(stale), err)
 	}
 	if len(ids) > 0 && !s.ilog.logPurged() {
 		// The commits before the deletion's hold the summaries too, and
@@ -244,6 +235,151 @@ func (s *Store) purgeDeletedOnce(ctx context.Context, names []string, reread boo
 		return purgeAgain, nil, nil
 	}
 	return purgeDone, nil, nil
+}
+
+// purgeScope is what a purge of the pages covering partitions names
+// deletes from them, after commit c (nil: none): the partitions whose
+// pages it reads (names, and those of c's Unpurged sessions), and the
+// sessions it takes out (buried: those c's tombstones, the partitions as
+// this Store last read or wrote them, or c's Unpurged say are deleted).
+func (s *Store) purgeScope(c *manifest.IndexShard, names []string) (within []string, buried map[string]bool) {
+	partitions := map[string]bool{}
+	for _, name := range names {
+		partitions[name] = true
+	}
+	var unpurged []string
+	if c != nil {
+		unpurged = c.Unpurged
+	}
+	for _, id := range unpurged {
+		partitions[s.shardOf(id)] = true
+	}
+	within = slices.Sorted(maps.Keys(partitions))
+	buried = s.buriedIn(c, within)
+	for _, id := range unpurged {
+		buried[id] = true
+	}
+	return within, buried
+}
+
+// pagesPurged is, of pages (read as docs), those that hold a session
+// buried names, each with the entries it keeps without them (keeps[i]
+// for replaced[i]; empty: the page goes whole).
+func pagesPurged(pages []manifest.RunPage, docs []*manifest.IndexShard, buried map[string]bool) (replaced []manifest.RunPage, keeps []map[string]manifest.IndexEntry) {
+	for i, p := range pages {
+		kept := map[string]manifest.IndexEntry{}
+		for id, e := range docs[i].Sessions {
+			if !buried[id] {
+				kept[id] = e
+			}
+		}
+		if len(kept) == len(docs[i].Sessions) {
+			continue
+		}
+		replaced, keeps = append(replaced, p), append(keeps, kept)
+	}
+	return replaced, keeps
+}
+
+// prewrittenPage is a page a deletion wrote ahead of its purge
+// (prewritePurge): page takes the place of the page it was made from,
+// holding the sessions kept.
+type prewrittenPage struct {
+	page manifest.RunPage
+	kept []string // sorted
+}
+
+// prewritePurge writes ahead the run pages that the purge after
+// deleting session id will write (purgeDeleted), from the newest commit
+// this Store read, so that their PUTs go out beside seg/0's tombstone
+// (finishDelete) rather than after the deletion's commit and burial: a
+// round trip less in each deletion (docs/DESIGN.md §8, "Its round
+// trips"). A page no commit names is never read, so writing it early
+// changes nothing a reader sees; the purge takes it where it would
+// write the same sessions (takePrewritten), and deletes it otherwise.
+// Not while other deletions of this Store are under way: their purge is
+// one, which no page written for one of them would match. It returns
+// the keys of the pages the written ones replace.
+func (s *Store) prewritePurge(ctx context.Context, id string) []string {
+	if !s.indexLog() || !s.unfoldedIndex() || s.deferIndex || s.runs.deleting.Load() > 1 {
+		return nil
+	}
+	s.ilog.mu.Lock()
+	c := s.ilog.last
+	s.ilog.mu.Unlock()
+	if c == nil {
+		return nil
+	}
+	within, buried := s.purgeScope(c, []string{s.shardOf(id)})
+	buried[id] = true
+	pages := pagesCovering(c, within)
+	docs, damaged, err := s.readRunPages(ctx, pages)
+	if err != nil || len(damaged) > 0 {
+		return nil // the purge reads them again, and folds what is damaged
+	}
+	replaced, keeps := pagesPurged(pages, docs, buried)
+	var (
+		mu   sync.Mutex
+		done []string
+	)
+	g, gctx := errgroup.WithContext(ctx)
+	for i, p := range replaced {
+		if len(keeps[i]) == 0 {
+			continue
+		}
+		g.Go(func() error {
+			page, err := s.writePage(gctx, p, keeps[i])
+			if err != nil {
+				return nil // the purge writes it
+			}
+			s.runs.mu.Lock()
+			if s.runs.prewritten == nil {
+				s.runs.prewritten = map[string]prewrittenPage{}
+			}
+			s.runs.prewritten[p.Key] = prewrittenPage{page: page, kept: slices.Sorted(maps.Keys(keeps[i]))}
+			s.runs.mu.Unlock()
+			mu.Lock()
+			done = append(done, p.Key)
+			mu.Unlock()
+			return nil
+		})
+	}
+	_ = g.Wait()
+	return done
+}
+
+// takePrewritten takes the page written ahead to replace page p: ok when
+// it holds the sessions of kept, else the key of that page (old; "" when
+// there was none), which is to be deleted.
+func (s *Store) takePrewritten(p manifest.RunPage, kept map[string]manifest.IndexEntry) (page manifest.RunPage, ok bool, old string) {
+	s.runs.mu.Lock()
+	pw, found := s.runs.prewritten[p.Key]
+	delete(s.runs.prewritten, p.Key)
+	s.runs.mu.Unlock()
+	switch {
+	case !found:
+		return manifest.RunPage{}, false, ""
+	case slices.Equal(pw.kept, slices.Sorted(maps.Keys(kept))):
+		return pw.page, true, ""
+	}
+	return manifest.RunPage{}, false, pw.page.Key
+}
+
+// dropPrewritten deletes the pages written ahead to replace the pages
+// keys that no purge took (a fold or another writer's purge retired the
+// page first).
+func (s *Store) dropPrewritten(ctx context.Context, keys []string) {
+	var stale []string
+	s.runs.mu.Lock()
+	for _, k := range keys {
+		if pw, ok := s.runs.prewritten[k]; ok {
+			stale = append(stale, pw.page.Key)
+			delete(s.runs.prewritten, k)
+		}
+	}
+	s.runs.mu.Unlock()
+	// Left, each is an unnamed page that repair deletes a day later.
+	_ = s.b.deleteKeys(ctx, stale)
 }
 
 // partitionBuries returns session id's tombstone in its partition as
