@@ -139,7 +139,7 @@ func (s *Store) finishDelete(ctx context.Context, id string, tomb manifest.Tombs
 	// project's page, where its reads say deleted; a sync, which lists
 	// the partitions and runs, still meets it and finishes it.
 	var ahead sync.WaitGroup
-	var prewritten []string
+	var prewritten map[string]string
 	ahead.Add(2)
 	go func() {
 		defer ahead.Done()

@@ -299,8 +299,9 @@ type prewrittenPage struct {
 // write the same sessions (takePrewritten), and deletes it otherwise.
 // Not while other deletions of this Store are under way: their purge is
 // one, which no page written for one of them would match. It returns
-// the keys of the pages the written ones replace.
-func (s *Store) prewritePurge(ctx context.Context, id string) []string {
+// the pages it wrote, by the key of the page each is to replace, for
+// dropPrewritten.
+func (s *Store) prewritePurge(ctx context.Context, id string) map[string]string {
 	if !s.indexLog() || !s.unfoldedIndex() || s.deferIndex || s.runs.deleting.Load() > 1 {
 		return nil
 	}
@@ -319,8 +320,8 @@ func (s *Store) prewritePurge(ctx context.Context, id string) []string {
 	}
 	replaced, keeps := pagesPurged(pages, docs, buried)
 	var (
-		mu   sync.Mutex
-		done []string
+		mu      sync.Mutex
+		written = map[string]string{}
 	)
 	g, gctx := errgroup.WithContext(ctx)
 	for i, p := range replaced {
@@ -333,19 +334,28 @@ func (s *Store) prewritePurge(ctx context.Context, id string) []string {
 				return nil // the purge writes it
 			}
 			s.runs.mu.Lock()
-			if s.runs.prewritten == nil {
-				s.runs.prewritten = map[string]prewrittenPage{}
+			_, taken := s.runs.prewritten[p.Key]
+			if !taken {
+				if s.runs.prewritten == nil {
+					s.runs.prewritten = map[string]prewrittenPage{}
+				}
+				s.runs.prewritten[p.Key] = prewrittenPage{page: page, kept: slices.Sorted(maps.Keys(keeps[i]))}
 			}
-			s.runs.prewritten[p.Key] = prewrittenPage{page: page, kept: slices.Sorted(maps.Keys(keeps[i]))}
 			s.runs.mu.Unlock()
+			if taken {
+				// Another deletion of this Store wrote one ahead first
+				// (it began as this one ended): the purge takes one.
+				_ = s.b.deleteKeys(gctx, []string{page.Key})
+				return nil
+			}
 			mu.Lock()
-			done = append(done, p.Key)
+			written[p.Key] = page.Key
 			mu.Unlock()
 			return nil
 		})
 	}
 	_ = g.Wait()
-	return done
+	return written
 }
 
 // takePrewritten takes the page written ahead to replace page p: ok when
@@ -365,16 +375,16 @@ func (s *Store) takePrewritten(p manifest.RunPage, kept map[string]manifest.Inde
 	return manifest.RunPage{}, false, pw.page.Key
 }
 
-// dropPrewritten deletes the pages written ahead to replace the pages
-// keys that no purge took (a fold or another writer's purge retired the
-// page first).
-func (s *Store) dropPrewritten(ctx context.Context, keys []string) {
+// dropPrewritten deletes the pages prewritePurge wrote (written: by the
+// key of the page each was to replace) that no purge took: a fold, or
+// another writer's purge, retired the page they replace first.
+func (s *Store) dropPrewritten(ctx context.Context, written map[string]string) {
 	var stale []string
 	s.runs.mu.Lock()
-	for _, k := range keys {
-		if pw, ok := s.runs.prewritten[k]; ok {
-			stale = append(stale, pw.page.Key)
-			delete(s.runs.prewritten, k)
+	for replaces, key := range written {
+		if pw, ok := s.runs.prewritten[replaces]; ok && pw.page.Key == key {
+			stale = append(stale, key)
+			delete(s.runs.prewritten, replaces)
 		}
 	}
 	s.runs.mu.Unlock()
