@@ -598,11 +598,29 @@ func countCommits(ops []objstore.Op) int {
 	return n
 }
 
+// onceAfterCommitPoint has fb run fn once, when an operation match picks
+// has been answered, past a deletion's commit point (the PUT of a
+// segment; Open lists and reads the index before it).
+func onceAfterCommitPoint(fb *objstore.FaultBucket, match func(objstore.Op) bool, fn func()) {
+	var once sync.Once
+	var past atomic.Bool
+	fb.SetLose(func(o objstore.Op) bool {
+		if o.Method == "PUT" && strings.Contains(o.Key, "/seg/") {
+			past.Store(true)
+		}
+		if past.Load() && match(o) {
+			once.Do(fn)
+		}
+		return false
+	})
+}
+
 // TestDeletionPurgesCommitsMadeBesideIt: the listing of the index log
 // whose older commits a deletion's commit deletes goes out beside that
 // commit, so it misses a commit another writer makes after it: the
-// deletion's commit then follows that one, which holds the deleted
-// session's summary in its recent view, and deletes it by number.
+// deletion's commit then follows that one, which may hold the deleted
+// session's summary (in its recent view, or in its base's), and deletes
+// it by number.
 func TestDeletionPurgesCommitsMadeBesideIt(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -618,24 +636,14 @@ func TestDeletionPurgesCommitsMadeBesideIt(t *testing.T) {
 	fb := e.faults(t)
 	d := e.openOn(t, fb)
 	committed := make(chan struct{})
-	var once sync.Once
-	var pastCommitPoint atomic.Bool // Open lists the log too
-	fb.SetLose(func(o objstore.Op) bool {
-		if o.Method == "PUT" && strings.Contains(o.Key, "/seg/") {
-			pastCommitPoint.Store(true)
+	onceAfterCommitPoint(fb, func(o objstore.Op) bool { return o.Method == "LIST" && o.Key == "index/log/" }, func() {
+		defer close(committed)
+		if err := other.AppendMessages(ctx, kept, []agent.PersistentMessage{user("kept, grown")}); err != nil {
+			t.Error(err)
 		}
-		if o.Method == "LIST" && o.Key == "index/log/" && pastCommitPoint.Load() {
-			once.Do(func() {
-				defer close(committed)
-				if err := other.AppendMessages(ctx, kept, []agent.PersistentMessage{user("kept, grown")}); err != nil {
-					t.Error(err)
-				}
-				if err := other.Flush(ctx); err != nil {
-					t.Error(err)
-				}
-			})
+		if err := other.Flush(ctx); err != nil {
+			t.Error(err)
 		}
-		return false
 	})
 	fb.SetFault(func(o objstore.Op) error {
 		if o.Method == "PUT" && strings.HasPrefix(o.Key, "index/log/") {
@@ -728,21 +736,11 @@ func TestDeletionPageWrittenAheadNotTaken(t *testing.T) {
 			other := e.openOn(t, ob)
 			fb := e.faults(t)
 			d := e.openOn(t, fb)
-			var once sync.Once
-			var pastCommitPoint atomic.Bool
-			fb.SetLose(func(o objstore.Op) bool {
-				if o.Method == "PUT" && strings.Contains(o.Key, "/seg/") {
-					pastCommitPoint.Store(true)
+			onceAfterCommitPoint(fb, func(o objstore.Op) bool { return o.Method == "PUT" && strings.HasPrefix(o.Key, "index/run/") }, func() {
+				err := other.Delete(ctx, store.Tombstone{ID: second, Deleted: time.Now().UTC(), At: logs[second].Checkpoint})
+				if (err != nil) != cutShort {
+					t.Errorf("the other deletion: %v", err)
 				}
-				if o.Method == "PUT" && strings.HasPrefix(o.Key, "index/run/") && pastCommitPoint.Load() {
-					once.Do(func() {
-						err := other.Delete(ctx, store.Tombstone{ID: second, Deleted: time.Now().UTC(), At: logs[second].Checkpoint})
-						if (err != nil) != cutShort {
-							t.Errorf("the other deletion: %v", err)
-						}
-					})
-				}
-				return false
 			})
 			if err := d.Delete(ctx, store.Tombstone{ID: first, Deleted: time.Now().UTC(), At: logs[first].Checkpoint}); err != nil {
 				t.Fatal(err)
