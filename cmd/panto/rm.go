@@ -180,7 +180,7 @@ func removeSessions(ctx context.Context, e *env, c *cli.Context, d store.LogStor
 	if err := confirmRemoval(e, c, targets); err != nil {
 		return err
 	}
-	// A deletion is nine round trips one after another (the commit
+	// A deletion is 7 round trips one after another (the commit
 	// point, seg/0's tombstone, the sweep, the index's burial and purge:
 	// docs/DESIGN.md, "Deleting sessions"), so a prune of hundreds of
 	// sessions, one at a time, would take minutes on a real link. Several

@@ -102,7 +102,7 @@ type Options struct {
 	// ShipConcurrency is how many sessions the shipper sends at once
 	// (default 4: a chat's few, beside its requests to the provider); a
 	// command that writes many, such as panto rm and prune, whose
-	// deletions are nine round trips each, asks for more.
+	// deletions are 7 round trips each, asks for more.
 	ShipConcurrency int
 	// MaxBackoff bounds the wait between two attempts to reach a bucket
 	// that does not answer (default 30s).

@@ -133,13 +133,13 @@ func (s *Store) finishDelete(ctx context.Context, id string, tomb manifest.Tombs
 	// buries it (the commit after may not come before the head, but
 	// nothing bars the head from coming sooner; one that fails stays
 	// queued, for the commit's writeHeads), and the run pages that hold
-	// its summary are written anew without it, for the purge to take
+	// its summary are written anew without it, for its commit to name
 	// (prewritePurge). Each is a round trip less after the commit. Cut
 	// short after this, the deletion leaves the session off its
 	// project's page, where its reads say deleted; a sync, which lists
 	// the partitions and runs, still meets it and finishes it.
 	var ahead sync.WaitGroup
-	var prewritten map[string]string
+	var purge *purgeAhead
 	ahead.Add(2)
 	go func() {
 		defer ahead.Done()
@@ -149,11 +149,13 @@ func (s *Store) finishDelete(ctx context.Context, id string, tomb manifest.Tombs
 	}()
 	go func() {
 		defer ahead.Done()
-		prewritten = s.prewritePurge(ctx, id)
+		purge = s.prewritePurge(ctx, id)
 	}()
 	defer func() {
+		// Not queued (the deletion failed before its commit): no commit
+		// will name the pages written ahead.
 		ahead.Wait()
-		s.dropPrewritten(context.WithoutCancel(ctx), prewritten)
+		s.dropAhead(context.WithoutCancel(ctx), purge)
 	}()
 	if end != 0 {
 		data, etag, err := early.getTagged(ctx, s, first)
@@ -181,13 +183,15 @@ func (s *Store) finishDelete(ctx context.Context, id string, tomb manifest.Tombs
 	}
 	ahead.Wait()
 	// The index log before the partition: its commit takes the session
-	// out of the recent sessions and names it in Unpurged; then the
+	// out of the recent sessions, names it in Unpurged, and puts the run
+	// pages written ahead in the place of those that hold it; then the
 	// partition buries it while the commits before, which may hold its
-	// summary, are deleted (writeLogBeside). Cut short anywhere after the
-	// commit, the note has the next listing of tombstones finish the
-	// deletion (purge.go: finishDeletions).
+	// summary, and the pages retired are deleted (writeLogBeside). Cut
+	// short anywhere after the commit, the note has the next listing of
+	// tombstones finish the deletion (purge.go: finishDeletions).
 	if s.indexLog() {
-		s.queueLog(nil, map[string]manifest.Tombstone{id: tomb}, 0)
+		s.queueDeletion(ctx, tomb, purge)
+		purge = nil
 	}
 	name := s.queueTombstone(tomb)
 	if !s.deferIndex {

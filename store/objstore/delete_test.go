@@ -409,9 +409,11 @@ func checkDeletionsFinished(t *testing.T, e *env, live int) {
 // reads, not after its commit; the project head's reading goes with the
 // commit point, and the listing of the session's objects with seg/0's
 // tombstone. So do the head's burial and the run page written anew
-// without the session (neither waits for the objects' deletion), and the
+// without the session (neither waits for the objects' deletion), which
+// the deletion's commit names in the place of the page that held it; the
 // listing of the index log whose older commits the deletion's commit
-// deletes goes with that commit.
+// deletes goes with that commit, and the deletion of the page it retired
+// with the burial.
 func TestDeleteRoundTrips(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -455,7 +457,7 @@ func TestDeleteRoundTrips(t *testing.T) {
 			t.Errorf("%s: %d DELETE requests, want the session's objects in one DeleteObjects: %s", c.name, n, describeOps(ops))
 		}
 		var partitionRead, pageRead, firstCommit, firstCommitEnd, burial, logPurged, headRead, commitPoint, seg0, listing time.Time
-		var headWrite, pageWrite, swept, logListed time.Time
+		var headWrite, pageWrite, swept, logListed, pageDeleted, burialEnd time.Time
 		for _, o := range ops {
 			switch {
 			case o.Method == "GET" && isHeadKey(o.Key):
@@ -468,6 +470,8 @@ func TestDeleteRoundTrips(t *testing.T) {
 				swept = o.End
 			case o.Method == "LIST" && o.Key == "index/log/" && logListed.IsZero():
 				logListed = o.Start
+			case o.Method == "DELETES" && slices.ContainsFunc(o.Keys, func(k string) bool { return strings.HasPrefix(k, "index/run/") }):
+				pageDeleted = o.Start
 			case o.Method == "PUT" && strings.HasSuffix(o.Key, "/seg/00000000000000000000.jsonl.zst"):
 				seg0 = o.End
 			case o.Method == "PUT" && strings.Contains(o.Key, "/seg/") && commitPoint.IsZero():
@@ -475,7 +479,7 @@ func TestDeleteRoundTrips(t *testing.T) {
 			case o.Method == "LIST" && strings.HasPrefix(o.Key, "sessions/"):
 				listing = o.Start
 			case o.Method == "PUT" && strings.HasPrefix(o.Key, "index/") && !strings.Contains(o.Key[len("index/"):], "/") && burial.IsZero():
-				burial = o.Start
+				burial, burialEnd = o.Start, o.End
 			case o.Method == "DELETES" && slices.ContainsFunc(o.Keys, func(k string) bool { return strings.HasPrefix(k, "index/log/") }) && logPurged.IsZero():
 				logPurged = o.End
 			case o.Method == "GET" && strings.HasPrefix(o.Key, "index/run/") && pageRead.IsZero():
@@ -486,11 +490,20 @@ func TestDeleteRoundTrips(t *testing.T) {
 				firstCommit, firstCommitEnd = o.Start, o.End
 			}
 		}
+		if pageDeleted.IsZero() || !pageDeleted.Before(burialEnd) {
+			t.Errorf("%s: the run page the deletion's commit retired was deleted at %v, the partition's burial answered at %v: want it deleted beside the burial: %s", c.name, pageDeleted, burialEnd, describeOps(ops))
+		}
 		if headWrite.IsZero() || swept.IsZero() || !headWrite.Before(swept) {
 			t.Errorf("%s: the project's head buried the session at %v, the session's objects were deleted by %v: want the burial beside seg/0's tombstone: %s", c.name, headWrite, swept, describeOps(ops))
 		}
 		if c.name == "1 segment" && (pageWrite.IsZero() || !pageWrite.Before(swept)) {
 			t.Errorf("%s: the run page was written anew at %v, the session's objects deleted by %v: want it written beside seg/0's tombstone: %s", c.name, pageWrite, swept, describeOps(ops))
+		}
+		// The deletion's commit retires the page that held the session
+		// (its purge made ahead): the commit after the burial clears the
+		// purge note, and no commit retires pages between them.
+		if n := countCommits(ops); n > 2 {
+			t.Errorf("%s: %d commits, want 2 (the deletion's, with its pages, and the one that clears the purge note): %s", c.name, n, describeOps(ops))
 		}
 		if logListed.IsZero() || !logListed.Before(firstCommitEnd) {
 			t.Errorf("%s: the index log was listed at %v, after the deletion's commit (answered at %v): want the listing beside it: %s", c.name, logListed, firstCommitEnd, describeOps(ops))
@@ -556,7 +569,7 @@ func TestDeletionsAtOnce(t *testing.T) {
 	}
 	wg.Wait()
 	ops := fb.Take()
-	// One deletion is 9 (TestDeleteRoundTrips); these took 37
+	// One deletion is 7 (TestDeleteRoundTrips); these took 37
 	// to 39 when each burial in its partition, and each deletion of the
 	// older commits, waited for the index log's writer lock.
 	if rounds := opRounds(ops); rounds > 16 {
@@ -691,12 +704,15 @@ func TestDeletionPurgesCommitsMadeBesideIt(t *testing.T) {
 
 // TestDeletionPageWrittenAheadNotTaken: a deletion writes the run page
 // that will hold its partition's sessions without it beside seg/0's
-// tombstone, before its commit. Where another Store deletes a session of
-// that page in between, the page written ahead holds that session's
-// summary and is not what the purge writes: the deletion deletes it,
-// whether the other purged the page first (the page is not named any
-// more) or its deletion was cut short after its commit (the page is, and
-// the purge takes that session out too).
+// tombstone, for its commit to name in the place of the page that held
+// it. Where another Store deletes a session of that page in between, the
+// page written ahead holds that session's summary. If the other purged
+// the page first, the commit finds the page it replaces retired, names
+// neither, and the deletion deletes the page it wrote; if the other's
+// deletion was cut short after its commit, the commit names it, and the
+// purge after the burial takes the other session out too (its commit
+// noted it as unpurged). Either way no page no commit names is left, and
+// no page holds either summary.
 func TestDeletionPageWrittenAheadNotTaken(t *testing.T) {
 	t.Parallel()
 	for _, cutShort := range []bool{false, true} {
@@ -746,8 +762,21 @@ func TestDeletionPageWrittenAheadNotTaken(t *testing.T) {
 				t.Fatal(err)
 			}
 			ops := fb.Take()
-			if !slices.ContainsFunc(ops, func(o objstore.Op) bool { return o.Method == "PUT" && strings.HasPrefix(o.Key, "index/run/") }) {
-				t.Fatalf("the deletion wrote no run page: %s", describeOps(ops))
+			pages := 0
+			for _, o := range ops {
+				if o.Method == "PUT" && strings.HasPrefix(o.Key, "index/run/") {
+					pages++
+				}
+			}
+			// The page written ahead, and the purge's after the burial:
+			// of the other's page where the other purged first (the
+			// commit found the page it replaces retired, and named
+			// neither: had it named the page written ahead beside the
+			// other's, that one would need a page of its own too), of the
+			// page written ahead where the other was cut short (it holds
+			// the other's session).
+			if want := 2; pages != want {
+				t.Errorf("the deletion wrote %d run pages, want %d: %s", pages, want, describeOps(ops))
 			}
 			if !cutShort {
 				if hits := e.scanFor(t, "doomed-first", "doomed-second"); len(hits) > 0 {
@@ -772,9 +801,69 @@ func TestDeletionPageWrittenAheadNotTaken(t *testing.T) {
 					t.Errorf("run page %s is named by no commit: %s", k, describeOps(ops))
 				}
 			}
+			for _, p := range c.Runs {
+				doc := e.runPage(t, p.Key)
+				for _, id := range []string{first, second} {
+					if _, ok := doc.Sessions[id]; ok {
+						t.Errorf("run page %s, named by the newest commit, holds deleted session %s", p.Key, id)
+					}
+				}
+			}
 			if left := mustLogs(t, e.open(t)); len(left) != 4 {
 				t.Errorf("%d sessions listed, want the 4 kept", len(left))
 			}
 		})
+	}
+}
+
+// TestDeletionFailedBeforeItsCommit: a deletion that fails after the
+// commit point and before its commit (here the DeleteObjects of the
+// session's objects) leaves no run page it wrote ahead for that commit:
+// no commit names them. The next deletion finishes it.
+func TestDeletionFailedBeforeItsCommit(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newMemEnv(t)
+	w := e.open(t)
+	doomed := appendNew(t, w, "doomed-failed")
+	for i := range 3 {
+		appendNew(t, w, fmt.Sprint("kept ", i))
+	}
+	logs := mustLogs(t, w)
+	if err := w.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	runsBefore := e.runObjects(t)
+	if len(runsBefore) == 0 {
+		t.Fatal("no run page to purge")
+	}
+	fb := e.faults(t)
+	d := e.openOn(t, fb)
+	fb.SetFault(func(o objstore.Op) error {
+		if o.Method == "DELETES" && slices.ContainsFunc(o.Keys, func(k string) bool { return strings.HasPrefix(k, "sessions/") }) {
+			return objstore.ErrInjected
+		}
+		return nil
+	})
+	tomb := store.Tombstone{ID: doomed, Deleted: time.Now().UTC(), At: logs[doomed].Checkpoint}
+	if err := d.Delete(ctx, tomb); err == nil {
+		t.Fatal("the deletion went through its failed DeleteObjects")
+	}
+	ops := fb.Take()
+	if !slices.ContainsFunc(ops, func(o objstore.Op) bool { return o.Method == "PUT" && strings.HasPrefix(o.Key, "index/run/") }) {
+		t.Fatalf("the deletion wrote no run page ahead: %s", describeOps(ops))
+	}
+	if got := e.runObjects(t); !slices.Equal(got, runsBefore) {
+		t.Errorf("run pages %v, want those before the deletion %v: %s", got, runsBefore, describeOps(ops))
+	}
+	fb.SetFault(nil)
+	if err := d.Delete(ctx, tomb); err != nil {
+		t.Fatal(err)
+	}
+	if hits := e.scanFor(t, "doomed-failed"); len(hits) > 0 {
+		t.Errorf("stored objects still hold the deleted session's text: %v", hits)
+	}
+	if left := mustLogs(t, e.open(t)); len(left) != 3 {
+		t.Errorf("%d sessions listed, want the 3 kept", len(left))
 	}
 }

@@ -75,6 +75,9 @@ type logState struct {
 	fresh, snapshot time.Time
 	pending         map[string]manifest.IndexEntry
 	buried          map[string]manifest.Tombstone
+	// ahead is the purge of run pages a deletion queued with its burial
+	// (queueDeletion), for the commit that takes the burial.
+	ahead *purgeAhead
 	// pendingWidth is the narrowest width of the partitions that took
 	// the pending entries (queueLog).
 	pendingWidth int
@@ -112,17 +115,39 @@ type logState struct {
 	settleMu sync.Mutex
 }
 
+// queueDeletion queues deletion t for the next commit, with the purge
+// of run pages a made ahead for it (nil: none), so that one commit takes
+// both. A purge queued already takes the place: one purge takes both
+// deletions' burials after the commit (purgeDeleted), and a's pages,
+// which no commit will name, are deleted.
+func (s *Store) queueDeletion(ctx context.Context, t manifest.Tombstone, a *purgeAhead) {
+	lg := &s.ilog
+	lg.mu.Lock()
+	s.queueLogLocked(nil, map[string]manifest.Tombstone{t.ID: t}, 0)
+	if a != nil && lg.ahead == nil {
+		lg.ahead, a = a, nil
+	}
+	lg.mu.Unlock()
+	s.dropAhead(ctx, a)
+}
+
 // queueLog queues the changes a write of partitions applied for the
 // next commit; width is the width of those partitions' names (0: none
 // written), which the commit checks against the index's (widen.go).
 func (s *Store) queueLog(entries map[string]manifest.IndexEntry, buried map[string]manifest.Tombstone, width int) {
 	entries = s.notFolding(entries)
+	s.ilog.mu.Lock()
+	defer s.ilog.mu.Unlock()
+	s.queueLogLocked(entries, buried, width)
+}
+
+// queueLogLocked is queueLog, entries filtered already. Callers hold
+// s.ilog.mu.
+func (s *Store) queueLogLocked(entries map[string]manifest.IndexEntry, buried map[string]manifest.Tombstone, width int) {
 	if len(entries) == 0 && len(buried) == 0 {
 		return
 	}
 	lg := &s.ilog
-	lg.mu.Lock()
-	defer lg.mu.Unlock()
 	if len(entries) > 0 && width > 0 && (lg.pendingWidth == 0 || width < lg.pendingWidth) {
 		lg.pendingWidth = width
 	}
@@ -200,12 +225,27 @@ func (s *Store) writeLogBeside(ctx context.Context, beside func(context.Context)
 	// it knows.
 	lg.mu.Lock()
 	lg.unpurgedAt = max(lg.unpurgedAt, lg.n)
+	last := lg.last
 	lg.mu.Unlock()
 	lg.wmu.Unlock()
-	besideDone := make(chan error, 1)
+	besideDone := make(chan error, 2)
 	go func() { besideDone <- beside(ctx) }()
+	go func() {
+		// The pages a deletion's purge ahead retired (or, where it did
+		// not hold, wrote), which the commit does not name: deleted with
+		// the commits before it, not after a commit of their own.
+		if ch.purge == nil {
+			besideDone <- nil
+			return
+		}
+		pages := slices.Clone(ch.pages)
+		for k := range ch.retired {
+			pages = append(pages, manifest.RunPage{Key: k})
+		}
+		besideDone <- s.deleteRetired(ctx, last, pages, true)
+	}()
 	below, err := s.purgeLog(ctx, before)
-	besideErr := <-besideDone
+	besideErr := errors.Join(<-besideDone, <-besideDone)
 	if err != nil {
 		return fmt.Errorf("write the index log: %w", err)
 	}
@@ -220,7 +260,10 @@ func (s *Store) writeLogBeside(ctx context.Context, beside func(context.Context)
 // set. Callers hold lg.mu and lg.wmu (the commit's writer).
 func (lg *logState) takeQueuedLocked() logChanges {
 	ch := logChanges{folded: lg.pending, buried: lg.buried, unfolded: lg.unfolded, width: lg.pendingWidth}
-	lg.pending, lg.buried, lg.unfolded, lg.pendingWidth = nil, nil, nil, 0
+	if lg.ahead != nil {
+		lg.ahead.change(&ch)
+	}
+	lg.pending, lg.buried, lg.unfolded, lg.pendingWidth, lg.ahead = nil, nil, nil, 0, nil
 	return ch
 }
 

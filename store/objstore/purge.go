@@ -166,19 +166,13 @@ func (s *Store) purgeDeletedOnce(ctx context.Context, names []string, reread boo
 	}
 	replaced, keeps := pagesPurged(pages, docs, buried)
 	var added []manifest.RunPage
-	var stale []string // pages written ahead that this purge does not take
 	for i, p := range replaced {
 		if len(keeps[i]) == 0 {
 			continue
 		}
-		page, ok, old := s.takePrewritten(p, keeps[i])
-		if old != "" {
-			stale = append(stale, old)
-		}
-		if !ok {
-			if page, err = s.writePage(ctx, p, keeps[i]); err != nil {
-				return purgeVoid, nil, fmt.Errorf("rewrite index run page %s without the deleted sessions: %w", p.Key, err)
-			}
+		page, err := s.writePage(ctx, p, keeps[i])
+		if err != nil {
+			return purgeVoid, nil, fmt.Errorf("rewrite index run page %s without the deleted sessions: %w", p.Key, err)
 		}
 		added = append(added, page)
 	}
@@ -196,8 +190,8 @@ func (s *Store) purgeDeletedOnce(ctx context.Context, names []string, reread boo
 	s.runs.mu.Lock()
 	discard = slices.DeleteFunc(slices.Clone(discard), func(k string) bool { return s.runs.deleted[k] })
 	s.runs.mu.Unlock()
-	if err := s.b.deleteKeys(ctx, append(slices.Clip(discard), stale...)); err != nil {
-		return purgeVoid, nil, fmt.Errorf("delete %d index run pages: %w", len(discard)+len(stale), err)
+	if err := s.b.deleteKeys(ctx, discard); err != nil {
+		return purgeVoid, nil, fmt.Errorf("delete %d index run pages: %w", len(discard), err)
 	}
 	if len(ids) > 0 && !s.ilog.logPurged() {
 		// The commits before the deletion's hold the summaries too, and
@@ -281,27 +275,45 @@ func pagesPurged(pages []manifest.RunPage, docs []*manifest.IndexShard, buried m
 	return replaced, keeps
 }
 
-// prewrittenPage is a page a deletion wrote ahead of its purge
-// (prewritePurge): page takes the place of the page it was made from,
-// holding the sessions kept.
-type prewrittenPage struct {
-	page manifest.RunPage
-	kept []string // sorted
+// purgeAhead is the purge of the run pages that hold a session being
+// deleted, made before the deletion's commit (prewritePurge), for that
+// commit to carry (queueDeletion): the pages it retires, and those it
+// wrote in their place without the session, from the pages the commit
+// it was made from names over partitions within (read).
+type purgeAhead struct {
+	within, read []string
+	retired      []manifest.RunPage
+	added        []manifest.RunPage
 }
 
-// prewritePurge writes ahead the run pages that the purge after
-// deleting session id will write (purgeDeleted), from the newest commit
-// this Store read, so that their PUTs go out beside seg/0's tombstone
-// (finishDelete) rather than after the deletion's commit and burial: a
-// round trip less in each deletion (docs/DESIGN.md §8, "Its round
-// trips"). A page no commit names is never read, so writing it early
-// changes nothing a reader sees; the purge takes it where it would
-// write the same sessions (takePrewritten), and deletes it otherwise.
-// Not while other deletions of this Store are under way: their purge is
-// one, which no page written for one of them would match. It returns
-// the pages it wrote, by the key of the page each is to replace, for
-// dropPrewritten.
-func (s *Store) prewritePurge(ctx context.Context, id string) map[string]string {
+// change is the part of the deletion's commit a: the pages it adds and
+// retires, and the purge they are, which holds only where the commit
+// before names the pages a read (purgeChange.holds): else a fold, a
+// merge or another purge changed them since, and the commit carries the
+// deletion alone (its pages unnamed, deleted after it: deleteRetired).
+// It takes no session out of Unpurged: the partition has not buried the
+// session yet, and the purge after the burial does that (purgeDeleted).
+func (a *purgeAhead) change(ch *logChanges) {
+	ch.pages = a.added
+	ch.retired = map[string]bool{}
+	for _, p := range a.retired {
+		ch.retired[p.Key] = true
+	}
+	ch.purge = &purgeChange{partitions: a.within, read: a.read}
+}
+
+// prewritePurge writes, for the deletion of session id, the run pages
+// that hold its summary anew without it, from the newest commit this
+// Store read, so that their PUTs go out beside seg/0's tombstone
+// (finishDelete) and the deletion's commit retires the pages that hold
+// it, rather than a purge after the commit and the burial writing them
+// and committing again (docs/DESIGN.md §8, "Its round trips"). A page
+// no commit names is never read, so writing it early changes nothing a
+// reader sees. Nil when there is nothing to purge, when a page could
+// not be read or written (the purge after the burial does it), and
+// while other deletions of this Store are under way: one purge takes
+// all their burials.
+func (s *Store) prewritePurge(ctx context.Context, id string) *purgeAhead {
 	if !s.indexLog() || !s.unfoldedIndex() || s.deferIndex || s.runs.deleting.Load() > 1 {
 		return nil
 	}
@@ -319,77 +331,42 @@ func (s *Store) prewritePurge(ctx context.Context, id string) map[string]string 
 		return nil // the purge reads them again, and folds what is damaged
 	}
 	replaced, keeps := pagesPurged(pages, docs, buried)
-	var (
-		mu      sync.Mutex
-		written = map[string]string{}
-	)
+	if len(replaced) == 0 {
+		return nil
+	}
+	a := &purgeAhead{within: within, read: pageKeys(pages), retired: replaced}
+	var mu sync.Mutex
 	g, gctx := errgroup.WithContext(ctx)
 	for i, p := range replaced {
 		if len(keeps[i]) == 0 {
-			continue
+			continue // retired whole
 		}
 		g.Go(func() error {
 			page, err := s.writePage(gctx, p, keeps[i])
 			if err != nil {
-				return nil // the purge writes it
-			}
-			s.runs.mu.Lock()
-			_, taken := s.runs.prewritten[p.Key]
-			if !taken {
-				if s.runs.prewritten == nil {
-					s.runs.prewritten = map[string]prewrittenPage{}
-				}
-				s.runs.prewritten[p.Key] = prewrittenPage{page: page, kept: slices.Sorted(maps.Keys(keeps[i]))}
-			}
-			s.runs.mu.Unlock()
-			if taken {
-				// Another deletion of this Store wrote one ahead first
-				// (it began as this one ended): the purge takes one.
-				_ = s.b.deleteKeys(gctx, []string{page.Key})
-				return nil
+				return err
 			}
 			mu.Lock()
-			written[p.Key] = page.Key
+			a.added = append(a.added, page)
 			mu.Unlock()
 			return nil
 		})
 	}
-	_ = g.Wait()
-	return written
+	if err := g.Wait(); err != nil {
+		s.dropAhead(context.WithoutCancel(ctx), a)
+		return nil
+	}
+	return a
 }
 
-// takePrewritten takes the page written ahead to replace page p: ok when
-// it holds the sessions of kept, else the key of that page (old; "" when
-// there was none), which is to be deleted.
-func (s *Store) takePrewritten(p manifest.RunPage, kept map[string]manifest.IndexEntry) (page manifest.RunPage, ok bool, old string) {
-	s.runs.mu.Lock()
-	pw, found := s.runs.prewritten[p.Key]
-	delete(s.runs.prewritten, p.Key)
-	s.runs.mu.Unlock()
-	switch {
-	case !found:
-		return manifest.RunPage{}, false, ""
-	case slices.Equal(pw.kept, slices.Sorted(maps.Keys(kept))):
-		return pw.page, true, ""
+// dropAhead deletes the pages a wrote, which no commit names: the
+// deletion did not get as far as its commit.
+func (s *Store) dropAhead(ctx context.Context, a *purgeAhead) {
+	if a == nil {
+		return
 	}
-	return manifest.RunPage{}, false, pw.page.Key
-}
-
-// dropPrewritten deletes the pages prewritePurge wrote (written: by the
-// key of the page each was to replace) that no purge took: a fold, or
-// another writer's purge, retired the page they replace first.
-func (s *Store) dropPrewritten(ctx context.Context, written map[string]string) {
-	var stale []string
-	s.runs.mu.Lock()
-	for replaces, key := range written {
-		if pw, ok := s.runs.prewritten[replaces]; ok && pw.page.Key == key {
-			stale = append(stale, key)
-			delete(s.runs.prewritten, replaces)
-		}
-	}
-	s.runs.mu.Unlock()
 	// Left, each is an unnamed page that repair deletes a day later.
-	_ = s.b.deleteKeys(ctx, stale)
+	_ = s.b.deleteKeys(ctx, pageKeys(a.added))
 }
 
 // partitionBuries returns session id's tombstone in its partition as

@@ -123,11 +123,9 @@ type runState struct {
 	// deleted are the pages a purge's retirePages deleted (a purge
 	// deletes those of a commit's Discarded that are not).
 	deleted map[string]bool
-	// prewritten are the pages a deletion wrote ahead of its purge, by
-	// the key of the page each is to replace (purge.go: prewritePurge);
-	// deleting counts the deletions under way.
-	prewritten map[string]prewrittenPage
-	deleting   atomic.Int32
+	// deleting counts the deletions under way (purge.go:
+	// prewritePurge).
+	deleting atomic.Int32
 	// fetching are the pages prefetchForExit is reading, fetches its
 	// readings under way, planned what it last planned by (exitmerge.go).
 	fetching map[string]bool

@@ -87,6 +87,18 @@ func (e *env) runEntries(t *testing.T) map[string]manifest.IndexEntry {
 	return entries
 }
 
+// runPage is run page key (relative to the prefix) of the env's
+// plaintext bucket, read behind the store's back.
+func (e *env) runPage(t *testing.T, key string) *manifest.IndexShard {
+	t.Helper()
+	codec, _ := manifest.NewCodec()
+	page, err := codec.DecodeIndexShard(key, e.rawObject(t, e.key(key)))
+	if err != nil {
+		t.Fatalf("run page %s: %v", key, err)
+	}
+	return page
+}
+
 // checkListing checks that another Store lists exactly want (id →
 // message count), resolves each by a prefix, and that the index checks
 // clean.
