@@ -62,9 +62,12 @@ func deleteLocal(t *testing.T, dir, id string) {
 // other session of dir holds, to look for in a bucket after the sessions
 // are deleted. Unique, because the sessions' text is drawn from a few
 // words: the first 40 bytes of a message were once found in another
-// session's (TestDeletionsKilled failed on that, 1 run in 25).
+// session's (TestDeletionsKilled failed on that, 1 run in 25), and so,
+// once, were the first 40 bytes of each text of a session of one
+// message; so every 40 bytes from a text on, 8 apart, are candidates.
 func marks(t *testing.T, dir string) map[string][]byte {
 	t.Helper()
+	const width = 40
 	files := readCatalog(t, dir)
 	elsewhere := func(name string, mark []byte) bool {
 		for other, data := range files {
@@ -79,13 +82,19 @@ func marks(t *testing.T, dir string) map[string][]byte {
 		var mark []byte
 		for rest := data; mark == nil; {
 			i := bytes.Index(rest, []byte(`"text":"`))
-			if i < 0 || len(rest) < i+48 {
+			if i < 0 {
 				t.Fatalf("no text in %s that no other session holds", name)
 			}
-			if m := rest[i+8 : i+48]; !elsewhere(name, m) {
-				mark = m
+			rest = rest[i+len(`"text":"`):]
+			text := rest // to the line's end: a quote in the text is escaped
+			if end := bytes.IndexByte(text, '\n'); end >= 0 {
+				text = text[:end]
 			}
-			rest = rest[i+8:]
+			for k := 0; k+width <= len(text) && mark == nil; k += 8 {
+				if m := text[k : k+width]; !elsewhere(name, m) {
+					mark = m
+				}
+			}
 		}
 		out[strings.TrimSuffix(name, ".jsonl")] = mark
 	}
