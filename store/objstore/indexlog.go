@@ -208,6 +208,10 @@ func (s *Store) writeLogBeside(ctx context.Context, beside func(context.Context)
 		before = s.listLogBefore(ctx, slices.Collect(maps.Keys(ch.buried)))
 	}
 	if err := s.commitLog(ctx, ch, nil, false); err != nil {
+		// The burials are queued again; a deletion's purge made ahead is
+		// not (the purge after the burial does it), and its pages are
+		// left: the commit may have landed with its answer lost, naming
+		// them. One no commit names, repair deletes a day later.
 		s.requeueLog(ch)
 		lg.wmu.Unlock()
 		return fmt.Errorf("write the index log: %w", err)
