@@ -222,6 +222,7 @@ func startCluster(s *Server, n int) (*Cluster, error) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+	s.nodes = c.nodes
 	c.proxy = httptest.NewServer(c.proxyHandler())
 	s.Addr = strings.TrimPrefix(c.proxy.URL, "http://")
 	s.stop = c.stop

@@ -30,6 +30,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -52,8 +53,9 @@ type Server struct {
 	Addr string
 
 	accessKey, secretKey string
-	proc                 *process // a server process; nil for one in this process
-	stop                 func()   // stops an in-process server
+	proc                 *process  // a server process; nil for one in this process
+	stop                 func()    // stops an in-process server
+	nodes                []*Server // a cluster's nodes, whose logs LogOnFailure shows
 }
 
 // Endpoint is the server's URL.
@@ -224,6 +226,40 @@ func (s *Server) Stop() {
 	if s.stop != nil {
 		s.stop()
 	}
+}
+
+// LogOnFailure shows, when t fails, what the server's processes (a
+// cluster's nodes) printed last: what a server does under load (a drive
+// marked offline, a lock lost) is in its log, which Stop removes.
+func LogOnFailure(t testing.TB, s *Server) {
+	t.Helper()
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("%s on %s, last lines of its log:\n%s", s.Kind.Name, s.Addr, s.logTail(60))
+		}
+	})
+}
+
+func (s *Server) logTail(lines int) string {
+	if len(s.nodes) > 0 {
+		var b strings.Builder
+		for i, n := range s.nodes {
+			fmt.Fprintf(&b, "node %d (%s):\n%s\n", i, n.Addr, n.logTail(lines))
+		}
+		return b.String()
+	}
+	if s.proc == nil {
+		return "(in the test process: no log)"
+	}
+	out, err := os.ReadFile(filepath.Join(s.proc.dir, "server.log"))
+	if err != nil {
+		return fmt.Sprintf("(no log: %v)", err)
+	}
+	all := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if len(all) > lines {
+		all = all[len(all)-lines:]
+	}
+	return strings.Join(all, "\n")
 }
 
 // Kill stops the server abruptly (SIGKILL to its process group), keeping
