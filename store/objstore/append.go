@@ -133,6 +133,15 @@ func (st *sessionState) advance(m *manifest.Manifest, now time.Time) { st.m, st.
 // Checkpoints sends them): a deletion's read of a session whose manifest
 // lags by 5 segments is one round trip, not 6. Callers hold st.mu.
 func (s *Store) refresh(ctx context.Context, id string, st *sessionState) error {
+	_, err := s.refreshFirst(ctx, id, st)
+	return err
+}
+
+// refreshFirst is refresh that also returns the GET of the session's
+// first segment when it went out early with the manifest's and
+// succeeded (nil otherwise): a deletion replaces that segment, If-Match
+// on its ETag, and need not read it again.
+func (s *Store) refreshFirst(ctx context.Context, id string, st *sessionState) (*earlyGet, error) {
 	var early earlyGets
 	if e, known := s.cachedEntry(id); known {
 		// Not those this Store has in hand (it appended them, or a load
@@ -141,19 +150,30 @@ func (s *Store) refresh(ctx context.Context, id string, st *sessionState) error 
 		keys = append(slices.DeleteFunc(keys[:len(keys)-1], s.segs.has), keys[len(keys)-1])
 		early = s.startGets(ctx, keys...)
 	}
+	first := early[s.sessionKey(id, manifest.SegmentName(0))]
 	m, etag, err := s.readManifestFolded(ctx, id)
 	if err != nil {
 		st.loaded = false
-		return err
+		return nil, err
 	}
 	s.keepListed(ctx, m, early)
 	stored := len(m.Segments)
 	if _, err := s.catchUpFrom(ctx, m, 0, early); err != nil {
 		st.loaded = false
-		return err
+		return nil, err
 	}
 	st.adoptStored(m, etag, stored, s.now())
-	return nil
+	if first != nil {
+		select {
+		case <-first.done:
+			if first.err == nil {
+				return first, nil
+			}
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	return nil, nil
 }
 
 // keepListed verifies the early GETs of segments that manifest m lists

@@ -61,8 +61,9 @@ func (s *Store) Delete(ctx context.Context, t store.Tombstone) error {
 		// compaction grace, one resumed from the index, and any after a
 		// refusal are not trusted: the log is read first.
 		var err error
+		var seg0 *earlyGet // the first segment, when the refresh read it
 		if attempt > 0 || !st.loaded || st.partial > 0 || s.now().Sub(st.fresh) > s.compactGrace/2 {
-			err = s.refresh(ctx, id, st)
+			seg0, err = s.refreshFirst(ctx, id, st)
 		}
 		if old, ok := tombstoneOf(err); ok {
 			// Deleted already (maybe by a run cut short): finish it.
@@ -80,10 +81,17 @@ func (s *Store) Delete(ctx context.Context, t store.Tombstone) error {
 			return fail(&store.ChangedError{ID: id, Want: t.At, Have: have})
 		}
 		// The commit point: the position after the log's end. The first
-		// segment, which the tombstone replaces next, is read beside it.
+		// segment, which the tombstone replaces next, is read beside it,
+		// unless the refresh just read it: its ETag is as good as one
+		// read a round trip later, since the tombstone's If-Match fails
+		// the same way on a first segment replaced since either.
 		var first earlyGets
-		if have.Length > 0 {
-			first = s.startGets(ctx, s.sessionKey(id, manifest.SegmentName(0)))
+		switch key := s.sessionKey(id, manifest.SegmentName(0)); {
+		case have.Length == 0:
+		case seg0 != nil:
+			first = earlyGets{key: seg0}
+		default:
+			first = s.startGets(ctx, key)
 		}
 		// And the project's head, whose burial of the session goes out
 		// before the deletion's commit.

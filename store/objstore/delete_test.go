@@ -523,6 +523,11 @@ func TestDeleteRoundTrips(t *testing.T) {
 		if listing.IsZero() || seg0.IsZero() || !listing.Before(seg0) {
 			t.Errorf("%s: the session's objects were listed after seg/0's tombstone: %s", c.name, describeOps(ops))
 		}
+		// The refresh reads seg/0 with the manifest; the tombstone's
+		// If-Match takes that read's ETag.
+		if n := countGets(ops, "sessions/"+c.id+"/seg/00000000000000000000.jsonl.zst"); n > 1 {
+			t.Errorf("%s: seg/0 read %d times, want once: %s", c.name, n, describeOps(ops))
+		}
 		t.Logf("%s: %d round trips: %s", c.name, took[c.name], describeOps(ops))
 	}
 	if took["20 segments"] > took["1 segment"] {

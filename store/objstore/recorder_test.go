@@ -161,6 +161,17 @@ func countOps(ops []objstore.Op, method string) int {
 	return n
 }
 
+// countGets is the number of GETs of key.
+func countGets(ops []objstore.Op, key string) int {
+	n := 0
+	for _, o := range ops {
+		if o.Method == "GET" && o.Key == key {
+			n++
+		}
+	}
+	return n
+}
+
 // opRounds is the number of sequential round trips: the longest chain of
 // operations each of which started after the previous one ended.
 func opRounds(ops []objstore.Op) int {
