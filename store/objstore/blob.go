@@ -49,7 +49,8 @@ type bucket interface {
 }
 
 // listed is an object a list found, with when it was last written
-// (repair deletes the run pages no commit names once they are old).
+// (a sync or repair deletes the run pages no commit names once they
+// are old).
 type listed struct {
 	key, etag string
 	modified  time.Time

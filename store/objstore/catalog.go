@@ -283,7 +283,12 @@ func (s *Store) catalogOnce(ctx context.Context, path string) (map[string]manife
 		// index is empty without 256 GETs that would say so.
 		all, tombs, err = map[string]manifest.IndexEntry{}, map[string]manifest.Tombstone{}, nil
 	} else {
+		var swept sync.WaitGroup
+		if err == nil {
+			swept.Go(func() { s.sweepUnnamedPages(ctx, newest) })
+		}
 		all, tombs, err = s.readPartitions(ctx, s.shardNames(), newest)
+		swept.Wait()
 	}
 	if all == nil || err != nil || logErr != nil {
 		return all, tombs, errors.Join(err, logErr)

@@ -214,9 +214,9 @@ func (s *Store) mergeForExit(ctx context.Context, n int) *exitMerge {
 // finishRunWrite is what follows the commit of w, a run written by
 // writeRunAndHeads: when the commit voided its merge, the deletion of
 // the pages it wrote (best effort: a page no commit names is never read,
-// and repair deletes it, removeUnnamedPages). The pages a merge retired
-// are left to the next writer's sweep (sweepDiscarded): the exit waits
-// for no deletion. It reports whether the commit named the run
+// and a sync or repair deletes it, sweepUnnamedPages). The pages a
+// merge retired are left to the next writer's sweep (sweepDiscarded):
+// the exit waits for no deletion. It reports whether the commit named the run
 // (runNamed).
 func (s *Store) finishRunWrite(ctx context.Context, w runWrite) bool {
 	ran := s.runNamed(w)

@@ -80,6 +80,9 @@ func SetIndexPruneAfter(s *Store, d time.Duration) { s.indexPruneAfter = d }
 // that stamps lines).
 func SetNow(s *Store, now func() time.Time) { s.now = now }
 
+// ErrStalePages is a commit refused for naming a page sent too long ago.
+var ErrStalePages = errStalePages
+
 // ErrNotFound is what a bucket answers a GET of an object it does not
 // hold (404).
 var ErrNotFound = errNotFound

@@ -211,7 +211,7 @@ func (s *Store) writeLogBeside(ctx context.Context, beside func(context.Context)
 		// The burials are queued again; a deletion's purge made ahead is
 		// not (the purge after the burial does it), and its pages are
 		// left: the commit may have landed with its answer lost, naming
-		// them. One no commit names, repair deletes a day later.
+		// them. One no commit names, a sync or repair deletes a day later.
 		s.requeueLog(ch)
 		lg.wmu.Unlock()
 		return fmt.Errorf("write the index log: %w", err)
@@ -584,6 +584,11 @@ func (s *Store) commitLog(ctx context.Context, ch logChanges, drop func(manifest
 		known := last == nil && n == 0 || last != nil && last.Through == n
 		next.DirFilter = dirFilterAfter(last, known, next.DirHead, dirBits, ch.dirFilter)
 		next.DirKeys = dirKeysAfter(last, known, next.DirHead, ch.dirFilter != nil)
+		if stale := s.stalePages(next, last); len(stale) > 0 {
+			// A sweep may have deleted them as unnamed: what they hold is
+			// written again by the next write (the caller requeues it).
+			return fmt.Errorf("commit %d of the index log: %w: %s, sent more than %s ago (was the process suspended?)", n+1, errStalePages, strings.Join(stale, ", "), pageCommitAge)
+		}
 		key := logKey(n + 1)
 		// Stored against the base of the commit it follows, unless it
 		// drops sessions (a deletion purges the bases; a repair).

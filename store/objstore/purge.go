@@ -365,7 +365,8 @@ func (s *Store) dropAhead(ctx context.Context, a *purgeAhead) {
 	if a == nil {
 		return
 	}
-	// Left, each is an unnamed page that repair deletes a day later.
+	// Left, each is an unnamed page that a sync or repair deletes a day
+	// later.
 	_ = s.b.deleteKeys(ctx, pageKeys(a.added))
 }
 

@@ -134,14 +134,18 @@ type runState struct {
 	// spent is what an exit's run that took in a merge rewrote, in
 	// entries: the next runsDue's budget is short of it.
 	spent int
+	// written is when this Store sent each page it wrote in the last
+	// unnamedPageAge: a commit does not name one older than
+	// pageCommitAge (stalePages).
+	written map[string]time.Time
 }
 
 // commitRun writes entries as a run and commits its pages, then merges
 // or folds the runs when they are due. A failure queues the entries for
 // their partitions again (the next Flush tries again). Pages written for
 // a commit that failed are left: the commit may have been written and
-// its answer lost, and a page no commit names is never read (repair
-// deletes it a day later: removeUnnamedPages).
+// its answer lost, and a page no commit names is never read (a sync or
+// repair deletes it a day later: sweepUnnamedPages, removeUnnamedPages).
 func (s *Store) commitRun(ctx context.Context, entries map[string]manifest.IndexEntry) error {
 	if _, err := s.addRun(ctx, entries); err != nil {
 		for _, e := range entries {
@@ -311,11 +315,65 @@ func (s *Store) putPage(ctx context.Context, key string, doc *manifest.IndexShar
 	if err != nil {
 		return err
 	}
+	s.notePageSent(key)
 	if _, err := s.put(ctx, key, data, putCond{ifNoneMatch: true}, "application/zstd"); err != nil {
 		return fmt.Errorf("write index run page %s: %w", key, err)
 	}
 	s.keepPage(key, doc)
 	return nil
+}
+
+// notePageSent records that page key goes out now, for stalePages; a
+// record older than unnamedPageAge is forgotten (its page is named by
+// now, or a sweep may delete it).
+func (s *Store) notePageSent(key string) {
+	now := s.now()
+	s.runs.mu.Lock()
+	defer s.runs.mu.Unlock()
+	if s.runs.written == nil {
+		s.runs.written = map[string]time.Time{}
+	}
+	for k, at := range s.runs.written {
+		if now.Sub(at) > unnamedPageAge {
+			delete(s.runs.written, k)
+		}
+	}
+	s.runs.written[key] = now
+}
+
+// pageCommitAge is how old a page this Store wrote may be when a commit
+// first names it: half of unnamedPageAge, after which a sync or repair
+// deletes a page no commit names. A process suspended between its
+// pages and their commit (a laptop's lid shut) would otherwise name a
+// page a sweep deleted meanwhile, and every reader of the commit would
+// find it gone.
+const pageCommitAge = unnamedPageAge / 2
+
+// errStalePages is a commit refused because it would first name a page
+// written more than pageCommitAge ago.
+var errStalePages = errors.New("index run pages written too long ago to be named")
+
+// stalePages returns the pages that next names and last (the commit it
+// follows; nil: none) does not, which this Store wrote more than
+// pageCommitAge ago. Pages it did not write are another writer's
+// commit's, carried on.
+func (s *Store) stalePages(next, last *manifest.IndexShard) []string {
+	named := map[string]bool{}
+	if last != nil {
+		for _, p := range last.Runs {
+			named[p.Key] = true
+		}
+	}
+	now := s.now()
+	s.runs.mu.Lock()
+	defer s.runs.mu.Unlock()
+	var stale []string
+	for _, p := range next.Runs {
+		if at, ok := s.runs.written[p.Key]; ok && !named[p.Key] && now.Sub(at) > pageCommitAge {
+			stale = append(stale, p.Key)
+		}
+	}
+	return stale
 }
 
 // keepPage caches page key's content.
@@ -1389,9 +1447,9 @@ func (s *Store) foldAllRuns(ctx context.Context) error {
 }
 
 // unnamedPageAge is how old a run page that no commit names must be
-// before repair deletes it: its write's commit failed, or its answer was
-// lost and the commit went to another number (commitRun leaves such
-// pages, since the commit may have been made). A page younger than that
+// before a sync or repair deletes it: its write's commit failed, or its
+// answer was lost and the commit went to another number (commitRun
+// leaves such pages, since the commit may have been made). A page younger than that
 // may belong to a write whose commit is on its way.
 const unnamedPageAge = 24 * time.Hour
 
@@ -1412,6 +1470,31 @@ func (s *Store) removeUnnamedPages(ctx context.Context) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
+	return s.removePagesUnnamedBy(ctx, objects, c)
+}
+
+// sweepUnnamedPages is removeUnnamedPages for a full reading of the
+// catalog (a sync's once a day, with the index cache), beside it: c is
+// the newest commit, which that reading read whole (nil: the log has
+// none). So a page left by a write cut short, which may hold the
+// summary of a session deleted since, is deleted within a day or two of
+// daily syncs, not only when someone runs repair. A pruned or damaged
+// log, or a listing refused, leaves them to the next one.
+func (s *Store) sweepUnnamedPages(ctx context.Context, c *manifest.IndexShard) {
+	if !s.unfoldedIndex() || s.WriteRefused() != nil {
+		return
+	}
+	objects, _, err := s.b.list(ctx, manifest.RunKeyPrefix, "")
+	if err != nil || len(objects) == 0 {
+		return
+	}
+	_, _ = s.removePagesUnnamedBy(ctx, objects, c)
+}
+
+// removePagesUnnamedBy deletes the run pages of objects (a listing of
+// them) older than unnamedPageAge that commit c (nil: none) does not
+// name, and returns their keys.
+func (s *Store) removePagesUnnamedBy(ctx context.Context, objects []listed, c *manifest.IndexShard) ([]string, error) {
 	named := map[string]bool{}
 	if c != nil {
 		for _, p := range c.Runs {

@@ -598,6 +598,120 @@ func TestRepairRemovesUnnamedPages(t *testing.T) {
 	checkUnnamedPagesRemoved(t, e)
 }
 
+// TestFullReadingSweepsUnnamedPages: a full reading of the catalog (a
+// sync's first of the day, with the index cache) deletes, beside the
+// partitions' reads, the run pages no commit names once they are a day
+// old, as repair does, so that what a write cut short left (the
+// summaries of sessions deleted since among them) does not wait for a
+// repair. It keeps a younger one and every named one, and a reading
+// from the cache lists no page.
+func TestFullReadingSweepsUnnamedPages(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newMemEnv(t)
+	ids := bulkWrite(t, e, nil, 100, nil)
+	named := e.runObjects(t)
+	if len(named) == 0 {
+		t.Fatal("no run page after the bulk write")
+	}
+	const unnamed = "index/run/00000000deadbeef-000.json.zst"
+	e.putRaw(t, e.key(unnamed), []byte("a page whose write's commit failed"))
+	at := func(s *objstore.Store, d time.Duration) *objstore.Store {
+		objstore.SetNow(s, func() time.Time { return time.Now().Add(d) })
+		return s
+	}
+	list := func(s *objstore.Store) {
+		t.Helper()
+		if logs, err := s.Logs(ctx); err != nil || len(logs) != len(ids) {
+			t.Fatalf("logs: %v, %d of %d", err, len(logs), len(ids))
+		}
+	}
+	// Young: kept.
+	list(e.open(t))
+	if !slices.Contains(e.runObjects(t), unnamed) {
+		t.Fatal("a full reading deleted an unnamed page younger than a day")
+	}
+	// A day old, read from a cache 5 hours old: no page is listed.
+	cache := t.TempDir()
+	list(at(e.open(t, objstore.WithIndexCache(cache)), 20*time.Hour))
+	fb := e.faults(t)
+	list(at(e.openOn(t, fb, objstore.WithIndexCache(cache)), 25*time.Hour))
+	if ops := fb.Take(); slices.ContainsFunc(ops, func(o objstore.Op) bool { return o.Method == "LIST" && strings.HasPrefix(o.Key, "index/run/") }) {
+		t.Errorf("a reading from the cache listed the run pages: %s", describeOps(ops))
+	}
+	if !slices.Contains(e.runObjects(t), unnamed) {
+		t.Fatal("a reading from the cache deleted an unnamed page")
+	}
+	// A day old, read whole: deleted, and nothing else.
+	list(at(e.open(t), 25*time.Hour))
+	if got := e.runObjects(t); !slices.Equal(got, named) {
+		t.Fatalf("run pages after a full reading a day later: %v, want %v (the unnamed one deleted)", got, named)
+	}
+	if report, err := e.open(t).CheckIndex(ctx); err != nil || !report.Clean() {
+		t.Fatalf("check after the sweep: %v, %+v", err, report)
+	}
+}
+
+// TestCommitRefusesStalePages: a commit does not first name a run page
+// its writer sent more than half a day before (a process suspended
+// between its pages and their commit, whose pages a sweep may have
+// deleted meanwhile as unnamed): the flush fails, and the next one
+// writes the sessions in new pages and commits them.
+func TestCommitRefusesStalePages(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newMemEnv(t)
+	fb := e.faults(t)
+	var mu sync.Mutex
+	var shift time.Duration
+	w := e.openOn(t, fb, objstore.WithDeferredIndex())
+	objstore.SetNow(w, func() time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		return time.Now().Add(shift)
+	})
+	var ids []string
+	for i := range 100 {
+		ids = append(ids, appendNew(t, w, fmt.Sprintf("bulk %d", i)))
+	}
+	// The lid shuts as the first page goes out, for 13 hours.
+	var stale []string
+	fb.SetFault(func(o objstore.Op) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if o.Method == "PUT" && strings.HasPrefix(o.Key, "index/run/") {
+			if len(stale) == 0 {
+				shift += 13 * time.Hour
+			}
+			stale = append(stale, o.Key)
+		}
+		return nil
+	})
+	if err := w.Flush(ctx); !errors.Is(err, objstore.ErrStalePages) {
+		t.Fatalf("flush of pages sent 13 hours ago: %v, want %v", err, objstore.ErrStalePages)
+	}
+	fb.SetFault(nil)
+	if err := w.Flush(ctx); err != nil {
+		t.Fatalf("the next flush: %v", err)
+	}
+	r := e.open(t)
+	if logs, err := r.Logs(ctx); err != nil || len(logs) != len(ids) {
+		t.Fatalf("logs after the next flush: %v, %d of %d", err, len(logs), len(ids))
+	}
+	_, c := e.newestCommit(t)
+	for _, p := range c.Runs {
+		if slices.Contains(stale, p.Key) {
+			t.Errorf("the newest commit names %s, sent 13 hours before its commit", p.Key)
+		}
+	}
+	if len(c.Runs) == 0 {
+		t.Error("the next flush's commit names no run page")
+	}
+	if err := w.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // checkUnnamedPagesRemoved puts a run page no commit names in e's bucket
 // and checks that repair keeps it while it is young, deletes it (and
 // says so) once it is a day old, and leaves the index clean. The bucket
