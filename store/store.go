@@ -568,6 +568,13 @@ type IndexReport struct {
 	// write that failed after them left, once a day old). They do not
 	// make the listing unclean.
 	Removed []string
+	// Unnamed are the objects of the listing that nothing reads, as the
+	// check found them (objstore: run pages no commit names, left by a
+	// write or a deletion cut short after them; a day old, RepairIndex
+	// and a day's first full reading delete them). They may hold the
+	// summary of a session deleted since, and do not make the listing
+	// unclean.
+	Unnamed []string
 }
 
 // Clean reports whether the listing and the sessions agree.

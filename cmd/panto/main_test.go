@@ -63,7 +63,10 @@ type backend struct {
 	// bytes returns every stored byte (object store segments
 	// decompressed), for scanning.
 	bytes func(t *testing.T) []byte
-	open  func(t *testing.T) agent.SessionStore
+	// bytesBut is bytes without the objects skip names (nil: the store
+	// has no objects, only files).
+	bytesBut func(t *testing.T, skip func(key string) bool) []byte
+	open     func(t *testing.T) agent.SessionStore
 	// openAt opens the store with its clock, which stamps the lines
 	// written, set to clock.
 	openAt func(t *testing.T, clock func() time.Time) agent.SessionStore
@@ -106,6 +109,9 @@ func s3Backend(t *testing.T) backend {
 		spec:  "s3://" + bucket + "/panto",
 		env:   minioEnv(srv),
 		bytes: bucketBytes(srv, bucket),
+		bytesBut: func(t *testing.T, skip func(key string) bool) []byte {
+			return bucketBytesBut(srv, bucket, skip)(t)
+		},
 	}
 	s3b.openAt = func(t *testing.T, clock func() time.Time) agent.SessionStore {
 		st, err := objstore.Open(t.Context(), s3b.spec, objstore.WithEndpoint(srv.Endpoint()), objstore.WithS3Options(srv.SetCredentials), objstore.WithClock(clock))
@@ -141,11 +147,19 @@ func dirBytes(dir string) func(t *testing.T) []byte {
 // bytes of the zstd ones (of a plaintext bucket: an encrypted one's are
 // sealed).
 func bucketBytes(srv *miniotest.Server, bucket string) func(t *testing.T) []byte {
+	return bucketBytesBut(srv, bucket, nil)
+}
+
+// bucketBytesBut is bucketBytes without the objects skip names.
+func bucketBytesBut(srv *miniotest.Server, bucket string, skip func(key string) bool) func(t *testing.T) []byte {
 	return func(t *testing.T) []byte {
 		dec, _ := zstd.NewReader(nil)
 		defer dec.Close()
 		var all []byte
 		for key, b := range srv.Objects(t, bucket) {
+			if skip != nil && skip(key) {
+				continue
+			}
 			all = append(all, b...)
 			if strings.HasSuffix(key, ".zst") {
 				raw, err := dec.DecodeAll(b, nil)

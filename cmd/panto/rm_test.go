@@ -299,7 +299,24 @@ func TestRmKilled(t *testing.T) {
 			if left := listIDs(t, b); len(left) != 0 {
 				t.Errorf("sessions left after rm: %v", left)
 			}
-			if bytes.Contains(b.bytes(t), []byte("doomed-text-")) {
+			// Run pages a kill left unnamed (between a purge's pages and
+			// its commit) may hold the summary of a session deleted after
+			// them, in about one run in ten here: nothing reads them, and
+			// the day's first full reading or repair deletes them
+			// (docs/DESIGN.md §8). Every other object is scanned.
+			scan := b.bytes(t)
+			if b.bytesBut != nil {
+				report, err := b.open(t).(interface {
+					CheckIndex(context.Context) (store.IndexReport, error)
+				}).CheckIndex(t.Context())
+				if err != nil {
+					t.Fatal(err)
+				}
+				scan = b.bytesBut(t, func(key string) bool {
+					return slices.ContainsFunc(report.Unnamed, func(k string) bool { return strings.HasSuffix(key, "/"+k) })
+				})
+			}
+			if bytes.Contains(scan, []byte("doomed-text-")) {
 				t.Error("a stored byte still holds a deleted session's text")
 			}
 		})

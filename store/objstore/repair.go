@@ -168,7 +168,12 @@ func (s *Store) checkIndex(ctx context.Context) (report store.IndexReport, truth
 	if err := s.checkHeads(ctx, &report, truth, newest); err != nil {
 		return report, nil, nil, err
 	}
-	for _, list := range []*[]string{&report.Unindexed, &report.Stale, &report.Orphans, &report.Recent, &report.Heads} {
+	if newest != nil {
+		if report.Unnamed, err = s.unnamedPages(ctx, newest); err != nil {
+			return report, nil, nil, err
+		}
+	}
+	for _, list := range []*[]string{&report.Unindexed, &report.Stale, &report.Orphans, &report.Recent, &report.Heads, &report.Unnamed} {
 		slices.Sort(*list)
 	}
 	return report, truth, buried, nil

@@ -1491,16 +1491,42 @@ func (s *Store) sweepUnnamedPages(ctx context.Context, c *manifest.IndexShard) {
 	_, _ = s.removePagesUnnamedBy(ctx, objects, c)
 }
 
-// removePagesUnnamedBy deletes the run pages of objects (a listing of
-// them) older than unnamedPageAge that commit c (nil: none) does not
-// name, and returns their keys.
-func (s *Store) removePagesUnnamedBy(ctx context.Context, objects []listed, c *manifest.IndexShard) ([]string, error) {
+// unnamedPages lists the run pages that commit c (the newest: nil,
+// none) does not name, whatever their age (CheckIndex's Unnamed).
+func (s *Store) unnamedPages(ctx context.Context, c *manifest.IndexShard) ([]string, error) {
+	if !s.unfoldedIndex() {
+		return nil, nil
+	}
+	objects, _, err := s.b.list(ctx, manifest.RunKeyPrefix, "")
+	if err != nil {
+		return nil, fmt.Errorf("list the index run pages: %w", err)
+	}
+	named := namedPages(c)
+	var keys []string
+	for _, o := range objects {
+		if !named[o.key] {
+			keys = append(keys, o.key)
+		}
+	}
+	return keys, nil
+}
+
+// namedPages is the set of the run pages commit c (nil: none) names.
+func namedPages(c *manifest.IndexShard) map[string]bool {
 	named := map[string]bool{}
 	if c != nil {
 		for _, p := range c.Runs {
 			named[p.Key] = true
 		}
 	}
+	return named
+}
+
+// removePagesUnnamedBy deletes the run pages of objects (a listing of
+// them) older than unnamedPageAge that commit c (nil: none) does not
+// name, and returns their keys.
+func (s *Store) removePagesUnnamedBy(ctx context.Context, objects []listed, c *manifest.IndexShard) ([]string, error) {
+	named := namedPages(c)
 	var removed []string
 	for _, o := range objects {
 		if named[o.key] || o.modified.IsZero() || s.now().Sub(o.modified) < unnamedPageAge {

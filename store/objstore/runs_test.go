@@ -721,6 +721,9 @@ func checkUnnamedPagesRemoved(t *testing.T, e *env, opts ...objstore.Option) {
 	ctx := context.Background()
 	const key = "index/run/00000000deadbeef-000.json.zst"
 	e.putRaw(t, e.key(key), []byte("a page whose write's commit failed"))
+	if report, err := e.open(t, opts...).CheckIndex(ctx); err != nil || !report.Clean() || !slices.Equal(report.Unnamed, []string{key}) {
+		t.Fatalf("check with an unnamed page: %v, clean %v, unnamed %v, want %v", err, report.Clean(), report.Unnamed, []string{key})
+	}
 	report, err := e.open(t, opts...).RepairIndex(ctx)
 	if err != nil || len(report.Removed) != 0 || !slices.Contains(e.runObjects(t), key) {
 		t.Fatalf("repair of a young unnamed page: %v, removed %v, pages %v", err, report.Removed, e.runObjects(t))
