@@ -216,8 +216,8 @@ func (s *Store) mergeForExit(ctx context.Context, n int) *exitMerge {
 // the pages it wrote (best effort: a page no commit names is never read,
 // and a sync or repair deletes it, sweepUnnamedPages). The pages a
 // merge retired are left to the next writer's sweep (sweepDiscarded):
-// the exit waits for no deletion. It reports whether the commit named the run
-// (runNamed).
+// the exit waits for no deletion. It reports whether the commit named
+// the run (runNamed).
 func (s *Store) finishRunWrite(ctx context.Context, w runWrite) bool {
 	ran := s.runNamed(w)
 	if w.merge == nil {

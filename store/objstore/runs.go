@@ -358,12 +358,7 @@ var errStalePages = errors.New("index run pages written too long ago to be named
 // pageCommitAge ago. Pages it did not write are another writer's
 // commit's, carried on.
 func (s *Store) stalePages(next, last *manifest.IndexShard) []string {
-	named := map[string]bool{}
-	if last != nil {
-		for _, p := range last.Runs {
-			named[p.Key] = true
-		}
-	}
+	named := namedPages(last)
 	now := s.now()
 	s.runs.mu.Lock()
 	defer s.runs.mu.Unlock()
@@ -1449,8 +1444,8 @@ func (s *Store) foldAllRuns(ctx context.Context) error {
 // unnamedPageAge is how old a run page that no commit names must be
 // before a sync or repair deletes it: its write's commit failed, or its
 // answer was lost and the commit went to another number (commitRun
-// leaves such pages, since the commit may have been made). A page younger than that
-// may belong to a write whose commit is on its way.
+// leaves such pages, since the commit may have been made). A page
+// younger than that may belong to a write whose commit is on its way.
 const unnamedPageAge = 24 * time.Hour
 
 // removeUnnamedPages deletes the run pages older than unnamedPageAge
