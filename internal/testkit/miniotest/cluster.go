@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/minio/madmin-go/v3"
+	"github.com/minio/minio-go/v7"
 )
 
 // ClusterNodes is the size of the MinIOCluster kind: the smallest
@@ -79,6 +80,10 @@ func NewCluster(t testing.TB, nodes int) *Cluster {
 
 // Nodes is the number of nodes.
 func (c *Cluster) Nodes() int { return len(c.nodes) }
+
+// Settled says what the nodes did before they agreed, as the cluster
+// started (see settle).
+func (c *Cluster) Settled() string { return c.settled }
 
 // Node is node i reached directly, not through the proxy.
 func (c *Cluster) Node(i int) *Server { return c.nodes[i] }
@@ -222,6 +227,12 @@ func startCluster(s *Server, n int) (*Cluster, error) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+	settled, err := c.settle(ctx)
+	if err != nil {
+		c.stop()
+		return nil, fmt.Errorf("%s: %w", s.Kind.Name, err)
+	}
+	s.settled = settled
 	s.nodes = c.nodes
 	c.proxy = httptest.NewServer(c.proxyHandler())
 	s.Addr = strings.TrimPrefix(c.proxy.URL, "http://")
@@ -239,6 +250,117 @@ func (c *Cluster) ready(ctx context.Context) error {
 		if err := seesEveryDrive(ctx, n, len(c.nodes)); err != nil {
 			return fmt.Errorf("node %d: %w", i, err)
 		}
+	}
+	return nil
+}
+
+// settle's bar: settleStreak rounds in a row, over at least settleQuiet,
+// must find every node serving what another node just acknowledged.
+const (
+	settleStreak = 4 * ClusterNodes
+	settleQuiet  = 5 * time.Second
+)
+
+// settle returns once the nodes agree: for settleStreak rounds in a row,
+// an object created through one node, then one replaced through it,
+// read back whole and current from every node, for at least settleQuiet.
+// It says what it saw.
+//
+// Right after a cluster forms, with every node healthy and seeing every
+// drive online, a node has answered NoSuchKey for an object another had
+// just acknowledged (CI, stops 33, 47 and 48: once in each run, in the
+// first cluster tests, on a machine loaded by the suite). Settle has seen
+// why: for the first 10 to 15 seconds, one node's writes may wait 4
+// seconds and fail for want of write quorum (503 SlowDown), though every
+// node reports every drive online. MinIO issue 10583
+// describes the same after a restart. The tests are of panto's
+// protocol on a formed cluster, not of MinIO's start, so they begin when
+// the nodes agree; a disagreement after that still fails them.
+func (c *Cluster) settle(ctx context.Context) (string, error) {
+	start := time.Now()
+	clients := make([]*minio.Client, len(c.nodes))
+	for i, n := range c.nodes {
+		mc, err := n.client()
+		if err != nil {
+			return "", err
+		}
+		clients[i] = mc
+	}
+	const bucket = "panto-settle"
+	made := false
+	var seen []string
+	streak, rounds, quietSince := 0, 0, time.Now()
+	for ; streak < settleStreak || time.Since(quietSince) < settleQuiet; rounds++ {
+		if ctx.Err() != nil {
+			return "", fmt.Errorf("nodes disagree after %s (%d rounds): %s", time.Since(start).Round(time.Millisecond), rounds, strings.Join(seen, "; "))
+		}
+		writer := clients[rounds%len(clients)]
+		fresh := fmt.Sprintf("fresh-%d", rounds)
+		body := fmt.Sprintf("round %d", rounds)
+		var err error
+		if !made { // the bucket, like any write, may be refused at first
+			if err = writer.MakeBucket(ctx, bucket, minio.MakeBucketOptions{Region: Region}); err == nil || minio.ToErrorResponse(err).Code == "BucketAlreadyOwnedByYou" {
+				made, err = true, nil
+			}
+		}
+		if err == nil {
+			err = putString(ctx, writer, bucket, fresh, body)
+		}
+		if err == nil {
+			err = putString(ctx, writer, bucket, "replaced", body)
+		}
+		for i, mc := range clients {
+			if err != nil {
+				break
+			}
+			for _, key := range []string{fresh, "replaced"} {
+				if err = holdsString(ctx, mc, bucket, key, body); err != nil {
+					err = fmt.Errorf("node %d: %w", i, err)
+					break
+				}
+			}
+		}
+		if err == nil {
+			streak++
+			continue
+		}
+		streak, quietSince = 0, time.Now()
+		if len(seen) < 5 {
+			seen = append(seen, fmt.Sprintf("round %d through node %d, at %s: %v", rounds, rounds%len(clients), time.Since(start).Round(time.Millisecond), err))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	for i := range rounds {
+		clients[0].RemoveObject(ctx, bucket, fmt.Sprintf("fresh-%d", i), minio.RemoveObjectOptions{})
+	}
+	clients[0].RemoveObject(ctx, bucket, "replaced", minio.RemoveObjectOptions{})
+	clients[0].RemoveBucket(ctx, bucket)
+	if len(seen) == 0 {
+		return fmt.Sprintf("the nodes agreed from the start (%d rounds in %s)", rounds, time.Since(start).Round(time.Millisecond)), nil
+	}
+	return fmt.Sprintf("the nodes agreed after %s (%d rounds); before that: %s", time.Since(start).Round(time.Millisecond), rounds, strings.Join(seen, "; ")), nil
+}
+
+func putString(ctx context.Context, mc *minio.Client, bucket, key, body string) error {
+	_, err := mc.PutObject(ctx, bucket, key, strings.NewReader(body), int64(len(body)), minio.PutObjectOptions{})
+	if err != nil {
+		return fmt.Errorf("put %s: %w", key, err)
+	}
+	return nil
+}
+
+func holdsString(ctx context.Context, mc *minio.Client, bucket, key, want string) error {
+	o, err := mc.GetObject(ctx, bucket, key, minio.GetObjectOptions{})
+	if err != nil {
+		return fmt.Errorf("get %s: %w", key, err)
+	}
+	defer o.Close()
+	got, err := io.ReadAll(o)
+	if err != nil {
+		return fmt.Errorf("get %s: %w", key, err)
+	}
+	if string(got) != want {
+		return fmt.Errorf("get %s: %q, want %q", key, got, want)
 	}
 	return nil
 }

@@ -22,7 +22,7 @@ func TestClusterLosesANode(t *testing.T) {
 	t.Parallel()
 	start := time.Now()
 	c := miniotest.NewCluster(t, miniotest.ClusterNodes)
-	t.Logf("%d nodes healthy in %s", c.Nodes(), time.Since(start).Round(time.Millisecond))
+	t.Logf("%d nodes healthy in %s; %s", c.Nodes(), time.Since(start).Round(time.Millisecond), c.Settled())
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
 	mc := c.Client(t)

@@ -56,6 +56,7 @@ type Server struct {
 	proc                 *process  // a server process; nil for one in this process
 	stop                 func()    // stops an in-process server
 	nodes                []*Server // a cluster's nodes, whose logs LogOnFailure shows
+	settled              string    // what a cluster's nodes did before they agreed (Cluster.settle)
 }
 
 // Endpoint is the server's URL.
@@ -235,6 +236,9 @@ func LogOnFailure(t testing.TB, s *Server) {
 	t.Helper()
 	t.Cleanup(func() {
 		if t.Failed() {
+			if s.settled != "" {
+				t.Logf("%s on %s, as it started: %s", s.Kind.Name, s.Addr, s.settled)
+			}
 			t.Logf("%s on %s, last lines of its log:\n%s", s.Kind.Name, s.Addr, s.logTail(60))
 		}
 	})
