@@ -272,10 +272,10 @@ const (
 // first cluster tests, on a machine loaded by the suite). Settle has seen
 // why: for the first 10 to 15 seconds, one node's writes may wait 4
 // seconds and fail for want of write quorum (503 SlowDown), though every
-// node reports every drive online. MinIO issue 10583
-// describes the same after a restart. The tests are of panto's
-// protocol on a formed cluster, not of MinIO's start, so they begin when
-// the nodes agree; a disagreement after that still fails them.
+// node reports every drive online. MinIO issue 10583 describes the same
+// after a restart. The tests are of panto's protocol on a formed
+// cluster, not of MinIO's start, so they begin when the nodes agree; a
+// disagreement after that still fails them.
 func (c *Cluster) settle(ctx context.Context) (string, error) {
 	start := time.Now()
 	clients := make([]*minio.Client, len(c.nodes))
@@ -286,7 +286,6 @@ func (c *Cluster) settle(ctx context.Context) (string, error) {
 		}
 		clients[i] = mc
 	}
-	const bucket = "panto-settle"
 	made := false
 	var seen []string
 	streak, rounds, quietSince := 0, 0, time.Now()
@@ -294,33 +293,9 @@ func (c *Cluster) settle(ctx context.Context) (string, error) {
 		if ctx.Err() != nil {
 			return "", fmt.Errorf("nodes disagree after %s (%d rounds): %s", time.Since(start).Round(time.Millisecond), rounds, strings.Join(seen, "; "))
 		}
-		writer := clients[rounds%len(clients)]
-		fresh := fmt.Sprintf("fresh-%d", rounds)
-		body := fmt.Sprintf("round %d", rounds)
-		var err error
-		if !made { // the bucket, like any write, may be refused at first
-			if err = writer.MakeBucket(ctx, bucket, minio.MakeBucketOptions{Region: Region}); err == nil || minio.ToErrorResponse(err).Code == "BucketAlreadyOwnedByYou" {
-				made, err = true, nil
-			}
-		}
+		err := settleRound(ctx, clients, rounds, !made)
 		if err == nil {
-			err = putString(ctx, writer, bucket, fresh, body)
-		}
-		if err == nil {
-			err = putString(ctx, writer, bucket, "replaced", body)
-		}
-		for i, mc := range clients {
-			if err != nil {
-				break
-			}
-			for _, key := range []string{fresh, "replaced"} {
-				if err = holdsString(ctx, mc, bucket, key, body); err != nil {
-					err = fmt.Errorf("node %d: %w", i, err)
-					break
-				}
-			}
-		}
-		if err == nil {
+			made = true
 			streak++
 			continue
 		}
@@ -331,14 +306,44 @@ func (c *Cluster) settle(ctx context.Context) (string, error) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	for i := range rounds {
-		clients[0].RemoveObject(ctx, bucket, fmt.Sprintf("fresh-%d", i), minio.RemoveObjectOptions{})
+		clients[0].RemoveObject(ctx, settleBucket, fmt.Sprintf("fresh-%d", i), minio.RemoveObjectOptions{})
 	}
-	clients[0].RemoveObject(ctx, bucket, "replaced", minio.RemoveObjectOptions{})
-	clients[0].RemoveBucket(ctx, bucket)
+	clients[0].RemoveObject(ctx, settleBucket, "replaced", minio.RemoveObjectOptions{})
+	clients[0].RemoveBucket(ctx, settleBucket)
 	if len(seen) == 0 {
 		return fmt.Sprintf("the nodes agreed from the start (%d rounds in %s)", rounds, time.Since(start).Round(time.Millisecond)), nil
 	}
 	return fmt.Sprintf("the nodes agreed after %s (%d rounds); before that: %s", time.Since(start).Round(time.Millisecond), rounds, strings.Join(seen, "; ")), nil
+}
+
+const settleBucket = "panto-settle"
+
+// settleRound is settle's round: through node round (modulo the nodes),
+// it makes the bucket first when makeBucket is set (a write that may be
+// refused at first like any), creates the object fresh-<round> and
+// replaces the object "replaced", then reads both back from every node.
+func settleRound(ctx context.Context, clients []*minio.Client, round int, makeBucket bool) error {
+	writer := clients[round%len(clients)]
+	if makeBucket {
+		err := writer.MakeBucket(ctx, settleBucket, minio.MakeBucketOptions{Region: Region})
+		if err != nil && minio.ToErrorResponse(err).Code != "BucketAlreadyOwnedByYou" {
+			return fmt.Errorf("make bucket: %w", err)
+		}
+	}
+	fresh, body := fmt.Sprintf("fresh-%d", round), fmt.Sprintf("round %d", round)
+	for _, key := range []string{fresh, "replaced"} {
+		if err := putString(ctx, writer, settleBucket, key, body); err != nil {
+			return err
+		}
+	}
+	for i, mc := range clients {
+		for _, key := range []string{fresh, "replaced"} {
+			if err := holdsString(ctx, mc, settleBucket, key, body); err != nil {
+				return fmt.Errorf("node %d: %w", i, err)
+			}
+		}
+	}
+	return nil
 }
 
 func putString(ctx context.Context, mc *minio.Client, bucket, key, body string) error {
