@@ -105,10 +105,33 @@ func MergeDirFilter(f, g []byte) {
 	}
 }
 
-// What a directory's bits say: a session in it, or one below it.
+// AddClaimTo sets in filter f (DirFilterBytes long) the bits that say
+// the head of the project whose Key is key claimed the head of directory
+// dir (IndexShard.Claims): a listing of the work tree rooted at dir then
+// expects that project's head to hold the sessions at dir that know only
+// their directory, and does not read dir's head beside it unless the
+// project's head says otherwise (a false positive costs that read one
+// round trip later, not a session).
+func AddClaimTo(f []byte, dir, key string) {
+	if len(f) != DirFilterBytes || dir == "" || key == "" {
+		return
+	}
+	setDirBits(f, dirBits(dirClaimed, filepath.Clean(dir)+"\x00"+key))
+}
+
+// DirFilterMayHoldClaim reports whether filter f may say that the head
+// of the project whose Key is key claimed the head of directory dir
+// (AddClaimTo); false for a filter it cannot read, which says nothing.
+func DirFilterMayHoldClaim(f []byte, dir, key string) bool {
+	return len(f) == DirFilterBytes && hasDirBits(f, dirBits(dirClaimed, filepath.Clean(dir)+"\x00"+key))
+}
+
+// What a directory's bits say: a session in it, or one below it, or that
+// a project's head claimed its head.
 const (
-	dirAt    = '='
-	dirAbove = '<'
+	dirAt      = '='
+	dirAbove   = '<'
+	dirClaimed = '@'
 )
 
 // dirBits are the bits of a cleaned directory path in a dir filter, as

@@ -62,3 +62,27 @@ func TestDirFilterAtAndBelow(t *testing.T) {
 		t.Error("no filter: not read as holding everything")
 	}
 }
+
+// TestDirFilterClaims: a claim's bits say that one project's head
+// claimed one directory's, and not another project's, another
+// directory's, or that the directory holds a session; a filter that
+// cannot be read says no claim (a reader then reads the directory's
+// head, as without one).
+func TestDirFilterClaims(t *testing.T) {
+	f := NewDirFilter()
+	AddClaimTo(f, "/src/c/", "host.test/team/c")
+	if !DirFilterMayHoldClaim(f, "/src/c", "host.test/team/c") {
+		t.Fatal("the claim is not in the filter")
+	}
+	for _, c := range [][2]string{{"/src/c", "host.test/team/d"}, {"/src/d", "host.test/team/c"}, {"/src", "host.test/team/c"}} {
+		if DirFilterMayHoldClaim(f, c[0], c[1]) {
+			t.Errorf("the filter says %s claimed %s", c[1], c[0])
+		}
+	}
+	if DirFilterMayHoldAt(f, "/src/c") || DirFilterMayHoldBelow(f, "/src") {
+		t.Error("a claim's bits say a directory holds a session")
+	}
+	if DirFilterMayHoldClaim(nil, "/src/c", "host.test/team/c") || DirFilterMayHoldClaim(f[:10], "/src/c", "host.test/team/c") {
+		t.Error("a filter that cannot be read says a claim")
+	}
+}

@@ -302,6 +302,27 @@ type IndexShard struct {
 	// known (a panto that predates it wrote a commit since the first
 	// that said DirHead, and put what it took in the dirs head alone).
 	DirKeys bool
+	// ClaimsSince, in a log commit, is the number of the first commit
+	// from which on every writer honours the claims of directory heads
+	// (Claims): a panto that predates them drops it from its commit, and
+	// the next commit of one that does not says its own number. A claim
+	// recorded in a project's head (Claimed) as of a commit before
+	// ClaimsSince-1 may have missed a session (docs/DESIGN.md §P3,
+	// "Claims"). 0: not known.
+	ClaimsSince int64
+	// Claims, in the head of a directory (the head of the sessions whose
+	// Key is that directory), names the heads of the projects whose work
+	// trees are rooted there that hold its sessions that know only their
+	// directory too: a writer that puts such a session in this head puts
+	// it in theirs, before its commit.
+	Claims []string
+	// Claimed, in a project's head, names the directories' heads whose
+	// sessions that know only their directory this head holds too (each
+	// with the number of the newest commit its claimer knew when it wrote
+	// the claim in that directory's head): a listing of the work tree
+	// rooted there need not read that head (ClaimsSince says until when
+	// that holds).
+	Claimed map[string]int64
 	// Indexed, in a log commit, is about how many sessions the index
 	// held when a writer last counted them (one that read the catalog;
 	// a step of a fold, from the partitions it wrote), carried on by
@@ -447,6 +468,8 @@ func (s *IndexShard) Clone() *IndexShard {
 	}
 	c.Runs = slices.Clone(s.Runs)
 	c.DirFilter = slices.Clone(s.DirFilter)
+	c.Claims = slices.Clone(s.Claims)
+	c.Claimed = maps.Clone(s.Claimed)
 	c.Unpurged = slices.Clone(s.Unpurged)
 	c.Discarded = slices.Clone(s.Discarded)
 	if s.Merge != nil {
@@ -579,8 +602,11 @@ func decodeShard(raw []byte) (*IndexShard, error) {
 }
 
 func (s *IndexShard) validate() error {
-	if s.Shard == HeadName && (s.Through != 0 || s.Pruned != 0 || s.Purge != 0 || s.Omitted != 0 || s.Base != 0 || s.DirHead || len(s.DirFilter) != 0 || s.DirKeys || s.Indexed != 0 || len(s.Recent) != 0 || len(s.Unfolded) != 0 || len(s.Runs) != 0) {
+	if s.Shard == HeadName && (s.Through != 0 || s.Pruned != 0 || s.Purge != 0 || s.Omitted != 0 || s.Base != 0 || s.DirHead || len(s.DirFilter) != 0 || s.DirKeys || s.ClaimsSince != 0 || s.Indexed != 0 || len(s.Recent) != 0 || len(s.Unfolded) != 0 || len(s.Runs) != 0) {
 		return fmt.Errorf("%w: index head: a log commit's fields", ErrInvalid)
+	}
+	if s.Shard != HeadName && (len(s.Claims) != 0 || len(s.Claimed) != 0) {
+		return fmt.Errorf("%w: index shard %s: a head's claims", ErrInvalid, s.Shard)
 	}
 	log := s.Shard == LogName || s.Shard == RunName || s.Shard == HeadName
 	if s.Shard == RunName && (s.Through != 0 || len(s.Recent) != 0 || len(s.Unfolded) != 0 || len(s.Runs) != 0 || len(s.Tombstones) != 0) {
@@ -598,7 +624,7 @@ func (s *IndexShard) validate() error {
 	if s.Pruned < 0 || s.Through < s.Pruned || s.Purge < 0 || s.Through < s.Purge || s.Omitted < 0 || s.Indexed < 0 {
 		return fmt.Errorf("%w: index shard %s: through %d, pruned %d, purge %d, omitted %d", ErrInvalid, s.Shard, s.Through, s.Pruned, s.Purge, s.Omitted)
 	}
-	if !log && (s.Omitted != 0 || s.Complete || s.DirHead || len(s.DirFilter) != 0 || s.DirKeys || s.Indexed != 0 || s.Base != 0 || len(s.Recent) != 0 || len(s.Unfolded) != 0 || len(s.Runs) != 0) {
+	if !log && (s.Omitted != 0 || s.Complete || s.DirHead || len(s.DirFilter) != 0 || s.DirKeys || s.ClaimsSince != 0 || s.Indexed != 0 || s.Base != 0 || len(s.Recent) != 0 || len(s.Unfolded) != 0 || len(s.Runs) != 0) {
 		return fmt.Errorf("%w: index shard %s: a partition with a log commit's fields", ErrInvalid, s.Shard)
 	}
 	filed := func(id string) bool { return log || PartitionOf(id, len(s.Shard)) == s.Shard }

@@ -238,32 +238,35 @@ func (w wireEntry) entry(id string) IndexEntry {
 }
 
 type wireShard struct {
-	Version    int                      `json:"version"`
-	Shard      string                   `json:"shard"`
-	Through    int64                    `json:"through,omitempty"`
-	Pruned     int64                    `json:"pruned,omitempty"`
-	Purge      int64                    `json:"purge,omitempty"`
-	Written    time.Time                `json:"written,omitzero"`
-	Omitted    int64                    `json:"omitted,omitempty"`
-	Complete   bool                     `json:"complete,omitempty"`
-	DirHead    bool                     `json:"dir_head,omitempty"`
-	DirFilter  []byte                   `json:"dir_filter_v2,omitempty"`
-	DirKeys    bool                     `json:"dir_keys,omitempty"`
-	Indexed    int64                    `json:"indexed,omitempty"`
-	Widened    int64                    `json:"widened,omitempty"`
-	Base       int64                    `json:"base,omitempty"`
-	BaseETag   string                   `json:"base_etag,omitempty"`
-	Recent     map[string]wireEntry     `json:"recent,omitempty"`
-	Unfolded   map[string]wireEntry     `json:"unfolded,omitempty"`
-	Runs       []wireRunPage            `json:"runs,omitempty"`
-	RunsDelta  bool                     `json:"runs_delta,omitempty"`
-	RunsGone   []string                 `json:"runs_gone,omitempty"`
-	Merge      *wireRunMerge            `json:"merge,omitempty"`
-	Fold       *wireRunFold             `json:"fold,omitempty"`
-	Unpurged   []string                 `json:"unpurged,omitempty"`
-	Discarded  []string                 `json:"discarded,omitempty"`
-	Sessions   map[string]wireEntry     `json:"sessions"`
-	Tombstones map[string]wireTombstone `json:"tombstones,omitempty"`
+	Version     int                      `json:"version"`
+	Shard       string                   `json:"shard"`
+	Through     int64                    `json:"through,omitempty"`
+	Pruned      int64                    `json:"pruned,omitempty"`
+	Purge       int64                    `json:"purge,omitempty"`
+	Written     time.Time                `json:"written,omitzero"`
+	Omitted     int64                    `json:"omitted,omitempty"`
+	Complete    bool                     `json:"complete,omitempty"`
+	DirHead     bool                     `json:"dir_head,omitempty"`
+	DirFilter   []byte                   `json:"dir_filter_v2,omitempty"`
+	DirKeys     bool                     `json:"dir_keys,omitempty"`
+	ClaimsSince int64                    `json:"claims_since,omitempty"`
+	Claims      []string                 `json:"claims,omitempty"`
+	Claimed     map[string]int64         `json:"claimed,omitempty"`
+	Indexed     int64                    `json:"indexed,omitempty"`
+	Widened     int64                    `json:"widened,omitempty"`
+	Base        int64                    `json:"base,omitempty"`
+	BaseETag    string                   `json:"base_etag,omitempty"`
+	Recent      map[string]wireEntry     `json:"recent,omitempty"`
+	Unfolded    map[string]wireEntry     `json:"unfolded,omitempty"`
+	Runs        []wireRunPage            `json:"runs,omitempty"`
+	RunsDelta   bool                     `json:"runs_delta,omitempty"`
+	RunsGone    []string                 `json:"runs_gone,omitempty"`
+	Merge       *wireRunMerge            `json:"merge,omitempty"`
+	Fold        *wireRunFold             `json:"fold,omitempty"`
+	Unpurged    []string                 `json:"unpurged,omitempty"`
+	Discarded   []string                 `json:"discarded,omitempty"`
+	Sessions    map[string]wireEntry     `json:"sessions"`
+	Tombstones  map[string]wireTombstone `json:"tombstones,omitempty"`
 }
 
 // wireRunPage is a page of a run, in a log commit: its object, the
@@ -347,7 +350,7 @@ type wireTombstone struct {
 }
 
 func shardToWire(s *IndexShard) wireShard {
-	w := wireShard{Version: Version, Shard: s.Shard, Through: s.Through, Pruned: s.Pruned, Purge: s.Purge, Omitted: s.Omitted, Complete: s.Complete, DirHead: s.DirHead, DirFilter: s.DirFilter, DirKeys: s.DirKeys, Indexed: s.Indexed, Widened: s.Widened, Base: s.Base, BaseETag: s.BaseETag, Runs: runsToWire(s.Runs), RunsDelta: s.RunsDelta, RunsGone: s.RunsGone, Merge: mergeToWire(s.Merge), Fold: foldToWire(s.Fold), Unpurged: s.Unpurged, Discarded: s.Discarded, Sessions: make(map[string]wireEntry, len(s.Sessions))}
+	w := wireShard{Version: Version, Shard: s.Shard, Through: s.Through, Pruned: s.Pruned, Purge: s.Purge, Omitted: s.Omitted, Complete: s.Complete, DirHead: s.DirHead, DirFilter: s.DirFilter, DirKeys: s.DirKeys, ClaimsSince: s.ClaimsSince, Claims: s.Claims, Claimed: s.Claimed, Indexed: s.Indexed, Widened: s.Widened, Base: s.Base, BaseETag: s.BaseETag, Runs: runsToWire(s.Runs), RunsDelta: s.RunsDelta, RunsGone: s.RunsGone, Merge: mergeToWire(s.Merge), Fold: foldToWire(s.Fold), Unpurged: s.Unpurged, Discarded: s.Discarded, Sessions: make(map[string]wireEntry, len(s.Sessions))}
 	if !s.Written.IsZero() {
 		w.Written = s.Written.UTC()
 	}
@@ -376,7 +379,13 @@ func shardToWire(s *IndexShard) wireShard {
 }
 
 func (w *wireShard) shard() *IndexShard {
-	s := &IndexShard{Shard: w.Shard, Through: w.Through, Pruned: w.Pruned, Purge: w.Purge, Written: w.Written, Omitted: w.Omitted, Complete: w.Complete, DirHead: w.DirHead, DirFilter: w.DirFilter, DirKeys: w.DirKeys, Indexed: w.Indexed, Widened: w.Widened, Base: w.Base, BaseETag: w.BaseETag, Runs: runsFromWire(w.Runs), RunsDelta: w.RunsDelta, RunsGone: w.RunsGone, Merge: mergeFromWire(w.Merge), Fold: foldFromWire(w.Fold), Unpurged: w.Unpurged, Discarded: w.Discarded, Sessions: make(map[string]IndexEntry, len(w.Sessions))}
+	s := &IndexShard{Shard: w.Shard, Through: w.Through, Pruned: w.Pruned, Purge: w.Purge, Written: w.Written, Omitted: w.Omitted, Complete: w.Complete, DirHead: w.DirHead, DirFilter: w.DirFilter, DirKeys: w.DirKeys, ClaimsSince: w.ClaimsSince, Claims: w.Claims, Claimed: w.Claimed, Indexed: w.Indexed, Widened: w.Widened, Base: w.Base, BaseETag: w.BaseETag, Runs: runsFromWire(w.Runs), RunsDelta: w.RunsDelta, RunsGone: w.RunsGone, Merge: mergeFromWire(w.Merge), Fold: foldFromWire(w.Fold), Unpurged: w.Unpurged, Discarded: w.Discarded, Sessions: make(map[string]IndexEntry, len(w.Sessions))}
+	if len(s.Claims) == 0 {
+		s.Claims = nil // as an encoding of it reads back
+	}
+	if len(s.Claimed) == 0 {
+		s.Claimed = nil
+	}
 	for id, e := range w.Recent {
 		if s.Recent == nil {
 			s.Recent = map[string]IndexEntry{}

@@ -83,7 +83,7 @@ func TestWireGolden(t *testing.T) {
 	entry := m.Entry()
 	dirs := NewDirFilter()
 	AddDirTo(dirs, "/src/a/cmd")
-	commit := &IndexShard{Shard: LogName, Through: 40, Written: t0, Omitted: 300, DirHead: true, DirFilter: dirs, DirKeys: true, Indexed: 100250, Base: 32, BaseETag: `"b"`,
+	commit := &IndexShard{Shard: LogName, Through: 40, Written: t0, Omitted: 300, DirHead: true, DirFilter: dirs, DirKeys: true, ClaimsSince: 12, Indexed: 100250, Base: 32, BaseETag: `"b"`,
 		Recent:   map[string]IndexEntry{m.ID: entry},
 		Unfolded: map[string]IndexEntry{m.ID: entry},
 		Runs:     []RunPage{{Key: RunKeyPrefix + "9f86d081884c7d65-000.json.zst", First: "00", Last: "7f", Sessions: 256, Commit: 40}},
@@ -92,6 +92,7 @@ func TestWireGolden(t *testing.T) {
 	listed := entry
 	listed.Resume = Resume{}
 	head := &IndexShard{Shard: HeadName, Written: t0, Complete: true, Sessions: map[string]IndexEntry{m.ID: listed},
+		Claims: []string{"9c8b20f70eb7f585"}, Claimed: map[string]int64{"7b897b0bc456c6e7": 11},
 		Tombstones: map[string]Tombstone{"0123456789abcdef0123456789abcdef": {ID: "0123456789abcdef0123456789abcdef", Deleted: t0, Length: 650, SHA256: entry.SHA256}}}
 	docs := map[string][]byte{}
 	for name, doc := range map[string]*IndexShard{"index-log-commit.json": commit, "index-run-page.json": page, "index-head.json": head} {

@@ -112,7 +112,10 @@ func headsFor(p agent.Project, c *manifest.IndexShard) []string {
 		case manifest.DirFilterMayHoldBelow(c.DirFilter, p.Root) || at && !c.DirKeys:
 			names = append(names, dirsHead)
 		case at:
-			if root := keyHead(p.Root); root != key {
+			// Unless p's head claimed the root's (claims.go): then the
+			// page reads the root's head only when p's head says it
+			// holds no claim c vouches for (newestFromHeads).
+			if root := keyHead(p.Root); root != key && claimedRoot(p, c) == "" {
 				names = append(names, root)
 			}
 		}
@@ -210,9 +213,13 @@ type headState struct {
 	fetching map[string]chan struct{}
 	fetches  sync.WaitGroup
 	// dirBits is the dir filter (manifest.DirFilterBytes) of the
-	// directories of the entries queued for the dirs head since the
-	// last commit that took them (takeDirBits); nil: none.
+	// directories of the entries queued for the dirs head, and of the
+	// claims written (claims.go), since the last commit that took them
+	// (takeDirBits); nil: none.
 	dirBits []byte
+	// claims are the work trees' roots whose heads the projects' heads
+	// queued in pending may claim (claimWanted), by claimKey.
+	claims map[string]claimWanted
 }
 
 // takeDirBits returns the dir filter of what was queued for the dirs
@@ -243,6 +250,13 @@ func (hs *headState) returnDirBits(f []byte) {
 type headBatch struct {
 	entries map[string]manifest.IndexEntry
 	buried  map[string]manifest.Tombstone
+	// claimed are the directories' heads this (a project's) head now
+	// holds the sessions of, each with the commit its claim was written
+	// as of (IndexShard.Claimed); incomplete: one of them, or a
+	// directory head whose sessions this batch carries, is not Complete,
+	// so this head cannot be either.
+	claimed    map[string]int64
+	incomplete bool
 }
 
 // headView is a head as this Store last read or wrote it (doc nil: there
@@ -278,6 +292,7 @@ func (s *Store) queueHeads(entries map[string]manifest.IndexEntry) (dirs bool) {
 				b.entries[id] = e
 			}
 		}
+		hs.wantClaim(e.Info.Project)
 	}
 	return dirs
 }
@@ -324,48 +339,79 @@ func (hs *headState) requeue(name string, b *headBatch) {
 		q.buried[id] = t
 		delete(q.entries, id)
 	}
+	for name, at := range b.claimed {
+		if q.claimed == nil {
+			q.claimed = map[string]int64{}
+		}
+		q.claimed[name] = max(q.claimed[name], at)
+	}
+	q.incomplete = q.incomplete || b.incomplete
 }
 
 // writeHeads writes what is queued for the heads, each head once, in
 // parallel. A head that fails keeps its batch queued for the next
 // writer, and fails the write: the commit it comes before must wait, or
-// a reader would miss what the head does not hold yet.
+// a reader would miss what the head does not hold yet. The claims that
+// are due go first (claimRoots), and what a claimed directory's head
+// took goes on to the heads that claimed it (claims.go), in a round trip
+// of its own, before the commit as well.
 func (s *Store) writeHeads(ctx context.Context) error {
 	hs := &s.heads
 	hs.wmu.Lock()
 	defer hs.wmu.Unlock()
 	hs.mu.Lock()
-	pending := hs.pending
-	hs.pending = nil
+	pending, claims := hs.pending, hs.claims
+	hs.pending, hs.claims = nil, nil
 	hs.mu.Unlock()
 	if len(pending) == 0 {
 		return nil
 	}
+	s.claimRoots(ctx, claims, pending)
+	written, err := s.putHeads(ctx, pending)
+	if err != nil {
+		return err
+	}
+	_, err = s.putHeads(ctx, claimantBatches(pending, written))
+	return err
+}
+
+// putHeads writes each head of pending, in parallel, and returns each as
+// written; a head that fails is queued again and fails the whole.
+func (s *Store) putHeads(ctx context.Context, pending map[string]*headBatch) (map[string]*manifest.IndexShard, error) {
+	hs := &s.heads
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(16)
 	var mu sync.Mutex
 	var failed []error
+	written := map[string]*manifest.IndexShard{}
 	for _, name := range slices.Sorted(maps.Keys(pending)) {
 		b := pending[name]
 		g.Go(func() error {
-			if err := s.putHead(gctx, name, b); err != nil {
+			doc, err := s.putHead(gctx, name, b)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
 				hs.requeue(name, b)
-				mu.Lock()
 				failed = append(failed, err)
-				mu.Unlock()
+				return nil
 			}
+			written[name] = doc
 			return nil
 		})
 	}
 	_ = g.Wait()
-	return errors.Join(failed...)
+	return written, errors.Join(failed...)
 }
 
-// putHead applies b to head name and writes it (writeHead).
-func (s *Store) putHead(ctx context.Context, name string, b *headBatch) error {
-	return s.writeHead(ctx, name, func(doc *manifest.IndexShard, damaged bool) *manifest.IndexShard {
-		return headAfter(doc, b, s.headsIndex() && !damaged, s.now())
+// putHead applies b to head name and writes it (writeHead); it returns
+// the head as it now is.
+func (s *Store) putHead(ctx context.Context, name string, b *headBatch) (*manifest.IndexShard, error) {
+	var doc *manifest.IndexShard
+	err := s.writeHead(ctx, name, func(was *manifest.IndexShard, damaged bool) *manifest.IndexShard {
+		doc = headAfter(was, b, s.headsIndex() && !damaged, s.now())
+		return doc
 	})
+	return doc, err
 }
 
 // writeHead writes head name as next makes it from the reading it has
@@ -374,22 +420,9 @@ func (s *Store) putHead(ctx context.Context, name string, b *headBatch) error {
 // after each lost race. A head next leaves as it was is not written.
 func (s *Store) writeHead(ctx context.Context, name string, next func(doc *manifest.IndexShard, damaged bool) *manifest.IndexShard) error {
 	key := headKey(name)
-	hs := &s.heads
-	hs.mu.Lock()
-	v, loaded := hs.read[name]
-	fetched := hs.fetching[name]
-	hs.mu.Unlock()
-	if !loaded && fetched != nil {
-		// Read already (prefetchHead): this write waits for that
-		// reading rather than sending its own.
-		select {
-		case <-fetched:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-		hs.mu.Lock()
-		v, loaded = hs.read[name]
-		hs.mu.Unlock()
+	v, loaded, err := s.heldHead(ctx, name)
+	if err != nil {
+		return err
 	}
 	damaged := false
 	for attempt := 0; attempt < s.maxAttempts; attempt++ {
@@ -434,6 +467,38 @@ func (s *Store) writeHead(ctx context.Context, name string, next func(doc *manif
 	return fmt.Errorf("index head %s: too many concurrent updates", key)
 }
 
+// heldHead is head name as this Store last read or wrote it, waiting
+// for a reading prefetchHead started rather than sending its own; loaded
+// is false when it holds none.
+func (s *Store) heldHead(ctx context.Context, name string) (v headView, loaded bool, err error) {
+	hs := &s.heads
+	hs.mu.Lock()
+	v, loaded = hs.read[name]
+	fetched := hs.fetching[name]
+	hs.mu.Unlock()
+	if !loaded && fetched != nil {
+		select {
+		case <-fetched:
+		case <-ctx.Done():
+			return headView{}, false, ctx.Err()
+		}
+		hs.mu.Lock()
+		v, loaded = hs.read[name]
+		hs.mu.Unlock()
+	}
+	return v, loaded, nil
+}
+
+// knownHead is head name as this Store holds it (heldHead), else as
+// read now.
+func (s *Store) knownHead(ctx context.Context, name string) (headView, error) {
+	v, loaded, err := s.heldHead(ctx, name)
+	if err != nil || loaded {
+		return v, err
+	}
+	return s.readHead(ctx, name)
+}
+
 // rebuildHeads writes every project's head from all, the entries of the
 // whole index (a catalog, or repair's reading of the sessions), grouped
 // by head: each head then holds the newest manifest.HeadSize of its
@@ -466,6 +531,15 @@ func (s *Store) rebuildHeads(ctx context.Context, all map[string]manifest.IndexE
 				next := manifest.NewIndexShard(manifest.HeadName)
 				if doc != nil {
 					next.Tombstones = maps.Clone(doc.Tombstones)
+					// A directory's claims stay, whatever the rebuild: a
+					// claimer's head may hold a claim of it that readers
+					// trust (claims.go). A project's head keeps its own
+					// unless exact, which takes out the sessions they
+					// brought, and they with them.
+					next.Claims = slices.Clone(doc.Claims)
+					if !exact {
+						next.Claimed = maps.Clone(doc.Claimed)
+					}
 					for id, e := range doc.Sessions {
 						if _, ok := entries[id]; ok || !exact {
 							next.Put(e)
@@ -633,6 +707,15 @@ func headAfter(doc *manifest.IndexShard, b *headBatch, known bool, now time.Time
 	for _, t := range b.buried {
 		next.Bury(t)
 	}
+	for name, at := range b.claimed {
+		if next.Claimed == nil {
+			next.Claimed = map[string]int64{}
+		}
+		next.Claimed[name] = max(next.Claimed[name], at)
+	}
+	if b.incomplete {
+		next.Complete = false
+	}
 	expireHeadTombstones(next, now)
 	if manifest.TrimNewest(next.Sessions, manifest.HeadSize) {
 		next.Complete = false
@@ -657,10 +740,12 @@ func expireHeadTombstones(h *manifest.IndexShard, now time.Time) {
 	}
 }
 
-// sameHead reports whether a and b hold the same sessions, tombstones
-// and completeness: writing b over a would change nothing a reader sees.
+// sameHead reports whether a and b hold the same sessions, tombstones,
+// completeness and claims: writing b over a would change nothing a
+// reader or writer sees.
 func sameHead(a, b *manifest.IndexShard) bool {
-	return a.Complete == b.Complete && maps.Equal(a.Sessions, b.Sessions) && maps.Equal(a.Tombstones, b.Tombstones)
+	return a.Complete == b.Complete && maps.Equal(a.Sessions, b.Sessions) && maps.Equal(a.Tombstones, b.Tombstones) &&
+		slices.Equal(a.Claims, b.Claims) && maps.Equal(a.Claimed, b.Claimed)
 }
 
 // readHead reads head name and keeps the reading (noteHead); a head
@@ -699,6 +784,9 @@ const headFetchTimeout = time.Minute
 func (s *Store) prefetchHead(ctx context.Context, p agent.Project) {
 	for _, name := range headsOf(p) {
 		s.prefetchHeadNamed(ctx, name)
+	}
+	if root := s.claimDue(p); root != "" {
+		s.prefetchHeadNamed(ctx, root)
 	}
 }
 
@@ -821,32 +909,20 @@ func (s *Store) noteHead(name string, v headView) {
 // no newer than its oldest, so only the sessions newer than every such
 // oldest are known to be all there are; when they are fewer than limit
 // (or a head does not decode), the caller reads the catalog.
-func (s *Store) newestFromHeads(ctx context.Context, c *manifest.IndexShard, names []string, limit int, keep func(agent.SessionInfo) bool) (logs []store.Log, ok bool, err error) {
-	docs := make([]*manifest.IndexShard, len(names))
-	damaged := make([]bool, len(names))
-	g, gctx := errgroup.WithContext(ctx)
-	for i, name := range names {
-		g.Go(func() error {
-			var v headView
-			var err error
-			if h, ok := s.openedHead(name, c.Through); ok {
-				v, err = h.v, h.err // read beside c, once the LIST named it
-			} else {
-				v, err = s.readHead(gctx, name)
-			}
-			if errors.Is(err, ErrCorrupt) {
-				damaged[i] = true
-				return nil
-			}
-			docs[i] = v.doc
-			return err
-		})
-	}
-	if err := g.Wait(); err != nil {
+func (s *Store) newestFromHeads(ctx context.Context, c *manifest.IndexShard, names []string, claimed string, limit int, keep func(agent.SessionInfo) bool) (logs []store.Log, ok bool, err error) {
+	docs, ok, err := s.pageHeads(ctx, c, names)
+	if err != nil || !ok {
 		return nil, false, err
 	}
-	if slices.Contains(damaged, true) {
-		return nil, false, nil
+	if claimed != "" && !trustsClaim(docs[0], claimed, c.ClaimsSince) {
+		// c says names[0], the project's head, claimed the root's
+		// (claimedRoot), and it holds no claim c vouches for: read the
+		// root's after all.
+		more, ok, err := s.pageHeads(ctx, c, []string{claimed})
+		if err != nil || !ok {
+			return nil, false, err
+		}
+		docs = append(docs, more...)
 	}
 	entries := map[string]manifest.IndexEntry{}
 	add := func(from map[string]manifest.IndexEntry) {
@@ -887,6 +963,35 @@ func (s *Store) newestFromHeads(ctx context.Context, c *manifest.IndexShard, nam
 	}
 	sortLogsNewestFirst(logs)
 	return logs[:min(limit, len(logs))], true, nil
+}
+
+// pageHeads reads heads names for a page after commit c (as Open read
+// them beside c, when it did); ok is false when one does not decode.
+func (s *Store) pageHeads(ctx context.Context, c *manifest.IndexShard, names []string) (docs []*manifest.IndexShard, ok bool, err error) {
+	docs = make([]*manifest.IndexShard, len(names))
+	damaged := make([]bool, len(names))
+	g, gctx := errgroup.WithContext(ctx)
+	for i, name := range names {
+		g.Go(func() error {
+			var v headView
+			var err error
+			if h, ok := s.openedHead(name, c.Through); ok {
+				v, err = h.v, h.err // read beside c, once the LIST named it
+			} else {
+				v, err = s.readHead(gctx, name)
+			}
+			if errors.Is(err, ErrCorrupt) {
+				damaged[i] = true
+				return nil
+			}
+			docs[i] = v.doc
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, false, err
+	}
+	return docs, !slices.Contains(damaged, true), nil
 }
 
 // oldestModified is the earliest Modified of entries (not empty).

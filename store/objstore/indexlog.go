@@ -533,7 +533,9 @@ func (s *Store) commitLog(ctx context.Context, ch logChanges, drop func(manifest
 	dirs := s.queueHeads(ch.folded)
 	dirs = s.queueHeads(ch.run) || dirs
 	// The directories of what went to the dirs head, for the commit's
-	// filter: given back if it fails, for the next.
+	// filter: given back if it fails, for the next. Taken before the
+	// heads are written, so that a commit written meanwhile (a
+	// checkpoint's, which may not say DirHead yet) does not take them.
 	dirBits := s.heads.takeDirBits()
 	defer func() {
 		if err != nil {
@@ -542,6 +544,16 @@ func (s *Store) commitLog(ctx context.Context, ch logChanges, drop func(manifest
 	}()
 	if err := s.writeHeads(ctx); err != nil {
 		return err
+	}
+	// And the claims the heads' write made (claims.go), which only a
+	// commit that says DirHead carries, as every one after the first
+	// that did.
+	if claims := s.heads.takeDirBits(); claims != nil {
+		if dirBits == nil {
+			dirBits = claims
+		} else {
+			manifest.MergeDirFilter(dirBits, claims)
+		}
 	}
 	if n := s.catalogCount(); n > 0 {
 		ch.indexed = n // the count a writer without the catalog folds by
@@ -584,6 +596,7 @@ func (s *Store) commitLog(ctx context.Context, ch logChanges, drop func(manifest
 		known := last == nil && n == 0 || last != nil && last.Through == n
 		next.DirFilter = dirFilterAfter(last, known, next.DirHead, dirBits, ch.dirFilter)
 		next.DirKeys = dirKeysAfter(last, known, next.DirHead, ch.dirFilter != nil)
+		next.ClaimsSince = claimsSinceAfter(last, known, n+1)
 		if stale := s.stalePages(next, last); len(stale) > 0 {
 			// A sweep may have deleted them as unnamed: what they hold is
 			// written again by the next write (the caller requeues it).
@@ -1532,7 +1545,7 @@ func (s *Store) NewestLogsIn(ctx context.Context, limit int, p agent.Project, ke
 				return logs[:min(limit, len(logs))], nil
 			}
 			if names := headsFor(p, c); len(names) > 0 && s.headsIndex() {
-				logs, ok, err := s.newestFromHeads(ctx, c, names, limit, keep)
+				logs, ok, err := s.newestFromHeads(ctx, c, names, claimedRoot(p, c), limit, keep)
 				if err != nil {
 					return nil, fmt.Errorf("list sessions: %w", err)
 				}

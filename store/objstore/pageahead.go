@@ -229,5 +229,5 @@ func (s *Store) newestFromStored(ctx context.Context, p agent.Project, limit int
 	if len(names) == 0 {
 		return nil, false, nil
 	}
-	return s.newestFromHeads(ctx, st.c, names, limit, keep)
+	return s.newestFromHeads(ctx, st.c, names, claimedRoot(p, st.c), limit, keep)
 }
