@@ -71,7 +71,7 @@ func (s *Store) claimDue(p agent.Project) string {
 	return keyHead(p.Root)
 }
 
-// claimRoots writes the claims of claims (by claimKey) that are due: for
+// claimRoots writes the claims of claims (wantClaim's) that are due: for
 // each tree's root that the newest commit says may hold sessions that
 // know only their directory, and whose head the project's head (as
 // read) holds no trusted claim of, it adds the project's head to the
@@ -154,10 +154,10 @@ func (s *Store) claimRoot(ctx context.Context, w claimWanted, pending map[string
 	b.incomplete = b.incomplete || !claimed.Complete
 	hs := &s.heads
 	hs.mu.Lock()
-	if hs.dirBits == nil {
-		hs.dirBits = manifest.NewDirFilter()
+	if hs.claimBits == nil {
+		hs.claimBits = manifest.NewDirFilter()
 	}
-	manifest.AddClaimTo(hs.dirBits, w.root, w.key)
+	manifest.AddClaimTo(hs.claimBits, w.root, w.key)
 	hs.mu.Unlock()
 }
 

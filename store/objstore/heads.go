@@ -213,23 +213,31 @@ type headState struct {
 	fetching map[string]chan struct{}
 	fetches  sync.WaitGroup
 	// dirBits is the dir filter (manifest.DirFilterBytes) of the
-	// directories of the entries queued for the dirs head, and of the
-	// claims written (claims.go), since the last commit that took them
-	// (takeDirBits); nil: none.
-	dirBits []byte
+	// directories of the entries queued for the dirs head since the
+	// last commit that took them (takeDirBits); nil: none. claimBits
+	// is the same of the claims written (claims.go; takeClaimBits).
+	dirBits, claimBits []byte
 	// claims are the work trees' roots whose heads the projects' heads
-	// queued in pending may claim (claimWanted), by claimKey.
+	// queued in pending may claim (claimWanted), keyed by the two
+	// heads' names (wantClaim).
 	claims map[string]claimWanted
 }
 
 // takeDirBits returns the dir filter of what was queued for the dirs
 // head (nil: nothing), for the commit being written, and forgets it;
 // a commit that fails gives it back (returnDirBits).
-func (hs *headState) takeDirBits() []byte {
+func (hs *headState) takeDirBits() []byte { return hs.takeBits(&hs.dirBits) }
+
+// takeClaimBits returns the dir filter of the claims written (nil:
+// none), as takeDirBits does the directories'; a commit that fails gives
+// them back with those (returnDirBits).
+func (hs *headState) takeClaimBits() []byte { return hs.takeBits(&hs.claimBits) }
+
+func (hs *headState) takeBits(bits *[]byte) []byte {
 	hs.mu.Lock()
 	defer hs.mu.Unlock()
-	f := hs.dirBits
-	hs.dirBits = nil
+	f := *bits
+	*bits = nil
 	return f
 }
 

@@ -547,8 +547,8 @@ func (s *Store) commitLog(ctx context.Context, ch logChanges, drop func(manifest
 	}
 	// And the claims the heads' write made (claims.go), which only a
 	// commit that says DirHead carries, as every one after the first
-	// that did.
-	if claims := s.heads.takeDirBits(); claims != nil {
+	// that did (a claim needs one).
+	if claims := s.heads.takeClaimBits(); claims != nil {
 		if dirBits == nil {
 			dirBits = claims
 		} else {
