@@ -118,6 +118,25 @@ func TestClaimedRoot(t *testing.T) {
 	}
 	page("after the claim", false)
 
+	// The check counts in c's head the sessions of the root it claimed:
+	// one missing there (and so from c's page) is a fault of c's head.
+	ownKey := e.key(objstore.ProjectHeadKey(projectC.Key()))
+	kept := e.rawObject(t, ownKey)
+	codec, err := manifest.NewCodec()
+	if err != nil {
+		t.Fatal(err)
+	}
+	delete(own.Sessions, imported[5])
+	lacking, err := codec.EncodeIndexShard(objstore.ProjectHeadKey(projectC.Key()), own)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.putRaw(t, ownKey, lacking)
+	if report, err := e.open(t).CheckIndex(ctx); err != nil || !slices.Equal(report.Heads, []string{headName(projectC.Key())}) {
+		t.Fatalf("check of c's head lacking a session of the root it claimed: heads %v, %v; want c's", report.Heads, err)
+	}
+	e.putRaw(t, ownKey, kept)
+
 	// Another machine without the tree imports one more at the root:
 	// its fold puts it in c's head too.
 	more := e.open(t)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -39,7 +41,9 @@ func (s *Store) listHeads(ctx context.Context) ([]string, error) {
 // decode; holds a session that does not exist, or at a length the
 // session does not reach; or lacks one of the newest manifest.HeadSize
 // of its project that the newest commit c (nil: none) does not hold
-// unfolded (a head takes a session when its partition does). A prefix
+// unfolded (a head takes a session when its partition does), counting
+// in a project's the sessions of the directories it holds a trusted
+// claim of. A prefix
 // whose writers do not keep heads yet is not checked: repair gives it
 // them.
 func (s *Store) checkHeads(ctx context.Context, report *store.IndexReport, truth map[string]manifest.IndexEntry, c *manifest.IndexShard) error {
@@ -61,6 +65,16 @@ func (s *Store) checkHeads(ctx context.Context, report *store.IndexReport, truth
 			names = append(names, name)
 		}
 	}
+	// A project's head that holds a claim c vouches for (claims.go) is
+	// read instead of the claimed directory's head: it must hold that
+	// directory's sessions too.
+	atDir := map[string][]manifest.IndexEntry{}
+	for _, e := range truth {
+		if e.Info.Project.OnlyDir() {
+			name := keyHead(filepath.Clean(e.Info.Project.Dir))
+			atDir[name] = append(atDir[name], e)
+		}
+	}
 	wrong := make([]bool, len(names))
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(16)
@@ -74,7 +88,15 @@ func (s *Store) checkHeads(ctx context.Context, report *store.IndexReport, truth
 			if err != nil {
 				return err
 			}
-			wrong[i] = headWrong(v.doc, groups[name], truth, report.Unreadable, c)
+			group := groups[name]
+			if v.doc != nil && c != nil {
+				for _, root := range slices.Sorted(maps.Keys(v.doc.Claimed)) {
+					if trustsClaim(v.doc, root, c.ClaimsSince) {
+						group = append(slices.Clip(group), atDir[root]...)
+					}
+				}
+			}
+			wrong[i] = headWrong(v.doc, group, truth, report.Unreadable, c)
 			return nil
 		})
 	}
