@@ -5,6 +5,7 @@ import (
 	"maps"
 	"path/filepath"
 	"slices"
+	"time"
 
 	"github.com/panto-dev/panto/agent"
 	"github.com/panto-dev/panto/internal/manifest"
@@ -77,7 +78,8 @@ func (s *Store) claimDue(p agent.Project) string {
 // read) holds no trusted claim of, it adds the project's head to the
 // root's Claims, then queues in pending, for the project's head, what
 // the root's head holds of those sessions, with the claim, and sets the
-// claim's bits for the commit. A claim that fails is dropped: the
+// claim's bits for the commit (with, when the root's head is not
+// Complete, its floor: floorOf). A claim that fails is dropped: the
 // claim is an economy for readers, and the next fold of the project's
 // sessions tries again.
 func (s *Store) claimRoots(ctx context.Context, claims map[string]claimWanted, pending map[string]*headBatch) {
@@ -122,8 +124,8 @@ func (s *Store) claimRoot(ctx context.Context, w claimWanted, pending map[string
 		claimed = next
 		return next
 	})
-	if err != nil || claimed == nil {
-		return
+	if err != nil || claimed == nil || !claimed.Complete && len(claimed.Sessions) == 0 {
+		return // a head that says nothing of what it lacks vouches for nothing
 	}
 	// Every writer that puts a session in the root's head after the
 	// claim puts it in ours too; what it held before, this copies. The
@@ -147,11 +149,7 @@ func (s *Store) claimRoot(ctx context.Context, w claimWanted, pending map[string
 		b.buried[id] = t
 		delete(b.entries, id)
 	}
-	if b.claimed == nil {
-		b.claimed = map[string]int64{}
-	}
-	b.claimed[root] = max(b.claimed[root], n)
-	b.incomplete = b.incomplete || !claimed.Complete
+	b.mergeClaims(&headBatch{claimed: map[string]int64{root: n}, floor: floorOf(claimed)})
 	hs := &s.heads
 	hs.mu.Lock()
 	if hs.claimBits == nil {
@@ -172,8 +170,10 @@ func holdsOnlyDirAt(e manifest.IndexEntry, name string) bool {
 // writeHeads wrote them from pending) take of what it took: the
 // sessions of pending's batch that know only its directory, as the head
 // holds them now (one it did not keep, deleted or dropped for room, is
-// not copied), and its tombstones; a claimed head that is not Complete
-// leaves its claimers' not Complete either.
+// not copied), and its tombstones. A claimed head that is not Complete
+// gives its claimers its floor (floorOf: they keep nothing older, so
+// that what it lacks is older than what they hold), or, holding
+// nothing, takes back their claim of it.
 func claimantBatches(pending map[string]*headBatch, written map[string]*manifest.IndexShard) map[string]*headBatch {
 	out := map[string]*headBatch{}
 	for name, doc := range written {
@@ -197,11 +197,29 @@ func claimantBatches(pending map[string]*headBatch, written map[string]*manifest
 			if len(fb.entries) == 0 && len(fb.buried) == 0 {
 				continue
 			}
-			fb.incomplete = fb.incomplete || !doc.Complete
+			switch {
+			case doc.Complete:
+			case len(doc.Sessions) == 0:
+				// It says nothing of what it lacks: the claimer's head
+				// cannot vouch for it, and readers read it again.
+				fb.mergeClaims(&headBatch{unclaimed: map[string]bool{name: true}})
+			default:
+				fb.mergeClaims(&headBatch{floor: floorOf(doc)})
+			}
 			out[claimer] = fb
 		}
 	}
 	return out
+}
+
+// floorOf is the floor a claimer's head takes from claimed head doc:
+// none when doc is Complete, else its oldest session, no older than any
+// it lacks.
+func floorOf(doc *manifest.IndexShard) time.Time {
+	if doc.Complete || len(doc.Sessions) == 0 {
+		return time.Time{}
+	}
+	return oldestModified(doc.Sessions)
 }
 
 // claimsSinceAfter is the ClaimsSince of commit n, after prev (known as

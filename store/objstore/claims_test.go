@@ -264,3 +264,60 @@ func TestClaimRace(t *testing.T) {
 		t.Fatal("c's page read the root's head in every round: no claim was trusted")
 	}
 }
+
+// TestClaimOfAnIncompleteRoot: more sessions imported at c's root than
+// the root's head keeps, then the newest of them deleted, leave that
+// head holding fewer than it keeps and not Complete (it lacks the
+// oldest, dropped for room). c's head, holding older sessions of its
+// own, claims it: it must keep nothing older than the root's oldest,
+// or c's page would take c's old sessions for the page's end and miss
+// the dropped ones newer than them. The page is the full listing's.
+func TestClaimOfAnIncompleteRoot(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newMemEnv(t)
+	projectC := agent.Project{Remote: "host.test/team/c", Root: "/src/c", Dir: "/src/c"}
+	atRoot := agent.Project{Dir: projectC.Root}
+	w := e.open(t)
+	for i := range 10 {
+		appendIn(t, w, projectC, fmt.Sprint("an old turn in c ", i))
+	}
+	var imported []string
+	for i := range manifest.HeadSize + 6 {
+		imported = append(imported, appendIn(t, w, atRoot, fmt.Sprint("imported at c's root ", i)))
+	}
+	for i := range manifest.RecentSize + 10 {
+		appendIn(t, w, projectB, fmt.Sprint("b ", i))
+	}
+	if err := w.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	del := e.open(t)
+	for _, id := range imported[len(imported)-20:] {
+		cps, err := del.Checkpoints(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := del.Delete(ctx, store.Tombstone{ID: id, Deleted: time.Now().UTC(), At: cps[len(cps)-1]}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := del.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if root := e.readHead(t, projectC.Root); root == nil || root.Complete || len(root.Sessions) >= manifest.HeadSize {
+		t.Fatalf("the root's head: %+v; want one not Complete, holding fewer than %d", root, manifest.HeadSize)
+	}
+	tree := e.open(t)
+	appendIn(t, tree, projectC, "a turn in c")
+	for i := range manifest.RecentSize + 10 {
+		appendIn(t, tree, projectB, fmt.Sprint("b after c's turn ", i))
+	}
+	if err := tree.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if own := e.readHead(t, projectC.Key()); own == nil || len(own.Claimed) == 0 || own.Complete {
+		t.Fatalf("c's head after the turn: %+v; want a claim, not Complete", own)
+	}
+	checkedPage(t, e, projectC, "after the claim of a root's head that is not Complete")
+}

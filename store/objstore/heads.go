@@ -260,11 +260,15 @@ type headBatch struct {
 	buried  map[string]manifest.Tombstone
 	// claimed are the directories' heads this (a project's) head now
 	// holds the sessions of, each with the commit its claim was written
-	// as of (IndexShard.Claimed); incomplete: one of them, or a
-	// directory head whose sessions this batch carries, is not Complete,
-	// so this head cannot be either.
-	claimed    map[string]int64
-	incomplete bool
+	// as of (IndexShard.Claimed); unclaimed, those whose claim it drops.
+	claimed   map[string]int64
+	unclaimed map[string]bool
+	// floor, when not zero, is the oldest session of a claimed head
+	// that is not Complete, whose sessions this batch carries: that
+	// head lacks sessions no newer than it, so this head keeps none
+	// older and is not Complete either, and each session it lacks is
+	// no newer than the oldest it holds (claims.go).
+	floor time.Time
 }
 
 // headView is a head as this Store last read or wrote it (doc nil: there
@@ -347,13 +351,26 @@ func (hs *headState) requeue(name string, b *headBatch) {
 		q.buried[id] = t
 		delete(q.entries, id)
 	}
+	q.mergeClaims(b)
+}
+
+// mergeClaims takes in b's claims, the claims it drops and its floor.
+func (q *headBatch) mergeClaims(b *headBatch) {
 	for name, at := range b.claimed {
 		if q.claimed == nil {
 			q.claimed = map[string]int64{}
 		}
 		q.claimed[name] = max(q.claimed[name], at)
 	}
-	q.incomplete = q.incomplete || b.incomplete
+	for name := range b.unclaimed {
+		if q.unclaimed == nil {
+			q.unclaimed = map[string]bool{}
+		}
+		q.unclaimed[name] = true
+	}
+	if b.floor.After(q.floor) {
+		q.floor = b.floor
+	}
 }
 
 // writeHeads writes what is queued for the heads, each head once, in
@@ -721,7 +738,18 @@ func headAfter(doc *manifest.IndexShard, b *headBatch, known bool, now time.Time
 		}
 		next.Claimed[name] = max(next.Claimed[name], at)
 	}
-	if b.incomplete {
+	for name := range b.unclaimed {
+		delete(next.Claimed, name)
+	}
+	if len(next.Claimed) == 0 {
+		next.Claimed = nil
+	}
+	if !b.floor.IsZero() {
+		for id, e := range next.Sessions {
+			if e.Info.Modified.Before(b.floor) {
+				delete(next.Sessions, id)
+			}
+		}
 		next.Complete = false
 	}
 	expireHeadTombstones(next, now)
