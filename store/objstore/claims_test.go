@@ -187,15 +187,28 @@ func TestClaimedRoot(t *testing.T) {
 	closeStore(repaired)
 	page("after a turn since repair", false)
 
-	// A panto that predates claims writes a commit: it drops
-	// ClaimsSince (and may have put a session in the root's head alone).
+	// A panto that predates claims writes the root's head, which drops
+	// its claims, and a commit, which drops ClaimsSince. The next import
+	// at the root, by this version, finds no claim in the root's head
+	// and does not write c's.
+	root := e.readHead(t, projectC.Root)
+	root.Claims = nil
+	unclaimed, err := codec.EncodeIndexShard(objstore.ProjectHeadKey(projectC.Root), root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.putRaw(t, rootHead, unclaimed)
 	e.rewriteNewestCommit(t, func(c *manifest.IndexShard) {
 		c.Base, c.BaseETag, c.ClaimsSince = 0, "", 0
 	})
 	older, _ := e.newestCommit(t)
 	after := e.open(t)
-	appendIn(t, after, projectB, "after the older panto")
+	unseen := appendIn(t, after, atRoot, "imported at c's root after the older panto")
+	newer(after, "b after the older panto")
 	closeStore(after)
+	if holds(e.readHead(t, projectC.Key()), unseen) {
+		t.Fatal("an import at the root whose head lost its claims reached c's head")
+	}
 	if _, c := e.newestCommit(t); c.ClaimsSince != older+1 {
 		t.Fatalf("the commits after an older panto's (%d) say claims since %d, want the first of them, %d", older, c.ClaimsSince, older+1)
 	}
@@ -206,6 +219,9 @@ func TestClaimedRoot(t *testing.T) {
 	newer(again, "b after c's second turn")
 	closeStore(again)
 	page("after the next turn in the tree", false)
+	if !holds(e.readHead(t, projectC.Key()), unseen) {
+		t.Fatal("the claim made again did not bring in what the root's head took since the older panto")
+	}
 }
 
 // TestClaimRace: imports at the root of c's tree, by machines without
