@@ -114,6 +114,22 @@ func TestSealedDocuments(t *testing.T) {
 	if !reflect.DeepEqual(dec, sh) {
 		t.Fatalf("shard round trip:\n got %+v\nwant %+v", dec, sh)
 	}
+	// A head's claims and a commit's ClaimsSince are sealed with the
+	// rest, and come back.
+	head := &IndexShard{Shard: HeadName, Written: t0, Sessions: map[string]IndexEntry{}, Claims: []string{"9c8b20f70eb7f585"}, Claimed: map[string]int64{"7b897b0bc456c6e7": 11}}
+	commit := &IndexShard{Shard: LogName, Through: 12, Written: t0, ClaimsSince: 9, Sessions: map[string]IndexEntry{}}
+	for name, doc := range map[string]*IndexShard{"index/head/60d4.json.zst": head, "index/log/00000000000000000012.json.zst": commit} {
+		enc, err := c.EncodeIndexShard(name, doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if raw, _ := c.Decompress(enc); bytes.Contains(raw, []byte("claim")) {
+			t.Fatalf("the sealed %s shows its claims: %s", name, raw)
+		}
+		if back, err := c.DecodeIndexShard(name, enc); err != nil || !reflect.DeepEqual(back, doc) {
+			t.Fatalf("%s round trip: %v\n got %+v\nwant %+v", name, err, back, doc)
+		}
+	}
 	if _, err := plain.DecodeIndexShard(sName, enc); !errors.Is(err, ErrSealed) {
 		t.Fatalf("a sealed shard read without the key: %v", err)
 	}

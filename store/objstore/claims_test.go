@@ -14,6 +14,26 @@ import (
 	"github.com/panto-dev/panto/store/objstore"
 )
 
+var (
+	projectC = agent.Project{Remote: "host.test/team/c", Root: "/src/c", Dir: "/src/c"}
+	// atRoot knows only its directory, the root of c's work tree: a
+	// session of another agent imported on a machine without the tree.
+	atRoot = agent.Project{Dir: projectC.Root}
+)
+
+// deleteIn deletes session id through s, at its last checkpoint.
+func deleteIn(t *testing.T, s *objstore.Store, id string) {
+	t.Helper()
+	ctx := context.Background()
+	cps, err := s.Checkpoints(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Delete(ctx, store.Tombstone{ID: id, Deleted: time.Now().UTC(), At: cps[len(cps)-1]}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // headName is the name of the head of the sessions whose project's Key
 // is key, as a head's Claims and Claimed spell it.
 func headName(key string) string {
@@ -58,8 +78,6 @@ func TestClaimedRoot(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	e := newMemEnv(t)
-	projectC := agent.Project{Remote: "host.test/team/c", Root: "/src/c", Dir: "/src/c"}
-	atRoot := agent.Project{Dir: projectC.Root}
 	rootHead := e.key(objstore.ProjectHeadKey(projectC.Root))
 	// newer pushes c's sessions out of the newest commit's recent view
 	// (and folds them), so that c's page reads the heads.
@@ -150,13 +168,7 @@ func TestClaimedRoot(t *testing.T) {
 
 	// A deletion at the root takes the session out of c's head too.
 	del := e.open(t)
-	cps, err := del.Checkpoints(ctx, imported[3])
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := del.Delete(ctx, store.Tombstone{ID: imported[3], Deleted: time.Now().UTC(), At: cps[len(cps)-1]}); err != nil {
-		t.Fatal(err)
-	}
+	deleteIn(t, del, imported[3])
 	closeStore(del)
 	if holds(e.readHead(t, projectC.Key()), imported[3]) {
 		t.Fatal("a deleted session at the root is still in c's head")
@@ -233,8 +245,6 @@ func TestClaimRace(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	e := newMemEnv(t)
-	projectC := agent.Project{Remote: "host.test/team/c", Root: "/src/c", Dir: "/src/c"}
-	atRoot := agent.Project{Dir: projectC.Root}
 	seed := e.open(t)
 	appendIn(t, seed, atRoot, "imported at c's root first")
 	if err := seed.Close(ctx); err != nil {
@@ -292,8 +302,6 @@ func TestClaimOfAnIncompleteRoot(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	e := newMemEnv(t)
-	projectC := agent.Project{Remote: "host.test/team/c", Root: "/src/c", Dir: "/src/c"}
-	atRoot := agent.Project{Dir: projectC.Root}
 	w := e.open(t)
 	for i := range 10 {
 		appendIn(t, w, projectC, fmt.Sprint("an old turn in c ", i))
@@ -310,13 +318,7 @@ func TestClaimOfAnIncompleteRoot(t *testing.T) {
 	}
 	del := e.open(t)
 	for _, id := range imported[len(imported)-20:] {
-		cps, err := del.Checkpoints(ctx, id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := del.Delete(ctx, store.Tombstone{ID: id, Deleted: time.Now().UTC(), At: cps[len(cps)-1]}); err != nil {
-			t.Fatal(err)
-		}
+		deleteIn(t, del, id)
 	}
 	if err := del.Close(ctx); err != nil {
 		t.Fatal(err)

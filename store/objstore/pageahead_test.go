@@ -412,7 +412,6 @@ func TestPageAheadDirFilter(t *testing.T) {
 		appendIn(t, w, projectB, fmt.Sprint("b ", i))
 	}
 	appendIn(t, w, importedA, "imported into a's tree")
-	projectC := agent.Project{Remote: "host.test/team/c", Root: "/src/c", Dir: "/src/c"}
 	for i := range 12 {
 		appendIn(t, w, agent.Project{Dir: "/src/c"}, fmt.Sprint("imported at c's root ", i))
 		appendIn(t, w, projectC, fmt.Sprint("c ", i))
