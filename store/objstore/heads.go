@@ -94,8 +94,10 @@ func keyHead(key string) string {
 // a work tree: the dirs head when a session may be below its root; else,
 // when one may be at the root itself, the root's own head, when that is
 // not its Key's already (c says DirKeys: every session the dirs head
-// holds is in its directory's head too). For a directory: its own head
-// holds them when c says DirKeys, else the dirs head.
+// holds is in its directory's head too) and c does not say p's head
+// claimed it (claimedRoot: then the page reads it only if p's head
+// holds no claim c vouches for). For a directory: its own head holds
+// them when c says DirKeys, else the dirs head.
 func headsFor(p agent.Project, c *manifest.IndexShard) []string {
 	var names []string
 	key := keyHead(p.Key())
