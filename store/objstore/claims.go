@@ -2,10 +2,12 @@ package objstore
 
 import (
 	"context"
-	"maps"
 	"path/filepath"
 	"slices"
+	"sync"
 	"time"
+
+	"golang.org/x/sync/errgroup"
 
 	"github.com/panto-dev/panto/agent"
 	"github.com/panto-dev/panto/internal/manifest"
@@ -65,11 +67,18 @@ func (s *Store) claimDue(p agent.Project) string {
 	s.ilog.mu.Lock()
 	last := s.ilog.last
 	s.ilog.mu.Unlock()
-	if last == nil || !last.DirHead || !last.DirKeys || !manifest.DirFilterMayHoldAt(last.DirFilter, p.Root) ||
-		manifest.DirFilterMayHoldClaim(last.DirFilter, p.Root, p.Key()) {
+	if !rootHeadHolds(last, p.Root) || manifest.DirFilterMayHoldClaim(last.DirFilter, p.Root, p.Key()) {
 		return ""
 	}
 	return keyHead(p.Root)
+}
+
+// rootHeadHolds reports whether commit c (nil: none) says the head of
+// directory root may hold sessions that know only their directory, and
+// is the head a work tree's page would read for those at its root
+// (DirKeys): the head a claim is for.
+func rootHeadHolds(c *manifest.IndexShard, root string) bool {
+	return c != nil && c.DirHead && c.DirKeys && manifest.DirFilterMayHoldAt(c.DirFilter, root)
 }
 
 // claimRoots writes the claims of claims (wantClaim's) that are due: for
@@ -82,17 +91,24 @@ func (s *Store) claimDue(p agent.Project) string {
 // Complete, its floor: floorOf). A claim that fails is dropped: the
 // claim is an economy for readers, and the next fold of the project's
 // sessions tries again.
+// The claims go in parallel (a sync's fold may write many projects'
+// heads), each reading its project's head, which the write after it
+// reads anyway: it waits for that reading (prefetched with an append).
 func (s *Store) claimRoots(ctx context.Context, claims map[string]claimWanted, pending map[string]*headBatch) {
-	for _, k := range slices.Sorted(maps.Keys(claims)) {
-		s.claimRoot(ctx, claims[k], pending)
+	var g errgroup.Group
+	g.SetLimit(16)
+	var mu sync.Mutex // guards pending
+	for _, w := range claims {
+		g.Go(func() error { s.claimRoot(ctx, w, pending, &mu); return nil })
 	}
+	_ = g.Wait()
 }
 
-func (s *Store) claimRoot(ctx context.Context, w claimWanted, pending map[string]*headBatch) {
+func (s *Store) claimRoot(ctx context.Context, w claimWanted, pending map[string]*headBatch, mu *sync.Mutex) {
 	s.ilog.mu.Lock()
 	last, n := s.ilog.last, s.ilog.n
 	s.ilog.mu.Unlock()
-	if last == nil || last.Through != n || !last.DirHead || !last.DirKeys || !manifest.DirFilterMayHoldAt(last.DirFilter, w.root) {
+	if !rootHeadHolds(last, w.root) || last.Through != n {
 		return
 	}
 	own, root := keyHead(w.key), keyHead(w.root)
@@ -132,9 +148,11 @@ func (s *Store) claimRoot(ctx context.Context, w claimWanted, pending map[string
 	// claim is as of commit n: a writer that predates claims and wrote
 	// the root's head since commits after n, and ClaimsSince then says
 	// so.
+	mu.Lock()
+	defer mu.Unlock()
 	b := pending[own]
 	if b == nil {
-		b = &headBatch{entries: map[string]manifest.IndexEntry{}, buried: map[string]manifest.Tombstone{}}
+		b = newHeadBatch()
 		pending[own] = b
 	}
 	for id, e := range claimed.Sessions {
@@ -184,7 +202,7 @@ func claimantBatches(pending map[string]*headBatch, written map[string]*manifest
 		for _, claimer := range doc.Claims {
 			fb := out[claimer]
 			if fb == nil {
-				fb = &headBatch{entries: map[string]manifest.IndexEntry{}, buried: map[string]manifest.Tombstone{}}
+				fb = newHeadBatch()
 			}
 			for id := range b.entries {
 				if e, ok := doc.Sessions[id]; ok && holdsOnlyDirAt(e, name) {
@@ -240,12 +258,11 @@ func claimsSinceAfter(prev *manifest.IndexShard, known bool, n int64) int64 {
 // sessions the dirs head serves the page anyway (one may be below the
 // root) is not.
 func claimedRoot(p agent.Project, c *manifest.IndexShard) string {
-	if c == nil || !c.DirHead || !c.DirKeys || c.ClaimsSince == 0 || p.Root == "" {
+	if p.Root == "" || !rootHeadHolds(c, p.Root) || c.ClaimsSince == 0 {
 		return ""
 	}
 	key, root := keyHead(p.Key()), keyHead(p.Root)
-	if key == "" || key == root || !manifest.DirFilterMayHoldAt(c.DirFilter, p.Root) ||
-		manifest.DirFilterMayHoldBelow(c.DirFilter, p.Root) || !manifest.DirFilterMayHoldClaim(c.DirFilter, p.Root, p.Key()) {
+	if key == "" || key == root || manifest.DirFilterMayHoldBelow(c.DirFilter, p.Root) || !manifest.DirFilterMayHoldClaim(c.DirFilter, p.Root, p.Key()) {
 		return ""
 	}
 	return root

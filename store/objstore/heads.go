@@ -273,6 +273,10 @@ type headBatch struct {
 	floor time.Time
 }
 
+func newHeadBatch() *headBatch {
+	return &headBatch{entries: map[string]manifest.IndexEntry{}, buried: map[string]manifest.Tombstone{}}
+}
+
 // headView is a head as this Store last read or wrote it (doc nil: there
 // was none).
 type headView struct {
@@ -331,7 +335,7 @@ func (hs *headState) batch(name string) *headBatch {
 	}
 	b := hs.pending[name]
 	if b == nil {
-		b = &headBatch{entries: map[string]manifest.IndexEntry{}, buried: map[string]manifest.Tombstone{}}
+		b = newHeadBatch()
 		hs.pending[name] = b
 	}
 	return b

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -90,7 +89,7 @@ func (s *Store) checkHeads(ctx context.Context, report *store.IndexReport, truth
 			}
 			group := groups[name]
 			if v.doc != nil && c != nil {
-				for _, root := range slices.Sorted(maps.Keys(v.doc.Claimed)) {
+				for root := range v.doc.Claimed {
 					if trustsClaim(v.doc, root, c.ClaimsSince) {
 						group = append(slices.Clip(group), atDir[root]...)
 					}
