@@ -102,6 +102,17 @@ func ParseReplacedList(raw []byte) ([]string, error) {
 }
 
 // isSegmentName reports whether name is a SegmentName or a MergedName.
+// IsAppendedSegmentName reports whether name is an appended segment's
+// (SegmentName), not a merged one's: the name an appender creates.
+func IsAppendedSegmentName(name string) bool {
+	digits, ok := strings.CutPrefix(name, "seg/")
+	if !ok {
+		return false
+	}
+	digits, ok = strings.CutSuffix(digits, ".jsonl.zst")
+	return ok && isOffset(digits)
+}
+
 func isSegmentName(name string) bool {
 	rest, ok := strings.CutPrefix(name, "seg/")
 	if !ok {

@@ -8,6 +8,9 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
+
+	"golang.org/x/sync/errgroup"
 
 	"github.com/panto-dev/panto/agent"
 	"github.com/panto-dev/panto/internal/manifest"
@@ -185,7 +188,7 @@ func (s *Store) finishDelete(ctx context.Context, id string, tomb manifest.Tombs
 	// the next deletion or sync that meets it finishes it. The other way
 	// round, it would be listed as deleted with its segments still there,
 	// and nothing would come back for them.
-	unswept, err := s.sweep(ctx, id, end, known, mustList, listed)
+	unswept, err := s.sweep(ctx, id, tomb, end, known, mustList, listed)
 	if err != nil {
 		return err
 	}
@@ -244,7 +247,7 @@ type sessionListing struct {
 // names known are every object of a session the protocol knows of, so
 // that is what a writer's deletion needs; unless mustList says a listing
 // is the only way to finish, when the refusal comes back as unswept.
-func (s *Store) sweep(ctx context.Context, id string, end int64, known []string, mustList bool, listed <-chan sessionListing) (unswept, err error) {
+func (s *Store) sweep(ctx context.Context, id string, tomb manifest.Tombstone, end int64, known []string, mustList bool, listed <-chan sessionListing) (unswept, err error) {
 	keep := map[string]bool{s.sessionKey(id, manifest.SegmentName(0)): true}
 	if end >= 0 {
 		keep[s.sessionKey(id, manifest.SegmentName(end))] = true
@@ -286,8 +289,12 @@ func (s *Store) sweep(ctx context.Context, id string, end int64, known []string,
 	case err != nil:
 		return nil, fmt.Errorf("delete session %s: %w", id, err)
 	}
+	fences := s.fences(id, end, objects)
 	var keys []string
 	doomed := map[string]bool{}
+	for k := range fences {
+		doomed[k] = true // replaced, not deleted
+	}
 	for _, k := range known {
 		if !keep[k] && !doomed[k] {
 			doomed[k] = true
@@ -308,10 +315,58 @@ func (s *Store) sweep(ctx context.Context, id string, end int64, known []string,
 		doomed[k] = true
 		keys = append(keys, k)
 	}
-	if err := s.b.deleteKeys(ctx, keys); err != nil {
+	// The fences go at once, beside the DeleteObjects: a session is
+	// compacted past 32 segments, so that is about how many of its last
+	// hour's remain, and one round trip for them all.
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(64)
+	g.Go(func() error { return s.b.deleteKeys(gctx, keys) })
+	for k := range fences {
+		g.Go(func() error {
+			_, err := s.put(gctx, k, s.codec.EncodeTombstoneObject(k, tomb), putCond{}, s.objectType())
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
 		return nil, fmt.Errorf("delete session %s: %w", id, err)
 	}
 	return nil, nil
+}
+
+// fences are the appended segments of session id, among the objects its
+// listing found, that a deletion replaces with its tombstone rather than
+// deletes: those written in the last compactGrace before the newest
+// (the deletion's commit point, written just before, by the server's
+// clock). An appender puts its segment at the log's end as it last knew
+// it, with If-None-Match: *; one that knew it a moment ago, before
+// another writer's appends, puts it where the first of those was. Were
+// that segment deleted, the append would land there after the deletion,
+// its text kept in the deleted session's prefix, where nothing lists or
+// deletes it, and its writer told it was stored (a local-first copy then
+// took the deletion for one of what it had sent, and lost the turn). A
+// tombstone in its place refuses the append, and the writer, reading
+// it, learns of the deletion. An appender re-reads a log it knew more
+// than half the grace ago before it appends (prepare), so older
+// segments go as before. seg/0 and the commit point are tombstones
+// already.
+func (s *Store) fences(id string, end int64, objects []listed) map[string]bool {
+	var newest time.Time
+	for _, o := range objects {
+		if o.modified.After(newest) {
+			newest = o.modified
+		}
+	}
+	fences := map[string]bool{}
+	for _, o := range objects {
+		rel, ok := strings.CutPrefix(o.key, s.sessionKey(id, ""))
+		if !ok || !manifest.IsAppendedSegmentName(rel) || rel == manifest.SegmentName(0) || (end >= 0 && rel == manifest.SegmentName(end)) {
+			continue
+		}
+		if newest.Sub(o.modified) <= s.compactGrace {
+			fences[o.key] = true
+		}
+	}
+	return fences
 }
 
 // prefetchBurial starts reading what burying session id in the index

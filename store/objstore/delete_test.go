@@ -872,3 +872,93 @@ func TestDeletionFailedBeforeItsCommit(t *testing.T) {
 		t.Errorf("%d sessions listed, want the 3 kept", len(left))
 	}
 }
+
+// TestStaleAppenderAfterDeletion: a writer whose view of a session is a
+// few seconds old (another writer appended since) appends after the
+// session was deleted. Its position held the other writer's segment,
+// which the deletion took away: the append must fail as deleted, not
+// land in the deleted session's prefix (where no listing finds it and
+// nothing deletes it), and the other writer's text must stay gone.
+// In an encrypted prefix too: the tombstones put in the segments' place
+// are sealed as seg/0's is.
+func TestStaleAppenderAfterDeletion(t *testing.T) {
+	t.Parallel()
+	t.Run("plain", func(t *testing.T) { t.Parallel(); staleAppenderAfterDeletion(t, true) })
+	t.Run("encrypted", func(t *testing.T) { t.Parallel(); staleAppenderAfterDeletion(t, false, objstore.WithKey(newKey(t))) })
+}
+
+// staleAppenderAfterDeletion is the test in a prefix opened with opts;
+// plain, it also looks for the texts in every object.
+func staleAppenderAfterDeletion(t *testing.T, plain bool, opts ...objstore.Option) {
+	ctx := context.Background()
+	e := newMemEnv(t)
+	stale, other := e.open(t, opts...), e.open(t, opts...)
+	id := agent.NewSessionID()
+	if err := stale.AppendMessages(ctx, id, []agent.PersistentMessage{user("the first turn")}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := other.Load(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	if err := other.AppendMessages(ctx, id, []agent.PersistentMessage{user(secretTexts[0])}); err != nil {
+		t.Fatal(err)
+	}
+	if err := other.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	deleteAll(t, other, id)
+
+	err := stale.AppendMessages(ctx, id, []agent.PersistentMessage{user(secretTexts[1])})
+	if !errors.Is(err, agent.ErrSessionDeleted) {
+		t.Errorf("the stale writer's append after the deletion: %v, want ErrSessionDeleted", err)
+	}
+	if !plain {
+		return
+	}
+	if hits := e.scanFor(t, secretTexts...); len(hits) > 0 {
+		t.Errorf("these objects hold the deleted session's text or the append made after it: %v", hits)
+	}
+}
+
+// TestDeletionFences: a deletion leaves in the session's prefix its two
+// tombstones (seg/0 and the commit point) and, in place of each segment
+// written in the last compactGrace, a tombstone as well; the segments of
+// a session last written before that are deleted.
+func TestDeletionFences(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name   string
+		grace  time.Duration
+		fences int
+	}{{"written a moment ago", time.Hour, 3}, {"written more than the grace ago", time.Millisecond, 0}} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			e := newMemEnv(t)
+			s := e.open(t, objstore.WithCompactGrace(c.grace))
+			id := agent.NewSessionID()
+			for i := range 4 {
+				if err := s.AppendMessages(ctx, id, []agent.PersistentMessage{user(fmt.Sprint("turn ", i))}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := s.Flush(ctx); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(20 * time.Millisecond)
+			deleteAll(t, s, id)
+			var left []string
+			for _, o := range e.readBucket(t) {
+				if strings.Contains(o.key, "/sessions/"+id+"/") {
+					left = append(left, o.key)
+					if !bytes.Contains(o.data, []byte(`"deleted"`)) {
+						t.Errorf("%s is left and is not a tombstone: %q", o.key, o.data)
+					}
+				}
+			}
+			if want := 2 + c.fences; len(left) != want {
+				t.Errorf("the deletion left %d objects, want %d: %v", len(left), want, left)
+			}
+		})
+	}
+}
