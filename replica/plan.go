@@ -12,7 +12,10 @@ import (
 )
 
 // planner relates the two sides of each session.
-type planner struct{ src, dst store.LogStore }
+type planner struct {
+	src, dst   store.LogStore
+	srcCovered func(id string, t store.Tombstone, src store.Checkpoint) bool // Options.srcCovered
+}
 
 // plan relates session id's copies on the two sides.
 func (pl *planner) plan(ctx context.Context, id string, src, dst sideOf) Plan {
@@ -40,7 +43,7 @@ func (pl *planner) plan(ctx context.Context, id string, src, dst sideOf) Plan {
 		return p
 	}
 	if src.tomb != nil || dst.tomb != nil {
-		p.Relation = relateDeleted(src.tomb, dst.tomb, p.Src, p.Dst)
+		p.Relation = relateDeleted(src.tomb, dst.tomb, p.Src, p.Dst, pl.srcCovered)
 		return p
 	}
 	var err error
@@ -53,8 +56,9 @@ func (pl *planner) plan(ctx context.Context, id string, src, dst sideOf) Plan {
 // relateDeleted relates the copies of a session at least one side deleted
 // (st and dt its tombstones, s and d what each side still holds of it). A
 // tombstone covers what was deleted and any copy behind it; a copy it
-// does not cover was written to after the deletion.
-func relateDeleted(st, dt *store.Tombstone, s, d store.Checkpoint) Relation {
+// does not cover was written to after the deletion. srcCovered says
+// whether dt covers the source's copy (Options.SrcCovered).
+func relateDeleted(st, dt *store.Tombstone, s, d store.Checkpoint, srcCovered func(id string, t store.Tombstone, src store.Checkpoint) bool) Relation {
 	switch {
 	case st != nil && dt != nil:
 		// Both deleted it: what is left on either side (a deletion cut
@@ -69,7 +73,7 @@ func relateDeleted(st, dt *store.Tombstone, s, d store.Checkpoint) Relation {
 		}
 		return DeleteConflict
 	default:
-		if s.Length == 0 || dt.Covers(s) {
+		if s.Length == 0 || srcCovered(dt.ID, *dt, s) {
 			return DstDeleted
 		}
 		return DeleteConflict

@@ -174,6 +174,15 @@ type Options struct {
 	// the source's survivor is copied there; the destination's is renamed,
 	// and the deletion then goes through).
 	KeepBoth bool
+	// SrcCovered, when set, says whether the destination's tombstone t
+	// covers the source's copy of session id at src, in place of
+	// t.Covers(src). A tombstone holds the length and hash of what was
+	// deleted, so t.Covers takes any shorter copy for a prefix of it; a
+	// source that knows which of its bytes the destination held (the
+	// local-first shipper's record) tells a copy written to after the
+	// deletion from one behind it, so that the copy is kept (a conflict)
+	// instead of deleted.
+	SrcCovered func(id string, t store.Tombstone, src store.Checkpoint) bool
 	// ChunkSize bounds one append (default 8 MiB): a longer tail is
 	// appended in chunks of whole batches, so that memory stays bounded
 	// and no object of a bucket grows without bound.
@@ -184,6 +193,14 @@ type Options struct {
 	// Report, when set, is told of each session's outcome as it happens.
 	// Calls are serialized.
 	Report func(Event)
+}
+
+// srcCovered is SrcCovered, else the tombstone's own rule.
+func (o *Options) srcCovered(id string, t store.Tombstone, src store.Checkpoint) bool {
+	if o.SrcCovered != nil {
+		return o.SrcCovered(id, t, src)
+	}
+	return t.Covers(src)
 }
 
 func (o *Options) defaults() {
@@ -320,7 +337,7 @@ func PlanAll(ctx context.Context, src, dst store.LogStore, opts Options) ([]Plan
 	}
 	ids, sides := pairSides(listed, opts.Select)
 	plans := make([]Plan, len(ids))
-	pl := &planner{src: src, dst: dst}
+	pl := &planner{src: src, dst: dst, srcCovered: opts.srcCovered}
 	var wg errgroup.Group
 	wg.SetLimit(opts.Concurrency)
 	for i, id := range ids {

@@ -72,11 +72,11 @@ func (sh *shipper) keptBoth(b store.LogStore, e replica.Event) bool {
 	if more {
 		sh.mark(e.NewID)
 	}
-	other := "holds the other machine's turns"
 	if e.DstTomb != nil {
-		other = "was deleted on another machine"
+		s.opts.Notify(fmt.Sprintf("session %s was deleted on another machine (on %s) while this one wrote to it: this machine's turns are kept in session %s (forked from it, and where this panto goes on)", e.ID, e.DstTomb.Deleted.Local().Format("2006-01-02 15:04"), e.NewID))
+		return true
 	}
-	s.opts.Notify(fmt.Sprintf("session %s was also changed on another machine while this one was offline: this machine's turns are kept in session %s (forked from it, and where this panto goes on); %s %s", e.ID, e.NewID, e.ID, other))
+	s.opts.Notify(fmt.Sprintf("session %s was also changed on another machine while this one was offline: this machine's turns are kept in session %s (forked from it, and where this panto goes on); %s holds the other machine's turns", e.ID, e.NewID, e.ID))
 	return true
 }
 

@@ -318,6 +318,9 @@ func (s *Store) List(ctx context.Context) ([]agent.SessionInfo, error) {
 	if !online {
 		return local, err
 	}
+	if err == nil {
+		local = without(local, s.deletedElsewhere(ctx, unlisted(local, remote, infoID)), infoID)
+	}
 	return merge(local, remote), err
 }
 
@@ -440,8 +443,17 @@ func (s *Store) Resolve(ctx context.Context, idOrPrefix string) (*agent.Session,
 		switch {
 		case s.unreachable(err):
 			s.tellOffline(ctx)
-		case err != nil && (!errors.Is(err, agent.ErrSessionNotFound) || errors.As(err, &gone)):
-			return nil, err // deleted in the bucket, or a bucket that answers wrongly
+		case errors.As(err, &gone):
+			if local != nil && local.Info.ID == gone.ID {
+				// Another machine deleted it: the deletion comes here
+				// too, unless this copy was written to since.
+				if mine, herr := head(ctx, s.local, gone.ID); herr == nil {
+					_ = s.carryDeletion(ctx, gone.ID, gone, mine)
+				}
+			}
+			return nil, err
+		case err != nil && !errors.Is(err, agent.ErrSessionNotFound):
+			return nil, err // a bucket that answers wrongly
 		default:
 			remote = r
 		}
@@ -535,6 +547,9 @@ func (s *Store) Logs(ctx context.Context) ([]store.Log, error) {
 	local, remote, online, err := listBoth(ctx, s, s.local.Logs, s.bucketLogs)
 	if !online {
 		return local, err
+	}
+	if err == nil {
+		local = without(local, s.deletedElsewhere(ctx, unlisted(local, remote, logID)), logID)
 	}
 	have := make(map[string]bool, len(local))
 	for _, l := range local {

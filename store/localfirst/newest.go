@@ -54,20 +54,39 @@ func (s *Store) ListNewest(ctx context.Context, limit int, keep func(agent.Sessi
 // head), merged as List merges, the newest limit kept. The newest limit
 // of the two together are among each side's newest limit, so neither
 // side lists more.
+//
+// A session of the replica's that the bucket deleted is not listed
+// (deletedElsewhere), and the replica is listed again in its place, at
+// most a few times.
 func (s *Store) ListNewestIn(ctx context.Context, limit int, p agent.Project, keep func(agent.SessionInfo) bool) ([]agent.SessionInfo, error) {
-	local, remote, online, err := listBoth(ctx, s,
-		func(ctx context.Context) ([]agent.SessionInfo, error) {
-			return store.ListNewestIn(ctx, s.local, limit, p, keep)
-		},
+	listLocal := func(ctx context.Context) ([]agent.SessionInfo, error) {
+		return store.ListNewestIn(ctx, s.local, limit, p, keep)
+	}
+	local, remote, online, err := listBoth(ctx, s, listLocal,
 		func(ctx context.Context, b store.LogStore) ([]agent.SessionInfo, error) {
 			return s.bucketNewest(ctx, b, limit, p, keep)
 		})
-	list := local
-	if online {
-		list = merge(local, remote)
+	if !online {
+		return newest(local, limit), err
 	}
-	if limit > 0 && len(list) > limit {
-		list = list[:limit]
+	list := newest(merge(local, remote), limit)
+	for range 3 {
+		if len(s.deletedElsewhere(ctx, unlisted(list, remote, infoID))) == 0 {
+			break
+		}
+		again, lerr := listLocal(ctx)
+		if lerr != nil {
+			break
+		}
+		list = newest(merge(again, remote), limit)
 	}
 	return list, err
+}
+
+// newest is the first limit of list (all of it when limit is 0).
+func newest(list []agent.SessionInfo, limit int) []agent.SessionInfo {
+	if limit > 0 && len(list) > limit {
+		return list[:limit]
+	}
+	return list
 }

@@ -58,12 +58,7 @@ func (s *Store) pull(ctx context.Context, b store.LogStore, id string) error {
 	}
 	var gone *agent.DeletedError
 	if errors.As(err, &gone) {
-		t := store.Tombstone{ID: id, Deleted: gone.Deleted, At: store.Checkpoint{Length: gone.Length, SHA256: gone.SHA256}}
-		if mine.Length == 0 || t.Covers(mine) {
-			s.shipped.forget(id)
-			return s.local.Delete(ctx, t)
-		}
-		return errShipFirst
+		return s.carryDeletion(ctx, id, gone, mine)
 	}
 	if err != nil {
 		return err
@@ -92,4 +87,25 @@ func (s *Store) pull(ctx context.Context, b store.LogStore, id string) error {
 		return e.Err
 	}
 	return errShipFirst
+}
+
+// carryDeletion brings to the replica the bucket's deletion of session
+// id (gone) of which the replica holds mine, when it covers that copy
+// (srcCovered); the replica's Delete is of mine, so that an append since
+// is refused it. A copy written to after the deletion is the shipper's,
+// which keeps it as a new session: errShipFirst.
+func (s *Store) carryDeletion(ctx context.Context, id string, gone *agent.DeletedError, mine store.Checkpoint) error {
+	t := store.Tombstone{ID: id, Deleted: gone.Deleted, At: store.Checkpoint{Length: gone.Length, SHA256: gone.SHA256}}
+	if !s.srcCovered(id, t, mine) {
+		s.ship.mark(id)
+		return errShipFirst
+	}
+	if mine.Length > 0 {
+		t.At = mine
+	}
+	if err := s.local.Delete(ctx, t); err != nil {
+		return err
+	}
+	s.shipped.forget(id)
+	return nil
 }

@@ -197,7 +197,7 @@ func (sh *shipper) round(b store.LogStore) bool {
 	}
 	var retry []string
 	if reached {
-		events := replica.Transfer(sh.ctx, sh.s.local, b, plans, replica.Options{KeepBoth: true, Concurrency: sh.s.opts.ShipConcurrency})
+		events := replica.Transfer(sh.ctx, sh.s.local, b, plans, replica.Options{KeepBoth: true, Concurrency: sh.s.opts.ShipConcurrency, SrcCovered: sh.s.srcCovered})
 		for _, e := range events {
 			if sh.report != nil {
 				sh.report(e)
@@ -259,7 +259,7 @@ func (sh *shipper) catchUp(b store.LogStore, marked map[string]bool) ([]replica.
 		ids = slices.DeleteFunc(ids, func(id string) bool { return marked[id] })
 		return sh.planEach(b, ids)
 	}
-	all, err := replica.PlanAll(sh.ctx, s.local, b, replica.Options{Select: func(id string) bool { return !marked[id] }})
+	all, err := replica.PlanAll(sh.ctx, s.local, b, replica.Options{Select: func(id string) bool { return !marked[id] }, SrcCovered: s.srcCovered})
 	if err == nil {
 		s.shipped.fullDone(now)
 	}
@@ -325,7 +325,7 @@ func (sh *shipper) plan(b store.LogStore, id string, tomb *store.Tombstone) (rep
 		// tombstone against the log before its commit point, and says
 		// when the log moved on.
 		p.Dst, p.SrcTomb = cp, tomb
-		p.Relation = relateDeleted(p)
+		p.Relation = sh.s.relateDeleted(p)
 		return p, nil
 	}
 	p.Dst, err = head(ctx, b, id)
@@ -341,7 +341,7 @@ func (sh *shipper) plan(b store.LogStore, id string, tomb *store.Tombstone) (rep
 	}
 	if tomb != nil || p.DstTomb != nil {
 		p.SrcTomb = tomb
-		p.Relation = relateDeleted(p)
+		p.Relation = sh.s.relateDeleted(p)
 		return p, nil
 	}
 	p.Relation, err = replica.Relate(ctx, sh.s.local, b, id, p.Src, p.Dst)
@@ -350,8 +350,9 @@ func (sh *shipper) plan(b store.LogStore, id string, tomb *store.Tombstone) (rep
 
 // relateDeleted is sync's relation of a session one side deleted
 // (replica's plan.go): a tombstone covers what was deleted and any copy
-// behind it; a copy it does not cover was written to after.
-func relateDeleted(p replica.Plan) replica.Relation {
+// behind it (of the replica's copy, srcCovered says which); a copy it
+// does not cover was written to after.
+func (s *Store) relateDeleted(p replica.Plan) replica.Relation {
 	switch {
 	case p.SrcTomb != nil && p.DstTomb != nil:
 		return replica.Same
@@ -361,7 +362,7 @@ func relateDeleted(p replica.Plan) replica.Relation {
 		}
 		return replica.DeleteConflict
 	default:
-		if p.Src.Length == 0 || p.DstTomb.Covers(p.Src) {
+		if s.srcCovered(p.ID, *p.DstTomb, p.Src) {
 			return replica.DstDeleted
 		}
 		return replica.DeleteConflict
@@ -383,13 +384,39 @@ func (s *Store) tombstone(ctx context.Context, id string) (*store.Tombstone, err
 }
 
 // head is the checkpoint of session id in s, the empty one when s does
-// not hold it.
+// not hold it. A session s deleted is an *agent.DeletedError (which is
+// also ErrSessionNotFound): its tombstone decides what becomes of the
+// other side's copy.
 func head(ctx context.Context, s store.LogStore, id string) (store.Checkpoint, error) {
 	cp, err := store.Head(ctx, s, id)
-	if errors.Is(err, agent.ErrSessionNotFound) {
+	var gone *agent.DeletedError
+	if errors.Is(err, agent.ErrSessionNotFound) && !errors.As(err, &gone) {
 		return store.Checkpoint{}, nil
 	}
 	return cp, err
+}
+
+// srcCovered says whether t, the bucket's tombstone of session id,
+// covers the replica's copy at mine (replica.Options.SrcCovered): the
+// deletion then comes here too; otherwise the copy was written to after
+// it, and is kept as a new session. A tombstone says the length and
+// hash of what was deleted, and the bucket's log only grows, so what the
+// shipped record says the bucket held of the replica's log is a prefix
+// of what was deleted. A copy shorter than what was deleted is covered
+// only when the bucket held all of it: bytes it never acknowledged are
+// this machine's turns, written while another deleted the session (or
+// offline), which a deletion by length alone would lose. A copy with no
+// record (one whose send failed, a record lost) is kept too: a copy of a
+// deleted session kept twice is the lesser harm.
+func (s *Store) srcCovered(id string, t store.Tombstone, mine store.Checkpoint) bool {
+	if mine.Length == 0 || mine == t.At {
+		return true
+	}
+	if !t.Covers(mine) {
+		return false
+	}
+	cp, ok := s.shipped.get(id)
+	return ok && cp == mine
 }
 
 // record learns from what became of one session; it reports false when
@@ -407,8 +434,13 @@ func (sh *shipper) record(b store.LogStore, e replica.Event) bool {
 			s.shipped.set(e.ID, e.Plan.Src) // the replica is a prefix of the bucket's log
 		case replica.DstDeleted:
 			// Deleted in the bucket, and the replica holds no more than
-			// was deleted: the deletion comes here too.
-			if err := s.local.Delete(sh.ctx, *e.DstTomb); err != nil && !errors.Is(err, store.ErrChanged) {
+			// was deleted: the deletion comes here too, of the copy as
+			// judged (an append since is refused it, and shipped).
+			t := *e.DstTomb
+			if e.Plan.Src.Length > 0 {
+				t.At = e.Plan.Src
+			}
+			if err := s.local.Delete(sh.ctx, t); err != nil && !errors.Is(err, store.ErrChanged) {
 				s.opts.Notify(fmt.Sprintf("session %s was deleted in %s, but not on this machine: %v", e.ID, s.opts.Name, err))
 			}
 			s.shipped.forget(e.ID)

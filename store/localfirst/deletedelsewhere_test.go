@@ -1,0 +1,209 @@
+package localfirst_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/klauspost/compress/zstd"
+
+	"github.com/panto-dev/panto/agent"
+	"github.com/panto-dev/panto/internal/testkit/miniotest"
+	"github.com/panto-dev/panto/store"
+)
+
+// TestDeletedElsewhere: a session machine a wrote and b continued and
+// deleted is neither listed nor continued on a, whose copy is behind the
+// deleted log, nor read on c, which read it before; none of its bytes
+// come back to the bucket.
+func TestDeletedElsewhere(t *testing.T) {
+	t.Parallel()
+	srv := miniotest.Shared(t)
+	bucket := srv.NewBucket(t)
+	a, b := newMachine(t, srv, bucket), newMachine(t, srv, bucket)
+	ctx := context.Background()
+
+	sa := a.open()
+	keep := sa.Create()
+	if err := keep.Append(ctx, []agent.PersistentMessage{user("kept")}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(10 * time.Millisecond) // the deleted one is the newest
+	sess := sa.Create()
+	if err := sess.Append(ctx, []agent.PersistentMessage{user("from a")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := sa.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	// c read the session too.
+	c := newMachine(t, srv, bucket)
+	sc := c.open()
+	if got := texts(t, sc, sess.Info.ID); !equal(got, []string{"from a"}) {
+		t.Fatalf("c reads %q", got)
+	}
+	if err := sc.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	sb := b.open()
+	onB, err := sb.Latest(ctx)
+	if err != nil || onB.Info.ID != sess.Info.ID {
+		t.Fatalf("b continues %v (%v), want %s", onB, err, sess.Info.ID)
+	}
+	if err := onB.Append(ctx, []agent.PersistentMessage{user("from b")}); err != nil {
+		t.Fatal(err)
+	}
+	at, err := store.Head(ctx, sb, sess.Info.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Delete(ctx, sb, store.Tombstone{ID: sess.Info.ID, Deleted: time.Now().UTC().Truncate(time.Second), At: at}); err != nil {
+		t.Fatal(err)
+	}
+	if err := sb.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	sa = a.open()
+	list, err := sa.ListNewest(ctx, 50, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, info := range list {
+		if info.ID == sess.Info.ID {
+			t.Errorf("a lists %s, which b deleted", sess.Info.ID)
+		}
+	}
+	latest, err := sa.Latest(ctx)
+	if err != nil {
+		t.Fatalf("Latest on a: %v", err)
+	}
+	if latest.Info.ID != keep.Info.ID {
+		t.Fatalf("a continues %s, want %s (the newest not deleted)", latest.Info.ID, keep.Info.ID)
+	}
+	_, err = sa.Resolve(ctx, sess.Info.ID)
+	var gone *agent.DeletedError
+	if !errors.As(err, &gone) {
+		t.Fatalf("a resolves the deleted session: %v, want a DeletedError", err)
+	}
+	if err := sa.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	sc = c.open()
+	_, err = sc.Load(ctx, sess.Info.ID)
+	if !errors.As(err, &gone) {
+		t.Errorf("c loads the deleted session: %v, want a DeletedError", err)
+	}
+	if err := sc.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	noText(t, srv, bucket, "from a", "from b")
+}
+
+// noText fails when an object of bucket holds one of texts (compressed
+// or not).
+func noText(t *testing.T, srv *miniotest.Server, bucket string, texts ...string) {
+	t.Helper()
+	dec, err := zstd.NewReader(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dec.Close()
+	for key, data := range srv.Objects(t, bucket) {
+		if plain, err := dec.DecodeAll(data, nil); err == nil {
+			data = plain
+		}
+		for _, text := range texts {
+			if strings.Contains(string(data), text) {
+				t.Errorf("%s holds %q", key, text)
+			}
+		}
+	}
+}
+
+// TestWrittenWhileDeletedElsewhere: machine a appends to a session that
+// b continued and deleted meanwhile. a's copy is shorter than what b
+// deleted, but not a prefix of it: a's turn is kept, in a new session
+// linked to the deleted one, and b's deleted turn does not come back.
+func TestWrittenWhileDeletedElsewhere(t *testing.T) {
+	t.Parallel()
+	srv := miniotest.Shared(t)
+	bucket := srv.NewBucket(t)
+	a, b := newMachine(t, srv, bucket), newMachine(t, srv, bucket)
+	ctx := context.Background()
+
+	sa := a.open()
+	sess := sa.Create()
+	if err := sess.Append(ctx, []agent.PersistentMessage{user("from a")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := sa.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	sa = a.open()
+	onA, err := sa.Resolve(ctx, sess.Info.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	sb := b.open()
+	onB, err := sb.Resolve(ctx, sess.Info.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := onB.Append(ctx, []agent.PersistentMessage{user("from b, a longer turn than a's, then deleted with the session")}); err != nil {
+		t.Fatal(err)
+	}
+	at, err := store.Head(ctx, sb, sess.Info.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Delete(ctx, sb, store.Tombstone{ID: sess.Info.ID, Deleted: time.Now().UTC().Truncate(time.Second), At: at}); err != nil {
+		t.Fatal(err)
+	}
+	if err := sb.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	if err := onA.Append(ctx, []agent.PersistentMessage{user("a, after")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := sa.Close(ctx); err != nil {
+		t.Fatalf("Close on a: %v", err)
+	}
+	note := a.told("deleted on another machine")
+	if note == "" {
+		t.Fatalf("a was not told that its turn went to a new session; told %q", a.notes)
+	}
+
+	bs := bucketStore(t, a)
+	list, err := bs.List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kept *agent.SessionInfo
+	for i, info := range list {
+		if info.ID == sess.Info.ID {
+			t.Fatalf("the bucket lists the deleted session %s", sess.Info.ID)
+		}
+		if info.Parent == sess.Info.ID {
+			kept = &list[i]
+		}
+	}
+	if kept == nil {
+		t.Fatalf("the bucket holds no session linked to %s: %v", sess.Info.ID, list)
+	}
+	if got, want := texts(t, bs, kept.ID), []string{"from a", "a, after"}; !equal(got, want) {
+		t.Fatalf("the kept session holds %q, want %q", got, want)
+	}
+	sa = a.open()
+	defer sa.Close(ctx)
+	if got := texts(t, sa, kept.ID); !equal(got, []string{"from a", "a, after"}) {
+		t.Fatalf("a's replica holds %q in the kept session", got)
+	}
+	noText(t, srv, bucket, "from b, a longer turn than a's, then deleted with the session")
+}
