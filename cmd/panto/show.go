@@ -91,7 +91,7 @@ func parentLine(info agent.SessionInfo) string {
 	case info.ForkedAt > 0:
 		return fmt.Sprintf("forked from %s at message %d", info.Parent, info.ForkedAt)
 	}
-	return fmt.Sprintf("copied from %s (panto-sync kept both copies of a diverged session)", info.Parent)
+	return fmt.Sprintf("copied from %s (both were kept: it was written to, or deleted, on another machine at the same time)", info.Parent)
 }
 
 // writeTotals prints a session's token totals.

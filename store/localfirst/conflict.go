@@ -76,7 +76,7 @@ func (sh *shipper) keptBoth(b store.LogStore, e replica.Event) bool {
 		s.opts.Notify(fmt.Sprintf("session %s was deleted on another machine (on %s) while this one wrote to it: this machine's turns are kept in session %s (forked from it, and where this panto goes on)", e.ID, e.DstTomb.Deleted.Local().Format("2006-01-02 15:04"), e.NewID))
 		return true
 	}
-	s.opts.Notify(fmt.Sprintf("session %s was also changed on another machine while this one was offline: this machine's turns are kept in session %s (forked from it, and where this panto goes on); %s holds the other machine's turns", e.ID, e.NewID, e.ID))
+	s.opts.Notify(fmt.Sprintf("session %s was also changed on another machine since this one last sent to it (while it was offline, or at the same time): this machine's turns are kept in session %s (forked from it, and where this panto goes on); %s holds the other machine's turns", e.ID, e.NewID, e.ID))
 	return true
 }
 
