@@ -304,6 +304,12 @@ func (cs *chatSession) stepError(err error) error {
 	if !cs.persist {
 		return err
 	}
+	if errors.Is(err, agent.ErrSessionDeleted) {
+		// Another panto (rm, prune, another machine's) deleted it while
+		// this one wrote: the prompt went with it, and -r would only say
+		// so.
+		return fmt.Errorf("%w, while this panto was writing to it: the answer above is not stored; start a new session, or go on in another one (panto sessions)", err)
+	}
 	id := shortID(cs.agent.Session().Info.ID)
 	return fmt.Errorf("%w (your prompt is saved in session %s; retry with: panto -r %s)", err, id, id)
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/panto-dev/panto/agent"
 	"github.com/panto-dev/panto/internal/testkit/cmdtest"
 	"github.com/panto-dev/panto/internal/testkit/fakeprovider"
+	"github.com/panto-dev/panto/store"
 )
 
 var sessionLine = regexp.MustCompile(`session ([0-9a-f]{32}) \(resume: panto -r ([0-9a-f]{8})\)`)
@@ -336,5 +337,57 @@ func TestAllowShell(t *testing.T) {
 		if offered != allow || ran != allow || refused == allow {
 			t.Errorf("allow %v: offered %v, ran %v, refused %v", allow, offered, ran, refused)
 		}
+	}
+}
+
+// TestDeletedWhileAnswering: the session is deleted (another panto's rm)
+// while the provider answers. The answer cannot be stored: panto says so
+// in one line, and does not send the user to resume a deleted session.
+func TestDeletedWhileAnswering(t *testing.T) {
+	t.Parallel()
+	for _, kind := range backendKinds {
+		t.Run(kind.name, func(t *testing.T) {
+			t.Parallel()
+			b := kind.make(t)
+			pc := providerCases[0]
+			srv := fakeprovider.New(t, pc.style, pc.key)
+			srv.SetRespond(func(fakeprovider.Request) fakeprovider.Reply {
+				st := b.open(t)
+				defer store.Close(context.Background(), st)
+				list, err := st.List(context.Background())
+				if err != nil || len(list) != 1 {
+					t.Errorf("the store lists %v (%v), want the one session", list, err)
+					return fakeprovider.Reply{Text: "no session to delete"}
+				}
+				ls := st.(store.LogStore)
+				at, err := store.Head(context.Background(), ls, list[0].ID)
+				if err == nil {
+					err = store.Delete(context.Background(), st, store.Tombstone{ID: list[0].ID, Deleted: time.Now().UTC().Truncate(time.Second), At: at})
+				}
+				if err != nil {
+					t.Errorf("delete: %v", err)
+				}
+				return fakeprovider.Reply{Text: "an answer to a deleted session"}
+			})
+			// The bucket itself: local-first, the answer goes to this
+			// machine's copy, which is then kept as a new session.
+			env := append(pc.env(b), "PANTO_DIRECT=1")
+			r := runPanto(t, t.TempDir(), env, "", append(pc.flags(srv), "a prompt")...)
+			line := strings.TrimSuffix(r.stderr, "\n")
+			if r.code == 0 || strings.Contains(line, "\n") || !strings.Contains(line, "deleted") || !strings.Contains(line, "not stored") {
+				t.Errorf("exit %d, stderr %q: want one line saying the session was deleted and the answer not stored", r.code, r.stderr)
+			}
+			if strings.Contains(line, "retry with") {
+				t.Errorf("stderr %q sends the user to resume a deleted session", line)
+			}
+			if kind.name != "fs" {
+				return
+			}
+			// The interactive mode says how to go on, at each turn.
+			r = runPanto(t, t.TempDir(), env, "a prompt\nanother\n", append(pc.flags(srv), "-i")...)
+			if n := strings.Count(r.stderr, "/new starts a session"); n != 2 {
+				t.Errorf("interactive, stderr %q: want both turns to say that /new starts a session", r.stderr)
+			}
+		})
 	}
 }

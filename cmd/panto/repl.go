@@ -166,7 +166,7 @@ func (cs *chatSession) banner(resumed bool) {
 // turn submits one prompt and runs the step; Ctrl-C cancels the step.
 func (cs *chatSession) turn(ctx context.Context, prompt string) error {
 	if err := cs.agent.SubmitUserMessage(ctx, prompt); err != nil {
-		return err
+		return deletedInTurn(err)
 	}
 	stepCtx, stop := signal.NotifyContext(ctx, os.Interrupt)
 	defer stop()
@@ -181,9 +181,19 @@ func (cs *chatSession) turn(ctx context.Context, prompt string) error {
 		return errors.New(cutShortNotice(cut))
 	}
 	if err != nil {
-		return unwrapProvider(err)
+		return deletedInTurn(unwrapProvider(err))
 	}
 	return nil
+}
+
+// deletedInTurn says what to do when the session was deleted under the
+// interactive mode (another panto's rm): nothing more can be stored in
+// it.
+func deletedInTurn(err error) error {
+	if errors.Is(err, agent.ErrSessionDeleted) {
+		return fmt.Errorf("%w, while this panto was in it: nothing more is stored in it; /new starts a session, /sessions lists the others", err)
+	}
+	return err
 }
 
 // command runs a /command and reports whether to quit.
