@@ -3,6 +3,7 @@ package localfirst
 import (
 	"context"
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/panto-dev/panto/agent"
@@ -70,8 +71,13 @@ func (s *Store) ListNewestIn(ctx context.Context, limit int, p agent.Project, ke
 		return newest(local, limit), err
 	}
 	list := newest(merge(local, remote), limit)
+	asked := map[string]bool{}
 	for range 3 {
-		if len(s.deletedElsewhere(ctx, unlisted(list, remote, infoID))) == 0 {
+		ask := slices.DeleteFunc(unlisted(list, remote, infoID), func(id string) bool { return asked[id] })
+		for _, id := range ask {
+			asked[id] = true
+		}
+		if len(s.deletedElsewhere(ctx, ask)) == 0 {
 			break
 		}
 		again, lerr := listLocal(ctx)
