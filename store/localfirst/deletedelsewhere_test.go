@@ -49,24 +49,7 @@ func TestDeletedElsewhere(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	sb := b.open()
-	onB, err := sb.Latest(ctx)
-	if err != nil || onB.Info.ID != sess.Info.ID {
-		t.Fatalf("b continues %v (%v), want %s", onB, err, sess.Info.ID)
-	}
-	if err := onB.Append(ctx, []agent.PersistentMessage{user("from b")}); err != nil {
-		t.Fatal(err)
-	}
-	at, err := store.Head(ctx, sb, sess.Info.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := store.Delete(ctx, sb, store.Tombstone{ID: sess.Info.ID, Deleted: time.Now().UTC().Truncate(time.Second), At: at}); err != nil {
-		t.Fatal(err)
-	}
-	if err := sb.Close(ctx); err != nil {
-		t.Fatal(err)
-	}
+	writeThenDelete(t, b, sess.Info.ID, "from b")
 
 	sa = a.open()
 	list, err := sa.ListNewest(ctx, 50, nil)
@@ -102,6 +85,31 @@ func TestDeletedElsewhere(t *testing.T) {
 		t.Fatal(err)
 	}
 	noText(t, srv, bucket, "from a", "from b")
+}
+
+// writeThenDelete has machine m append text to session id, as it
+// resolves it, then delete the session, and close.
+func writeThenDelete(t *testing.T, m *machine, id, text string) {
+	t.Helper()
+	ctx := context.Background()
+	s := m.open()
+	sess, err := s.Resolve(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sess.Append(ctx, []agent.PersistentMessage{user(text)}); err != nil {
+		t.Fatal(err)
+	}
+	at, err := store.Head(ctx, s, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Delete(ctx, s, store.Tombstone{ID: id, Deleted: time.Now().UTC().Truncate(time.Second), At: at}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // noText fails when an object of bucket holds one of texts (compressed
@@ -150,24 +158,7 @@ func TestWrittenWhileDeletedElsewhere(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	sb := b.open()
-	onB, err := sb.Resolve(ctx, sess.Info.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := onB.Append(ctx, []agent.PersistentMessage{user("from b, a longer turn than a's, then deleted with the session")}); err != nil {
-		t.Fatal(err)
-	}
-	at, err := store.Head(ctx, sb, sess.Info.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := store.Delete(ctx, sb, store.Tombstone{ID: sess.Info.ID, Deleted: time.Now().UTC().Truncate(time.Second), At: at}); err != nil {
-		t.Fatal(err)
-	}
-	if err := sb.Close(ctx); err != nil {
-		t.Fatal(err)
-	}
+	writeThenDelete(t, b, sess.Info.ID, "from b, a longer turn than a's, then deleted with the session")
 
 	if err := onA.Append(ctx, []agent.PersistentMessage{user("a, after")}); err != nil {
 		t.Fatal(err)
