@@ -13,8 +13,8 @@ import (
 
 // planner relates the two sides of each session.
 type planner struct {
-	src, dst   store.LogStore
-	srcCovered func(id string, t store.Tombstone, src store.Checkpoint) bool // Options.srcCovered
+	src, dst store.LogStore
+	covered  coveredBy
 }
 
 // plan relates session id's copies on the two sides.
@@ -43,7 +43,7 @@ func (pl *planner) plan(ctx context.Context, id string, src, dst sideOf) Plan {
 		return p
 	}
 	if src.tomb != nil || dst.tomb != nil {
-		p.Relation = relateDeleted(src.tomb, dst.tomb, p.Src, p.Dst, pl.srcCovered)
+		p.Relation = relateDeleted(src.tomb, dst.tomb, p.Src, p.Dst, pl.covered)
 		return p
 	}
 	var err error
@@ -56,9 +56,10 @@ func (pl *planner) plan(ctx context.Context, id string, src, dst sideOf) Plan {
 // relateDeleted relates the copies of a session at least one side deleted
 // (st and dt its tombstones, s and d what each side still holds of it). A
 // tombstone covers what was deleted and any copy behind it; a copy it
-// does not cover was written to after the deletion. srcCovered says
-// whether dt covers the source's copy (Options.SrcCovered).
-func relateDeleted(st, dt *store.Tombstone, s, d store.Checkpoint, srcCovered func(id string, t store.Tombstone, src store.Checkpoint) bool) Relation {
+// does not cover was written to after the deletion. covered says
+// whether a tombstone covers the other side's copy (Options.SrcCovered,
+// Options.DstCovered).
+func relateDeleted(st, dt *store.Tombstone, s, d store.Checkpoint, covered coveredBy) Relation {
 	switch {
 	case st != nil && dt != nil:
 		// Both deleted it: what is left on either side (a deletion cut
@@ -68,12 +69,12 @@ func relateDeleted(st, dt *store.Tombstone, s, d store.Checkpoint, srcCovered fu
 		}
 		return Same
 	case st != nil:
-		if d.Length == 0 || st.Covers(d) {
+		if d.Length == 0 || covered.dst(st.ID, *st, d) {
 			return SrcDeleted
 		}
 		return DeleteConflict
 	default:
-		if s.Length == 0 || srcCovered(dt.ID, *dt, s) {
+		if s.Length == 0 || covered.src(dt.ID, *dt, s) {
 			return DstDeleted
 		}
 		return DeleteConflict

@@ -183,6 +183,10 @@ type Options struct {
 	// deletion from one behind it, so that the copy is kept (a conflict)
 	// instead of deleted.
 	SrcCovered func(id string, t store.Tombstone, src store.Checkpoint) bool
+	// DstCovered is SrcCovered the other way: whether the source's
+	// tombstone t covers the destination's copy at dst (a pull, judged
+	// by what the puller knows the bucket held of its copy).
+	DstCovered func(id string, t store.Tombstone, dst store.Checkpoint) bool
 	// ChunkSize bounds one append (default 8 MiB): a longer tail is
 	// appended in chunks of whole batches, so that memory stays bounded
 	// and no object of a bucket grows without bound.
@@ -195,12 +199,24 @@ type Options struct {
 	Report func(Event)
 }
 
-// srcCovered is SrcCovered, else the tombstone's own rule.
-func (o *Options) srcCovered(id string, t store.Tombstone, src store.Checkpoint) bool {
-	if o.SrcCovered != nil {
-		return o.SrcCovered(id, t, src)
+// covered is how a copy is judged against the other side's tombstone:
+// SrcCovered and DstCovered, else the tombstone's own rule.
+func (o *Options) covered() coveredBy {
+	c := coveredBy{src: o.SrcCovered, dst: o.DstCovered}
+	byLength := func(_ string, t store.Tombstone, cp store.Checkpoint) bool { return t.Covers(cp) }
+	if c.src == nil {
+		c.src = byLength
 	}
-	return t.Covers(src)
+	if c.dst == nil {
+		c.dst = byLength
+	}
+	return c
+}
+
+// coveredBy judges a side's copy of a session against the other side's
+// tombstone (Options.SrcCovered, Options.DstCovered).
+type coveredBy struct {
+	src, dst func(id string, t store.Tombstone, cp store.Checkpoint) bool
 }
 
 func (o *Options) defaults() {
@@ -337,7 +353,7 @@ func PlanAll(ctx context.Context, src, dst store.LogStore, opts Options) ([]Plan
 	}
 	ids, sides := pairSides(listed, opts.Select)
 	plans := make([]Plan, len(ids))
-	pl := &planner{src: src, dst: dst, srcCovered: opts.srcCovered}
+	pl := &planner{src: src, dst: dst, covered: opts.covered()}
 	var wg errgroup.Group
 	wg.SetLimit(opts.Concurrency)
 	for i, id := range ids {

@@ -698,3 +698,44 @@ func TestForkReaderBytes(t *testing.T) {
 		t.Errorf("grew = %d, want %d", grew, len(want)-len(header)-len(rest))
 	}
 }
+
+// TestCoveredHooks: a copy shorter than what the other side deleted, not
+// a prefix of it (a turn written here while the other side continued
+// and deleted the session), goes with the deletion by the tombstone's
+// rule, and is a conflict when the side that knows what it wrote says
+// so: SrcCovered for a push of it, DstCovered for a pull onto it.
+func TestCoveredHooks(t *testing.T) {
+	id := "c1000000000000000000000000000001"
+	setup := func(t *testing.T) (deleted, survivor *fsjsonl.Store) {
+		deleted, survivor = dirStore(t), dirStore(t)
+		write(t, deleted, id, batch(t, id, true, 1, "the first turn"))
+		copyAll(t, deleted, survivor, Options{})
+		write(t, deleted, id, batch(t, id, false, 3, "the other side's longer turns, then deleted"))
+		deleteNow(t, deleted, id)
+		write(t, survivor, id, batch(t, id, false, 1, "here"))
+		return deleted, survivor
+	}
+	never := func(string, store.Tombstone, store.Checkpoint) bool { return false }
+	t.Run("pull", func(t *testing.T) {
+		deleted, survivor := setup(t)
+		_, events := copyAll(t, deleted, survivor, Options{DstCovered: never})
+		if k := eventOf(events, id).Kind; k != Conflicted {
+			t.Errorf("with DstCovered false: %v, want Conflicted", k)
+		}
+		_, events = copyAll(t, deleted, survivor, Options{})
+		if k := eventOf(events, id).Kind; k != Deleted {
+			t.Errorf("by the tombstone's rule: %v, want Deleted", k)
+		}
+	})
+	t.Run("push", func(t *testing.T) {
+		deleted, survivor := setup(t)
+		_, events := copyAll(t, survivor, deleted, Options{SrcCovered: never})
+		if k := eventOf(events, id).Kind; k != Conflicted {
+			t.Errorf("with SrcCovered false: %v, want Conflicted", k)
+		}
+		_, events = copyAll(t, survivor, deleted, Options{})
+		if e := eventOf(events, id); e.Kind != Skipped || e.Relation != DstDeleted {
+			t.Errorf("by the tombstone's rule: %v %v, want Skipped, DstDeleted", e.Kind, e.Relation)
+		}
+	})
+}

@@ -97,7 +97,7 @@ func (t *transfer) replan(ctx context.Context, p Plan, err error) (next Plan, no
 		// The destination deleted it and did not list the tombstone (a
 		// listing that lagged, or a deletion older than the retention).
 		p.DstTomb = &store.Tombstone{ID: p.ID, Deleted: gone.Deleted, At: store.Checkpoint{Length: gone.Length, SHA256: gone.SHA256}}
-		p.Dst, p.Relation = store.Checkpoint{}, relateDeleted(nil, p.DstTomb, p.Src, store.Checkpoint{}, t.opts.srcCovered)
+		p.Dst, p.Relation = store.Checkpoint{}, relateDeleted(nil, p.DstTomb, p.Src, store.Checkpoint{}, t.opts.covered())
 		return p, "", true, nil
 	}
 	var changed *store.ChangedError
@@ -269,7 +269,7 @@ func (t *transfer) deletion(ctx context.Context, p Plan) Event {
 	if errors.As(err, &changed) {
 		// The destination was written to since it was listed: after the
 		// deletion, so this is a conflict now.
-		p.Dst, p.Relation = changed.Have, relateDeleted(p.SrcTomb, p.DstTomb, p.Src, changed.Have, t.opts.srcCovered)
+		p.Dst, p.Relation = changed.Have, relateDeleted(p.SrcTomb, p.DstTomb, p.Src, changed.Have, t.opts.covered())
 		if p.Relation == DeleteConflict {
 			return t.deletion(ctx, p)
 		}

@@ -89,6 +89,10 @@ type watcher struct {
 	offline bool // the unreachable notice was given and not yet ended
 	// leftoversDue: the replica's leftovers are to be sent.
 	leftoversDue bool
+	// agreed is, per session, the checkpoint at which this watch last
+	// saw the catalog's copy and the bucket's hold the same bytes (a
+	// push or a pull that copied or found them so): localCovered.
+	agreed map[string]store.Checkpoint
 }
 
 // watchEvent is watch's own --json object (the copies' events are push's
@@ -261,24 +265,74 @@ func (w *watcher) token(ctx context.Context) (string, error) {
 // changed; it reports false when it must be run again (the bucket did not
 // answer, or a session failed).
 func (w *watcher) copy(ctx context.Context, src, dst store.LogStore, rep *reporter) bool {
-	sum, err := replica.Copy(ctx, src, dst, replica.Options{
+	opts := replica.Options{
 		Concurrency: w.o.Concurrency,
 		Select:      w.o.selected,
 		KeepBoth:    true,
 		Report: func(e replica.Event) {
+			w.agree(e)
 			switch e.Kind {
 			case replica.Unchanged, replica.Skipped:
 				return // every session, every round: only changes are news
 			}
 			rep.event(e)
 		},
-	})
+	}
+	// The catalog's copy is judged against the bucket's tombstone by
+	// what this watch saw the bucket hold of it, whichever way it copies.
+	if src == w.local {
+		opts.SrcCovered = w.localCovered
+	} else {
+		opts.DstCovered = w.localCovered
+	}
+	sum, err := replica.Copy(ctx, src, dst, opts)
 	if err != nil {
 		w.failed(err)
 		return false
 	}
 	w.reachable()
 	return sum.Failed == 0
+}
+
+// agree records what a push or pull found both sides to hold.
+func (w *watcher) agree(e replica.Event) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.agreed == nil {
+		w.agreed = map[string]store.Checkpoint{}
+	}
+	switch e.Kind {
+	case replica.Created, replica.Appended, replica.Unchanged:
+		if e.Plan.Src.Length > 0 {
+			w.agreed[e.ID] = e.Plan.Src
+		}
+	case replica.Deleted, replica.KeptBoth:
+		delete(w.agreed, e.ID)
+	}
+}
+
+// localCovered says whether t, the bucket's tombstone of session id,
+// covers the catalog's copy at cp (replica.Options.SrcCovered and
+// DstCovered). A tombstone says the length and hash of what was deleted,
+// so by its rule any shorter copy is behind the deletion; but the
+// catalog's copy may hold a turn written here while another machine
+// continued the session and deleted it, which the bucket never had, and
+// the deletion would take it. A copy this watch saw the bucket hold whole
+// is behind it; one it saw the bucket hold a prefix of has bytes the
+// bucket never acknowledged, and is kept as a new session (as a longer
+// one is). A session this watch has not seen agree yet (the first round
+// after a start) is judged by length, as push and pull judge it.
+func (w *watcher) localCovered(id string, t store.Tombstone, cp store.Checkpoint) bool {
+	if cp.Length == 0 || cp == t.At {
+		return true
+	}
+	if !t.Covers(cp) {
+		return false
+	}
+	w.mu.Lock()
+	agreed, ok := w.agreed[id]
+	w.mu.Unlock()
+	return !ok || agreed == cp
 }
 
 // failed reports an error of a round: an unreachable bucket once until it

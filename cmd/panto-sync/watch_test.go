@@ -206,3 +206,75 @@ func TestWatchIdleRequests(t *testing.T) {
 		t.Fatalf("watch exited %d", code)
 	}
 }
+
+// TestWatchKeepsATurnWrittenWhileDeletedElsewhere: another machine
+// continues a session this watch pushed (two batches more) and deletes
+// it; then a batch is written here. The catalog's copy is shorter than
+// what was deleted, yet holds a turn the bucket never had: watch keeps it
+// as a new session linked to the deleted one, instead of taking it for a
+// copy behind the deletion.
+func TestWatchKeepsATurnWrittenWhileDeletedElsewhere(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	dir := t.TempDir()
+	// No poll in the test's time: only the push after the local write runs.
+	w, stop := startWatch(t, e, e.srv.Endpoint(), "--poll", "1h", "--dir", dir, e.url)
+	defer stop()
+	eventually(t, "watch starts", func() bool { return w.saw("watching") })
+	id := newSession(t, dir, 2)
+	eventually(t, "the session reaches the bucket", func() bool { return bucketLength(t, e, id) == fileLength(dir, id) })
+
+	other := t.TempDir()
+	e.must(t, 0, "pull", "--dir", other, e.url)
+	appendBatch(t, other, id, false)
+	appendBatch(t, other, id, false)
+	cat, err := fsjsonl.Open(other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at, err := store.Head(context.Background(), cat, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cat.Delete(context.Background(), store.Tombstone{ID: id, Deleted: time.Now(), At: at}); err != nil {
+		t.Fatal(err)
+	}
+	e.must(t, 0, "push", "--dir", other, e.url)
+	if bucketLength(t, e, id) != 0 {
+		t.Fatal("test setup: the session is not deleted in the bucket")
+	}
+
+	turn := appendBatch(t, dir, id, false)
+	var kept string
+	eventually(t, "the turn written here reaches the bucket, in a session linked to the deleted one", func() bool {
+		kept = keptCopyOf(t, e, id)
+		return kept != ""
+	})
+	if fileLength(dir, id) == 0 {
+		t.Error("the catalog's copy, with its turn, was deleted")
+	}
+	if got := bucketLength(t, e, kept); got < int64(len(turn)) {
+		t.Errorf("the kept session holds %d bytes, less than the turn's %d", got, len(turn))
+	}
+}
+
+// keptCopyOf is the id of the session of the bucket whose header links
+// id (a copy kept both ways), "" when there is none.
+func keptCopyOf(t *testing.T, e *env, id string) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	b, err := objstore.Open(ctx, e.url, objstore.WithEndpoint(e.srv.Endpoint()), objstore.WithS3Options(e.srv.SetCredentials))
+	if err != nil {
+		return ""
+	}
+	list, err := b.List(ctx)
+	if err != nil {
+		return ""
+	}
+	for _, info := range list {
+		if info.Parent == id {
+			return info.ID
+		}
+	}
+	return ""
+}
