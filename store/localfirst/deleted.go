@@ -12,9 +12,9 @@ import (
 )
 
 // maxDeletionChecks bounds the sessions one listing asks the bucket about
-// (deletedElsewhere): a listing that lacks more than a few of the
-// replica's sessions is one of a damaged index, and the daily full
-// catch-up carries the deletions it missed.
+// (deletedElsewhere), so that a listing stays a few round trips: after a
+// prune of hundreds elsewhere, the next listings carry the rest, and the
+// daily full catch-up whatever no listing showed.
 const maxDeletionChecks = 32
 
 // deletedElsewhere carries to the replica the bucket's deletions of
