@@ -310,6 +310,16 @@ func (t Tombstone) Covers(cp Checkpoint) bool {
 	return cp.Length < t.At.Length || cp == t.At
 }
 
+// CoversHeld is Covers for a copy whose holder knows whether the side
+// that deleted the session held all of it (held). That side's log only
+// grew, so what it held is a prefix of what it deleted; a shorter copy
+// with bytes it never held was written to after (or while) it was
+// deleted, and is not covered, though Covers, which knows lengths alone,
+// would take it for one behind the deletion.
+func (t Tombstone) CoversHeld(cp Checkpoint, held bool) bool {
+	return cp.Length == 0 || cp == t.At || (held && t.Covers(cp))
+}
+
 // TombstoneRetention is how long a store lists a tombstone. Sync carries a
 // deletion to every copy it meets within that time; after it, a catalog
 // forgets the tombstone, and a bucket keeps only a content-free marker

@@ -270,3 +270,27 @@ func TestCloseFlushesWithoutCloser(t *testing.T) {
 }
 
 func second[T any](_ T, err error) error { return err }
+
+// TestCoversHeld: a tombstone covers what was deleted, no copy, and a
+// shorter copy only when the deleting side held all of it; never a
+// longer copy, nor one as long with other bytes.
+func TestCoversHeld(t *testing.T) {
+	deleted := store.Tombstone{ID: "s", At: store.Checkpoint{Length: 100, SHA256: "aa"}}
+	for _, c := range []struct {
+		name string
+		cp   store.Checkpoint
+		held bool
+		want bool
+	}{
+		{"what was deleted", deleted.At, false, true},
+		{"no copy", store.Checkpoint{}, false, true},
+		{"shorter, held", store.Checkpoint{Length: 40, SHA256: "bb"}, true, true},
+		{"shorter, not held", store.Checkpoint{Length: 40, SHA256: "bb"}, false, false},
+		{"longer", store.Checkpoint{Length: 140, SHA256: "cc"}, true, false},
+		{"as long, other bytes", store.Checkpoint{Length: 100, SHA256: "dd"}, true, false},
+	} {
+		if got := deleted.CoversHeld(c.cp, c.held); got != c.want {
+			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+		}
+	}
+}

@@ -343,16 +343,10 @@ func (w *watcher) agree(e replica.Event) {
 // one is). A session this watch has not seen agree yet (the first round
 // after a start) is judged by length, as push and pull judge it.
 func (w *watcher) localCovered(id string, t store.Tombstone, cp store.Checkpoint) bool {
-	if cp.Length == 0 || cp == t.At {
-		return true
-	}
-	if !t.Covers(cp) {
-		return false
-	}
 	w.mu.Lock()
 	agreed, ok := w.agreed[id]
 	w.mu.Unlock()
-	return !ok || agreed == agreedOf(cp)
+	return t.CoversHeld(cp, !ok || agreed == agreedOf(cp))
 }
 
 // failed reports an error of a round: an unreachable bucket once until it

@@ -25,50 +25,39 @@ func TestDeletedElsewhere(t *testing.T) {
 	a, b := newMachine(t, srv, bucket), newMachine(t, srv, bucket)
 	ctx := context.Background()
 
-	sa := a.open()
-	keep := sa.Create()
-	if err := keep.Append(ctx, []agent.PersistentMessage{user("kept")}); err != nil {
-		t.Fatal(err)
-	}
-	time.Sleep(10 * time.Millisecond) // the deleted one is the newest
-	sess := sa.Create()
-	if err := sess.Append(ctx, []agent.PersistentMessage{user("from a")}); err != nil {
-		t.Fatal(err)
-	}
-	if err := sa.Close(ctx); err != nil {
-		t.Fatal(err)
-	}
+	ids := a.newSessions("kept", "from a") // the one to delete is the newest
+	keep, deleted := ids[0], ids[1]
 
 	// c read the session too.
 	c := newMachine(t, srv, bucket)
 	sc := c.open()
-	if got := texts(t, sc, sess.Info.ID); !equal(got, []string{"from a"}) {
+	if got := texts(t, sc, deleted); !equal(got, []string{"from a"}) {
 		t.Fatalf("c reads %q", got)
 	}
 	if err := sc.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
 
-	writeThenDelete(t, b, sess.Info.ID, "from b")
+	writeThenDelete(t, b, deleted, "from b")
 
-	sa = a.open()
+	sa := a.open()
 	list, err := sa.ListNewest(ctx, 50, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, info := range list {
-		if info.ID == sess.Info.ID {
-			t.Errorf("a lists %s, which b deleted", sess.Info.ID)
+		if info.ID == deleted {
+			t.Errorf("a lists %s, which b deleted", deleted)
 		}
 	}
 	latest, err := sa.Latest(ctx)
 	if err != nil {
 		t.Fatalf("Latest on a: %v", err)
 	}
-	if latest.Info.ID != keep.Info.ID {
-		t.Fatalf("a continues %s, want %s (the newest not deleted)", latest.Info.ID, keep.Info.ID)
+	if latest.Info.ID != keep {
+		t.Fatalf("a continues %s, want %s (the newest not deleted)", latest.Info.ID, keep)
 	}
-	_, err = sa.Resolve(ctx, sess.Info.ID)
+	_, err = sa.Resolve(ctx, deleted)
 	var gone *agent.DeletedError
 	if !errors.As(err, &gone) {
 		t.Fatalf("a resolves the deleted session: %v, want a DeletedError", err)
@@ -77,7 +66,7 @@ func TestDeletedElsewhere(t *testing.T) {
 		t.Fatal(err)
 	}
 	sc = c.open()
-	_, err = sc.Load(ctx, sess.Info.ID)
+	_, err = sc.Load(ctx, deleted)
 	if !errors.As(err, &gone) {
 		t.Errorf("c loads the deleted session: %v, want a DeletedError", err)
 	}
@@ -85,6 +74,27 @@ func TestDeletedElsewhere(t *testing.T) {
 		t.Fatal(err)
 	}
 	noText(t, srv, bucket, "from a", "from b")
+}
+
+// newSessions has machine m write a session of each text, in turn (each
+// the newer by the clock), close, and say their ids.
+func (m *machine) newSessions(texts ...string) []string {
+	m.t.Helper()
+	ctx := context.Background()
+	s := m.open()
+	var ids []string
+	for _, text := range texts {
+		time.Sleep(10 * time.Millisecond)
+		sess := s.Create()
+		if err := sess.Append(ctx, []agent.PersistentMessage{user(text)}); err != nil {
+			m.t.Fatal(err)
+		}
+		ids = append(ids, sess.Info.ID)
+	}
+	if err := s.Close(ctx); err != nil {
+		m.t.Fatal(err)
+	}
+	return ids
 }
 
 // writeThenDelete has machine m append text to session id, as it
@@ -144,21 +154,14 @@ func TestWrittenWhileDeletedElsewhere(t *testing.T) {
 	a, b := newMachine(t, srv, bucket), newMachine(t, srv, bucket)
 	ctx := context.Background()
 
+	id := a.newSessions("from a")[0]
 	sa := a.open()
-	sess := sa.Create()
-	if err := sess.Append(ctx, []agent.PersistentMessage{user("from a")}); err != nil {
-		t.Fatal(err)
-	}
-	if err := sa.Close(ctx); err != nil {
-		t.Fatal(err)
-	}
-	sa = a.open()
-	onA, err := sa.Resolve(ctx, sess.Info.ID)
+	onA, err := sa.Resolve(ctx, id)
 	if err != nil {
 		t.Fatal(err)
 	}
 
-	writeThenDelete(t, b, sess.Info.ID, "from b, a longer turn than a's, then deleted with the session")
+	writeThenDelete(t, b, id, "from b, a longer turn than a's, then deleted with the session")
 
 	if err := onA.Append(ctx, []agent.PersistentMessage{user("a, after")}); err != nil {
 		t.Fatal(err)
@@ -178,15 +181,15 @@ func TestWrittenWhileDeletedElsewhere(t *testing.T) {
 	}
 	var kept *agent.SessionInfo
 	for i, info := range list {
-		if info.ID == sess.Info.ID {
-			t.Fatalf("the bucket lists the deleted session %s", sess.Info.ID)
+		if info.ID == id {
+			t.Fatalf("the bucket lists the deleted session %s", id)
 		}
-		if info.Parent == sess.Info.ID {
+		if info.Parent == id {
 			kept = &list[i]
 		}
 	}
 	if kept == nil {
-		t.Fatalf("the bucket holds no session linked to %s: %v", sess.Info.ID, list)
+		t.Fatalf("the bucket holds no session linked to %s: %v", id, list)
 	}
 	if got, want := texts(t, bs, kept.ID), []string{"from a", "a, after"}; !equal(got, want) {
 		t.Fatalf("the kept session holds %q, want %q", got, want)

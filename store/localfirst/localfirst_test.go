@@ -223,21 +223,14 @@ func TestSecondMachineContinues(t *testing.T) {
 	bucket := srv.NewBucket(t)
 	a, b := newMachine(t, srv, bucket), newMachine(t, srv, bucket)
 	ctx := context.Background()
-	sa := a.open()
-	sess := sa.Create()
-	if err := sess.Append(ctx, []agent.PersistentMessage{user("from a")}); err != nil {
-		t.Fatal(err)
-	}
-	if err := sa.Close(ctx); err != nil {
-		t.Fatal(err)
-	}
+	id := a.newSessions("from a")[0]
 	sb := b.open()
 	onB, err := sb.Latest(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if onB.Info.ID != sess.Info.ID {
-		t.Fatalf("machine b continues %s, want %s", onB.Info.ID, sess.Info.ID)
+	if onB.Info.ID != id {
+		t.Fatalf("machine b continues %s, want %s", onB.Info.ID, id)
 	}
 	if err := onB.Append(ctx, []agent.PersistentMessage{user("from b")}); err != nil {
 		t.Fatal(err)
@@ -245,9 +238,9 @@ func TestSecondMachineContinues(t *testing.T) {
 	if err := sb.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
-	sa = a.open()
+	sa := a.open()
 	defer sa.Close(ctx)
-	if got := texts(t, sa, sess.Info.ID); !equal(got, []string{"from a", "from b"}) {
+	if got := texts(t, sa, id); !equal(got, []string{"from a", "from b"}) {
 		t.Fatalf("machine a reads %q", got)
 	}
 }

@@ -409,14 +409,8 @@ func head(ctx context.Context, s store.LogStore, id string) (store.Checkpoint, e
 // record (one whose send failed, a record lost) is kept too: a copy of a
 // deleted session kept twice is the lesser harm.
 func (s *Store) srcCovered(id string, t store.Tombstone, mine store.Checkpoint) bool {
-	if mine.Length == 0 || mine == t.At {
-		return true
-	}
-	if !t.Covers(mine) {
-		return false
-	}
-	cp, ok := s.shipped.get(id)
-	return ok && cp == mine
+	sent, ok := s.shipped.get(id)
+	return t.CoversHeld(mine, ok && sent == mine)
 }
 
 // record learns from what became of one session; it reports false when
