@@ -63,6 +63,9 @@ type env struct {
 	// runs of a test as by a user's (the index catalog cache), while
 	// each run has a new empty HOME.
 	cache string
+	// state is the runs' $XDG_STATE_HOME, shared as cache is: where
+	// sync keeps its record of agreement (agreed.go).
+	state string
 }
 
 // newEnv is a fresh bucket on the shared MinIO.
@@ -75,7 +78,7 @@ func newEnv(t *testing.T) *env {
 func newEnvOn(t *testing.T, srv *miniotest.Server) *env {
 	t.Helper()
 	b := srv.NewBucket(t)
-	return &env{srv: srv, bucket: b, url: "s3://" + b + "/panto", cache: t.TempDir()}
+	return &env{srv: srv, bucket: b, url: "s3://" + b + "/panto", cache: t.TempDir(), state: t.TempDir()}
 }
 
 // processTimeout bounds each run of the binary: past it the process is
@@ -91,7 +94,7 @@ func (e *env) command(t *testing.T, args ...string) *exec.Cmd {
 	t.Cleanup(cancel)
 	cmd := exec.CommandContext(ctx, binary(t), args...)
 	cmd.WaitDelay = 5 * time.Second
-	cmd.Env = append(e.srv.Env(), "XDG_CACHE_HOME="+e.cache)
+	cmd.Env = append(e.srv.Env(), "XDG_CACHE_HOME="+e.cache, "XDG_STATE_HOME="+e.state)
 	cmd.Stderr = cmdtest.Stderr(t, "panto-sync "+strings.Join(args, " "), nil)
 	return cmd
 }

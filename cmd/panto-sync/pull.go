@@ -18,7 +18,9 @@ diverged is left alone and reported (exit 3), or with --on-diverge=keep-both the
 copy is written as a new local session linked to the original. A session deleted in
 the bucket is deleted locally (the file goes, a tombstone stays in .panto-deleted); a
 session deleted on one side and written to on the other after is a conflict, reported
-with exit 3. Session ids that could escape --dir are refused. pull is
+with exit 3; so is a shorter copy holding a turn the other side never had, as the
+record of where the two last agreed says ($XDG_STATE_HOME/panto/sync, kept by push,
+pull, copy and watch alike). Session ids that could escape --dir are refused. pull is
 "panto-sync copy s3://... DIR".
 A run that finds nothing to do notes both sides' state (a stat of each local file; the
 bucket's newest index commit): the next run that finds both as they were, within a day,

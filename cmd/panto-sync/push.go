@@ -18,7 +18,9 @@ original. A session deleted locally (panto rm) is deleted in the bucket too, lea
 its tombstone; one deleted in the bucket is left alone here (pull deletes it). A
 session deleted on one side and written to on the other after the deletion is a
 conflict: reported, both untouched, exit 3 (keep-both keeps the written copy as a new
-session). push is "panto-sync copy DIR s3://..." with the local catalog as the source.
+session); so is a shorter copy holding a turn the other side never had, as the record
+of where the two last agreed says ($XDG_STATE_HOME/panto/sync, kept by push, pull,
+copy and watch alike). push is "panto-sync copy DIR s3://..." with the local catalog as the source.
 Without --dir, push first sends what panto's local-first replica of the bucket kept on
 this machine (prompts of a panto run that exited before the bucket took them), as
 panto's own shipper would; with no local catalog it sends only that.

@@ -53,7 +53,10 @@ func runStatus(c *cli.Context) (ret error) {
 		return err
 	}
 	defer closeStore(c.Context, remote, &ret)
-	plans, err := replica.PlanAll(c.Context, local, remote, replica.Options{Concurrency: o.Concurrency, Select: o.selected})
+	// Judged as push and pull will judge it (agreed.go).
+	agreed := loadAgreements(agreementsPath(end{spec: o.Dir}, re))
+	plans, err := replica.PlanAll(c.Context, local, remote, replica.Options{Concurrency: o.Concurrency, Select: o.selected,
+		SrcCovered: agreed.covered, DstCovered: agreed.covered})
 	listErr := err
 	if err != nil && !errors.Is(err, agent.ErrIncompleteList) {
 		return err

@@ -127,14 +127,24 @@ func runCopy(c *cli.Context, o *options, d direction, src, dst end) (ret error) 
 			return nil
 		}
 	}
+	// Either side's copy is judged against the other's tombstone by
+	// where a sync of the two last saw them agree (agreed.go), not by
+	// length alone.
+	agreed := loadAgreements(agreementsPath(src, dst))
 	sum, err := replica.Copy(c.Context, from, to, replica.Options{
 		Concurrency: o.Concurrency,
 		Select:      o.selected,
 		DryRun:      o.DryRun,
 		KeepBoth:    o.OnDiverge == divergeKeepBoth,
+		SrcCovered:  agreed.covered,
+		DstCovered:  agreed.covered,
 		Planned:     rep.planned,
-		Report:      rep.event,
+		Report: func(e replica.Event) {
+			agreed.note(e)
+			rep.event(e)
+		},
 	})
+	agreed.save()
 	if err != nil {
 		return err
 	}

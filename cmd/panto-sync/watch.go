@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -90,29 +89,10 @@ type watcher struct {
 	offline bool // the unreachable notice was given and not yet ended
 	// leftoversDue: the replica's leftovers are to be sent.
 	leftoversDue bool
-	// agreed is, per session, the checkpoint at which this watch last
-	// saw the catalog's copy and the bucket's hold the same bytes (a
-	// push or a pull that copied or found them so): localCovered.
-	agreed map[string]agreedAt
-}
-
-// agreedAt is a checkpoint kept small: a watch mirrors every session of
-// the bucket and keeps one of these for each (the map took 5.2 MB for
-// 100,000 sessions beside their ids' 3.2 MB, where whole checkpoints,
-// their hashes kept, took 12.7 MB). The first 8 bytes of the hash tell
-// two logs of the same length apart but by chance; one taken for agreed
-// by that chance is judged by length, as it was before watch kept any.
-type agreedAt struct {
-	length int64
-	sum    uint64
-}
-
-func agreedOf(cp store.Checkpoint) agreedAt {
-	a := agreedAt{length: cp.Length}
-	if len(cp.SHA256) >= 16 {
-		a.sum, _ = strconv.ParseUint(cp.SHA256[:16], 16, 64)
-	}
-	return a
+	// agreed is the record of where the catalog's copies and the
+	// bucket's last agreed (agreed.go), read at start and written after
+	// each round.
+	agreed *agreements
 }
 
 // watchEvent is watch's own --json object (the copies' events are push's
@@ -142,6 +122,7 @@ func (w *watcher) run(ctx context.Context) error {
 		return err
 	}
 	w.local = local
+	w.agreed = loadAgreements(agreementsPath(end{spec: w.o.Dir}, w.o.end(w.url, w.o.Endpoint)))
 	fsw, err := fsnotify.NewWatcher()
 	if err != nil {
 		return fmt.Errorf("watch %s: %w", w.o.Dir, err)
@@ -290,7 +271,7 @@ func (w *watcher) copy(ctx context.Context, src, dst store.LogStore, rep *report
 		Select:      w.o.selected,
 		KeepBoth:    true,
 		Report: func(e replica.Event) {
-			w.agree(e)
+			w.agreed.note(e)
 			switch e.Kind {
 			case replica.Unchanged, replica.Skipped:
 				return // every session, every round: only changes are news
@@ -298,55 +279,17 @@ func (w *watcher) copy(ctx context.Context, src, dst store.LogStore, rep *report
 			rep.event(e)
 		},
 	}
-	// The catalog's copy is judged against the bucket's tombstone by
-	// what this watch saw the bucket hold of it, whichever way it copies.
-	if src == w.local {
-		opts.SrcCovered = w.localCovered
-	} else {
-		opts.DstCovered = w.localCovered
-	}
+	// Either side's copy is judged against the other's tombstone by
+	// where the two were last seen to agree, whichever way it copies.
+	opts.SrcCovered, opts.DstCovered = w.agreed.covered, w.agreed.covered
 	sum, err := replica.Copy(ctx, src, dst, opts)
+	w.agreed.save()
 	if err != nil {
 		w.failed(err)
 		return false
 	}
 	w.reachable()
 	return sum.Failed == 0
-}
-
-// agree records what a push or pull found both sides to hold.
-func (w *watcher) agree(e replica.Event) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.agreed == nil {
-		w.agreed = map[string]agreedAt{}
-	}
-	switch e.Kind {
-	case replica.Created, replica.Appended, replica.Unchanged:
-		if e.Plan.Src.Length > 0 {
-			w.agreed[e.ID] = agreedOf(e.Plan.Src)
-		}
-	case replica.Deleted, replica.KeptBoth:
-		delete(w.agreed, e.ID)
-	}
-}
-
-// localCovered says whether t, the bucket's tombstone of session id,
-// covers the catalog's copy at cp (replica.Options.SrcCovered and
-// DstCovered). A tombstone says the length and hash of what was deleted,
-// so by its rule any shorter copy is behind the deletion; but the
-// catalog's copy may hold a turn written here while another machine
-// continued the session and deleted it, which the bucket never had, and
-// the deletion would take it. A copy this watch saw the bucket hold whole
-// is behind it; one it saw the bucket hold a prefix of has bytes the
-// bucket never acknowledged, and is kept as a new session (as a longer
-// one is). A session this watch has not seen agree yet (the first round
-// after a start) is judged by length, as push and pull judge it.
-func (w *watcher) localCovered(id string, t store.Tombstone, cp store.Checkpoint) bool {
-	w.mu.Lock()
-	agreed, ok := w.agreed[id]
-	w.mu.Unlock()
-	return t.CoversHeld(cp, !ok || agreed == agreedOf(cp))
 }
 
 // failed reports an error of a round: an unreachable bucket once until it

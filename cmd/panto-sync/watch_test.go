@@ -224,6 +224,28 @@ func TestWatchKeepsATurnWrittenWhileDeletedElsewhere(t *testing.T) {
 	id := newSession(t, dir, 2)
 	eventually(t, "the session reaches the bucket", func() bool { return bucketLength(t, e, id) == fileLength(dir, id) })
 
+	continueAndDeleteElsewhere(t, e, id)
+
+	turn := appendBatch(t, dir, id, false)
+	var kept string
+	eventually(t, "the turn written here reaches the bucket, in a session linked to the deleted one", func() bool {
+		kept = keptCopyOf(t, e, id)
+		return kept != ""
+	})
+	if fileLength(dir, id) == 0 {
+		t.Error("the catalog's copy, with its turn, was deleted")
+	}
+	if got := bucketLength(t, e, kept); got < int64(len(turn)) {
+		t.Errorf("the kept session holds %d bytes, less than the turn's %d", got, len(turn))
+	}
+}
+
+// continueAndDeleteElsewhere is another machine, with a catalog of its
+// own, pulling session id, writing two turns to it (more than a turn of
+// the test's machine: the deletion's tombstone is longer than any copy
+// there), deleting it and pushing the deletion to the bucket.
+func continueAndDeleteElsewhere(t *testing.T, e *env, id string) {
+	t.Helper()
 	other := t.TempDir()
 	e.must(t, 0, "pull", "--dir", other, e.url)
 	appendBatch(t, other, id, false)
@@ -242,19 +264,6 @@ func TestWatchKeepsATurnWrittenWhileDeletedElsewhere(t *testing.T) {
 	e.must(t, 0, "push", "--dir", other, e.url)
 	if bucketLength(t, e, id) != 0 {
 		t.Fatal("test setup: the session is not deleted in the bucket")
-	}
-
-	turn := appendBatch(t, dir, id, false)
-	var kept string
-	eventually(t, "the turn written here reaches the bucket, in a session linked to the deleted one", func() bool {
-		kept = keptCopyOf(t, e, id)
-		return kept != ""
-	})
-	if fileLength(dir, id) == 0 {
-		t.Error("the catalog's copy, with its turn, was deleted")
-	}
-	if got := bucketLength(t, e, kept); got < int64(len(turn)) {
-		t.Errorf("the kept session holds %d bytes, less than the turn's %d", got, len(turn))
 	}
 }
 
