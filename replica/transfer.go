@@ -321,12 +321,17 @@ func (t *transfer) keepSurvivor(ctx context.Context, p Plan) Event {
 var errCannotDelete = errors.New("the destination cannot delete sessions")
 
 func conflictNote(p Plan) string {
-	if p.SrcTomb != nil {
-		return fmt.Sprintf("deleted in the source on %s at %d bytes, written to in the destination after (%d bytes)",
-			p.SrcTomb.Deleted.Local().Format("2006-01-02 15:04"), p.SrcTomb.At.Length, p.Dst.Length)
+	deleter, writer, tomb, have := "source", "destination", p.SrcTomb, p.Dst.Length
+	if tomb == nil {
+		deleter, writer, tomb, have = "destination", "source", p.DstTomb, p.Src.Length
 	}
-	return fmt.Sprintf("deleted in the destination on %s at %d bytes, written to in the source after (%d bytes)",
-		p.DstTomb.Deleted.Local().Format("2006-01-02 15:04"), p.DstTomb.At.Length, p.Src.Length)
+	written := "written to in the " + writer + " after"
+	if have < tomb.At.Length {
+		// Shorter, yet judged not behind the deletion (Options.SrcCovered,
+		// DstCovered): it holds bytes the deleting side never had.
+		written = "the " + writer + "'s copy holds bytes the " + deleter + " never had"
+	}
+	return fmt.Sprintf("deleted in the %s on %s at %d bytes, %s (%d bytes)", deleter, tomb.Deleted.Local().Format("2006-01-02 15:04"), tomb.At.Length, written, have)
 }
 
 // checkpointOf returns the checkpoint of session id in s, the empty one

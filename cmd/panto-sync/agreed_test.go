@@ -48,7 +48,10 @@ func TestPullKeepsATurnWrittenWhileDeletedElsewhere(t *testing.T) {
 	if r := e.run(t, "status", "--dir", dir2, e.url); !strings.Contains(r.stdout, "1 deletion conflicts") {
 		t.Errorf("status does not foresee the conflict:\n%s", r.stdout)
 	}
-	e.must(t, exitDiverged, "pull", "--dir", dir2, e.url)
+	r = e.must(t, exitDiverged, "pull", "--dir", dir2, e.url)
+	if !strings.Contains(r.stdout, "with a turn the remote never had") {
+		t.Errorf("pull does not say why the shorter copy is a conflict:\n%s", r.stdout)
+	}
 	if fileLength(dir2, id2) == 0 {
 		t.Error("pull deleted the catalog's copy, with its turn")
 	}

@@ -72,7 +72,14 @@ func (d direction) conflictText(p replica.Plan) string {
 	if tomb == nil {
 		deleter, writer, tomb, have = d.dst, d.src, p.DstTomb, p.Src.Length
 	}
-	return fmt.Sprintf("deleted in the %s on %s at %d B, and the %s holds %d B written after that", deleter, tomb.Deleted.Local().Format("2006-01-02 15:04"), tomb.At.Length, writer, have)
+	deleted := fmt.Sprintf("deleted in the %s on %s at %d B", deleter, tomb.Deleted.Local().Format("2006-01-02 15:04"), tomb.At.Length)
+	if have < tomb.At.Length {
+		// Shorter, yet not behind the deletion: the record of where the
+		// two agreed says this copy has bytes the deleting side never
+		// held (agreed.go).
+		return fmt.Sprintf("%s, and the %s holds %d B with a turn the %s never had", deleted, writer, have, deleter)
+	}
+	return fmt.Sprintf("%s, and the %s holds %d B written after that", deleted, writer, have)
 }
 
 // Event is one thing that happened to one session, as --json prints it.
@@ -230,7 +237,9 @@ func (r *reporter) describeEvent(e replica.Event) Event {
 	if e.Kind == replica.KeptBoth {
 		out.NewID, out.ForkedFrom = e.NewID, e.ID
 	}
-	if e.Note != "" && out.Text != "" && e.Kind != replica.Skipped {
+	// A conflict's text says in the command's words (local, remote)
+	// what its note says in the engine's (source, destination).
+	if e.Note != "" && out.Text != "" && e.Kind != replica.Skipped && e.Kind != replica.Conflicted {
 		out.Text += " (" + e.Note + ")"
 	}
 	return out
