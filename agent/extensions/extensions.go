@@ -105,6 +105,10 @@ type Host struct {
 	commands map[string]*command
 	tools    map[string]*tool
 	failures []Failure
+	// seen are the files Load was given, so that a file named twice (the
+	// extension directory's, and again with --extension to check it)
+	// loads once instead of clashing with itself.
+	seen []os.FileInfo
 }
 
 // File is one loaded extension file: its Lua state and what it defined.
@@ -179,14 +183,35 @@ func Discover(dir string) ([]string, error) {
 	return files, nil
 }
 
-// Load runs each file in order. A file that fails is recorded (Failures)
-// and left out; Load returns the failures of these files.
+// Load runs each file in order; a file already given, under this name
+// or another, is skipped. A file that fails is recorded (Failures) and
+// left out; Load returns the failures of these files.
 func (h *Host) Load(ctx context.Context, paths ...string) []Failure {
 	from := len(h.failures)
 	for _, p := range paths {
+		if h.given(p) {
+			continue
+		}
 		h.load(ctx, p)
 	}
 	return append([]Failure(nil), h.failures[from:]...)
+}
+
+// given reports whether the file at path was given to Load before, and
+// records it. A path that cannot be read is never the same file: load
+// reports why.
+func (h *Host) given(path string) bool {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return false
+	}
+	for _, prev := range h.seen {
+		if os.SameFile(prev, fi) {
+			return true
+		}
+	}
+	h.seen = append(h.seen, fi)
+	return false
 }
 
 func (h *Host) load(ctx context.Context, path string) {

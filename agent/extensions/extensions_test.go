@@ -259,3 +259,26 @@ func TestDiscover(t *testing.T) {
 		t.Errorf("dir %s", d)
 	}
 }
+
+// A file named twice, the extension directory's and again through a
+// link or another path (panto extensions --extension to check one
+// installed), loads once instead of clashing with itself.
+func TestLoadSameFileOnce(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	path := writeExt(t, dir, "a.lua", `panto.tool { name = "t", description = "d", run = function() return "a" end }
+panto.command { name = "c", description = "d", run = function() return "a" end }
+`)
+	link := filepath.Join(t.TempDir(), "link.lua")
+	if err := os.Symlink(path, link); err != nil {
+		t.Fatal(err)
+	}
+	h := extensions.New(extensions.Options{})
+	defer h.Close()
+	if fails := h.Load(context.Background(), path, filepath.Join(dir, ".", "a.lua"), link); len(fails) != 0 {
+		t.Errorf("failures %v", fails)
+	}
+	if len(h.Files()) != 1 || len(h.Loaded()) != 2 {
+		t.Errorf("%d files, loaded %v", len(h.Files()), h.Loaded())
+	}
+}

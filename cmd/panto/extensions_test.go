@@ -198,6 +198,10 @@ func TestExtensionsList(t *testing.T) {
 			t.Errorf("stdout does not match %s:\n%s", re, r.stdout)
 		}
 	}
+	// Checking an installed extension by name loads it once.
+	if r := runPanto(t, t.TempDir(), env, "", "extensions", "--extension", file); r.code != 0 || strings.Count(r.stdout, "word_count") != 1 {
+		t.Errorf("--extension of the directory's file: exit %d, stdout %s", r.code, r.stdout)
+	}
 
 	extra := filepath.Join(t.TempDir(), "failing.lua")
 	writeFile(t, extra, failingLua+"panto.command { name = 'help', description = 'mine', run = function() end }\n")
