@@ -134,9 +134,11 @@ func toLua(L *lua.LState, v any) lua.LValue {
 	case string:
 		return lua.LString(v)
 	case []any:
+		// By index, not Append, which skips nil: a null must leave its
+		// hole, or the elements after it move down one place.
 		tb := L.CreateTable(len(v), 0)
-		for _, e := range v {
-			tb.Append(toLua(L, e))
+		for i, e := range v {
+			tb.RawSetInt(i+1, toLua(L, e))
 		}
 		return tb
 	case map[string]any:

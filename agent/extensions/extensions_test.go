@@ -282,3 +282,23 @@ panto.command { name = "c", description = "d", run = function() return "a" end }
 		t.Errorf("%d files, loaded %v", len(h.Files()), h.Loaded())
 	}
 }
+
+// A null in an array arrives as a hole at its place, as Lua writes
+// {1, nil, 3}: the elements after it keep their indexes.
+func TestNullInArray(t *testing.T) {
+	t.Parallel()
+	path := writeExt(t, t.TempDir(), "pick.lua", `
+panto.tool { name = "pick", description = "d", run = function(input)
+  return tostring(input.row[1]) .. "," .. tostring(input.row[2]) .. "," .. tostring(input.row[3])
+end }
+`)
+	h := extensions.New(extensions.Options{})
+	defer h.Close()
+	if fails := h.Load(context.Background(), path); len(fails) != 0 {
+		t.Fatal(fails)
+	}
+	got, err := h.Files()[0].Call(context.Background(), "pick", json.RawMessage(`{"row":["a",null,"c"]}`))
+	if err != nil || got != "a,nil,c" {
+		t.Errorf("got %q, %v; want a,nil,c", got, err)
+	}
+}
