@@ -282,6 +282,9 @@ func loadFailure(path string, err error) Failure {
 		case perr.Pos.Line == parse.EOF:
 			fail.Line = 0
 			fail.Err += " at the end of the file"
+			if msg, line, ok := unclosedIn(path); ok {
+				fail.Err, fail.Line = "syntax error: "+msg, line
+			}
 		case perr.Token != "":
 			fail.Err = fmt.Sprintf("%s near '%s'", fail.Err, perr.Token)
 		}
@@ -293,6 +296,16 @@ func loadFailure(path string, err error) Failure {
 	}
 	fail.Err, fail.Line = splitPosition(path, apiErr.Object.String())
 	return fail
+}
+
+// unclosedIn is unclosedAtEOF of the file at path.
+func unclosedIn(path string) (msg string, line int, ok bool) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", 0, false
+	}
+	defer f.Close()
+	return unclosedAtEOF(f, path)
 }
 
 // splitPosition takes the position of file out of a Lua error message.

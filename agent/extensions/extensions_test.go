@@ -119,7 +119,12 @@ func TestLoadFailures(t *testing.T) {
 		want      string // the failure line after the path
 	}{
 		{"syntax.lua", "panto.tool {\n  name = 'x',\n  run = function() return 1 end\n  oops\n}\n", ":4: syntax error near 'oops'"},
-		{"unclosed.lua", "panto.tool {\n", ": syntax error at the end of the file"},
+		{"unclosed.lua", "panto.tool {\n", ":1: syntax error: '{' is not closed: '}' expected before the end of the file"},
+		{"noend.lua", "local n = 0\nlocal function f(s)\n  for _ in s:gmatch('end') do\n    n = n + 1\n  end\n  if n > 1 then return n end\n", ":2: syntax error: 'function' is not closed: 'end' expected before the end of the file"},
+		{"runnotclosed.lua", "panto.tool { name = 'x', description = 'd', run = function(input)\n  while true do\n    repeat\n    until (true)\n  end\n  return 1\nend\n", ":1: syntax error: '{' is not closed: '}' expected before the end of the file"},
+		{"repeat.lua", "repeat\n  local x = {1, 2}\n", ":1: syntax error: 'repeat' is not closed: 'until' expected before the end of the file"},
+		{"incomplete.lua", "local x =\n", ": syntax error at the end of the file"},
+		{"string.lua", "local x = [[abc\n", ": unterminated multiline string at the end of the file"},
 		{"runtime.lua", "local x = nil\n\nx.y = 1\n", ":3: attempt to index a non-table object(nil) with key 'y'"},
 		{"error.lua", "\nerror('no config')\n", ":2: no config"},
 		{"badname.lua", "panto.tool { name = 'a b', description = 'd', run = function() end }\n", `:1: panto.tool: name "a b": use 1 to 64 letters, digits, _ or -`},
