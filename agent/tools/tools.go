@@ -17,6 +17,7 @@
 package tools
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -246,30 +247,71 @@ func (b *Builtin) readFile(path string, offset, limit int) (string, error) {
 		}
 		return string(data), nil
 	}
-	if offset <= 0 {
-		offset = 1
+	return readLines(f, path, max(offset, 1), limit)
+}
+
+// readLines returns limit lines (0: as many as fit in MaxOutput) from
+// line offset on, reading the file as a stream, so that its size bounds
+// nothing but the time. A line longer than MaxOutput is cut, and the
+// note says to go on after it: the offset of a line that does not fit
+// would return the same cut line again.
+func readLines(f io.Reader, path string, offset, limit int) (string, error) {
+	r := bufio.NewReaderSize(f, 64<<10)
+	for n := 1; n < offset; n++ {
+		if _, _, err := readLine(r, 0); err == io.EOF {
+			return "", fmt.Errorf("%s has %d lines; offset %d is past the end", path, n-1, offset)
+		} else if err != nil {
+			return "", err
+		}
 	}
-	data, err := io.ReadAll(io.LimitReader(f, 64<<20))
-	if err != nil {
-		return "", err
-	}
-	lines := strings.SplitAfter(string(data), "\n")
-	if offset > len(lines) {
-		return "", fmt.Errorf("%s has %d lines; offset %d is past the end", path, len(lines), offset)
-	}
-	lines = lines[offset-1:]
-	if limit > 0 && limit < len(lines) {
-		lines = lines[:limit]
-	}
-	var out strings.Builder
-	for i, l := range lines {
-		if out.Len()+len(l) > MaxOutput {
-			fmt.Fprintf(&out, "\n[truncated at %d KiB; continue with offset %d]", MaxOutput>>10, offset+i)
+	var out bytes.Buffer
+	note := ""
+	for n := offset; limit <= 0 || n < offset+limit; n++ {
+		room := MaxOutput - out.Len()
+		line, size, err := readLine(r, room+1)
+		if err == io.EOF && n == offset && offset > 1 {
+			return "", fmt.Errorf("%s has %d lines; offset %d is past the end", path, n-1, offset)
+		}
+		if err != nil && err != io.EOF {
+			return "", err
+		}
+		if bytes.IndexByte(line, 0) >= 0 {
+			return "", fmt.Errorf("%s is a binary file", path)
+		}
+		if size > room {
+			note = fmt.Sprintf("\n[truncated at %d KiB; continue with offset %d]", MaxOutput>>10, n)
+			if n == offset {
+				out.Write(line[:room])
+				note = fmt.Sprintf("\n[line %d is %d bytes, cut at %d KiB; continue with offset %d]", n, size, MaxOutput>>10, n+1)
+			}
 			break
 		}
-		out.WriteString(l)
+		out.Write(line)
+		if err == io.EOF {
+			break
+		}
 	}
-	return out.String(), nil
+	return cut(out.Bytes(), MaxOutput) + note, nil
+}
+
+// readLine reads one line, "\n" included, and returns its first keep
+// bytes (0 to skip it) and its whole size. A last line without "\n"
+// comes without error; err is io.EOF once the file has no more lines.
+func readLine(r *bufio.Reader, keep int) (line []byte, size int, err error) {
+	for {
+		chunk, err := r.ReadSlice('\n')
+		if n := min(len(chunk), keep-len(line)); n > 0 {
+			line = append(line, chunk[:n]...)
+		}
+		size += len(chunk)
+		switch {
+		case err == bufio.ErrBufferFull:
+			continue
+		case err == io.EOF && size > 0:
+			return line, size, nil
+		}
+		return line, size, err
+	}
 }
 
 func (b *Builtin) listDir(path string) (string, error) {

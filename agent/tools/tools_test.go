@@ -3,6 +3,7 @@ package tools_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -31,6 +32,17 @@ func TestReadFileAndListDir(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "big.txt"), []byte(strings.Repeat("x", tools.MaxOutput+100)), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	files := map[string]string{
+		"nonl.txt":  "one\ntwo",
+		"bin.dat":   "a\nb\x00c\n",
+		"empty.txt": "",
+		"long.txt":  "a\n" + strings.Repeat("y", tools.MaxOutput+10) + "\nz\n",
+	}
+	for name, content := range files {
+		if err := os.WriteFile(filepath.Join(dir, "sub", name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 	b := tools.New(tools.Options{Dir: dir})
 	tests := []struct {
 		name    string
@@ -42,6 +54,13 @@ func TestReadFileAndListDir(t *testing.T) {
 		{"whole file", "read_file", map[string]any{"path": "a.txt"}, "one\ntwo\nthree\n", ""},
 		{"absolute path", "read_file", map[string]any{"path": filepath.Join(dir, "a.txt")}, "one\ntwo\nthree\n", ""},
 		{"line range", "read_file", map[string]any{"path": "a.txt", "offset": 2, "limit": 1}, "two\n", ""},
+		{"last line", "read_file", map[string]any{"path": "a.txt", "offset": 3}, "three\n", ""},
+		{"past the end", "read_file", map[string]any{"path": "a.txt", "offset": 4}, "", "a.txt has 3 lines; offset 4 is past the end"},
+		{"no newline at the end", "read_file", map[string]any{"path": "sub/nonl.txt", "offset": 2}, "two", ""},
+		{"no newline, past the end", "read_file", map[string]any{"path": "sub/nonl.txt", "offset": 3}, "", "sub/nonl.txt has 2 lines; offset 3 is past the end"},
+		{"empty", "read_file", map[string]any{"path": "sub/empty.txt", "offset": 1}, "", ""},
+		{"binary by lines", "read_file", map[string]any{"path": "sub/bin.dat", "offset": 2}, "", "sub/bin.dat is a binary file"},
+		{"after a long line", "read_file", map[string]any{"path": "sub/long.txt", "offset": 3}, "z\n", ""},
 		{"missing", "read_file", map[string]any{"path": "nope.txt"}, "", "no such file"},
 		{"directory", "read_file", map[string]any{"path": "sub"}, "", "use list_dir"},
 		{"no path", "read_file", map[string]any{}, "", "path is required"},
@@ -68,6 +87,13 @@ func TestReadFileAndListDir(t *testing.T) {
 	got, err := call(t, b, "read_file", map[string]any{"path": "big.txt"})
 	if err != nil || len(got) > tools.MaxOutput+200 || !strings.Contains(got, "[truncated") {
 		t.Errorf("big file: %d bytes, %v", len(got), err)
+	}
+	// A line longer than a result is cut, and the model is told to go on
+	// after it, not to ask for it again.
+	got, err = call(t, b, "read_file", map[string]any{"path": "sub/long.txt", "offset": 2, "limit": 1})
+	wantNote := fmt.Sprintf("\n[line 2 is %d bytes, cut at 64 KiB; continue with offset 3]", tools.MaxOutput+11)
+	if err != nil || !strings.HasPrefix(got, "yyy") || !strings.HasSuffix(got, wantNote) || len(got) > tools.MaxOutput+len(wantNote) {
+		t.Errorf("long line: %d bytes ending %q, %v", len(got), got[max(0, len(got)-80):], err)
 	}
 	for _, d := range b.Tools() {
 		if d.Name == "run_shell" {
