@@ -226,6 +226,12 @@ func (b *Builtin) editFile(path, oldText, newText string) (string, error) {
 		return "", fmt.Errorf("%s is a binary file", path)
 	}
 	text := string(data)
+	if usesCRLF(text) {
+		// Models often give "\n" where the file has "\r\n" (they read it
+		// through a JSON string, or normalise it): the text means the
+		// file's lines, and what it puts in keeps their ending.
+		oldText, newText = toCRLF(oldText), toCRLF(newText)
+	}
 	switch n := strings.Count(text, oldText); n {
 	case 0:
 		return "", fmt.Errorf("old_text was not found in %s%s; read the file and copy the text exactly", path, nearMiss(text, oldText))
@@ -240,6 +246,17 @@ func (b *Builtin) editFile(path, oldText, newText string) (string, error) {
 	}
 	line := strings.Count(text[:at], "\n") + 1
 	return fmt.Sprintf("edited %s: -%d +%d lines at line %d", path, countLines(oldText), countLines(newText), line), nil
+}
+
+// usesCRLF reports whether every line of text ends in "\r\n".
+func usesCRLF(text string) bool {
+	n := strings.Count(text, "\r\n")
+	return n > 0 && n == strings.Count(text, "\n")
+}
+
+// toCRLF ends every line of s in "\r\n".
+func toCRLF(s string) string {
+	return strings.ReplaceAll(strings.ReplaceAll(s, "\r\n", "\n"), "\n", "\r\n")
 }
 
 // nearMiss says where text holds oldText with other whitespace, the

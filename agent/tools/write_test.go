@@ -203,3 +203,35 @@ func TestWriteToolsNeedAllowWrite(t *testing.T) {
 		t.Errorf("offered with AllowWrite: %v", offered)
 	}
 }
+
+// A file whose lines end in "\r\n" is edited with old_text and new_text
+// written with "\n", and keeps its line endings; a file of mixed endings
+// is matched exactly.
+func TestEditFileCRLF(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, before, old, new string
+		want, after            string
+	}{
+		{"lines given with \\n", "one\r\ntwo\r\nthree\r\n", "one\ntwo\n", "ONE\nTWO\n", "edited f.txt: -2 +2 lines at line 1", "ONE\r\nTWO\r\nthree\r\n"},
+		{"lines given with \\r\\n", "one\r\ntwo\r\nthree\r\n", "two\r\n", "2\r\n2.5\n", "edited f.txt: -1 +2 lines at line 2", "one\r\n2\r\n2.5\r\nthree\r\n"},
+		{"a line added", "one\r\ntwo", "two", "two\nthree", "edited f.txt: -1 +2 lines at line 2", "one\r\ntwo\r\nthree"},
+		{"mixed endings", "one\r\ntwo\nthree\r\n", "two\nthree", "2\n3", "edited f.txt: -2 +2 lines at line 2", "one\r\n2\n3\r\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			path := filepath.Join(dir, "f.txt")
+			mustWrite(t, path, tt.before)
+			b := tools.New(tools.Options{Dir: dir, AllowWrite: true})
+			got, err := call(t, b, "edit_file", map[string]any{"path": "f.txt", "old_text": tt.old, "new_text": tt.new})
+			if err != nil || got != tt.want {
+				t.Fatalf("result %q, error %v; want %q", got, err, tt.want)
+			}
+			if c := readString(t, path); c != tt.after {
+				t.Errorf("file holds %q, want %q", c, tt.after)
+			}
+		})
+	}
+}
