@@ -179,6 +179,21 @@ func (c confined) write(data []byte, perm fs.FileMode) error {
 	return nil
 }
 
+// ErrReadOnly: write_file or edit_file was asked to change a file that
+// no one may write.
+var ErrReadOnly = errors.New("read-only")
+
+// notReadOnly refuses a file whose mode lets no one write it. The write
+// renames a new file over it, which needs only the directory writable:
+// without this a file made read-only, to keep it as it is, would change
+// as no editor or shell redirection would change it.
+func notReadOnly(path string, perm fs.FileMode) error {
+	if perm&0o222 == 0 {
+		return fmt.Errorf("%s is %w (mode %04o): not changed; ask the user to make it writable if it should change", path, ErrReadOnly, perm)
+	}
+	return nil
+}
+
 func (b *Builtin) writeFile(path, content string) (string, error) {
 	c, err := b.confine(path)
 	if err != nil {
@@ -192,6 +207,10 @@ func (b *Builtin) writeFile(path, content string) (string, error) {
 		perm = 0
 	case err != nil:
 		return "", err
+	default:
+		if err := notReadOnly(path, perm); err != nil {
+			return "", err
+		}
 	}
 	if err := c.write([]byte(content), perm); err != nil {
 		return "", err
@@ -220,6 +239,9 @@ func (b *Builtin) editFile(path, oldText, newText string) (string, error) {
 		return "", fmt.Errorf("%s does not exist (write_file creates a file)", path)
 	}
 	if err != nil {
+		return "", err
+	}
+	if err := notReadOnly(path, perm); err != nil {
 		return "", err
 	}
 	if bytes.IndexByte(data, 0) >= 0 {

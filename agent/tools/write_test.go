@@ -235,3 +235,25 @@ func TestEditFileCRLF(t *testing.T) {
 		})
 	}
 }
+
+// A read-only file is not changed, though its directory would let the
+// rename replace it.
+func TestReadOnlyFile(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "ro.txt")
+	mustWrite(t, path, "keep\n")
+	if err := os.Chmod(path, 0o444); err != nil {
+		t.Fatal(err)
+	}
+	b := tools.New(tools.Options{Dir: dir, AllowWrite: true})
+	for _, name := range []string{"edit_file", "write_file"} {
+		got, err := call(t, b, name, map[string]any{"path": "ro.txt", "old_text": "keep", "new_text": "changed", "content": "changed\n"})
+		if !errors.Is(err, tools.ErrReadOnly) || !strings.Contains(err.Error(), "ro.txt is read-only (mode 0444)") {
+			t.Errorf("%s: result %q, error %v", name, got, err)
+		}
+	}
+	if c := readString(t, path); c != "keep\n" {
+		t.Errorf("file holds %q", c)
+	}
+}
