@@ -467,7 +467,7 @@ func (f *File) call(ctx context.Context, it Item, fn *lua.LFunction, args func(*
 		msg := err.Error()
 		var apiErr *lua.ApiError
 		if errors.As(err, &apiErr) {
-			msg = apiErr.Object.String()
+			msg = errorText(apiErr.Object)
 		}
 		return "", fmt.Errorf("%s %s failed: %s", it.Kind, it.Name, oneLine(msg))
 	}
@@ -476,17 +476,37 @@ func (f *File) call(ctx context.Context, it Item, fn *lua.LFunction, args func(*
 	if ret == lua.LNil && why != lua.LNil {
 		return "", fmt.Errorf("%s %s: %s", it.Kind, it.Name, lua.LVAsString(L.ToStringMeta(why)))
 	}
-	return resultText(L, ret)
+	text, err := resultText(ret)
+	if err != nil {
+		return "", fmt.Errorf("%s %s: %w", it.Kind, it.Name, err)
+	}
+	return text, nil
 }
 
-// resultText is what run returned as text: a string as it is, a table as
-// JSON, nil as nothing.
-func resultText(L *lua.LState, v lua.LValue) (string, error) {
+// errorText is a Lua error value as text: error{...} raises a table,
+// which says more as JSON than as its address.
+func errorText(v lua.LValue) string {
+	if tb, ok := v.(*lua.LTable); ok {
+		if g, err := fromLua(tb, "", 0); err == nil {
+			if data, err := json.Marshal(g); err == nil {
+				return string(data)
+			}
+		}
+	}
+	return v.String()
+}
+
+// resultText is what run returned as text: a string as it is, a number
+// or a boolean as Lua writes it, a table as JSON, nil as nothing. Any
+// other value (a function) is an error: its text would be an address.
+func resultText(v lua.LValue) (string, error) {
 	switch v := v.(type) {
 	case *lua.LNilType:
 		return "", nil
 	case lua.LString:
 		return string(v), nil
+	case lua.LNumber, lua.LBool:
+		return v.String(), nil
 	case *lua.LTable:
 		g, err := fromLua(v, "", 0)
 		if err != nil {
@@ -498,5 +518,5 @@ func resultText(L *lua.LState, v lua.LValue) (string, error) {
 		}
 		return string(data), nil
 	}
-	return lua.LVAsString(L.ToStringMeta(v)), nil
+	return "", fmt.Errorf("run returned a %s: return a string or a table", v.Type())
 }

@@ -307,3 +307,43 @@ end }
 		t.Errorf("got %q, %v; want a,nil,c", got, err)
 	}
 }
+
+// What run returns or raises, of every type, is text the model can use.
+func TestResultTypes(t *testing.T) {
+	t.Parallel()
+	path := writeExt(t, t.TempDir(), "types.lua", `
+panto.tool { name = "number", description = "d", run = function() return 42.5 end }
+panto.tool { name = "bool", description = "d", run = function() return false end }
+panto.tool { name = "nothing", description = "d", run = function() end }
+panto.tool { name = "func", description = "d", run = function() return print end }
+panto.tool { name = "bad_table", description = "d", run = function() return { f = print } end }
+panto.tool { name = "error_table", description = "d", run = function() error({ code = 7, why = "no" }) end }
+panto.tool { name = "error_string", description = "d", run = function() error("plain", 0) end }
+`)
+	h := extensions.New(extensions.Options{})
+	defer h.Close()
+	if fails := h.Load(context.Background(), path); len(fails) != 0 {
+		t.Fatal(fails)
+	}
+	tests := []struct{ tool, want, wantErr string }{
+		{"number", "42.5", ""},
+		{"bool", "false", ""},
+		{"nothing", "", ""},
+		{"func", "", "tool func: run returned a function: return a string or a table"},
+		{"bad_table", "", "tool bad_table: the result table cannot be JSON: a function cannot be JSON"},
+		{"error_table", "", `tool error_table failed: {"code":7,"why":"no"}`},
+		{"error_string", "", "tool error_string failed: plain"},
+	}
+	for _, tt := range tests {
+		got, err := h.Files()[0].Call(context.Background(), tt.tool, json.RawMessage(`{}`))
+		if tt.wantErr != "" {
+			if err == nil || err.Error() != tt.wantErr {
+				t.Errorf("%s: %q, %v; want error %q", tt.tool, got, err, tt.wantErr)
+			}
+			continue
+		}
+		if err != nil || got != tt.want {
+			t.Errorf("%s: %q, %v; want %q", tt.tool, got, err, tt.want)
+		}
+	}
+}
