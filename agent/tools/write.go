@@ -2,6 +2,7 @@ package tools
 
 import (
 	"bytes"
+	"cmp"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -36,6 +37,13 @@ type confined struct {
 func (b *Builtin) confine(path string) (confined, error) {
 	if path == "" {
 		return confined{}, errors.New("path is required")
+	}
+	// Cleaning the path below would make "a.go/" a.go, which the write
+	// would replace: the system refuses such a path for a file, and so do
+	// we.
+	switch last := path[strings.LastIndexByte(path, filepath.Separator)+1:]; last {
+	case "", ".", "..":
+		return confined{}, fmt.Errorf("%s ends in '%s': give the path of a file", path, cmp.Or(last, "/"))
 	}
 	dir := b.opts.Dir
 	if dir == "" {

@@ -86,9 +86,13 @@ func TestWriteFileConfinement(t *testing.T) {
 		{name: "parent links outside", path: rel("link_out/x.txt"), outside: true, wantErr: "through a symbolic link"},
 		{name: "final component links outside", path: rel("file_link_out"), outside: true, wantErr: "through a symbolic link"},
 		{name: "dangling link", path: rel("dangling"), wantErr: "does not exist: not followed"},
-		{name: "the directory itself", path: rel("."), wantErr: "the working directory itself"},
+		{name: "the directory itself", path: func(f writeFixture) string { return f.work }, wantErr: "the working directory itself"},
+		{name: "dot", path: rel("."), wantErr: ". ends in '.'"},
 		{name: "a directory", path: rel("sub"), wantErr: "is a directory"},
 		{name: "no path", path: rel(""), wantErr: "path is required"},
+		{name: "a file and a slash", path: rel("edit.txt/"), wantErr: "edit.txt/ ends in '/': give the path of a file"},
+		{name: "a file and a dot", path: rel("edit.txt/."), wantErr: "edit.txt/. ends in '.': give the path of a file"},
+		{name: "a new name and a slash", path: rel("newdir/"), wantErr: "newdir/ ends in '/'"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -104,6 +108,12 @@ func TestWriteFileConfinement(t *testing.T) {
 			if tt.outside || tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) || errors.Is(err, tools.ErrOutsideWorkDir) != tt.outside {
 					t.Fatalf("result %q, error %v; want an error with %q (outside %v)", got, err, tt.wantErr, tt.outside)
+				}
+				if c := readString(t, filepath.Join(f.work, "edit.txt")); c != "alpha\nbeta\ngamma\nbeta\n" {
+					t.Errorf("a refused write changed edit.txt: %q", c)
+				}
+				if _, err := os.Stat(filepath.Join(f.work, "newdir")); err == nil {
+					t.Error("a refused write made newdir")
 				}
 				return
 			}
