@@ -365,6 +365,11 @@ func (b *Builtin) runShell(ctx context.Context, command string, timeout time.Dur
 	switch {
 	case errors.As(err, &exit):
 		return fmt.Sprintf("%s\n[exit status %d]", text, exit.ExitCode()), nil
+	case errors.Is(err, exec.ErrWaitDelay):
+		// The shell exited, 0, but a process it left in the background
+		// ("server &") holds the output open: what came until the wait
+		// gave up is the result.
+		return fmt.Sprintf("%s\n[exit status 0; output read for %s after the exit: a background process still holds it]", text, cmd.WaitDelay), nil
 	case err != nil:
 		return "", err
 	}

@@ -120,6 +120,12 @@ func TestRunShell(t *testing.T) {
 	if err != nil || len(got) > tools.MaxOutput+200 || !strings.Contains(got, "output truncated") {
 		t.Errorf("long output: %d bytes, %v", len(got), err)
 	}
+	// A process left in the background keeps the output open after the
+	// shell exits: what came is still the result.
+	got, err = call(t, b, "run_shell", map[string]any{"command": "sleep 3 & echo started"})
+	if err != nil || !strings.HasPrefix(got, "started\n") || !strings.Contains(got, "[exit status 0; output read for 1s after the exit: a background process still holds it]") {
+		t.Errorf("background process: %q, %v", got, err)
+	}
 	_, err = call(t, b, "run_shell", map[string]any{"command": "sleep 5", "timeout_seconds": 1})
 	if err == nil || !strings.Contains(err.Error(), "timed out") {
 		t.Errorf("timeout: %v", err)
