@@ -24,6 +24,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -156,7 +157,7 @@ func (b *Builtin) Call(ctx context.Context, name string, input json.RawMessage) 
 		if err := decode(input, &in); err != nil {
 			return "", err
 		}
-		return b.readFile(in.Path, in.Offset, in.Limit)
+		return b.readFile(ctx, in.Path, in.Offset, in.Limit)
 	case "list_dir":
 		var in struct{ Path string }
 		if err := decode(input, &in); err != nil {
@@ -222,18 +223,26 @@ func (b *Builtin) path(p string) string {
 	return filepath.Join(b.opts.Dir, p)
 }
 
-func (b *Builtin) readFile(path string, offset, limit int) (string, error) {
+func (b *Builtin) readFile(ctx context.Context, path string, offset, limit int) (string, error) {
 	if path == "" {
 		return "", errors.New("read_file: path is required")
+	}
+	// Stat before opening: opening a named pipe waits for a writer, and a
+	// device (/dev/zero) never ends; neither could be stopped.
+	fi, err := os.Stat(b.path(path))
+	switch {
+	case err != nil:
+		return "", err
+	case fi.IsDir():
+		return "", fmt.Errorf("%s is a directory; use list_dir", path)
+	case !fi.Mode().IsRegular():
+		return "", fmt.Errorf("%s is not a regular file (%s): not read", path, fileKind(fi.Mode()))
 	}
 	f, err := os.Open(b.path(path))
 	if err != nil {
 		return "", err
 	}
 	defer f.Close()
-	if fi, err := f.Stat(); err == nil && fi.IsDir() {
-		return "", fmt.Errorf("%s is a directory; use list_dir", path)
-	}
 	if offset <= 0 && limit <= 0 {
 		data, err := io.ReadAll(io.LimitReader(f, MaxOutput+1))
 		if err != nil {
@@ -247,17 +256,33 @@ func (b *Builtin) readFile(path string, offset, limit int) (string, error) {
 		}
 		return string(data), nil
 	}
-	return readLines(f, path, max(offset, 1), limit)
+	return readLines(ctx, f, path, max(offset, 1), limit)
+}
+
+// fileKind names the type of a file that is not a regular one.
+func fileKind(m fs.FileMode) string {
+	switch {
+	case m&fs.ModeNamedPipe != 0:
+		return "a named pipe"
+	case m&fs.ModeSocket != 0:
+		return "a socket"
+	case m&fs.ModeDevice != 0:
+		return "a device"
+	}
+	return m.Type().String()
 }
 
 // readLines returns limit lines (0: as many as fit in MaxOutput) from
 // line offset on, reading the file as a stream, so that its size bounds
-// nothing but the time. A line longer than MaxOutput is cut, and the
-// note says to go on after it: the offset of a line that does not fit
-// would return the same cut line again.
-func readLines(f io.Reader, path string, offset, limit int) (string, error) {
+// nothing but the time (ctx stops it between lines). A line longer than
+// MaxOutput is cut, and the note says to go on after it: the offset of a
+// line that does not fit would return the same cut line again.
+func readLines(ctx context.Context, f io.Reader, path string, offset, limit int) (string, error) {
 	r := bufio.NewReaderSize(f, 64<<10)
 	for n := 1; n < offset; n++ {
+		if err := ctx.Err(); err != nil {
+			return "", err
+		}
 		if _, _, err := readLine(r, 0); err == io.EOF {
 			return "", fmt.Errorf("%s has %d lines; offset %d is past the end", path, n-1, offset)
 		} else if err != nil {

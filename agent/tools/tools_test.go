@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/panto-dev/panto/agent/tools"
@@ -43,6 +44,9 @@ func TestReadFileAndListDir(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	if err := syscall.Mkfifo(filepath.Join(dir, "sub", "fifo"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	b := tools.New(tools.Options{Dir: dir})
 	tests := []struct {
 		name    string
@@ -61,6 +65,8 @@ func TestReadFileAndListDir(t *testing.T) {
 		{"empty", "read_file", map[string]any{"path": "sub/empty.txt", "offset": 1}, "", ""},
 		{"binary by lines", "read_file", map[string]any{"path": "sub/bin.dat", "offset": 2}, "", "sub/bin.dat is a binary file"},
 		{"after a long line", "read_file", map[string]any{"path": "sub/long.txt", "offset": 3}, "z\n", ""},
+		{"named pipe", "read_file", map[string]any{"path": "sub/fifo"}, "", "sub/fifo is not a regular file (a named pipe): not read"},
+		{"device by lines", "read_file", map[string]any{"path": "/dev/zero", "offset": 2}, "", "/dev/zero is not a regular file (a device): not read"},
 		{"missing", "read_file", map[string]any{"path": "nope.txt"}, "", "no such file"},
 		{"directory", "read_file", map[string]any{"path": "sub"}, "", "use list_dir"},
 		{"no path", "read_file", map[string]any{}, "", "path is required"},

@@ -114,6 +114,10 @@ func resolveExisting(target string) (string, error) {
 
 // read returns the file's contents; fs.ErrNotExist when there is none.
 func (c confined) read(limit int64) ([]byte, fs.FileMode, error) {
+	// Opening a named pipe would wait for a writer, for ever.
+	if fi, err := c.root.Stat(c.rel); err == nil && !fi.IsDir() && !fi.Mode().IsRegular() {
+		return nil, 0, fmt.Errorf("%s is not a regular file (%s): not changed", c.rel, fileKind(fi.Mode()))
+	}
 	f, err := c.root.Open(c.rel)
 	if err != nil {
 		return nil, 0, err

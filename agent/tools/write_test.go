@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/panto-dev/panto/agent/tools"
@@ -247,8 +248,9 @@ func TestEditFileCRLF(t *testing.T) {
 }
 
 // A read-only file is not changed, though its directory would let the
-// rename replace it.
-func TestReadOnlyFile(t *testing.T) {
+// rename replace it; a named pipe is not opened (it would wait for a
+// writer).
+func TestNotChanged(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "ro.txt")
@@ -256,8 +258,14 @@ func TestReadOnlyFile(t *testing.T) {
 	if err := os.Chmod(path, 0o444); err != nil {
 		t.Fatal(err)
 	}
+	if err := syscall.Mkfifo(filepath.Join(dir, "fifo"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	b := tools.New(tools.Options{Dir: dir, AllowWrite: true})
 	for _, name := range []string{"edit_file", "write_file"} {
+		if _, err := call(t, b, name, map[string]any{"path": "fifo", "old_text": "a", "new_text": "b", "content": "b"}); err == nil || !strings.Contains(err.Error(), "fifo is not a regular file (a named pipe): not changed") {
+			t.Errorf("%s of a named pipe: %v", name, err)
+		}
 		got, err := call(t, b, name, map[string]any{"path": "ro.txt", "old_text": "keep", "new_text": "changed", "content": "changed\n"})
 		if !errors.Is(err, tools.ErrReadOnly) || !strings.Contains(err.Error(), "ro.txt is read-only (mode 0444)") {
 			t.Errorf("%s: result %q, error %v", name, got, err)
