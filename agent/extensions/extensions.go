@@ -423,9 +423,26 @@ func (f *File) Call(ctx context.Context, name string, input json.RawMessage) (st
 			return "", fmt.Errorf("%s: arguments are not JSON: %v", name, err)
 		}
 	}
-	return f.call(ctx, t.Item, t.run, func(L *lua.LState) []lua.LValue {
+	out, err := f.call(ctx, t.Item, t.run, func(L *lua.LState) []lua.LValue {
 		return []lua.LValue{toLua(L, in)}
 	})
+	return boundResult(out), err
+}
+
+// MaxResult bounds the bytes of a tool's result, as the built-in tools
+// bound theirs (tools.MaxOutput): a result is stored in the session and
+// sent again with every later request, so one too large for the model's
+// context would break every turn after it.
+const MaxResult = 64 << 10
+
+// boundResult cuts a result to MaxResult bytes of valid UTF-8, with a
+// note saying so.
+func boundResult(s string) string {
+	if len(s) <= MaxResult {
+		return strings.ToValidUTF8(s, "\uFFFD")
+	}
+	cut := strings.ToValidUTF8(s[:MaxResult], "\uFFFD")
+	return fmt.Sprintf("%s\n[result cut at %d KiB of its %d bytes]", cut, MaxResult>>10, len(s))
 }
 
 // SessionView is what a command sees of the session it runs in.

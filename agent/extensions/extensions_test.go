@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/panto-dev/panto/agent"
 	"github.com/panto-dev/panto/agent/extensions"
@@ -345,5 +346,24 @@ panto.tool { name = "error_string", description = "d", run = function() error("p
 		if err != nil || got != tt.want {
 			t.Errorf("%s: %q, %v; want %q", tt.tool, got, err, tt.want)
 		}
+	}
+}
+
+// A tool's result is bounded as the built-in tools' are: it is sent
+// again with every later request.
+func TestResultBounded(t *testing.T) {
+	t.Parallel()
+	path := writeExt(t, t.TempDir(), "big.lua", `
+panto.tool { name = "big", description = "d", run = function() return ("é"):rep(100000) end }
+`)
+	h := extensions.New(extensions.Options{})
+	defer h.Close()
+	if fails := h.Load(context.Background(), path); len(fails) != 0 {
+		t.Fatal(fails)
+	}
+	got, err := h.Files()[0].Call(context.Background(), "big", json.RawMessage(`{}`))
+	note := "\n[result cut at 64 KiB of its 200000 bytes]"
+	if err != nil || !strings.HasSuffix(got, note) || len(got) > extensions.MaxResult+len(note) || !utf8.ValidString(got) {
+		t.Errorf("%d bytes ending %q, %v", len(got), got[max(0, len(got)-60):], err)
 	}
 }
