@@ -241,6 +241,10 @@ func (b *Builtin) editFile(path, oldText, newText string) (string, error) {
 	if oldText == "" {
 		return "", errors.New("old_text is empty: give the exact text to replace (to write a whole file, use write_file)")
 	}
+	if newText == oldText {
+		// "edited" would tell the model a change was made.
+		return "", errors.New("new_text is old_text: nothing to change")
+	}
 	c, err := b.confine(path)
 	if err != nil {
 		return "", err

@@ -154,6 +154,7 @@ func TestEditFile(t *testing.T) {
 		{name: "whitespace differs", path: "edit.txt", old: "beta\n  gamma", wantErr: "line 2 holds it with different whitespace"},
 		{name: "several matches", path: "edit.txt", old: "beta", wantErr: "occurs 2 times in edit.txt (at lines 2, 4)"},
 		{name: "empty old_text", path: "edit.txt", old: "", wantErr: "old_text is empty"},
+		{name: "the same text", path: "edit.txt", old: "gamma\n", new: "gamma\n", wantErr: "new_text is old_text: nothing to change"},
 		{name: "missing file", path: "nope.txt", old: "x", wantErr: "does not exist (write_file creates a file)"},
 		{name: "outside", path: "link_out/secret.txt", old: "do", wantErr: "outside the working directory"},
 	}
