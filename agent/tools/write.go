@@ -38,6 +38,11 @@ func (b *Builtin) confine(path string) (confined, error) {
 	if path == "" {
 		return confined{}, errors.New("path is required")
 	}
+	// The system refuses it, but only at the write, after the missing
+	// directories were made.
+	if strings.IndexByte(path, 0) >= 0 {
+		return confined{}, fmt.Errorf("%q holds a NUL byte: not a path", path)
+	}
 	// Cleaning the path below would make "a.go/" a.go, which the write
 	// would replace: the system refuses such a path for a file, and so do
 	// we.

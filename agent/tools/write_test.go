@@ -94,6 +94,7 @@ func TestWriteFileConfinement(t *testing.T) {
 		{name: "a file and a slash", path: rel("edit.txt/"), wantErr: "edit.txt/ ends in '/': give the path of a file"},
 		{name: "a file and a dot", path: rel("edit.txt/."), wantErr: "edit.txt/. ends in '.': give the path of a file"},
 		{name: "a new name and a slash", path: rel("newdir/"), wantErr: "newdir/ ends in '/'"},
+		{name: "a NUL byte", path: rel("newdir/a\x00b"), wantErr: `"newdir/a\x00b" holds a NUL byte`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
