@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"unicode"
 
 	"github.com/panto-dev/panto/agent"
 )
@@ -149,9 +150,19 @@ func (p *printer) finish() {
 	}
 }
 
-// clip shortens s to n runes on one line.
+// clip shortens s to n runes on one line, its control characters shown
+// as U+FFFD: s may be a file's text a tool read (or a title, a prompt),
+// and an escape sequence in it would act on the terminal (set its title,
+// move the cursor, rewrite what it shows) instead of being shown.
 func clip(s string, n int) string {
-	return agent.Truncate(strings.Join(strings.Fields(s), " "), n)
+	return agent.Truncate(strings.Map(shownRune, strings.Join(strings.Fields(s), " ")), n)
+}
+
+func shownRune(r rune) rune {
+	if unicode.IsControl(r) {
+		return unicode.ReplacementChar
+	}
+	return r
 }
 
 // writeTranscript prints messages for people, numbered from first (the

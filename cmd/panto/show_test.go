@@ -60,3 +60,13 @@ func TestShow(t *testing.T) {
 		})
 	}
 }
+
+// A tool's result (a file's text) shown by show or as it runs cannot
+// send escape sequences to the terminal.
+func TestClipControlCharacters(t *testing.T) {
+	t.Parallel()
+	in := "hello \x1b]0;pwned\x07 \x1b[31mred\x1b[0m\x00 end"
+	if got, want := clip(in, 100), "hello \uFFFD]0;pwned\uFFFD \uFFFD[31mred\uFFFD[0m\uFFFD end"; got != want {
+		t.Errorf("clip = %q, want %q", got, want)
+	}
+}
