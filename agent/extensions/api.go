@@ -57,7 +57,12 @@ func line(L *lua.LState) int {
 }
 
 // spec reads the table panto.tool or panto.command was called with.
-func spec(L *lua.LState, what string) (name, description string, run *lua.LFunction, tb *lua.LTable) {
+func spec(L *lua.LState, f *File, what string) (name, description string, run *lua.LFunction, tb *lua.LTable) {
+	if f.loaded {
+		// Tools are offered and commands listed once, after the load: one
+		// defined later would be neither.
+		L.RaiseError("panto.%s works at the top level of the file, as it loads, not in a run function", what)
+	}
 	tb = L.CheckTable(1)
 	name = strings.TrimPrefix(stringField(L, tb, what, "name"), "/")
 	description = stringField(L, tb, what, "description")
@@ -78,7 +83,7 @@ func stringField(L *lua.LState, tb *lua.LTable, what, field string) string {
 }
 
 func defineTool(L *lua.LState, f *File) int {
-	name, description, run, tb := spec(L, KindTool)
+	name, description, run, tb := spec(L, f, KindTool)
 	if !toolName.MatchString(name) {
 		L.RaiseError("panto.tool: name %q: use 1 to 64 letters, digits, _ or -", name)
 	}
@@ -108,7 +113,7 @@ func defineTool(L *lua.LState, f *File) int {
 }
 
 func defineCommand(L *lua.LState, f *File) int {
-	name, description, run, _ := spec(L, KindCommand)
+	name, description, run, _ := spec(L, f, KindCommand)
 	if !commandName.MatchString(name) {
 		L.RaiseError("panto.command: name %q: use lower-case letters, digits, _ or - (at most 32)", name)
 	}

@@ -120,6 +120,8 @@ type File struct {
 	state *lua.LState
 	tools []*tool
 	cmds  []*command
+	// loaded: the file's top level has run; what it defines is fixed.
+	loaded bool
 }
 
 type tool struct {
@@ -230,6 +232,7 @@ func (h *Host) load(ctx context.Context, path string) {
 	L.SetContext(ctx)
 	err = L.CallByParam(lua.P{Fn: fn, NRet: 0, Protect: true})
 	L.RemoveContext()
+	f.loaded = true
 	if err != nil {
 		L.Close()
 		fail := loadFailure(path, err)

@@ -367,3 +367,24 @@ panto.tool { name = "big", description = "d", run = function() return ("é"):rep
 		t.Errorf("%d bytes ending %q, %v", len(got), got[max(0, len(got)-60):], err)
 	}
 }
+
+// panto.tool in a run function is an error: a tool defined after the
+// load would never be offered.
+func TestDefineAfterLoad(t *testing.T) {
+	t.Parallel()
+	path := writeExt(t, t.TempDir(), "late.lua", `
+panto.tool { name = "definer", description = "d", run = function()
+  panto.tool { name = "late", description = "d", run = function() return "late" end }
+  return "defined"
+end }
+`)
+	h := extensions.New(extensions.Options{})
+	defer h.Close()
+	if fails := h.Load(context.Background(), path); len(fails) != 0 {
+		t.Fatal(fails)
+	}
+	got, err := h.Files()[0].Call(context.Background(), "definer", json.RawMessage(`{}`))
+	if err == nil || !strings.Contains(err.Error(), "panto.tool works at the top level of the file, as it loads, not in a run function") {
+		t.Errorf("got %q, %v", got, err)
+	}
+}
