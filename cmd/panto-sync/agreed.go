@@ -32,8 +32,9 @@ import (
 // push, pull, copy and watch (agreement is the same whichever way a run
 // copies), so that it outlives the run: a turn written while no sync
 // ran is judged by it at the next. The file is a journal of lines
-// "ID LENGTH SUM" (SUM: the first 16 hex digits of the hash) and
-// "ID -" (forgotten), the last line of an id winning; it is rewritten
+// "ID LENGTH SUM" (SUM: the first 16 hex digits of the hash), "ID !"
+// (the two diverged) and "ID -" (forgotten), the last line of an id
+// winning; it is rewritten
 // whole when it holds more than twice the lines it needs. Losing a line
 // (a crash, two runs at once) is safe: an older agreement makes the copy
 // a conflict, kept both ways, and no agreement is the tombstone's rule,
@@ -56,6 +57,13 @@ type agreedAt struct {
 	length int64
 	sum    uint64
 }
+
+// diverged is the agreement of a session whose two copies diverged (a
+// keep-both stores one as a new session and leaves both as they are):
+// neither holds the other, so a deletion on one side covers only a copy
+// the same as what it deleted. Forgotten instead, a shorter copy would be
+// judged by length, and deleted with the turns it holds.
+var diverged = agreedAt{length: -1}
 
 func agreedOf(cp store.Checkpoint) agreedAt {
 	a := agreedAt{length: cp.Length}
@@ -105,8 +113,12 @@ func loadAgreements(path string) *agreements {
 		if !ok || id == "" {
 			continue
 		}
-		if rest == "-" {
+		switch rest {
+		case "-":
 			delete(a.at, id)
+			continue
+		case "!":
+			a.at[id] = diverged
 			continue
 		}
 		length, sum, ok := strings.Cut(rest, " ")
@@ -140,7 +152,12 @@ func (a *agreements) note(e replica.Event) {
 			a.at[e.ID] = at
 			fmt.Fprintf(&a.pending, "%s %d %016x\n", e.ID, at.length, at.sum)
 		}
-	case replica.Deleted, replica.KeptBoth:
+	case replica.Divergent, replica.KeptBoth:
+		if a.at[e.ID] != diverged {
+			a.at[e.ID] = diverged
+			fmt.Fprintf(&a.pending, "%s !\n", e.ID)
+		}
+	case replica.Deleted:
 		if _, ok := a.at[e.ID]; ok {
 			delete(a.at, e.ID)
 			fmt.Fprintf(&a.pending, "%s -\n", e.ID)
@@ -184,6 +201,10 @@ func (a *agreements) save() {
 func (a *agreements) rewrite() {
 	var b bytes.Buffer
 	for id, at := range a.at {
+		if at == diverged {
+			fmt.Fprintf(&b, "%s !\n", id)
+			continue
+		}
 		fmt.Fprintf(&b, "%s %d %016x\n", id, at.length, at.sum)
 	}
 	tmp, err := os.CreateTemp(filepath.Dir(a.path), ".agreed-*")

@@ -107,9 +107,10 @@ func localKeptCopyOf(t *testing.T, dir, id string) string {
 }
 
 // TestAgreementsJournal: the record outlives its run, the last line of a
-// session wins, a forgotten session is judged by the tombstone's rule,
-// a torn line is skipped, and a journal of mostly stale lines is
-// rewritten to one line a session.
+// session wins, a forgotten session is judged by the tombstone's rule, a
+// diverged one's copies are never held by the other side, a torn line is
+// skipped, and a journal of mostly stale lines is rewritten to one line
+// a session.
 func TestAgreementsJournal(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "sync", "x.agreed")
 	cp := func(n int64, sum string) store.Checkpoint {
@@ -127,6 +128,8 @@ func TestAgreementsJournal(t *testing.T) {
 	a.note(replica.Event{Plan: replica.Plan{ID: "gone", Src: at10}, Kind: replica.Unchanged})
 	a.note(replica.Event{Plan: replica.Plan{ID: "gone"}, Kind: replica.Deleted})
 	a.note(replica.Event{Plan: replica.Plan{ID: "dry", Src: at10}, Kind: replica.Created, DryRun: true})
+	a.note(replica.Event{Plan: replica.Plan{ID: "d", Src: at10}, Kind: replica.Unchanged})
+	a.note(replica.Event{Plan: replica.Plan{ID: "d", Src: at20, Dst: cp(20, "00000000000000dd")}, Kind: replica.KeptBoth})
 	a.save()
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
 	if err != nil {
@@ -144,6 +147,9 @@ func TestAgreementsJournal(t *testing.T) {
 	case !b.covered("gone", tomb, at20) || !b.covered("dry", tomb, at20):
 		t.Error("a forgotten or dry-run session is not judged by the tombstone's rule")
 	}
+	if b.covered("d", tomb, at10) || b.covered("d", tomb, at20) {
+		t.Error("a copy of a diverged session is taken as held whole by the side that deleted it")
+	}
 	if _, ok := b.at["torn"]; ok {
 		t.Error("a torn line was read")
 	}
@@ -158,8 +164,11 @@ func TestAgreementsJournal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if lines := strings.Count(string(data), "\n"); lines != len(c.at) || len(c.at) != 1 {
-		t.Errorf("after a rewrite the journal has %d lines for %d sessions, want 1 and 1", lines, len(c.at))
+	if lines := strings.Count(string(data), "\n"); lines != len(c.at) || len(c.at) != 2 {
+		t.Errorf("after a rewrite the journal has %d lines for %d sessions, want 2 and 2", lines, len(c.at))
+	}
+	if again := loadAgreements(path); len(again.at) != 2 || again.covered("d", tomb, at10) {
+		t.Errorf("the rewritten journal reads as %d sessions, a diverged one judged by length: %v", len(again.at), again.covered("d", tomb, at10))
 	}
 	if c.at["s"] != agreedOf(cp(20, "00000000000000aa")) {
 		t.Errorf("after a rewrite s agreed at %+v", c.at["s"])
