@@ -83,6 +83,15 @@ func (c *claudeCode) line(line []byte) error {
 	if err := json.Unmarshal(line, &l); err != nil {
 		return err
 	}
+	if l.UUID != "" && c.seenUUIDs[l.UUID] {
+		// Claude Code writes entries again into the log that holds them,
+		// with their uuid and time (a VS Code window reopened, a
+		// conversation continued after compaction: anthropics/claude-code
+		// issues 56196 and 66947). Read twice, the conversation would
+		// hold each message twice and each tool call's id twice, which
+		// Anthropic refuses when the session is continued.
+		return nil
+	}
 	b := c.b
 	if l.Timestamp != nil {
 		b.seen(*l.Timestamp)

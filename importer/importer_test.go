@@ -311,3 +311,33 @@ func TestClaudeCodeFileNameIsTheSession(t *testing.T) {
 		}
 	}
 }
+
+// TestClaudeCodeReplayedEntries: entries Claude Code wrote again into
+// their log (same uuid, same time; the cwd may differ) are read once: the
+// conversion is the one of the log without them, so no message and no
+// tool call's id is there twice.
+func TestClaudeCodeReplayedEntries(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("testdata", "claude-code.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	once, err := Convert(ClaudeCode, "s.jsonl", data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	replayed := append([]byte(nil), data...)
+	for _, line := range bytes.SplitAfter(data, []byte("\n")) {
+		if bytes.Contains(line, []byte(`"uuid":`)) {
+			replayed = append(replayed, bytes.ReplaceAll(line, []byte(`"cwd":"/home/me/app"`), []byte(`"cwd":"/home/me/app/sub"`))...)
+		}
+	}
+	twice, err := Convert(ClaudeCode, "s.jsonl", replayed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(twice.Log, once.Log) {
+		_, a := entries(t, once.Log)
+		_, b := entries(t, twice.Log)
+		t.Fatalf("replayed entries changed the conversion: %d messages, want %d", len(b), len(a))
+	}
+}
