@@ -341,3 +341,36 @@ func TestClaudeCodeReplayedEntries(t *testing.T) {
 		t.Fatalf("replayed entries changed the conversion: %d messages, want %d", len(b), len(a))
 	}
 }
+
+// TestPiEntriesWrittenAgain: pi writes a reopened session's header and
+// first entries again before its first answer (pi issue 3930); the
+// copies are read once, and the file is not refused for its second
+// header.
+func TestPiEntriesWrittenAgain(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("testdata", "pi.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	once, err := Convert(Pi, "s.jsonl", data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := bytes.SplitAfter(data, []byte("\n"))
+	// The header and the entries before the first answer (e1 to e3), then
+	// all of them again and the rest.
+	again := bytes.Join(append(append(append([][]byte{}, lines[:4]...), lines[:4]...), lines[4:]...), nil)
+	twice, err := Convert(Pi, "s.jsonl", again)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(twice.Log, once.Log) {
+		_, a := entries(t, once.Log)
+		_, b := entries(t, twice.Log)
+		t.Fatalf("entries written again changed the conversion: %d messages, want %d", len(b), len(a))
+	}
+	// Another session's header is still refused.
+	other := append(append([]byte(nil), data...), bytes.Replace(lines[0], []byte("0193aaaa"), []byte("0193bbbb"), 1)...)
+	if _, err := Convert(Pi, "s.jsonl", other); !errors.Is(err, ErrMalformed) {
+		t.Fatalf("a second session's header: %v, want ErrMalformed", err)
+	}
+}

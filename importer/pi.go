@@ -24,9 +24,11 @@ type pi struct {
 	version int
 	// model is the last model_change, for messages that name none.
 	model string
+	// seenIDs are the ids of the entries read (format 2 on).
+	seenIDs map[string]bool
 }
 
-func newPi() *pi { return &pi{b: newBuilder(Pi)} }
+func newPi() *pi { return &pi{b: newBuilder(Pi), seenIDs: map[string]bool{}} }
 
 func (c *pi) builder() *builder { return c.b }
 
@@ -91,6 +93,9 @@ func (c *pi) line(line []byte) error {
 		ts = *e.Timestamp
 	}
 	if e.Type == "session" {
+		if e.ID != "" && e.ID == b.foreign {
+			return nil // written again: see below
+		}
 		if b.foreign != "" || b.started {
 			return fmt.Errorf("a second session header")
 		}
@@ -114,6 +119,15 @@ func (c *pi) line(line []byte) error {
 		}
 		c.model = e.ModelID
 		return nil
+	}
+	if e.ID != "" {
+		// pi writes a session's header and first entries again when its
+		// first answer comes after the session was reopened (pi issue
+		// 3930): the copies have the ids of the entries read.
+		if c.seenIDs[e.ID] {
+			return nil
+		}
+		c.seenIDs[e.ID] = true
 	}
 	b.seen(ts)
 	switch e.Type {
