@@ -342,3 +342,29 @@ func appendRaw(t *testing.T, path string, data []byte) {
 		t.Fatal(err)
 	}
 }
+
+// TestUsageOfAFork: the messages a fork copied from its parent are
+// counted once, in the parent; the fork counts its own turns.
+func TestUsageOfAFork(t *testing.T) {
+	eachStore(t, func(t *testing.T, s store.LogStore) {
+		turn := func(in int64) agent.PersistentMessage {
+			m := agent.AssistantText("answer")
+			m.Usage = &agent.Usage{InputTokens: in}
+			return agent.PersistentMessage{Message: m, Usage: m.Usage, Identity: modelA}
+		}
+		appendOK(t, s, "parent", agent.PersistentMessage{Message: agent.UserText("q1"), Identity: modelA}, turn(100), agent.PersistentMessage{Message: agent.UserText("q2"), Identity: modelA}, turn(1000))
+		fork, err := archive.Fork(t.Context(), s, "parent", 2, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		appendOK(t, s, fork.Info.ID, agent.PersistentMessage{Message: agent.UserText("q3"), Identity: modelA}, turn(7))
+		flush(t, s)
+		report, _, err := archive.Usage(t.Context(), s, archive.UsageQuery{}, archive.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tot := report.Total; tot.Usage.InputTokens != 1107 || tot.Turns != 3 || tot.Sessions != 2 {
+			t.Errorf("total %+v, want 1107 input tokens in 3 answers of 2 sessions", tot)
+		}
+	})
+}

@@ -70,7 +70,7 @@ func Total(u agent.Usage) int64 {
 }
 
 // Usage sums the token usage of every entry of st written at or after
-// q.Since, per q.By. Only sessions modified since are read; a session's
+// q.Since, per q.By, a fork's copies of its parent's messages left out. Only sessions modified since are read; a session's
 // summary has its totals, but not per model, nor per turn: a session may
 // change models, and a turn's time is in its line.
 func Usage(ctx context.Context, st store.LogStore, q UsageQuery, o Options) (UsageReport, Stats, error) {
@@ -150,6 +150,7 @@ func (s *usageSum) report(by Grouping) UsageReport {
 func sessionUsage(ctx context.Context, info agent.SessionInfo, r io.Reader, q UsageQuery) (map[string]*GroupUsage, error) {
 	per := map[string]*GroupUsage{}
 	d := sessionlog.Decoder{Name: info.ID}
+	messages := 0
 	err := sessionlog.ReadLines(r, func(line []byte, last bool) error {
 		if last {
 			return nil
@@ -160,8 +161,15 @@ func sessionUsage(ctx context.Context, info agent.SessionInfo, r io.Reader, q Us
 			}
 		}
 		turn, ok, err := d.SummarizeTurn(line)
-		if err != nil || !ok || turn.Usage == nil || turn.TS.Before(q.Since) {
+		if err != nil || !ok {
 			return err
+		}
+		messages++
+		// A fork starts with copies of its parent's first messages,
+		// usage and all: they are counted in the parent, where they
+		// were spent.
+		if messages <= d.Header.ForkedAt || turn.Usage == nil || turn.TS.Before(q.Since) {
+			return nil
 		}
 		var key string
 		switch q.By {

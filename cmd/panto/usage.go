@@ -23,8 +23,9 @@ the default), per project the session was started in (--by project: the git
 repository by its origin remote, else the directory) or per day (--by day, in the
 local time zone): input, output, cache reads and writes, reasoning, as the
 providers reported them. With --since, only the answers of that last stretch of
-time; with --project, only that project's sessions. The sessions' own totals are in
-panto sessions --json and at the end of panto show.
+time; with --project, only that project's sessions. The messages a fork copied from
+its parent count once, in the parent. The sessions' own totals are in panto
+sessions --json and at the end of panto show.
 
 Examples:
    panto usage
