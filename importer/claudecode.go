@@ -138,6 +138,14 @@ func (c *claudeCode) line(line []byte) error {
 		}
 	case "custom-title":
 		b.setTitle(l.CustomTitle)
+	case "system":
+		if l.Subtype == "turn_duration" || l.Subtype == "stop_hook_summary" {
+			// The turn is over: its last answer is whole, though its
+			// lines may all say stop_reason null (as often as not in
+			// 2.0 and 2.1); left open, a session's last answer would
+			// wait for a line that never comes.
+			b.closePending()
+		}
 	}
 	// system lines (turn durations, hook summaries, compaction
 	// boundaries: the summary is the user line after it),

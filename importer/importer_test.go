@@ -374,3 +374,26 @@ func TestPiEntriesWrittenAgain(t *testing.T) {
 		t.Fatalf("a second session's header: %v, want ErrMalformed", err)
 	}
 }
+
+// TestClaudeCodeTurnEnd: the system line that ends a turn (its duration,
+// the stop hooks' summary) ends the answer before it, whose lines may
+// all say stop_reason null, so that a session's last answer is imported
+// without waiting for a prompt that may never come.
+func TestClaudeCodeTurnEnd(t *testing.T) {
+	const head = `"sessionId":"5e0c1a2b-0000-4000-8000-00000000c0de","cwd":"/home/me/app","version":"2.1.4"`
+	log := `{"type":"user",` + head + `,"uuid":"u1","timestamp":"2026-01-11T10:00:00Z","message":{"role":"user","content":"what else?"}}
+{"type":"assistant",` + head + `,"uuid":"a1","timestamp":"2026-01-11T10:00:02Z","message":{"id":"msg_1","model":"claude-sonnet-4-5","content":[{"type":"thinking","thinking":"More.","signature":"s"}],"stop_reason":null,"usage":{"input_tokens":3,"output_tokens":9}}}
+{"type":"assistant",` + head + `,"uuid":"a2","timestamp":"2026-01-11T10:00:03Z","message":{"id":"msg_1","model":"claude-sonnet-4-5","content":[{"type":"text","text":"Nothing else."}],"stop_reason":null,"usage":{"input_tokens":3,"output_tokens":9}}}
+`
+	for _, end := range []string{"turn_duration", "stop_hook_summary"} {
+		data := log + `{"type":"system","subtype":"` + end + `",` + head + `,"uuid":"s1","timestamp":"2026-01-11T10:00:04Z"}` + "\n"
+		c, err := Convert(ClaudeCode, "s.jsonl", []byte(data))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, got := entries(t, c.Log)
+		if c.Stats.Held || len(got) != 2 || got[1].Message.Text() != "Nothing else." || got[1].Message.Usage == nil || got[1].Message.Usage.OutputTokens != 9 {
+			t.Errorf("%s: held %v, %d messages, want the prompt and the whole answer with its usage", end, c.Stats.Held, len(got))
+		}
+	}
+}
