@@ -2,6 +2,8 @@ package importer
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"time"
 
@@ -166,6 +168,7 @@ func (b *builder) closePending() {
 	kept := p.entry.Message.Content[:0:0]
 	for _, bl := range p.entry.Message.Content {
 		if bl.Type == agent.BlockToolUse {
+			bl.ToolUseID = wireToolID(bl.ToolUseID)
 			if bl.ToolUseID == "" || contains(p.calls, bl.ToolUseID) {
 				continue
 			}
@@ -189,6 +192,7 @@ func (b *builder) closePending() {
 // message in progress. A result that answers no open call is dropped.
 func (b *builder) toolResult(id, text string, isError bool) {
 	b.closePending()
+	id = wireToolID(id)
 	a := b.awaiting
 	if a == nil || !contains(a.calls, id) {
 		b.stats.DroppedResults++
@@ -331,6 +335,24 @@ func (b *builder) result(a Agent) *Conversion {
 		}
 	}
 	return c
+}
+
+// wireToolID is a tool call's id as every wire takes it back: Anthropic
+// wants letters, digits, _ and - alone, OpenAI at most 40 of them. Any
+// other id (pi's "call_…|fc_…" of the OpenAI Responses API, hundreds of
+// characters with + / =) becomes one derived from it, the same in the
+// call and in its result; "" stays "".
+func wireToolID(id string) string {
+	valid := len(id) <= 40
+	for i := 0; valid && i < len(id); i++ {
+		c := id[i]
+		valid = 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-'
+	}
+	if valid {
+		return id
+	}
+	sum := sha256.Sum256([]byte(id))
+	return "call_" + hex.EncodeToString(sum[:12])
 }
 
 func contains(list []string, s string) bool {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/panto-dev/panto/agent"
@@ -97,6 +98,9 @@ func checkWire(t *testing.T, msgs []agent.Message) {
 		open = map[string]bool{}
 		for _, u := range m.ToolUses() {
 			open[u.ToolUseID] = true
+			if id := u.ToolUseID; len(id) > 40 || strings.Trim(id, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-") != "" {
+				t.Fatalf("message %d: call id %q, which a provider refuses", i+1, id)
+			}
 		}
 	}
 	if len(open) > 0 {

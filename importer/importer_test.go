@@ -397,3 +397,38 @@ func TestClaudeCodeTurnEnd(t *testing.T) {
 		}
 	}
 }
+
+// TestToolIDsValidOnTheWire: a tool call's id that a provider would
+// refuse (pi's "call_…|fc_…" of the OpenAI Responses API: '|', '+', '/',
+// '=', hundreds of characters) is replaced, in the call and its result,
+// by one every wire takes; an id valid on every wire is kept.
+func TestToolIDsValidOnTheWire(t *testing.T) {
+	long := "call_Q3x9|fc_" + strings.Repeat("AbC+/9=", 60)
+	log := `{"type":"session","version":3,"id":"0193aaaa-bbbb-7ccc-8ddd-eeeeffff0001","timestamp":"2026-03-01T10:00:00.000Z","cwd":"/home/me/app"}
+{"type":"message","id":"e1","parentId":null,"timestamp":"2026-03-01T10:00:01.000Z","message":{"role":"user","content":"List the files."}}
+{"type":"message","id":"e2","parentId":"e1","timestamp":"2026-03-01T10:00:02.000Z","message":{"role":"assistant","api":"openai-responses","provider":"openai-codex","model":"gpt-5.1-codex","content":[{"type":"toolCall","id":"` + long + `","name":"bash","arguments":{"command":"ls"}},{"type":"toolCall","id":"call_ok-1","name":"bash","arguments":{"command":"pwd"}}],"stopReason":"toolUse"}}
+{"type":"message","id":"e3","parentId":"e2","timestamp":"2026-03-01T10:00:03.000Z","message":{"role":"toolResult","toolCallId":"` + long + `","toolName":"bash","content":[{"type":"text","text":"a b"}],"isError":false}}
+{"type":"message","id":"e4","parentId":"e3","timestamp":"2026-03-01T10:00:03.500Z","message":{"role":"toolResult","toolCallId":"call_ok-1","toolName":"bash","content":[{"type":"text","text":"/x"}],"isError":false}}
+{"type":"message","id":"e5","parentId":"e4","timestamp":"2026-03-01T10:00:04.000Z","message":{"role":"assistant","api":"openai-responses","model":"gpt-5.1-codex","content":[{"type":"text","text":"Two files."}],"stopReason":"stop"}}
+`
+	c, err := Convert(Pi, "s.jsonl", []byte(log))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, got := entries(t, c.Log)
+	if len(got) != 4 || c.Stats.ClosedCalls != 0 || c.Stats.DroppedResults != 0 {
+		t.Fatalf("%d messages, %d calls closed, %d results dropped: want 4, 0, 0", len(got), c.Stats.ClosedCalls, c.Stats.DroppedResults)
+	}
+	calls, results := got[1].Message.ToolUses(), got[2].Message.Content
+	if calls[1].ToolUseID != "call_ok-1" || results[1].ToolUseID != "call_ok-1" {
+		t.Errorf("a valid id was changed: %s, %s", calls[1].ToolUseID, results[1].ToolUseID)
+	}
+	id := calls[0].ToolUseID
+	if results[0].ToolUseID != id || results[0].Text != "a b" {
+		t.Errorf("the call's id %s, its result's %s (%q)", id, results[0].ToolUseID, results[0].Text)
+	}
+	if len(id) > 40 || strings.Trim(id, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-") != "" {
+		t.Errorf("the id %q is refused by a provider (Anthropic: [a-zA-Z0-9_-]+, OpenAI: at most 40)", id)
+	}
+	checkWire(t, []agent.Message{got[0].Message, got[1].Message, got[2].Message, got[3].Message})
+}
