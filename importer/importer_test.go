@@ -432,3 +432,43 @@ func TestToolIDsValidOnTheWire(t *testing.T) {
 	}
 	checkWire(t, []agent.Message{got[0].Message, got[1].Message, got[2].Message, got[3].Message})
 }
+
+// TestPiThinkingSignatures: a thinking block keeps pi's thinkingSignature
+// only in a message of Anthropic's API, where it is Anthropic's
+// signature; in another (OpenAI Responses' reasoning item as JSON, the
+// name of a server's reasoning field, Gemini's thought signature) the
+// thinking is kept without it, and a redacted block, which has nothing
+// else, is left out: Anthropic refuses a signature it did not make.
+func TestPiThinkingSignatures(t *testing.T) {
+	answer := func(id, api, content string) string {
+		return `{"type":"message","id":"` + id + `","timestamp":"2026-03-01T10:00:02.000Z","message":{"role":"assistant","api":"` + api + `","model":"m","content":[` + content + `,{"type":"text","text":"ok"}],"stopReason":"stop"}}` + "\n"
+	}
+	log := `{"type":"session","version":3,"id":"0193aaaa-bbbb-7ccc-8ddd-eeeeffff0002","timestamp":"2026-03-01T10:00:00.000Z","cwd":"/home/me/app"}` + "\n" +
+		`{"type":"message","id":"u1","timestamp":"2026-03-01T10:00:01.000Z","message":{"role":"user","content":"hi"}}` + "\n" +
+		answer("a1", "anthropic-messages", `{"type":"thinking","thinking":"A.","thinkingSignature":"EqQBCkYIBhgC"},{"type":"thinking","thinking":"","thinkingSignature":"opaque==","redacted":true}`) +
+		answer("a2", "openai-responses", `{"type":"thinking","thinking":"B.","thinkingSignature":"{\"type\":\"reasoning\",\"id\":\"rs_1\",\"encrypted_content\":\"gAAA\"}"}`) +
+		answer("a3", "openai-completions", `{"type":"thinking","thinking":"C.","thinkingSignature":"reasoning_content"},{"type":"thinking","thinking":"","thinkingSignature":"x","redacted":true}`) +
+		answer("a4", "google-generative-ai", `{"type":"thinking","thinking":"D.","thinkingSignature":"CiQB0e2Kb"}`)
+	c, err := Convert(Pi, "s.jsonl", []byte(log))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, got := entries(t, c.Log)
+	var shapes []string
+	for _, e := range got[1:] {
+		var blocks []string
+		for _, b := range e.Message.Content {
+			blocks = append(blocks, fmt.Sprintf("%s %q %q %q", b.Type, b.Text, b.Signature, b.Data))
+		}
+		shapes = append(shapes, strings.Join(blocks, "; "))
+	}
+	want := []string{
+		`thinking "A." "EqQBCkYIBhgC" ""; redacted_thinking "" "" "opaque=="; text "ok" "" ""`,
+		`thinking "B." "" ""; text "ok" "" ""`,
+		`thinking "C." "" ""; text "ok" "" ""`,
+		`thinking "D." "" ""; text "ok" "" ""`,
+	}
+	if strings.Join(shapes, "\n") != strings.Join(want, "\n") {
+		t.Errorf("answers\n%s\nwant\n%s", strings.Join(shapes, "\n"), strings.Join(want, "\n"))
+	}
+}

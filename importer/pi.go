@@ -240,6 +240,7 @@ func (c *pi) assistant(ts time.Time, m piMessage) error {
 			return fmt.Errorf("assistant content: %v", err)
 		}
 	}
+	style := piAPIStyle(m.API)
 	var out []agent.Block
 	for _, bl := range blocks {
 		switch bl.Type {
@@ -248,10 +249,22 @@ func (c *pi) assistant(ts time.Time, m piMessage) error {
 				out = append(out, agent.TextBlock(bl.Text))
 			}
 		case "thinking":
+			// thinkingSignature is Anthropic's signature only in a
+			// message of its API; of another it is what pi keeps for
+			// itself (OpenAI Responses' reasoning item as JSON, the
+			// name of an OpenAI-compatible server's reasoning field,
+			// Gemini's thought signature), which Anthropic would refuse
+			// were the session continued there.
+			sig := bl.ThinkingSignature
+			if style != agent.APIStyleAnthropicMessages {
+				sig = ""
+			}
 			if bl.Redacted {
-				out = append(out, agent.Block{Type: agent.BlockRedactedThinking, Data: bl.ThinkingSignature})
-			} else if bl.Thinking != "" || bl.ThinkingSignature != "" {
-				out = append(out, agent.Block{Type: agent.BlockThinking, Text: bl.Thinking, Signature: bl.ThinkingSignature})
+				if sig != "" {
+					out = append(out, agent.Block{Type: agent.BlockRedactedThinking, Data: sig})
+				}
+			} else if bl.Thinking != "" || sig != "" {
+				out = append(out, agent.Block{Type: agent.BlockThinking, Text: bl.Thinking, Signature: sig})
 			}
 		case "toolCall":
 			out = append(out, agent.ToolUseBlock(bl.ID, bl.Name, toolInput(bl.Arguments)))
@@ -261,7 +274,6 @@ func (c *pi) assistant(ts time.Time, m piMessage) error {
 	if model == "" {
 		model = c.model
 	}
-	style := piAPIStyle(m.API)
 	ident := agent.WireIdentity{APIStyle: style, Model: model}
 	if style == "" {
 		ident = agent.WireIdentity{}
