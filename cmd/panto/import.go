@@ -153,8 +153,15 @@ func runImport(c *cli.Context, e *env) error {
 	if !jsonOut {
 		printImportSummary(e.stdout, counts, len(sources), dry)
 	}
-	if n, m := counts["refused"], counts["diverged"]; n+m > 0 {
-		return fmt.Errorf("import: %s refused, %s diverged (see above): fix or move the refused files; a diverged session's source changed below what was imported (panto rm ID and import again to replace it)", plural(n, "file"), plural(m, "session"))
+	var failed []string
+	if n := counts["refused"]; n > 0 {
+		failed = append(failed, plural(n, "file")+" refused (see above): fix or move the refused files")
+	}
+	if m := counts["diverged"]; m > 0 {
+		failed = append(failed, plural(m, "session")+" diverged (see above): a diverged session's source changed below what was imported (panto rm ID and import again to replace it)")
+	}
+	if len(failed) > 0 {
+		return fmt.Errorf("import: %s", strings.Join(failed, "; "))
 	}
 	return nil
 }
@@ -343,6 +350,9 @@ func printImportEvent(w io.Writer, bar *progressbar.ProgressBar, ev importEvent,
 		text = fmt.Sprintf("diverged %s (%s): %s", shortID(ev.ID), ev.Source, ev.Error)
 	case "refused", "failed":
 		text = fmt.Sprintf("%s %s: %s", ev.Action, ev.Source, ev.Error)
+		if strings.HasPrefix(ev.Error, ev.Source+":") { // a malformed line: file:line
+			text = fmt.Sprintf("%s %s", ev.Action, ev.Error)
+		}
 	default:
 		return nil // unchanged, waiting, deleted, skipped: counted in the summary
 	}

@@ -303,7 +303,8 @@ func TestImportRefusesAndSkips(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := runPanto(t, t.TempDir(), b.storeEnv(), "", "import", dir)
-	if r.code == 0 || !strings.Contains(r.stdout, "bad.jsonl:2:") || !strings.Contains(r.stdout, "1 refused, 1 skipped") || strings.Count(strings.TrimSpace(r.stderr), "\n") != 0 {
+	bad := filepath.Join(dir, "bad.jsonl")
+	if r.code == 0 || !strings.Contains(r.stdout, "refused "+bad+":2: malformed log: ") || strings.Count(r.stdout, bad) != 1 || !strings.Contains(r.stdout, "1 refused, 1 skipped") || strings.Count(strings.TrimSpace(r.stderr), "\n") != 0 || strings.Contains(r.stderr, "diverged") {
 		t.Fatalf("exit %d\nstdout %s\nstderr %s", r.code, r.stdout, r.stderr)
 	}
 	piLog, err := filepath.Abs(filepath.Join("..", "..", "importer", "testdata", "pi.jsonl"))
