@@ -6,11 +6,13 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 
 	"github.com/panto-dev/panto/agent"
+	"github.com/panto-dev/panto/internal/sessionlog"
 	"github.com/panto-dev/panto/store"
 )
 
@@ -90,9 +92,10 @@ func Apply(ctx context.Context, st store.LogStore, c *Conversion, stored store.C
 // which form of it the store holds a prefix of: Log, one of the forms of
 // an earlier import (Conversion.others), or, when neither matches, Log
 // under the header the store holds when that differs in its project
-// alone (one read of the stored log). A session is so appended to under
-// the header its first import wrote, on whichever machine, since a
-// header never changes.
+// alone (one read of the stored log), and last any of them with titles
+// between its batches (afterTitles, one more read). A session is so
+// appended to under the header its first import wrote, on whichever
+// machine, since a header never changes.
 func decide(ctx context.Context, st store.LogStore, c *Conversion, stored store.Checkpoint) (Outcome, []byte, error) {
 	if stored.Length == 0 {
 		return Outcome{Action: ActionNew, Appended: c.Messages}, c.Log, nil
@@ -105,12 +108,87 @@ func decide(ctx context.Context, st store.LogStore, c *Conversion, stored store.
 	if err != nil {
 		return Outcome{}, nil, err
 	}
+	forms := c.forms()
 	if under := underStoredHeader(c.Log, header); under != nil {
 		if out, log, err := match(ctx, st, c.ID, [][]byte{under}, stored); err != nil || log != nil {
 			return out, log, err
 		}
+		forms = append(forms, under)
 	}
-	return Outcome{Action: ActionDiverged, Err: fmt.Errorf("session %s: %w (it holds %v): the source changed below what was imported", c.ID, ErrDiverged, stored)}, nil, nil
+	return afterTitles(ctx, st, c.ID, forms, stored)
+}
+
+// afterTitles decides for a session named in panto after its import
+// (panto title, /title, while the agent went on writing its log): its
+// stored log is a form of the conversion with title entries between its
+// batches, and what the conversion holds past them is appended, so that
+// naming an imported session does not end its import. Anything else (a
+// turn continued in panto, other bytes) is a divergence. It reads the
+// stored log.
+func afterTitles(ctx context.Context, st store.LogStore, id string, forms [][]byte, stored store.Checkpoint) (Outcome, []byte, error) {
+	r, _, err := st.ReadLog(ctx, id, 0)
+	if err != nil {
+		return Outcome{}, nil, fmt.Errorf("read session %s: %w", id, err)
+	}
+	defer r.Close()
+	have := make([]byte, stored.Length)
+	if _, err := io.ReadFull(r, have); err != nil {
+		return Outcome{}, nil, fmt.Errorf("read session %s: %w", id, err)
+	}
+	for _, form := range forms {
+		if rest, ok := pastTitles(have, form); ok {
+			log := append(have, rest...)
+			if len(rest) == 0 {
+				return Outcome{Action: ActionUnchanged}, log, nil
+			}
+			return Outcome{Action: ActionAppended, Appended: countMessages(rest)}, log, nil
+		}
+	}
+	return Outcome{Action: ActionDiverged, Err: fmt.Errorf("session %s: %w (it holds %v): the source changed below what was imported, or the session was continued in panto", id, ErrDiverged, stored)}, nil, nil
+}
+
+// pastTitles returns what of log follows have, when have is the start of
+// log, whole batches, with one or more title entries between them; when
+// have holds the whole of log and more (continued in panto), nothing.
+func pastTitles(have, log []byte) ([]byte, bool) {
+	at, titles := 0, 0
+	for len(have) > 0 && at < len(log) {
+		n := bytes.IndexByte(have, '\n') + 1
+		if n == 0 {
+			return nil, false
+		}
+		line := have[:n]
+		switch {
+		case bytes.HasPrefix(log[at:], line):
+			at += n
+		case isTitleLine(line):
+			titles++
+		default:
+			return nil, false
+		}
+		have = have[n:]
+	}
+	if n, err := sessionlog.CommittedLength("", log[:at]); titles == 0 || err != nil || n != at {
+		return nil, false
+	}
+	return log[at:], true
+}
+
+// isTitleLine reports whether line is a title entry (agent.TitleMessage)
+// as panto writes it: a batch of its own.
+func isTitleLine(line []byte) bool {
+	var l struct {
+		Type     string                     `json:"type"`
+		Role     agent.Role                 `json:"role"`
+		Content  []json.RawMessage          `json:"content"`
+		Metadata map[string]json.RawMessage `json:"metadata"`
+		More     int                        `json:"more"`
+	}
+	if json.Unmarshal(line, &l) != nil {
+		return false
+	}
+	_, title := l.Metadata[agent.MetadataTitle]
+	return l.Type == sessionlog.TypeMessage && l.Role == agent.RoleSystem && len(l.Content) == 0 && len(l.Metadata) == 1 && title && l.More == 0
 }
 
 // match returns the first of forms whose prefix the store holds (nil:

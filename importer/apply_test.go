@@ -377,3 +377,63 @@ func TestImportUnderAnotherProject(t *testing.T) {
 		t.Fatalf("import after panto continued it, under another project: %+v, want unchanged", out)
 	}
 }
+
+// TestImportPastTitles: a session named in panto after its import (panto
+// title) while the agent went on writing its log takes the log's new
+// messages after its titles, as often as that happens; a turn continued
+// in panto still diverges.
+func TestImportPastTitles(t *testing.T) {
+	path := filepath.Join("testdata", "claude-code.jsonl")
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	st := openDir(t)
+	title := func(id, name string) []byte {
+		t.Helper()
+		sess, err := st.Resolve(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		before := storedBytes(t, st, id)
+		if err := sess.Append(ctx, []agent.PersistentMessage{{Message: agent.TitleMessage(name)}}); err != nil {
+			t.Fatal(err)
+		}
+		return storedBytes(t, st, id)[len(before):]
+	}
+	cut1 := nextLineEnd(data, nextLineEnd(data, nextLineEnd(data, 0)))
+	cut1 = nextLineEnd(data, nextLineEnd(data, cut1))
+	cut2 := nextLineEnd(data, nextLineEnd(data, nextLineEnd(data, cut1)))
+	cut2 = nextLineEnd(data, nextLineEnd(data, cut2))
+	first, out := importInto(t, st, ClaudeCode, path, data[:cut1], false)
+	if out.Action != ActionNew {
+		t.Fatalf("first import: %+v", out)
+	}
+	t1 := title(first.ID, "Named in panto")
+	second, out := importInto(t, st, ClaudeCode, path, data[:cut2], false)
+	if out.Action != ActionAppended || out.Appended != second.Messages-first.Messages {
+		t.Fatalf("the source grown past a title: %+v, want %d messages appended", out, second.Messages-first.Messages)
+	}
+	t2 := title(first.ID, "Renamed")
+	whole, out := importInto(t, st, ClaudeCode, path, data, false)
+	if out.Action != ActionAppended || out.Appended != whole.Messages-second.Messages {
+		t.Fatalf("the source grown past two titles: %+v", out)
+	}
+	want := bytes.Join([][]byte{first.Log, t1, second.Log[len(first.Log):], t2, whole.Log[len(second.Log):]}, nil)
+	if got := storedBytes(t, st, whole.ID); !bytes.Equal(got, want) {
+		t.Fatalf("the store holds %d bytes, want the conversion with the titles where they were written (%d)", len(got), len(want))
+	}
+	if _, out := importInto(t, st, ClaudeCode, path, data, false); out.Action != ActionUnchanged {
+		t.Errorf("import again: %+v, want unchanged", out)
+	}
+	continueInPanto(t, st, whole.ID)
+	if _, out := importInto(t, st, ClaudeCode, path, data, false); out.Action != ActionUnchanged {
+		t.Errorf("continued in panto, the source unchanged: %+v", out)
+	}
+	prompt := data[bytes.Index(data, []byte(`{"parentUuid":"c1"`)):]
+	prompt = bytes.Replace(prompt[:bytes.IndexByte(prompt, '\n')+1], []byte(`"uuid":"u3"`), []byte(`"uuid":"u4"`), 1)
+	if _, out := importInto(t, st, ClaudeCode, path, append(append([]byte(nil), data...), prompt...), false); out.Action != ActionDiverged {
+		t.Errorf("continued in panto, the source grown: %+v, want diverged", out)
+	}
+}

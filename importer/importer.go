@@ -24,9 +24,11 @@
 //
 // Importing is then a comparison with what the store holds (Apply): the
 // stored log is a prefix of the new conversion (append the rest at the
-// stored checkpoint), equal to it (nothing to do), or neither (the source
-// changed below what was imported: a divergence, left alone). The header
-// is the one line that may differ between two imports of a log: its
+// stored checkpoint), equal to it (nothing to do), that with title
+// entries panto wrote between its batches (append the rest after them:
+// afterTitles), or neither (the source changed below what was imported,
+// or the session was continued in panto: a divergence, left alone). The
+// header is the one line that may differ between two imports of a log: its
 // project is what the importing machine's disk says of the directory
 // (WithProject), and a session is appended to under the header stored
 // first, whichever project that says (project.go). The panto
