@@ -23,6 +23,10 @@ type claudeCode struct {
 	// waiting for the line they name (leafUuid) to be read.
 	seenUUIDs map[string]bool
 	titlesFor map[string]string
+	// main is set by the first message line: a session's own log (as
+	// opposed to a subagent's transcript, whose lines are all
+	// sidechain ones).
+	main, known bool
 }
 
 func newClaudeCode() *claudeCode {
@@ -82,6 +86,18 @@ func (c *claudeCode) line(line []byte) error {
 	var l ccLine
 	if err := json.Unmarshal(line, &l); err != nil {
 		return err
+	}
+	if l.Type == "user" || l.Type == "assistant" {
+		if !c.known {
+			c.main, c.known = !l.IsSidechain, true
+		}
+		if c.main && l.IsSidechain {
+			// A subagent's conversation, which Claude Code before 2.0.28
+			// wrote into its session's log: read as the session's, it
+			// closed the Task call that ran it as interrupted and lost
+			// the call's result.
+			return nil
+		}
 	}
 	if l.UUID != "" && c.seenUUIDs[l.UUID] {
 		// Claude Code writes entries again into the log that holds them,

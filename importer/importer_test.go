@@ -472,3 +472,40 @@ func TestPiThinkingSignatures(t *testing.T) {
 		t.Errorf("answers\n%s\nwant\n%s", strings.Join(shapes, "\n"), strings.Join(want, "\n"))
 	}
 }
+
+// TestClaudeCodeSidechainInTheSessionLog: the subagent's lines that
+// Claude Code before 2.0.28 wrote into the session's own log (isSidechain,
+// between the Task call and its result) are not the session's: the Task
+// call keeps its result. A subagent's own transcript is read whole.
+func TestClaudeCodeSidechainInTheSessionLog(t *testing.T) {
+	const head = `"sessionId":"5e0c1a2b-0000-4000-8000-00000000c0de","cwd":"/home/me/app","version":"1.0.35"`
+	line := func(side bool, rest string) string {
+		return fmt.Sprintf(`{"isSidechain":%v,%s,%s}`, side, head, rest) + "\n"
+	}
+	sidechain := line(true, `"type":"user","uuid":"s1","timestamp":"2025-06-26T11:14:55Z","message":{"role":"user","content":"Find the tests."}`) +
+		line(true, `"type":"assistant","uuid":"s2","timestamp":"2025-06-26T11:14:56Z","message":{"id":"msg_s","model":"claude-3-5-haiku-20241022","content":[{"type":"text","text":"No files found."}],"stop_reason":"end_turn","usage":{"input_tokens":9,"output_tokens":3}}`)
+	log := line(false, `"type":"user","uuid":"u1","timestamp":"2025-06-26T11:14:50Z","message":{"role":"user","content":"Are there tests?"}`) +
+		line(false, `"type":"assistant","uuid":"a1","timestamp":"2025-06-26T11:14:54Z","message":{"id":"msg_1","model":"claude-sonnet-4-20250514","content":[{"type":"tool_use","id":"toolu_task","name":"Task","input":{"prompt":"Find the tests."}}],"stop_reason":"tool_use","usage":{"input_tokens":5,"output_tokens":7}}`) +
+		sidechain +
+		line(false, `"type":"user","uuid":"r1","timestamp":"2025-06-26T11:14:58Z","message":{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_task","content":"No tests."}]}`) +
+		line(false, `"type":"assistant","uuid":"a2","timestamp":"2025-06-26T11:15:00Z","message":{"id":"msg_2","model":"claude-sonnet-4-20250514","content":[{"type":"text","text":"There are none."}],"stop_reason":"end_turn","usage":{"input_tokens":6,"output_tokens":4}}`)
+	c, err := Convert(ClaudeCode, "5e0c1a2b-0000-4000-8000-00000000c0de.jsonl", []byte(log))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, got := entries(t, c.Log)
+	var shapes []string
+	for _, e := range got {
+		shapes = append(shapes, shape(e))
+	}
+	if len(got) != 4 || c.Stats.ClosedCalls != 0 || c.Stats.DroppedResults != 0 || got[2].Message.Content[0].Text != "No tests." {
+		t.Errorf("the session's log: %d calls closed, %d results dropped\n%s", c.Stats.ClosedCalls, c.Stats.DroppedResults, strings.Join(shapes, "\n"))
+	}
+	sub, err := Convert(ClaudeCode, "agent-a1.jsonl", []byte(sidechain))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, got := entries(t, sub.Log); len(got) != 2 {
+		t.Errorf("a subagent's transcript: %d messages, want 2", len(got))
+	}
+}
