@@ -70,9 +70,10 @@ func Total(u agent.Usage) int64 {
 }
 
 // Usage sums the token usage of every entry of st written at or after
-// q.Since, per q.By, a fork's copies of its parent's messages left out. Only sessions modified since are read; a session's
-// summary has its totals, but not per model, nor per turn: a session may
-// change models, and a turn's time is in its line.
+// q.Since, per q.By, a fork's copies of its parent's messages left out.
+// Only sessions modified since are read; a session's summary has its
+// totals, but not per model, nor per turn: a session may change models,
+// and a turn's time is in its line.
 func Usage(ctx context.Context, st store.LogStore, q UsageQuery, o Options) (UsageReport, Stats, error) {
 	if q.By == "" {
 		q.By = ByModel
