@@ -1,7 +1,8 @@
 // Package tools is panto's built-in tool set, an agent.ToolSource:
 //
 //   - read_file: a text file's contents (optionally a range of lines);
-//   - list_dir: a directory's entries, directories marked with '/';
+//   - list_dir: a directory's entries, directories (and links to one)
+//     marked with '/';
 //   - run_shell: a shell command's combined output and exit status, only
 //     when the user allowed it (--allow-shell);
 //   - write_file and edit_file: write a whole file, or replace one exact
@@ -87,7 +88,7 @@ func (b *Builtin) Tools() []agent.ToolDecl {
 		},
 		{
 			Name:        "list_dir",
-			Description: "List a directory's entries, one per line; directories end with '/'.",
+			Description: "List a directory's entries, one per line; directories, and links to one, end with '/'.",
 			InputSchema: map[string]any{
 				"type": "object",
 				"properties": map[string]any{
@@ -340,14 +341,15 @@ func readLine(r *bufio.Reader, keep int) (line []byte, size int, err error) {
 }
 
 func (b *Builtin) listDir(path string) (string, error) {
-	entries, err := os.ReadDir(b.path(path))
+	dir := b.path(path)
+	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return "", err
 	}
 	names := make([]string, 0, len(entries))
 	for _, e := range entries {
 		n := e.Name()
-		if e.IsDir() {
+		if e.IsDir() || (e.Type()&fs.ModeSymlink != 0 && linksToDir(filepath.Join(dir, n))) {
 			n += "/"
 		}
 		names = append(names, n)
@@ -362,6 +364,14 @@ func (b *Builtin) listDir(path string) (string, error) {
 		return "(empty directory)", nil
 	}
 	return strings.Join(names, "\n") + more, nil
+}
+
+// linksToDir reports whether the symbolic link at path leads to a
+// directory: the model lists and reads through it as through one (ls -F
+// marks it so too, with -L). A dangling link leads nowhere: false.
+func linksToDir(path string) bool {
+	fi, err := os.Stat(path)
+	return err == nil && fi.IsDir()
 }
 
 func (b *Builtin) runShell(ctx context.Context, command string, timeout time.Duration) (string, error) {

@@ -137,3 +137,25 @@ func TestRunShell(t *testing.T) {
 		t.Errorf("timeout: %v", err)
 	}
 }
+
+// A symbolic link to a directory is listed as one, ending in '/': the
+// model reads through it as through a directory. A link to a file, or
+// one that leads nowhere, is listed as it is.
+func TestListDirLinks(t *testing.T) {
+	dir, elsewhere := t.TempDir(), t.TempDir()
+	if err := os.Mkdir(filepath.Join(dir, "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "a.txt"), []byte("a"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for link, target := range map[string]string{"tosub": "sub", "outside": elsewhere, "tofile": "a.txt", "dangling": "nope"} {
+		if err := os.Symlink(target, filepath.Join(dir, link)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := call(t, tools.New(tools.Options{Dir: dir}), "list_dir", map[string]any{})
+	if want := "a.txt\ndangling\noutside/\nsub/\ntofile\ntosub/"; err != nil || got != want {
+		t.Errorf("list_dir = %q, %v; want %q", got, err, want)
+	}
+}
