@@ -156,9 +156,10 @@ func toLua(L *lua.LState, v any) lua.LValue {
 	return lua.LString(fmt.Sprint(v))
 }
 
-// fromLua converts a Lua value for JSON. A table whose keys are 1..n is
-// an array; any other an object (an empty one too, except as the value of
-// "required", which a JSON schema wants as an array).
+// fromLua converts a Lua value for JSON. A table is an array when it
+// looks like one (arrayLen), its holes null; any other an object (an
+// empty one too, except as the value of "required", which a JSON schema
+// wants as an array).
 func fromLua(v lua.LValue, key string, depth int) (any, error) {
 	if depth > maxDepth {
 		return nil, errors.New("tables nested too deep (or a table that holds itself)")
@@ -177,13 +178,11 @@ func fromLua(v lua.LValue, key string, depth int) (any, error) {
 	case lua.LString:
 		return string(v), nil
 	case *lua.LTable:
-		n := v.MaxN()
-		count := 0
-		v.ForEach(func(lua.LValue, lua.LValue) { count++ })
+		n, count := arrayLen(v)
 		if count == 0 && key == "required" {
 			return []any{}, nil
 		}
-		if n > 0 && n == count {
+		if n > 0 {
 			arr := make([]any, 0, n)
 			for i := 1; i <= n; i++ {
 				e, err := fromLua(v.RawGetInt(i), "", depth+1)
@@ -212,6 +211,30 @@ func fromLua(v lua.LValue, key string, depth int) (any, error) {
 		return obj, err
 	}
 	return nil, fmt.Errorf("a %s cannot be JSON", v.Type())
+}
+
+// arrayLen is n when tb is an array of n elements, else 0, and count
+// the number of tb's keys. Lua cannot tell {1, nil, 3} from a table
+// with the keys 1 and 3, so the rule is on the keys alone: every key is
+// a whole number from 1 to n, and at least half of 1..n are there (n <=
+// 2*count). So an array with holes, as a null in an array arrives
+// (toLua), stays an array, and a table keyed by a few scattered numbers
+// ({[1] = a, [1000] = b}) is an object, not a thousand nulls.
+func arrayLen(tb *lua.LTable) (n, count int) {
+	array, highest := true, 0.0
+	tb.ForEach(func(k, _ lua.LValue) {
+		count++
+		i, ok := k.(lua.LNumber)
+		if !ok || float64(i) < 1 || float64(i) != math.Trunc(float64(i)) {
+			array = false
+			return
+		}
+		highest = max(highest, float64(i))
+	})
+	if !array || highest > 2*float64(count) {
+		return 0, count
+	}
+	return int(highest), count
 }
 
 // sessionTable is the session a command sees: id, messages (role, text;

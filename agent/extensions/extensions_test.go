@@ -309,6 +309,43 @@ end }
 	}
 }
 
+// A table is an array when its keys are whole numbers from 1 to n and at
+// least half of 1..n are there, its holes null: an array with a null in
+// it comes back as it went in. Any other table is an object.
+func TestArrayWithHoles(t *testing.T) {
+	t.Parallel()
+	path := writeExt(t, t.TempDir(), "arrays.lua", `
+panto.tool { name = "same", description = "d", run = function(input) return input.row end }
+panto.tool { name = "holes", description = "d", run = function() return { 1, nil, 3, nil, 5 } end }
+panto.tool { name = "nested", description = "d", run = function() return { rows = { { "a", nil, "c" } } } end }
+panto.tool { name = "half", description = "d", run = function() return { [2] = "b" } end }
+panto.tool { name = "sparse", description = "d", run = function() return { [1] = "a", [10] = "b" } end }
+panto.tool { name = "mixed", description = "d", run = function() return { 1, 2, x = 3 } end }
+panto.tool { name = "fraction", description = "d", run = function() return { [1] = "a", [1.5] = "b" } end }
+panto.tool { name = "dense", description = "d", run = function() return { 1, 2, 3 } end }
+`)
+	h := extensions.New(extensions.Options{})
+	defer h.Close()
+	if fails := h.Load(context.Background(), path); len(fails) != 0 {
+		t.Fatal(fails)
+	}
+	for _, tt := range []struct{ tool, input, want string }{
+		{"same", `{"row":["a",null,"c"]}`, `["a",null,"c"]`},
+		{"holes", `{}`, `[1,null,3,null,5]`},
+		{"nested", `{}`, `{"rows":[["a",null,"c"]]}`},
+		{"half", `{}`, `[null,"b"]`},
+		{"sparse", `{}`, `{"1":"a","10":"b"}`},
+		{"mixed", `{}`, `{"1":1,"2":2,"x":3}`},
+		{"fraction", `{}`, `{"1":"a","1.5":"b"}`},
+		{"dense", `{}`, `[1,2,3]`},
+	} {
+		got, err := h.Files()[0].Call(context.Background(), tt.tool, json.RawMessage(tt.input))
+		if err != nil || got != tt.want {
+			t.Errorf("%s: %s, %v; want %s", tt.tool, got, err, tt.want)
+		}
+	}
+}
+
 // What run returns or raises, of every type, is text the model can use.
 func TestResultTypes(t *testing.T) {
 	t.Parallel()
