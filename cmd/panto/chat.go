@@ -67,6 +67,9 @@ func chat(c *cli.Context, e *env) error {
 	if err := checkResumeFlags(c, e); err != nil {
 		return err
 	}
+	if err := checkToolTimeout(c, e); err != nil {
+		return err
+	}
 	interactive := c.Bool("interactive") || (c.NArg() == 0 && e.stdinIsTerminal)
 	cs, err := openChat(c, e)
 	if err != nil {

@@ -23,8 +23,25 @@ func toolFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.BoolFlag{Name: "allow-write", Usage: "offer the model the write_file and edit_file tools (they change files under the working directory only)", EnvVars: []string{"PANTO_ALLOW_WRITE"}},
 		&cli.StringSliceFlag{Name: "extension", Usage: "also load the Lua extension `FILE` (repeatable; the *.lua of $XDG_CONFIG_HOME/panto/extensions load always)"},
-		&cli.DurationFlag{Name: "tool-timeout", Value: extensions.DefaultTimeout, Usage: "stop an extension's tool or /command that runs longer (the model is told)", EnvVars: []string{"PANTO_TOOL_TIMEOUT"}},
+		&cli.DurationFlag{Name: "tool-timeout", Value: extensions.DefaultTimeout, Usage: "stop an extension's tool or /command (or a file's loading) that runs longer than this positive duration (the model is told)", EnvVars: []string{"PANTO_TOOL_TIMEOUT"}},
 	}
+}
+
+// checkToolTimeout refuses a --tool-timeout that is not positive, as a
+// mistake on the command line: every extension runs bounded (the timeout
+// is what stops a file or a tool that loops for ever, the model told),
+// so 0 has no "no limit" to mean, and extensions.New would take it as
+// its default, 2 minutes, which no one typing 0 asked for.
+func checkToolTimeout(c *cli.Context, e *env) error {
+	d := c.Duration("tool-timeout")
+	if d > 0 {
+		return nil
+	}
+	from := ""
+	if v := e.getenv("PANTO_TOOL_TIMEOUT"); v != "" {
+		from = fmt.Sprintf(" (PANTO_TOOL_TIMEOUT is %q)", v)
+	}
+	return usageError(c, fmt.Errorf("--tool-timeout %s%s: want a positive duration, as 30s or 5m", d, from))
 }
 
 // builtinOrigin names the built-in tools in the registry and in warnings.
@@ -121,6 +138,9 @@ Examples:
 			&cli.BoolFlag{Name: "json", Usage: `print {"dir", "loaded": [{"name", "kind", "description", "file"}], "failed": [{"file", "line", "kind", "name", "error"}]}`},
 		),
 		Action: func(c *cli.Context) error {
+			if err := checkToolTimeout(c, e); err != nil {
+				return err
+			}
 			wd, err := os.Getwd()
 			if err != nil {
 				return fmt.Errorf("working directory: %w", err)

@@ -31,3 +31,26 @@ func TestUsageErrors(t *testing.T) {
 		}
 	}
 }
+
+// A --tool-timeout of 0 or less is a mistake on the command line, said
+// before anything is opened: it is not "no limit" (every extension runs
+// bounded), nor silently the 2-minute default.
+func TestToolTimeoutNotPositive(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		help string
+	}{
+		{[]string{"panto", "--tool-timeout", "0", "--no-session", "hi"}, "`panto --help`"},
+		{[]string{"panto", "--tool-timeout=-1s", "--no-session", "hi"}, "`panto --help`"},
+		{[]string{"panto", "extensions", "--tool-timeout", "0s"}, "`panto extensions --help`"},
+	} {
+		var stdout, stderr bytes.Buffer
+		e := &env{stdin: strings.NewReader(""), stdout: &stdout, stderr: &stderr, getenv: func(string) string { return "" }, now: time.Now}
+		code := run(context.Background(), e, c.args)
+		msg := strings.TrimSuffix(stderr.String(), "\n")
+		if code != 1 || stdout.Len() != 0 || strings.Contains(msg, "\n") || !strings.HasPrefix(msg, "panto: --tool-timeout ") ||
+			!strings.Contains(msg, "want a positive duration, as 30s or 5m") || !strings.HasSuffix(msg, "see "+c.help) {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit 1, one line on --tool-timeout ending in see %s", c.args, code, stdout.String(), stderr.String(), c.help)
+		}
+	}
+}
