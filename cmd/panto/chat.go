@@ -259,6 +259,7 @@ func (cs *chatSession) oneShot(ctx context.Context, prompt string) error {
 	stepCtx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	out := newPrinter(cs.e.stdout, cs.e.stderr, false)
+	out.rawText = !cs.e.stdoutIsTerminal
 	err := cs.agent.RunStep(stepCtx, out)
 	out.finish()
 	if err != nil {

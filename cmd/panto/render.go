@@ -12,11 +12,15 @@ import (
 
 // printer shows a step as it happens: the reply's text on out, streamed;
 // thinking and tool activity on info (stderr in one-shot mode, so that
-// stdout carries the answer alone).
+// stdout carries the answer alone). Text goes through screenFilters.
 type printer struct {
 	out, info io.Writer
 	// thinking: show streamed thinking (interactive mode).
 	thinking bool
+	// rawText writes the reply's text as it is: a one-shot answer on a
+	// stdout that is a file or a pipe is data, not the screen.
+	rawText       bool
+	text, thought screenFilter
 	// atLineStart tracks whether out ended with a newline.
 	atLineStart bool
 	inThinking  bool
@@ -37,9 +41,25 @@ func (p *printer) TextDelta(s string) {
 		return
 	}
 	p.endThinking()
-	io.WriteString(p.out, s)
-	p.atLineStart = strings.HasSuffix(s, "\n")
+	if !p.rawText {
+		s = p.text.write(s)
+	}
+	if s != "" {
+		io.WriteString(p.out, s)
+		p.atLineStart = strings.HasSuffix(s, "\n")
+	}
+	if p.text.held() {
+		p.atLineStart = false
+	}
 	p.wrote = true
+}
+
+// endText writes the CR the reply's text ended with, alone.
+func (p *printer) endText() {
+	if t := p.text.flush(); t != "" {
+		io.WriteString(p.out, t)
+		p.atLineStart = false
+	}
 }
 
 func (p *printer) ThinkingDelta(s string) {
@@ -51,17 +71,18 @@ func (p *printer) ThinkingDelta(s string) {
 		io.WriteString(p.info, "[thinking] ")
 		p.inThinking = true
 	}
-	io.WriteString(p.info, s)
+	io.WriteString(p.info, p.thought.write(s))
 }
 
 func (p *printer) endThinking() {
 	if p.inThinking {
-		io.WriteString(p.info, "\n")
+		io.WriteString(p.info, p.thought.flush()+"\n")
 		p.inThinking = false
 	}
 }
 
 func (p *printer) newline() {
+	p.endText()
 	if !p.atLineStart {
 		io.WriteString(p.out, "\n")
 		p.atLineStart = true
@@ -70,6 +91,7 @@ func (p *printer) newline() {
 
 func (p *printer) MessageAdded(m agent.Message) {
 	p.endThinking()
+	p.endText()
 	// A cut-off answer with tool calls ends the step with an error that
 	// says so; any other gets its notice here, right after it.
 	if notice := stopNotice(m.StopReason, ""); notice != "" && len(m.ToolUses()) == 0 {
@@ -165,6 +187,69 @@ func shownRune(r rune) rune {
 	return r
 }
 
+// screenText is a session's text (an answer, a prompt, a file's text a
+// tool read and the model echoed) as the terminal may be given it: its
+// lines and tabs as they are, and every other control character (C0, a
+// CR not before a LF, DEL, C1) as U+FFFD, so that an escape sequence in
+// it is shown instead of acting on the terminal (setting its title,
+// moving the cursor, hiding what follows). Only what goes to the screen
+// goes through it: the session, export and --json keep the text as it
+// is.
+func screenText(s string) string {
+	var f screenFilter
+	return f.write(s) + f.flush()
+}
+
+// screenFilter is screenText for text that arrives in chunks, as a reply
+// streams. Only a CR needs to see past its chunk, whether a LF follows:
+// a CR that ends a chunk is held for the next one (so a CRLF split
+// between two stays a line end), and flush shows it as U+FFFD when the
+// text ends there.
+type screenFilter struct{ heldCR bool }
+
+// write returns what of s the screen may show now.
+func (f *screenFilter) write(s string) string {
+	if s == "" {
+		return ""
+	}
+	var b strings.Builder
+	b.Grow(len(s) + 3)
+	if f.heldCR {
+		f.heldCR = false
+		if s[0] == '\n' {
+			b.WriteByte('\r')
+		} else {
+			b.WriteRune(unicode.ReplacementChar)
+		}
+	}
+	for i, r := range s {
+		switch {
+		case r == '\r' && i+1 == len(s):
+			f.heldCR = true
+		case r == '\r' && s[i+1] == '\n', r == '\n', r == '\t':
+			b.WriteRune(r)
+		case unicode.IsControl(r):
+			b.WriteRune(unicode.ReplacementChar)
+		default:
+			// Invalid UTF-8 comes as utf8.RuneError: U+FFFD too.
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+// held reports whether a CR waits for the next chunk.
+func (f *screenFilter) held() bool { return f.heldCR }
+
+// flush ends the text: a CR held is shown alone, as U+FFFD.
+func (f *screenFilter) flush() string {
+	if !f.heldCR {
+		return ""
+	}
+	f.heldCR = false
+	return string(unicode.ReplacementChar)
+}
+
 // writeTranscript prints messages for people, numbered from first (the
 // numbers of panto search and panto fork --at); 0 leaves them out.
 func writeTranscript(w io.Writer, msgs []agent.Message, first int) {
@@ -204,7 +289,7 @@ func writeMessage(w io.Writer, m agent.Message, n int) {
 		if title == "" {
 			title = "(cleared)"
 		}
-		fmt.Fprintf(w, "── %s\n%s\n", label, title)
+		fmt.Fprintf(w, "── %s\n%s\n", label, screenText(title))
 		return
 	}
 	// The stop reason as the wire said it; a kind that needs the reader's
@@ -219,7 +304,7 @@ func writeMessage(w io.Writer, m agent.Message, n int) {
 	for _, b := range m.Content {
 		switch b.Type {
 		case agent.BlockText, agent.BlockSystem:
-			fmt.Fprintln(w, strings.TrimRight(b.Text, "\n"))
+			fmt.Fprintln(w, screenText(strings.TrimRight(b.Text, "\n")))
 		case agent.BlockThinking:
 			if b.Text != "" {
 				fmt.Fprintf(w, "[thinking] %s\n", clip(b.Text, 400))

@@ -243,7 +243,7 @@ func (cs *chatSession) command(ctx context.Context, line string) (quit bool, err
 			return false, unwrapProvider(err)
 		}
 		msgs := cs.agent.Conversation().Messages
-		fmt.Fprintf(e.stdout, "compacted: later turns start from this summary\n%s\n", strings.TrimSpace(msgs[len(msgs)-1].Text()))
+		fmt.Fprintf(e.stdout, "compacted: later turns start from this summary\n%s\n", screenText(strings.TrimSpace(msgs[len(msgs)-1].Text())))
 	default:
 		if handled, err := cs.extensionCommand(ctx, name, arg); handled {
 			return false, err
@@ -260,7 +260,7 @@ func (cs *chatSession) title(ctx context.Context, arg string) error {
 		if info.Title == "" {
 			fmt.Fprintln(cs.e.stdout, "no title yet: /title TEXT names this session")
 		} else {
-			fmt.Fprintf(cs.e.stdout, "title: %s\n", info.Title)
+			fmt.Fprintf(cs.e.stdout, "title: %s\n", screenText(info.Title))
 		}
 		return nil
 	}
@@ -270,7 +270,7 @@ func (cs *chatSession) title(ctx context.Context, arg string) error {
 	if err := cs.agent.SetTitle(ctx, cleanTitle(arg)); err != nil {
 		return fmt.Errorf("/title: %w", err)
 	}
-	fmt.Fprintf(cs.e.stdout, "title: %s\n", cs.agent.Session().Info.Title)
+	fmt.Fprintf(cs.e.stdout, "title: %s\n", screenText(cs.agent.Session().Info.Title))
 	return nil
 }
 

@@ -148,11 +148,11 @@ func writeMatch(w io.Writer, m archive.Match, terminal bool) error {
 	if m.Session.Title != "" {
 		head += " " + fmt.Sprintf("%q", clip(m.Session.Title, 40))
 	}
-	text := m.Text
+	text := screenText(m.Text)
 	if terminal {
 		text = "\x1b[1m" + text + "\x1b[0m"
 	}
-	_, err := fmt.Fprintf(w, "%s #%d %s (%s)\n    %s%s%s\n", head, m.Message, m.Role, where, m.Before, text, m.After)
+	_, err := fmt.Fprintf(w, "%s #%d %s (%s)\n    %s%s%s\n", head, m.Message, m.Role, where, screenText(m.Before), text, screenText(m.After))
 	return err
 }
 
