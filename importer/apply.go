@@ -35,6 +35,9 @@ const (
 	// ActionDeleted: the session was imported, then deleted (panto rm);
 	// its tombstone keeps it from coming back.
 	ActionDeleted Action = "deleted"
+	// ActionReplaced: the session diverged, and its new conversion was
+	// written as a new session that replaces it (Import, with Replace).
+	ActionReplaced Action = "replaced"
 )
 
 // ErrDiverged: the stored session is not a prefix of the conversion.
@@ -50,6 +53,19 @@ type Outcome struct {
 	// At is the stored checkpoint after a write (zero when nothing was
 	// written).
 	At store.Checkpoint
+	// ID is the session the outcome is of: the conversion's, or the
+	// replacement's that took its place (Import).
+	ID string
+	// Replaced, for ActionReplaced, is the diverged session; Kept says
+	// that it was kept beside its replacement (continued in panto), and
+	// Deleted is the tombstone it was deleted with otherwise (nil: dry).
+	Replaced string
+	Kept     bool
+	Deleted  *store.Tombstone
+
+	// held is the stored checkpoint a divergence was found at, gone the
+	// checkpoint a tombstone refused an append at (its hash "": unknown).
+	held, gone store.Checkpoint
 }
 
 // Apply brings the store's copy of c up to date: it writes the whole
@@ -67,6 +83,10 @@ func Apply(ctx context.Context, st store.LogStore, c *Conversion, stored store.C
 	}
 	for attempt := 0; ; attempt++ {
 		out, log, err := decide(ctx, st, c, stored)
+		out.ID = c.ID
+		if out.Action == ActionDiverged {
+			out.held = stored
+		}
 		if err != nil || out.Action == ActionUnchanged || out.Action == ActionDiverged || dry {
 			return out, err
 		}
@@ -78,7 +98,11 @@ func Apply(ctx context.Context, st store.LogStore, c *Conversion, stored store.C
 			continue
 		}
 		if errors.Is(err, agent.ErrSessionDeleted) {
-			return Outcome{Action: ActionDeleted}, nil
+			out := Outcome{Action: ActionDeleted, ID: c.ID}
+			if d := (*agent.DeletedError)(nil); errors.As(err, &d) {
+				out.gone = store.Checkpoint{Length: d.Length, SHA256: d.SHA256}
+			}
+			return out, nil
 		}
 		if err != nil {
 			return Outcome{}, fmt.Errorf("import session %s: %w", c.ID, err)
@@ -144,7 +168,7 @@ func afterTitles(ctx context.Context, st store.LogStore, id string, forms [][]by
 			return Outcome{Action: ActionAppended, Appended: countMessages(rest)}, log, nil
 		}
 	}
-	return Outcome{Action: ActionDiverged, Err: fmt.Errorf("session %s: %w (it holds %v): the source changed below what was imported, or the session was continued in panto", id, ErrDiverged, stored)}, nil, nil
+	return Outcome{Action: ActionDiverged, Err: fmt.Errorf("session %s: %w (it holds %v): an earlier panto converted the source otherwise, the source changed below what was imported, or the session was continued in panto", id, ErrDiverged, stored)}, nil, nil
 }
 
 // pastTitles returns what of log follows have, when have is the start of

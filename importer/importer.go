@@ -26,8 +26,11 @@
 // stored log is a prefix of the new conversion (append the rest at the
 // stored checkpoint), equal to it (nothing to do), that with title
 // entries panto wrote between its batches (append the rest after them:
-// afterTitles), or neither (the source changed below what was imported,
-// or the session was continued in panto: a divergence, left alone). The
+// afterTitles), or neither (an earlier panto converted it otherwise, the
+// source changed below what was imported, or the session was continued
+// in panto: a divergence, left as it is until an import with Replace
+// writes the new conversion as the session that replaces it: Import,
+// replace.go). The
 // header is the one line that may differ between two imports of a log: its
 // project is what the importing machine's disk says of the directory
 // (WithProject), and a session is appended to under the header stored

@@ -37,6 +37,12 @@ func (c *Conversion) forms() [][]byte { return append([][]byte{c.Log}, c.others.
 // withHeaderProject is log with its header (its first line) recording
 // project p, the lines after it as they are.
 func withHeaderProject(log []byte, p agent.Project) ([]byte, error) {
+	return rewriteHeader(log, func(h *sessionlog.Header) { h.Project = p })
+}
+
+// rewriteHeader is log with its header (its first line) changed by
+// change, the lines after it as they are.
+func rewriteHeader(log []byte, change func(*sessionlog.Header)) ([]byte, error) {
 	line, body, ok := bytes.Cut(log, []byte{'\n'})
 	if !ok {
 		return nil, fmt.Errorf("%w: a log without a whole header line", ErrMalformed)
@@ -45,7 +51,7 @@ func withHeaderProject(log []byte, p agent.Project) ([]byte, error) {
 	if err := json.Unmarshal(line, &h); err != nil || h.Type != sessionlog.TypeSession {
 		return nil, fmt.Errorf("%w: its first line is not a session header", ErrMalformed)
 	}
-	h.Project = p
+	change(&h)
 	header, err := sessionlog.EncodeHeader(h)
 	if err != nil {
 		return nil, err

@@ -24,7 +24,7 @@ func importCommand(e *env) *cli.Command {
 	return &cli.Command{
 		Name:      "import",
 		Usage:     "import the sessions of Claude Code, Codex and pi into the store",
-		UsageText: "panto import [--store SPEC] [--from claude-code|codex|pi] [--dry-run] [--json] [PATH...]",
+		UsageText: "panto import [--store SPEC] [--from claude-code|codex|pi] [--replace-diverged] [--dry-run] [--json] [PATH...]",
 		Description: `Converts other agents' session logs into panto sessions: each foreign session becomes
 one panto session (its id derived from the agent's own id, so every import names the
 same one), which panto -r resumes with any provider. Without PATH, each agent's own
@@ -41,9 +41,12 @@ and pi the directory alone).
 
 Importing again changes nothing; a log that grew has its new messages appended to the
 same session, so import can run on a timer. A session whose stored bytes are not the
-start of its new conversion (its source changed below what was imported) is reported
-as diverged and left alone; a file with a malformed line is refused (file:line) and
-nothing of it written. A response still being written, or tool calls without their
+start of its new conversion (an earlier panto converted it otherwise, or its source
+changed below what was imported) is reported as diverged, and its stored copy left as
+it is. --replace-diverged writes the new conversion as a new session that replaces it
+and deletes the old copy, as panto rm would (one continued in panto is kept beside its
+replacement); later imports of the log go to the replacement, without the flag. A file
+with a malformed line is refused (file:line) and nothing of it written. A response still being written, or tool calls without their
 results yet, wait for the next import. The command fails when a file was refused or
 a session diverged, after importing everything else. Eight files are imported at
 once; what each came to is printed in the files' order.
@@ -52,13 +55,15 @@ Examples:
    panto import                                    every agent's sessions, into the default store
    panto import --from codex                       Codex's only
    panto import --dry-run                          what would be imported or appended
+   panto import --replace-diverged                 replace the diverged sessions by their new conversion
    panto import ~/.claude/projects/-home-me-src-app   one project's Claude Code sessions
    panto import --store s3://archive/agents --key-file ~/.config/panto/bucket.key
    panto import --json | jq -r 'select(.action=="new") | .id'`,
 		Flags: append(storeFlags(false),
 			&cli.StringFlag{Name: "from", Usage: "the agent whose logs to import: claude-code, codex or pi (default: all, recognised from each file)"},
-			&cli.BoolFlag{Name: "dry-run", Aliases: []string{"n"}, Usage: "say what would be imported or appended, and write nothing"},
-			&cli.BoolFlag{Name: "json", Usage: `print one object per session: {"source", "agent", "foreign_id", "id", "action", "messages", "appended", "held", "error"}`},
+			&cli.BoolFlag{Name: "replace-diverged", Usage: "write a diverged session's new conversion as a new session replacing it, and delete the old copy (kept when continued in panto)"},
+			&cli.BoolFlag{Name: "dry-run", Aliases: []string{"n"}, Usage: "say what would be imported, appended or replaced, and write nothing"},
+			&cli.BoolFlag{Name: "json", Usage: `print one object per session: {"source", "agent", "foreign_id", "id", "action", "messages", "appended", "replaced", "kept", "held", "error"}`},
 		),
 		Action: func(c *cli.Context) error { return runImport(c, e) },
 	}
@@ -71,13 +76,19 @@ type importEvent struct {
 	Agent     string `json:"agent,omitempty"`
 	ForeignID string `json:"foreign_id,omitempty"`
 	ID        string `json:"id,omitempty"`
-	// Action is new, appended, unchanged, waiting, diverged, deleted,
-	// refused (a malformed line) or skipped (not a log of these agents).
+	// Action is new, appended, unchanged, waiting, diverged, replaced,
+	// deleted, refused (a malformed line) or skipped (not a log of these
+	// agents).
 	Action string `json:"action"`
 	// Messages is the number of messages of the conversion, Appended
 	// those written now (or, dry, to write).
 	Messages int `json:"messages"`
 	Appended int `json:"appended"`
+	// Replaced is the diverged session a replaced session (ID) took the
+	// place of; Kept says that it was kept (continued in panto), not
+	// deleted.
+	Replaced string `json:"replaced,omitempty"`
+	Kept     bool   `json:"kept,omitempty"`
 	// Held says that messages read wait for later lines of the source (a
 	// response in progress, tool calls without results yet).
 	Held   bool   `json:"held,omitempty"`
@@ -107,7 +118,8 @@ func runImport(c *cli.Context, e *env) error {
 	if err != nil {
 		return fmt.Errorf("import: list the store: %w", err)
 	}
-	jsonOut, dry := c.Bool("json"), c.Bool("dry-run")
+	jsonOut, opts := c.Bool("json"), importer.Options{Dry: c.Bool("dry-run"), Replace: c.Bool("replace-diverged")}
+	dry := opts.Dry
 	var bar *progressbar.ProgressBar
 	if e.stdoutIsTerminal && !jsonOut && len(sources) > 1 {
 		bar = progressbar.NewOptions(len(sources), progressbar.OptionSetWriter(e.stderr), progressbar.OptionSetDescription("import"), progressbar.OptionClearOnFinish())
@@ -126,7 +138,7 @@ func runImport(c *cli.Context, e *env) error {
 	g.SetLimit(concurrentImports)
 	for i, src := range sources {
 		g.Go(func() error {
-			ev := importOne(c.Context, st, stored, projects, i, src, dry)
+			ev := importOne(c.Context, st, stored, projects, i, src, opts)
 			mu.Lock()
 			defer mu.Unlock()
 			events[i] = &ev
@@ -158,7 +170,7 @@ func runImport(c *cli.Context, e *env) error {
 		failed = append(failed, plural(n, "file")+" refused (see above): fix or move the refused files")
 	}
 	if m := counts["diverged"]; m > 0 {
-		failed = append(failed, plural(m, "session")+" diverged (see above): a diverged session's source changed below what was imported (panto rm ID and import again to replace it)")
+		failed = append(failed, plural(m, "session")+" diverged (see above): a diverged session's stored copy (converted otherwise, or from a source that changed since) is left as it is; panto import --replace-diverged writes its new conversion as a new session and deletes the old copy (keeps it when it was continued in panto)")
 	}
 	if len(failed) > 0 {
 		return fmt.Errorf("import: %s", strings.Join(failed, "; "))
@@ -209,6 +221,8 @@ const concurrentImports = 8
 type storedLogs struct {
 	mu sync.Mutex
 	at map[string]store.Checkpoint
+	// deleted holds the checkpoints of the store's tombstones.
+	deleted map[string]store.Checkpoint
 	// turn is the next source to claim its session; claimed signals
 	// each claim; last, by session, is closed when the import of the
 	// last source that claimed it is done.
@@ -243,27 +257,51 @@ func (s *storedLogs) claim(turn int, id string) (done func()) {
 	return func() { close(mine) }
 }
 
-func (s *storedLogs) get(id string) store.Checkpoint {
+// Checkpoint and Deleted make storedLogs an importer.Listing.
+func (s *storedLogs) Checkpoint(id string) store.Checkpoint {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.at[id]
 }
 
-func (s *storedLogs) set(id string, at store.Checkpoint) {
+func (s *storedLogs) Deleted(id string) (store.Checkpoint, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.at[id] = at
+	at, ok := s.deleted[id]
+	return at, ok
 }
 
-// storedCheckpoints lists the store's sessions; a listing that misses
-// some is used as it is (an append to a session it missed learns what
-// the store holds from the append's answer).
+// record notes what an import wrote, for another source of the same
+// session.
+func (s *storedLogs) record(out importer.Outcome) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if out.At.Length > 0 {
+		s.at[out.ID] = out.At
+	}
+	if t := out.Deleted; t != nil {
+		delete(s.at, t.ID)
+		s.deleted[t.ID] = t.At
+	}
+}
+
+// storedCheckpoints lists the store's sessions and tombstones; a listing
+// that misses some is used as it is (an append to a session it missed
+// learns what the store holds from the append's answer, a tombstone
+// past its retention from the append's refusal).
 func storedCheckpoints(ctx context.Context, st store.LogStore) (*storedLogs, error) {
 	logs, err := st.Logs(ctx)
 	if err != nil && !errors.Is(err, agent.ErrIncompleteList) {
 		return nil, err
 	}
-	out := &storedLogs{at: make(map[string]store.Checkpoint, len(logs)), last: map[string]chan struct{}{}}
+	tombs, err := store.Tombstones(ctx, st)
+	if err != nil {
+		return nil, err
+	}
+	out := &storedLogs{at: make(map[string]store.Checkpoint, len(logs)), deleted: make(map[string]store.Checkpoint, len(tombs)), last: map[string]chan struct{}{}}
+	for _, t := range tombs {
+		out.deleted[t.ID] = t.At
+	}
 	out.claimed = sync.NewCond(&out.mu)
 	for _, l := range logs {
 		out.at[l.Info.ID] = l.Checkpoint
@@ -273,8 +311,8 @@ func storedCheckpoints(ctx context.Context, st store.LogStore) (*storedLogs, err
 
 // importOne converts one source and brings its session in the store up
 // to date.
-func importOne(ctx context.Context, st store.LogStore, stored *storedLogs, projects *projectFinder, turn int, src importer.Source, dry bool) importEvent {
-	ev, conv := convertSource(src, dry)
+func importOne(ctx context.Context, st store.LogStore, stored *storedLogs, projects *projectFinder, turn int, src importer.Source, opts importer.Options) importEvent {
+	ev, conv := convertSource(src, opts.Dry)
 	if conv != nil {
 		var err error
 		if conv, err = conv.WithProject(projects.find(conv.Project)); err != nil {
@@ -286,19 +324,22 @@ func importOne(ctx context.Context, st store.LogStore, stored *storedLogs, proje
 		stored.claim(turn, "")()
 		return ev
 	}
+	// A replacement is written under its replaced session's claim: only
+	// the sources of that session reach it.
 	defer stored.claim(turn, conv.ID)()
-	out, err := importer.Apply(ctx, st, conv, stored.get(conv.ID), dry)
+	out, err := importer.Import(ctx, st, conv, stored, opts)
 	if err != nil {
 		ev.Action, ev.Error = "failed", err.Error()
 		return ev
 	}
-	ev.Action, ev.Appended = string(out.Action), out.Appended
+	ev.Action, ev.Appended, ev.Replaced, ev.Kept = string(out.Action), out.Appended, out.Replaced, out.Kept
+	if out.ID != "" {
+		ev.ID = out.ID
+	}
 	if out.Err != nil {
 		ev.Error = out.Err.Error()
 	}
-	if out.At.Length > 0 {
-		stored.set(conv.ID, out.At) // for another source of the same session
-	}
+	stored.record(out) // for another source of the same session
 	return ev
 }
 
@@ -347,7 +388,13 @@ func printImportEvent(w io.Writer, bar *progressbar.ProgressBar, ev importEvent,
 	case "appended":
 		text = fmt.Sprintf("%s%s %s to %s from %s", would, map[bool]string{true: "append", false: "appended"}[ev.DryRun], plural(ev.Appended, "message"), shortID(ev.ID), ev.Source)
 	case "diverged":
-		text = fmt.Sprintf("diverged %s (%s): %s", shortID(ev.ID), ev.Source, ev.Error)
+		text = fmt.Sprintf("diverged %s (%s): %s; its stored copy is left as it is", shortID(ev.ID), ev.Source, ev.Error)
+	case "replaced":
+		old := map[bool]string{true: "deleted", false: "kept: it was continued in panto"}[!ev.Kept]
+		if ev.DryRun && !ev.Kept {
+			old = "to delete"
+		}
+		text = fmt.Sprintf("%s%s %s by %s: %s from %s %s (%s %s)", would, map[bool]string{true: "replace", false: "replaced"}[ev.DryRun], shortID(ev.Replaced), shortID(ev.ID), plural(ev.Messages, "message"), ev.Agent, ev.Source, shortID(ev.Replaced), old)
 	case "refused", "failed":
 		text = fmt.Sprintf("%s %s: %s", ev.Action, ev.Source, ev.Error)
 		if strings.HasPrefix(ev.Error, ev.Source+":") { // a malformed line: file:line
@@ -365,7 +412,7 @@ func printImportEvent(w io.Writer, bar *progressbar.ProgressBar, ev importEvent,
 
 func printImportSummary(w io.Writer, counts map[string]int, files int, dry bool) {
 	parts := []string{fmt.Sprintf("import: %s", plural(files, "file"))}
-	for _, a := range []string{"new", "appended", "unchanged", "waiting", "deleted", "diverged", "refused", "failed", "skipped"} {
+	for _, a := range []string{"new", "appended", "replaced", "unchanged", "waiting", "deleted", "diverged", "refused", "failed", "skipped"} {
 		if n := counts[a]; n > 0 {
 			parts = append(parts, fmt.Sprintf("%d %s", n, a))
 		}

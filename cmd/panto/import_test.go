@@ -3,8 +3,11 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -15,11 +18,13 @@ import (
 	"github.com/klauspost/compress/zstd"
 
 	"github.com/panto-dev/panto/agent"
+	"github.com/panto-dev/panto/importer"
 	"github.com/panto-dev/panto/internal/seal"
 	"github.com/panto-dev/panto/internal/testkit/cmdtest"
 	"github.com/panto-dev/panto/internal/testkit/fakeprovider"
 	"github.com/panto-dev/panto/internal/testkit/foreignlogs"
 	"github.com/panto-dev/panto/internal/testkit/miniotest"
+	"github.com/panto-dev/panto/store"
 )
 
 // agentHomes lays out each agent's own location, as the agents write
@@ -551,4 +556,155 @@ func TestImportManyAtOnce(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestImportReplaceDiverged: a session an earlier panto converted
+// otherwise (a pi tool call's id stored as pi wrote it, which providers
+// refuse) is reported diverged at every import, its stored copy left as
+// it is; --replace-diverged writes the new conversion as a new session
+// naming the one it replaces and deletes that one, so panto -c
+// continues the replacement, and later plain imports append to it. A
+// session panto rm deleted, never replaced, stays deleted.
+func TestImportReplaceDiverged(t *testing.T) {
+	t.Parallel()
+	orig, err := os.ReadFile(filepath.Join("..", "..", "importer", "testdata", "pi.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const rawID = "call_Xy7|fc_0123456789abcdefghijABCDEFGHIJ+/=0123456789"
+	data := bytes.ReplaceAll(orig, []byte(`"c1"`), []byte(`"`+rawID+`"`))
+	firstLines := func(data []byte) []byte { // through the answer after the call
+		end := 0
+		for range 7 {
+			end += bytes.IndexByte(data[end:], '\n') + 1
+		}
+		return data[:end]
+	}
+	older, err := importer.Convert(importer.Pi, "pi.jsonl", firstLines(orig))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored := bytes.ReplaceAll(older.Log, []byte(`"c1"`), []byte(`"`+rawID+`"`))
+	for _, kind := range backendKinds {
+		t.Run(kind.name, func(t *testing.T) {
+			t.Parallel()
+			b := kind.make(t)
+			pc := providerCases[0]
+			env := pc.env(b)
+			ctx := context.Background()
+			st, ok := store.AsLogStore(b.open(t))
+			if !ok {
+				t.Fatal("not a log store")
+			}
+			held, err := st.AppendLog(ctx, older.ID, store.Checkpoint{}, stored)
+			if err != nil {
+				t.Fatal(err)
+			}
+			logDir := t.TempDir()
+			log := filepath.Join(logDir, "2026-03-01T10-00-00-000Z_0193aaaa-bbbb-7ccc-8ddd-eeeeffff0000.jsonl")
+			if err := os.WriteFile(log, firstLines(data), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			run := func(wantCode int, args ...string) ([]importEvent, result) {
+				t.Helper()
+				r := runPanto(t, t.TempDir(), env, "", append([]string{"import", "--json", "--from", "pi"}, args...)...)
+				if r.code != wantCode {
+					t.Fatalf("import %q: exit %d, want %d: %s", args, r.code, wantCode, r.stderr)
+				}
+				var evs []importEvent
+				for _, line := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
+					var ev importEvent
+					if err := json.Unmarshal([]byte(line), &ev); err != nil {
+						t.Fatalf("import --json line %q: %v", line, err)
+					}
+					evs = append(evs, ev)
+				}
+				if len(evs) != 1 {
+					t.Fatalf("import %q: %d events", args, len(evs))
+				}
+				return evs, r
+			}
+			replID := importer.ReplacementID(older.ID, held)
+			for range 2 {
+				evs, r := run(1, log)
+				if evs[0].Action != "diverged" || evs[0].ID != older.ID || !strings.Contains(r.stderr, "panto import --replace-diverged") || strings.Contains(r.stderr, "panto rm") {
+					t.Fatalf("import of a session converted otherwise: %+v: %s", evs[0], r.stderr)
+				}
+			}
+			r := runPanto(t, t.TempDir(), env, "", "import", "--from", "pi", "--replace-diverged", "--dry-run", log)
+			if r.code != 0 || !strings.Contains(r.stdout, "would replace "+older.ID[:8]+" by "+replID[:8]) {
+				t.Fatalf("import --replace-diverged --dry-run: exit %d: %s%s", r.code, r.stdout, r.stderr)
+			}
+			evs, _ := run(0, "--replace-diverged", log)
+			if ev := evs[0]; ev.Action != "replaced" || ev.ID != replID || ev.Replaced != older.ID || ev.Kept || ev.Appended != older.Messages {
+				t.Fatalf("import --replace-diverged: %+v, want %s replaced by %s", ev, older.ID, replID)
+			}
+			got := readLog(t, st, replID)
+			if bytes.Contains(got, []byte("fc_")) || !bytes.Contains(got, []byte(`"replaces":"`+older.ID+`"`)) {
+				t.Fatalf("the replacement holds:\n%s", got)
+			}
+			if _, err := b.open(t).Resolve(ctx, older.ID); !errors.Is(err, agent.ErrSessionDeleted) {
+				t.Fatalf("the replaced session: %v, want deleted", err)
+			}
+			if err := os.WriteFile(log, data, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if evs, _ := run(0, log); evs[0].Action != "appended" || evs[0].ID != replID {
+				t.Fatalf("import of the grown log: %+v, want appended to %s", evs[0], replID)
+			}
+			if evs, _ := run(0, log); evs[0].Action != "unchanged" || evs[0].ID != replID {
+				t.Fatalf("import again: %+v, want %s unchanged", evs[0], replID)
+			}
+			r = runPanto(t, t.TempDir(), env, "", "sessions", "--all")
+			if r.code != 0 || !strings.Contains(r.stdout, replID[:8]) || strings.Contains(r.stdout, older.ID[:8]) {
+				t.Fatalf("sessions: exit %d, want %s listed and not %s: %s%s", r.code, replID[:8], older.ID[:8], r.stdout, r.stderr)
+			}
+			srv := fakeprovider.New(t, pc.style, pc.key, fakeprovider.Reply{Text: "continued"})
+			r = runPanto(t, t.TempDir(), env, "", append(pc.flags(srv), "-c", "--any", "go on")...)
+			if r.code != 0 || r.stdout != "continued\n" {
+				t.Fatalf("-c: exit %d, stdout %q: %s", r.code, r.stdout, r.stderr)
+			}
+			if reqs := srv.Requests(); len(reqs) != 1 {
+				t.Fatalf("-c: %d requests", len(reqs))
+			} else {
+				checkRequest(t, pc.style, reqs[0])
+			}
+			if got := readLog(t, st, replID); !bytes.Contains(got, []byte("go on")) {
+				t.Fatalf("-c did not continue the replacement %s", replID)
+			}
+
+			// Imported, then deleted by panto rm: not brought back.
+			other := filepath.Join(t.TempDir(), "2026-03-02T10-00-00-000Z_0193aaaa-bbbb-7ccc-8ddd-eeeeffff0009.jsonl")
+			if err := os.WriteFile(other, bytes.ReplaceAll(orig, []byte("eeeeffff0000"), []byte("eeeeffff0009")), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			evs, _ = run(0, other)
+			if evs[0].Action != "new" {
+				t.Fatalf("import of another log: %+v", evs[0])
+			}
+			if r := runPanto(t, t.TempDir(), env, "", "rm", "--yes", evs[0].ID); r.code != 0 {
+				t.Fatalf("rm: exit %d: %s", r.code, r.stderr)
+			}
+			for _, args := range [][]string{{other}, {"--replace-diverged", other}} {
+				if evs, _ := run(0, args...); evs[0].Action != "deleted" {
+					t.Fatalf("import %q of a deleted session: %+v, want deleted", args, evs[0])
+				}
+			}
+		})
+	}
+}
+
+// readLog reads session id's whole log from st.
+func readLog(t *testing.T, st store.LogStore, id string) []byte {
+	t.Helper()
+	r, _, err := st.ReadLog(context.Background(), id, 0)
+	if err != nil {
+		t.Fatalf("read session %s: %v", id, err)
+	}
+	defer r.Close()
+	data, err := io.ReadAll(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
 }

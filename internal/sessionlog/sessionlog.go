@@ -32,7 +32,9 @@
 //	{"type":"message","ts":"…","role":"system","content":[],"metadata":{"panto.title":"…"}}
 //
 // A session imported from another agent's log (panto import) says where
-// it came from in its header: "origin":{"agent","session_id",…} (Origin).
+// it came from in its header: "origin":{"agent","session_id",…} (Origin);
+// one that replaced a diverged import of the same log also names it:
+// "replaces":"<id>".
 //
 // All of these were added within version 1 because a panto that predates them
 // reads them without a fault: the decoder ignores header fields it does
@@ -95,6 +97,11 @@ type Header struct {
 	// keep-both copies it). See the package doc.
 	ForkedFrom string `json:"forked_from,omitempty"`
 	ForkedAt   int    `json:"forked_at,omitempty"`
+	// Replaces is the session an import's replacement took the place of
+	// (panto import --replace-diverged): the same source, converted anew.
+	// Not forked_from, which an imported subagent or fork holds already
+	// (its parent). See the package doc.
+	Replaces string `json:"replaces,omitempty"`
 	// Project is where the session was started (absent in a log that
 	// predates it). See the package doc.
 	Project agent.Project `json:"project,omitzero"`
