@@ -444,6 +444,7 @@ var importShapes = cmdtest.Shapes{
 	"import": {
 		"source": "string", "agent": "string?", "foreign_id": "string?", "id": "id?", "action": "string",
 		"messages": "integer", "appended": "integer", "held": "bool?", "dry_run": "bool?", "error": "string?",
+		"replaced": "id?", "kept": "bool?",
 	},
 }
 
@@ -475,6 +476,14 @@ func TestImportJSONFieldNames(t *testing.T) {
 		}
 		check.CheckJSON(t, "panto "+strings.Join(args, " "), []byte(r.stdout), "lines:import")
 	}
+	// A replacement's fields need a session an earlier panto converted
+	// otherwise (TestImportReplaceDiverged runs one): here, the event as
+	// the command writes it.
+	replaced, err := json.Marshal(importEvent{Source: "pi.jsonl", ID: strings.Repeat("b", 32), Action: "replaced", Replaced: strings.Repeat("a", 32), Kept: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	check.CheckJSON(t, "a replaced event", append(replaced, '\n'), "lines:import")
 	for _, f := range check.Unseen() {
 		t.Errorf("no output showed %s: the check cannot see it renamed", f)
 	}
