@@ -30,7 +30,10 @@ type builder struct {
 	remote string
 	// fallbackID is the foreign id when no record names one: the file's.
 	fallbackID string
-	started    bool
+	// exportOf is the panto session the log was exported from, when it
+	// was (Conversion.ExportOf).
+	exportOf string
+	started  bool
 	// queued are entries read before the header could be written.
 	queued []sessionlog.Entry
 	lastTS time.Time
@@ -168,7 +171,7 @@ func (b *builder) closePending() {
 	kept := p.entry.Message.Content[:0:0]
 	for _, bl := range p.entry.Message.Content {
 		if bl.Type == agent.BlockToolUse {
-			bl.ToolUseID = wireToolID(bl.ToolUseID)
+			bl.ToolUseID = WireToolID(bl.ToolUseID)
 			if bl.ToolUseID == "" || contains(p.calls, bl.ToolUseID) {
 				continue
 			}
@@ -192,7 +195,7 @@ func (b *builder) closePending() {
 // message in progress. A result that answers no open call is dropped.
 func (b *builder) toolResult(id, text string, isError bool) {
 	b.closePending()
-	id = wireToolID(id)
+	id = WireToolID(id)
 	a := b.awaiting
 	if a == nil || !contains(a.calls, id) {
 		b.stats.DroppedResults++
@@ -320,9 +323,12 @@ func (b *builder) result(a Agent) *Conversion {
 		}
 	}
 	if !b.started {
-		return &Conversion{Agent: a, ForeignID: b.foreign, ID: b.header.ID, Stats: st}
+		return &Conversion{Agent: a, ForeignID: b.foreign, ID: b.header.ID, Stats: st, ExportOf: b.exportOf}
 	}
 	c := &Conversion{Agent: a, ForeignID: b.foreign, ID: b.header.ID, Log: b.out.Bytes(), Messages: b.messages, Stats: st, Project: b.header.Project}
+	if b.exportOf != "" && b.messages <= b.header.ForkedAt {
+		c.ExportOf = b.exportOf
+	}
 	if b.remote != "" {
 		// A panto that did not take the remote from the log wrote the
 		// directory alone; a session it imported grows from that.
@@ -337,12 +343,12 @@ func (b *builder) result(a Agent) *Conversion {
 	return c
 }
 
-// wireToolID is a tool call's id as every wire takes it back: Anthropic
+// WireToolID is a tool call's id as every wire takes it back: Anthropic
 // wants letters, digits, _ and - alone, OpenAI at most 40 of them. Any
 // other id (pi's "call_…|fc_…" of the OpenAI Responses API, hundreds of
 // characters with + / =) becomes one derived from it, the same in the
 // call and in its result; "" stays "".
-func wireToolID(id string) string {
+func WireToolID(id string) string {
 	valid := len(id) <= 40
 	for i := 0; valid && i < len(id); i++ {
 		c := id[i]

@@ -51,6 +51,11 @@ type ccLine struct {
 	LeafUUID         string     `json:"leafUuid"`
 	CustomTitle      string     `json:"customTitle"`
 	Message          *ccMessage `json:"message"`
+	// PantoSession names the panto session a line was exported from
+	// (package exporter); PantoMessages, on an export's first line, is
+	// the number of messages an import of the export makes.
+	PantoSession  string `json:"pantoSession"`
+	PantoMessages int    `json:"pantoMessages"`
 }
 
 type ccMessage struct {
@@ -111,6 +116,13 @@ func (c *claudeCode) line(line []byte) error {
 	b := c.b
 	if l.Timestamp != nil {
 		b.seen(*l.Timestamp)
+	}
+	if l.PantoSession != "" && !b.started && b.header.ForkedFrom == "" {
+		// A log panto exported (panto export --format claude-code), which
+		// Claude Code went on with: a fork of the panto session, whose
+		// first messages (and their usage) are that session's.
+		b.header.ForkedFrom, b.header.ForkedAt = l.PantoSession, l.PantoMessages
+		b.exportOf = l.PantoSession
 	}
 	if l.SessionID != "" {
 		id := l.SessionID

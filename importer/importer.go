@@ -109,6 +109,10 @@ type Conversion struct {
 	others [][]byte
 	// Stats counts what the conversion kept and dropped.
 	Stats Stats
+	// ExportOf is the panto session a log panto exported holds, when the
+	// other agent added no message to it (package exporter): nothing to
+	// import. Once it did, the conversion is a fork of that session.
+	ExportOf string
 }
 
 // Stats counts what a conversion did with the source's records.

@@ -371,6 +371,10 @@ func convertSource(src importer.Source, dry bool) (importEvent, *importer.Conver
 		return ev, nil
 	}
 	ev.ForeignID, ev.ID, ev.Messages, ev.Held = conv.ForeignID, conv.ID, conv.Messages, conv.Stats.Held
+	if conv.ExportOf != "" {
+		ev.Action, ev.Error = "skipped", fmt.Sprintf("exported from panto session %s, and not gone on with since", shortID(conv.ExportOf))
+		return ev, nil
+	}
 	return ev, conv
 }
 
