@@ -4,12 +4,17 @@ MINIO_PKG := github.com/minio/minio@v0.0.0-20260212201848-7aac2a2c5b7c
 VERSITYGW_PKG := github.com/versity/versitygw/cmd/versitygw@v1.8.0
 GOBIN_DIR := $(or $(shell go env GOBIN),$(shell go env GOPATH)/bin)
 # The Claude Code that cmd/panto's tests resume an exported session in
-# (claudeCodeVersion in cmd/panto/export_claudecode_test.go): npm's
+# (claudeCodeVersion in cmd/panto/export_agent_test.go): npm's
 # native build for this machine, kept in the user's cache.
 CLAUDE_CODE_VERSION := 2.1.332
-CLAUDE_CODE_DIR := $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/panto-test/claude-code-$(CLAUDE_CODE_VERSION)
+TEST_CACHE := $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/panto-test
+CLAUDE_CODE_DIR := $(TEST_CACHE)/claude-code-$(CLAUDE_CODE_VERSION)
+# The pi that cmd/panto's tests go on with an exported session in
+# (piVersion there): npm's package, with its dependencies.
+PI_VERSION := 0.73.1
+PI_DIR := $(TEST_CACHE)/pi-$(PI_VERSION)
 
-.PHONY: all build test servers minio versitygw chromium claude-code bench fuzz vet
+.PHONY: all build test servers minio versitygw chromium claude-code pi npm bench fuzz vet
 
 all: build
 
@@ -24,7 +29,7 @@ test: servers
 	go vet ./...
 	go test -race -p 1 -timeout 45m ./...
 
-servers: minio versitygw chromium claude-code
+servers: minio versitygw chromium claude-code pi
 
 # chromium renders the HTML export in cmd/panto's tests (Debian's package).
 chromium:
@@ -36,16 +41,30 @@ chromium:
 
 # claude-code fetches the native Claude Code from npm (about 190 MB, once):
 # panto export --format claude-code is checked by resuming its output in it.
-claude-code:
+claude-code: npm
 	@if [ -x "$(CLAUDE_CODE_DIR)/claude" ] || [ -n "$$PANTO_CLAUDE_CODE" ]; then :; else \
 		echo "Claude Code $(CLAUDE_CODE_VERSION) not found: fetching it from npm into $(CLAUDE_CODE_DIR) (about 190 MB, once)"; \
-		command -v npm >/dev/null 2>&1 || { SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
-			$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq npm; }; \
 		os=$$(uname -s | tr A-Z a-z); arch=$$(uname -m | sed 's/x86_64/x64/; s/aarch64/arm64/'); \
 		tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
 		(cd "$$tmp" && npm pack --silent "@anthropic-ai/claude-code-$$os-$$arch@$(CLAUDE_CODE_VERSION)" >/dev/null) && \
 		tar xzf "$$tmp"/*.tgz -C "$$tmp" && mkdir -p "$(CLAUDE_CODE_DIR)" && \
 		install -m 0755 "$$tmp/package/claude" "$(CLAUDE_CODE_DIR)/claude"; \
+	fi
+
+# pi installs pi with npm (about 200 MB with its dependencies, once):
+# panto export --format pi is checked by going on with its output in it.
+pi: npm
+	@if [ -x "$(PI_DIR)/node_modules/.bin/pi" ] || [ -n "$$PANTO_PI" ]; then :; else \
+		echo "pi $(PI_VERSION) not found: installing it with npm into $(PI_DIR) (about 200 MB, once)"; \
+		mkdir -p "$(PI_DIR)" && npm install --silent --no-audit --no-fund --prefix "$(PI_DIR)" "@mariozechner/pi-coding-agent@$(PI_VERSION)"; \
+	fi
+
+# npm (and node, which pi runs on) from Debian's packages when missing.
+npm:
+	@if command -v npm >/dev/null 2>&1; then :; else \
+		echo "npm not found: installing Debian's package"; \
+		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq npm; \
 	fi
 
 minio:

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strconv"
 	"time"
@@ -27,14 +26,9 @@ import (
 // same records.
 
 // ClaudeCodeOptions says what an export to Claude Code needs beside the
-// session.
-type ClaudeCodeOptions struct {
-	// Session is the panto session's id.
-	Session string
-	// CWD is the directory Claude Code will be resumed in: every line
-	// records it, and the log goes under it (ClaudeCodePath).
-	CWD string
-}
+// session: Options.CWD is the directory Claude Code will be resumed in,
+// which every line records and the log goes under (ClaudeCodePath).
+type ClaudeCodeOptions = Options
 
 // ccLine is one record of a Claude Code log, as Claude Code 2.1 writes
 // it (fields it reads; the rest it writes are its own bookkeeping).
@@ -113,15 +107,9 @@ type ccBlock struct {
 // (importer), whose usage the panto session holds already. The count is
 // the importer's own, of the lines written once without it.
 func ClaudeCode(entries []sessionlog.Entry, opts ClaudeCodeOptions) (*Result, error) {
-	res, err := claudeCodeLines(entries, opts, 0)
-	if err != nil {
-		return nil, err
-	}
-	conv, err := importer.Convert(importer.ClaudeCode, res.SessionID+".jsonl", res.Log)
-	if err != nil {
-		return nil, fmt.Errorf("export to claude code: the export does not import back: %w", err)
-	}
-	return claudeCodeLines(entries, opts, conv.Messages)
+	return counted(importer.ClaudeCode, func(messages int) (*Result, error) {
+		return claudeCodeLines(entries, opts, messages)
+	})
 }
 
 func claudeCodeLines(entries []sessionlog.Entry, opts ClaudeCodeOptions, messages int) (*Result, error) {
@@ -301,10 +289,7 @@ func (w *ccWriter) assistant(n int, ts time.Time, e sessionlog.Entry, open map[s
 	// to Claude Code.
 	stop := anthropicStop(m.StopReason)
 	if stop == "" {
-		stop = "end_turn"
-		if len(m.ToolUses()) > 0 {
-			stop = "tool_use"
-		}
+		stop = map[bool]string{true: "tool_use", false: "end_turn"}[len(m.ToolUses()) > 0]
 	}
 	msg.StopReason = &stop
 	if u := m.Usage; u != nil {
@@ -384,12 +369,9 @@ func ClaudeCodeDir(getenv func(string) string) (string, error) {
 	if dir := getenv("CLAUDE_CONFIG_DIR"); dir != "" {
 		return dir, nil
 	}
-	home := getenv("HOME")
-	if home == "" {
-		var err error
-		if home, err = os.UserHomeDir(); err != nil {
-			return "", fmt.Errorf("claude code's directory: %w (set CLAUDE_CONFIG_DIR)", err)
-		}
+	home, err := homeDir(getenv)
+	if err != nil {
+		return "", fmt.Errorf("claude code's directory: %w (set CLAUDE_CONFIG_DIR)", err)
 	}
 	return filepath.Join(home, ".claude"), nil
 }

@@ -1,16 +1,19 @@
 // Package exporter writes a panto session as another agent's session
 // log, so that the other agent continues the conversation where panto
-// left it: the way out that package importer is the way in of. Only
-// Claude Code's format is written so far (claudecode.go).
+// left it: the way out that package importer is the way in of. Claude
+// Code's format (claudecode.go) and pi's (pi.go) are written; Codex's is
+// not (Codex resumes over the Responses API, which nothing here can
+// check an export against).
 //
 // An export is a copy, as a fork is: the other agent writes its turns
-// into its own log, and the panto session stays as it was. Each exported
-// line names the session it came from (the "pantoSession" field, which
-// the other agent leaves alone), and the first how many messages an
-// import of the export makes ("pantoMessages"), so that importing the
-// log back (importer, panto import) makes it a fork of that session,
-// forked at that message, holding what the other agent added, and
-// brings nothing back when it added nothing.
+// into its own log, and the panto session stays as it was. The export
+// names the session it came from (a "pantoSession" field, which the
+// other agent leaves alone: on every line of Claude Code's, in pi's
+// header), and how many messages an import of the export makes
+// ("pantoMessages", on the first line), so that importing the log back
+// (importer, panto import) makes it a fork of that session, forked at
+// that message, holding what the other agent added, and brings nothing
+// back when it added nothing.
 //
 // What the other agent cannot take is left out, the export says so
 // (Result.Dropped): system prompt entries (the other agent has its own
@@ -21,8 +24,20 @@ package exporter
 
 import (
 	"crypto/sha256"
+	"errors"
 	"fmt"
+
+	"github.com/panto-dev/panto/importer"
 )
+
+// Options says what an export needs beside the session.
+type Options struct {
+	// Session is the panto session's id.
+	Session string
+	// CWD is the directory the other agent will go on in: its log
+	// records it, and goes under the other agent's sessions of it.
+	CWD string
+}
 
 // Result is an exported log.
 type Result struct {
@@ -48,4 +63,28 @@ func derivedUUID(parts ...string) string {
 	b[6] = b[6]&0x0f | 0x40
 	b[8] = b[8]&0x3f | 0x80
 	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
+}
+
+// counted runs write twice: once without the count of messages an
+// import of the export makes, which the importer of agent a then counts
+// on those lines, and once with it (the count changes no conversion).
+func counted(a importer.Agent, write func(messages int) (*Result, error)) (*Result, error) {
+	res, err := write(0)
+	if err != nil {
+		return nil, err
+	}
+	conv, err := importer.Convert(a, res.SessionID+".jsonl", res.Log)
+	if err != nil {
+		return nil, fmt.Errorf("export to %s: the export does not import back: %w", a, err)
+	}
+	return write(conv.Messages)
+}
+
+// homeDir is $HOME as getenv has it (the command's environment, which a
+// test sets).
+func homeDir(getenv func(string) string) (string, error) {
+	if home := getenv("HOME"); home != "" {
+		return home, nil
+	}
+	return "", errors.New("HOME is not set")
 }

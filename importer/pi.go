@@ -42,6 +42,11 @@ type piEntry struct {
 	ParentSession string `json:"parentSession"`
 	BranchedFrom  string `json:"branchedFrom"`
 	ModelID       string `json:"modelId"`
+	// PantoSession and PantoMessages mark a session panto exported
+	// (package exporter): the panto session, and the number of messages
+	// an import of the export makes.
+	PantoSession  string `json:"pantoSession"`
+	PantoMessages int    `json:"pantoMessages"`
 	// entries
 	Message *piMessage `json:"message"`
 	Summary string     `json:"summary"`
@@ -116,6 +121,13 @@ func (c *pi) line(line []byte) error {
 		}
 		if id := piSessionIDOfPath(parent); id != "" {
 			b.header.ForkedFrom = SessionID(Pi, id)
+		}
+		if e.PantoSession != "" {
+			// An export of a panto session, which pi went on with: a
+			// fork of it, whose first messages (and their usage) are the
+			// panto session's.
+			b.header.ForkedFrom, b.header.ForkedAt = e.PantoSession, e.PantoMessages
+			b.exportOf = e.PantoSession
 		}
 		c.model = e.ModelID
 		return nil

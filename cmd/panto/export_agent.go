@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -15,12 +16,43 @@ import (
 	"github.com/panto-dev/panto/internal/sessionlog"
 )
 
-// exportClaudeCode is panto export --format claude-code: the session as
-// a Claude Code session of the current directory (package exporter),
-// written where claude --resume finds it, or to -o. Its id goes to
-// stdout, for a script to resume it; what was done and left out to
+// agentExport is how panto export writes a session for another agent
+// to go on with: the format, where the agent keeps its sessions, and the
+// command that continues one.
+type agentExport struct {
+	name   string // as the agent calls itself
+	write  func([]sessionlog.Entry, exporter.Options) (*exporter.Result, error)
+	path   func(getenv func(string) string, cwd string, res *exporter.Result, start time.Time) (string, error)
+	resume string // the command, %s the session's id
+}
+
+var agentExports = map[string]agentExport{
+	"claude-code": {
+		name:  "Claude Code",
+		write: exporter.ClaudeCode,
+		path: func(getenv func(string) string, cwd string, res *exporter.Result, _ time.Time) (string, error) {
+			config, err := exporter.ClaudeCodeDir(getenv)
+			return exporter.ClaudeCodePath(config, cwd, res.SessionID), err
+		},
+		resume: "claude --resume %s",
+	},
+	"pi": {
+		name:  "pi",
+		write: exporter.Pi,
+		path: func(getenv func(string) string, cwd string, res *exporter.Result, start time.Time) (string, error) {
+			dir, err := exporter.PiDir(getenv)
+			return exporter.PiPath(dir, cwd, res.SessionID, start), err
+		},
+		resume: "pi --session %s",
+	},
+}
+
+// exportToAgent is panto export --format claude-code or pi: the session
+// as a session of the other agent in the current directory (package
+// exporter), written where that agent finds it, or to -o. Its id goes
+// to stdout, for a script to resume it; what was done and left out to
 // stderr.
-func exportClaudeCode(c *cli.Context, e *env, doc *exportDoc) error {
+func exportToAgent(c *cli.Context, e *env, doc *exportDoc, to agentExport) error {
 	id := doc.Info.ID
 	cwd, err := os.Getwd()
 	if err != nil {
@@ -30,17 +62,19 @@ func exportClaudeCode(c *cli.Context, e *env, doc *exportDoc) error {
 	for i, m := range doc.Messages {
 		entries[i] = m.Entry
 	}
-	res, err := exporter.ClaudeCode(entries, exporter.ClaudeCodeOptions{Session: id, CWD: cwd})
+	res, err := to.write(entries, exporter.Options{Session: id, CWD: cwd})
 	if err != nil {
 		return fmt.Errorf("export %s: %w", id, err)
 	}
 	path := c.String("output")
 	if path == "" {
-		config, err := exporter.ClaudeCodeDir(e.getenv)
-		if err != nil {
+		start := time.Unix(0, 0)
+		if len(entries) > 0 {
+			start = entries[0].TS
+		}
+		if path, err = to.path(e.getenv, cwd, res, start); err != nil {
 			return fmt.Errorf("export %s: %w", id, err)
 		}
-		path = exporter.ClaudeCodePath(config, cwd, res.SessionID)
 	}
 	already, wentOn, err := writeExclusive(path, res.Log)
 	if err != nil {
@@ -53,17 +87,17 @@ func exportClaudeCode(c *cli.Context, e *env, doc *exportDoc) error {
 	if res.DroppedThinking > 0 {
 		left = append(left, plural(res.DroppedThinking, "thinking block")+" Anthropic would refuse")
 	}
-	done := fmt.Sprintf("session %s: %s written as Claude Code session %s to %s", shortID(id), plural(res.Messages, "message"), res.SessionID, path)
+	done := fmt.Sprintf("session %s: %s written as %s session %s to %s", shortID(id), plural(res.Messages, "message"), to.name, res.SessionID, path)
 	if already {
-		done = fmt.Sprintf("session %s: already exported as Claude Code session %s, at %s", shortID(id), res.SessionID, path)
+		done = fmt.Sprintf("session %s: already exported as %s session %s, at %s", shortID(id), to.name, res.SessionID, path)
 		if wentOn {
-			done += ", which Claude Code went on with (panto import brings that back, as a fork)"
+			done += fmt.Sprintf(", which %s went on with (panto import brings that back, as a fork)", to.name)
 		}
 	}
 	if len(left) > 0 {
 		done += " (left out: " + strings.Join(left, ", ") + ")"
 	}
-	fmt.Fprintf(e.stderr, "%s; go on with it: claude --resume %s (in %s)\n", done, res.SessionID, cwd)
+	fmt.Fprintf(e.stderr, "%s; go on with it: %s (in %s)\n", done, fmt.Sprintf(to.resume, res.SessionID), cwd)
 	_, err = fmt.Fprintln(e.stdout, res.SessionID)
 	return err
 }

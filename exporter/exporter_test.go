@@ -52,29 +52,22 @@ func session() []sessionlog.Entry {
 	}
 }
 
-// TestClaudeCodeImportsBack: an export read back by panto's importer of
-// Claude Code logs holds the session's messages (but the system prompt
-// entry and the thinking Anthropic would refuse), as a fork of the panto
-// session that holds them all (forked_at), and is nothing to import
-// until Claude Code adds a message; what it adds is the fork's.
-func TestClaudeCodeImportsBack(t *testing.T) {
-	entries := session()
-	res, err := ClaudeCode(entries, ClaudeCodeOptions{Session: "467c6df451e59fe7c4dcd7c0b860c4ee", CWD: "/home/me/app"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if res.Messages != 11 || res.Dropped != 1 || res.DroppedThinking != 1 {
-		t.Errorf("messages %d, dropped %d, thinking dropped %d; want 11, 1, 1", res.Messages, res.Dropped, res.DroppedThinking)
-	}
-	conv, err := importer.Convert(importer.ClaudeCode, res.SessionID+".jsonl", res.Log)
-	if err != nil {
-		t.Fatalf("the export does not import: %v\n%s", err, res.Log)
-	}
-	if conv.ExportOf != "467c6df451e59fe7c4dcd7c0b860c4ee" {
-		t.Errorf("ExportOf %q: an export Claude Code added nothing to is not marked as one", conv.ExportOf)
-	}
-	h, got := decode(t, conv.Log)
-	want := []string{
+// formats are the exports, each with the importer that reads it back
+// and what that import makes of session(): its messages but the system
+// prompt entry and the thinking Anthropic would refuse, and the
+// differences of each format (Claude Code's lines are all Anthropic's;
+// pi keeps the OpenAI wire, and an empty tool result).
+var formats = []struct {
+	name   string
+	export func([]sessionlog.Entry, Options) (*Result, error)
+	agent  importer.Agent
+	want   []string
+	// more is what the other agent adds when it goes on: a prompt and
+	// its answer (%[1]s is the session's id).
+	more string
+}{{
+	name: "claude-code", export: ClaudeCode, agent: importer.ClaudeCode,
+	want: []string{
 		`user: text "what is in main.go?"`,
 		`assistant [anthropic-messages claude-sonnet-4-5]: thinking "read it" sig="sig-1"; text "Reading it."; call toolu_01 read_file {"path":"main.go"}; call toolu_02 read_file {"path":"gone.go"} usage={InputTokens:100 OutputTokens:20 CacheReadTokens:50 CacheWriteTokens:0 ReasoningTokens:0} stop=tool_use`,
 		`user: result toolu_01 error=false "package main"; result toolu_02 error=true "no such file"`,
@@ -87,52 +80,98 @@ func TestClaudeCodeImportsBack(t *testing.T) {
 		`user: text "Summary: main.go read, vet clean." meta=map[panto.compaction:true]`,
 		`user: text "thanks"`,
 		`assistant [anthropic-messages gpt-5]: text "You're welcome." stop=end_turn`,
-	}
-	if strings.Join(got, "\n") != strings.Join(want, "\n") {
-		t.Errorf("imported back:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
-	}
-	if h.ForkedFrom != "467c6df451e59fe7c4dcd7c0b860c4ee" || h.ForkedAt != len(want) {
-		t.Errorf("header forked from %q at %d; want the panto session at %d", h.ForkedFrom, h.ForkedAt, len(want))
-	}
+	},
+	more: `{"parentUuid":null,"isSidechain":false,"type":"user","message":{"role":"user","content":"go on"},"uuid":"u-1","timestamp":"2026-12-06T11:00:00.000Z","sessionId":%[1]q,"cwd":"/home/me/app"}
+{"parentUuid":"u-1","isSidechain":false,"type":"assistant","message":{"id":"msg_1","model":"claude-opus-4-5","role":"assistant","content":[{"type":"text","text":"Going on."}],"stop_reason":"end_turn","usage":{"input_tokens":9,"output_tokens":2}},"uuid":"a-1","timestamp":"2026-12-06T11:00:01.000Z","sessionId":%[1]q}
+`,
+}, {
+	name: "pi", export: Pi, agent: importer.Pi,
+	want: []string{
+		`user: text "what is in main.go?"`,
+		`assistant [anthropic-messages claude-sonnet-4-5]: thinking "read it" sig="sig-1"; text "Reading it."; call toolu_01 read_file {"path":"main.go"}; call toolu_02 read_file {"path":"gone.go"} usage={InputTokens:100 OutputTokens:20 CacheReadTokens:50 CacheWriteTokens:0 ReasoningTokens:0} stop=tool_use`,
+		`user: result toolu_01 error=false "package main"; result toolu_02 error=true "no such file"`,
+		`assistant [anthropic-messages claude-sonnet-4-5]: text "A main package." usage={InputTokens:0 OutputTokens:0 CacheReadTokens:0 CacheWriteTokens:0 ReasoningTokens:0} stop=end_turn`,
+		`system:  meta=map[panto.title:main.go tour]`,
+		`user: text "and with OpenAI?"`,
+		`assistant [openai-chat gpt-5]: call call_abc run_shell {"command":"go vet"} usage={InputTokens:0 OutputTokens:0 CacheReadTokens:0 CacheWriteTokens:0 ReasoningTokens:0} stop=tool_calls`,
+		`user: result call_abc error=false ""`,
+		`assistant [openai-chat gpt-5]: text "Clean." usage={InputTokens:7 OutputTokens:3 CacheReadTokens:0 CacheWriteTokens:0 ReasoningTokens:0} stop=stop`,
+		`user: text "Summary: main.go read, vet clean." meta=map[panto.compaction:true]`,
+		`user: text "thanks"`,
+		`assistant [openai-chat gpt-5]: text "You're welcome." usage={InputTokens:0 OutputTokens:0 CacheReadTokens:0 CacheWriteTokens:0 ReasoningTokens:0} stop=stop`,
+	},
+	more: `{"type":"message","id":"a1b2c3d4","parentId":"0000000e","timestamp":"2026-12-06T11:00:00.000Z","message":{"role":"user","content":[{"type":"text","text":"go on"}],"timestamp":1796554800000}}
+{"type":"message","id":"b2c3d4e5","parentId":"a1b2c3d4","timestamp":"2026-12-06T11:00:01.000Z","message":{"role":"assistant","content":[{"type":"text","text":"Going on."}],"api":"anthropic-messages","provider":"anthropic","model":"claude-opus-4-5","usage":{"input":9,"output":2},"stopReason":"stop","timestamp":1796554801000}}
+`,
+}}
 
-	// Claude Code goes on: a prompt and its answer, its own lines.
-	more := fmt.Sprintf(`{"parentUuid":null,"isSidechain":false,"type":"user","message":{"role":"user","content":"go on"},"uuid":"u-1","timestamp":"2026-12-06T11:00:00.000Z","sessionId":%q,"cwd":"/home/me/app"}
-{"parentUuid":"u-1","isSidechain":false,"type":"assistant","message":{"id":"msg_1","model":"claude-opus-4-5","role":"assistant","content":[{"type":"text","text":"Going on."}],"stop_reason":"end_turn","usage":{"input_tokens":9,"output_tokens":2}},"uuid":"a-1","timestamp":"2026-12-06T11:00:01.000Z","sessionId":%q}
-`, res.SessionID, res.SessionID)
-	went, err := importer.Convert(importer.ClaudeCode, res.SessionID+".jsonl", append(bytes.Clone(res.Log), more...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if went.ExportOf != "" {
-		t.Errorf("ExportOf %q once Claude Code went on: nothing would be imported", went.ExportOf)
-	}
-	if !bytes.HasPrefix(went.Log, conv.Log) || went.Messages != len(want)+2 {
-		t.Errorf("what Claude Code added is not appended to the export's conversion: %d messages", went.Messages)
+// TestImportsBack: an export read back by panto's importer of its format
+// holds the session's messages, as a fork of the panto session that
+// holds them all (forked_at), and is nothing to import until the other
+// agent adds a message; what it adds is the fork's.
+func TestImportsBack(t *testing.T) {
+	for _, f := range formats {
+		t.Run(f.name, func(t *testing.T) {
+			res, err := f.export(session(), Options{Session: "467c6df451e59fe7c4dcd7c0b860c4ee", CWD: "/home/me/app"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Messages != 11 || res.Dropped != 1 || res.DroppedThinking != 1 {
+				t.Errorf("messages %d, dropped %d, thinking dropped %d; want 11, 1, 1", res.Messages, res.Dropped, res.DroppedThinking)
+			}
+			conv, err := importer.Convert(f.agent, res.SessionID+".jsonl", res.Log)
+			if err != nil {
+				t.Fatalf("the export does not import: %v\n%s", err, res.Log)
+			}
+			if conv.ExportOf != "467c6df451e59fe7c4dcd7c0b860c4ee" {
+				t.Errorf("ExportOf %q: an export the other agent added nothing to is not marked as one", conv.ExportOf)
+			}
+			h, got := decode(t, conv.Log)
+			if strings.Join(got, "\n") != strings.Join(f.want, "\n") {
+				t.Errorf("imported back:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(f.want, "\n"))
+			}
+			if h.ForkedFrom != "467c6df451e59fe7c4dcd7c0b860c4ee" || h.ForkedAt != len(f.want) {
+				t.Errorf("header forked from %q at %d; want the panto session at %d", h.ForkedFrom, h.ForkedAt, len(f.want))
+			}
+
+			went, err := importer.Convert(f.agent, res.SessionID+".jsonl", append(bytes.Clone(res.Log), fmt.Sprintf(f.more, res.SessionID)...))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if went.ExportOf != "" {
+				t.Errorf("ExportOf %q once the other agent went on: nothing would be imported", went.ExportOf)
+			}
+			if !bytes.HasPrefix(went.Log, conv.Log) || went.Messages != len(f.want)+2 {
+				t.Errorf("what the other agent added is not appended to the export's conversion: %d messages", went.Messages)
+			}
+		})
 	}
 }
 
-// TestClaudeCodeSameExport: exporting the same session twice writes the
-// same bytes under the same id; once it grew, another id.
-func TestClaudeCodeSameExport(t *testing.T) {
-	opts := ClaudeCodeOptions{Session: "467c6df451e59fe7c4dcd7c0b860c4ee", CWD: "/home/me/app"}
-	a, err := ClaudeCode(session(), opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := ClaudeCode(session(), opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if a.SessionID != b.SessionID || !bytes.Equal(a.Log, b.Log) {
-		t.Errorf("two exports of one session differ: %s and %s", a.SessionID, b.SessionID)
-	}
-	grown := append(session(), sessionlog.Entry{TS: time.Now(), Message: agent.UserText("one more")})
-	c, err := ClaudeCode(grown, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if c.SessionID == a.SessionID {
-		t.Errorf("the grown session exports under the id of the shorter one (%s): the file there would be refused", a.SessionID)
+// TestSameExport: exporting the same session twice writes the same
+// bytes under the same id; once it grew, another id.
+func TestSameExport(t *testing.T) {
+	opts := Options{Session: "467c6df451e59fe7c4dcd7c0b860c4ee", CWD: "/home/me/app"}
+	for _, f := range formats {
+		a, err := f.export(session(), opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := f.export(session(), opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a.SessionID != b.SessionID || !bytes.Equal(a.Log, b.Log) {
+			t.Errorf("%s: two exports of one session differ: %s and %s", f.name, a.SessionID, b.SessionID)
+		}
+		grown := append(session(), sessionlog.Entry{TS: time.Now(), Message: agent.UserText("one more")})
+		c, err := f.export(grown, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.SessionID == a.SessionID {
+			t.Errorf("%s: the grown session exports under the id of the shorter one (%s): the file there would be refused", f.name, a.SessionID)
+		}
 	}
 }
 
@@ -141,7 +180,7 @@ func TestClaudeCodeSameExport(t *testing.T) {
 // compaction boundary, which names the line before it as its logical
 // parent; uuids are unique.
 func TestClaudeCodeChain(t *testing.T) {
-	res, err := ClaudeCode(session(), ClaudeCodeOptions{Session: "s", CWD: "/w"})
+	res, err := ClaudeCode(session(), Options{Session: "s", CWD: "/w"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -248,4 +287,16 @@ func shape(e sessionlog.Entry) string {
 		s += fmt.Sprintf(" meta=%v", m.Metadata)
 	}
 	return s
+}
+
+// TestPiPath: where pi 0.73 keeps a session, as it named one here.
+func TestPiPath(t *testing.T) {
+	start := time.Date(2026, 12, 6, 16, 4, 49, 977_000_000, time.UTC)
+	got := PiPath("/h/.pi/agent", "/tmp/piwork/my.proj", "01a24c19-d0b8-7601-8217-2ba830a39116", start)
+	if want := "/h/.pi/agent/sessions/--tmp-piwork-my.proj--/2026-12-06T16-04-49-977Z_01a24c19-d0b8-7601-8217-2ba830a39116.jsonl"; got != want {
+		t.Errorf("PiPath = %q, want %q", got, want)
+	}
+	if got := PiPath("/a", `C:\Users\me`, "x", start); !strings.Contains(got, "--C--Users-me--") {
+		t.Errorf("a Windows directory: %q", got)
+	}
 }

@@ -1,0 +1,214 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/panto-dev/panto/internal/testkit/fakeprovider"
+)
+
+// The agents an export is checked against, as make claude-code and make
+// pi install them.
+const (
+	claudeCodeVersion = "2.1.332"
+	piVersion         = "0.73.1"
+)
+
+// testTool finds an agent the tests run: the variable env names, else
+// rel under panto-test in the user's cache, where the Makefile puts it.
+// Its absence fails the test, saying how to install it (CI must have it).
+func testTool(t *testing.T, what, env, rel, target string) string {
+	t.Helper()
+	if p := os.Getenv(env); p != "" {
+		return p
+	}
+	cache := os.Getenv("XDG_CACHE_HOME") // as the Makefile has it, on every system
+	if cache == "" {
+		home, _ := os.UserHomeDir()
+		cache = filepath.Join(home, ".cache")
+	}
+	p := filepath.Join(cache, "panto-test", rel)
+	if _, err := os.Stat(p); err == nil {
+		return p
+	}
+	t.Fatalf("%s is not installed, and the export for it is checked by going on with it there: run make %s (it installs it with npm), or set %s to its binary", what, target, env)
+	return ""
+}
+
+// agentCase is an agent that goes on with an exported session: how to
+// run it against the fake Anthropic server, one prompt, on session id.
+type agentCase struct {
+	format string
+	// command is the command line and the environment beside HOME and
+	// PATH, given the home the test runs in.
+	command func(t *testing.T, srv *fakeprovider.Server, home, id, prompt string) (argv, env []string)
+}
+
+var agentCases = []agentCase{{
+	format: "claude-code",
+	command: func(t *testing.T, srv *fakeprovider.Server, home, id, prompt string) (argv, env []string) {
+		claude := testTool(t, "Claude Code "+claudeCodeVersion, "PANTO_CLAUDE_CODE", filepath.Join("claude-code-"+claudeCodeVersion, "claude"), "claude-code")
+		return []string{claude, "-p", "--resume", id, prompt},
+			[]string{"ANTHROPIC_BASE_URL=" + srv.URL, "ANTHROPIC_API_KEY=" + anthropicKey, "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1", "DISABLE_AUTOUPDATER=1"}
+	},
+}, {
+	format: "pi",
+	command: func(t *testing.T, srv *fakeprovider.Server, home, id, prompt string) (argv, env []string) {
+		pi := testTool(t, "pi "+piVersion, "PANTO_PI", filepath.Join("pi-"+piVersion, "node_modules", ".bin", "pi"), "pi")
+		// A provider of pi's own models.json, on the fake server.
+		dir := filepath.Join(home, ".pi", "agent")
+		models := fmt.Sprintf(`{"providers":{"fake":{"baseUrl":%q,"api":"anthropic-messages","apiKey":%q,"models":[{"id":"claude-sonnet-4-5"}]}}}`, srv.URL, anthropicKey)
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "models.json"), []byte(models), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return []string{pi, "-p", "--provider", "fake", "--model", "claude-sonnet-4-5", "--session", id, prompt}, nil
+	},
+}}
+
+// TestExportToAgents: a panto session (a tool call, thinking, two
+// prompts) exported with --format claude-code or pi is taken up by the
+// real agent, which sends the whole conversation to the model, tool call
+// and result with their id (the thinking of past turns they leave out,
+// as Anthropic does); panto import then brings the turn the agent added
+// back as a fork of the session, its usage not counted twice, and an
+// export the agent added nothing to is not imported at all.
+func TestExportToAgents(t *testing.T) {
+	t.Parallel()
+	for _, ac := range agentCases {
+		t.Run(ac.format, func(t *testing.T) {
+			t.Parallel()
+			goOnInAgent(t, ac)
+		})
+	}
+}
+
+func goOnInAgent(t *testing.T, ac agentCase) {
+	srv := fakeprovider.New(t, fakeprovider.Anthropic, anthropicKey,
+		fakeprovider.Reply{Thinking: "look at the file", Signature: "sig-panto-1", ToolCalls: []fakeprovider.ToolCall{{ID: "toolu_read1", Name: "read_file", Args: `{"path":"notes.txt"}`}}, InputTokens: 100, OutputTokens: 10},
+		fakeprovider.Reply{Text: "The notes say to ship on Friday.", InputTokens: 120, OutputTokens: 8},
+		fakeprovider.Reply{Text: "Friday it is.", InputTokens: 140, OutputTokens: 4},
+	)
+	srv.SetRespond(func(fakeprovider.Request) fakeprovider.Reply {
+		return fakeprovider.Reply{Text: "Answered by the other agent.", InputTokens: 1000, OutputTokens: 50}
+	})
+	work := t.TempDir()
+	if err := os.WriteFile(filepath.Join(work, "notes.txt"), []byte("ship on Friday\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	home := filepath.Join(t.TempDir(), "home")
+	env := []string{"HOME=" + home, "XDG_DATA_HOME=" + filepath.Join(home, "data"), "XDG_STATE_HOME=" + filepath.Join(home, "state"), "ANTHROPIC_API_KEY=" + anthropicKey}
+	flags := []string{"--api-style", fakeprovider.Anthropic, "--base-url", srv.BaseURL(), "--model", "claude-sonnet-4-5"}
+	panto := func(args ...string) result {
+		t.Helper()
+		r := runPanto(t, work, env, "", args...)
+		if r.code != 0 {
+			t.Fatalf("panto %q: exit %d: %s", args, r.code, r.stderr)
+		}
+		return r
+	}
+	panto(append(flags, "what do my notes say?")...)
+	panto(append(append(flags, "-c"), "so, Friday?")...)
+
+	r := panto("export", "--project", ".", "--format", ac.format)
+	id := strings.TrimSpace(r.stdout)
+	if !regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`).MatchString(id) {
+		t.Fatalf("export printed %q, not a session id; stderr %q", r.stdout, r.stderr)
+	}
+	if !strings.Contains(r.stderr, " "+id+" (in "+work+")") || !strings.Contains(r.stderr, "6 messages written") {
+		t.Errorf("export's stderr does not say what it wrote and how to go on: %q", r.stderr)
+	}
+
+	// The agent goes on with it in the same directory.
+	argv, agentEnv := ac.command(t, srv, home, id, "and in the other agent?")
+	ctx, cancel := context.WithTimeout(context.Background(), processTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.Dir = work
+	cmd.Env = append([]string{"HOME=" + home, "PATH=" + os.Getenv("PATH"), "TMPDIR=" + os.TempDir()}, agentEnv...)
+	cmd.WaitDelay = 5 * time.Second
+	out, err := cmd.Output()
+	if err != nil {
+		var stderr string
+		if ee, ok := err.(*exec.ExitError); ok {
+			stderr = string(ee.Stderr)
+		}
+		t.Fatalf("%s: %v: %s %s", cmd.Args, err, out, stderr)
+	}
+	if !strings.Contains(string(out), "Answered by the other agent.") {
+		t.Errorf("the agent printed %q", out)
+	}
+	var sent []any
+	for _, req := range srv.Requests()[3:] {
+		if strings.Contains(string(req.Body), "and in the other agent?") {
+			sent, _ = req.JSON()["messages"].([]any)
+		}
+	}
+	if sent == nil {
+		t.Fatalf("the agent sent no request with its prompt (%d requests after panto's)", len(srv.Requests())-3)
+	}
+	history, _ := json.Marshal(sent)
+	for _, want := range []string{
+		`"what do my notes say?"`,
+		`"id":"toolu_read1","input":{"path":"notes.txt"},"name":"read_file","type":"tool_use"`,
+		`"tool_use_id":"toolu_read1"`, `ship on Friday`,
+		`"The notes say to ship on Friday."`, `"so, Friday?"`, `"Friday it is."`,
+	} {
+		if !strings.Contains(string(history), want) {
+			t.Errorf("the agent did not send %s to the model; it sent %s", want, history)
+		}
+	}
+
+	// panto import brings the agent's turn back, as a fork.
+	r = panto("import")
+	if !strings.Contains(r.stdout, "1 new") {
+		t.Fatalf("import: %q", r.stdout)
+	}
+	var rows []map[string]any
+	if err := json.Unmarshal([]byte(panto("sessions", "--json").stdout), &rows); err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 2 || rows[0]["parent"] != rows[1]["id"] || rows[0]["forked_at"] != float64(6) {
+		t.Fatalf("sessions after the import: %v; want the fork of the panto session at message 6", rows)
+	}
+	show := panto("show", rows[0]["id"].(string)).stdout
+	if !strings.Contains(show, "and in the other agent?") || !strings.Contains(show, "Answered by the other agent.") || !strings.Contains(show, "forked from "+rows[1]["id"].(string)+" at message 6") {
+		t.Errorf("the fork's transcript: %s", show)
+	}
+	var usage struct {
+		Total struct {
+			Answers      int   `json:"answers"`
+			InputTokens  int64 `json:"input_tokens"`
+			OutputTokens int64 `json:"output_tokens"`
+		} `json:"total"`
+	}
+	if err := json.Unmarshal([]byte(panto("usage", "--json").stdout), &usage); err != nil {
+		t.Fatal(err)
+	}
+	if u := usage.Total; u.Answers != 4 || u.InputTokens != 1360 || u.OutputTokens != 72 {
+		t.Errorf("usage: %+v; want 4 answers, 1360 input and 72 output tokens (panto's three, the agent's one, each once)", u)
+	}
+	if r := panto("import"); !strings.Contains(r.stdout, "1 unchanged") {
+		t.Errorf("import again: %q", r.stdout)
+	}
+	// Exporting again names the same session and leaves it.
+	if r := panto("export", rows[1]["id"].(string), "--format", ac.format); strings.TrimSpace(r.stdout) != id || !strings.Contains(r.stderr, "already exported") || !strings.Contains(r.stderr, "went on with (panto import brings that back") {
+		t.Errorf("export again: %q %q", r.stdout, r.stderr)
+	}
+	// An export the agent did not go on with imports nothing.
+	panto(append(append(flags, "-r", rows[1]["id"].(string)), "one more")...)
+	panto("export", rows[1]["id"].(string), "--format", ac.format)
+	if r := panto("import"); !strings.Contains(r.stdout, "1 skipped") || !strings.Contains(r.stdout, "1 unchanged") {
+		t.Errorf("import of an export the agent added nothing to: %q", r.stdout)
+	}
+}
