@@ -18,9 +18,13 @@ import (
 // prompt (user_message) and the token counts; turn_context names the
 // model; compacted replaces the history with a summary.
 //
-// The typed prompt is taken from user_message (the user response_items
-// also hold the harness's context: AGENTS.md, the environment); the
-// assistant's text from its response_items (agent_message mirrors it).
+// The typed prompt is taken from user_message, or from item_completed
+// of a UserMessage item, which is all Codex 0.171 writes of it (the user
+// response_items also hold the harness's context: AGENTS.md, the
+// environment); a version that writes both writes one prompt twice, so
+// within a turn a prompt one of them gave is not taken again from the
+// other (prompts). The assistant's text comes from its response_items
+// (agent_message and item_completed mirror it).
 // A response ends at its token_count, at a tool output, at the next
 // prompt or at the end of the task.
 type codex struct {
@@ -30,6 +34,9 @@ type codex struct {
 	// while no response was in progress (it goes to the next one).
 	total codexUsage
 	carry agent.Usage
+	// prompts counts the prompts of the turn by their text, as each
+	// kind of event gave them: user_message, item_completed.
+	prompts [2]map[string]int
 }
 
 func newCodex() *codex { return &codex{b: newBuilder(Codex)} }
@@ -77,6 +84,14 @@ type codexPayload struct {
 	Info      json.RawMessage   `json:"info"`
 	Message   json.RawMessage   `json:"message"`
 	Images    []json.RawMessage `json:"images"`
+	// item_completed
+	Item *codexItem `json:"item"`
+}
+
+// codexItem is a turn's item as item_completed reports it.
+type codexItem struct {
+	Type    string      `json:"type"`
+	Content []codexText `json:"content"`
 }
 
 type codexText struct {
@@ -275,16 +290,26 @@ func (c *codex) event(ts time.Time, p codexPayload) error {
 				return fmt.Errorf("user_message: %v", err)
 			}
 		}
-		blocks := []agent.Block{}
-		if text != "" {
-			blocks = append(blocks, agent.TextBlock(text))
+		c.prompt(ts, fromUserMessage, text, len(p.Images))
+	case "item_completed":
+		if p.Item == nil || p.Item.Type != "UserMessage" {
+			return nil // the agent's messages and tool calls: response_items hold them
 		}
-		for range p.Images {
-			blocks = append(blocks, agent.TextBlock("[image]"))
+		var texts []string
+		images := 0
+		for _, part := range p.Item.Content {
+			switch {
+			case part.Type == "text":
+				if part.Text != "" {
+					texts = append(texts, part.Text)
+				}
+			case strings.Contains(part.Type, "image"):
+				images++
+			}
 		}
-		if len(blocks) > 0 {
-			b.user(sessionlog.Entry{TS: ts, Message: agent.Message{Role: agent.RoleUser, Content: blocks}})
-		}
+		c.prompt(ts, fromItemCompleted, strings.Join(texts, "\n"), images)
+	case "task_started":
+		c.prompts = [2]map[string]int{}
 	case "token_count":
 		var info *codexTokenInfo
 		if len(p.Info) > 0 {
@@ -302,8 +327,38 @@ func (c *codex) event(ts time.Time, p codexPayload) error {
 		b.closePending()
 	case "task_complete", "turn_aborted":
 		b.closePending()
+		c.prompts = [2]map[string]int{}
 	}
 	return nil
+}
+
+// The events a prompt is read from.
+const (
+	fromUserMessage = iota
+	fromItemCompleted
+)
+
+// prompt adds a typed prompt (text, and images as "[image]") that event
+// from reported, unless the other event of the turn reported it already.
+func (c *codex) prompt(ts time.Time, from int, text string, images int) {
+	key := fmt.Sprintf("%d\x00%s", images, text)
+	if c.prompts[from] == nil {
+		c.prompts[from] = map[string]int{}
+	}
+	c.prompts[from][key]++
+	if c.prompts[from][key] <= c.prompts[1-from][key] {
+		return // the same prompt, reported by the other event too
+	}
+	blocks := []agent.Block{}
+	if text != "" {
+		blocks = append(blocks, agent.TextBlock(text))
+	}
+	for range images {
+		blocks = append(blocks, agent.TextBlock("[image]"))
+	}
+	if len(blocks) > 0 {
+		c.b.user(sessionlog.Entry{TS: ts, Message: agent.Message{Role: agent.RoleUser, Content: blocks}})
+	}
 }
 
 // count adds to carry what the cumulative total t adds to the last one

@@ -84,6 +84,10 @@ func TestConvertGolden(t *testing.T) {
 		{"claude-code.jsonl", ClaudeCode, Stats{ToolCalls: 3, ToolResults: 3, ClosedCalls: 1, DroppedResults: 1}, agent.Usage{InputTokens: 52, OutputTokens: 119, CacheReadTokens: 3300, CacheWriteTokens: 100}},
 		{"claude-code-subagent.jsonl", ClaudeCode, Stats{}, agent.Usage{InputTokens: 10, OutputTokens: 20, CacheReadTokens: 1000, CacheWriteTokens: 100}},
 		{"codex.jsonl", Codex, Stats{ToolCalls: 4, ToolResults: 4, ClosedCalls: 1, DroppedResults: 1}, agent.Usage{InputTokens: 600, OutputTokens: 70, CacheReadTokens: 150, ReasoningTokens: 10}},
+		// Codex 0.171 (codex exec, then exec resume, against a fake
+		// Responses API server; long strings cut): its prompts are in
+		// item_completed alone.
+		{"codex-0.171.jsonl", Codex, Stats{ToolCalls: 1, ToolResults: 1}, agent.Usage{InputTokens: 30, OutputTokens: 9}},
 		{"pi.jsonl", Pi, Stats{ToolCalls: 2, ToolResults: 2, ClosedCalls: 1, DroppedResults: 1}, agent.Usage{InputTokens: 30, OutputTokens: 60, CacheReadTokens: 90, CacheWriteTokens: 120}},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
@@ -146,6 +150,7 @@ func TestHeaders(t *testing.T) {
 		{"claude-code.jsonl", ClaudeCode, sessionlog.Origin{Agent: "claude-code", SessionID: "5e0c1a2b-0000-4000-8000-00000000c0de", Version: "2.1.7", CWD: "/home/me/app"}, "", ""},
 		{"claude-code-subagent.jsonl", ClaudeCode, sessionlog.Origin{Agent: "claude-code", SessionID: "5e0c1a2b-0000-4000-8000-00000000c0de", Subagent: "a485154", Version: "2.1.7", CWD: "/home/me/app"}, SessionID(ClaudeCode, "5e0c1a2b-0000-4000-8000-00000000c0de"), ""},
 		{"codex.jsonl", Codex, sessionlog.Origin{Agent: "codex", SessionID: "019b0000-1111-7222-8333-444455556666", Version: "0.77.0", CWD: "/home/me/app"}, "", "github.com/me/app"},
+		{"codex-0.171.jsonl", Codex, sessionlog.Origin{Agent: "codex", SessionID: "01a24c1f-2ff9-7312-9863-6cda747099a7", Version: "0.171.0", CWD: "/tmp/cxwork"}, "", ""},
 		{"pi.jsonl", Pi, sessionlog.Origin{Agent: "pi", SessionID: "0193aaaa-bbbb-7ccc-8ddd-eeeeffff0000", Version: "format 3", CWD: "/home/me/app"}, SessionID(Pi, "0193aaaa-0000-7000-8000-000000000001"), ""},
 	} {
 		path := filepath.Join("testdata", tc.file)
@@ -259,6 +264,45 @@ func TestDecompressTorn(t *testing.T) {
 	}
 	if longest == 0 {
 		t.Error("no cut decoded anything: a log being written would wait for ever")
+	}
+}
+
+// TestCodexPromptReportedTwice: a version of Codex that reports a prompt
+// both as user_message and as item_completed (in either order) has it
+// imported once; the same text typed again in the next turn, or twice in
+// one turn, is a prompt each time.
+func TestCodexPromptReportedTwice(t *testing.T) {
+	ev := func(sec int, payload string) string {
+		return fmt.Sprintf(`{"timestamp":"2026-10-01T00:00:%02dZ","type":"event_msg","payload":%s}`, sec, payload) + "\n"
+	}
+	um := func(sec int, text string) string {
+		return ev(sec, `{"type":"user_message","message":"`+text+`"}`)
+	}
+	ic := func(sec int, text string) string {
+		return ev(sec, `{"type":"item_completed","item":{"type":"UserMessage","content":[{"type":"text","text":"`+text+`"}]}}`)
+	}
+	answer := func(sec int) string {
+		return fmt.Sprintf(`{"timestamp":"2026-10-01T00:00:%02dZ","type":"response_item","payload":{"type":"message","role":"assistant","content":[{"type":"output_text","text":"ok"}]}}`, sec) + "\n" +
+			ev(sec, `{"type":"task_complete"}`)
+	}
+	log := `{"timestamp":"2026-10-01T00:00:00Z","type":"session_meta","payload":{"id":"twice"}}` + "\n" +
+		ev(1, `{"type":"task_started"}`) + um(1, "go") + ic(1, "go") + answer(2) +
+		ev(3, `{"type":"task_started"}`) + ic(3, "go") + um(3, "go") + answer(4) +
+		ev(5, `{"type":"task_started"}`) + um(5, "go") + answer(6) +
+		ev(7, `{"type":"task_started"}`) + ic(7, "again") + ic(7, "again") + um(7, "again") + answer(8)
+	c, err := Convert(Codex, "r.jsonl", []byte(log))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, es := entries(t, c.Log)
+	var prompts []string
+	for _, e := range es {
+		if e.Message.Role == agent.RoleUser {
+			prompts = append(prompts, e.Message.Text())
+		}
+	}
+	if got := strings.Join(prompts, ","); got != "go,go,go,again,again" {
+		t.Errorf("prompts %s, want go,go,go,again,again", got)
 	}
 }
 
