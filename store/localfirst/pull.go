@@ -26,6 +26,10 @@ func (s *Store) refresh(ctx context.Context, id string) {
 	err := s.pull(rctx, b, id)
 	switch {
 	case err == nil:
+	case ctx.Err() != nil:
+		// The reader gave up (a search stopped at its --limit cancels
+		// the reads in flight): neither the bucket nor the copy is at
+		// fault, and there is no one left to tell.
 	case s.unreachable(err):
 		s.tellOffline(ctx)
 	case errors.Is(err, errShipFirst):
