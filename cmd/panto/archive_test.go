@@ -343,7 +343,15 @@ func TestUsage(t *testing.T) {
 			if r := pantoOn(t, b, "usage", "--since", "1h", "--json"); jsonObject(t, r.stdout)["total"].(map[string]any)["input_tokens"] != float64(1250) {
 				t.Errorf("usage --since 1h: %s", r.stdout)
 			}
-			pantoFails(t, b, "positive duration", "usage", "--since", "-1h")
+			// Days and weeks, as prune's --older-than takes them: a
+			// month's cost is --since 30d.
+			for _, since := range []string{"1d", "2w"} {
+				if r := pantoOn(t, b, "usage", "--since", since, "--json"); jsonObject(t, r.stdout)["total"].(map[string]any)["input_tokens"] != float64(1250) {
+					t.Errorf("usage --since %s: %s", since, r.stdout)
+				}
+			}
+			pantoFails(t, b, "more than zero", "usage", "--since", "-1h")
+			pantoFails(t, b, "write e.g. 90d, 2w or 12h", "usage", "--since", "a while")
 			// show --json has them too, as panto sessions --json spells them.
 			shown := jsonObject(t, pantoOn(t, b, "show", "--json", roundTripID).stdout)
 			if !sameKeys(keys(shown), []string{"messages", "session"}) {

@@ -29,14 +29,14 @@ sessions --json and at the end of panto show.
 
 Examples:
    panto usage
-   panto usage --by project --since 720h
-   panto usage --by day --since 168h --project .
+   panto usage --by project --since 30d
+   panto usage --by day --since 1w --project .
    panto usage --since 24h
-   panto usage --since 720h --json | jq '.total.output_tokens'
+   panto usage --since 30d --json | jq '.total.output_tokens'
    panto usage --by project --json | jq -r '.projects[] | "\(.project)\t\(.output_tokens)"'`,
 		Flags: append(storeFlags(false),
 			&cli.StringFlag{Name: "by", Value: string(archive.ByModel), Usage: "sum per `WHAT`: model, project or day"},
-			&cli.DurationFlag{Name: "since", Usage: "only the answers of the last `DURATION` (e.g. 24h, 90m)"},
+			&cli.StringFlag{Name: "since", Usage: "only the answers of the last `DURATION`: days (30d), weeks (2w), hours (24h) or any Go duration (90m)"},
 			projectFlag(),
 			&cli.BoolFlag{Name: "json", Usage: "print JSON: per group, and the total"},
 		),
@@ -82,9 +82,12 @@ func usageQuery(c *cli.Context) (archive.UsageQuery, error) {
 	default:
 		return q, fmt.Errorf("usage: --by %q: want model, project or day", c.String("by"))
 	}
-	if d := c.Duration("since"); d < 0 {
-		return q, fmt.Errorf("usage: --since %s: give a positive duration, e.g. 24h", d)
-	} else if d > 0 {
+	if c.IsSet("since") {
+		// As prune's --older-than: a month of cost is --since 30d.
+		d, err := parseAge(c.String("since"))
+		if err != nil {
+			return q, fmt.Errorf("usage: --since: %w", err)
+		}
 		q.Since = time.Now().Add(-d)
 	}
 	if c.IsSet("project") {
