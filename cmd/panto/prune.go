@@ -52,15 +52,17 @@ Examples:
 				fmt.Fprintf(e.stderr, "panto: warning: %s\n", oneLine(err.Error()))
 			}
 			old := olderThan(list, e.now().Add(-age))
+			if len(old) == 0 && !c.Bool("json") {
+				// Not printSessions' "no sessions yet": the store may hold
+				// many, none of them that old.
+				fmt.Fprintf(e.stderr, "no session was last modified more than %s ago\n", c.String("older-than"))
+				return nil
+			}
 			if c.Bool("dry-run") {
 				return printSessions(c, e, old)
 			}
 			if len(old) == 0 {
-				if c.Bool("json") {
-					return writeJSON(e.stdout, []removal{})
-				}
-				fmt.Fprintf(e.stderr, "no session was last modified more than %s ago\n", c.String("older-than"))
-				return nil
+				return writeJSON(e.stdout, []removal{})
 			}
 			report := newRemovalReport(c, e)
 			return report.finish(removeSessions(c.Context, e, c, st, old, report))
