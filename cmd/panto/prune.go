@@ -17,10 +17,10 @@ func pruneCommand(e *env) *cli.Command {
 		Name:      "prune",
 		Usage:     "delete the sessions not modified for a while",
 		UsageText: "panto prune --older-than DURATION [--dry-run] [--yes] [--json]",
-		Description: `Deletes, as rm does, every session whose last message is older than DURATION:
-a number of days (90d), weeks (2w), hours (12h) or any Go duration (1h30m).
---dry-run lists them and deletes nothing. On a terminal prune asks once;
-elsewhere it needs --yes.
+		Description: `Deletes, as rm does, every session, of every project, whose last message is
+older than DURATION: a number of days (90d), weeks (2w), hours (12h) or any Go
+duration (1h30m). --dry-run lists them, each with its project, and deletes nothing.
+On a terminal prune asks once, showing the same list; elsewhere it needs --yes.
 
 Examples:
    panto prune --older-than 90d --dry-run
@@ -59,7 +59,11 @@ Examples:
 				return nil
 			}
 			if c.Bool("dry-run") {
-				return printSessions(c, e, old)
+				if c.Bool("json") {
+					return printSessions(c, e, old)
+				}
+				writeAllSessions(e.stdout, old, e.getenv("HOME"))
+				return nil
 			}
 			if len(old) == 0 {
 				return writeJSON(e.stdout, []removal{})

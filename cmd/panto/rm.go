@@ -269,7 +269,7 @@ func confirmRemoval(e *env, c *cli.Context, targets []agent.SessionInfo) error {
 	if !e.stdinIsTerminal {
 		return fmt.Errorf("%s: %d %s to delete; stdin is not a terminal to confirm on, so add --yes", c.Command.Name, len(targets), noun)
 	}
-	writeSessionTable(e.stderr, targets, "")
+	writeAllSessions(e.stderr, targets, e.getenv("HOME"))
 	fmt.Fprintf(e.stderr, "Delete %d %s? Their content goes for good; a tombstone stays. [y/N] ", len(targets), noun)
 	if !answeredYes(e.stdin) {
 		return fmt.Errorf("%s: nothing deleted", c.Command.Name)

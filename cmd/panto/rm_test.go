@@ -155,6 +155,38 @@ func TestPrune(t *testing.T) {
 	}
 }
 
+// TestPruneShowsProjects: prune takes every project's sessions, so what
+// it lists (--dry-run, and the question on a terminal) says each one's
+// project, as panto sessions --all does: a table like panto sessions'
+// reads as this project's alone.
+func TestPruneShowsProjects(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	st, err := fsjsonl.Open(dir, fsjsonl.WithClock(func() time.Time { return time.Now().AddDate(-1, 0, 0) }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := st.Create()
+	s.Info.Project = agent.Project{Remote: "github.com/team/elsewhere", Root: "/src/elsewhere", Dir: "/src/elsewhere"}
+	if err := s.Append(t.Context(), []agent.PersistentMessage{{Message: agent.UserText("old work elsewhere")}, {Message: agent.AssistantText("ok")}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		args  []string
+		shown func(out, errb string) string
+	}{
+		{[]string{"--dry-run"}, func(out, _ string) string { return out }},
+		{nil, func(_, errb string) string { return errb }}, // the question, answered no
+	} {
+		var out, errb bytes.Buffer
+		e := &env{stdin: strings.NewReader("n\n"), stdout: &out, stderr: &errb, getenv: func(string) string { return "" }, stdinIsTerminal: true, now: time.Now}
+		runInProcess(t.Context(), e, append([]string{"panto", "prune", "--store", dir, "--older-than", "30d"}, c.args...))
+		if shown := c.shown(out.String(), errb.String()); !strings.Contains(shown, "PROJECT") || !strings.Contains(shown, "github.com/team/elsewhere") {
+			t.Errorf("prune %v lists no project:\n%s", c.args, shown)
+		}
+	}
+}
+
 // TestPruneClock: the cutoff is panto's clock minus the age.
 func TestPruneClock(t *testing.T) {
 	t.Parallel()

@@ -170,7 +170,7 @@ func printScoped(c *cli.Context, e *env, scope sessionScope, shown []agent.Sessi
 	}
 	switch {
 	case scope.all:
-		writeSessions(e.stdout, shown, "", func(s agent.SessionInfo) string { return projectName(s.Project, home) })
+		writeAllSessions(e.stdout, shown, home)
 	default:
 		writeSessionTable(e.stdout, shown, "")
 	}
@@ -261,6 +261,13 @@ func writeSessions(w io.Writer, list []agent.SessionInfo, current string, projec
 		fmt.Fprintf(tw, "%s%s\t%s\t%d\t%s\t%s%s\n", shortID(s.ID), mark, s.Modified.Local().Format("2006-01-02 15:04"), s.MessageCount, s.Model, proj, clip(headline(s), 60))
 	}
 	tw.Flush()
+}
+
+// writeAllSessions prints list as panto sessions --all does, a PROJECT
+// column naming each one's project (home spelled ~): for lists that span
+// projects, as what prune and rm delete.
+func writeAllSessions(w io.Writer, list []agent.SessionInfo, home string) {
+	writeSessions(w, list, "", func(s agent.SessionInfo) string { return projectName(s.Project, home) })
 }
 
 // headline is what names a session for people: its title, else the last
