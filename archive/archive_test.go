@@ -13,6 +13,7 @@ import (
 	"github.com/panto-dev/panto/archive"
 	"github.com/panto-dev/panto/internal/sessionlog"
 	"github.com/panto-dev/panto/internal/testkit/miniotest"
+	"github.com/panto-dev/panto/replica"
 	"github.com/panto-dev/panto/store"
 	"github.com/panto-dev/panto/store/fsjsonl"
 	"github.com/panto-dev/panto/store/objstore"
@@ -365,6 +366,62 @@ func TestUsageOfAFork(t *testing.T) {
 		}
 		if tot := report.Total; tot.Usage.InputTokens != 1107 || tot.Turns != 3 || tot.Sessions != 2 {
 			t.Errorf("total %+v, want 1107 input tokens in 3 answers of 2 sessions", tot)
+		}
+	})
+}
+
+// TestUsageOfAKeepBothCopy: a copy panto-sync's keep-both made of a
+// diverged session (forked_from, the whole log) holds its parent's turns
+// up to where the two parted: they count once, in the parent, and the
+// copy counts its own. Once the parent is deleted, the copy counts them.
+func TestUsageOfAKeepBothCopy(t *testing.T) {
+	eachStore(t, func(t *testing.T, s store.LogStore) {
+		turn := func(in int64) agent.PersistentMessage {
+			m := agent.AssistantText("answer")
+			m.Usage = &agent.Usage{InputTokens: in}
+			return agent.PersistentMessage{Message: m, Usage: m.Usage, Identity: modelA}
+		}
+		q := func(text string) agent.PersistentMessage {
+			return agent.PersistentMessage{Message: agent.UserText(text), Identity: modelA}
+		}
+		other, err := fsjsonl.Open(t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Both sides hold the first turn (synced), then each adds one.
+		appendOK(t, s, "parent", q("q1"), turn(100))
+		flush(t, s)
+		if _, err := replica.Copy(t.Context(), s, other, replica.Options{}); err != nil {
+			t.Fatal(err)
+		}
+		appendOK(t, s, "parent", q("q2 here"), turn(1000))
+		appendOK(t, other, "parent", q("q2 there"), turn(7))
+		sum, err := replica.Copy(t.Context(), other, s, replica.Options{KeepBoth: true})
+		if err != nil || sum.Counts[replica.KeptBoth] != 1 {
+			t.Fatalf("keep-both: %+v, %v", sum, err)
+		}
+		flush(t, s)
+		usage := func() archive.GroupUsage {
+			t.Helper()
+			report, stats, err := archive.Usage(t.Context(), s, archive.UsageQuery{}, archive.Options{})
+			if err != nil || len(stats.Skipped) != 0 {
+				t.Fatalf("usage: %v, skipped %v", err, stats.Skipped)
+			}
+			return report.Total
+		}
+		if tot := usage(); tot.Usage.InputTokens != 1107 || tot.Turns != 3 || tot.Sessions != 2 {
+			t.Errorf("total %+v, want 1107 input tokens in 3 answers of 2 sessions", tot)
+		}
+		at, err := store.Head(t.Context(), s, "parent")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := store.Delete(t.Context(), s, store.Tombstone{ID: "parent", Deleted: time.Now().UTC().Truncate(time.Second), At: at}); err != nil {
+			t.Fatal(err)
+		}
+		flush(t, s)
+		if tot := usage(); tot.Usage.InputTokens != 107 || tot.Turns != 2 || tot.Sessions != 1 {
+			t.Errorf("the parent deleted: total %+v, want the copy's 107 input tokens in 2 answers", tot)
 		}
 	})
 }

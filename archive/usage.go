@@ -1,8 +1,11 @@
 package archive
 
 import (
+	"bufio"
+	"bytes"
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -70,7 +73,8 @@ func Total(u agent.Usage) int64 {
 }
 
 // Usage sums the token usage of every entry of st written at or after
-// q.Since, per q.By, a fork's copies of its parent's messages left out.
+// q.Since, per q.By, a fork's copies of its parent's messages left out,
+// and the lines a keep-both copy shares with its parent (parentLog).
 // Only sessions modified since are read; a session's summary has its
 // totals, but not per model, nor per turn: a session may change models,
 // and a turn's time is in its line.
@@ -90,7 +94,7 @@ func Usage(ctx context.Context, st store.LogStore, q UsageQuery, o Options) (Usa
 	sum := usageSum{groups: map[string]*GroupUsage{}}
 	stats, err := eachLog(ctx, st, sessions, o,
 		func(ctx context.Context, info agent.SessionInfo, r io.Reader) (map[string]*GroupUsage, error) {
-			return sessionUsage(ctx, info, r, q)
+			return sessionUsage(ctx, st, info, r, q)
 		},
 		func(info agent.SessionInfo, per map[string]*GroupUsage) error {
 			sum.add(info, per)
@@ -148,10 +152,12 @@ func (s *usageSum) report(by Grouping) UsageReport {
 
 // sessionUsage sums one session's usage per group, through the summary
 // scanner (no content is decoded).
-func sessionUsage(ctx context.Context, info agent.SessionInfo, r io.Reader, q UsageQuery) (map[string]*GroupUsage, error) {
+func sessionUsage(ctx context.Context, st store.LogStore, info agent.SessionInfo, r io.Reader, q UsageQuery) (map[string]*GroupUsage, error) {
 	per := map[string]*GroupUsage{}
 	d := sessionlog.Decoder{Name: info.ID}
 	messages := 0
+	var parent *parentLog
+	defer func() { parent.Close() }()
 	err := sessionlog.ReadLines(r, func(line []byte, last bool) error {
 		if last {
 			return nil
@@ -161,15 +167,29 @@ func sessionUsage(ctx context.Context, info agent.SessionInfo, r io.Reader, q Us
 				return err
 			}
 		}
+		header := d.Header == nil
 		turn, ok, err := d.SummarizeTurn(line)
-		if err != nil || !ok {
+		if err != nil {
 			return err
+		}
+		if header && d.Header != nil && d.Header.ForkedFrom != "" && d.Header.ForkedAt == 0 {
+			if parent, err = openParent(ctx, st, d.Header.ForkedFrom); err != nil {
+				return err
+			}
+		}
+		if !ok {
+			return nil
 		}
 		messages++
 		// A fork starts with copies of its parent's first messages,
-		// usage and all: they are counted in the parent, where they
-		// were spent.
-		if messages <= d.Header.ForkedAt || turn.Usage == nil || turn.TS.Before(q.Since) {
+		// usage and all, and a copy panto-sync's keep-both made of a
+		// diverged session with its parent's log up to where the two
+		// parted: they are counted in the parent, where they were spent.
+		shared, err := parent.next(line)
+		if err != nil {
+			return err
+		}
+		if messages <= d.Header.ForkedAt || shared || turn.Usage == nil || turn.TS.Before(q.Since) {
 			return nil
 		}
 		var key string
@@ -192,4 +212,58 @@ func sessionUsage(ctx context.Context, info agent.SessionInfo, r io.Reader, q Us
 		return nil
 	})
 	return per, err
+}
+
+// parentLog is the log of the session a keep-both copy was made from
+// (its header's forked_from, without forked_at: replica's fork.go), read
+// beside the copy's, line for line, while the two are the same.
+type parentLog struct {
+	rc     io.ReadCloser
+	br     *bufio.Reader
+	parted bool
+}
+
+// openParent opens the log of session id, the parent of a keep-both
+// copy, past its header. A parent deleted or gone is no parent (nil): the
+// copy's turns are counted in the copy, since none are in the parent.
+func openParent(ctx context.Context, st store.LogStore, id string) (*parentLog, error) {
+	rc, _, err := st.ReadLog(ctx, id, 0)
+	if errors.Is(err, agent.ErrSessionNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("the session it was copied from, %s: %w", id, err)
+	}
+	p := &parentLog{rc: rc, br: bufio.NewReader(rc)}
+	if _, err := p.br.ReadBytes('\n'); err != nil {
+		p.parted = true // no header: nothing to share
+	}
+	return p, nil
+}
+
+// next reports whether line, the copy's next message line, is the
+// parent's next one too, every line before it having been the same.
+func (p *parentLog) next(line []byte) (bool, error) {
+	if p == nil || p.parted {
+		return false, nil
+	}
+	theirs, err := p.br.ReadBytes('\n')
+	switch {
+	case errors.Is(err, io.EOF):
+		p.parted = true // the parent ends here: the rest is the copy's
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("read the session it was copied from: %w", err)
+	}
+	if !bytes.Equal(theirs[:len(theirs)-1], line) {
+		p.parted = true
+	}
+	return !p.parted, nil
+}
+
+// Close closes the parent's log (a nil parentLog has none).
+func (p *parentLog) Close() {
+	if p != nil {
+		p.rc.Close()
+	}
 }

@@ -24,8 +24,9 @@ repository by its origin remote, else the directory) or per day (--by day, in th
 local time zone): input, output, cache reads and writes, reasoning, as the
 providers reported them. With --since, only the answers of that last stretch of
 time; with --project, only that project's sessions. The messages a fork copied from
-its parent count once, in the parent. The sessions' own totals are in panto
-sessions --json and at the end of panto show.
+its parent count once, in the parent, as do those a copy panto-sync's keep-both
+made of a diverged session shares with its parent. The sessions' own totals are in
+panto sessions --json and at the end of panto show.
 
 Examples:
    panto usage
