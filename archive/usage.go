@@ -39,6 +39,10 @@ type UsageQuery struct {
 	// Sessions, when set, says which sessions are read (say, one
 	// project's).
 	Sessions func(agent.SessionInfo) bool
+	// Cost, when set, prices an answer its wire counted usage of
+	// (package pricing), false when it has no price for the model: the
+	// groups then sum Cost, and count the answers left unpriced.
+	Cost func(id agent.WireIdentity, u agent.Usage) (usd float64, ok bool)
 }
 
 // GroupUsage is what one group (a model, a project, a day) cost.
@@ -56,6 +60,12 @@ type GroupUsage struct {
 	// entries that carried usage.
 	Sessions, Turns int
 	Usage           agent.Usage
+	// Cost is what the priced answers cost, in US dollars, and Unpriced
+	// the number of answers whose model had no price (UsageQuery.Cost).
+	Cost     float64
+	Unpriced int
+
+	unpricedModels map[string]bool
 }
 
 // UsageReport is the usage of a store's sessions: per group (by model
@@ -65,6 +75,9 @@ type GroupUsage struct {
 type UsageReport struct {
 	Groups []GroupUsage
 	Total  GroupUsage
+	// UnpricedModels are the models of the answers Cost had no price
+	// for, in name order.
+	UnpricedModels []string
 }
 
 // Total is the sum of the token counts of u.
@@ -91,7 +104,7 @@ func Usage(ctx context.Context, st store.LogStore, q UsageQuery, o Options) (Usa
 	if err != nil {
 		return UsageReport{}, Stats{}, fmt.Errorf("usage: %w", err)
 	}
-	sum := usageSum{groups: map[string]*GroupUsage{}}
+	sum := usageSum{groups: map[string]*GroupUsage{}, unpriced: map[string]bool{}}
 	stats, err := eachLog(ctx, st, sessions, o,
 		func(ctx context.Context, info agent.SessionInfo, r io.Reader) (map[string]*GroupUsage, error) {
 			return sessionUsage(ctx, st, info, r, q)
@@ -109,8 +122,9 @@ func Usage(ctx context.Context, st store.LogStore, q UsageQuery, o Options) (Usa
 
 // usageSum adds the sessions' usage up, group by group.
 type usageSum struct {
-	groups map[string]*GroupUsage
-	total  GroupUsage
+	groups   map[string]*GroupUsage
+	total    GroupUsage
+	unpriced map[string]bool
 }
 
 func (s *usageSum) add(info agent.SessionInfo, per map[string]*GroupUsage) {
@@ -128,13 +142,24 @@ func (s *usageSum) add(info agent.SessionInfo, per map[string]*GroupUsage) {
 		g.Sessions++
 		g.Turns += u.Turns
 		g.Usage.Add(u.Usage)
+		g.Cost += u.Cost
+		g.Unpriced += u.Unpriced
 		s.total.Turns += u.Turns
 		s.total.Usage.Add(u.Usage)
+		s.total.Cost += u.Cost
+		s.total.Unpriced += u.Unpriced
+		for m := range u.unpricedModels {
+			s.unpriced[m] = true
+		}
 	}
 }
 
 func (s *usageSum) report(by Grouping) UsageReport {
 	r := UsageReport{Groups: make([]GroupUsage, 0, len(s.groups)), Total: s.total}
+	for m := range s.unpriced {
+		r.UnpricedModels = append(r.UnpricedModels, m)
+	}
+	slices.Sort(r.UnpricedModels)
 	for _, g := range s.groups {
 		r.Groups = append(r.Groups, *g)
 	}
@@ -209,6 +234,17 @@ func sessionUsage(ctx context.Context, st store.LogStore, info agent.SessionInfo
 		u.APIStyle = turn.Identity.APIStyle
 		u.Turns++
 		u.Usage.Add(*turn.Usage)
+		if q.Cost != nil {
+			if usd, ok := q.Cost(turn.Identity, *turn.Usage); ok {
+				u.Cost += usd
+			} else {
+				u.Unpriced++
+				if u.unpricedModels == nil {
+					u.unpricedModels = map[string]bool{}
+				}
+				u.unpricedModels[turn.Identity.Model] = true
+			}
+		}
 		return nil
 	})
 	return per, err

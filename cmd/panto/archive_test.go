@@ -5,6 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"math"
+	"os"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
@@ -350,6 +353,29 @@ func TestUsage(t *testing.T) {
 					t.Errorf("usage --since %s: %s", since, r.stdout)
 				}
 			}
+			// Priced: model-a (Anthropic's counts) by the table, model-b
+			// not in it, marked and named.
+			prices := filepath.Join(t.TempDir(), "prices.json")
+			if err := os.WriteFile(prices, []byte(`{"sample_spec": {"input_cost_per_token": 0, "output_cost_per_token": 0},
+				"anthropic/model-a": {"input_cost_per_token": 1e-3, "output_cost_per_token": 2e-3, "cache_read_input_token_cost": 1e-4, "cache_creation_input_token_cost": 1e-3}}`), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			r = pantoOn(t, b, "usage", "--prices", prices)
+			for _, w := range []string{"COST", "$2.06\n", "$0.00*\n", "$2.06*\n"} {
+				if !strings.Contains(r.stdout, w) {
+					t.Errorf("usage --prices lacks %q:\n%s", w, r.stdout)
+				}
+			}
+			if !strings.Contains(r.stderr, `* 1 answer of 1 model not in COST: `+prices+` has no price for "model-b"`) {
+				t.Errorf("usage --prices does not name the model it has no price for: %q", r.stderr)
+			}
+			u = jsonObject(t, pantoOn(t, b, "usage", "--prices", prices, "--json").stdout)
+			a = u["models"].([]any)[0].(map[string]any)
+			total = u["total"].(map[string]any)
+			if cost, _ := a["cost_usd"].(float64); math.Abs(cost-(1200*1e-3+348*2e-3+1000*1e-4+67*1e-3)) > 1e-9 || total["unpriced_answers"] != float64(1) || !reflect.DeepEqual(u["unpriced_models"], []any{"model-b"}) {
+				t.Errorf("usage --prices --json: model-a %v, total %v, unpriced %v", a, total, u["unpriced_models"])
+			}
+			pantoFails(t, b, "give --prices a table of LiteLLM's format", "usage", "--prices", filepath.Join(t.TempDir(), "none.json"))
 			pantoFails(t, b, "more than zero", "usage", "--since", "-1h")
 			pantoFails(t, b, "write e.g. 90d, 2w or 12h", "usage", "--since", "a while")
 			// show --json has them too, as panto sessions --json spells them.
