@@ -9,12 +9,16 @@ GOBIN_DIR := $(or $(shell go env GOBIN),$(shell go env GOPATH)/bin)
 CLAUDE_CODE_VERSION := 2.1.332
 TEST_CACHE := $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/panto-test
 CLAUDE_CODE_DIR := $(TEST_CACHE)/claude-code-$(CLAUDE_CODE_VERSION)
+# The Codex that cmd/panto's tests resume an exported session in
+# (codexVersion there): npm's native build for this machine.
+CODEX_VERSION := 0.171.0
+CODEX_DIR := $(TEST_CACHE)/codex-$(CODEX_VERSION)
 # The pi that cmd/panto's tests go on with an exported session in
 # (piVersion there): npm's package, with its dependencies.
 PI_VERSION := 0.73.1
 PI_DIR := $(TEST_CACHE)/pi-$(PI_VERSION)
 
-.PHONY: all build test servers minio versitygw chromium claude-code pi npm bench fuzz vet
+.PHONY: all build test servers minio versitygw chromium claude-code codex pi npm bench fuzz vet
 
 all: build
 
@@ -29,7 +33,7 @@ test: servers
 	go vet ./...
 	go test -race -p 1 -timeout 45m ./...
 
-servers: minio versitygw chromium claude-code pi
+servers: minio versitygw chromium claude-code codex pi
 
 # chromium renders the HTML export in cmd/panto's tests (Debian's package).
 chromium:
@@ -49,6 +53,18 @@ claude-code: npm
 		(cd "$$tmp" && npm pack --silent "@anthropic-ai/claude-code-$$os-$$arch@$(CLAUDE_CODE_VERSION)" >/dev/null) && \
 		tar xzf "$$tmp"/*.tgz -C "$$tmp" && mkdir -p "$(CLAUDE_CODE_DIR)" && \
 		install -m 0755 "$$tmp/package/claude" "$(CLAUDE_CODE_DIR)/claude"; \
+	fi
+
+# codex fetches the native Codex from npm (420 MB unpacked, once): panto
+# export --format codex is checked by resuming its output in it.
+codex: npm
+	@if [ -x "$(CODEX_DIR)/codex" ] || [ -n "$$PANTO_CODEX" ]; then :; else \
+		echo "Codex $(CODEX_VERSION) not found: fetching it from npm into $(CODEX_DIR) (once)"; \
+		os=$$(uname -s | tr A-Z a-z); arch=$$(uname -m | sed 's/x86_64/x64/; s/aarch64/arm64/'); \
+		tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
+		(cd "$$tmp" && npm pack --silent "@openai/codex@$(CODEX_VERSION)-$$os-$$arch" >/dev/null) && \
+		mkdir -p "$(CODEX_DIR)" && tar xzf "$$tmp"/*.tgz -C "$(CODEX_DIR)" && \
+		ln -sf "$$(cd "$(CODEX_DIR)" && ls -d package/vendor/*/bin/codex | head -1)" "$(CODEX_DIR)/codex"; \
 	fi
 
 # pi installs pi with npm (about 200 MB with its dependencies, once):

@@ -1,24 +1,24 @@
 // Package exporter writes a panto session as another agent's session
 // log, so that the other agent continues the conversation where panto
-// left it: the way out that package importer is the way in of. Claude
-// Code's format (claudecode.go) and pi's (pi.go) are written; Codex's is
-// not (Codex resumes over the Responses API, which nothing here can
-// check an export against).
+// left it: the way out that package importer is the way in of, for the
+// same agents: Claude Code (claudecode.go), Codex (codex.go) and pi
+// (pi.go).
 //
 // An export is a copy, as a fork is: the other agent writes its turns
 // into its own log, and the panto session stays as it was. The export
 // names the session it came from (a "pantoSession" field, which the
-// other agent leaves alone: on every line of Claude Code's, in pi's
-// header), and how many messages an import of the export makes
-// ("pantoMessages", on the first line), so that importing the log back
-// (importer, panto import) makes it a fork of that session, forked at
-// that message, holding what the other agent added, and brings nothing
-// back when it added nothing.
+// other agent leaves alone: on every line of Claude Code's, in Codex's
+// session_meta and pi's header), and how many messages an import of the
+// export makes ("pantoMessages", on the first line), so that importing
+// the log back (importer, panto import) makes it a fork of that session,
+// forked at that message, holding what the other agent added, and
+// brings nothing back when it added nothing.
 //
 // What the other agent cannot take is left out, the export says so
 // (Result.Dropped): system prompt entries (the other agent has its own
-// prompt), and thinking that Anthropic would refuse (a block without a
-// signature, or signed by another provider). Titles and compaction
+// prompt), and thinking its provider would refuse (for Anthropic a block
+// without a signature, or signed by another provider; for Codex's
+// Responses API any it did not encrypt itself). Titles and compaction
 // summaries are written in the other agent's own records.
 package exporter
 

@@ -61,12 +61,14 @@ var formats = []struct {
 	name   string
 	export func([]sessionlog.Entry, Options) (*Result, error)
 	agent  importer.Agent
-	want   []string
+	// thinking is the number of thinking blocks left out.
+	thinking int
+	want     []string
 	// more is what the other agent adds when it goes on: a prompt and
 	// its answer (%[1]s is the session's id).
 	more string
 }{{
-	name: "claude-code", export: ClaudeCode, agent: importer.ClaudeCode,
+	name: "claude-code", export: ClaudeCode, agent: importer.ClaudeCode, thinking: 1,
 	want: []string{
 		`user: text "what is in main.go?"`,
 		`assistant [anthropic-messages claude-sonnet-4-5]: thinking "read it" sig="sig-1"; text "Reading it."; call toolu_01 read_file {"path":"main.go"}; call toolu_02 read_file {"path":"gone.go"} usage={InputTokens:100 OutputTokens:20 CacheReadTokens:50 CacheWriteTokens:0 ReasoningTokens:0} stop=tool_use`,
@@ -85,7 +87,7 @@ var formats = []struct {
 {"parentUuid":"u-1","isSidechain":false,"type":"assistant","message":{"id":"msg_1","model":"claude-opus-4-5","role":"assistant","content":[{"type":"text","text":"Going on."}],"stop_reason":"end_turn","usage":{"input_tokens":9,"output_tokens":2}},"uuid":"a-1","timestamp":"2026-12-06T11:00:01.000Z","sessionId":%[1]q}
 `,
 }, {
-	name: "pi", export: Pi, agent: importer.Pi,
+	name: "pi", export: Pi, agent: importer.Pi, thinking: 1,
 	want: []string{
 		`user: text "what is in main.go?"`,
 		`assistant [anthropic-messages claude-sonnet-4-5]: thinking "read it" sig="sig-1"; text "Reading it."; call toolu_01 read_file {"path":"main.go"}; call toolu_02 read_file {"path":"gone.go"} usage={InputTokens:100 OutputTokens:20 CacheReadTokens:50 CacheWriteTokens:0 ReasoningTokens:0} stop=tool_use`,
@@ -103,6 +105,28 @@ var formats = []struct {
 	more: `{"type":"message","id":"a1b2c3d4","parentId":"0000000e","timestamp":"2026-12-06T11:00:00.000Z","message":{"role":"user","content":[{"type":"text","text":"go on"}],"timestamp":1796554800000}}
 {"type":"message","id":"b2c3d4e5","parentId":"a1b2c3d4","timestamp":"2026-12-06T11:00:01.000Z","message":{"role":"assistant","content":[{"type":"text","text":"Going on."}],"api":"anthropic-messages","provider":"anthropic","model":"claude-opus-4-5","usage":{"input":9,"output":2},"stopReason":"stop","timestamp":1796554801000}}
 `,
+}, {
+	name: "codex", export: Codex, agent: importer.Codex, thinking: 2,
+	// No thinking (OpenAI wants its reasoning encrypted), no title, no
+	// error flag on a result; Anthropic's input with its cache reads.
+	want: []string{
+		`user: text "what is in main.go?"`,
+		`assistant [openai-chat claude-sonnet-4-5]: text "Reading it."; call toolu_01 read_file {"path":"main.go"}; call toolu_02 read_file {"path":"gone.go"} usage={InputTokens:150 OutputTokens:20 CacheReadTokens:50 CacheWriteTokens:0 ReasoningTokens:0}`,
+		`user: result toolu_01 error=false "package main"; result toolu_02 error=false "no such file"`,
+		`assistant [openai-chat claude-sonnet-4-5]: text "A main package."`,
+		`user: text "and with OpenAI?"`,
+		`assistant [openai-chat gpt-5]: call call_abc run_shell {"command":"go vet"}`,
+		`user: result call_abc error=false ""`,
+		`assistant [openai-chat gpt-5]: text "Clean." usage={InputTokens:7 OutputTokens:3 CacheReadTokens:0 CacheWriteTokens:0 ReasoningTokens:0}`,
+		`user: text "Summary: main.go read, vet clean." meta=map[panto.compaction:true]`,
+		`user: text "thanks"`,
+		`assistant [openai-chat gpt-5]: text "You're welcome."`,
+	},
+	more: `{"timestamp":"2026-12-06T11:00:00.000Z","type":"event_msg","payload":{"type":"user_message","message":"go on","images":[]}}
+{"timestamp":"2026-12-06T11:00:00.000Z","type":"response_item","payload":{"type":"message","role":"user","content":[{"type":"input_text","text":"go on"}]}}
+{"timestamp":"2026-12-06T11:00:01.000Z","type":"response_item","payload":{"type":"message","role":"assistant","content":[{"type":"output_text","text":"Going on."}]}}
+{"timestamp":"2026-12-06T11:00:01.000Z","type":"event_msg","payload":{"type":"token_count","info":{"total_token_usage":{"input_tokens":9999,"output_tokens":999}}}}
+`,
 }}
 
 // TestImportsBack: an export read back by panto's importer of its format
@@ -116,8 +140,8 @@ func TestImportsBack(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if res.Messages != 11 || res.Dropped != 1 || res.DroppedThinking != 1 {
-				t.Errorf("messages %d, dropped %d, thinking dropped %d; want 11, 1, 1", res.Messages, res.Dropped, res.DroppedThinking)
+			if res.Messages != 11 || res.Dropped != 1 || res.DroppedThinking != f.thinking {
+				t.Errorf("messages %d, dropped %d, thinking dropped %d; want 11, 1, %d", res.Messages, res.Dropped, res.DroppedThinking, f.thinking)
 			}
 			conv, err := importer.Convert(f.agent, res.SessionID+".jsonl", res.Log)
 			if err != nil {
@@ -287,6 +311,15 @@ func shape(e sessionlog.Entry) string {
 		s += fmt.Sprintf(" meta=%v", m.Metadata)
 	}
 	return s
+}
+
+// TestCodexPath: where Codex keeps a session, as 0.171 named one here.
+func TestCodexPath(t *testing.T) {
+	start := time.Date(2026, 12, 6, 16, 10, 7, 709_000_000, time.UTC)
+	got := CodexPath("/h/.codex", "01a24c1e-a9d9-7900-b7d8-bcbff952f9e0", start)
+	if want := "/h/.codex/sessions/2026/12/06/rollout-2026-12-06T16-10-07-01a24c1e-a9d9-7900-b7d8-bcbff952f9e0.jsonl"; got != want {
+		t.Errorf("CodexPath = %q, want %q", got, want)
+	}
 }
 
 // TestPiPath: where pi 0.73 keeps a session, as it named one here.

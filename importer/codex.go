@@ -68,6 +68,11 @@ type codexPayload struct {
 	Git *struct {
 		RepositoryURL string `json:"repository_url"`
 	} `json:"git"`
+	// PantoSession and PantoMessages mark a session panto exported
+	// (package exporter): the panto session, and the number of messages
+	// an import of the export makes.
+	PantoSession  string `json:"pantoSession"`
+	PantoMessages int    `json:"pantoMessages"`
 	// turn_context
 	Model  string `json:"model"`
 	Effort string `json:"effort"`
@@ -137,6 +142,13 @@ func (c *codex) line(line []byte) error {
 			o.SessionID, o.Version, o.CWD = p.ID, p.CLIVersion, p.CWD
 			if parent := codexParent(p); parent != "" {
 				b.header.ForkedFrom = SessionID(Codex, parent)
+			}
+			if p.PantoSession != "" {
+				// An export of a panto session, which Codex went on
+				// with: a fork of it, whose first messages (and their
+				// usage) are the panto session's.
+				b.header.ForkedFrom, b.header.ForkedAt = p.PantoSession, p.PantoMessages
+				b.exportOf = p.PantoSession
 			}
 			// Only the normalised remote is kept: the raw URL may
 			// carry a token, and two clones spell it differently.

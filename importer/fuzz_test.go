@@ -60,7 +60,7 @@ func FuzzClaudeCode(f *testing.F) {
 	fuzzConvert(f, ClaudeCode, "claude-code.jsonl", "claude-code-subagent.jsonl")
 }
 
-func FuzzCodex(f *testing.F) { fuzzConvert(f, Codex, "codex.jsonl") }
+func FuzzCodex(f *testing.F) { fuzzConvert(f, Codex, "codex.jsonl", "codex-0.171.jsonl") }
 
 func FuzzPi(f *testing.F) { fuzzConvert(f, Pi, "pi.jsonl") }
 

@@ -26,8 +26,8 @@ import (
 func exportCommand(e *env) *cli.Command {
 	return &cli.Command{
 		Name:      "export",
-		Usage:     "write a session as Markdown, HTML or JSON, or as a Claude Code or pi session to go on with there",
-		UsageText: "panto export [--store SPEC] [--endpoint URL] [--format md|html|json|claude-code|pi] [-o FILE] [--project PROJECT] ID\npanto export --project PROJECT [--format md|html|json|claude-code|pi] [-o FILE]",
+		Usage:     "write a session as Markdown, HTML or JSON, or as a Claude Code, Codex or pi session to go on with there",
+		UsageText: "panto export [--store SPEC] [--endpoint URL] [--format md|html|json|claude-code|codex|pi] [-o FILE] [--project PROJECT] ID\npanto export --project PROJECT [--format md|html|json|claude-code|codex|pi] [-o FILE]",
 		Description: `Writes the session with this id or unique id prefix, every message with its number,
 time and model: Markdown to paste; one self-contained HTML file to read in a browser
 (no network; tool calls, their results and thinking fold away); JSON for scripts.
@@ -37,12 +37,13 @@ is one of that project's sessions, and without an id it is its latest session.
 
 --format claude-code writes the session as a Claude Code session of the current
 directory (under CLAUDE_CONFIG_DIR, else ~/.claude), prints its id, and says how to
-go on with it there: claude --resume ID, in this directory. --format pi does the
-same for pi (under PI_CODING_AGENT_DIR, else ~/.pi/agent): pi --session ID. It is a
-copy, as a fork is: the panto session stays as it is. System prompt entries are left
-out, and so is thinking Anthropic would refuse (from another provider, or unsigned);
-panto import brings what the other agent added back as a fork of the session, and
-nothing when it added nothing. Exporting the same session again writes the same file.
+go on with it there: claude --resume ID, in this directory. --format codex does the
+same for Codex (under CODEX_HOME, else ~/.codex): codex resume ID; --format pi for pi
+(under PI_CODING_AGENT_DIR, else ~/.pi/agent): pi --session ID. It is a copy, as a
+fork is: the panto session stays as it is. System prompt entries are left out, and so
+is thinking the other agent's provider would refuse (for Codex all of it); panto
+import brings what the other agent added back as a fork of the session, and nothing
+when it added nothing. Exporting the same session again writes the same file.
 
 Examples:
    panto export 3f9a > session.md
@@ -50,9 +51,10 @@ Examples:
    panto export --project . -o latest.html          this project's latest session
    panto export 3f9a --format json | jq '.messages[] | select(.role == "assistant") | .usage'
    claude --resume "$(panto export 3f9a --format claude-code)"   go on in Claude Code
+   codex resume "$(panto export 3f9a --format codex)"            go on in Codex
    pi --session "$(panto export --project . --format pi)"         go on in pi`,
 		Flags: append(storeFlags(false),
-			&cli.StringFlag{Name: "format", Usage: "md, html, json, claude-code or pi (default: by the extension of -o, else md)"},
+			&cli.StringFlag{Name: "format", Usage: "md, html, json, claude-code, codex or pi (default: by the extension of -o, else md)"},
 			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "write to `FILE` instead of stdout"},
 			projectFlag(),
 		),
@@ -150,12 +152,12 @@ func exportFormat(format, output string) (string, error) {
 	switch format {
 	case "md", "markdown":
 		return "md", nil
-	case "html", "json", "claude-code", "pi":
+	case "html", "json", "claude-code", "codex", "pi":
 		return format, nil
 	case "claude":
 		return "claude-code", nil
 	}
-	return "", fmt.Errorf("export: --format %q: want md, html, json, claude-code or pi", format)
+	return "", fmt.Errorf("export: --format %q: want md, html, json, claude-code, codex or pi", format)
 }
 
 // exportDoc is a session as the exports show it.

@@ -36,6 +36,15 @@ var agentExports = map[string]agentExport{
 		},
 		resume: "claude --resume %s",
 	},
+	"codex": {
+		name:  "Codex",
+		write: exporter.Codex,
+		path: func(getenv func(string) string, _ string, res *exporter.Result, start time.Time) (string, error) {
+			dir, err := exporter.CodexDir(getenv)
+			return exporter.CodexPath(dir, res.SessionID, start), err
+		},
+		resume: "codex resume %s",
+	},
 	"pi": {
 		name:  "pi",
 		write: exporter.Pi,
@@ -47,7 +56,7 @@ var agentExports = map[string]agentExport{
 	},
 }
 
-// exportToAgent is panto export --format claude-code or pi: the session
+// exportToAgent is panto export --format claude-code, codex or pi: the session
 // as a session of the other agent in the current directory (package
 // exporter), written where that agent finds it, or to -o. Its id goes
 // to stdout, for a script to resume it; what was done and left out to
@@ -85,7 +94,7 @@ func exportToAgent(c *cli.Context, e *env, doc *exportDoc, to agentExport) error
 		left = append(left, plural(res.Dropped, "system prompt entry"))
 	}
 	if res.DroppedThinking > 0 {
-		left = append(left, plural(res.DroppedThinking, "thinking block")+" Anthropic would refuse")
+		left = append(left, plural(res.DroppedThinking, "thinking block"))
 	}
 	done := fmt.Sprintf("session %s: %s written as %s session %s to %s", shortID(id), plural(res.Messages, "message"), to.name, res.SessionID, path)
 	if already {

@@ -19,6 +19,7 @@ import (
 // pi install them.
 const (
 	claudeCodeVersion = "2.1.332"
+	codexVersion      = "0.171.0"
 	piVersion         = "0.73.1"
 )
 
@@ -44,25 +45,77 @@ func testTool(t *testing.T, what, env, rel, target string) string {
 }
 
 // agentCase is an agent that goes on with an exported session: how to
-// run it against the fake Anthropic server, one prompt, on session id.
+// run it, one prompt, on session id, against a fake server of its API
+// that answers with answer.
 type agentCase struct {
 	format string
 	// command is the command line and the environment beside HOME and
-	// PATH, given the home the test runs in.
-	command func(t *testing.T, srv *fakeprovider.Server, home, id, prompt string) (argv, env []string)
+	// PATH, given the home the test runs in, and the server it asks.
+	command func(t *testing.T, answer fakeprovider.Reply, home, id, prompt string) (argv, env []string, srv *fakeprovider.Server)
+	// sent is what the agent sent of the conversation, as JSON; want
+	// what it must hold of panto's session.
+	sent func(body map[string]any) any
+	want []string
+}
+
+// anthropicSent is the conversation of a Messages request, and
+// anthropicWant what it holds of the session TestExportToAgents exports.
+var (
+	anthropicSent = func(body map[string]any) any { return body["messages"] }
+	anthropicWant = []string{
+		`"what do my notes say?"`,
+		`"id":"toolu_read1","input":{"path":"notes.txt"},"name":"read_file","type":"tool_use"`,
+		`"tool_use_id":"toolu_read1"`, `ship on Friday`,
+		`"The notes say to ship on Friday."`, `"so, Friday?"`, `"Friday it is."`,
+	}
+)
+
+// fakeAnthropic is a fake Anthropic server that answers every request
+// with answer.
+func fakeAnthropic(t *testing.T, answer fakeprovider.Reply) *fakeprovider.Server {
+	srv := fakeprovider.New(t, fakeprovider.Anthropic, anthropicKey)
+	srv.SetRespond(func(fakeprovider.Request) fakeprovider.Reply { return answer })
+	return srv
 }
 
 var agentCases = []agentCase{{
 	format: "claude-code",
-	command: func(t *testing.T, srv *fakeprovider.Server, home, id, prompt string) (argv, env []string) {
+	command: func(t *testing.T, answer fakeprovider.Reply, home, id, prompt string) (argv, env []string, srv *fakeprovider.Server) {
 		claude := testTool(t, "Claude Code "+claudeCodeVersion, "PANTO_CLAUDE_CODE", filepath.Join("claude-code-"+claudeCodeVersion, "claude"), "claude-code")
+		srv = fakeAnthropic(t, answer)
 		return []string{claude, "-p", "--resume", id, prompt},
-			[]string{"ANTHROPIC_BASE_URL=" + srv.URL, "ANTHROPIC_API_KEY=" + anthropicKey, "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1", "DISABLE_AUTOUPDATER=1"}
+			[]string{"ANTHROPIC_BASE_URL=" + srv.URL, "ANTHROPIC_API_KEY=" + anthropicKey, "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1", "DISABLE_AUTOUPDATER=1"}, srv
+	},
+	sent: anthropicSent, want: anthropicWant,
+}, {
+	format: "codex",
+	command: func(t *testing.T, answer fakeprovider.Reply, home, id, prompt string) (argv, env []string, srv *fakeprovider.Server) {
+		codex := testTool(t, "Codex "+codexVersion, "PANTO_CODEX", filepath.Join("codex-"+codexVersion, "codex"), "codex")
+		srv = fakeprovider.New(t, fakeprovider.Responses, openaiKey)
+		srv.SetRespond(func(fakeprovider.Request) fakeprovider.Reply { return answer })
+		// A provider of Codex's own config.toml, on the fake server.
+		dir := filepath.Join(home, ".codex")
+		config := fmt.Sprintf("model = \"gpt-5\"\nmodel_provider = \"fake\"\n[model_providers.fake]\nname = \"fake\"\nbase_url = %q\nwire_api = \"responses\"\nenv_key = \"FAKE_OPENAI_KEY\"\n", srv.BaseURL())
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "config.toml"), []byte(config), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return []string{codex, "exec", "--skip-git-repo-check", "resume", id, prompt}, []string{"CODEX_HOME=" + dir, "FAKE_OPENAI_KEY=" + openaiKey}, srv
+	},
+	sent: func(body map[string]any) any { return body["input"] },
+	want: []string{
+		`"what do my notes say?"`,
+		`"arguments":"{\"path\":\"notes.txt\"}","call_id":"toolu_read1","name":"read_file","type":"function_call"`,
+		`"call_id":"toolu_read1","output":"ship on Friday\n","type":"function_call_output"`,
+		`"The notes say to ship on Friday."`, `"so, Friday?"`, `"Friday it is."`,
 	},
 }, {
 	format: "pi",
-	command: func(t *testing.T, srv *fakeprovider.Server, home, id, prompt string) (argv, env []string) {
+	command: func(t *testing.T, answer fakeprovider.Reply, home, id, prompt string) (argv, env []string, srv *fakeprovider.Server) {
 		pi := testTool(t, "pi "+piVersion, "PANTO_PI", filepath.Join("pi-"+piVersion, "node_modules", ".bin", "pi"), "pi")
+		srv = fakeAnthropic(t, answer)
 		// A provider of pi's own models.json, on the fake server.
 		dir := filepath.Join(home, ".pi", "agent")
 		models := fmt.Sprintf(`{"providers":{"fake":{"baseUrl":%q,"api":"anthropic-messages","apiKey":%q,"models":[{"id":"claude-sonnet-4-5"}]}}}`, srv.URL, anthropicKey)
@@ -72,8 +125,9 @@ var agentCases = []agentCase{{
 		if err := os.WriteFile(filepath.Join(dir, "models.json"), []byte(models), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		return []string{pi, "-p", "--provider", "fake", "--model", "claude-sonnet-4-5", "--session", id, prompt}, nil
+		return []string{pi, "-p", "--provider", "fake", "--model", "claude-sonnet-4-5", "--session", id, prompt}, nil, srv
 	},
+	sent: anthropicSent, want: anthropicWant,
 }}
 
 // TestExportToAgents: a panto session (a tool call, thinking, two
@@ -99,9 +153,6 @@ func goOnInAgent(t *testing.T, ac agentCase) {
 		fakeprovider.Reply{Text: "The notes say to ship on Friday.", InputTokens: 120, OutputTokens: 8},
 		fakeprovider.Reply{Text: "Friday it is.", InputTokens: 140, OutputTokens: 4},
 	)
-	srv.SetRespond(func(fakeprovider.Request) fakeprovider.Reply {
-		return fakeprovider.Reply{Text: "Answered by the other agent.", InputTokens: 1000, OutputTokens: 50}
-	})
 	work := t.TempDir()
 	if err := os.WriteFile(filepath.Join(work, "notes.txt"), []byte("ship on Friday\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -130,7 +181,7 @@ func goOnInAgent(t *testing.T, ac agentCase) {
 	}
 
 	// The agent goes on with it in the same directory.
-	argv, agentEnv := ac.command(t, srv, home, id, "and in the other agent?")
+	argv, agentEnv, agentSrv := ac.command(t, fakeprovider.Reply{Text: "Answered by the other agent.", InputTokens: 1000, OutputTokens: 50}, home, id, "and in the other agent?")
 	ctx, cancel := context.WithTimeout(context.Background(), processTimeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
@@ -148,22 +199,17 @@ func goOnInAgent(t *testing.T, ac agentCase) {
 	if !strings.Contains(string(out), "Answered by the other agent.") {
 		t.Errorf("the agent printed %q", out)
 	}
-	var sent []any
-	for _, req := range srv.Requests()[3:] {
+	var sent any
+	for _, req := range agentSrv.Requests() {
 		if strings.Contains(string(req.Body), "and in the other agent?") {
-			sent, _ = req.JSON()["messages"].([]any)
+			sent = ac.sent(req.JSON())
 		}
 	}
 	if sent == nil {
-		t.Fatalf("the agent sent no request with its prompt (%d requests after panto's)", len(srv.Requests())-3)
+		t.Fatalf("the agent sent no request with its prompt (%d requests)", len(agentSrv.Requests()))
 	}
 	history, _ := json.Marshal(sent)
-	for _, want := range []string{
-		`"what do my notes say?"`,
-		`"id":"toolu_read1","input":{"path":"notes.txt"},"name":"read_file","type":"tool_use"`,
-		`"tool_use_id":"toolu_read1"`, `ship on Friday`,
-		`"The notes say to ship on Friday."`, `"so, Friday?"`, `"Friday it is."`,
-	} {
+	for _, want := range ac.want {
 		if !strings.Contains(string(history), want) {
 			t.Errorf("the agent did not send %s to the model; it sent %s", want, history)
 		}

@@ -94,7 +94,7 @@ func TestExportMarkdownAndJSON(t *testing.T) {
 			if s := doc["session"].(map[string]any); s["title"] != "Every <kind> of block" || s["id"] != roundTripID {
 				t.Errorf("session %v", s)
 			}
-			pantoFails(t, b, "want md, html, json, claude-code or pi", "export", "--format", "pdf", roundTripID)
+			pantoFails(t, b, "want md, html, json, claude-code, codex or pi", "export", "--format", "pdf", roundTripID)
 			pantoFails(t, b, "give a session id", "export")
 		})
 	}

@@ -1,7 +1,8 @@
 // Package fakeprovider runs model provider servers for tests: an OpenAI
 // Chat Completions server and an Anthropic Messages server that speak the
 // real wire protocols, answer with scripted replies and record every
-// request they get. A request with "stream": true is answered as the
+// request they get; and an OpenAI Responses server, streamed only, for
+// the other agents that speak it (Codex, which panto's export tests run). A request with "stream": true is answered as the
 // real APIs stream (server-sent events with tool-call, thinking and
 // signature deltas, the stop reason and usage), any other with the whole
 // response as one JSON body, so that both forms of a reply can be
@@ -84,6 +85,7 @@ type Server struct {
 const (
 	OpenAI    = "openai-chat"
 	Anthropic = "anthropic-messages"
+	Responses = "openai-responses"
 )
 
 // New starts a fake server of style (OpenAI or Anthropic) that accepts
@@ -92,7 +94,7 @@ func New(t testing.TB, style, key string, replies ...Reply) *Server {
 	t.Helper()
 	s := &Server{Key: key, replies: replies, style: style}
 	switch style {
-	case OpenAI, Anthropic:
+	case OpenAI, Anthropic, Responses:
 	default:
 		t.Fatalf("fakeprovider: unknown style %q", style)
 	}
@@ -104,7 +106,7 @@ func New(t testing.TB, style, key string, replies ...Reply) *Server {
 // BaseURL is the URL to configure a client with, following each SDK's
 // convention: with /v1 for OpenAI, without for Anthropic.
 func (s *Server) BaseURL() string {
-	if s.style == OpenAI {
+	if s.style == OpenAI || s.style == Responses {
 		return s.URL + "/v1"
 	}
 	return s.URL
@@ -163,10 +165,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	s.mu.Unlock()
 
-	wantPath := "/v1/chat/completions"
-	if s.style == Anthropic {
-		wantPath = "/v1/messages"
-	}
+	wantPath := map[string]string{OpenAI: "/v1/chat/completions", Anthropic: "/v1/messages", Responses: "/v1/responses"}[s.style]
 	if r.Method != http.MethodPost || r.URL.Path != wantPath {
 		s.fail(w, http.StatusNotFound, "no route "+r.Method+" "+r.URL.Path)
 		return
@@ -183,6 +182,10 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		Stream bool `json:"stream"`
 	}
 	_ = json.Unmarshal(body, &mode)
+	if !mode.Stream && s.style == Responses {
+		s.fail(w, http.StatusBadRequest, "the fake Responses server streams only")
+		return
+	}
 	if !mode.Stream {
 		w.Header().Set("Content-Type", "application/json")
 		if s.style == OpenAI {
@@ -196,15 +199,49 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Cache-Control", "no-cache")
 	w.WriteHeader(http.StatusOK)
 	sse := &sseWriter{w: w}
-	if s.style == OpenAI {
+	switch s.style {
+	case OpenAI:
 		writeOpenAI(sse, reply)
-	} else {
+	case Responses:
+		writeResponses(sse, reply)
+	default:
 		writeAnthropic(sse, reply)
 	}
 }
 
+// writeResponses streams r as the Responses API does: its output items
+// (a message with the text, a function call per tool call), each added
+// and done, the text in deltas, then the response completed with usage.
+func writeResponses(sse *sseWriter, r Reply) {
+	var items []map[string]any
+	if r.Text != "" {
+		items = append(items, map[string]any{"type": "message", "id": "msg_fake", "role": "assistant", "status": "completed",
+			"content": []any{map[string]any{"type": "output_text", "text": r.Text, "annotations": []any{}}}})
+	}
+	for _, tc := range r.ToolCalls {
+		items = append(items, map[string]any{"type": "function_call", "id": "fc_" + tc.ID, "status": "completed", "name": tc.Name, "arguments": tc.Args, "call_id": tc.ID})
+	}
+	response := func(status string, output []map[string]any) map[string]any {
+		return map[string]any{"id": "resp_fake", "object": "response", "status": status, "output": output}
+	}
+	sse.event("response.created", map[string]any{"type": "response.created", "response": response("in_progress", []map[string]any{})})
+	for i, item := range items {
+		sse.event("response.output_item.added", map[string]any{"type": "response.output_item.added", "output_index": i, "item": item})
+		if item["type"] == "message" {
+			for _, c := range chunks(r.Text, 5) {
+				sse.event("response.output_text.delta", map[string]any{"type": "response.output_text.delta", "item_id": "msg_fake", "output_index": i, "content_index": 0, "delta": c})
+			}
+		}
+		sse.event("response.output_item.done", map[string]any{"type": "response.output_item.done", "output_index": i, "item": item})
+	}
+	done := response("completed", items)
+	done["usage"] = map[string]any{"input_tokens": r.InputTokens, "input_tokens_details": map[string]any{"cached_tokens": 0},
+		"output_tokens": r.OutputTokens, "output_tokens_details": map[string]any{"reasoning_tokens": 0}, "total_tokens": r.InputTokens + r.OutputTokens}
+	sse.event("response.completed", map[string]any{"type": "response.completed", "response": done})
+}
+
 func (s *Server) authorized(r *http.Request) bool {
-	if s.style == OpenAI {
+	if s.style == OpenAI || s.style == Responses {
 		return r.Header.Get("Authorization") == "Bearer "+s.Key
 	}
 	return r.Header.Get("X-Api-Key") == s.Key
@@ -214,7 +251,7 @@ func (s *Server) fail(w http.ResponseWriter, status int, msg string) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	var v any
-	if s.style == OpenAI {
+	if s.style == OpenAI || s.style == Responses {
 		v = map[string]any{"error": map[string]any{"message": msg, "type": "invalid_request_error", "code": nil}}
 	} else {
 		v = map[string]any{"type": "error", "error": map[string]any{"type": "api_error", "message": msg}}
