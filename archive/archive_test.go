@@ -121,7 +121,7 @@ func TestSearch(t *testing.T) {
 			t.Errorf("tool result hit %+v", hit)
 		}
 
-		// Thinking is searched only when asked; titles never.
+		// Thinking is searched only when asked.
 		if got, _ := search(t, s, archive.Query{Pattern: "secret plan"}); len(got) != 0 {
 			t.Errorf("secret plan without --thinking: %s", where(got))
 		}
@@ -130,8 +130,16 @@ func TestSearch(t *testing.T) {
 			t.Errorf("secret plan with thinking: %s", where(got))
 		}
 		got, _ = search(t, s, archive.Query{Pattern: "plan", Thinking: true})
-		if where(got) != "newer#1:text newer#2:thinking" || got[1].Count != 2 {
+		if where(got) != "newer#0:title newer#1:text newer#2:thinking" || got[2].Count != 2 {
 			t.Errorf("plan with thinking: %s (%+v)", where(got), got)
+		}
+		// The title, as the listing has it, before the messages.
+		got, _ = search(t, s, archive.Query{Pattern: "PLAN TITLE"})
+		if where(got) != "newer#0:title" || got[0].Text != "plan title" || got[0].Before != "the " || got[0].Session.ID != "newer" {
+			t.Errorf("title: %s (%+v)", where(got), got)
+		}
+		if got, _ := search(t, s, archive.Query{Pattern: "plan", Limit: 1}); where(got) != "newer#0:title" {
+			t.Errorf("plan, limit 1: %s", where(got))
 		}
 		// A tool call is found by its name and input; text by a regular
 		// expression; nothing in system prompts.

@@ -41,13 +41,13 @@ type Query struct {
 type Match struct {
 	Session agent.SessionInfo
 	// Message is the message's number in its session, from 1 (the
-	// numbering of panto show and panto fork --at).
+	// numbering of panto show and panto fork --at); 0 for the title.
 	Message int
 	TS      time.Time
 	Role    agent.Role
 	// Block is the kind of block the first match is in: text, tool_use
-	// (its name or its JSON input), tool_result or thinking; Tool is the
-	// tool a tool_use block calls.
+	// (its name or its JSON input), tool_result or thinking, or title
+	// (BlockTitle); Tool is the tool a tool_use block calls.
 	Block agent.BlockType
 	Tool  string
 	// Before, Text and After are the snippet: the text matched and what
@@ -65,10 +65,10 @@ const snippetRunes = 60
 
 // Search finds the messages of every session of st that match q, newest
 // session first and in order within a session, and calls fn for each
-// until q.Limit matches were found. The text of user and assistant
-// messages is searched, tool calls and results included; system
-// messages, titles and redacted thinking are not, thinking only with
-// q.Thinking.
+// until q.Limit matches were found. A session's title is searched first
+// (a match of Block BlockTitle, Message 0), then the text of its user
+// and assistant messages, tool calls and results included; system
+// messages and redacted thinking are not, thinking only with q.Thinking.
 //
 // Most lines hold no match, so a line's raw bytes are tested for a
 // literal the pattern needs (prefilter) before the line is decoded.
@@ -270,12 +270,34 @@ func spansLines(re *syntax.Regexp) bool {
 	return slices.ContainsFunc(re.Sub, spansLines)
 }
 
-// session searches one session's log. A message line is decoded only
-// when its raw bytes pass the prefilter.
+// BlockTitle is the Block of a match in a session's title (Match).
+const BlockTitle agent.BlockType = "title"
+
+// session searches one session: its title, as the listing has it (the
+// newest one; the name a user remembers a session by), then its log. A
+// message line is decoded only when its raw bytes pass the prefilter.
 func (m *matcher) session(ctx context.Context, info agent.SessionInfo, r io.Reader) ([]Match, error) {
 	var out []Match
-	d := sessionlog.Decoder{Name: info.ID}
 	var scratch, textScratch []byte
+	if info.Title != "" {
+		var locs [][]int
+		locs, scratch = m.findAll(scratch, info.Title)
+		for _, loc := range locs {
+			if loc[0] == loc[1] {
+				continue
+			}
+			if len(out) == 0 {
+				mt := Match{Session: info, TS: info.Modified, Role: agent.RoleSystem, Block: BlockTitle, Text: fold(info.Title[loc[0]:loc[1]])}
+				mt.Before, mt.After = context2(info.Title, loc[0], loc[1])
+				out = append(out, mt)
+			}
+			out[0].Count++
+		}
+		if m.limit > 0 && len(out) >= m.limit {
+			return out, nil
+		}
+	}
+	d := sessionlog.Decoder{Name: info.ID}
 	n := 0
 	err := sessionlog.ReadLines(r, func(line []byte, last bool) error {
 		if last {

@@ -305,6 +305,14 @@ func TestSearch(t *testing.T) {
 			}
 			pantoFails(t, b, "give the text to find", "search")
 			pantoFails(t, b, "re:EXPR", "search", "re:a(b")
+			// A session's title, the name it is remembered by.
+			pantoOn(t, b, "title", thinkingID, "Deploy checklist")
+			if r := pantoOn(t, b, "search", "CHECKLIST"); r.stdout != thinkingID[:8]+" title\n    Deploy checklist\n" {
+				t.Errorf("search of a title: %q", r.stdout)
+			}
+			if m := jsonObject(t, pantoOn(t, b, "search", "checklist", "--json").stdout); m["block"] != "title" || m["message"] != float64(0) || m["title"] != "Deploy checklist" {
+				t.Errorf("search --json of a title: %v", m)
+			}
 		})
 	}
 }

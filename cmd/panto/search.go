@@ -19,9 +19,9 @@ func searchCommand(e *env) *cli.Command {
 		Name:      "search",
 		Usage:     "find text in every session",
 		UsageText: "panto search [--store SPEC] [--endpoint URL] [--project PROJECT] [--json] [--limit N] [--thinking] QUERY...",
-		Description: `Searches the messages of every session of the store (of one project with
---project), newest session first: what was typed, answered, the tool calls and
-their results (not system prompts, nor thinking unless --thinking). QUERY is text,
+		Description: `Searches the titles and messages of every session of the store (of one project
+with --project), newest session first: the title, what was typed, answered, the tool
+calls and their results (not system prompts, nor thinking unless --thinking). QUERY is text,
 matched case-insensitively; re:EXPR is a regular expression (Go syntax,
 case-insensitive unless it says (?-i)). Each match prints the session, the message
 number (panto show numbers messages so, panto fork --at takes it) and the text
@@ -145,12 +145,16 @@ func writeMatch(w io.Writer, m archive.Match, terminal bool) error {
 		where += fmt.Sprintf(", %d matches", m.Count)
 	}
 	head := shortID(m.Session.ID)
-	if m.Session.Title != "" {
+	if m.Session.Title != "" && m.Block != archive.BlockTitle {
 		head += " " + fmt.Sprintf("%q", clip(m.Session.Title, 40))
 	}
 	text := screenText(m.Text)
 	if terminal {
 		text = "\x1b[1m" + text + "\x1b[0m"
+	}
+	if m.Block == archive.BlockTitle {
+		_, err := fmt.Fprintf(w, "%s title\n    %s%s%s\n", head, screenText(m.Before), text, screenText(m.After))
+		return err
 	}
 	_, err := fmt.Fprintf(w, "%s #%d %s (%s)\n    %s%s%s\n", head, m.Message, m.Role, where, screenText(m.Before), text, screenText(m.After))
 	return err
