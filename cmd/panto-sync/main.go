@@ -27,6 +27,8 @@ import (
 	"syscall"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/panto-dev/panto/internal/cliargs"
 )
 
 // Exit codes.
@@ -93,7 +95,7 @@ Exit status: 0 all done, 1 an error (one line on stderr says what to fix),
 	for _, c := range app.Commands {
 		c.OnUsageError = app.OnUsageError
 	}
-	err := app.RunContext(ctx, args)
+	err := app.RunContext(ctx, cliargs.Reorder(app, args)) // flags after the bucket too: status s3://b --json
 	var code exitCode
 	switch {
 	case err == nil:

@@ -25,3 +25,14 @@ func TestUsageErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestFlagsAfterTheBucket: a command's flags may follow its arguments,
+// as people type them (status s3://b --json); the command then runs
+// with them, and fails on what it meets next (here, no catalog).
+func TestFlagsAfterTheBucket(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), []string{"panto-sync", "status", "s3://bucket", "--dir", t.TempDir() + "/none", "--json"}, &stdout, &stderr)
+	if code != 1 || strings.Contains(stderr.String(), "unexpected argument") || !strings.Contains(stderr.String(), "no session catalog") {
+		t.Errorf("exit %d, stderr %q; want the catalog's error, the flags read", code, stderr.String())
+	}
+}

@@ -32,6 +32,8 @@ import (
 	"time"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/panto-dev/panto/internal/cliargs"
 )
 
 // env is the process's outside world, passed down instead of read from
@@ -167,7 +169,7 @@ func normalizeArgs(app *cli.App, args []string) []string {
 			continue
 		}
 		out = append(out, a)
-		if !hasValue && takesValue(app.Flags, name) && len(rest) > 0 {
+		if !hasValue && cliargs.TakesValue(app.Flags, name) && len(rest) > 0 {
 			out, rest = append(out, rest[0]), rest[1:]
 		}
 	}
@@ -178,42 +180,5 @@ func normalizeArgs(app *cli.App, args []string) []string {
 	if cmd == nil {
 		return append(out, rest...) // a prompt
 	}
-	out = append(out, rest[0])
-	var flags, positional []string
-	dashes := false
-	for i := 1; i < len(rest); i++ {
-		a := rest[i]
-		switch {
-		case dashes || a == "-" || !strings.HasPrefix(a, "-"):
-			positional = append(positional, a)
-		case a == "--":
-			dashes = true
-		default:
-			flags = append(flags, a)
-			name, _, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
-			if !hasValue && takesValue(cmd.Flags, name) && i+1 < len(rest) {
-				i++
-				flags = append(flags, rest[i])
-			}
-		}
-	}
-	out = append(out, flags...)
-	if dashes {
-		out = append(out, "--")
-	}
-	return append(out, positional...)
-}
-
-// takesValue reports whether the flag of this name is one that takes a
-// value (anything but a bool flag).
-func takesValue(flags []cli.Flag, name string) bool {
-	for _, f := range flags {
-		for _, n := range f.Names() {
-			if n == name {
-				_, isBool := f.(*cli.BoolFlag)
-				return !isBool
-			}
-		}
-	}
-	return false
+	return append(append(out, rest[0]), cliargs.FlagsFirst(cmd, rest[1:])...)
 }
