@@ -203,8 +203,9 @@ func (s *Store) Tombstones(ctx context.Context) ([]store.Tombstone, error) {
 	return out, nil
 }
 
-// tombstoned returns the ids that have a tombstone (from the names alone).
-func (s *Store) tombstoned() map[string]bool {
+// Tombstoned returns the ids that have a tombstone, from the names alone
+// (one read of the directory; Tombstones reads each tombstone).
+func (s *Store) Tombstoned() map[string]bool {
 	entries, err := os.ReadDir(filepath.Join(s.dir, TombstoneDir))
 	if err != nil {
 		return nil

@@ -444,7 +444,7 @@ func (s *Store) sessionFiles(ctx context.Context) ([]sessionFile, error) {
 		return nil, fmt.Errorf("list sessions in %s: %w", s.dir, err)
 	}
 	files := make([]sessionFile, 0, len(entries))
-	deleted := s.tombstoned() // a crash may leave a deleted file beside its tombstone
+	deleted := s.Tombstoned() // a crash may leave a deleted file beside its tombstone
 	for i, de := range entries {
 		if i%256 == 0 {
 			if err := ctx.Err(); err != nil {
@@ -557,7 +557,7 @@ func (s *Store) Resolve(ctx context.Context, idOrPrefix string) (*agent.Session,
 	}
 	// The file of a listed id may be gone since (deleted, or a stale
 	// listing), and a big match reads the catalog rather than each file.
-	deleted := s.tombstoned()
+	deleted := s.Tombstoned()
 	useIndex := loaded || len(store.PrefixCandidates(idOrPrefix, ids, deleted)) > fewFiles
 	var found agent.SessionInfo
 	r, err := store.ResolvePrefix(idOrPrefix, ids, deleted, func(id string) (bool, error) {

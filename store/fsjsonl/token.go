@@ -73,7 +73,7 @@ func (s *Store) takeStatted() []sessionFile {
 	if st == nil || time.Since(st.at) > stattedFresh {
 		return nil
 	}
-	deleted := s.tombstoned()
+	deleted := s.Tombstoned()
 	files := make([]sessionFile, 0, len(st.files))
 	for _, f := range st.files {
 		if !deleted[f.id] && f.fi.Mode().IsRegular() {

@@ -12,6 +12,8 @@ import (
 	"github.com/panto-dev/panto/agent"
 	"github.com/panto-dev/panto/internal/testkit/miniotest"
 	"github.com/panto-dev/panto/store"
+	"github.com/panto-dev/panto/store/localfirst"
+	"github.com/panto-dev/panto/store/objstore"
 )
 
 // TestDeletedElsewhere: a session machine a wrote and b continued and
@@ -200,4 +202,98 @@ func TestWrittenWhileDeletedElsewhere(t *testing.T) {
 		t.Fatalf("a's replica holds %q in the kept session", got)
 	}
 	noText(t, srv, bucket, "from b, a longer turn than a's, then deleted with the session")
+}
+
+// heldDeletions is the bucket's store with its deletions held until
+// release is closed: what the bucket lists while the shipper has not
+// sent a deletion yet.
+type heldDeletions struct {
+	*objstore.Store
+	release chan struct{}
+}
+
+func (h *heldDeletions) Delete(ctx context.Context, t store.Tombstone) error {
+	select {
+	case <-h.release:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return h.Store.Delete(ctx, t)
+}
+
+// TestDeletedHereNotListed: a session deleted on this machine while the
+// bucket did not answer is neither listed nor continued once it answers
+// again, before the shipper sent the deletion; then the deletion reaches
+// the bucket.
+func TestDeletedHereNotListed(t *testing.T) {
+	t.Parallel()
+	srv := miniotest.Shared(t)
+	m := newMachine(t, srv, srv.NewBucket(t))
+	ctx := context.Background()
+	ids := m.newSessions("kept", "deleted offline") // the one to delete is the newest
+	keep, deleted := ids[0], ids[1]
+
+	m.offline = true
+	s := m.open()
+	at, err := store.Head(ctx, s, deleted)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Delete(ctx, s, store.Tombstone{ID: deleted, Deleted: time.Now().UTC().Truncate(time.Second), At: at}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(ctx); err == nil || !strings.Contains(err.Error(), "1 deletion not yet sent") {
+		t.Fatalf("Close offline: %v, want it to say the deletion is left", err)
+	}
+
+	m.offline = false
+	held := &heldDeletions{release: make(chan struct{})}
+	s, err = localfirst.Open(ctx, localfirst.Options{
+		Dir: m.dir, Name: m.url, Unreachable: objstore.IsUnreachable, ReadTimeout: 10 * time.Second, CloseTimeout: 30 * time.Second,
+		OpenBucket: func(ctx context.Context) (store.LogStore, error) {
+			b, err := m.openBucket(ctx)
+			if err != nil {
+				return nil, err
+			}
+			held.Store = b.(*objstore.Store)
+			return held, nil
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	newest, err := s.ListNewest(ctx, 1, nil)
+	if err != nil || len(newest) != 1 || newest[0].ID != keep {
+		t.Errorf("ListNewest(1): %+v (%v), want %s, the newest not deleted", newest, err, keep)
+	}
+	all, err := s.List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs, err := s.Logs(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, info := range all {
+		if info.ID == deleted {
+			t.Errorf("List lists %s, deleted on this machine", deleted)
+		}
+	}
+	for _, l := range logs {
+		if l.Info.ID == deleted {
+			t.Errorf("Logs lists %s, deleted on this machine", deleted)
+		}
+	}
+	if latest, err := s.Latest(ctx); err != nil || latest.Info.ID != keep {
+		t.Errorf("Latest: %v, want %s (the newest not deleted)", err, keep)
+	}
+
+	close(held.release)
+	if err := s.Close(ctx); err != nil {
+		t.Fatalf("Close online: %v", err)
+	}
+	var gone *agent.DeletedError
+	if _, err := bucketStore(t, m).Resolve(ctx, deleted); !errors.As(err, &gone) {
+		t.Errorf("the bucket resolves %s: %v, want a DeletedError", deleted, err)
+	}
 }

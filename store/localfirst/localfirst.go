@@ -304,6 +304,13 @@ func (s *Store) target(id string) string {
 // List lists the bucket's sessions and the replica's, merged (the longer
 // copy of a session wins: the replica may hold appends not yet shipped,
 // the bucket another machine's). Offline it lists the replica.
+//
+// A session the replica deleted is not listed from the bucket either: the
+// bucket lists it until the shipper sends the deletion (or keeps a copy
+// written elsewhere after it as a new session), and `panto rm` offline,
+// then `panto -c` once the bucket answered again, listed the deleted
+// session and failed on it, the prompt unsaved. The replica's tombstones
+// are read by name (fsjsonl's Tombstoned: one directory read).
 func (s *Store) List(ctx context.Context) ([]agent.SessionInfo, error) {
 	local, remote, online, err := listBoth(ctx, s, s.local.List, func(ctx context.Context, b store.LogStore) ([]agent.SessionInfo, error) {
 		// The bucket's logs rather than its sessions: the same reading of
@@ -318,6 +325,7 @@ func (s *Store) List(ctx context.Context) ([]agent.SessionInfo, error) {
 	if !online {
 		return local, err
 	}
+	remote = without(remote, s.local.Tombstoned(), infoID) // deleted here: on its way
 	if err == nil {
 		local = without(local, s.deletedElsewhere(ctx, unlisted(local, remote, infoID)), infoID)
 	}
@@ -548,6 +556,7 @@ func (s *Store) Logs(ctx context.Context) ([]store.Log, error) {
 	if !online {
 		return local, err
 	}
+	remote = without(remote, s.local.Tombstoned(), logID) // deleted here (List)
 	if err == nil {
 		local = without(local, s.deletedElsewhere(ctx, unlisted(local, remote, logID)), logID)
 	}

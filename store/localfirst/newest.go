@@ -58,14 +58,20 @@ func (s *Store) ListNewest(ctx context.Context, limit int, keep func(agent.Sessi
 //
 // A session of the replica's that the bucket deleted is not listed
 // (deletedElsewhere), and the replica is listed again in its place, at
-// most a few times.
+// most a few times; nor is one the replica deleted and the bucket still
+// holds (List).
 func (s *Store) ListNewestIn(ctx context.Context, limit int, p agent.Project, keep func(agent.SessionInfo) bool) ([]agent.SessionInfo, error) {
 	listLocal := func(ctx context.Context) ([]agent.SessionInfo, error) {
 		return store.ListNewestIn(ctx, s.local, limit, p, keep)
 	}
 	local, remote, online, err := listBoth(ctx, s, listLocal,
 		func(ctx context.Context, b store.LogStore) ([]agent.SessionInfo, error) {
-			return s.bucketNewest(ctx, b, limit, p, keep)
+			// Not the sessions the replica deleted (List), so that the
+			// bucket's newest limit are others.
+			deleted := s.local.Tombstoned()
+			return s.bucketNewest(ctx, b, limit, p, func(info agent.SessionInfo) bool {
+				return !deleted[info.ID] && (keep == nil || keep(info))
+			})
 		})
 	if !online {
 		return newest(local, limit), err
