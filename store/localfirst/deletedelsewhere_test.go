@@ -297,3 +297,48 @@ func TestDeletedHereNotListed(t *testing.T) {
 		t.Errorf("the bucket resolves %s: %v, want a DeletedError", deleted, err)
 	}
 }
+
+// TestDeletedOnBothSides: a session deleted on this machine while the
+// bucket did not answer, and on another machine meanwhile, is left to
+// send no more once the bucket answers: Close says nothing is left, then
+// and at the next run.
+func TestDeletedOnBothSides(t *testing.T) {
+	t.Parallel()
+	srv := miniotest.Shared(t)
+	bucket := srv.NewBucket(t)
+	a, b := newMachine(t, srv, bucket), newMachine(t, srv, bucket)
+	ctx := context.Background()
+	id := a.newSessions("deleted twice")[0]
+	remove := func(m *machine) error {
+		t.Helper()
+		s := m.open()
+		if _, err := s.Resolve(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+		at, err := store.Head(ctx, s, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := store.Delete(ctx, s, store.Tombstone{ID: id, Deleted: time.Now().UTC().Truncate(time.Second), At: at}); err != nil {
+			t.Fatal(err)
+		}
+		return s.Close(ctx)
+	}
+	a.offline = true
+	if err := remove(a); err == nil || !strings.Contains(err.Error(), "1 deletion not yet sent") {
+		t.Fatalf("Close offline: %v, want it to say the deletion is left", err)
+	}
+	a.offline = false
+	if err := remove(b); err != nil {
+		t.Fatal(err)
+	}
+	for run := range 2 {
+		s := a.open()
+		if _, err := s.List(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Close(ctx); err != nil {
+			t.Errorf("run %d back online: Close: %v, want nothing left to send", run, err)
+		}
+	}
+}

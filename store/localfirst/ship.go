@@ -419,7 +419,13 @@ func (sh *shipper) record(b store.LogStore, e replica.Event) bool {
 	s := sh.s
 	switch e.Kind {
 	case replica.Created, replica.Appended, replica.Unchanged:
-		if e.Plan.Src.Length > 0 {
+		switch {
+		case e.SrcTomb != nil:
+			// Deleted here and in the bucket (Same): nothing is left to
+			// send. Kept, the record counted the deletion as unsent at
+			// every Close, for good.
+			s.shipped.forget(e.ID)
+		case e.Plan.Src.Length > 0:
 			s.shipped.set(e.ID, e.Plan.Src)
 		}
 	case replica.Skipped:
