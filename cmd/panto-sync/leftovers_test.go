@@ -87,7 +87,8 @@ func TestPushSendsLeftovers(t *testing.T) {
 }
 
 // TestWatchSendsLeftovers: watch without --dir sends what panto's
-// local-first replica kept, at start.
+// local-first replica kept, at start, and the bucket's index lists it
+// while watch runs (another machine's listing reads the index).
 func TestWatchSendsLeftovers(t *testing.T) {
 	e := newEnvOn(t, miniotest.Shared(t))
 	data := t.TempDir()
@@ -97,6 +98,7 @@ func TestWatchSendsLeftovers(t *testing.T) {
 	}
 	_, stop := startWatchEnv(t, e, []string{"XDG_DATA_HOME=" + data}, e.srv.Endpoint(), "--poll", "1s", e.url)
 	eventually(t, "the replica's session reaches the bucket", func() bool { return bucketLength(t, e, id) == fileLength(dir, id) })
+	eventually(t, "the bucket's index lists the replica's session", func() bool { return e.remoteLogs(t)[id].Length == fileLength(dir, id) })
 	if code := stop(); code != 0 {
 		t.Fatalf("watch exited %d", code)
 	}

@@ -203,7 +203,17 @@ func (w *watcher) loop(ctx context.Context, fsw *fsnotify.Watcher) {
 				pushDue = !ok
 			}
 			if ok && w.takeLeftovers() {
-				if _, err := sendLeftovers(ctx, w.o, w.o.end(w.url, w.o.Endpoint), w.bucket, w.push); err != nil {
+				_, err := sendLeftovers(ctx, w.o, w.o.end(w.url, w.o.Endpoint), w.bucket, w.push)
+				// The bucket is open for bulk work: its index learns of
+				// what was sent at a flush, which push's copy makes after
+				// the leftovers and watch's only at its next copy, when
+				// the catalog or the bucket changes; until then another
+				// machine did not list what was sent.
+				if ferr := store.Flush(ctx, w.bucket); ferr != nil {
+					w.failed(ferr)
+					err = errors.Join(err, ferr)
+				}
+				if err != nil {
 					w.mu.Lock()
 					w.leftoversDue = true
 					w.mu.Unlock()
