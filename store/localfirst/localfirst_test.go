@@ -179,6 +179,51 @@ func TestDeadBucket(t *testing.T) {
 	}
 }
 
+// TestDeadMidSession: a bucket that dies after Open refuses the append
+// the shipper sends from its record; Close says what is left, the new
+// message alone, not the session's every message, and the next Store
+// sends it once.
+func TestDeadMidSession(t *testing.T) {
+	t.Parallel()
+	srv := miniotest.New(t)
+	m := newMachine(t, srv, srv.NewBucket(t))
+	ctx := context.Background()
+	s := m.open()
+	sess := s.Create()
+	for _, text := range []string{"sent 1", "sent 2", "sent 3"} {
+		if err := sess.Append(ctx, []agent.PersistentMessage{user(text)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s = m.open()
+	resumed, err := s.Latest(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Kill()
+	if err := resumed.Append(ctx, []agent.PersistentMessage{user("while dead")}); err != nil {
+		t.Fatalf("append with the bucket down: %v", err)
+	}
+	err = s.Close(ctx)
+	if err == nil || !strings.HasPrefix(err.Error(), "1 message not yet sent") {
+		t.Fatalf("Close with the bucket down: %v, want it to say 1 message is left", err)
+	}
+	if err := srv.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	s = m.open()
+	if err := s.Close(ctx); err != nil {
+		t.Fatalf("Close after the bucket came back: %v", err)
+	}
+	want := []string{"sent 1", "sent 2", "sent 3", "while dead"}
+	if got := texts(t, bucketStore(t, m), sess.Info.ID); !equal(got, want) {
+		t.Fatalf("the bucket holds %q, want %q", got, want)
+	}
+}
+
 // TestFrozenBucket: a bucket that accepts connections and never answers
 // (SIGSTOP) holds neither Open nor an append; everything is sent once it
 // answers again.

@@ -204,6 +204,12 @@ func (sh *shipper) round(b store.LogStore) bool {
 			}
 			if !sh.record(b, e) {
 				retry = append(retry, e.ID)
+				if sh.s.unreachable(e.Err) {
+					// The bucket stopped answering after the plans (made
+					// from the record, without a request): Close waits no
+					// longer for it, as for a plan that found it so.
+					reached = false
+				}
 			}
 		}
 		sh.s.shipped.saveSoon()
@@ -450,10 +456,15 @@ func (sh *shipper) record(b store.LogStore, e replica.Event) bool {
 	case replica.KeptBoth:
 		return sh.keptBoth(b, e)
 	case replica.Failed, replica.Refused:
-		s.shipped.forget(e.ID) // plan it from the bucket next time
 		if s.unreachable(e.Err) || sh.ctx.Err() != nil {
+			// No answer (or Close stopped it): the bucket holds what the
+			// record says, or more, when an append landed unanswered,
+			// which the next conditional append finds. Forgotten, the
+			// record counted the whole session as unsent (at Close, and
+			// in the next run's notice), and a deletion no more.
 			return false
 		}
+		s.shipped.forget(e.ID) // plan it from the bucket next time
 		sh.mu.Lock()
 		told := sh.failing[e.ID]
 		sh.failing[e.ID] = true
