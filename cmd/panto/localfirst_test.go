@@ -2,11 +2,18 @@ package main
 
 import (
 	"context"
+	"errors"
+	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/panto-dev/panto/agent"
+	"github.com/panto-dev/panto/internal/testkit/cmdtest"
 	"github.com/panto-dev/panto/internal/testkit/fakeprovider"
 	"github.com/panto-dev/panto/internal/testkit/miniotest"
 	"github.com/panto-dev/panto/store/objstore"
@@ -182,5 +189,95 @@ func TestLocalFirstUnreachableAtStart(t *testing.T) {
 	r := runPanto(t, t.TempDir(), lfMachine(t, s3), "", "sessions", "--store", "s3://"+s3.NewBucket(t), "--endpoint", "http://127.0.0.1:1")
 	if r.code != 0 || !strings.Contains(r.stderr, "panto: bucket unreachable: working from this machine's copy\n") {
 		t.Fatalf("exit %d, stderr %q", r.code, r.stderr)
+	}
+}
+
+// lineWaiter is a writer that closes seen once what it was written holds
+// want.
+type lineWaiter struct {
+	want string
+	seen chan struct{}
+	mu   sync.Mutex
+	buf  strings.Builder
+}
+
+func (w *lineWaiter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	had := strings.Contains(w.buf.String(), w.want)
+	w.buf.Write(p)
+	if !had && strings.Contains(w.buf.String(), w.want) {
+		close(w.seen)
+	}
+	return len(p), nil
+}
+
+func (w *lineWaiter) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.buf.String()
+}
+
+// TestLocalFirstInterruptedExitWait: Ctrl-C or SIGTERM while panto waits
+// at exit for a bucket that stopped answering ends the wait, not panto:
+// it says in one line what it did not send and how it will be, and exits
+// as the turn did; the next run sends it.
+func TestLocalFirstInterruptedExitWait(t *testing.T) {
+	t.Parallel()
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
+		t.Run(sig.String(), func(t *testing.T) {
+			t.Parallel()
+			s3 := miniotest.New(t)
+			remote := "s3://" + s3.NewBucket(t) + "/lf"
+			var once sync.Once
+			t.Cleanup(func() { _ = s3.Thaw() })
+			provider := fakeprovider.New(t, fakeprovider.OpenAI, openaiKey, fakeprovider.Reply{Text: "reply while frozen"})
+			// The bucket stops answering as the provider answers: the
+			// answer waits for it at exit.
+			provider.SetBefore(func(*http.Request) {
+				once.Do(func() {
+					if err := s3.Freeze(); err != nil {
+						t.Error(err)
+					}
+				})
+			})
+			env := lfMachine(t, s3)
+			wd := t.TempDir()
+			cmd := pantoCmd(t, wd, env, append(providerCases[0].flags(provider), "--store", remote, "a prompt")...)
+			stderr := &lineWaiter{want: "(resume: panto -r ", seen: make(chan struct{})}
+			var stdout strings.Builder
+			cmd.Stdout, cmd.Stderr = &stdout, cmdtest.Stderr(t, "panto", stderr)
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case <-stderr.seen:
+			case <-time.After(60 * time.Second):
+				_ = cmd.Process.Kill()
+				t.Fatalf("no session line; stderr: %s", stderr)
+			}
+			// The line is printed as the wait begins.
+			time.Sleep(100 * time.Millisecond)
+			if err := cmd.Process.Signal(sig); err != nil && !errors.Is(err, os.ErrProcessDone) {
+				t.Fatal(err)
+			}
+			_ = cmd.Wait()
+			if code := cmd.ProcessState.ExitCode(); code != 0 || !strings.Contains(stderr.String(), "not yet sent to "+remote) {
+				t.Fatalf("%s in the exit's wait: exit %d (%v), stderr %q: want exit 0 and the line saying what is left", sig, code, cmd.ProcessState, stderr)
+			}
+			if stdout.String() != "reply while frozen\n" {
+				t.Errorf("stdout %q", stdout.String())
+			}
+			if err := s3.Thaw(); err != nil {
+				t.Fatal(err)
+			}
+			m := sessionLine.FindStringSubmatch(stderr.String())
+			if r := runPanto(t, wd, env, "", "sessions", "--store", remote); r.code != 0 || strings.Contains(r.stderr, "not yet sent") {
+				t.Fatalf("sessions after the thaw: exit %d: %s", r.code, r.stderr)
+			}
+			if got := strings.Join(bucketTexts(t, s3, remote, m[1]), "|"); got != "a prompt|reply while frozen" {
+				t.Errorf("the bucket holds %q", got)
+			}
+		})
 	}
 }

@@ -7,7 +7,9 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -139,9 +141,15 @@ func hasFlag(c *cli.Context, name string) bool {
 // processes list what this one wrote. Every command that opens a store
 // defers it. The messages are stored already: a failure is a warning on
 // one line, not an error.
+//
+// Ctrl-C or SIGTERM meanwhile ends the wait, not panto: a local-first
+// store then says what it did not send, and how it will be, as at the end
+// of its wait. Killed by the signal, panto said nothing of what it left.
 func closeStore(ctx context.Context, st agent.SessionStore, w io.Writer) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
 	if err := store.Close(ctx, st); err != nil {
 		fmt.Fprintf(w, "panto: warning: %s\n", oneLine(err.Error()))
 	}
