@@ -260,6 +260,62 @@ func TestFrozenBucket(t *testing.T) {
 	}
 }
 
+// TestFrozenAtOpenClose: Close of a store whose Open found the bucket not
+// answering (it accepts connections and never answers) waits for no
+// other attempt to reach it: it says what is left at once, instead of
+// holding the user while attempts time out.
+func TestFrozenAtOpenClose(t *testing.T) {
+	t.Parallel()
+	srv := miniotest.New(t)
+	m := newMachine(t, srv, srv.NewBucket(t))
+	ctx := context.Background()
+	if err := srv.Freeze(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Thaw() })
+	var mu sync.Mutex
+	attempts := 0
+	s, err := localfirst.Open(ctx, localfirst.Options{
+		Dir: m.dir, Name: m.url, Unreachable: objstore.IsUnreachable,
+		// The bucket is frozen: no wait is long enough for it.
+		ReadTimeout: 500 * time.Millisecond, CloseTimeout: 5 * time.Minute,
+		OpenBucket: func(ctx context.Context) (store.LogStore, error) {
+			mu.Lock()
+			attempts++
+			mu.Unlock()
+			return m.openBucket(ctx)
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sess := s.Create()
+	for _, text := range []string{"frozen 1", "frozen 2"} {
+		if err := sess.Append(ctx, []agent.PersistentMessage{user(text)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	err = s.Close(ctx)
+	if err == nil || !strings.HasPrefix(err.Error(), "2 messages not yet sent") {
+		t.Fatalf("Close with the bucket frozen: %v, want it to say 2 messages are left", err)
+	}
+	mu.Lock()
+	n := attempts
+	mu.Unlock()
+	if n != 1 {
+		t.Errorf("the bucket was opened %d times, want once: Close waited for attempts after Open's", n)
+	}
+	if err := srv.Thaw(); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.open().Close(ctx); err != nil {
+		t.Fatalf("Close after the thaw: %v", err)
+	}
+	if got := texts(t, bucketStore(t, m), sess.Info.ID); !equal(got, []string{"frozen 1", "frozen 2"}) {
+		t.Fatalf("the bucket holds %q", got)
+	}
+}
+
 // TestSecondMachineContinues: another machine (another replica) continues
 // the first one's session, and the first one sees its turn.
 func TestSecondMachineContinues(t *testing.T) {

@@ -71,8 +71,14 @@ func (sh *shipper) kick() {
 
 // drain waits until nothing is marked and no round runs, or ctx ends,
 // or the bucket is found not to answer: then waiting longer would only
-// hold the user back.
+// hold the user back. A bucket not open after ReadTimeout of this wait
+// is that too: one that accepts connections and never answers held
+// every command, `panto sessions` with nothing to send included, for the
+// whole CloseTimeout after Open's ReadTimeout (an attempt to open it
+// times out at openAttemptTimeout); one that answers again by then, as
+// it comes back, is waited for.
 func (sh *shipper) drain(ctx context.Context) {
+	start := time.Now()
 	sh.kick()
 	sh.mu.Lock()
 	idle, rounds := sh.idle, sh.rounds
@@ -90,6 +96,9 @@ func (sh *shipper) drain(ctx context.Context) {
 			return
 		case <-tick.C:
 			if sh.failedSince(rounds) || sh.s.conn.failedSince(attempts) {
+				return
+			}
+			if sh.s.conn.current() == nil && time.Since(start) >= sh.s.opts.ReadTimeout {
 				return
 			}
 		}
