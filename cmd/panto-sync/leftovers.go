@@ -43,6 +43,26 @@ func sendLeftovers(ctx context.Context, o *options, dst end, to store.LogStore, 
 	return sent, err
 }
 
+// sayKept says on stderr, in one line, what panto's local-first replica
+// of the bucket url at endpoint holds and the bucket was not seen to
+// (localfirst.Kept): what push without --dir sends first, which status
+// and push --dry-run did not show. It returns what it said is kept ("2
+// messages"), "" when nothing is.
+func sayKept(ctx context.Context, o *options, url, endpoint string) string {
+	dir, err := backends.ReplicaDir(url, endpoint)
+	if err != nil {
+		return "" // no data directory: no replica either
+	}
+	kept, err := localfirst.Kept(ctx, dir)
+	switch {
+	case err != nil:
+		fmt.Fprintf(o.Stderr, "panto-sync: warning: %s\n", oneLine(err.Error()))
+	case kept != "":
+		fmt.Fprintf(o.Stderr, "panto-sync: %s kept on this machine by panto (%s), not yet sent to %s: push sends them\n", kept, dir, url)
+	}
+	return kept
+}
+
 // hasReplica reports whether panto keeps a local-first replica of the
 // bucket store url at endpoint on this machine.
 func hasReplica(url, endpoint string) bool {

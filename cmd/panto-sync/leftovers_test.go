@@ -86,6 +86,31 @@ func TestPushSendsLeftovers(t *testing.T) {
 	}
 }
 
+// TestStatusSaysLeftovers: status and push --dry-run without --dir say
+// in one line what panto's local-first replica kept on this machine (what
+// push sends first), even with no local catalog, and nothing once push
+// sent it.
+func TestStatusSaysLeftovers(t *testing.T) {
+	e := newEnvOn(t, miniotest.Shared(t))
+	data := t.TempDir()
+	keptLeftovers(t, e, data)
+	xdg := []string{"XDG_DATA_HOME=" + data}
+	const says = "panto-sync: 2 messages kept on this machine by panto"
+	for _, args := range [][]string{{"status"}, {"status", "--json"}, {"push", "--dry-run"}} {
+		r := e.runEnv(t, xdg, append(args, "--endpoint", e.srv.Endpoint(), e.url)...)
+		if r.code != 0 || !strings.Contains(r.stderr, says) || strings.Count(r.stderr, "\n") != 1 {
+			t.Errorf("%v: exit %d, stderr %q: want exit 0 and one line saying what panto kept", args, r.code, r.stderr)
+		}
+	}
+	if r := e.runEnv(t, xdg, "push", "--endpoint", e.srv.Endpoint(), e.url); r.code != 0 {
+		t.Fatalf("push: exit %d: %s", r.code, r.stderr)
+	}
+	r := e.runEnv(t, xdg, "status", "--endpoint", e.srv.Endpoint(), e.url)
+	if r.code != 0 || strings.Contains(r.stderr, "kept on this machine") {
+		t.Errorf("status after push: exit %d, stderr %q", r.code, r.stderr)
+	}
+}
+
 // TestWatchSendsLeftovers: watch without --dir sends what panto's
 // local-first replica kept, at start, and the bucket's index lists it
 // while watch runs (another machine's listing reads the index).

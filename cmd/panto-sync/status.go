@@ -21,7 +21,9 @@ hashes; it changes nothing) and prints one line per session that differs: only l
 or local ahead (push would upload), only remote or remote ahead (pull would download),
 or diverged; deleted on one side (the next push or pull carries the deletion), or a
 conflict: deleted on one side and written to on the other after. It exits 3 when a
-session diverged or conflicts.
+session diverged or conflicts. Without --dir it also says, in one line on stderr, what
+panto's local-first copy of the bucket kept on this machine (push sends it first);
+with no local catalog, that alone.
 
 Examples:
    panto-sync status s3://my-bucket/panto
@@ -40,6 +42,21 @@ func runStatus(c *cli.Context) (ret error) {
 	bucket, err := bucketArg(c, o)
 	if err != nil {
 		return err
+	}
+	if !c.IsSet("dir") {
+		// Push sends these first (leftovers.go).
+		kept := sayKept(c.Context, o, bucket, o.Endpoint)
+		if !exists(o.Dir) && hasReplica(bucket, o.Endpoint) {
+			// panto keeps its sessions in the bucket alone: no catalog
+			// to compare, as push has none to send.
+			text := fmt.Sprintf("status: no local catalog at %s; panto kept nothing on this machine that the bucket lacks", o.Dir)
+			if kept != "" {
+				text = fmt.Sprintf("status: no local catalog at %s; push sends what panto kept on this machine", o.Dir)
+			}
+			o.DryRun = true
+			newReporter(o, pushDirection).printSummary(Summary{Command: "status", DryRun: true, Counts: map[string]int{}, Seconds: time.Since(start).Seconds(), Text: text})
+			return nil
+		}
 	}
 	local, err := end{spec: o.Dir}.open(c.Context, "local catalog")
 	if err != nil {

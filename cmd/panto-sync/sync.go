@@ -118,8 +118,11 @@ func runCopy(c *cli.Context, o *options, d direction, src, dst end) (ret error) 
 	record := noopRecordPath(o, d, src, dst)
 	rep := newReporter(o, d)
 	sent := 0
-	if dst.leftovers && !o.DryRun {
+	switch {
+	case dst.leftovers && !o.DryRun:
 		sent, _ = sendLeftovers(c.Context, o, dst, to, rep)
+	case dst.leftovers:
+		sayKept(c.Context, o, dst.spec, dst.endpoint)
 	}
 	if tokens && record != "" && !o.DryRun && !c.Bool("full") && sent == 0 {
 		if rec, ok := unchangedSince(record, srcToken, dstToken, time.Now()); ok {

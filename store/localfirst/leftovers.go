@@ -77,3 +77,27 @@ func SendLeftovers(ctx context.Context, b store.LogStore, opts LeftoverOptions) 
 	}
 	return sent, ferr
 }
+
+// Kept says what the local-first replica at dir holds that its shipped
+// record does not say the bucket holds, as Close says it ("2 messages and
+// 1 deletion"); "" when nothing is, or there is no replica. It reads the
+// replica alone: what panto-sync status and push --dry-run say push
+// sends first (SendLeftovers).
+func Kept(ctx context.Context, dir string) (string, error) {
+	if fi, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) || (err == nil && !fi.IsDir()) {
+		return "", nil
+	}
+	local, err := fsjsonl.Open(dir)
+	if err != nil {
+		return "", fmt.Errorf("read what %s kept: %w", dir, err)
+	}
+	s := &Store{opts: Options{Dir: dir}, local: local, shipped: openShipped(dir)}
+	n, err := s.pending(ctx)
+	if err != nil {
+		return "", fmt.Errorf("read what %s kept: %w", dir, err)
+	}
+	if n.messages+n.deletions == 0 {
+		return "", nil
+	}
+	return n.String(), nil
+}
