@@ -1,12 +1,14 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -311,6 +313,53 @@ func TestOneShotInterrupt(t *testing.T) {
 	_, conv := loadOnly(t, b)
 	if roles(conv.Messages) != "user" || conv.Messages[0].Text() != "a long question" {
 		t.Errorf("stored %+v", conv.Messages)
+	}
+}
+
+// TestOneShotStdoutClosed: a one-shot answer piped to a reader that stops
+// early (panto "..." | head -1) is stored whole: the closed pipe ends the
+// printing, not panto.
+func TestOneShotStdoutClosed(t *testing.T) {
+	t.Parallel()
+	b := fsBackend(t)
+	pc := providerCases[0]
+	srv := fakeprovider.New(t, pc.style, pc.key,
+		fakeprovider.Reply{Text: "first line\n", ToolCalls: []fakeprovider.ToolCall{{ID: "call_1", Name: "list_dir", Args: `{"path":"."}`}}},
+		fakeprovider.Reply{Text: "the rest of the answer\n"})
+	closed := make(chan struct{})
+	var requests atomic.Int32
+	srv.SetBefore(func(r *http.Request) {
+		if requests.Add(1) == 2 { // the second request: after the reader went
+			select {
+			case <-closed:
+			case <-r.Context().Done():
+			}
+		}
+	})
+	cmd := pantoCmd(t, t.TempDir(), pc.env(b), append(pc.flags(srv), "a question")...)
+	var stderr strings.Builder
+	cmd.Stderr = cmdtest.Stderr(t, "panto", &stderr)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil || line != "first line\n" {
+		_ = cmd.Process.Kill()
+		t.Fatalf("stdout's first line %q (%v)", line, err)
+	}
+	stdout.Close()
+	close(closed)
+	_ = cmd.Wait()
+	if code := cmd.ProcessState.ExitCode(); code != 0 {
+		t.Errorf("exit %d (%v), stderr %q", code, cmd.ProcessState, stderr.String())
+	}
+	_, conv := loadOnly(t, b)
+	if got := roles(conv.Messages); got != "user,assistant,tool,assistant" || conv.Messages[3].Text() != "the rest of the answer\n" {
+		t.Errorf("stored %s: %+v", got, conv.Messages)
 	}
 }
 
