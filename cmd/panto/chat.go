@@ -202,6 +202,9 @@ func (cs *chatSession) resume(c *cli.Context) (*agent.Session, *agent.Conversati
 // continueProject is -c: the latest session of the current project.
 func (cs *chatSession) continueProject(ctx context.Context) (*agent.Session, error) {
 	sess, err := latestInProject(ctx, cs.store, cs.project)
+	if errors.Is(err, agent.ErrSessionNotFound) && offline(cs.store) {
+		return nil, fmt.Errorf("continue: no session of project %s: %s", projectName(cs.project, cs.e.getenv("HOME")), notHereOffline)
+	}
 	if errors.Is(err, agent.ErrSessionNotFound) {
 		return nil, fmt.Errorf("continue: no session of project %s in this store yet: start one without -c, or continue the latest of every project with -c --any", projectName(cs.project, cs.e.getenv("HOME")))
 	}

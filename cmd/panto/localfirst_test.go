@@ -281,3 +281,24 @@ func TestLocalFirstInterruptedExitWait(t *testing.T) {
 		})
 	}
 }
+
+// TestLocalFirstContinueOffline: -c on a machine whose copy holds no
+// session, while the bucket does not answer, says that the bucket may
+// hold it and what to do, not that the store holds none (which sent the
+// user to start a new session beside the one in the bucket).
+func TestLocalFirstContinueOffline(t *testing.T) {
+	t.Parallel()
+	s3 := miniotest.Shared(t)
+	provider := fakeprovider.New(t, fakeprovider.OpenAI, openaiKey)
+	flags := append(providerCases[0].flags(provider), "--store", "s3://"+s3.NewBucket(t), "--endpoint", "http://127.0.0.1:1")
+	for _, args := range [][]string{{"-c"}, {"-c", "--any"}} {
+		r := runPanto(t, t.TempDir(), lfMachine(t, s3), "", append(append(flags, args...), "go on")...)
+		if r.code != 1 || !strings.Contains(r.stderr, "none on this machine, and the bucket did not answer: run it again once the bucket answers") ||
+			strings.Contains(r.stderr, "in this store") || strings.Count(r.stderr, "\n") != 2 {
+			t.Errorf("%v offline: exit %d, stderr %q: want the unreachable notice, then one line saying the bucket did not answer", args, r.code, r.stderr)
+		}
+	}
+	if n := len(provider.Requests()); n != 0 {
+		t.Errorf("the provider had %d requests", n)
+	}
+}

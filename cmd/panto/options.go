@@ -300,6 +300,9 @@ func resolveSession(ctx context.Context, st agent.SessionStore, latest bool, id 
 		return s, nil
 	case latest:
 		s, err := st.Latest(ctx)
+		if errors.Is(err, agent.ErrSessionNotFound) && offline(st) {
+			return nil, errors.New("continue: " + notHereOffline)
+		}
 		if errors.Is(err, agent.ErrSessionNotFound) {
 			return nil, errors.New("continue: there is no session yet in this store; start one without -c")
 		}
@@ -309,6 +312,19 @@ func resolveSession(ctx context.Context, st agent.SessionStore, latest bool, id 
 		return s, nil
 	}
 	return nil, nil
+}
+
+// notHereOffline is what -c says when a local-first store found no
+// session while its bucket did not answer: the bucket may hold it, and a
+// session started without -c would not go on from it.
+const notHereOffline = "none on this machine, and the bucket did not answer: run it again once the bucket answers (or start a new session without -c)"
+
+// offline reports whether st is a local-first store whose reads went to
+// this machine's copy alone, the bucket not answering
+// (localfirst.Store.Offline).
+func offline(st agent.SessionStore) bool {
+	o, ok := st.(interface{ Offline() bool })
+	return ok && o.Offline()
 }
 
 func isTerminal(f *os.File) bool { return term.IsTerminal(int(f.Fd())) }

@@ -661,6 +661,20 @@ func (s *Store) online(ctx context.Context) store.LogStore {
 	return b
 }
 
+// Offline reports whether a read of the last offlineFor (or Open) found
+// the bucket not answering, and it is still not open: the reads went to
+// the replica alone, and a session it lacks may be in the bucket. A
+// command that found none says so, rather than that the store holds
+// none.
+func (s *Store) Offline() bool {
+	if s.conn.current() != nil {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return !s.offlineAt.IsZero() && time.Since(s.offlineAt) < offlineFor
+}
+
 // unreachable reports whether err means the bucket gave no answer.
 func (s *Store) unreachable(err error) bool {
 	return err != nil && (s.opts.Unreachable(err) || errors.Is(err, context.DeadlineExceeded))
