@@ -102,6 +102,9 @@ func TestStatusSaysLeftovers(t *testing.T) {
 			t.Errorf("%v: exit %d, stderr %q: want exit 0 and one line saying what panto kept", args, r.code, r.stderr)
 		}
 	}
+	if _, err := os.Stat(filepath.Join(data, "panto", "sessions")); err == nil {
+		t.Error("push --dry-run made a local catalog")
+	}
 	if r := e.runEnv(t, xdg, "push", "--endpoint", e.srv.Endpoint(), e.url); r.code != 0 {
 		t.Fatalf("push: exit %d: %s", r.code, r.stderr)
 	}

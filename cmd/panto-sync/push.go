@@ -1,6 +1,9 @@
 package main
 
 import (
+	"fmt"
+	"time"
+
 	"github.com/urfave/cli/v2"
 )
 
@@ -46,6 +49,12 @@ Examples:
 			}
 			src, dst := end{spec: o.Dir}, o.end(bucket, o.Endpoint)
 			if dst.leftovers = !c.IsSet("dir"); dst.leftovers && !exists(o.Dir) && hasReplica(bucket, o.Endpoint) {
+				if o.DryRun {
+					// Nothing to compare, and a dry run makes no
+					// catalog: it made an empty one, which every later
+					// command then took for the catalog.
+					return dryRunLeftovers(c, o, bucket)
+				}
 				// panto keeps its sessions in the bucket alone: push
 				// sends what it kept here, from an empty catalog.
 				src.create = true
@@ -53,4 +62,16 @@ Examples:
 			return runCopy(c, o, pushDirection, src, dst)
 		},
 	}
+}
+
+// dryRunLeftovers is push --dry-run without a local catalog: what panto
+// kept on this machine for bucket is all push would send (sayKept).
+func dryRunLeftovers(c *cli.Context, o *options, bucket string) error {
+	start := time.Now()
+	text := fmt.Sprintf("push: no local catalog at %s; panto kept nothing on this machine that the bucket lacks", o.Dir)
+	if sayKept(c.Context, o, bucket, o.Endpoint) != "" {
+		text = fmt.Sprintf("push: no local catalog at %s; push would send what panto kept on this machine", o.Dir)
+	}
+	newReporter(o, pushDirection).printSummary(Summary{Command: "push", DryRun: true, Counts: map[string]int{}, Seconds: time.Since(start).Seconds(), Text: text})
+	return nil
 }
