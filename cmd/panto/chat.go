@@ -274,10 +274,23 @@ func (cs *chatSession) oneShot(ctx context.Context, prompt string) error {
 		return cs.stepError(err)
 	}
 	if cs.persist {
-		id := cs.agent.Session().Info.ID
+		id := cs.sessionID()
 		fmt.Fprintf(cs.e.stderr, "session %s (resume: panto -r %s)\n", id, shortID(id))
 	}
 	return nil
+}
+
+// sessionID is the session that holds this panto's turns: the agent's,
+// or, when a local-first store kept it twice meanwhile (another machine
+// wrote to it), the copy that holds this machine's turns and takes this
+// panto's next ones (localfirst.Store.Holder). The agent's id sent the
+// user to resume the other machine's turns.
+func (cs *chatSession) sessionID() string {
+	id := cs.agent.Session().Info.ID
+	if h, ok := cs.store.(interface{ Holder(string) string }); ok {
+		return h.Holder(id)
+	}
+	return id
 }
 
 // saveFailedPrompt stores the one-shot prompt in a session without a
@@ -306,7 +319,7 @@ func (cs *chatSession) stepError(err error) error {
 		if !cs.persist {
 			return err
 		}
-		id := shortID(cs.agent.Session().Info.ID)
+		id := shortID(cs.sessionID())
 		return fmt.Errorf("%w (stored in session %s; continue with: panto -r %s continue)", err, id, id)
 	}
 	if errors.Is(err, context.Canceled) {
@@ -322,7 +335,7 @@ func (cs *chatSession) stepError(err error) error {
 		// so.
 		return fmt.Errorf("%w, while this panto was writing to it: the answer above is not stored; start a new session, or go on in another one (panto sessions)", err)
 	}
-	id := shortID(cs.agent.Session().Info.ID)
+	id := shortID(cs.sessionID())
 	return fmt.Errorf("%w (your prompt is saved in session %s; retry with: panto -r %s)", err, id, id)
 }
 

@@ -3,9 +3,11 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -301,4 +303,113 @@ func TestLocalFirstContinueOffline(t *testing.T) {
 	if n := len(provider.Requests()); n != 0 {
 		t.Errorf("the provider had %d requests", n)
 	}
+}
+
+// TestLocalFirstKeptTwiceResumeLine: a session found changed on another
+// machine during a one-shot turn is kept twice; the turn goes on in the
+// copy that holds this machine's turns, and the session line names that
+// copy, to resume there (it named the other machine's).
+func TestLocalFirstKeptTwiceResumeLine(t *testing.T) {
+	t.Parallel()
+	k := keptTwice(t)
+	cmd := pantoCmd(t, k.wd, k.a, append(k.flags, "-r", k.id, "a next")...)
+	stderr := k.stderr
+	cmd.Stderr = cmdtest.Stderr(t, "panto", stderr)
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("machine A back: %v: %s", err, stderr)
+	}
+	kept := regexp.MustCompile(`turns are kept in session ([0-9a-f]{32})`).FindStringSubmatch(stderr.String())
+	line := sessionLine.FindStringSubmatch(stderr.String())
+	if kept == nil || line == nil || line[1] != kept[1] {
+		t.Fatalf("stderr %q: want the session line to name the copy that holds this machine's turns", stderr)
+	}
+	if got := strings.Join(bucketTexts(t, k.s3, k.remote, kept[1]), "|"); got != "shared prompt|reply 1|a offline|reply a|a next|reply a next" {
+		t.Errorf("the copy %s holds %q", kept[1], got)
+	}
+}
+
+// TestLocalFirstKeptTwiceFork: /fork after the session was kept twice
+// during the interactive run forks the copy that holds this machine's
+// turns (it forked the original, the other machine's).
+func TestLocalFirstKeptTwiceFork(t *testing.T) {
+	t.Parallel()
+	k := keptTwice(t)
+	cmd := pantoCmd(t, k.wd, k.a, append(k.flags, "-i", "-r", k.id)...)
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stdout lineWaiter
+	stdout.want, stdout.seen = "reply a next", make(chan struct{})
+	cmd.Stdout, cmd.Stderr = &stdout, cmdtest.Stderr(t, "panto", k.stderr)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintln(in, "a next")
+	select {
+	case <-stdout.seen:
+	case <-time.After(60 * time.Second):
+		_ = cmd.Process.Kill()
+		t.Fatalf("no answer; stdout %q, stderr %q", stdout.String(), k.stderr)
+	}
+	fmt.Fprintln(in, "/fork")
+	fmt.Fprintln(in, "/quit")
+	in.Close()
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("%v: %s", err, k.stderr)
+	}
+	fork := regexp.MustCompile(`now in session ([0-9a-f]{32})`).FindStringSubmatch(stdout.String())
+	if fork == nil {
+		t.Fatalf("stdout %q: no fork", stdout.String())
+	}
+	if got := strings.Join(bucketTexts(t, k.s3, k.remote, fork[1]), "|"); got != "shared prompt|reply 1|a offline|reply a|a next|reply a next" {
+		t.Errorf("the fork holds %q, want this machine's turns", got)
+	}
+}
+
+// keptTwiceRun is a session machine a wrote to offline and b online
+// since: a's next run keeps it twice. Its provider answers a's next
+// prompt only once a's stderr (stderr, for a's next run) said so.
+type keptTwiceRun struct {
+	s3         *miniotest.Server
+	remote, id string
+	wd         string
+	a, flags   []string
+	stderr     *lineWaiter
+}
+
+func keptTwice(t *testing.T) *keptTwiceRun {
+	t.Helper()
+	provider := fakeprovider.New(t, fakeprovider.OpenAI, openaiKey,
+		fakeprovider.Reply{Text: "reply 1"}, fakeprovider.Reply{Text: "reply a"}, fakeprovider.Reply{Text: "reply b"}, fakeprovider.Reply{Text: "reply a next"})
+	k := &keptTwiceRun{s3: miniotest.New(t), wd: t.TempDir()}
+	k.remote = "s3://" + k.s3.NewBucket(t) + "/lf"
+	var b []string
+	k.a, b = lfMachine(t, k.s3), lfMachine(t, k.s3)
+	k.flags = append(providerCases[0].flags(provider), "--store", k.remote)
+	r := runPanto(t, k.wd, k.a, "", append(k.flags, "shared prompt")...)
+	m := sessionLine.FindStringSubmatch(r.stderr)
+	if r.code != 0 || m == nil {
+		t.Fatalf("online: exit %d: %s", r.code, r.stderr)
+	}
+	k.id = m[1]
+	k.s3.Kill()
+	if r = runPanto(t, k.wd, k.a, "", append(k.flags, "-r", k.id, "a offline")...); r.code != 0 {
+		t.Fatalf("machine A offline: exit %d: %s", r.code, r.stderr)
+	}
+	if err := k.s3.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	if r = runPanto(t, k.wd, b, "", append(k.flags, "-r", k.id, "b online")...); r.code != 0 {
+		t.Fatalf("machine B: exit %d: %s", r.code, r.stderr)
+	}
+	k.stderr = &lineWaiter{want: "this machine's turns are kept in session ", seen: make(chan struct{})}
+	provider.SetBefore(func(r *http.Request) {
+		select {
+		case <-k.stderr.seen:
+		case <-r.Context().Done():
+		case <-time.After(60 * time.Second):
+		}
+	})
+	return k
 }

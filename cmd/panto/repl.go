@@ -227,7 +227,7 @@ func (cs *chatSession) command(ctx context.Context, line string) (quit bool, err
 		if err != nil {
 			return false, fmt.Errorf("list sessions: %w", err)
 		}
-		writeSessionTable(e.stdout, list, cs.agent.Session().Info.ID)
+		writeSessionTable(e.stdout, list, cs.sessionID())
 	case "/compact":
 		if len(cs.agent.Conversation().Context()) == 0 {
 			fmt.Fprintln(e.stdout, "nothing to compact yet")
@@ -289,7 +289,7 @@ func (cs *chatSession) fork(ctx context.Context, arg string) error {
 		}
 		at = n
 	}
-	parent := cs.agent.Session().Info.ID
+	parent := cs.sessionID()
 	if len(cs.agent.Conversation().Messages) == 0 {
 		return errors.New("/fork: this session holds no message yet")
 	}

@@ -291,6 +291,11 @@ func (s *Store) AppendLog(ctx context.Context, id string, at store.Checkpoint, d
 	return cp, err
 }
 
+// Holder returns the session that holds what this process appends to
+// session id: id, or the copy that holds this machine's log once id was
+// kept twice (conflict.go), which is the one to resume.
+func (s *Store) Holder(id string) string { return s.target(id) }
+
 // target is where this process appends what it appends to session id.
 func (s *Store) target(id string) string {
 	s.mu.Lock()
