@@ -322,6 +322,51 @@ func TestCopyInChunks(t *testing.T) {
 	}
 }
 
+// cancelOnAppend is a destination whose appends end the copy's context
+// as they are made: the copy's caller gives up while a chunk is being
+// written (a search stopping at --limit while its reads pull sessions).
+type cancelOnAppend struct {
+	*fsjsonl.Store
+	cancel context.CancelFunc
+}
+
+func (c cancelOnAppend) AppendLog(ctx context.Context, id string, at store.Checkpoint, data []byte) (store.Checkpoint, error) {
+	c.cancel()
+	return c.Store.AppendLog(ctx, id, at, data)
+}
+
+// TestCancelledDuringAppend: a copy whose context ends while a chunk is
+// appended finishes that chunk and starts no other; when that chunk was
+// the last, the copy is whole, and says so (it said "interrupted after
+// N bytes", and local-first took the copied session for one it had to
+// send); when more was left, it is interrupted after that chunk.
+func TestCancelledDuringAppend(t *testing.T) {
+	src := dirStore(t)
+	id := "0123456789abcdef0123456789abcdee"
+	data, err := sessiongen.New(9).Session(id, 100_000, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	write(t, src, id, data)
+	plans := []Plan{{ID: id, Src: logs(t, src)[id].Checkpoint, Relation: SrcOnly}}
+	for _, tc := range []struct {
+		chunk int
+		kind  Kind
+	}{{DefaultChunkSize, Created}, {16 << 10, Failed}} {
+		ctx, cancel := context.WithCancel(t.Context())
+		dst := cancelOnAppend{Store: dirStore(t), cancel: cancel}
+		e := Transfer(ctx, src, dst, plans, Options{Concurrency: 1, ChunkSize: tc.chunk})[0]
+		cancel()
+		held := int64(len(bytesOf(t, dst, id)))
+		if e.Kind != tc.kind || e.Bytes != held || (tc.kind == Created) != (held == int64(len(data))) || held == 0 {
+			t.Errorf("chunks of %d: %s, %d bytes moved (%v), the destination holds %d of %d; want %s", tc.chunk, e.Kind, e.Bytes, e.Err, held, len(data), tc.kind)
+		}
+		if tc.kind == Failed && held > int64(tc.chunk) {
+			t.Errorf("chunks of %d: %d bytes copied after the context ended", tc.chunk, held)
+		}
+	}
+}
+
 // TestKeepBoth: a diverged session is stored under a derived id, once,
 // keeping its project; running again finds it, and a copy cut short is
 // completed.

@@ -155,12 +155,16 @@ func (t *transfer) appendStream(ctx context.Context, id string, at store.Checkpo
 	batches := sessionlog.NewBatches(r, "session "+id, t.opts.ChunkSize)
 	var moved int64
 	for {
-		if err := ctx.Err(); err != nil && moved > 0 {
-			return moved, at, fmt.Errorf("interrupted after %d bytes; run again to copy the rest: %w", moved, err)
-		}
 		chunk, err := batches.Next()
 		if errors.Is(err, io.EOF) {
+			// Whole, though ctx may have ended while the last chunk
+			// was appended: a copy said interrupted then left its
+			// caller (local-first) taking what it had copied for its
+			// own, still to send.
 			return moved, at, nil
+		}
+		if cerr := ctx.Err(); cerr != nil && moved > 0 {
+			return moved, at, fmt.Errorf("interrupted after %d bytes; run again to copy the rest: %w", moved, cerr)
 		}
 		if err != nil {
 			return moved, at, fmt.Errorf("read the source: %w", err)
