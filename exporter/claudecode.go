@@ -245,7 +245,6 @@ func (w *ccWriter) user(n int, ts time.Time, m agent.Message, open map[string]bo
 
 func (w *ccWriter) assistant(n int, ts time.Time, e sessionlog.Entry, open map[string]bool) error {
 	m := e.Message
-	anthropic := e.Identity.APIStyle == agent.APIStyleAnthropicMessages
 	var blocks []ccBlock
 	for _, b := range m.Content {
 		switch b.Type {
@@ -254,13 +253,13 @@ func (w *ccWriter) assistant(n int, ts time.Time, e sessionlog.Entry, open map[s
 				blocks = append(blocks, ccBlock{Type: "text", Text: ptr(b.Text)})
 			}
 		case agent.BlockThinking:
-			if !anthropic || b.Signature == "" {
+			if !anthropicTakes(e, b) {
 				w.res.DroppedThinking++
 				continue
 			}
 			blocks = append(blocks, ccBlock{Type: "thinking", Thinking: ptr(b.Text), Signature: b.Signature})
 		case agent.BlockRedactedThinking:
-			if !anthropic {
+			if !anthropicTakes(e, b) {
 				w.res.DroppedThinking++
 				continue
 			}

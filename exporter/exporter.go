@@ -27,7 +27,9 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/panto-dev/panto/agent"
 	"github.com/panto-dev/panto/importer"
+	"github.com/panto-dev/panto/internal/sessionlog"
 )
 
 // Options says what an export needs beside the session.
@@ -87,4 +89,15 @@ func homeDir(getenv func(string) string) (string, error) {
 		return home, nil
 	}
 	return "", errors.New("HOME is not set")
+}
+
+// anthropicTakes reports whether Anthropic takes thinking block b of
+// answer e back: thinking Anthropic itself signed (an answer of its
+// wire, with its signature), or redacted; another provider's, or one
+// without a signature, it refuses.
+func anthropicTakes(e sessionlog.Entry, b agent.Block) bool {
+	if e.Identity.APIStyle != agent.APIStyleAnthropicMessages {
+		return false
+	}
+	return b.Type == agent.BlockRedactedThinking || b.Signature != ""
 }

@@ -223,13 +223,13 @@ func (w *piWriter) assistant(ts time.Time, e sessionlog.Entry, names map[string]
 				blocks = append(blocks, piBlock{Type: "text", Text: ptr(b.Text)})
 			}
 		case agent.BlockThinking:
-			if !anthropic || b.Signature == "" {
+			if !anthropicTakes(e, b) {
 				w.res.DroppedThinking++
 				continue
 			}
 			blocks = append(blocks, piBlock{Type: "thinking", Thinking: ptr(b.Text), ThinkingSignature: b.Signature})
 		case agent.BlockRedactedThinking:
-			if !anthropic {
+			if !anthropicTakes(e, b) {
 				w.res.DroppedThinking++
 				continue
 			}
