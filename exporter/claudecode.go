@@ -25,11 +25,6 @@ import (
 // custom-title line names the session. importer/claudecode.go reads the
 // same records.
 
-// ClaudeCodeOptions says what an export to Claude Code needs beside the
-// session: Options.CWD is the directory Claude Code will be resumed in,
-// which every line records and the log goes under (ClaudeCodePath).
-type ClaudeCodeOptions = Options
-
 // ccLine is one record of a Claude Code log, as Claude Code 2.1 writes
 // it (fields it reads; the rest it writes are its own bookkeeping).
 type ccLine struct {
@@ -97,22 +92,24 @@ type ccBlock struct {
 }
 
 // ClaudeCode writes entries, a panto session's whole log, as a Claude
-// Code session: its id derived from the panto session's and the number
-// of entries, so that exporting the same session again writes the same
-// file, and exporting it once it grew writes another.
+// Code session of directory opts.CWD (which every line records, and
+// ClaudeCodePath puts the log under), its id derived from the panto
+// session's and the number of entries, so that exporting the same
+// session again writes the same file, and exporting it once it grew
+// writes another.
 //
 // The first line also says how many panto messages an import of the
 // export makes (pantoMessages): the import of a log Claude Code went on
 // with is a fork of the panto session that starts with that many
 // (importer), whose usage the panto session holds already. The count is
 // the importer's own, of the lines written once without it.
-func ClaudeCode(entries []sessionlog.Entry, opts ClaudeCodeOptions) (*Result, error) {
+func ClaudeCode(entries []sessionlog.Entry, opts Options) (*Result, error) {
 	return counted(importer.ClaudeCode, func(messages int) (*Result, error) {
 		return claudeCodeLines(entries, opts, messages)
 	})
 }
 
-func claudeCodeLines(entries []sessionlog.Entry, opts ClaudeCodeOptions, messages int) (*Result, error) {
+func claudeCodeLines(entries []sessionlog.Entry, opts Options, messages int) (*Result, error) {
 	res := &Result{SessionID: derivedUUID("panto export claude-code", opts.Session, strconv.Itoa(len(entries)))}
 	w := ccWriter{opts: opts, res: res, out: &res.Log, messages: messages}
 	// Calls whose results the log lacks (none in a log panto wrote: a
@@ -166,7 +163,7 @@ func claudeCodeLines(entries []sessionlog.Entry, opts ClaudeCodeOptions, message
 
 // ccWriter writes the chain of lines.
 type ccWriter struct {
-	opts ClaudeCodeOptions
+	opts Options
 	res  *Result
 	out  *[]byte
 	last string // the uuid of the last line of the chain
