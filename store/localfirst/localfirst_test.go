@@ -34,6 +34,8 @@ type machine struct {
 	// trace, when set, is told of every request to the bucket
 	// (objstore.WithTrace).
 	trace *slog.Logger
+	// endpoint, when set, is where it reaches the server (a proxy).
+	endpoint string
 }
 
 func newMachine(t *testing.T, srv *miniotest.Server, bucket string) *machine {
@@ -44,7 +46,11 @@ func (m *machine) openBucket(ctx context.Context) (store.LogStore, error) {
 	if m.offline {
 		return nil, fmt.Errorf("%w: cannot reach the S3 endpoint (test: offline)", objstore.ErrOpen)
 	}
-	opts := []objstore.Option{objstore.WithEndpoint(m.srv.Endpoint()), objstore.WithS3Options(m.srv.SetCredentials),
+	endpoint := m.srv.Endpoint()
+	if m.endpoint != "" {
+		endpoint = m.endpoint
+	}
+	opts := []objstore.Option{objstore.WithEndpoint(endpoint), objstore.WithS3Options(m.srv.SetCredentials),
 		objstore.WithIdleTimeout(time.Second)}
 	if m.trace != nil {
 		opts = append(opts, objstore.WithTrace(m.trace))

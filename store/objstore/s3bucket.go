@@ -444,12 +444,26 @@ func (b *s3Bucket) explainOpenError(err error) error {
 		return fmt.Errorf("%w: %s did not answer as an S3 server with bucket %q (HTTP %d): check AWS_ENDPOINT_URL_S3 / AWS_ENDPOINT_URL (or --endpoint) and the bucket name", ErrOpen, where, bucketName, code)
 	case errors.As(err, &opErr) || errors.As(err, &netErr):
 		return fmt.Errorf("%w: cannot reach the S3 endpoint %s: check AWS_ENDPOINT_URL_S3 / AWS_ENDPOINT_URL (or --endpoint) and that the server is running (%v)", ErrOpen, where, rootCause(err))
+	case code >= 500:
+		// The server, or a proxy before it, cannot answer now: the
+		// status stays in the chain, for IsUnreachable, out of the text.
+		return serverError{msg: fmt.Sprintf("%v: %s answered HTTP %d %s for bucket %q: the server or a proxy in front of it is failing; try again later", ErrOpen, where, code, firstNonEmpty(name, http.StatusText(code)), bucketName), err: err}
 	}
 	if api != nil {
 		return fmt.Errorf("%w: bucket %q at %s: %s: %s", ErrOpen, bucketName, where, api.ErrorCode(), api.ErrorMessage())
 	}
 	return fmt.Errorf("%w: bucket %q at %s: %v", ErrOpen, bucketName, where, err)
 }
+
+// serverError is Open's error for a server error: it reads as msg, and
+// holds ErrOpen and the SDK's error (with its status) in its chain.
+type serverError struct {
+	msg string
+	err error
+}
+
+func (e serverError) Error() string   { return e.msg }
+func (e serverError) Unwrap() []error { return []error{ErrOpen, e.err} }
 
 func firstNonEmpty(s ...string) string {
 	for _, v := range s {

@@ -4,13 +4,17 @@ import (
 	"context"
 	"errors"
 	"net"
+	"net/http"
 	"strings"
 )
 
 // IsUnreachable reports whether err means the bucket gave no answer: a
 // connection refused or reset, a timeout, a name that does not resolve,
 // a connection that stalled (WithIdleTimeout), or a write whose outcome
-// is unknown for one of those reasons. A bucket that answered, even
+// is unknown for one of those reasons; or no answer but that it cannot
+// answer now, a server error (HTTP 5xx but 501) that outlived the
+// client's retries: a proxy or gateway in front of the bucket failing,
+// a cluster short of its quorum. A bucket that answered otherwise, even
 // wrongly (rejected credentials, a missing bucket, a server without
 // conditional writes, another key), is not unreachable: retrying will
 // not help, and the caller must say what to fix.
@@ -30,6 +34,12 @@ func IsUnreachable(err error) bool {
 	var netErr net.Error
 	if errors.As(err, &netErr) {
 		return true
+	}
+	var status interface{ HTTPStatusCode() int }
+	if errors.As(err, &status) {
+		if code := status.HTTPStatusCode(); code >= 500 && code != http.StatusNotImplemented {
+			return true
+		}
 	}
 	// Open explains its first request's failure in a sentence that keeps
 	// only the root cause's text (explainOpenError).

@@ -2,6 +2,11 @@ package objstore_test
 
 import (
 	"context"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,8 +19,11 @@ import (
 )
 
 // TestIsUnreachable: no answer (a refused connection, a server that
-// stopped answering, at Open or on a write) is unreachable; an answer
-// that is an error (wrong credentials, a missing bucket) is not.
+// stopped answering, at Open or on a write) is unreachable, and so is a
+// server error past the client's retries (a proxy or gateway before the
+// bucket answering 500, 502, 503); an answer that is an error (wrong
+// credentials, a missing bucket, 501 from a server that is no S3) is
+// not.
 func TestIsUnreachable(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -30,11 +38,44 @@ func TestIsUnreachable(t *testing.T) {
 		_, err := objstore.Open(ctx, url, opts...)
 		return err
 	}
+	// failing is a proxy before the server that answers status to every
+	// request while it is set, and passes them on otherwise.
+	failing := func(t *testing.T, status *atomic.Int32) string {
+		target, err := url.Parse(e.srv.Endpoint())
+		if err != nil {
+			t.Fatal(err)
+		}
+		proxy := httputil.NewSingleHostReverseProxy(target)
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if code := status.Load(); code != 0 {
+				http.Error(w, http.StatusText(int(code)), int(code))
+				return
+			}
+			proxy.ServeHTTP(w, r)
+		}))
+		t.Cleanup(srv.Close)
+		return srv.URL
+	}
+	openBehind := func(t *testing.T, code int) error {
+		var status atomic.Int32
+		status.Store(int32(code))
+		return open(e.url, objstore.WithEndpoint(failing(t, &status)), objstore.WithS3Options(e.srv.SetCredentials), objstore.WithMaxAttempts(1))
+	}
 	for _, tc := range []struct {
 		name        string
 		err         func(t *testing.T) error
 		unreachable bool
 	}{
+		{"a gateway answering 503 at open", func(t *testing.T) error { return openBehind(t, http.StatusServiceUnavailable) }, true},
+		{"a gateway answering 502 at open", func(t *testing.T) error { return openBehind(t, http.StatusBadGateway) }, true},
+		{"a server answering 500 at open", func(t *testing.T) error { return openBehind(t, http.StatusInternalServerError) }, true},
+		{"a server answering 501 at open (no S3)", func(t *testing.T) error { return openBehind(t, http.StatusNotImplemented) }, false},
+		{"an append answered 503 by the gateway", func(t *testing.T) error {
+			var status atomic.Int32
+			s := e.open(t, objstore.WithEndpoint(failing(t, &status)), objstore.WithS3Options(e.srv.SetCredentials), objstore.WithMaxAttempts(1))
+			status.Store(http.StatusServiceUnavailable)
+			return s.AppendMessages(context.Background(), agent.NewSessionID(), []agent.PersistentMessage{user("hello?")})
+		}, true},
 		{"no error", func(t *testing.T) error { return nil }, false},
 		{"connection refused at open", func(t *testing.T) error {
 			return open(e.url, objstore.WithEndpoint("http://127.0.0.1:1"), objstore.WithS3Options(e.srv.SetCredentials), objstore.WithMaxAttempts(1))
