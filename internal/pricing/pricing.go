@@ -30,6 +30,11 @@ type Price struct {
 // Table is the prices by model name, as the file spells them.
 type Table struct {
 	prices map[string]Price
+	// anyProvider is, per name without its provider prefix, the price
+	// under the first prefixed key in name order: Lookup is asked once
+	// per answer, and a scan of LiteLLM's thousands of keys each time
+	// cost more than reading the answers.
+	anyProvider map[string]Price
 }
 
 // ErrNoPrices: the file names no model with a price.
@@ -85,6 +90,18 @@ func Parse(data []byte) (*Table, error) {
 	if len(t.prices) == 0 {
 		return nil, ErrNoPrices
 	}
+	t.anyProvider = map[string]Price{}
+	first := map[string]string{}
+	for key, p := range t.prices {
+		i := strings.LastIndexByte(key, '/')
+		if i < 0 {
+			continue
+		}
+		if name := key[i+1:]; first[name] == "" || key < first[name] {
+			first[name] = key
+			t.anyProvider[name] = p
+		}
+	}
 	return t, nil
 }
 
@@ -110,14 +127,8 @@ func (t *Table) Lookup(model string, style agent.APIStyle) (Price, bool) {
 		if p, ok := t.prices[own+name]; ok && own != "" {
 			return p, true
 		}
-		best := ""
-		for key := range t.prices {
-			if strings.HasSuffix(key, "/"+name) && (best == "" || key < best) {
-				best = key
-			}
-		}
-		if best != "" {
-			return t.prices[best], true
+		if p, ok := t.anyProvider[name]; ok {
+			return p, true
 		}
 	}
 	return Price{}, false
