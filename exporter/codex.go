@@ -19,8 +19,8 @@ import (
 // response_item lines, the history Codex sends (messages, function
 // calls and their outputs); event_msg lines for its own use (the typed
 // prompt, user_message; the cumulative token_count, which ends an
-// answer); turn_context naming the model; compacted, a summary after
-// which Codex sends the prompts and the summary. importer/codex.go reads
+// answer); turn_context naming the model; compacted, a summary and
+// the history that replaces what came before it. importer/codex.go reads
 // the same records. Codex speaks OpenAI's Responses API, so thinking
 // (whose reasoning items OpenAI would want encrypted) is left out, and a
 // tool result's error flag, which the API has no word for, is lost.
@@ -97,7 +97,7 @@ func codexLines(entries []sessionlog.Entry, opts Options, messages int) (*Result
 			}
 			continue // a title has no record in a rollout
 		case m.IsCompactionSummary():
-			w.line(ts, "compacted", map[string]string{"message": m.Text()})
+			w.compacted(ts, m)
 		case m.Role == agent.RoleUser:
 			w.closeOpen(ts, open, m)
 			w.user(ts, m, open)
@@ -214,6 +214,22 @@ func (w *codexWriter) assistant(ts time.Time, e sessionlog.Entry, open map[strin
 		w.totals.TotalTokens += input + u.OutputTokens
 	}
 	w.line(ts, "event_msg", map[string]any{"type": "token_count", "info": map[string]any{"total_token_usage": w.totals, "last_token_usage": w.totals}})
+}
+
+// compacted writes a compaction summary as Codex's remote compaction
+// does: with the history that replaces everything before it, which is
+// the summary alone, as panto sends it. Codex rebuilds a resumed history
+// from that; given only the message, it would keep the prompts from
+// before the compaction, as its local compaction does, and send more
+// than panto did.
+func (w *codexWriter) compacted(ts time.Time, m agent.Message) {
+	summary := codexItem{Type: "message", Role: "user", Content: []codexContent{{Type: "input_text", Text: m.Text()}}}
+	w.line(ts, "compacted", codexCompacted{Message: m.Text(), ReplacementHistory: []codexItem{summary}})
+}
+
+type codexCompacted struct {
+	Message            string      `json:"message"`
+	ReplacementHistory []codexItem `json:"replacement_history"`
 }
 
 // closeOpen answers the calls still open before message m with an error

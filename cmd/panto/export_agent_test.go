@@ -181,34 +181,7 @@ func goOnInAgent(t *testing.T, ac agentCase) {
 	}
 
 	// The agent goes on with it in the same directory.
-	argv, agentEnv, agentSrv := ac.command(t, fakeprovider.Reply{Text: "Answered by the other agent.", InputTokens: 1000, OutputTokens: 50}, home, id, "and in the other agent?")
-	ctx, cancel := context.WithTimeout(context.Background(), processTimeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
-	cmd.Dir = work
-	cmd.Env = append([]string{"HOME=" + home, "PATH=" + os.Getenv("PATH"), "TMPDIR=" + os.TempDir()}, agentEnv...)
-	cmd.WaitDelay = 5 * time.Second
-	out, err := cmd.Output()
-	if err != nil {
-		var stderr string
-		if ee, ok := err.(*exec.ExitError); ok {
-			stderr = string(ee.Stderr)
-		}
-		t.Fatalf("%s: %v: %s %s", cmd.Args, err, out, stderr)
-	}
-	if !strings.Contains(string(out), "Answered by the other agent.") {
-		t.Errorf("the agent printed %q", out)
-	}
-	var sent any
-	for _, req := range agentSrv.Requests() {
-		if strings.Contains(string(req.Body), "and in the other agent?") {
-			sent = ac.sent(req.JSON())
-		}
-	}
-	if sent == nil {
-		t.Fatalf("the agent sent no request with its prompt (%d requests)", len(agentSrv.Requests()))
-	}
-	history, _ := json.Marshal(sent)
+	history := goOn(t, ac, work, home, id)
 	for _, want := range ac.want {
 		if !strings.Contains(string(history), want) {
 			t.Errorf("the agent did not send %s to the model; it sent %s", want, history)
@@ -256,5 +229,80 @@ func goOnInAgent(t *testing.T, ac agentCase) {
 	panto("export", rows[1]["id"].(string), "--format", ac.format)
 	if r := panto("import"); !strings.Contains(r.stdout, "1 skipped") || !strings.Contains(r.stdout, "1 unchanged") {
 		t.Errorf("import of an export the agent added nothing to: %q", r.stdout)
+	}
+}
+
+// goOn runs the agent of ac in work, on exported session id, with one
+// prompt, and returns the conversation it sent the model with it, as
+// JSON.
+func goOn(t *testing.T, ac agentCase, work, home, id string) string {
+	t.Helper()
+	argv, agentEnv, agentSrv := ac.command(t, fakeprovider.Reply{Text: "Answered by the other agent.", InputTokens: 1000, OutputTokens: 50}, home, id, "and in the other agent?")
+	ctx, cancel := context.WithTimeout(context.Background(), processTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.Dir = work
+	cmd.Env = append([]string{"HOME=" + home, "PATH=" + os.Getenv("PATH"), "TMPDIR=" + os.TempDir()}, agentEnv...)
+	cmd.WaitDelay = 5 * time.Second
+	out, err := cmd.Output()
+	if err != nil {
+		var stderr string
+		if ee, ok := err.(*exec.ExitError); ok {
+			stderr = string(ee.Stderr)
+		}
+		t.Fatalf("%s: %v: %s %s", cmd.Args, err, out, stderr)
+	}
+	if !strings.Contains(string(out), "Answered by the other agent.") {
+		t.Errorf("the agent printed %q", out)
+	}
+	var sent any
+	for _, req := range agentSrv.Requests() {
+		if strings.Contains(string(req.Body), "and in the other agent?") {
+			sent = ac.sent(req.JSON())
+		}
+	}
+	if sent == nil {
+		t.Fatalf("the agent sent no request with its prompt (%d requests)", len(agentSrv.Requests()))
+	}
+	history, _ := json.Marshal(sent)
+	return string(history)
+}
+
+// TestExportCompactedToAgents: a session compacted in panto (/compact)
+// goes on in the other agent as it would in panto: the model is sent the
+// summary and what followed it, not the turns the summary replaced.
+func TestExportCompactedToAgents(t *testing.T) {
+	t.Parallel()
+	for _, ac := range agentCases {
+		t.Run(ac.format, func(t *testing.T) {
+			t.Parallel()
+			srv := fakeprovider.New(t, fakeprovider.Anthropic, anthropicKey,
+				fakeprovider.Reply{Text: "Paris is the capital."},
+				fakeprovider.Reply{Text: "User asked about the capital of France: Paris."},
+				fakeprovider.Reply{Text: "About 2 million people."},
+			)
+			work := t.TempDir()
+			home := filepath.Join(t.TempDir(), "home")
+			env := []string{"HOME=" + home, "XDG_DATA_HOME=" + filepath.Join(home, "data"), "XDG_STATE_HOME=" + filepath.Join(home, "state"), "ANTHROPIC_API_KEY=" + anthropicKey}
+			flags := []string{"--api-style", fakeprovider.Anthropic, "--base-url", srv.BaseURL(), "--model", "claude-sonnet-4-5", "-i"}
+			if r := runPanto(t, work, env, "what is the capital of France?\n/compact\nhow many live there?\n/quit\n", flags...); r.code != 0 {
+				t.Fatalf("panto: exit %d: %s", r.code, r.stderr)
+			}
+			r := runPanto(t, work, env, "", "export", "--project", ".", "--format", ac.format)
+			if r.code != 0 {
+				t.Fatalf("export: exit %d: %s", r.code, r.stderr)
+			}
+			history := goOn(t, ac, work, home, strings.TrimSpace(r.stdout))
+			for _, want := range []string{"User asked about the capital of France: Paris.", "how many live there?", "About 2 million people."} {
+				if !strings.Contains(history, want) {
+					t.Errorf("the agent did not send %q to the model; it sent %s", want, history)
+				}
+			}
+			for _, gone := range []string{"what is the capital of France?", "Paris is the capital."} {
+				if strings.Contains(history, gone) {
+					t.Errorf("the agent sent %q, which the compaction summary replaced; it sent %s", gone, history)
+				}
+			}
+		})
 	}
 }
