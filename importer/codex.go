@@ -18,6 +18,14 @@ import (
 // prompt (user_message) and the token counts; turn_context names the
 // model; compacted replaces the history with a summary.
 //
+// A remote compaction (OpenAI's, Codex's default with an OpenAI model)
+// writes no summary text: its summary is an encrypted item of the
+// replacement history, which only OpenAI's models read. The history
+// also keeps the prompts, and sometimes answers, in the clear; those are
+// the compaction's text (codexReplacement), so that a session continued
+// in panto sends the model what Codex kept that a model can read, not a
+// line saying nothing was kept.
+//
 // The typed prompt is taken from user_message, or from item_completed
 // of a UserMessage item, which is all Codex 0.171 writes of it (the user
 // response_items also hold the harness's context: AGENTS.md, the
@@ -91,6 +99,9 @@ type codexPayload struct {
 	Images    []json.RawMessage `json:"images"`
 	// item_completed
 	Item *codexItem `json:"item"`
+	// compacted: the history that replaces everything before it, which
+	// a remote compaction writes with no message.
+	ReplacementHistory []codexPayload `json:"replacement_history"`
 }
 
 // codexItem is a turn's item as item_completed reports it.
@@ -177,7 +188,7 @@ func (c *codex) line(line []byte) error {
 			}
 		}
 		if text == "" {
-			text = "(Codex compacted the conversation here and kept no summary text)"
+			text = codexReplacement(p.ReplacementHistory)
 		}
 		b.user(compactionEntry(ts, text))
 	}
@@ -398,4 +409,58 @@ func reasoningEffort(s string) agent.ReasoningEffort {
 		return e
 	}
 	return agent.ReasoningDefault
+}
+
+// codexReplacement is the text of a compaction that wrote no message:
+// the messages its replacement history keeps in the clear, the
+// harness's context (developer messages, the environment, AGENTS.md)
+// left out as it is from the prompts.
+func codexReplacement(history []codexPayload) string {
+	var kept []string
+	for _, item := range history {
+		if item.Type != "message" || (item.Role != "user" && item.Role != "assistant") {
+			continue // developer messages, the encrypted summary, reasoning
+		}
+		var parts []codexText
+		if json.Unmarshal(item.Content, &parts) != nil {
+			continue
+		}
+		var text []string
+		for _, t := range parts {
+			if t.Text != "" && !(item.Role == "user" && codexContext(t.Text)) {
+				text = append(text, t.Text)
+			}
+		}
+		if len(text) > 0 {
+			kept = append(kept, item.Role+": "+strings.Join(text, "\n"))
+		}
+	}
+	if len(kept) == 0 {
+		return "(Codex compacted the conversation here and kept no summary text)"
+	}
+	return "(Codex compacted the conversation here; its summary is encrypted for OpenAI's models, and what it kept in the clear follows)\n\n" + strings.Join(kept, "\n\n")
+}
+
+// codexContext reports whether a user message's text is the harness's
+// context rather than a prompt: Codex wraps what it adds in a tag of its
+// own (<environment_context>, <user_instructions>, <turn_aborted>…) or
+// heads it as AGENTS.md's instructions.
+func codexContext(text string) bool {
+	t := strings.TrimSpace(text)
+	if strings.HasPrefix(t, "# AGENTS.md instructions") {
+		return true
+	}
+	if !strings.HasPrefix(t, "<") {
+		return false
+	}
+	end := strings.IndexByte(t, '>')
+	if end < 2 {
+		return false
+	}
+	for _, c := range t[1:end] {
+		if !(c >= 'a' && c <= 'z' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
 }

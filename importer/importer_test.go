@@ -306,6 +306,60 @@ func TestCodexPromptReportedTwice(t *testing.T) {
 	}
 }
 
+// TestCodexRemoteCompaction: a compaction of OpenAI's (no message, the
+// summary encrypted in the replacement history) is imported as the
+// messages the history keeps in the clear, not the harness's context or
+// the encrypted item; a history with nothing readable says so.
+func TestCodexRemoteCompaction(t *testing.T) {
+	meta := `{"timestamp":"2026-10-01T00:00:00Z","type":"session_meta","payload":{"id":"remote"}}` + "\n" +
+		`{"timestamp":"2026-10-01T00:00:01Z","type":"event_msg","payload":{"type":"user_message","message":"fix the build"}}` + "\n"
+	for _, tc := range []struct {
+		history   string
+		want      []string
+		wantNot   []string
+		wantExact string
+	}{{
+		history: `[{"type":"message","role":"developer","content":[{"type":"input_text","text":"<permissions instructions>sandboxed</permissions instructions>"}]},` +
+			`{"type":"message","role":"user","content":[{"type":"input_text","text":"<environment_context>\n  <cwd>/w</cwd>\n</environment_context>"}]},` +
+			`{"type":"message","role":"user","content":[{"type":"input_text","text":"# AGENTS.md instructions for /w\n\nbe brief"}]},` +
+			`{"type":"message","role":"user","content":[{"type":"input_text","text":"fix the build"}]},` +
+			`{"type":"message","role":"assistant","content":[{"type":"output_text","text":"the linker flag was wrong"}]},` +
+			`{"type":"compaction","encrypted_content":"gAAAA-secret"}]`,
+		want:    []string{"encrypted", "user: fix the build", "assistant: the linker flag was wrong"},
+		wantNot: []string{"sandboxed", "environment_context", "be brief", "gAAAA"},
+	}, {
+		history:   `[{"type":"compaction","encrypted_content":"gAAAA-secret"}]`,
+		wantExact: "(Codex compacted the conversation here and kept no summary text)",
+	}} {
+		log := meta + `{"timestamp":"2026-10-01T00:00:02Z","type":"compacted","payload":{"message":"","replacement_history":` + tc.history + `}}` + "\n" +
+			`{"timestamp":"2026-10-01T00:00:03Z","type":"event_msg","payload":{"type":"user_message","message":"and now?"}}` + "\n"
+		c, err := Convert(Codex, "r.jsonl", []byte(log))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, es := entries(t, c.Log)
+		var summary string
+		for _, e := range es {
+			if e.Message.IsCompactionSummary() {
+				summary = e.Message.Text()
+			}
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(summary, w) {
+				t.Errorf("compaction %q lacks %q", summary, w)
+			}
+		}
+		for _, w := range tc.wantNot {
+			if strings.Contains(summary, w) {
+				t.Errorf("compaction %q holds %q", summary, w)
+			}
+		}
+		if tc.wantExact != "" && summary != tc.wantExact {
+			t.Errorf("compaction %q, want %q", summary, tc.wantExact)
+		}
+	}
+}
+
 // TestCodexLinks: a Codex subagent or fork links to the session it came
 // from.
 func TestCodexLinks(t *testing.T) {
