@@ -97,6 +97,9 @@ type codexPayload struct {
 	Info      json.RawMessage   `json:"info"`
 	Message   json.RawMessage   `json:"message"`
 	Images    []json.RawMessage `json:"images"`
+	// LocalImages are the paths of the images attached from disk (a
+	// pasted screenshot, -i FILE), which images does not hold.
+	LocalImages []json.RawMessage `json:"local_images"`
 	// item_completed
 	Item *codexItem `json:"item"`
 	// compacted: the history that replaces everything before it, which
@@ -313,7 +316,7 @@ func (c *codex) event(ts time.Time, p codexPayload) error {
 				return fmt.Errorf("user_message: %v", err)
 			}
 		}
-		c.prompt(ts, fromUserMessage, text, len(p.Images))
+		c.prompt(ts, fromUserMessage, text, len(p.Images)+len(p.LocalImages))
 	case "item_completed":
 		if p.Item == nil || p.Item.Type != "UserMessage" {
 			return nil // the agent's messages and tool calls: response_items hold them

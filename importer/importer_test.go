@@ -306,6 +306,35 @@ func TestCodexPromptReportedTwice(t *testing.T) {
 	}
 }
 
+// TestCodexImagePrompt: a prompt of images alone, attached from disk
+// (user_message's local_images) or pasted (images), is a prompt, and
+// reported by both events it is one prompt.
+func TestCodexImagePrompt(t *testing.T) {
+	ev := func(sec int, payload string) string {
+		return fmt.Sprintf(`{"timestamp":"2026-10-01T00:00:%02dZ","type":"event_msg","payload":%s}`, sec, payload) + "\n"
+	}
+	answer := func(sec int) string {
+		return fmt.Sprintf(`{"timestamp":"2026-10-01T00:00:%02dZ","type":"response_item","payload":{"type":"message","role":"assistant","content":[{"type":"output_text","text":"a cat"}]}}`, sec) + "\n" +
+			ev(sec, `{"type":"task_complete"}`)
+	}
+	log := `{"timestamp":"2026-10-01T00:00:00Z","type":"session_meta","payload":{"id":"images"}}` + "\n" +
+		ev(1, `{"type":"task_started"}`) + ev(1, `{"type":"user_message","message":"","images":[],"local_images":["/tmp/shot.png"]}`) + answer(2) +
+		ev(3, `{"type":"task_started"}`) + ev(3, `{"type":"user_message","message":"and this?","local_images":["/tmp/b.png"]}`) +
+		ev(3, `{"type":"item_completed","item":{"type":"UserMessage","content":[{"type":"text","text":"and this?"},{"type":"local_image","path":"/tmp/b.png"}]}}`) + answer(4)
+	c, err := Convert(Codex, "r.jsonl", []byte(log))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, es := entries(t, c.Log)
+	var roles []string
+	for _, e := range es {
+		roles = append(roles, string(e.Message.Role)+":"+strings.ReplaceAll(e.Message.Text(), "\n", " "))
+	}
+	if got, want := strings.Join(roles, ","), "user:[image],assistant:a cat,user:and this? [image],assistant:a cat"; got != want {
+		t.Errorf("messages %s, want %s", got, want)
+	}
+}
+
 // TestCodexRemoteCompaction: a compaction of OpenAI's (no message, the
 // summary encrypted in the replacement history) is imported as the
 // messages the history keeps in the clear, not the harness's context or
