@@ -62,6 +62,10 @@ type Outcome struct {
 	Replaced string
 	Kept     bool
 	Deleted  *store.Tombstone
+	// Earlier says that the stored session is an earlier panto's
+	// conversion of the source, and grew (or stayed) in that form; an
+	// import with Replace replaces it by the new conversion instead.
+	Earlier bool
 
 	// held is the stored checkpoint a divergence was found at, gone the
 	// checkpoint a tombstone refused an append at (its hash "": unknown).
@@ -116,8 +120,9 @@ func Apply(ctx context.Context, st store.LogStore, c *Conversion, stored store.C
 // which form of it the store holds a prefix of: Log, one of the forms of
 // an earlier import (Conversion.others), or, when neither matches, Log
 // under the header the store holds when that differs in its project
-// alone (one read of the stored log), and last any of them with titles
-// between its batches (afterTitles, one more read). A session is so
+// alone (one read of the stored log), then any of them with titles
+// between its batches (afterTitles, one more read), and last the forms
+// of an earlier panto's conversion (Conversion.earlier). A session is so
 // appended to under the header its first import wrote, on whichever
 // machine, since a header never changes.
 func decide(ctx context.Context, st store.LogStore, c *Conversion, stored store.Checkpoint) (Outcome, []byte, error) {
@@ -139,7 +144,25 @@ func decide(ctx context.Context, st store.LogStore, c *Conversion, stored store.
 		}
 		forms = append(forms, under)
 	}
-	return afterTitles(ctx, st, c.ID, forms, stored)
+	out, log, err = afterTitles(ctx, st, c.ID, forms, stored)
+	if err != nil || out.Action != ActionDiverged {
+		return out, log, err
+	}
+	// An earlier panto's conversion, the session growing in that form.
+	if earlier := c.earlierForms(); len(earlier) > 0 {
+		eout, elog, err := match(ctx, st, c.ID, earlier, stored)
+		if err == nil && elog == nil {
+			eout, elog, err = afterTitles(ctx, st, c.ID, earlier, stored)
+		}
+		if err != nil {
+			return Outcome{}, nil, err
+		}
+		if eout.Action != ActionDiverged {
+			eout.Earlier = true
+			return eout, elog, nil
+		}
+	}
+	return out, log, nil
 }
 
 // afterTitles decides for a session named in panto after its import

@@ -45,6 +45,31 @@ type codex struct {
 	// prompts counts the prompts of the turn by their text, as each
 	// kind of event gave them: user_message, item_completed.
 	prompts [2]map[string]int
+	// rules are the readings of an earlier panto this conversion leaves
+	// out (codexEarlier); none for the current conversion.
+	rules codexRules
+}
+
+// codexRules name the readings that later pantos added to the Codex
+// conversion, each of which changes the conversion of the logs it
+// applies to: the earlier conversion is what a session an earlier panto
+// imported grows from (Conversion.earlier).
+type codexRules struct {
+	// noItemCompleted: prompts from user_message alone (before Codex
+	// 0.171's item_completed was read).
+	noItemCompleted bool
+	// noLocalImages: user_message's local_images not counted.
+	noLocalImages bool
+	// noReplacement: a compaction with no message is the placeholder,
+	// not its replacement history's messages.
+	noReplacement bool
+}
+
+// codexEarlier are the rules of the earlier pantos whose conversions
+// differ from this one's, newest first.
+var codexEarlier = []codexRules{
+	{noLocalImages: true, noReplacement: true},                        // round 32
+	{noItemCompleted: true, noLocalImages: true, noReplacement: true}, // before
 }
 
 func newCodex() *codex { return &codex{b: newBuilder(Codex)} }
@@ -191,7 +216,11 @@ func (c *codex) line(line []byte) error {
 			}
 		}
 		if text == "" {
-			text = codexReplacement(p.ReplacementHistory)
+			history := p.ReplacementHistory
+			if c.rules.noReplacement {
+				history = nil
+			}
+			text = codexReplacement(history)
 		}
 		b.user(compactionEntry(ts, text))
 	}
@@ -316,9 +345,13 @@ func (c *codex) event(ts time.Time, p codexPayload) error {
 				return fmt.Errorf("user_message: %v", err)
 			}
 		}
-		c.prompt(ts, fromUserMessage, text, len(p.Images)+len(p.LocalImages))
+		images := len(p.Images)
+		if !c.rules.noLocalImages {
+			images += len(p.LocalImages)
+		}
+		c.prompt(ts, fromUserMessage, text, images)
 	case "item_completed":
-		if p.Item == nil || p.Item.Type != "UserMessage" {
+		if p.Item == nil || p.Item.Type != "UserMessage" || c.rules.noItemCompleted {
 			return nil // the agent's messages and tool calls: response_items hold them
 		}
 		var texts []string

@@ -107,6 +107,10 @@ type Conversion struct {
 	// panto took from it), which a session it imported grows from, since
 	// a header never changes.
 	others [][]byte
+	// earlier, when set, converts the log as earlier pantos did, where
+	// that differs (codexEarlier): a session one of them imported grows
+	// in that form (decide), unless the import replaces it.
+	earlier func() []*Conversion
 	// Stats counts what the conversion kept and dropped.
 	Stats Stats
 	// ExportOf is the panto session a log panto exported holds, when the
@@ -152,6 +156,27 @@ func Convert(a Agent, name string, data []byte) (*Conversion, error) {
 	default:
 		return nil, fmt.Errorf("convert %s: unknown agent %q", name, a)
 	}
+	c, err := convert(conv, a, name, data)
+	if err != nil {
+		return nil, err
+	}
+	if a == Codex {
+		c.earlier = func() []*Conversion {
+			var out []*Conversion
+			for _, rules := range codexEarlier {
+				e, err := convert(&codex{b: newBuilder(Codex), rules: rules}, a, name, data)
+				if err == nil && len(e.Log) > 0 && !bytes.Equal(e.Log, c.Log) {
+					out = append(out, e)
+				}
+			}
+			return out
+		}
+	}
+	return c, nil
+}
+
+// convert reads data with conv into its conversion.
+func convert(conv converter, a Agent, name string, data []byte) (*Conversion, error) {
 	b := conv.builder()
 	b.fallbackID = logStem(name)
 	lineNo := 0

@@ -27,12 +27,36 @@ func (c *Conversion) WithProject(p agent.Project) (*Conversion, error) {
 	out := *c
 	out.Log, out.Project = log, p
 	out.others = append([][]byte{c.Log}, c.others...)
+	if earlier := c.earlier; earlier != nil {
+		out.earlier = func() []*Conversion {
+			var with []*Conversion
+			for _, e := range earlier() {
+				if w, err := e.WithProject(p); err == nil {
+					with = append(with, w)
+				}
+			}
+			return with
+		}
+	}
 	return &out, nil
 }
 
 // forms are the bytes a store may hold a prefix of for c: Log first,
 // then the forms of earlier imports (others).
 func (c *Conversion) forms() [][]byte { return append([][]byte{c.Log}, c.others...) }
+
+// earlierForms are the forms of c as earlier pantos converted its log,
+// where they differ from c's (nil: none).
+func (c *Conversion) earlierForms() [][]byte {
+	if c.earlier == nil {
+		return nil
+	}
+	var forms [][]byte
+	for _, e := range c.earlier() {
+		forms = append(forms, e.forms()...)
+	}
+	return forms
+}
 
 // withHeaderProject is log with its header (its first line) recording
 // project p, the lines after it as they are.

@@ -85,7 +85,16 @@ func importOnce(ctx context.Context, st store.LogStore, c *Conversion, known Lis
 	if at, deleted := known.Deleted(c.ID); deleted && stored.Length == 0 {
 		return follow(c, known, at)
 	}
-	out, err := Apply(ctx, st, c, stored, opts.Dry)
+	applied := c
+	if opts.Replace && c.earlier != nil {
+		// A session an earlier panto converted otherwise is replaced by
+		// the new conversion, as a diverged one is, instead of growing
+		// in its earlier form.
+		now := *c
+		now.earlier = nil
+		applied = &now
+	}
+	out, err := Apply(ctx, st, applied, stored, opts.Dry)
 	if err != nil {
 		return out, nil, err
 	}
@@ -246,7 +255,7 @@ func (c *Conversion) replacement(held store.Checkpoint, p *agent.Project) (*Conv
 		})
 	}
 	out := *c
-	out.ID, out.others = id, nil
+	out.ID, out.others, out.earlier = id, nil, nil
 	forms := c.forms()
 	if p != nil {
 		forms = forms[:1]

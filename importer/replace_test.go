@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -265,5 +266,89 @@ func TestContinuedInPanto(t *testing.T) {
 		if got := continuedInPanto(tc.have, c.Log); got != tc.want {
 			t.Errorf("%s: continued in panto %v, want %v", tc.name, got, tc.want)
 		}
+	}
+}
+
+// TestEarlierCodexConversion: a Codex session an earlier panto imported
+// (its prompts of images attached from disk dropped, a compaction by
+// OpenAI a placeholder, before round 32 its 0.171 prompts too) is not a
+// divergence: it grows in that panto's form, and says so, until an
+// import with Replace replaces it by the new conversion.
+func TestEarlierCodexConversion(t *testing.T) {
+	ctx := context.Background()
+	ev := func(sec int, payload string) string {
+		return fmt.Sprintf(`{"timestamp":"2026-10-01T00:00:%02dZ","type":"event_msg","payload":%s}`, sec, payload) + "\n"
+	}
+	answer := func(sec int, text string) string {
+		return fmt.Sprintf(`{"timestamp":"2026-10-01T00:00:%02dZ","type":"response_item","payload":{"type":"message","role":"assistant","content":[{"type":"output_text","text":%q}]}}`, sec, text) + "\n" +
+			ev(sec, `{"type":"task_complete"}`)
+	}
+	first := `{"timestamp":"2026-10-01T00:00:00Z","type":"session_meta","payload":{"id":"earlier","cwd":"/w"}}` + "\n" +
+		ev(1, `{"type":"task_started"}`) + ev(1, `{"type":"item_completed","item":{"type":"UserMessage","content":[{"type":"text","text":"fix the build"}]}}`) + answer(2, "fixed") +
+		`{"timestamp":"2026-10-01T00:00:03Z","type":"compacted","payload":{"message":"","replacement_history":[{"type":"message","role":"user","content":[{"type":"input_text","text":"fix the build"}]},{"type":"compaction","encrypted_content":"gAAAA"}]}}` + "\n" +
+		ev(4, `{"type":"task_started"}`) + ev(4, `{"type":"user_message","message":"","local_images":["/tmp/shot.png"]}`) + answer(5, "a red build")
+	whole := first + ev(6, `{"type":"task_started"}`) + ev(6, `{"type":"user_message","message":"and now?","local_images":["/tmp/b.png"]}`) + answer(7, "green")
+
+	for _, tc := range []struct {
+		name  string
+		rules codexRules
+	}{{"round 32", codexEarlier[0]}, {"before round 32", codexEarlier[1]}} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := openDir(t)
+			convertAs := func(rules codexRules, data string) *Conversion {
+				t.Helper()
+				c, err := convert(&codex{b: newBuilder(Codex), rules: rules}, Codex, "r.jsonl", []byte(data))
+				if err != nil {
+					t.Fatal(err)
+				}
+				return c
+			}
+			old := convertAs(tc.rules, first)
+			now := convertAs(codexRules{}, first)
+			if bytes.Equal(old.Log, now.Log) {
+				t.Fatal("the earlier conversion is the current one: the test proves nothing")
+			}
+			held, err := st.AppendLog(ctx, old.ID, store.Checkpoint{}, old.Log)
+			if err != nil {
+				t.Fatal(err)
+			}
+			imp := func(data string, opts Options) Outcome {
+				t.Helper()
+				c, err := Convert(Codex, "r.jsonl", []byte(data))
+				if err != nil {
+					t.Fatal(err)
+				}
+				out, err := Import(ctx, st, c, listStore(t, st), opts)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return out
+			}
+			if out := imp(first, Options{}); out.Action != ActionUnchanged || !out.Earlier {
+				t.Fatalf("import of the same log: %+v, want unchanged, an earlier conversion", out)
+			}
+			out := imp(whole, Options{})
+			if out.Action != ActionAppended || !out.Earlier || out.Appended != 2 {
+				t.Fatalf("import of the grown log: %+v, want 2 messages appended to the earlier conversion", out)
+			}
+			if got, want := storedBytes(t, st, old.ID), convertAs(tc.rules, whole).Log; !bytes.Equal(got, want) {
+				t.Fatalf("stored after the append:\n%s\nwant the earlier panto's conversion of the whole log:\n%s", got, want)
+			}
+			grown, err := store.Head(ctx, st, old.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = imp(whole, Options{Replace: true})
+			if out.Action != ActionReplaced || out.Replaced != old.ID || out.ID != ReplacementID(old.ID, grown) {
+				t.Fatalf("import with Replace: %+v, want %s replaced (held at %v, first %v)", out, old.ID, grown, held)
+			}
+			got := storedBytes(t, st, out.ID)
+			if !bytes.Contains(got, []byte("[image]")) || !bytes.Contains(got, []byte("what it kept in the clear")) {
+				t.Errorf("the replacement is not the new conversion:\n%s", got)
+			}
+			if out := imp(whole, Options{}); out.Action != ActionUnchanged || out.Earlier || out.ID != ReplacementID(old.ID, grown) {
+				t.Errorf("import after the replacement: %+v, want the replacement unchanged", out)
+			}
+		})
 	}
 }

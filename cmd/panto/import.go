@@ -43,9 +43,12 @@ Importing again changes nothing; a log that grew has its new messages appended t
 same session, so import can run on a timer. A session whose stored bytes are not the
 start of its new conversion (an earlier panto converted it otherwise, or its source
 changed below what was imported) is reported as diverged, and its stored copy left as
-it is. --replace-diverged writes the new conversion as a new session that replaces it
+it is; one an earlier panto imported, whose conversion this panto reads more of (a
+Codex compaction's kept messages, prompts of images from disk), goes on in that form
+and is counted in the summary. --replace-diverged writes the new conversion as a new session that replaces it
 and deletes the old copy, as panto rm would (one continued in panto is kept beside its
-replacement); later imports of the log go to the replacement, without the flag. A file
+replacement), and replaces those of an earlier panto's form too; later imports of
+the log go to the replacement, without the flag. A file
 with a malformed line is refused (file:line) and nothing of it written. A response still being written, or tool calls without their
 results yet, wait for the next import. The command fails when a file was refused or
 a session diverged, after importing everything else. Eight files are imported at
@@ -91,9 +94,13 @@ type importEvent struct {
 	Kept     bool   `json:"kept,omitempty"`
 	// Held says that messages read wait for later lines of the source (a
 	// response in progress, tool calls without results yet).
-	Held   bool   `json:"held,omitempty"`
-	DryRun bool   `json:"dry_run,omitempty"`
-	Error  string `json:"error,omitempty"`
+	Held bool `json:"held,omitempty"`
+	// Earlier says that the stored session is an earlier panto's
+	// conversion of the source, and grows in that form (--replace-diverged
+	// replaces it by this panto's).
+	Earlier bool   `json:"earlier_conversion,omitempty"`
+	DryRun  bool   `json:"dry_run,omitempty"`
+	Error   string `json:"error,omitempty"`
 }
 
 func runImport(c *cli.Context, e *env) error {
@@ -145,6 +152,9 @@ func runImport(c *cli.Context, e *env) error {
 			for ; printed < len(events) && events[printed] != nil; printed++ {
 				ev := events[printed]
 				counts[ev.Action]++
+				if ev.Earlier {
+					counts["earlier"]++
+				}
 				if bar != nil {
 					_ = bar.Add(1)
 				}
@@ -332,7 +342,7 @@ func importOne(ctx context.Context, st store.LogStore, stored *storedLogs, proje
 		ev.Action, ev.Error = "failed", err.Error()
 		return ev
 	}
-	ev.Action, ev.Appended, ev.Replaced, ev.Kept = string(out.Action), out.Appended, out.Replaced, out.Kept
+	ev.Action, ev.Appended, ev.Replaced, ev.Kept, ev.Earlier = string(out.Action), out.Appended, out.Replaced, out.Kept, out.Earlier
 	if out.ID != "" {
 		ev.ID = out.ID
 	}
@@ -425,6 +435,11 @@ func printImportSummary(w io.Writer, counts map[string]int, files int, dry bool)
 		parts = append(parts, "(dry run: nothing written)")
 	}
 	fmt.Fprintln(w, strings.Join(parts, ", "))
+	if n := counts["earlier"]; n > 0 {
+		fmt.Fprintf(w, "%s as an earlier panto converted %s (this one reads more of the source): panto import --replace-diverged converts %s anew\n",
+			map[bool]string{true: "1 session goes on", false: fmt.Sprintf("%d sessions go on", n)}[n == 1],
+			map[bool]string{true: "it", false: "them"}[n == 1], map[bool]string{true: "it", false: "them"}[n == 1])
+	}
 }
 
 // writeJSONLine writes v as one line of JSON.
