@@ -24,7 +24,7 @@ func importCommand(e *env) *cli.Command {
 	return &cli.Command{
 		Name:      "import",
 		Usage:     "import the sessions of Claude Code, Codex and pi into the store",
-		UsageText: "panto import [--store SPEC] [--from claude-code|codex|pi] [--replace-diverged] [--dry-run] [--json] [PATH...]",
+		UsageText: "panto import [--store SPEC] [--from claude-code|codex|pi] [--replace-diverged] [--dry-run | --watch] [--json] [PATH...]",
 		Description: `Converts other agents' session logs into panto sessions: each foreign session becomes
 one panto session (its id derived from the agent's own id, so every import names the
 same one), which panto -r resumes with any provider. Without PATH, each agent's own
@@ -54,11 +54,19 @@ results yet, wait for the next import. The command fails when a file was refused
 a session diverged, after importing everything else. Eight files are imported at
 once; what each came to is printed in the files' order.
 
+--watch goes on after the import: each turn an agent writes is imported within a few
+seconds (the directories are watched, new project and day directories too; a log that
+failed to import, a bucket not answering, is tried again 15 s later), and the store's
+listing is brought up to date after each, so panto sessions, search and -c on any
+machine have it. It runs until stopped (Ctrl-C, SIGTERM), and exits 0 then; as a
+systemd user service or a launchd agent it keeps the archive of every agent current.
+
 Examples:
    panto import                                    every agent's sessions, into the default store
    panto import --from codex                       Codex's only
    panto import --dry-run                          what would be imported or appended
    panto import --replace-diverged                 replace the diverged sessions by their new conversion
+   panto import --watch --store s3://team/panto    import every turn of every agent as it is written
    panto import ~/.claude/projects/-home-me-src-app   one project's Claude Code sessions
    panto import --store s3://archive/agents --key-file ~/.config/panto/bucket.key
    panto import --json | jq -r 'select(.action=="new") | .id'`,
@@ -66,7 +74,8 @@ Examples:
 			&cli.StringFlag{Name: "from", Usage: "the agent whose logs to import: claude-code, codex or pi (default: all, recognised from each file)"},
 			&cli.BoolFlag{Name: "replace-diverged", Usage: "write a diverged session's new conversion as a new session replacing it, and delete the old copy (kept when continued in panto)"},
 			&cli.BoolFlag{Name: "dry-run", Aliases: []string{"n"}, Usage: "say what would be imported, appended or replaced, and write nothing"},
-			&cli.BoolFlag{Name: "json", Usage: `print one object per session: {"source", "agent", "foreign_id", "id", "action", "messages", "appended", "replaced", "kept", "held", "error"}`},
+			&cli.BoolFlag{Name: "watch", Aliases: []string{"w"}, Usage: "after importing, keep importing each turn the agents write, within seconds, until stopped (Ctrl-C)"},
+			&cli.BoolFlag{Name: "json", Usage: `print one object per session: {"source", "agent", "foreign_id", "id", "action", "messages", "appended", "replaced", "kept", "held", "earlier_conversion", "error"}`},
 		),
 		Action: func(c *cli.Context) error { return runImport(c, e) },
 	}
@@ -127,53 +136,37 @@ func runImport(c *cli.Context, e *env) error {
 	}
 	jsonOut, opts := c.Bool("json"), importer.Options{Dry: c.Bool("dry-run"), Replace: c.Bool("replace-diverged")}
 	dry := opts.Dry
+	if c.Bool("watch") && dry {
+		return errors.New("import: --watch imports as the agents write: leave out --dry-run")
+	}
 	var bar *progressbar.ProgressBar
 	if e.stdoutIsTerminal && !jsonOut && len(sources) > 1 {
 		bar = progressbar.NewOptions(len(sources), progressbar.OptionSetWriter(e.stderr), progressbar.OptionSetDescription("import"), progressbar.OptionClearOnFinish())
 	}
-	counts := map[string]int{}
-	// A new session is a PUT or two on a bucket, so the first import of
-	// a long history, one source after another, waits a round trip per
-	// session: several go at once, and each event is printed in the
-	// sources' order as soon as those before it are.
 	projects := newProjectFinder()
-	events := make([]*importEvent, len(sources))
-	printed := 0
-	var mu sync.Mutex
-	var printErr error
-	g := new(errgroup.Group)
-	g.SetLimit(concurrentImports)
-	for i, src := range sources {
-		g.Go(func() error {
-			ev := importOne(c.Context, st, stored, projects, i, src, opts)
-			mu.Lock()
-			defer mu.Unlock()
-			events[i] = &ev
-			for ; printed < len(events) && events[printed] != nil; printed++ {
-				ev := events[printed]
-				counts[ev.Action]++
-				if ev.Earlier {
-					counts["earlier"]++
-				}
-				if bar != nil {
-					_ = bar.Add(1)
-				}
-				if err := printImportEvent(e.stdout, bar, *ev, jsonOut); err != nil && printErr == nil {
-					printErr = err
-				}
-			}
-			return nil
-		})
+	var watch *importWatcher
+	if c.Bool("watch") {
+		// Watched before the import reads the logs, so that nothing the
+		// agents write meanwhile is missed.
+		watch = &importWatcher{e: e, st: st, stored: stored, projects: projects, opts: opts, jsonOut: jsonOut, roots: watchRoots(c.Args().Slice(), from, e.getenv)}
+		if err := watch.start(); err != nil {
+			return err
+		}
+		defer watch.close()
 	}
-	_ = g.Wait()
-	if printErr != nil {
-		return printErr
+	counts, _, err := importBatch(c.Context, e.stdout, bar, st, stored, projects, sources, opts, jsonOut)
+	if err != nil {
+		return err
 	}
 	if bar != nil {
 		_ = bar.Finish()
 	}
 	if !jsonOut {
 		printImportSummary(e.stdout, counts, len(sources), dry)
+	}
+	if watch != nil {
+		watch.flush(c.Context)
+		return watch.run(c.Context)
 	}
 	var failed []string
 	if n := counts["refused"]; n > 0 {
@@ -186,6 +179,51 @@ func runImport(c *cli.Context, e *env) error {
 		return fmt.Errorf("import: %s", strings.Join(failed, "; "))
 	}
 	return nil
+}
+
+// importBatch imports sources, several at once, and prints what each
+// came to in the sources' order as soon as those before it are; it
+// returns how many came to each action (and "earlier"), and the events.
+func importBatch(ctx context.Context, w io.Writer, bar *progressbar.ProgressBar, st store.LogStore, stored *storedLogs, projects *projectFinder, sources []importer.Source, opts importer.Options, jsonOut bool) (map[string]int, []importEvent, error) {
+	stored.newBatch()
+	counts := map[string]int{}
+	// A new session is a PUT or two on a bucket, so the first import of
+	// a long history, one source after another, waits a round trip per
+	// session: several go at once.
+	events := make([]*importEvent, len(sources))
+	printed := 0
+	var mu sync.Mutex
+	var printErr error
+	g := new(errgroup.Group)
+	g.SetLimit(concurrentImports)
+	for i, src := range sources {
+		g.Go(func() error {
+			ev := importOne(ctx, st, stored, projects, i, src, opts)
+			mu.Lock()
+			defer mu.Unlock()
+			events[i] = &ev
+			for ; printed < len(events) && events[printed] != nil; printed++ {
+				ev := events[printed]
+				counts[ev.Action]++
+				if ev.Earlier {
+					counts["earlier"]++
+				}
+				if bar != nil {
+					_ = bar.Add(1)
+				}
+				if err := printImportEvent(w, bar, *ev, jsonOut); err != nil && printErr == nil {
+					printErr = err
+				}
+			}
+			return nil
+		})
+	}
+	_ = g.Wait()
+	out := make([]importEvent, len(events))
+	for i, ev := range events {
+		out[i] = *ev
+	}
+	return counts, out, printErr
 }
 
 // importSources lists the logs to import: those under paths, or under
@@ -265,6 +303,13 @@ func (s *storedLogs) claim(turn int, id string) (done func()) {
 		<-prev
 	}
 	return func() { close(mine) }
+}
+
+// newBatch starts the claims of a new batch of sources, numbered from 0.
+func (s *storedLogs) newBatch() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.turn, s.last = 0, map[string]chan struct{}{}
 }
 
 // Checkpoint and Deleted make storedLogs an importer.Listing.

@@ -1,0 +1,339 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+
+	"github.com/panto-dev/panto/importer"
+	"github.com/panto-dev/panto/store"
+)
+
+// panto import --watch keeps importing the agents' logs as they write
+// them: the directories are watched (inotify, kqueue or the platform's
+// equivalent, recursively, as Claude Code makes a directory per project
+// and Codex one per day), the logs written to are gathered for a moment
+// and imported as a batch, and the store is flushed after each, so that
+// a bucket's index lists what was imported at once. A log whose import
+// failed (a bucket that did not answer) is tried again later, so no turn
+// the agent wrote waits for the agent to write another.
+const (
+	// importQuiet is how long the logs written to are gathered after
+	// the last write: an agent writes a turn as several appends.
+	importQuiet = time.Second
+	// importMaxDelay bounds the gathering while an agent writes on and
+	// on (a long answer streamed to its log).
+	importMaxDelay = 10 * time.Second
+	// importRetry is how long a log whose import failed waits before it
+	// is tried again, when nothing writes to it meanwhile.
+	importRetry = 15 * time.Second
+	// rootRescan is how often a directory that is not there yet (an
+	// agent not used yet on this machine) is looked for.
+	rootRescan = 30 * time.Second
+)
+
+// watchRoot is a directory (or log) watched for one agent's logs ("":
+// recognised from each file).
+type watchRoot struct {
+	path  string
+	agent importer.Agent
+}
+
+// watchRoots are the directories an import of paths (the agents' own
+// when none) reads.
+func watchRoots(paths []string, from importer.Agent, getenv func(string) string) []watchRoot {
+	var roots []watchRoot
+	if len(paths) > 0 {
+		for _, p := range paths {
+			if abs, err := filepath.Abs(p); err == nil {
+				p = abs
+			}
+			roots = append(roots, watchRoot{path: p, agent: from})
+		}
+		return roots
+	}
+	agents := importer.Agents
+	if from != "" {
+		agents = []importer.Agent{from}
+	}
+	for _, a := range agents {
+		for _, dir := range importer.DefaultDirs(a, getenv) {
+			roots = append(roots, watchRoot{path: dir, agent: a})
+		}
+	}
+	return roots
+}
+
+// importWatcher is the state of panto import --watch.
+type importWatcher struct {
+	e        *env
+	st       store.LogStore
+	stored   *storedLogs
+	projects *projectFinder
+	opts     importer.Options
+	jsonOut  bool
+	roots    []watchRoot
+
+	fsw *fsnotify.Watcher
+	// watched are the roots being watched; the others are looked for
+	// every rootRescan.
+	watched map[string]bool
+	// dirty are the logs written to since the last batch, by path, with
+	// the root that holds them; failed those whose import failed, tried
+	// again importRetry later.
+	dirty  map[string]watchRoot
+	failed map[string]bool
+	// unflushed says that the last flush failed: it is tried again as a
+	// failed import is.
+	unflushed bool
+}
+
+// start watches the roots that are there.
+func (w *importWatcher) start() error {
+	fsw, err := fsnotify.NewWatcher()
+	if err != nil {
+		return fmt.Errorf("import --watch: %w", err)
+	}
+	w.fsw, w.watched, w.dirty, w.failed = fsw, map[string]bool{}, map[string]watchRoot{}, map[string]bool{}
+	for _, r := range w.roots {
+		if err := w.watchRoot(r, false); err != nil {
+			fsw.Close()
+			return fmt.Errorf("import --watch: %w", err)
+		}
+	}
+	return nil
+}
+
+func (w *importWatcher) close() { w.fsw.Close() }
+
+// run watches until ctx ends or the user stops it (Ctrl-C, SIGTERM),
+// which is not a failure. What was written while the first import ran
+// is imported at once (it was watched).
+func (w *importWatcher) run(ctx context.Context) error {
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	fsw := w.fsw
+	var names []string
+	for _, r := range w.roots {
+		names = append(names, r.path)
+	}
+	fmt.Fprintf(w.e.stderr, "panto import: watching %s for new turns (Ctrl-C to stop)\n", strings.Join(names, ", "))
+
+	var gather <-chan time.Time // fires once the writes are quiet
+	var firstDirty time.Time
+	var retry <-chan time.Time // fires when a failed import is due again
+	rescan := time.NewTicker(rootRescan)
+	defer rescan.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case ev, ok := <-fsw.Events:
+			if !ok {
+				return nil
+			}
+			if w.event(ev) {
+				if firstDirty.IsZero() {
+					firstDirty = time.Now()
+				}
+				wait := min(importQuiet, importMaxDelay-time.Since(firstDirty))
+				gather = time.After(max(wait, 0))
+			}
+		case err, ok := <-fsw.Errors:
+			if !ok {
+				return nil
+			}
+			// Events were lost (the kernel's queue overflowed): every
+			// log is read again, which imports what changed.
+			fmt.Fprintf(w.e.stderr, "panto import: warning: %s; reading every log again\n", oneLine(err.Error()))
+			for _, r := range w.roots {
+				w.markAll(r)
+			}
+			gather = time.After(importQuiet)
+		case <-gather:
+			gather, firstDirty = nil, time.Time{}
+			w.importDirty(ctx)
+		case <-retry:
+			retry = nil
+			for path := range w.failed {
+				if _, ok := w.dirty[path]; !ok {
+					w.dirty[path] = w.rootOf(path)
+				}
+			}
+			if len(w.dirty) > 0 {
+				w.importDirty(ctx)
+			} else if w.unflushed {
+				w.flush(ctx)
+			}
+		case <-rescan.C:
+			for _, r := range w.roots {
+				if !w.watched[r.path] {
+					if err := w.watchRoot(r, true); err != nil {
+						fmt.Fprintf(w.e.stderr, "panto import: warning: %s\n", oneLine(err.Error()))
+					}
+				}
+			}
+			if len(w.dirty) > 0 {
+				w.importDirty(ctx)
+			}
+		}
+		if due := len(w.failed) > 0 || w.unflushed; due && retry == nil {
+			retry = time.After(importRetry)
+		} else if !due {
+			retry = nil
+		}
+	}
+}
+
+// watchRoot watches r's directory and those below it, once it is there;
+// found says that it appeared while watching, so its logs are imported.
+func (w *importWatcher) watchRoot(r watchRoot, found bool) error {
+	fi, err := os.Stat(r.path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil // looked for again every rootRescan
+	case err != nil:
+		return err
+	case !fi.IsDir():
+		// A log given by its path: its directory is watched, and the
+		// events of the other files in it are passed over (rootOf).
+		if err := w.fsw.Add(filepath.Dir(r.path)); err != nil {
+			return fmt.Errorf("watch %s: %w", r.path, err)
+		}
+		w.watched[r.path] = true
+		return nil
+	}
+	if err := w.addTree(r.path); err != nil {
+		return err
+	}
+	w.watched[r.path] = true
+	if found {
+		w.markAll(r)
+	}
+	return nil
+}
+
+// addTree watches dir and every directory below it.
+func (w *importWatcher) addTree(dir string) error {
+	return filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if p != dir && errors.Is(err, fs.ErrNotExist) {
+				return nil // gone meanwhile
+			}
+			return err
+		}
+		if d.IsDir() {
+			if err := w.fsw.Add(p); err != nil {
+				return fmt.Errorf("watch %s: %w", p, err)
+			}
+		}
+		return nil
+	})
+}
+
+// markAll marks every log under r as written to.
+func (w *importWatcher) markAll(r watchRoot) {
+	srcs, err := importer.Find(r.path, r.agent, true)
+	if err != nil {
+		fmt.Fprintf(w.e.stderr, "panto import: warning: %s\n", oneLine(err.Error()))
+		return
+	}
+	for _, s := range srcs {
+		w.dirty[s.Path] = r
+	}
+}
+
+// event takes one file event; it reports whether a log is now waiting
+// to be imported.
+func (w *importWatcher) event(ev fsnotify.Event) bool {
+	if !ev.Has(fsnotify.Write) && !ev.Has(fsnotify.Create) {
+		return false // a log the agent removed or renamed stays imported
+	}
+	r := w.rootOf(ev.Name)
+	if r.path == "" {
+		return false
+	}
+	if ev.Has(fsnotify.Create) {
+		if fi, err := os.Stat(ev.Name); err == nil && fi.IsDir() {
+			// A new project's or day's directory: watched from now on,
+			// and what was written in it before the watch began is read.
+			if err := w.addTree(ev.Name); err != nil {
+				fmt.Fprintf(w.e.stderr, "panto import: warning: %s\n", oneLine(err.Error()))
+			}
+			before := len(w.dirty)
+			w.markAll(watchRoot{path: ev.Name, agent: r.agent})
+			return len(w.dirty) > before
+		}
+	}
+	if !strings.HasSuffix(ev.Name, ".jsonl") && !strings.HasSuffix(ev.Name, ".jsonl.zst") {
+		return false
+	}
+	w.dirty[ev.Name] = r
+	return true
+}
+
+// rootOf is the watched root that holds path (zero: none).
+func (w *importWatcher) rootOf(path string) watchRoot {
+	for _, r := range w.roots {
+		if path == r.path || strings.HasPrefix(path, r.path+string(filepath.Separator)) {
+			return r
+		}
+	}
+	return watchRoot{}
+}
+
+// importDirty imports the logs written to, prints what each came to, and
+// flushes the store so that its listing (a bucket's index) has them.
+func (w *importWatcher) importDirty(ctx context.Context) {
+	paths := make([]string, 0, len(w.dirty))
+	for p := range w.dirty {
+		paths = append(paths, p)
+	}
+	sort.Strings(paths)
+	var sources []importer.Source
+	for _, p := range paths {
+		r := w.dirty[p]
+		if strings.HasSuffix(p, ".zst") {
+			if _, err := os.Stat(strings.TrimSuffix(p, ".zst")); err == nil {
+				continue // Codex reads the plain log beside it, and so does import
+			}
+		}
+		sources = append(sources, importer.Source{Path: p, Agent: r.agent})
+	}
+	w.dirty = map[string]watchRoot{}
+	if len(sources) == 0 {
+		return
+	}
+	_, events, err := importBatch(ctx, w.e.stdout, nil, w.st, w.stored, w.projects, sources, w.opts, w.jsonOut)
+	if err != nil {
+		fmt.Fprintf(w.e.stderr, "panto import: warning: %s\n", oneLine(err.Error()))
+	}
+	for _, ev := range events {
+		if ev.Action == "failed" {
+			w.failed[ev.Source] = true
+		} else {
+			delete(w.failed, ev.Source)
+		}
+	}
+	w.flush(ctx)
+}
+
+// flush brings the store's listing up to date with what was imported;
+// a bucket that does not answer is told, and the next flush tries again.
+func (w *importWatcher) flush(ctx context.Context) {
+	err := store.Flush(ctx, w.st)
+	w.unflushed = err != nil
+	if err != nil && ctx.Err() == nil {
+		fmt.Fprintf(w.e.stderr, "panto import: warning: %s\n", oneLine(err.Error()))
+	}
+}

@@ -1,0 +1,307 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/panto-dev/panto/importer"
+	"github.com/panto-dev/panto/internal/testkit/cmdtest"
+	"github.com/panto-dev/panto/internal/testkit/faultnet"
+	"github.com/panto-dev/panto/internal/testkit/miniotest"
+	"github.com/panto-dev/panto/store/fsjsonl"
+)
+
+// TestImportWatch: panto import --watch imports what the agents have,
+// then each turn they write as they write it (a log that grows, a torn
+// line completed, a new day's directory with a new session), and another
+// panto lists it while the watch runs (on a bucket too: the store is
+// flushed after each import); Ctrl-C ends it with status 0.
+func TestImportWatch(t *testing.T) {
+	t.Parallel()
+	for _, kind := range backendKinds {
+		t.Run(kind.name, func(t *testing.T) {
+			t.Parallel()
+			b := kind.make(t)
+			homes, piLog := agentHomes(t)
+			env := append(b.storeEnv(), homes...)
+			codexHome := strings.TrimPrefix(homes[1], "CODEX_HOME=")
+
+			cmd := pantoCmd(t, t.TempDir(), env, "import", "--watch", "--json")
+			stdout, err := cmd.StdoutPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			events := make(chan importEvent, 64)
+			go func() {
+				defer close(events)
+				sc := bufio.NewScanner(stdout)
+				for sc.Scan() {
+					var ev importEvent
+					if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
+						t.Errorf("import --watch line %q: %v", sc.Text(), err)
+						continue
+					}
+					events <- ev
+				}
+			}()
+			// await waits for an event of the source that ends in suffix
+			// with action.
+			await := func(suffix, action string) importEvent {
+				t.Helper()
+				deadline := time.After(60 * time.Second)
+				for {
+					select {
+					case ev, ok := <-events:
+						if !ok {
+							t.Fatalf("import --watch ended before %s %s", action, suffix)
+						}
+						if strings.HasSuffix(ev.Source, suffix) && ev.Action == action {
+							return ev
+						}
+						if ev.Action == "failed" || ev.Action == "refused" || ev.Action == "diverged" {
+							t.Fatalf("import --watch: %+v", ev)
+						}
+					case <-deadline:
+						t.Fatalf("no %s of %s within a minute", action, suffix)
+					}
+				}
+			}
+			await(".jsonl.zst", "new")
+			await(filepath.Base(piLog), "new")
+
+			// pi completes the line it was writing, and goes on.
+			data, err := os.ReadFile(filepath.Join("..", "..", "importer", "testdata", "pi.jsonl"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(piLog, data, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if ev := await(filepath.Base(piLog), "appended"); ev.Appended == 0 {
+				t.Errorf("the grown pi log: %+v", ev)
+			}
+			// Codex starts a new day, in a directory made after the watch
+			// began, with a session of its own.
+			codex, err := os.ReadFile(filepath.Join("..", "..", "importer", "testdata", "codex.jsonl"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			const newID = "019b0000-9999-7222-8333-444455556666"
+			day := filepath.Join(codexHome, "sessions", "2026", "01", "03")
+			if err := os.MkdirAll(day, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			newLog := filepath.Join(day, "rollout-2026-01-03T09-00-00-"+newID+".jsonl")
+			lines := strings.SplitAfter(strings.ReplaceAll(string(codex), "019b0000-1111-7222-8333-444455556666", newID), "\n")
+			if err := os.WriteFile(newLog, []byte(strings.Join(lines[:12], "")), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			created := await(filepath.Base(newLog), "new")
+			// and goes on writing there.
+			f, err := os.OpenFile(newLog, os.O_APPEND|os.O_WRONLY, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := f.WriteString(strings.Join(lines[12:], "")); err != nil {
+				t.Fatal(err)
+			}
+			if err := f.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if ev := await(filepath.Base(newLog), "appended"); ev.ID != created.ID || ev.Appended == 0 {
+				t.Errorf("the new log grown: %+v", ev)
+			}
+
+			// Another panto has it while the watch runs.
+			r := runPanto(t, t.TempDir(), env, "", "sessions", "--json", "--all")
+			if r.code != 0 || !strings.Contains(r.stdout, created.ID) {
+				t.Errorf("panto sessions while the watch runs: exit %d, %s %s; want %s listed", r.code, r.stdout, r.stderr, created.ID)
+			}
+
+			if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+				t.Fatal(err)
+			}
+			for range events {
+			}
+			if err := cmd.Wait(); err != nil {
+				t.Errorf("import --watch stopped by Ctrl-C: %v, want status 0", err)
+			}
+		})
+	}
+}
+
+// TestImportWatchRetries: a turn written while the bucket does not
+// answer is imported once it answers again, though the agent writes
+// nothing more.
+func TestImportWatchRetries(t *testing.T) {
+	t.Parallel()
+	srv := miniotest.Shared(t)
+	bucket := srv.NewBucket(t)
+	px := faultnet.New(t, srv.Endpoint())
+	homes, piLog := agentHomes(t)
+	env := append(append(srv.AWSEnv(), homes...), "PANTO_STORE=s3://"+bucket+"/panto", "AWS_ENDPOINT_URL_S3="+px.URL())
+
+	cmd := pantoCmd(t, t.TempDir(), env, "import", "--watch", "--json", "--from", "pi")
+	var stderr lockedBuffer
+	cmd.Stderr = cmdtest.Stderr(t, "panto", &stderr)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		_ = cmd.Process.Signal(syscall.SIGINT)
+		_ = cmd.Wait()
+	}()
+	events := make(chan importEvent, 64)
+	go func() {
+		defer close(events)
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			var ev importEvent
+			if json.Unmarshal(sc.Bytes(), &ev) == nil {
+				events <- ev
+			}
+		}
+	}()
+	next := func() importEvent {
+		t.Helper()
+		select {
+		case ev, ok := <-events:
+			if !ok {
+				t.Fatalf("import --watch ended: %s", stderr.String())
+			}
+			return ev
+		case <-time.After(90 * time.Second):
+			t.Fatal("no event within 90 s")
+		}
+		return importEvent{}
+	}
+	if ev := next(); ev.Action != "new" {
+		t.Fatalf("first import: %+v", ev)
+	}
+	down, err := px.Add(faultnet.Fault{Type: "reset_peer", Attributes: map[string]int64{"timeout": 0}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(filepath.Join("..", "..", "importer", "testdata", "pi.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(piLog, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if ev := next(); ev.Action != "failed" {
+		t.Fatalf("import while the bucket resets every connection: %+v, want failed", ev)
+	}
+	if err := px.Remove(down); err != nil {
+		t.Fatal(err)
+	}
+	// Tried again: appended, or found there (the append reached the
+	// bucket, its answer did not).
+	var ev importEvent
+	for ev = next(); ev.Action == "failed"; ev = next() {
+	}
+	if ev.Action != "appended" && ev.Action != "unchanged" {
+		t.Fatalf("retry: %+v, want the turn appended", ev)
+	}
+	r := runPanto(t, t.TempDir(), append(env[:len(env):len(env)], "AWS_ENDPOINT_URL_S3="+srv.Endpoint()), "", "sessions", "--json", "--all")
+	var rows []struct {
+		ID       string `json:"id"`
+		Messages int    `json:"messages"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &rows); err != nil || len(rows) != 1 || rows[0].ID != ev.ID || rows[0].Messages != ev.Messages {
+		t.Fatalf("the bucket lists %s (%v), want %s with %d messages", r.stdout, err, ev.ID, ev.Messages)
+	}
+}
+
+// flakyFlush is a store whose first flushes fail, as a bucket's index
+// write does while the bucket does not answer.
+type flakyFlush struct {
+	*fsjsonl.Store
+	mu       sync.Mutex
+	failures int
+	flushes  int
+}
+
+func (f *flakyFlush) Flush(ctx context.Context) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.flushes++
+	if f.flushes <= f.failures {
+		return errors.New("index not written: connection reset by peer")
+	}
+	return nil
+}
+
+func (f *flakyFlush) count() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.flushes
+}
+
+// TestImportWatchRetriesFlush: an import whose flush failed (the index
+// not written, so no other machine lists what it imported) is flushed
+// again, though nothing else is written.
+func TestImportWatchRetriesFlush(t *testing.T) {
+	t.Parallel()
+	dir, err := fsjsonl.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := &flakyFlush{Store: dir, failures: 1}
+	homes, piLog := agentHomes(t)
+	getenv := func(k string) string {
+		for _, kv := range homes {
+			if v, ok := strings.CutPrefix(kv, k+"="); ok {
+				return v
+			}
+		}
+		return ""
+	}
+	var stdout, stderr lockedBuffer
+	stored, err := storedCheckpoints(t.Context(), st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &importWatcher{e: &env{stdout: &stdout, stderr: &stderr, getenv: getenv}, st: st, stored: stored, projects: newProjectFinder(), roots: watchRoots(nil, importer.Pi, getenv)}
+	if err := w.start(); err != nil {
+		t.Fatal(err)
+	}
+	defer w.close()
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- w.run(ctx) }()
+	data, err := os.ReadFile(filepath.Join("..", "..", "importer", "testdata", "pi.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(piLog, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for st.count() < 2 && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if n := st.count(); n < 2 || !strings.Contains(stderr.String(), "index not written") {
+		t.Fatalf("%d flushes, stderr %q: want the failed flush told and tried again", n, stderr.String())
+	}
+}
