@@ -150,6 +150,11 @@ type Event struct {
 	NewID string
 	// Err is why it failed.
 	Err error
+	// Reached, of a copy that failed, is the destination's checkpoint at
+	// the end of what it appended (Plan.Dst when it appended nothing): a
+	// prefix of the source's log, which a caller that records what the
+	// two hold in common (local-first's shipped record) records.
+	Reached store.Checkpoint
 	// Note is an explanation a person may want (why a session was
 	// skipped, or planned again).
 	Note   string

@@ -38,7 +38,7 @@ func (t *transfer) session(ctx context.Context, p Plan) Event {
 		if t.opts.DryRun {
 			return Event{Plan: p, Kind: kind, Bytes: p.Tail(), DryRun: true}
 		}
-		n, end, err := t.copyTailBudgeted(ctx, p)
+		n, end, reached, err := t.copyTailBudgeted(ctx, p)
 		moved += n
 		if err != nil && attempt+1 < replans {
 			next, why, again, rerr := t.replan(ctx, p, err)
@@ -55,7 +55,7 @@ func (t *transfer) session(ctx context.Context, p Plan) Event {
 		}
 		if err != nil {
 			e := failed(p, err)
-			e.Bytes = moved
+			e.Bytes, e.Reached = moved, reached
 			return e
 		}
 		p.Src = end
@@ -116,10 +116,10 @@ func (t *transfer) replan(ctx context.Context, p Plan, err error) (next Plan, no
 
 // copyTailBudgeted is copyTail within the copy's memory budget: a session
 // takes as much of it as its chunks hold at most.
-func (t *transfer) copyTailBudgeted(ctx context.Context, p Plan) (int64, store.Checkpoint, error) {
+func (t *transfer) copyTailBudgeted(ctx context.Context, p Plan) (int64, store.Checkpoint, store.Checkpoint, error) {
 	weight := min(max(p.Tail(), 64<<10), int64(t.opts.ChunkSize))
 	if err := t.budget.Acquire(ctx, weight); err != nil {
-		return 0, store.Checkpoint{}, fmt.Errorf("interrupted before it was copied; run again: %w", err)
+		return 0, store.Checkpoint{}, p.Dst, fmt.Errorf("interrupted before it was copied; run again: %w", err)
 	}
 	defer t.budget.Release(weight)
 	return t.copyTail(ctx, p)
@@ -131,26 +131,30 @@ func (t *transfer) copyTailBudgeted(ctx context.Context, p Plan) (int64, store.C
 // when it can read so (store.ReadListed: a bucket's index names the
 // segments up to there, so no request looks past them), else to its end
 // now. It returns the bytes moved and the source's checkpoint at the end
-// of what it read. Once a chunk is being appended it is appended even if
-// ctx ends meanwhile; no chunk starts after that.
-func (t *transfer) copyTail(ctx context.Context, p Plan) (int64, store.Checkpoint, error) {
+// of what it read, and the destination's at the end of what it appended
+// (which, on a failure, is a prefix of the source's log). Once a chunk is
+// being appended it is appended even if ctx ends meanwhile; no chunk
+// starts after that.
+func (t *transfer) copyTail(ctx context.Context, p Plan) (n int64, end, at store.Checkpoint, err error) {
 	r, end, err := store.ReadListed(ctx, t.src, p.ID, p.Dst.Length, p.Src)
 	if err != nil {
-		return 0, store.Checkpoint{}, fmt.Errorf("read the source: %w", err)
+		return 0, store.Checkpoint{}, p.Dst, fmt.Errorf("read the source: %w", err)
 	}
 	defer r.Close()
-	n, at, err := t.appendStream(ctx, p.ID, p.Dst, r)
+	n, at, err = t.appendStream(ctx, p.ID, p.Dst, r)
 	if err != nil {
-		return n, end, err
+		return n, end, at, err
 	}
 	if at != end {
-		return n, end, fmt.Errorf("the destination is at %v after the copy, the source at %v", at, end)
+		return n, end, at, fmt.Errorf("the destination is at %v after the copy, the source at %v", at, end)
 	}
-	return n, end, nil
+	return n, end, at, nil
 }
 
 // appendStream appends what r holds (whole committed lines) to session id
-// of the destination, which holds at, chunk after chunk.
+// of the destination, which holds at, chunk after chunk. It returns the
+// bytes appended and the destination's checkpoint after the last chunk it
+// appended, whatever stopped it.
 func (t *transfer) appendStream(ctx context.Context, id string, at store.Checkpoint, r io.Reader) (int64, store.Checkpoint, error) {
 	batches := sessionlog.NewBatches(r, "session "+id, t.opts.ChunkSize)
 	var moved int64
@@ -169,9 +173,11 @@ func (t *transfer) appendStream(ctx context.Context, id string, at store.Checkpo
 		if err != nil {
 			return moved, at, fmt.Errorf("read the source: %w", err)
 		}
-		if at, err = t.dst.AppendLog(context.WithoutCancel(ctx), id, at, chunk); err != nil {
+		next, err := t.dst.AppendLog(context.WithoutCancel(ctx), id, at, chunk)
+		if err != nil {
 			return moved, at, err
 		}
+		at = next
 		moved += int64(len(chunk))
 	}
 }

@@ -87,7 +87,17 @@ func (s *Store) pull(ctx context.Context, b store.LogStore, id string) error {
 	case replica.Created, replica.Appended, replica.Unchanged:
 		s.shipped.set(id, e.Plan.Src)
 		return nil
-	case replica.Failed, replica.Refused:
+	case replica.Failed:
+		if e.Reached.Length > mine.Length {
+			// Cut short between two chunks (the reader gave up): what
+			// was copied is a prefix of the bucket's log, and came from
+			// there. Unrecorded, Close counted it unsent, of a session
+			// this machine never wrote, and the shipper would relate it
+			// again to send nothing.
+			s.shipped.set(id, e.Reached)
+		}
+		return e.Err
+	case replica.Refused:
 		return e.Err
 	}
 	return errShipFirst
