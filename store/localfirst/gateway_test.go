@@ -22,16 +22,53 @@ import (
 // ServiceUnavailable").
 func TestFailingGateway(t *testing.T) {
 	t.Parallel()
+	worksBehind(t, func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, http.StatusText(http.StatusServiceUnavailable), http.StatusServiceUnavailable)
+	})
+}
+
+// TestCaptivePortal: a captive portal on the endpoint's plain http (hotel
+// Wi-Fi) that answers every request with a redirect to its sign-in page,
+// or with that page, is no answer either: panto works from this
+// machine's copy and sends the turn once the portal lets requests
+// through. Open failed ("Found: Found", or the page taken for the store
+// marker: "is not a panto store marker"), and the prompt was refused.
+func TestCaptivePortal(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name   string
+		answer http.HandlerFunc
+	}{
+		{"redirect", func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Location", "http://127.0.0.1:1/login?continue="+url.QueryEscape(r.URL.String()))
+			w.WriteHeader(http.StatusFound)
+		}},
+		{"page", func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "text/html; charset=utf-8")
+			_, _ = w.Write([]byte("<!DOCTYPE html><html><body><form>Hotel Wi-Fi: sign in</form></body></html>"))
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			worksBehind(t, tc.answer)
+		})
+	}
+}
+
+// worksBehind runs a session behind a proxy to the bucket that gives
+// answer to every request, then lets requests through: the turn is kept
+// on this machine, Close says it is left, and the next run sends it.
+func worksBehind(t *testing.T, answer http.HandlerFunc) {
 	srv := miniotest.Shared(t)
 	target, err := url.Parse(srv.Endpoint())
 	if err != nil {
 		t.Fatal(err)
 	}
-	var status atomic.Int32
+	var blocked atomic.Bool
 	proxy := httputil.NewSingleHostReverseProxy(target)
 	gateway := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if code := status.Load(); code != 0 {
-			http.Error(w, http.StatusText(int(code)), int(code))
+		if blocked.Load() {
+			answer(w, r)
 			return
 		}
 		proxy.ServeHTTP(w, r)
@@ -41,27 +78,27 @@ func TestFailingGateway(t *testing.T) {
 	m.endpoint = gateway.URL
 	ctx := context.Background()
 
-	status.Store(http.StatusServiceUnavailable)
+	blocked.Store(true)
 	s := m.open()
 	sess := s.Create()
-	if err := sess.Append(ctx, []agent.PersistentMessage{user("through a failing gateway")}); err != nil {
-		t.Fatalf("append behind a gateway answering 503: %v", err)
+	if err := sess.Append(ctx, []agent.PersistentMessage{user("through the proxy")}); err != nil {
+		t.Fatalf("append behind the proxy: %v", err)
 	}
 	for _, note := range m.notes {
 		if strings.Contains(note, "cannot send") {
-			t.Errorf("told %q: the shipper gave up on a gateway that will pass requests on again", note)
+			t.Errorf("told %q: the shipper gave up on a proxy that will pass requests on again", note)
 		}
 	}
 	err = s.Close(ctx)
 	if err == nil || !strings.HasPrefix(err.Error(), "1 message not yet sent") {
-		t.Fatalf("Close behind the failing gateway: %v, want it to say 1 message is left", err)
+		t.Fatalf("Close behind the proxy: %v, want it to say 1 message is left", err)
 	}
-	status.Store(0)
+	blocked.Store(false)
 	s = m.open()
 	if err := s.Close(ctx); err != nil {
-		t.Fatalf("Close once the gateway passes requests on: %v", err)
+		t.Fatalf("Close once the proxy passes requests on: %v", err)
 	}
-	if got := texts(t, bucketStore(t, m), sess.Info.ID); !equal(got, []string{"through a failing gateway"}) {
+	if got := texts(t, bucketStore(t, m), sess.Info.ID); !equal(got, []string{"through the proxy"}) {
 		t.Fatalf("the bucket holds %q", got)
 	}
 }

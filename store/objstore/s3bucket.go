@@ -127,6 +127,8 @@ func newS3Bucket(ctx context.Context, bucketName, prefix string, o options) (*s3
 		for _, fn := range o.s3.sdk {
 			fn(so)
 		}
+		// Outermost, so that a trace (WithTrace) logs what came back.
+		so.HTTPClient = portalCheck{next: so.HTTPClient}
 	})
 	// As long as an append waits out a busy server (append.go).
 	busy := 3 * max(o.maxAttempts, 1)
@@ -427,9 +429,13 @@ func (b *s3Bucket) explainOpenError(err error) error {
 	var netErr net.Error
 	var opErr *net.OpError
 	var perm *PermissionError
+	var notS3 *foreignAnswer
 	switch {
 	case errors.As(err, &perm):
 		return fmt.Errorf("%w: %w", ErrOpen, perm)
+	case errors.As(err, &notS3):
+		// No answer from the bucket (IsUnreachable): the chain keeps it.
+		return serverError{msg: fmt.Sprintf("%v: %s gave an answer that is not S3's (%v): sign in to the network if it asks (a captive portal), or check AWS_ENDPOINT_URL_S3 / AWS_ENDPOINT_URL (or --endpoint)", ErrOpen, where, notS3), err: err}
 	case name == "InvalidBucketName":
 		return fmt.Errorf("%w: %q is not a valid bucket name: use 3 to 63 lowercase letters, digits, dots and hyphens", ErrOpen, bucketName)
 	case name == "NoSuchBucket":

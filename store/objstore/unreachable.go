@@ -14,7 +14,9 @@ import (
 // is unknown for one of those reasons; or no answer but that it cannot
 // answer now, a server error (HTTP 5xx but 501) that outlived the
 // client's retries: a proxy or gateway in front of the bucket failing,
-// a cluster short of its quorum. A bucket that answered otherwise, even
+// a cluster short of its quorum; or an answer that is not the S3
+// server's, a captive portal's redirect to its sign-in page or that page
+// (portalCheck). A bucket that answered otherwise, even
 // wrongly (rejected credentials, a missing bucket, a server without
 // conditional writes, another key), is not unreachable: retrying will
 // not help, and the caller must say what to fix.
@@ -26,7 +28,7 @@ func IsUnreachable(err error) bool {
 	if err == nil {
 		return false
 	}
-	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, ErrOutcomeUnknown) {
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, ErrOutcomeUnknown) || errors.Is(err, errNotTheBucket) {
 		return true
 	}
 	// Every transport failure of the SDK's HTTP client is a *url.Error,

@@ -23,7 +23,9 @@ import (
 // server error past the client's retries (a proxy or gateway before the
 // bucket answering 500, 502, 503); an answer that is an error (wrong
 // credentials, a missing bucket, 501 from a server that is no S3) is
-// not.
+// not. A captive portal on the endpoint's plain http (hotel Wi-Fi),
+// answering every request with a redirect to its login page or with
+// that page, is no answer from the bucket either.
 func TestIsUnreachable(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -47,7 +49,17 @@ func TestIsUnreachable(t *testing.T) {
 		}
 		proxy := httputil.NewSingleHostReverseProxy(target)
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if code := status.Load(); code != 0 {
+			switch code := status.Load(); code {
+			case 0:
+			case http.StatusFound: // a captive portal's redirect to its login page
+				w.Header().Set("Location", "http://127.0.0.1:1/login?continue="+url.QueryEscape(r.URL.String()))
+				w.WriteHeader(http.StatusFound)
+				return
+			case http.StatusOK: // a captive portal's login page, whatever was asked
+				w.Header().Set("Content-Type", "text/html; charset=utf-8")
+				_, _ = w.Write([]byte("<!DOCTYPE html><html><body><form>Hotel Wi-Fi: sign in</form></body></html>"))
+				return
+			default:
 				http.Error(w, http.StatusText(int(code)), int(code))
 				return
 			}
@@ -70,6 +82,20 @@ func TestIsUnreachable(t *testing.T) {
 		{"a gateway answering 502 at open", func(t *testing.T) error { return openBehind(t, http.StatusBadGateway) }, true},
 		{"a server answering 500 at open", func(t *testing.T) error { return openBehind(t, http.StatusInternalServerError) }, true},
 		{"a server answering 501 at open (no S3)", func(t *testing.T) error { return openBehind(t, http.StatusNotImplemented) }, false},
+		{"a captive portal redirecting at open", func(t *testing.T) error { return openBehind(t, http.StatusFound) }, true},
+		{"a captive portal's page at open", func(t *testing.T) error { return openBehind(t, http.StatusOK) }, true},
+		{"an append redirected by a captive portal", func(t *testing.T) error {
+			var status atomic.Int32
+			s := e.open(t, objstore.WithEndpoint(failing(t, &status)), objstore.WithS3Options(e.srv.SetCredentials), objstore.WithMaxAttempts(1))
+			status.Store(http.StatusFound)
+			return s.AppendMessages(context.Background(), agent.NewSessionID(), []agent.PersistentMessage{user("hello?")})
+		}, true},
+		{"an append answered by a captive portal's page", func(t *testing.T) error {
+			var status atomic.Int32
+			s := e.open(t, objstore.WithEndpoint(failing(t, &status)), objstore.WithS3Options(e.srv.SetCredentials), objstore.WithMaxAttempts(1))
+			status.Store(http.StatusOK)
+			return s.AppendMessages(context.Background(), agent.NewSessionID(), []agent.PersistentMessage{user("hello?")})
+		}, true},
 		{"an append answered 503 by the gateway", func(t *testing.T) error {
 			var status atomic.Int32
 			s := e.open(t, objstore.WithEndpoint(failing(t, &status)), objstore.WithS3Options(e.srv.SetCredentials), objstore.WithMaxAttempts(1))
