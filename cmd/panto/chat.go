@@ -71,11 +71,6 @@ func chat(c *cli.Context, e *env) error {
 		return err
 	}
 	interactive := c.Bool("interactive") || (c.NArg() == 0 && e.stdinIsTerminal)
-	// A reader that stops early (panto "..." | head) ends the printing,
-	// not panto: the answer goes on into the session, and the store is
-	// closed (what it left unsent said). Killed by SIGPIPE, panto lost
-	// the rest of the turn, paid for.
-	signal.Ignore(syscall.SIGPIPE)
 	cs, err := openChat(c, e)
 	if err != nil {
 		return err

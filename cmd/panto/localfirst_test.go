@@ -413,3 +413,55 @@ func keptTwice(t *testing.T) *keptTwiceRun {
 	})
 	return k
 }
+
+// TestLocalFirstListingStdoutClosed: a listing piped to a reader that
+// stops early (panto sessions | head -1) on a local-first store ends
+// cleanly: it stops writing, closes the store, which sends what an
+// earlier run left on this machine, and exits 0, saying nothing of the
+// closed pipe. Killed by SIGPIPE, it left the store unclosed.
+func TestLocalFirstListingStdoutClosed(t *testing.T) {
+	t.Parallel()
+	provider := fakeprovider.New(t, fakeprovider.OpenAI, openaiKey,
+		fakeprovider.Reply{Text: "reply online"}, fakeprovider.Reply{Text: "reply dead"})
+	s3 := miniotest.New(t)
+	remote := "s3://" + s3.NewBucket(t) + "/lf"
+	a := lfMachine(t, s3)
+	flags := append(providerCases[0].flags(provider), "--store", remote)
+	wd := t.TempDir()
+	r := runPanto(t, wd, a, "", append(flags, "online prompt")...)
+	m := sessionLine.FindStringSubmatch(r.stderr)
+	if r.code != 0 || m == nil {
+		t.Fatalf("online: exit %d: %s", r.code, r.stderr)
+	}
+	id := m[1]
+	s3.Kill()
+	if r := runPanto(t, wd, a, "", append(flags, "-c", "prompt while dead")...); r.code != 0 || !strings.Contains(r.stderr, "2 messages not yet sent") {
+		t.Fatalf("bucket dead: exit %d: %s", r.code, r.stderr)
+	}
+	if err := s3.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"sessions", "--all"}, {"sessions", "--json"}, {"search", "prompt"}, {"show", id}, {"show", "--json", id}, {"usage", "--json"},
+	} {
+		cmd := pantoCmd(t, wd, a, append(args, "--store", remote)...)
+		var stderr strings.Builder
+		cmd.Stderr = cmdtest.Stderr(t, "panto", &stderr)
+		stdout, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		stdout.Close() // the reader is gone before panto writes
+		_ = cmd.Wait()
+		if code := cmd.ProcessState.ExitCode(); code != 0 || strings.Contains(stderr.String(), "broken pipe") || strings.Contains(stderr.String(), "not yet sent") {
+			t.Errorf("panto %s with stdout closed: exit %d (%v), stderr %q", strings.Join(args, " "), code, cmd.ProcessState, stderr.String())
+		}
+	}
+	want := []string{"online prompt", "reply online", "prompt while dead", "reply dead"}
+	if got := bucketTexts(t, s3, remote, id); strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Fatalf("the bucket holds %q, want %q: the store was not closed", got, want)
+	}
+}

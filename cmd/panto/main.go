@@ -25,10 +25,13 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -50,7 +53,13 @@ type env struct {
 }
 
 func main() {
-	e := &env{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv, stdinIsTerminal: isTerminal(os.Stdin), stdoutIsTerminal: isTerminal(os.Stdout), now: time.Now}
+	// A reader that stops early (panto sessions | head -1, panto "..." |
+	// head) ends the printing, not panto: a write to the closed pipe fails
+	// (stdoutWriter) instead of killing panto before it closed the store,
+	// which then shipped nothing and flushed nothing, and, in a one-shot,
+	// lost the rest of the turn, paid for.
+	signal.Ignore(syscall.SIGPIPE)
+	e := &env{stdin: os.Stdin, stdout: &stdoutWriter{w: os.Stdout}, stderr: os.Stderr, getenv: os.Getenv, stdinIsTerminal: isTerminal(os.Stdin), stdoutIsTerminal: isTerminal(os.Stdout), now: time.Now}
 	os.Exit(run(context.Background(), e, os.Args))
 }
 
@@ -59,6 +68,9 @@ func main() {
 func run(ctx context.Context, e *env, args []string) int {
 	app := newApp(e)
 	if err := app.RunContext(ctx, normalizeArgs(app, args)); err != nil {
+		if errors.Is(err, errStdoutClosed) {
+			return 0 // the reader asked for no more (stdoutWriter)
+		}
 		fmt.Fprintf(e.stderr, "panto: %s\n", oneLine(err.Error()))
 		return 1
 	}
