@@ -179,6 +179,10 @@ func openLocalFirst(ctx context.Context, url string, opts Options, o []objstore.
 		o = append(o, objstore.WithIndexCache(filepath.Join(dir, ".panto-index")))
 	}
 	var bucket atomic.Pointer[objstore.Store] // once open
+	// The bucket's answers, counted: a wait on it that has none in the
+	// short timeout is given up (localfirst.Options.Answers).
+	var answers atomic.Int64
+	o = append(o, objstore.WithOnAnswer(func() { answers.Add(1) }))
 	return localfirst.Open(ctx, localfirst.Options{
 		Dir:  dir,
 		Name: url,
@@ -197,6 +201,7 @@ func openLocalFirst(ctx context.Context, url string, opts Options, o []objstore.
 			return nil
 		},
 		Unreachable:     objstore.IsUnreachable,
+		Answers:         answers.Load,
 		Notify:          opts.Notify,
 		CloseTimeout:    opts.CloseTimeout,
 		ShipConcurrency: opts.ShipConcurrency,

@@ -48,7 +48,7 @@ func (s *Store) deletedElsewhere(ctx context.Context, ids []string) map[string]b
 	if len(ask) == 0 {
 		return nil
 	}
-	rctx, cancel := context.WithTimeout(ctx, s.opts.ListTimeout)
+	rctx, cancel := s.waitOnBucket(ctx)
 	defer cancel()
 	var mu sync.Mutex
 	gone := map[string]bool{}

@@ -97,6 +97,14 @@ type Options struct {
 	// session's objects, more than one round trip, and a slow one is not
 	// an unreachable bucket.
 	ListTimeout time.Duration
+	// Answers, when set, counts the bucket's answers so far (each
+	// response that arrived: objstore.WithOnAnswer). A listing, resolve or
+	// pull the bucket has answered nothing of in ReadTimeout is then given
+	// up as unreachable (a bucket that stopped answering after Open),
+	// while one it answers runs to ListTimeout (waitOnBucket); and the
+	// reads that follow, until it answers again, go to the replica
+	// without waiting. nil: each waits ListTimeout.
+	Answers func() int64
 	// CloseTimeout bounds how long Close waits for the shipper (default 5s).
 	CloseTimeout time.Duration
 	// ShipConcurrency is how many sessions the shipper sends at once
@@ -162,10 +170,12 @@ type Store struct {
 	// toldOffline: the unreachable notice was given.
 	toldOffline bool
 	// offlineAt is when a read (or Open) last found the bucket not
-	// answering: while the bucket is not open, the reads of the next
-	// offlineFor go straight to the replica, so that one command pays the
-	// wait once.
+	// answering: while the bucket is not open, or is and has answered
+	// nothing since (Options.Answers), the reads of the next offlineFor go
+	// straight to the replica, so that one command pays the wait once.
 	offlineAt time.Time
+	// answersAtOffline is Options.Answers at offlineAt.
+	answersAtOffline int64
 	// view is the bucket's listing as the last read of it found it.
 	view bucketView
 }
@@ -338,7 +348,7 @@ func (s *Store) List(ctx context.Context) ([]agent.SessionInfo, error) {
 }
 
 // listBoth lists the replica (local) and, online, the bucket (remote,
-// bounded by ListTimeout: the bucket answered Open). online is false when only the replica was
+// bounded by waitOnBucket: the bucket answered Open). online is false when only the replica was
 // listed: the bucket is not open, or did not answer (the user is told
 // once). A listing that is only incomplete (agent.ErrIncompleteList) is
 // kept and its error joined to err; any other failure is err alone.
@@ -352,10 +362,10 @@ func listBoth[T any](ctx context.Context, s *Store, local func(context.Context) 
 	if b == nil {
 		return mine, nil, false, partial
 	}
-	rctx, cancel := context.WithTimeout(ctx, s.opts.ListTimeout)
+	rctx, cancel := s.waitOnBucket(ctx)
 	defer cancel()
 	theirs, err = remote(rctx, b)
-	if s.unreachable(err) {
+	if s.gaveUp(rctx, err) {
 		s.tellOffline(ctx)
 		return mine, nil, false, partial
 	}
@@ -449,12 +459,13 @@ func (s *Store) Resolve(ctx context.Context, idOrPrefix string) (*agent.Session,
 	if b := s.online(ctx); b != nil {
 		// The bucket answered Open: a resolve that reads a partition,
 		// then the session's own objects, is bounded as a listing is.
-		rctx, cancel := context.WithTimeout(ctx, s.opts.ListTimeout)
+		rctx, cancel := s.waitOnBucket(ctx)
 		defer cancel()
 		r, err := s.bucketResolve(rctx, b, idOrPrefix)
-		consulted = !s.unreachable(err)
+		noAnswer := s.gaveUp(rctx, err)
+		consulted = !noAnswer
 		switch {
-		case s.unreachable(err):
+		case noAnswer:
 			s.tellOffline(ctx)
 		case errors.As(err, &gone):
 			if local != nil && local.Info.ID == gone.ID {
@@ -648,6 +659,10 @@ func (s *Store) Close(ctx context.Context) error {
 // notice, once) when it is not there.
 func (s *Store) online(ctx context.Context) store.LogStore {
 	if b := s.conn.current(); b != nil {
+		if s.silent() {
+			s.tellOffline(ctx)
+			return nil
+		}
 		return b // open: each read bounds its own wait
 	}
 	s.mu.Lock()
@@ -673,7 +688,7 @@ func (s *Store) online(ctx context.Context) store.LogStore {
 // none.
 func (s *Store) Offline() bool {
 	if s.conn.current() != nil {
-		return false
+		return s.silent()
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -685,6 +700,59 @@ func (s *Store) unreachable(err error) bool {
 	return err != nil && (s.opts.Unreachable(err) || errors.Is(err, context.DeadlineExceeded))
 }
 
+// errBucketSilent: the bucket answered nothing of a wait on it in
+// ReadTimeout (waitOnBucket).
+var errBucketSilent = errors.New("the bucket answered nothing")
+
+// waitOnBucket bounds a wait on the open bucket (a listing, a resolve, a
+// pull): ListTimeout in all, so that a slow bucket is not taken for a
+// silent one; and, when the bucket's answers are counted
+// (Options.Answers), ReadTimeout for its first answer. A bucket that has
+// answered nothing since the wait began, in the time Open waits for its
+// first answer, stopped answering (it accepts connections and says
+// nothing, or the link went dead): the wait ends, errBucketSilent its
+// context's cause, where it held a /sessions in a chat, or panto
+// sessions, for ListTimeout and a stall before it listed the replica.
+// Once it answered it is there: a listing that reads many index
+// partitions over a slow link runs to ListTimeout, and a connection that
+// stalls after fails by the bucket store's idle timeout.
+func (s *Store) waitOnBucket(ctx context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancelTimeout := context.WithTimeout(ctx, s.opts.ListTimeout)
+	if s.opts.Answers == nil {
+		return ctx, cancelTimeout
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	before := s.opts.Answers()
+	watchdog := time.AfterFunc(s.opts.ReadTimeout, func() {
+		if s.opts.Answers() == before {
+			cancel(errBucketSilent)
+		}
+	})
+	return ctx, func() {
+		watchdog.Stop()
+		cancel(nil)
+		cancelTimeout()
+	}
+}
+
+// gaveUp reports whether err, of a wait on the bucket under ctx
+// (waitOnBucket), means the bucket gave no answer.
+func (s *Store) gaveUp(ctx context.Context, err error) bool {
+	return s.unreachable(err) || (err != nil && errors.Is(context.Cause(ctx), errBucketSilent))
+}
+
+// silent reports whether a read of the last offlineFor found the open
+// bucket not answering and it has answered nothing since: the reads go
+// to the replica without waiting on it again.
+func (s *Store) silent() bool {
+	if s.opts.Answers == nil {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return !s.offlineAt.IsZero() && time.Since(s.offlineAt) < offlineFor && s.opts.Answers() == s.answersAtOffline
+}
+
 // tellOffline records that a read found the bucket not answering, and
 // gives the unreachable notice, once per Store.
 func (s *Store) tellOffline(ctx context.Context) {
@@ -692,6 +760,9 @@ func (s *Store) tellOffline(ctx context.Context) {
 	told := s.toldOffline
 	s.toldOffline = true
 	s.offlineAt = time.Now()
+	if s.opts.Answers != nil {
+		s.answersAtOffline = s.opts.Answers()
+	}
 	s.mu.Unlock()
 	if told {
 		return

@@ -20,8 +20,8 @@ func (s *Store) refresh(ctx context.Context, id string) {
 		return
 	}
 	// The bucket answered Open: bringing a session over is bounded as a
-	// listing is (ListTimeout), a slow one not taken for a silent one.
-	rctx, cancel := context.WithTimeout(ctx, s.opts.ListTimeout)
+	// listing is (waitOnBucket), a slow one not taken for a silent one.
+	rctx, cancel := s.waitOnBucket(ctx)
 	defer cancel()
 	err := s.pull(rctx, b, id)
 	switch {
@@ -30,7 +30,7 @@ func (s *Store) refresh(ctx context.Context, id string) {
 		// The reader gave up (a search stopped at its --limit cancels
 		// the reads in flight): neither the bucket nor the copy is at
 		// fault, and there is no one left to tell.
-	case s.unreachable(err):
+	case s.gaveUp(rctx, err):
 		s.tellOffline(ctx)
 	case errors.Is(err, errShipFirst):
 		s.ship.mark(id)

@@ -65,11 +65,22 @@ const DefaultIdleTimeout = 30 * time.Second
 // less: never).
 func WithIdleTimeout(d time.Duration) Option { return func(o *options) { o.s3.idleTimeout = d } }
 
+// WithOnAnswer calls fn as each answer of the server arrives: the status
+// and headers of a response, to each attempt of a retried request (not an
+// answer that is not the server's, a captive portal's: portalCheck). A
+// caller that waits on the bucket tells by it a bucket that says nothing
+// from one that is slow: store/localfirst gives up on a listing the
+// bucket has answered nothing of for its short timeout, and lets one it
+// answers run to its longer one. fn must be quick: it runs on the
+// request's goroutine.
+func WithOnAnswer(fn func()) Option { return func(o *options) { o.s3.onAnswer = fn } }
+
 // s3Options are the options of Open that only the S3 bucket reads.
 type s3Options struct {
 	endpoint    string
 	sdk         []func(*s3.Options) // WithS3Options
 	idleTimeout time.Duration
+	onAnswer    func() // WithOnAnswer
 }
 
 // maxIdleConnsPerHost is the idle connection pool per host: at least the
@@ -127,8 +138,12 @@ func newS3Bucket(ctx context.Context, bucketName, prefix string, o options) (*s3
 		for _, fn := range o.s3.sdk {
 			fn(so)
 		}
-		// Outermost, so that a trace (WithTrace) logs what came back.
+		// Outermost, so that a trace (WithTrace) logs what came back,
+		// and what is not the server's answer is not taken for one.
 		so.HTTPClient = portalCheck{next: so.HTTPClient}
+		if o.s3.onAnswer != nil {
+			so.HTTPClient = answerHook{next: so.HTTPClient, fn: o.s3.onAnswer}
+		}
 	})
 	// As long as an append waits out a busy server (append.go).
 	busy := 3 * max(o.maxAttempts, 1)

@@ -76,3 +76,18 @@ func (b *tracedBody) Close() error {
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// answerHook wraps the S3 client's HTTP client: fn is called as each
+// response arrives (WithOnAnswer).
+type answerHook struct {
+	next s3.HTTPClient
+	fn   func()
+}
+
+func (c answerHook) Do(req *http.Request) (*http.Response, error) {
+	resp, err := c.next.Do(req)
+	if err == nil {
+		c.fn()
+	}
+	return resp, err
+}
