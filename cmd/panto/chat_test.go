@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -386,6 +387,33 @@ func TestAllowShell(t *testing.T) {
 		if offered != allow || ran != allow || refused == allow {
 			t.Errorf("allow %v: offered %v, ran %v, refused %v", allow, offered, ran, refused)
 		}
+	}
+}
+
+// TestShellGetsSIGPIPE: a command run_shell runs has SIGPIPE as any
+// shell's command has it (panto catches it for its own stdout, which a
+// child must not inherit as ignored: `yes | head -1` would not end).
+func TestShellGetsSIGPIPE(t *testing.T) {
+	t.Parallel()
+	b := fsBackend(t)
+	pc := providerCases[1]
+	call := fakeprovider.Reply{ToolCalls: []fakeprovider.ToolCall{{ID: "t1", Name: "run_shell", Args: `{"command":"grep SigIgn /proc/self/status"}`}}}
+	srv := fakeprovider.New(t, pc.style, pc.key, call, fakeprovider.Reply{Text: "ok"})
+	r := runPanto(t, t.TempDir(), pc.env(b), "", append(pc.flags(srv), "--allow-shell", "look")...)
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	reqs := srv.Requests()
+	m := regexp.MustCompile(`SigIgn:\\t([0-9a-f]{16})`).FindStringSubmatch(string(reqs[1].Body))
+	if m == nil {
+		t.Fatalf("no SigIgn in the tool's result: %s", reqs[1].Body)
+	}
+	ignored, err := strconv.ParseUint(m[1], 16, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ignored&(1<<(uint(syscall.SIGPIPE)-1)) != 0 {
+		t.Errorf("the shell's command runs with SIGPIPE ignored (SigIgn %s)", m[1])
 	}
 }
 

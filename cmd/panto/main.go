@@ -57,8 +57,12 @@ func main() {
 	// head) ends the printing, not panto: a write to the closed pipe fails
 	// (stdoutWriter) instead of killing panto before it closed the store,
 	// which then shipped nothing and flushed nothing, and, in a one-shot,
-	// lost the rest of the turn, paid for.
-	signal.Ignore(syscall.SIGPIPE)
+	// lost the rest of the turn, paid for. SIGPIPE is caught, not
+	// ignored: an ignored signal stays ignored in the processes panto
+	// starts (run_shell's commands, git), where `cmd | head` would then
+	// go on writing into a closed pipe; Go gives a caught one back its
+	// default in a child.
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 	e := &env{stdin: os.Stdin, stdout: &stdoutWriter{w: os.Stdout}, stderr: os.Stderr, getenv: os.Getenv, stdinIsTerminal: isTerminal(os.Stdin), stdoutIsTerminal: isTerminal(os.Stdout), now: time.Now}
 	os.Exit(run(context.Background(), e, os.Args))
 }

@@ -16,7 +16,7 @@ import (
 var errStdoutClosed = errors.New("stdout closed")
 
 // stdoutWriter is panto's stdout: once a write finds the pipe closed
-// (EPIPE: SIGPIPE is ignored, main), every later write fails at once
+// (EPIPE: SIGPIPE is caught, main), every later write fails at once
 // with errStdoutClosed, so that a command that checks its writes stops
 // writing, and one that does not costs no more system calls.
 type stdoutWriter struct {
