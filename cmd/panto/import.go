@@ -18,6 +18,7 @@ import (
 	"github.com/panto-dev/panto/importer"
 	"github.com/panto-dev/panto/internal/project"
 	"github.com/panto-dev/panto/store"
+	"github.com/panto-dev/panto/store/objstore"
 )
 
 func importCommand(e *env) *cli.Command {
@@ -56,7 +57,8 @@ once; what each came to is printed in the files' order.
 
 --watch goes on after the import: each turn an agent writes is imported within a few
 seconds (the directories are watched, new project and day directories too; a log that
-failed to import, a bucket not answering, is tried again 15 s later), and the store's
+failed to import, a bucket not answering, is tried again 15 s later, and a bucket that
+does not answer at the start is waited for), and the store's
 listing is brought up to date after each, so panto sessions, search and -c on any
 machine have it. It runs until stopped (Ctrl-C, SIGTERM), and exits 0 then; as a
 systemd user service or a launchd agent it keeps the archive of every agent current.
@@ -126,6 +128,12 @@ func runImport(c *cli.Context, e *env) error {
 		return fmt.Errorf("import: %w", err)
 	}
 	st, err := openBulkLogStore(c)
+	if c.Bool("watch") && objstore.IsUnreachable(err) {
+		st, err = awaitBucket(c, e, err)
+		if errors.Is(err, errStopped) {
+			return nil
+		}
+	}
 	if err != nil {
 		return err
 	}

@@ -14,9 +14,11 @@ import (
 	"time"
 
 	"github.com/fsnotify/fsnotify"
+	"github.com/urfave/cli/v2"
 
 	"github.com/panto-dev/panto/importer"
 	"github.com/panto-dev/panto/store"
+	"github.com/panto-dev/panto/store/objstore"
 )
 
 // panto import --watch keeps importing the agents' logs as they write
@@ -41,6 +43,31 @@ const (
 	// agent not used yet on this machine) is looked for.
 	rootRescan = 30 * time.Second
 )
+
+// awaitBucket opens the store of panto import --watch again every
+// importRetry while its bucket does not answer (err): a watch started
+// with the machine, as a user service, may come up before the network.
+// Stopped meanwhile (Ctrl-C, SIGTERM), it returns no store and no error.
+func awaitBucket(c *cli.Context, e *env, err error) (store.LogStore, error) {
+	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	for objstore.IsUnreachable(err) {
+		fmt.Fprintf(e.stderr, "panto import: the bucket does not answer (%s); trying again in %s\n", oneLine(err.Error()), importRetry)
+		select {
+		case <-ctx.Done():
+			return nil, errStopped
+		case <-time.After(importRetry):
+		}
+		var st store.LogStore
+		if st, err = openBulkLogStore(c); err == nil {
+			return st, nil
+		}
+	}
+	return nil, err
+}
+
+// errStopped: the user stopped panto import --watch before it began.
+var errStopped = errors.New("stopped")
 
 // watchRoot is a directory (or log) watched for one agent's logs ("":
 // recognised from each file).

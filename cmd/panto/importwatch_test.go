@@ -142,7 +142,8 @@ func TestImportWatch(t *testing.T) {
 	}
 }
 
-// TestImportWatchRetries: a turn written while the bucket does not
+// TestImportWatchRetries: a watch started while the bucket does not
+// answer waits for it, and a turn written while the bucket does not
 // answer is imported once it answers again, though the agent writes
 // nothing more.
 func TestImportWatchRetries(t *testing.T) {
@@ -153,6 +154,12 @@ func TestImportWatchRetries(t *testing.T) {
 	homes, piLog := agentHomes(t)
 	env := append(append(srv.AWSEnv(), homes...), "PANTO_STORE=s3://"+bucket+"/panto", "AWS_ENDPOINT_URL_S3="+px.URL())
 
+	// The bucket does not answer when the watch starts (a user service
+	// up before the network): it waits for it.
+	down, err := px.Add(faultnet.Fault{Type: "reset_peer", Attributes: map[string]int64{"timeout": 0}})
+	if err != nil {
+		t.Fatal(err)
+	}
 	cmd := pantoCmd(t, t.TempDir(), env, "import", "--watch", "--json", "--from", "pi")
 	var stderr lockedBuffer
 	cmd.Stderr = cmdtest.Stderr(t, "panto", &stderr)
@@ -161,6 +168,14 @@ func TestImportWatchRetries(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(60 * time.Second); !strings.Contains(stderr.String(), "the bucket does not answer"); time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("import --watch on a bucket that does not answer: %s", stderr.String())
+		}
+	}
+	if err := px.Remove(down); err != nil {
 		t.Fatal(err)
 	}
 	defer func() {
@@ -194,7 +209,7 @@ func TestImportWatchRetries(t *testing.T) {
 	if ev := next(); ev.Action != "new" {
 		t.Fatalf("first import: %+v", ev)
 	}
-	down, err := px.Add(faultnet.Fault{Type: "reset_peer", Attributes: map[string]int64{"timeout": 0}})
+	down, err = px.Add(faultnet.Fault{Type: "reset_peer", Attributes: map[string]int64{"timeout": 0}})
 	if err != nil {
 		t.Fatal(err)
 	}
