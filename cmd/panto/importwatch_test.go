@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/panto-dev/panto/importer"
 	"github.com/panto-dev/panto/internal/testkit/cmdtest"
+	"github.com/panto-dev/panto/internal/testkit/fakeprovider"
 	"github.com/panto-dev/panto/internal/testkit/faultnet"
 	"github.com/panto-dev/panto/internal/testkit/miniotest"
 	"github.com/panto-dev/panto/store/fsjsonl"
@@ -318,5 +320,92 @@ func TestImportWatchRetriesFlush(t *testing.T) {
 	}
 	if n := st.count(); n < 2 || !strings.Contains(stderr.String(), "index not written") {
 		t.Fatalf("%d flushes, stderr %q: want the failed flush told and tried again", n, stderr.String())
+	}
+}
+
+// TestImportWatchClaudeCode: a session of the real Claude Code, begun
+// while panto import --watch runs (its project directory made then), is
+// imported turn by turn as Claude Code writes it.
+func TestImportWatchClaudeCode(t *testing.T) {
+	t.Parallel()
+	claude := testTool(t, "Claude Code "+claudeCodeVersion, "PANTO_CLAUDE_CODE", filepath.Join("claude-code-"+claudeCodeVersion, "claude"), "claude-code")
+	home := filepath.Join(t.TempDir(), "home")
+	store := filepath.Join(t.TempDir(), "sessions")
+	env := []string{"HOME=" + home, "XDG_DATA_HOME=" + filepath.Join(home, "data"), "XDG_STATE_HOME=" + filepath.Join(home, "state"), "PANTO_STORE=" + store}
+	cmd := pantoCmd(t, t.TempDir(), env, "import", "--watch", "--json", "--from", "claude-code")
+	var stderr lockedBuffer
+	cmd.Stderr = cmdtest.Stderr(t, "panto", &stderr)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		_ = cmd.Process.Signal(syscall.SIGINT)
+		_ = cmd.Wait()
+	}()
+	events := make(chan importEvent, 64)
+	go func() {
+		defer close(events)
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			var ev importEvent
+			if json.Unmarshal(sc.Bytes(), &ev) == nil {
+				events <- ev
+			}
+		}
+	}()
+	for deadline := time.Now().Add(60 * time.Second); !strings.Contains(stderr.String(), "watching"); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("import --watch did not begin watching: %s", stderr.String())
+		}
+	}
+
+	work := t.TempDir()
+	ask := func(answer string, args ...string) {
+		t.Helper()
+		srv := fakeAnthropic(t, fakeprovider.Reply{Text: answer, InputTokens: 10, OutputTokens: 3})
+		ctx, cancel := context.WithTimeout(context.Background(), processTimeout)
+		defer cancel()
+		c := exec.CommandContext(ctx, claude, append([]string{"-p"}, args...)...)
+		c.Dir = work
+		c.Env = []string{"HOME=" + home, "PATH=" + os.Getenv("PATH"), "TMPDIR=" + os.TempDir(), "ANTHROPIC_BASE_URL=" + srv.URL, "ANTHROPIC_API_KEY=" + anthropicKey, "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1", "DISABLE_AUTOUPDATER=1"}
+		c.WaitDelay = 5 * time.Second
+		if out, err := c.CombinedOutput(); err != nil || !strings.Contains(string(out), answer) {
+			t.Fatalf("claude %q: %v: %s", args, err, out)
+		}
+	}
+	await := func(action string) importEvent {
+		t.Helper()
+		for {
+			select {
+			case ev, ok := <-events:
+				if !ok {
+					t.Fatalf("import --watch ended: %s", stderr.String())
+				}
+				if ev.Action == action {
+					return ev
+				}
+				if ev.Action != "unchanged" && ev.Action != "waiting" {
+					t.Fatalf("import --watch: %+v, want %s", ev, action)
+				}
+			case <-time.After(60 * time.Second):
+				t.Fatalf("no %s within a minute: %s", action, stderr.String())
+			}
+		}
+	}
+	ask("First answer.", "first question")
+	created := await("new")
+	ask("Second answer.", "--continue", "second question")
+	if ev := await("appended"); ev.ID != created.ID || ev.Appended != 2 {
+		t.Fatalf("the second turn: %+v, want 2 messages appended to %s", ev, created.ID)
+	}
+	r := runPanto(t, work, env, "", "show", created.ID)
+	for _, want := range []string{"first question", "First answer.", "second question", "Second answer."} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("the imported session lacks %q:\n%s", want, r.stdout)
+		}
 	}
 }
