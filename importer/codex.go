@@ -48,6 +48,9 @@ type codex struct {
 	// rules are the readings of an earlier panto this conversion leaves
 	// out (codexEarlier); none for the current conversion.
 	rules codexRules
+	// forkTotals says that the rollout is a fork whose first token
+	// count goes on from its parent's totals.
+	forkTotals bool
 }
 
 // codexRules name the readings that later pantos added to the Codex
@@ -63,13 +66,16 @@ type codexRules struct {
 	// noReplacement: a compaction with no message is the placeholder,
 	// not its replacement history's messages.
 	noReplacement bool
+	// noForkTotals: a fork's first answer counted with its parent's
+	// token totals.
+	noForkTotals bool
 }
 
 // codexEarlier are the rules of the earlier pantos whose conversions
 // differ from this one's, newest first.
 var codexEarlier = []codexRules{
-	{noLocalImages: true, noReplacement: true},                        // round 32
-	{noItemCompleted: true, noLocalImages: true, noReplacement: true}, // before
+	{noLocalImages: true, noReplacement: true, noForkTotals: true},                        // round 32
+	{noItemCompleted: true, noLocalImages: true, noReplacement: true, noForkTotals: true}, // before
 }
 
 func newCodex() *codex { return &codex{b: newBuilder(Codex)} }
@@ -94,8 +100,11 @@ type codexPayload struct {
 	CLIVersion string `json:"cli_version"`
 	// ForkedFromID is the session a fork copied; Source an object naming
 	// the parent thread of a subagent ("cli", "exec"… otherwise).
-	ForkedFromID string          `json:"forked_from_id"`
-	Source       json.RawMessage `json:"source"`
+	ForkedFromID string `json:"forked_from_id"`
+	// ForkedFromOrdinal is where in its parent's lines (by their
+	// ordinal) a fork of Codex 0.171's paginated history forked.
+	ForkedFromOrdinal int64           `json:"forked_from_ordinal_exclusive"`
+	Source            json.RawMessage `json:"source"`
 	// Git is the work tree the session ran in, as git told Codex:
 	// repository_url is the raw URL of its origin remote.
 	Git *struct {
@@ -145,6 +154,7 @@ type codexText struct {
 
 type codexTokenInfo struct {
 	Total *codexUsage `json:"total_token_usage"`
+	Last  *codexUsage `json:"last_token_usage"`
 }
 
 type codexUsage struct {
@@ -182,6 +192,10 @@ func (c *codex) line(line []byte) error {
 			if parent := codexParent(p); parent != "" {
 				b.header.ForkedFrom = SessionID(Codex, parent)
 			}
+			// A fork of Codex 0.171's paginated history holds none of
+			// its parent's lines (it names where it forked, by ordinal)
+			// but goes on from its parent's token totals.
+			c.forkTotals = p.ForkedFromOrdinal > 0 && !c.rules.noForkTotals
 			if p.PantoSession != "" {
 				// An export of a panto session, which Codex went on
 				// with: a fork of it, whose first messages (and their
@@ -379,6 +393,11 @@ func (c *codex) event(ts time.Time, p codexPayload) error {
 		if info == nil || info.Total == nil {
 			return nil // rate limits only
 		}
+		if c.forkTotals && info.Last != nil {
+			// The totals go on from the parent's at the fork: the
+			// fork's own count starts at them, less this answer's.
+			c.total, c.forkTotals = info.Total.minus(*info.Last), false
+		}
 		c.count(*info.Total)
 		if c.carry != (agent.Usage{}) && b.addUsage(c.carry) {
 			c.carry = agent.Usage{}
@@ -423,6 +442,12 @@ func (c *codex) prompt(ts time.Time, from int, text string, images int) {
 // count adds to carry what the cumulative total t adds to the last one
 // (nothing when the same total is written again); a total that went
 // down starts a new count.
+// minus is u less v.
+func (u codexUsage) minus(v codexUsage) codexUsage {
+	return codexUsage{InputTokens: u.InputTokens - v.InputTokens, CachedInputTokens: u.CachedInputTokens - v.CachedInputTokens,
+		OutputTokens: u.OutputTokens - v.OutputTokens, ReasoningOutputTokens: u.ReasoningOutputTokens - v.ReasoningOutputTokens}
+}
+
 func (c *codex) count(t codexUsage) {
 	last := c.total
 	if t.InputTokens < last.InputTokens || t.OutputTokens < last.OutputTokens || t.CachedInputTokens < last.CachedInputTokens || t.ReasoningOutputTokens < last.ReasoningOutputTokens {

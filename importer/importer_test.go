@@ -88,6 +88,11 @@ func TestConvertGolden(t *testing.T) {
 		// Responses API server; long strings cut): its prompts are in
 		// item_completed alone.
 		{"codex-0.171.jsonl", Codex, Stats{ToolCalls: 1, ToolResults: 1}, agent.Usage{InputTokens: 30, OutputTokens: 9}},
+		// A fork of a session of two answers (codex exec fork, against
+		// the fake server, 100 input and 5 output tokens an answer):
+		// it holds none of its parent's lines, and its token totals
+		// go on from the parent's 200 and 10, which are not its own.
+		{"codex-0.171-fork.jsonl", Codex, Stats{}, agent.Usage{InputTokens: 100, OutputTokens: 5}},
 		{"pi.jsonl", Pi, Stats{ToolCalls: 2, ToolResults: 2, ClosedCalls: 1, DroppedResults: 1}, agent.Usage{InputTokens: 30, OutputTokens: 60, CacheReadTokens: 90, CacheWriteTokens: 120}},
 	} {
 		t.Run(tc.file, func(t *testing.T) {

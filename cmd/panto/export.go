@@ -162,7 +162,9 @@ func exportFormat(format, output string) (string, error) {
 
 // exportDoc is a session as the exports show it.
 type exportDoc struct {
-	Info     agent.SessionInfo
+	Info agent.SessionInfo
+	// Origin is the header's, for an imported session (parentLine).
+	Origin   *sessionlog.Origin
 	Messages []exportMessage
 }
 
@@ -202,7 +204,7 @@ func readExport(ctx context.Context, st store.LogStore, info agent.SessionInfo) 
 	}
 	// The summary of these very bytes (the listed one may lag in a
 	// bucket's index).
-	doc.Info = d.Info
+	doc.Info, doc.Origin = d.Info, d.Header.Origin
 	return doc, nil
 }
 

@@ -24,7 +24,7 @@ func writeMarkdown(w io.Writer, doc *exportDoc) error {
 	fmt.Fprintf(bw, "# %s\n\n", title)
 	fmt.Fprintf(bw, "- Session: `%s`\n", info.ID)
 	fmt.Fprintf(bw, "- Created: %s; last message: %s\n", exportTime(info.Created), exportTime(info.Modified))
-	if line := parentLine(info); line != "" {
+	if line := parentLine(info, doc.Origin); line != "" {
 		fmt.Fprintf(bw, "- %s%s\n", strings.ToUpper(line[:1]), line[1:])
 	}
 	fmt.Fprintf(bw, "- %s\n", plural(len(doc.Messages), "message"))

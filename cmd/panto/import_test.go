@@ -717,3 +717,45 @@ func readLog(t *testing.T, st store.LogStore, id string) []byte {
 	}
 	return data
 }
+
+// TestShowImportedLinks: an imported subagent transcript or Codex fork
+// links its parent and holds none of its messages; show and export say
+// so, not that it is a copy kept when two machines wrote at once.
+func TestShowImportedLinks(t *testing.T) {
+	t.Parallel()
+	homes, _ := agentHomes(t)
+	fork, err := os.ReadFile(filepath.Join("..", "..", "importer", "testdata", "codex-0.171-fork.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	day := filepath.Join(strings.TrimPrefix(homes[1], "CODEX_HOME="), "sessions", "2026", "12", "06")
+	if err := os.MkdirAll(day, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(day, "rollout-2026-12-06T19-30-08-01a24cd5-c83d-7a51-9cd7-a48a52ae19e3.jsonl"), fork, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	env := append(fsBackend(t).storeEnv(), homes...)
+	want := map[string]string{
+		"agent-a485154.jsonl": "a subagent of " + importer.SessionID(importer.ClaudeCode, "5e0c1a2b-0000-4000-8000-00000000c0de") + " (imported from Claude Code; its own messages only)",
+		"01a24cd5-c83d-7a51-9cd7-a48a52ae19e3.jsonl": "forked from " + importer.SessionID(importer.Codex, "01a24cd5-c5b7-7623-a52c-ea3f73f38484") + " (imported from Codex; its own messages only)",
+	}
+	seen := 0
+	for _, ev := range importEvents(t, env) {
+		for suffix, line := range want {
+			if !strings.HasSuffix(ev.Source, suffix) {
+				continue
+			}
+			seen++
+			for _, args := range [][]string{{"show", ev.ID}, {"export", ev.ID, "--format", "md"}} {
+				r := runPanto(t, t.TempDir(), env, "", args...)
+				if r.code != 0 || !strings.Contains(strings.ToLower(r.stdout), strings.ToLower(line)) || strings.Contains(r.stdout, "both were kept") {
+					t.Errorf("panto %s of %s: exit %d, want %q:\n%s", args[0], suffix, r.code, line, r.stdout)
+				}
+			}
+		}
+	}
+	if seen != len(want) {
+		t.Fatalf("imported %d of the %d linked logs", seen, len(want))
+	}
+}

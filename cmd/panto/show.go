@@ -1,6 +1,9 @@
 package main
 
 import (
+	"bufio"
+	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -9,6 +12,9 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/panto-dev/panto/agent"
+	"github.com/panto-dev/panto/importer"
+	"github.com/panto-dev/panto/internal/sessionlog"
+	"github.com/panto-dev/panto/store"
 )
 
 func showCommand(e *env) *cli.Command {
@@ -54,7 +60,7 @@ Examples:
 				}
 				return writeJSON(e.stdout, out)
 			}
-			writeShow(e.stdout, sess.Info, conv.Messages, e.getenv("HOME"))
+			writeShow(e.stdout, sess.Info, headerOrigin(c.Context, st, sess.Info), conv.Messages, e.getenv("HOME"))
 			return nil
 		},
 	}
@@ -63,14 +69,14 @@ Examples:
 // writeShow prints a session as show does without --json: a heading, the
 // transcript and the token totals.
 // home shortens the project's paths (projectLine).
-func writeShow(w io.Writer, info agent.SessionInfo, msgs []agent.Message, home string) {
+func writeShow(w io.Writer, info agent.SessionInfo, origin *sessionlog.Origin, msgs []agent.Message, home string) {
 	head := []string{"session " + info.ID}
 	if info.Title != "" {
 		head = append(head, fmt.Sprintf("%q", info.Title))
 	}
 	head = append(head, plural(len(msgs), "message"), info.Modified.Local().Format("2006-01-02 15:04"))
 	fmt.Fprintln(w, strings.Join(head, " · "))
-	if line := parentLine(info); line != "" {
+	if line := parentLine(info, origin); line != "" {
 		fmt.Fprintln(w, line)
 	}
 	if info.Project != (agent.Project{}) {
@@ -83,15 +89,58 @@ func writeShow(w io.Writer, info agent.SessionInfo, msgs []agent.Message, home s
 }
 
 // parentLine says where a session was copied from, "" for one that was
-// started afresh.
-func parentLine(info agent.SessionInfo) string {
+// started afresh. origin is its header's, when it was imported: another
+// agent's subagent or fork links its parent and holds none of its
+// messages, as a keep-both copy (forked at 0) does not.
+func parentLine(info agent.SessionInfo, origin *sessionlog.Origin) string {
 	switch {
 	case info.Parent == "":
 		return ""
 	case info.ForkedAt > 0:
 		return fmt.Sprintf("forked from %s at message %d", info.Parent, info.ForkedAt)
+	case origin != nil && origin.Subagent != "":
+		return fmt.Sprintf("a subagent of %s (imported from %s; its own messages only)", info.Parent, agentName(origin.Agent))
+	case origin != nil:
+		return fmt.Sprintf("forked from %s (imported from %s; its own messages only)", info.Parent, agentName(origin.Agent))
 	}
 	return fmt.Sprintf("copied from %s (both were kept: it was written to, or deleted, on another machine at the same time)", info.Parent)
+}
+
+// agentName is how an agent of panto import is called.
+func agentName(a string) string {
+	switch importer.Agent(a) {
+	case importer.ClaudeCode:
+		return "Claude Code"
+	case importer.Codex:
+		return "Codex"
+	case importer.Pi:
+		return "pi"
+	}
+	return a
+}
+
+// headerOrigin is the origin in session id's header (nil: panto's own,
+// or a store whose logs cannot be read raw), for parentLine: read only
+// for a session that links a parent it holds no copy of.
+func headerOrigin(ctx context.Context, st agent.SessionStore, info agent.SessionInfo) *sessionlog.Origin {
+	ls, ok := store.AsLogStore(st)
+	if !ok || info.Parent == "" || info.ForkedAt > 0 {
+		return nil
+	}
+	r, _, err := ls.ReadLog(ctx, info.ID, 0)
+	if err != nil {
+		return nil
+	}
+	defer r.Close()
+	line, err := bufio.NewReader(io.LimitReader(r, 1<<20)).ReadBytes('\n')
+	if err != nil {
+		return nil
+	}
+	var h sessionlog.Header
+	if json.Unmarshal(line, &h) != nil {
+		return nil
+	}
+	return h.Origin
 }
 
 // writeTotals prints a session's token totals.
