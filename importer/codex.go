@@ -51,6 +51,10 @@ type codex struct {
 	// forkTotals says that the rollout is a fork whose first token
 	// count goes on from its parent's totals.
 	forkTotals bool
+	// forkedAt, when above 0, is the number of the parent's messages
+	// the fork's conversion copies in front of its own (ConvertLinked):
+	// the totals then come with the parent's lines.
+	forkedAt int
 }
 
 // codexRules name the readings that later pantos added to the Codex
@@ -195,7 +199,10 @@ func (c *codex) line(line []byte) error {
 			// A fork of Codex 0.171's paginated history holds none of
 			// its parent's lines (it names where it forked, by ordinal)
 			// but goes on from its parent's token totals.
-			c.forkTotals = p.ForkedFromOrdinal > 0 && !c.rules.noForkTotals
+			c.forkTotals = p.ForkedFromOrdinal > 0 && !c.rules.noForkTotals && c.forkedAt == 0
+			if c.forkedAt > 0 {
+				b.header.ForkedAt = c.forkedAt
+			}
 			if p.PantoSession != "" {
 				// An export of a panto session, which Codex went on
 				// with: a fork of it, whose first messages (and their

@@ -117,3 +117,38 @@ func FuzzUnderStoredHeader(f *testing.F) {
 		}
 	})
 }
+
+// FuzzCodexForkLinked: any parent log given to a fork converts without
+// a panic to a log that parses, and once it copies the parent's
+// messages, the parent's lines past the fork point change nothing.
+func FuzzCodexForkLinked(f *testing.F) {
+	fork, err := os.ReadFile(filepath.Join("testdata", "codex-0.171-fork.jsonl"))
+	if err != nil {
+		f.Fatal(err)
+	}
+	parent, err := os.ReadFile(filepath.Join("testdata", "codex-0.171-fork-parent.jsonl"))
+	if err != nil {
+		f.Fatal(err)
+	}
+	alone, err := Convert(Codex, "fork.jsonl", fork)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(parent)
+	f.Add(parent[:len(parent)/2])
+	f.Fuzz(func(t *testing.T, p []byte) {
+		c, err := ConvertLinked(Codex, "fork.jsonl", fork, func(string) ([]byte, bool) { return p, true })
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkLog(t, c)
+		grown := append(append([]byte{}, p...), []byte(`{"ordinal":99999,"type":"event_msg","payload":{"type":"user_message","message":"later"}}`+"\n")...)
+		g, err := ConvertLinked(Codex, "fork.jsonl", fork, func(string) ([]byte, bool) { return grown, true })
+		if err != nil {
+			t.Fatal(err)
+		}
+		if linked := !bytes.Equal(c.Log, alone.Log); linked && !bytes.Equal(g.Log, c.Log) {
+			t.Fatalf("the parent grown past the fork point changed the fork's conversion")
+		}
+	})
+}

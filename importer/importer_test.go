@@ -2,6 +2,7 @@ package importer
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/panto-dev/panto/agent"
 	"github.com/panto-dev/panto/internal/sessionlog"
+	"github.com/panto-dev/panto/store"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden conversions in testdata")
@@ -639,5 +641,74 @@ func TestClaudeCodeSidechainInTheSessionLog(t *testing.T) {
 	}
 	if _, got := entries(t, sub.Log); len(got) != 2 {
 		t.Errorf("a subagent's transcript: %d messages, want 2", len(got))
+	}
+}
+
+// TestCodexForkLinked: a Codex 0.171 fork converted with its parent's
+// log copies the parent's messages before the fork point (forked_at
+// their number, their usage the parent's), then its own; without the
+// parent's log it is its own turns alone, and a store holding that form
+// goes on in it.
+func TestCodexForkLinked(t *testing.T) {
+	read := func(name string) []byte {
+		data, err := os.ReadFile(filepath.Join("testdata", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return data
+	}
+	fork, parent := read("codex-0.171-fork.jsonl"), read("codex-0.171-fork-parent.jsonl")
+	const parentID = "01a24cd5-c5b7-7623-a52c-ea3f73f38484"
+	// The parent went on after the fork: its later turns are not the fork's.
+	grown := append(append([]byte{}, parent...), []byte(`{"timestamp":"2026-12-06T19:31:00.000Z","ordinal":40,"type":"event_msg","payload":{"type":"user_message","message":"after the fork"}}`+"\n")...)
+	lookups := 0
+	c, err := ConvertLinked(Codex, "fork.jsonl", fork, func(id string) ([]byte, bool) {
+		lookups++
+		return grown, id == parentID
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkLog(t, c)
+	h, es := entries(t, c.Log)
+	var texts []string
+	var own agent.Usage
+	for i, e := range es {
+		texts = append(texts, e.Message.Text())
+		if u := e.Message.Usage; u != nil && i >= 4 {
+			own.Add(*u)
+		}
+	}
+	if got := strings.Join(texts, "|"); got != "first prompt|answer 1|second prompt|answer 2|forked prompt|answer 3" || lookups != 1 {
+		t.Fatalf("messages %s (%d lookups), want the parent's four, then the fork's two", got, lookups)
+	}
+	if h.ForkedFrom != SessionID(Codex, parentID) || h.ForkedAt != 4 || c.ID != SessionID(Codex, "01a24cd5-c83d-7a51-9cd7-a48a52ae19e3") {
+		t.Errorf("header forked from %s at %d, id %s", h.ForkedFrom, h.ForkedAt, c.ID)
+	}
+	if own != (agent.Usage{InputTokens: 100, OutputTokens: 5}) {
+		t.Errorf("the fork's own usage %+v, want its one answer's", own)
+	}
+
+	exact, err := ConvertLinked(Codex, "fork.jsonl", fork, func(string) ([]byte, bool) { return parent, true })
+	if err != nil || !bytes.Equal(exact.Log, c.Log) {
+		t.Errorf("with the parent's log ending at the fork point: %v\n%s", err, exact.Log)
+	}
+	alone, err := ConvertLinked(Codex, "fork.jsonl", fork, func(string) ([]byte, bool) { return nil, false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if alone.Messages != 2 || bytes.Equal(alone.Log, c.Log) {
+		t.Fatalf("without the parent: %d messages", alone.Messages)
+	}
+	st := openDir(t)
+	if _, err := st.AppendLog(context.Background(), alone.ID, store.Checkpoint{}, alone.Log); err != nil {
+		t.Fatal(err)
+	}
+	at, err := store.Head(context.Background(), st, alone.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := Apply(context.Background(), st, c, at, false); err != nil || out.Action != ActionUnchanged {
+		t.Errorf("a store holding the fork alone: %+v, %v; want unchanged", out, err)
 	}
 }

@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/schollz/progressbar/v3"
 	"github.com/urfave/cli/v2"
@@ -152,17 +154,18 @@ func runImport(c *cli.Context, e *env) error {
 		bar = progressbar.NewOptions(len(sources), progressbar.OptionSetWriter(e.stderr), progressbar.OptionSetDescription("import"), progressbar.OptionClearOnFinish())
 	}
 	projects := newProjectFinder()
+	rollouts := newRolloutFinder(c.Args().Slice(), e.getenv)
 	var watch *importWatcher
 	if c.Bool("watch") {
 		// Watched before the import reads the logs, so that nothing the
 		// agents write meanwhile is missed.
-		watch = &importWatcher{e: e, st: st, stored: stored, projects: projects, opts: opts, jsonOut: jsonOut, roots: watchRoots(c.Args().Slice(), from, e.getenv)}
+		watch = &importWatcher{e: e, st: st, stored: stored, projects: projects, rollouts: rollouts, opts: opts, jsonOut: jsonOut, roots: watchRoots(c.Args().Slice(), from, e.getenv)}
 		if err := watch.start(); err != nil {
 			return err
 		}
 		defer watch.close()
 	}
-	counts, _, err := importBatch(c.Context, e.stdout, bar, st, stored, projects, sources, opts, jsonOut)
+	counts, _, err := importBatch(c.Context, e.stdout, bar, st, stored, projects, rollouts, sources, opts, jsonOut)
 	if err != nil {
 		return err
 	}
@@ -192,7 +195,7 @@ func runImport(c *cli.Context, e *env) error {
 // importBatch imports sources, several at once, and prints what each
 // came to in the sources' order as soon as those before it are; it
 // returns how many came to each action (and "earlier"), and the events.
-func importBatch(ctx context.Context, w io.Writer, bar *progressbar.ProgressBar, st store.LogStore, stored *storedLogs, projects *projectFinder, sources []importer.Source, opts importer.Options, jsonOut bool) (map[string]int, []importEvent, error) {
+func importBatch(ctx context.Context, w io.Writer, bar *progressbar.ProgressBar, st store.LogStore, stored *storedLogs, projects *projectFinder, rollouts *rolloutFinder, sources []importer.Source, opts importer.Options, jsonOut bool) (map[string]int, []importEvent, error) {
 	stored.newBatch()
 	counts := map[string]int{}
 	// A new session is a PUT or two on a bucket, so the first import of
@@ -206,7 +209,7 @@ func importBatch(ctx context.Context, w io.Writer, bar *progressbar.ProgressBar,
 	g.SetLimit(concurrentImports)
 	for i, src := range sources {
 		g.Go(func() error {
-			ev := importOne(ctx, st, stored, projects, i, src, opts)
+			ev := importOne(ctx, st, stored, projects, rollouts, i, src, opts)
 			mu.Lock()
 			defer mu.Unlock()
 			events[i] = &ev
@@ -374,8 +377,8 @@ func storedCheckpoints(ctx context.Context, st store.LogStore) (*storedLogs, err
 
 // importOne converts one source and brings its session in the store up
 // to date.
-func importOne(ctx context.Context, st store.LogStore, stored *storedLogs, projects *projectFinder, turn int, src importer.Source, opts importer.Options) importEvent {
-	ev, conv := convertSource(src, opts.Dry)
+func importOne(ctx context.Context, st store.LogStore, stored *storedLogs, projects *projectFinder, rollouts *rolloutFinder, turn int, src importer.Source, opts importer.Options) importEvent {
+	ev, conv := convertSource(src, rollouts, opts.Dry)
 	if conv != nil {
 		var err error
 		if conv, err = conv.WithProject(projects.find(conv.Project)); err != nil {
@@ -408,7 +411,7 @@ func importOne(ctx context.Context, st store.LogStore, stored *storedLogs, proje
 
 // convertSource reads and converts one source; a nil conversion comes
 // with the event that says why there is none (refused, skipped).
-func convertSource(src importer.Source, dry bool) (importEvent, *importer.Conversion) {
+func convertSource(src importer.Source, rollouts *rolloutFinder, dry bool) (importEvent, *importer.Conversion) {
 	ev := importEvent{Source: src.Path, Agent: string(src.Agent), DryRun: dry}
 	data, err := importer.ReadSource(src.Path)
 	if err != nil {
@@ -428,7 +431,7 @@ func convertSource(src importer.Source, dry bool) (importEvent, *importer.Conver
 		}
 		src.Agent, ev.Agent = a, string(a)
 	}
-	conv, err := importer.Convert(src.Agent, src.Path, data)
+	conv, err := importer.ConvertLinked(src.Agent, src.Path, data, rollouts.log)
 	if err != nil {
 		ev.Action, ev.Error = "refused", err.Error()
 		return ev, nil
@@ -542,4 +545,62 @@ func (f *projectFinder) find(logged agent.Project) agent.Project {
 	f.found[logged] = p
 	f.mu.Unlock()
 	return p
+}
+
+// rolloutFinder finds a Codex rollout by its session id, for a fork
+// whose parent's lines the conversion copies (importer.ConvertLinked):
+// under Codex's own directories and the paths imported, walked once, and
+// again when an id is not found (a parent written since), at most every
+// few seconds.
+type rolloutFinder struct {
+	roots  []string
+	mu     sync.Mutex
+	paths  map[string]string
+	walked time.Time
+}
+
+func newRolloutFinder(paths []string, getenv func(string) string) *rolloutFinder {
+	return &rolloutFinder{roots: append(importer.DefaultDirs(importer.Codex, getenv), paths...)}
+}
+
+// rolloutRewalk is how long a walk answers for an id it did not find.
+const rolloutRewalk = 5 * time.Second
+
+// log reads the rollout of Codex session id.
+func (f *rolloutFinder) log(id string) ([]byte, bool) {
+	f.mu.Lock()
+	path, ok := f.paths[id]
+	if !ok && time.Since(f.walked) > rolloutRewalk {
+		f.walk()
+		path, ok = f.paths[id]
+	}
+	f.mu.Unlock()
+	if !ok {
+		return nil, false
+	}
+	data, err := importer.ReadSource(path)
+	return data, err == nil
+}
+
+// walk lists the rollouts under the roots by the id their names end in
+// (rollout-<time>-<id>.jsonl).
+func (f *rolloutFinder) walk() {
+	f.paths, f.walked = map[string]string{}, time.Now()
+	for _, root := range f.roots {
+		if fi, err := os.Stat(root); err == nil && !fi.IsDir() {
+			root = filepath.Dir(root)
+		}
+		srcs, err := importer.Find(root, importer.Codex, true)
+		if err != nil {
+			continue
+		}
+		for _, s := range srcs {
+			name := strings.TrimSuffix(strings.TrimSuffix(filepath.Base(s.Path), ".zst"), ".jsonl")
+			if len(name) > 36 && strings.HasPrefix(name, "rollout-") {
+				if _, have := f.paths[name[len(name)-36:]]; !have {
+					f.paths[name[len(name)-36:]] = s.Path
+				}
+			}
+		}
+	}
 }

@@ -737,7 +737,7 @@ func TestShowImportedLinks(t *testing.T) {
 	}
 	env := append(fsBackend(t).storeEnv(), homes...)
 	want := map[string]string{
-		"agent-a485154.jsonl": "a subagent of " + importer.SessionID(importer.ClaudeCode, "5e0c1a2b-0000-4000-8000-00000000c0de") + " (imported from Claude Code; its own messages only)",
+		"agent-a485154.jsonl":                        "a subagent of " + importer.SessionID(importer.ClaudeCode, "5e0c1a2b-0000-4000-8000-00000000c0de") + " (imported from Claude Code; its own messages only)",
 		"01a24cd5-c83d-7a51-9cd7-a48a52ae19e3.jsonl": "forked from " + importer.SessionID(importer.Codex, "01a24cd5-c5b7-7623-a52c-ea3f73f38484") + " (imported from Codex; its own messages only)",
 	}
 	seen := 0
@@ -757,5 +757,57 @@ func TestShowImportedLinks(t *testing.T) {
 	}
 	if seen != len(want) {
 		t.Fatalf("imported %d of the %d linked logs", seen, len(want))
+	}
+}
+
+// TestImportCodexFork: a Codex 0.171 fork imported beside its parent
+// (codex exec fork against a fake server) copies the parent's messages
+// before the fork point, so that panto continues it with them, and its
+// usage is the parent's once and its own.
+func TestImportCodexFork(t *testing.T) {
+	t.Parallel()
+	home := t.TempDir()
+	day := filepath.Join(home, "codex", "sessions", "2026", "12", "06")
+	if err := os.MkdirAll(day, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, fixture := range map[string]string{
+		"rollout-2026-12-06T19-30-07-01a24cd5-c5b7-7623-a52c-ea3f73f38484.jsonl": "codex-0.171-fork-parent.jsonl",
+		"rollout-2026-12-06T19-30-08-01a24cd5-c83d-7a51-9cd7-a48a52ae19e3.jsonl": "codex-0.171-fork.jsonl",
+	} {
+		data, err := os.ReadFile(filepath.Join("..", "..", "importer", "testdata", fixture))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(day, name), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	env := append(fsBackend(t).storeEnv(), "CODEX_HOME="+filepath.Join(home, "codex"))
+	forkID := importer.SessionID(importer.Codex, "01a24cd5-c83d-7a51-9cd7-a48a52ae19e3")
+	parentID := importer.SessionID(importer.Codex, "01a24cd5-c5b7-7623-a52c-ea3f73f38484")
+	if got := actions(importEvents(t, env)); !equalCounts(got, map[string]int{"codex new": 2}) {
+		t.Fatalf("import: %v", got)
+	}
+	show := runPanto(t, t.TempDir(), env, "", "show", forkID).stdout
+	for _, want := range []string{"forked from " + parentID + " at message 4", "first prompt", "answer 2", "forked prompt", "answer 3"} {
+		if !strings.Contains(show, want) {
+			t.Errorf("show of the fork lacks %q:\n%s", want, show)
+		}
+	}
+	var usage struct {
+		Total struct {
+			Answers     int   `json:"answers"`
+			InputTokens int64 `json:"input_tokens"`
+		} `json:"total"`
+	}
+	if err := json.Unmarshal([]byte(runPanto(t, t.TempDir(), env, "", "usage", "--json").stdout), &usage); err != nil {
+		t.Fatal(err)
+	}
+	if u := usage.Total; u.Answers != 3 || u.InputTokens != 300 {
+		t.Errorf("usage %+v: want 3 answers and 300 input tokens (the parent's two once, the fork's one)", u)
+	}
+	if got := actions(importEvents(t, env)); !equalCounts(got, map[string]int{"codex unchanged": 2}) {
+		t.Errorf("import again: %v", got)
 	}
 }

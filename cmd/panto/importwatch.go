@@ -107,6 +107,7 @@ type importWatcher struct {
 	st       store.LogStore
 	stored   *storedLogs
 	projects *projectFinder
+	rollouts *rolloutFinder
 	opts     importer.Options
 	jsonOut  bool
 	roots    []watchRoot
@@ -341,7 +342,7 @@ func (w *importWatcher) importDirty(ctx context.Context) {
 	if len(sources) == 0 {
 		return
 	}
-	_, events, err := importBatch(ctx, w.e.stdout, nil, w.st, w.stored, w.projects, sources, w.opts, w.jsonOut)
+	_, events, err := importBatch(ctx, w.e.stdout, nil, w.st, w.stored, w.projects, w.rollouts, sources, w.opts, w.jsonOut)
 	if err != nil {
 		fmt.Fprintf(w.e.stderr, "panto import: warning: %s\n", oneLine(err.Error()))
 	}
