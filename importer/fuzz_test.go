@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/panto-dev/panto/agent"
@@ -14,7 +15,8 @@ import (
 // fuzzConvert seeds f with the fixtures of agent a (testdata/) and
 // checks that any input converts without a panic to a log that parses,
 // is valid on the wire, converts the same twice, and of which the
-// conversion of the input's first half (cut at a line) is a prefix.
+// conversion of the input's first half (cut at a line) is a prefix (of a
+// form of it, for a Claude Code fork).
 func fuzzConvert(f *testing.F, a Agent, seeds ...string) {
 	for _, s := range seeds {
 		data, err := os.ReadFile(filepath.Join("testdata", s))
@@ -44,20 +46,24 @@ func fuzzConvert(f *testing.F, a Agent, seeds ...string) {
 		if err != nil {
 			t.Fatalf("the whole converts, its first %d bytes do not: %v", cut, err)
 		}
-		if !bytes.HasPrefix(c.Log, half.Log) {
-			t.Fatalf("the conversion of the first %d bytes is not a prefix of the whole one", cut)
-		}
-		// So are the forms an earlier import may have stored.
-		for i, form := range half.others {
-			if i >= len(c.others) || !bytes.HasPrefix(c.others[i], form) {
-				t.Fatalf("form %d of the conversion of the first %d bytes is not a prefix of the whole one's", i, cut)
+		// Each form of the conversion of the first half (what an import
+		// then stored) is a prefix of a form of the whole's, which that
+		// stored session grows in: the conversion itself of the whole's,
+		// but where the first half cannot tell what the whole can (a
+		// Claude Code fork before its first answer).
+		for i, form := range half.forms() {
+			if !slices.ContainsFunc(c.forms(), func(whole []byte) bool { return bytes.HasPrefix(whole, form) }) {
+				t.Fatalf("form %d of the conversion of the first %d bytes is not a prefix of a form of the whole one's", i, cut)
 			}
+		}
+		if !bytes.HasPrefix(c.Log, half.Log) && claudeCodeFork(data).parent == "" {
+			t.Fatalf("the conversion of the first %d bytes is not a prefix of the whole one", cut)
 		}
 	})
 }
 
 func FuzzClaudeCode(f *testing.F) {
-	fuzzConvert(f, ClaudeCode, "claude-code.jsonl", "claude-code-subagent.jsonl")
+	fuzzConvert(f, ClaudeCode, "claude-code.jsonl", "claude-code-subagent.jsonl", "claude-code-fork.jsonl")
 }
 
 func FuzzCodex(f *testing.F) { fuzzConvert(f, Codex, "codex.jsonl", "codex-0.171.jsonl") }

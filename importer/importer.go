@@ -160,6 +160,11 @@ func Convert(a Agent, name string, data []byte) (*Conversion, error) {
 	if err != nil {
 		return nil, err
 	}
+	if a == ClaudeCode {
+		if f := claudeCodeFork(data); f.parent != "" {
+			return claudeCodeForked(name, data, c, f)
+		}
+	}
 	if a == Codex {
 		c.earlier = func() []*Conversion {
 			var out []*Conversion

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -710,5 +711,44 @@ func TestCodexForkLinked(t *testing.T) {
 	}
 	if out, err := Apply(context.Background(), st, c, at, false); err != nil || out.Action != ActionUnchanged {
 		t.Errorf("a store holding the fork alone: %+v, %v; want unchanged", out, err)
+	}
+}
+
+// TestClaudeCodeForkSession: a session Claude Code forked (--resume ID
+// --fork-session, the real 2.1.332) begins with a copy of its parent's
+// lines: it is a fork of the parent at the number of messages copied,
+// nothing of its own until its own answer, and a conversion of any cut of
+// it is a prefix of one of the whole's forms (before its first answer a
+// log cannot tell it is a fork).
+func TestClaudeCodeForkSession(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("testdata", "claude-code-fork.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := Convert(ClaudeCode, "39f475b4-f750-4ebd-b63b-94a60c4414b2.jsonl", data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkLog(t, c)
+	h, es := entries(t, c.Log)
+	if h.ForkedFrom != SessionID(ClaudeCode, "fb76c0ec-a6f6-48f0-8913-90dcc1c0ca01") || h.ForkedAt != 4 || len(es) != 6 || es[4].Message.Text() != "forked question" {
+		t.Fatalf("forked from %s at %d, %d messages; want the parent's at 4, 6 messages", h.ForkedFrom, h.ForkedAt, len(es))
+	}
+	lines := bytes.SplitAfter(data, []byte("\n"))
+	sawWaiting := false
+	for n := range lines {
+		cut, err := Convert(ClaudeCode, "39f475b4-f750-4ebd-b63b-94a60c4414b2.jsonl", bytes.Join(lines[:n], nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.ContainsFunc(c.forms(), func(form []byte) bool { return bytes.HasPrefix(form, cut.Log) }) {
+			t.Fatalf("the conversion of the first %d lines is not a prefix of the whole's forms:\n%s", n, cut.Log)
+		}
+		if bytes.Contains(bytes.Join(lines[:n], nil), []byte("answer two")) && len(cut.Log) == 0 {
+			sawWaiting = true
+		}
+	}
+	if !sawWaiting {
+		t.Error("the copied lines alone converted to a session: want nothing until the fork's own answer")
 	}
 }
