@@ -68,7 +68,7 @@ func FuzzClaudeCode(f *testing.F) {
 
 func FuzzCodex(f *testing.F) { fuzzConvert(f, Codex, "codex.jsonl", "codex-0.171.jsonl") }
 
-func FuzzPi(f *testing.F) { fuzzConvert(f, Pi, "pi.jsonl") }
+func FuzzPi(f *testing.F) { fuzzConvert(f, Pi, "pi.jsonl", "pi-fork.jsonl") }
 
 // FuzzUnderStoredHeader: any first line a store may hold of a session
 // either is refused (nil) or gives the conversion's lines under exactly

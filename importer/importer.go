@@ -160,6 +160,9 @@ func Convert(a Agent, name string, data []byte) (*Conversion, error) {
 	if err != nil {
 		return nil, err
 	}
+	if a == Pi {
+		return piForked(name, data, c)
+	}
 	if a == ClaudeCode {
 		if f := claudeCodeFork(data); f.parent != "" {
 			return claudeCodeForked(name, data, c, f)

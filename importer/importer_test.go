@@ -721,30 +721,47 @@ func TestCodexForkLinked(t *testing.T) {
 // it is a prefix of one of the whole's forms (before its first answer a
 // log cannot tell it is a fork).
 func TestClaudeCodeForkSession(t *testing.T) {
-	data, err := os.ReadFile(filepath.Join("testdata", "claude-code-fork.jsonl"))
+	checkForkOf(t, ClaudeCode, "claude-code-fork.jsonl", "39f475b4-f750-4ebd-b63b-94a60c4414b2.jsonl", SessionID(ClaudeCode, "fb76c0ec-a6f6-48f0-8913-90dcc1c0ca01"), `"answer two"`)
+}
+
+// TestPiForkSession: pi's --fork (the real 0.73.1) copies the parent's
+// entries before its own, as Claude Code's fork does.
+func TestPiForkSession(t *testing.T) {
+	checkForkOf(t, Pi, "pi-fork.jsonl", "2026-12-06T19-42-19-004Z_01a24ce0-ed7b-7213-8523-7cda983bec31.jsonl", SessionID(Pi, "01a24ce0-e357-72e1-a00d-83cb9b8bbe7a"), `"answer 2"`)
+}
+
+// checkForkOf checks the conversion of fixture, a fork of parent with
+// the parent's two turns copied, then one turn of its own: forked at 4,
+// nothing until its own answer (once the line with lastCopied is read),
+// and the conversion of any cut of it a prefix of one of the whole's
+// forms (before it reads a copied answer a log cannot tell it is a
+// fork).
+func checkForkOf(t *testing.T, a Agent, fixture, name, parent, lastCopied string) {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("testdata", fixture))
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := Convert(ClaudeCode, "39f475b4-f750-4ebd-b63b-94a60c4414b2.jsonl", data)
+	c, err := Convert(a, name, data)
 	if err != nil {
 		t.Fatal(err)
 	}
 	checkLog(t, c)
 	h, es := entries(t, c.Log)
-	if h.ForkedFrom != SessionID(ClaudeCode, "fb76c0ec-a6f6-48f0-8913-90dcc1c0ca01") || h.ForkedAt != 4 || len(es) != 6 || es[4].Message.Text() != "forked question" {
-		t.Fatalf("forked from %s at %d, %d messages; want the parent's at 4, 6 messages", h.ForkedFrom, h.ForkedAt, len(es))
+	if h.ForkedFrom != parent || h.ForkedAt != 4 || len(es) != 6 || es[4].Message.Text() != "forked question" {
+		t.Fatalf("forked from %s at %d, %d messages; want %s at 4, 6 messages", h.ForkedFrom, h.ForkedAt, len(es), parent)
 	}
 	lines := bytes.SplitAfter(data, []byte("\n"))
 	sawWaiting := false
 	for n := range lines {
-		cut, err := Convert(ClaudeCode, "39f475b4-f750-4ebd-b63b-94a60c4414b2.jsonl", bytes.Join(lines[:n], nil))
+		cut, err := Convert(a, name, bytes.Join(lines[:n], nil))
 		if err != nil {
 			t.Fatal(err)
 		}
 		if !slices.ContainsFunc(c.forms(), func(form []byte) bool { return bytes.HasPrefix(form, cut.Log) }) {
 			t.Fatalf("the conversion of the first %d lines is not a prefix of the whole's forms:\n%s", n, cut.Log)
 		}
-		if bytes.Contains(bytes.Join(lines[:n], nil), []byte("answer two")) && len(cut.Log) == 0 {
+		if bytes.Contains(bytes.Join(lines[:n], nil), []byte(lastCopied)) && len(cut.Log) == 0 {
 			sawWaiting = true
 		}
 	}

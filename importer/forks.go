@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"time"
+
+	"github.com/panto-dev/panto/internal/sessionlog"
 )
 
 // Claude Code's --fork-session (claude --resume ID --fork-session, /fork
@@ -79,6 +81,43 @@ func claudeCodeForked(name string, data []byte, c *Conversion, f ccFork) (*Conve
 	conv := newClaudeCode()
 	conv.b.header.ForkedFrom, conv.b.header.ForkedAt = SessionID(ClaudeCode, f.parent), copied
 	fc, err := convert(conv, ClaudeCode, name, data)
+	if err != nil || fc.Messages != c.Messages {
+		return c, nil
+	}
+	fc.others = append(fc.others, c.forms()...)
+	return fc, nil
+}
+
+// pi's --fork writes a new session whose header names the parent
+// (parentSession) and whose entries begin with a copy of the parent's,
+// ids and times and all, up to the fork; its own entries come after the
+// header's time, the copies before it. Its conversion is a panto fork at
+// the number of messages copied, made known by its first own message
+// (until then it is nothing of its own: held), the conversion without
+// it a form it keeps.
+func piForked(name string, data []byte, c *Conversion) (*Conversion, error) {
+	var h sessionlog.Header
+	line, _, _ := bytes.Cut(c.Log, []byte{'\n'})
+	if len(c.Log) == 0 || json.Unmarshal(line, &h) != nil || h.ForkedFrom == "" || h.ForkedAt != 0 || c.ExportOf != "" {
+		return c, nil
+	}
+	copied, total := 0, 0
+	eachMessage(c.Log, func(_ []byte, raw string) {
+		var ts time.Time
+		total++
+		if json.Unmarshal([]byte(raw), &ts) == nil && ts.Before(h.Created) {
+			copied++
+		}
+	})
+	switch {
+	case copied == 0:
+		return c, nil // nothing copied (a branch an older pi wrote apart)
+	case copied == total:
+		return &Conversion{Agent: c.Agent, ForeignID: c.ForeignID, ID: c.ID, Stats: Stats{Held: true}, others: c.forms()}, nil
+	}
+	conv := newPi()
+	conv.b.header.ForkedAt = copied
+	fc, err := convert(conv, Pi, name, data)
 	if err != nil || fc.Messages != c.Messages {
 		return c, nil
 	}
