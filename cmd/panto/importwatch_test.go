@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -37,48 +38,10 @@ func TestImportWatch(t *testing.T) {
 			env := append(b.storeEnv(), homes...)
 			codexHome := strings.TrimPrefix(homes[1], "CODEX_HOME=")
 
-			cmd := pantoCmd(t, t.TempDir(), env, "import", "--watch", "--json")
-			stdout, err := cmd.StdoutPipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			events := make(chan importEvent, 64)
-			go func() {
-				defer close(events)
-				sc := bufio.NewScanner(stdout)
-				for sc.Scan() {
-					var ev importEvent
-					if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
-						t.Errorf("import --watch line %q: %v", sc.Text(), err)
-						continue
-					}
-					events <- ev
-				}
-			}()
-			// await waits for an event of the source that ends in suffix
-			// with action.
+			w := startImportWatch(t, env)
 			await := func(suffix, action string) importEvent {
 				t.Helper()
-				deadline := time.After(60 * time.Second)
-				for {
-					select {
-					case ev, ok := <-events:
-						if !ok {
-							t.Fatalf("import --watch ended before %s %s", action, suffix)
-						}
-						if strings.HasSuffix(ev.Source, suffix) && ev.Action == action {
-							return ev
-						}
-						if ev.Action == "failed" || ev.Action == "refused" || ev.Action == "diverged" {
-							t.Fatalf("import --watch: %+v", ev)
-						}
-					case <-deadline:
-						t.Fatalf("no %s of %s within a minute", action, suffix)
-					}
-				}
+				return w.await(t, func(ev importEvent) bool { return strings.HasSuffix(ev.Source, suffix) && ev.Action == action }, "failed", "refused", "diverged")
 			}
 			await(".jsonl.zst", "new")
 			await(filepath.Base(piLog), "new")
@@ -132,12 +95,7 @@ func TestImportWatch(t *testing.T) {
 				t.Errorf("panto sessions while the watch runs: exit %d, %s %s; want %s listed", r.code, r.stdout, r.stderr, created.ID)
 			}
 
-			if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
-				t.Fatal(err)
-			}
-			for range events {
-			}
-			if err := cmd.Wait(); err != nil {
+			if err := w.stop(); err != nil {
 				t.Errorf("import --watch stopped by Ctrl-C: %v, want status 0", err)
 			}
 		})
@@ -162,51 +120,18 @@ func TestImportWatchRetries(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := pantoCmd(t, t.TempDir(), env, "import", "--watch", "--json", "--from", "pi")
-	var stderr lockedBuffer
-	cmd.Stderr = cmdtest.Stderr(t, "panto", &stderr)
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	for deadline := time.Now().Add(60 * time.Second); !strings.Contains(stderr.String(), "the bucket does not answer"); time.Sleep(100 * time.Millisecond) {
+	w := startImportWatch(t, env, "--from", "pi")
+	for deadline := time.Now().Add(60 * time.Second); !strings.Contains(w.stderr.String(), "the bucket does not answer"); time.Sleep(100 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatalf("import --watch on a bucket that does not answer: %s", stderr.String())
+			t.Fatalf("import --watch on a bucket that does not answer: %s", w.stderr.String())
 		}
 	}
 	if err := px.Remove(down); err != nil {
 		t.Fatal(err)
 	}
-	defer func() {
-		_ = cmd.Process.Signal(syscall.SIGINT)
-		_ = cmd.Wait()
-	}()
-	events := make(chan importEvent, 64)
-	go func() {
-		defer close(events)
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			var ev importEvent
-			if json.Unmarshal(sc.Bytes(), &ev) == nil {
-				events <- ev
-			}
-		}
-	}()
 	next := func() importEvent {
 		t.Helper()
-		select {
-		case ev, ok := <-events:
-			if !ok {
-				t.Fatalf("import --watch ended: %s", stderr.String())
-			}
-			return ev
-		case <-time.After(90 * time.Second):
-			t.Fatal("no event within 90 s")
-		}
-		return importEvent{}
+		return w.await(t, func(importEvent) bool { return true })
 	}
 	if ev := next(); ev.Action != "new" {
 		t.Fatalf("first import: %+v", ev)
@@ -332,34 +257,10 @@ func TestImportWatchClaudeCode(t *testing.T) {
 	home := filepath.Join(t.TempDir(), "home")
 	store := filepath.Join(t.TempDir(), "sessions")
 	env := []string{"HOME=" + home, "XDG_DATA_HOME=" + filepath.Join(home, "data"), "XDG_STATE_HOME=" + filepath.Join(home, "state"), "PANTO_STORE=" + store}
-	cmd := pantoCmd(t, t.TempDir(), env, "import", "--watch", "--json", "--from", "claude-code")
-	var stderr lockedBuffer
-	cmd.Stderr = cmdtest.Stderr(t, "panto", &stderr)
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		_ = cmd.Process.Signal(syscall.SIGINT)
-		_ = cmd.Wait()
-	}()
-	events := make(chan importEvent, 64)
-	go func() {
-		defer close(events)
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			var ev importEvent
-			if json.Unmarshal(sc.Bytes(), &ev) == nil {
-				events <- ev
-			}
-		}
-	}()
-	for deadline := time.Now().Add(60 * time.Second); !strings.Contains(stderr.String(), "watching"); time.Sleep(50 * time.Millisecond) {
+	w := startImportWatch(t, env, "--from", "claude-code")
+	for deadline := time.Now().Add(60 * time.Second); !strings.Contains(w.stderr.String(), "watching"); time.Sleep(50 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatalf("import --watch did not begin watching: %s", stderr.String())
+			t.Fatalf("import --watch did not begin watching: %s", w.stderr.String())
 		}
 	}
 
@@ -379,22 +280,7 @@ func TestImportWatchClaudeCode(t *testing.T) {
 	}
 	await := func(action string) importEvent {
 		t.Helper()
-		for {
-			select {
-			case ev, ok := <-events:
-				if !ok {
-					t.Fatalf("import --watch ended: %s", stderr.String())
-				}
-				if ev.Action == action {
-					return ev
-				}
-				if ev.Action != "unchanged" && ev.Action != "waiting" {
-					t.Fatalf("import --watch: %+v, want %s", ev, action)
-				}
-			case <-time.After(60 * time.Second):
-				t.Fatalf("no %s within a minute: %s", action, stderr.String())
-			}
-		}
+		return w.await(t, func(ev importEvent) bool { return ev.Action == action }, "new", "appended", "failed", "refused", "diverged")
 	}
 	ask("First answer.", "first question")
 	created := await("new")
@@ -408,4 +294,81 @@ func TestImportWatchClaudeCode(t *testing.T) {
 			t.Errorf("the imported session lacks %q:\n%s", want, r.stdout)
 		}
 	}
+}
+
+// watchRun is a panto import --watch --json running for a test: the
+// events it prints, as it prints them, and its stderr.
+type watchRun struct {
+	cmd    *exec.Cmd
+	events chan importEvent
+	stderr lockedBuffer
+	once   sync.Once
+	err    error
+}
+
+// startImportWatch starts panto import --watch --json with env and
+// args; it is stopped (Ctrl-C) when the test ends, if not before.
+func startImportWatch(t *testing.T, env []string, args ...string) *watchRun {
+	t.Helper()
+	w := &watchRun{events: make(chan importEvent, 64)}
+	w.cmd = pantoCmd(t, t.TempDir(), env, append([]string{"import", "--watch", "--json"}, args...)...)
+	w.cmd.Stderr = cmdtest.Stderr(t, "panto", &w.stderr)
+	stdout, err := w.cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		defer close(w.events)
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			var ev importEvent
+			if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
+				t.Errorf("import --watch line %q: %v", sc.Text(), err)
+				continue
+			}
+			w.events <- ev
+		}
+	}()
+	t.Cleanup(func() { _ = w.stop() })
+	return w
+}
+
+// await returns the first event that want takes, within 90 s; an event
+// whose action is one of fatal before it fails the test.
+func (w *watchRun) await(t *testing.T, want func(importEvent) bool, fatal ...string) importEvent {
+	t.Helper()
+	deadline := time.After(90 * time.Second)
+	for {
+		select {
+		case ev, ok := <-w.events:
+			if !ok {
+				t.Fatalf("import --watch ended: %s", w.stderr.String())
+			}
+			if want(ev) {
+				return ev
+			}
+			if slices.Contains(fatal, ev.Action) {
+				t.Fatalf("import --watch: %+v", ev)
+			}
+		case <-deadline:
+			t.Fatalf("no awaited event of import --watch within 90 s: %s", w.stderr.String())
+		}
+	}
+}
+
+// stop ends the watch as Ctrl-C does, and returns how it exited.
+func (w *watchRun) stop() error {
+	w.once.Do(func() {
+		if err := w.cmd.Process.Signal(syscall.SIGINT); err != nil {
+			w.err = err
+			return
+		}
+		for range w.events {
+		}
+		w.err = w.cmd.Wait()
+	})
+	return w.err
 }
