@@ -1,6 +1,7 @@
 package importer
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -312,7 +313,7 @@ func (c *codex) responseItem(ts time.Time, p codexPayload) error {
 		data, _ := json.Marshal(map[string]string{"input": input})
 		b.assistant("codex", ts, []agent.Block{agent.ToolUseBlock(p.CallID, p.Name, data)}, nil, c.ident, "")
 	case "local_shell_call":
-		b.assistant("codex", ts, []agent.Block{agent.ToolUseBlock(p.CallID, "local_shell", toolInput(p.Action))}, nil, c.ident, "")
+		b.assistant("codex", ts, []agent.Block{agent.ToolUseBlock(p.CallID, "local_shell", toolInput(withoutNullMembers(p.Action)))}, nil, c.ident, "")
 	case "function_call_output", "custom_tool_call_output", "local_shell_call_output":
 		out, err := codexOutput(p.Output)
 		if err != nil {
@@ -531,4 +532,41 @@ func codexContext(text string) bool {
 		}
 	}
 	return true
+}
+
+// withoutNullMembers is a JSON object without its members whose value is
+// null, the others in their order; anything else is raw as it is. Codex
+// 0.171's migrate-rollouts rewrites a legacy rollout's local_shell_call
+// actions with every field of its own struct, those it had no value for
+// null ("timeout_ms":null…): read without them, the call is the one an
+// import of the legacy rollout stored, and the session goes on instead
+// of diverging.
+func withoutNullMembers(raw json.RawMessage) json.RawMessage {
+	if !bytes.Contains(raw, []byte("null")) {
+		return raw
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return raw
+	}
+	out := []byte{'{'}
+	for dec.More() {
+		key, err := dec.Token()
+		if err != nil {
+			return raw
+		}
+		var value json.RawMessage
+		if err := dec.Decode(&value); err != nil {
+			return raw
+		}
+		if string(value) == "null" {
+			continue
+		}
+		name, _ := json.Marshal(key)
+		if len(out) > 1 {
+			out = append(out, ',')
+		}
+		out = append(append(append(out, name...), ':'), value...)
+	}
+	return append(out, '}')
 }

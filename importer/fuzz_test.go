@@ -66,7 +66,9 @@ func FuzzClaudeCode(f *testing.F) {
 	fuzzConvert(f, ClaudeCode, "claude-code.jsonl", "claude-code-subagent.jsonl", "claude-code-fork.jsonl")
 }
 
-func FuzzCodex(f *testing.F) { fuzzConvert(f, Codex, "codex.jsonl", "codex-0.171.jsonl") }
+func FuzzCodex(f *testing.F) {
+	fuzzConvert(f, Codex, "codex.jsonl", "codex-0.171.jsonl", "codex-0.171-fork.jsonl", "codex-migrated.jsonl")
+}
 
 func FuzzPi(f *testing.F) { fuzzConvert(f, Pi, "pi.jsonl", "pi-fork.jsonl") }
 

@@ -769,3 +769,27 @@ func checkForkOf(t *testing.T, a Agent, fixture, name, parent, lastCopied string
 		t.Error("the copied lines alone converted to a session: want nothing until the fork's own answer")
 	}
 }
+
+// TestCodexMigratedRollout: Codex 0.171's migrate-rollouts --apply
+// rewrites a legacy rollout (testdata/codex-legacy.jsonl, migrated by
+// the real Codex into codex-migrated.jsonl) line by line; it converts to
+// the same log, so a session imported before the migration goes on
+// instead of diverging.
+func TestCodexMigratedRollout(t *testing.T) {
+	var logs [][]byte
+	for _, name := range []string{"codex-legacy.jsonl", "codex-migrated.jsonl"} {
+		data, err := os.ReadFile(filepath.Join("testdata", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := Convert(Codex, "rollout-2026-01-02T17-39-45-019b0000-1111-7222-8333-444455556666.jsonl", data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkLog(t, c)
+		logs = append(logs, c.Log)
+	}
+	if !bytes.Equal(logs[0], logs[1]) {
+		t.Errorf("the migrated rollout converts otherwise:\n%s\nthe legacy one:\n%s", logs[1], logs[0])
+	}
+}
