@@ -80,7 +80,7 @@ func DefaultDirs(a Agent, getenv func(string) string) []string {
 }
 
 // Find lists the logs under root (a file, or a directory searched
-// recursively), sorted: every .jsonl and .jsonl.zst file, the .zst one
+// recursively, root followed when it is a symbolic link), sorted: every .jsonl and .jsonl.zst file, the .zst one
 // only when no .jsonl of the same name is beside it (Codex prefers the
 // plain file when both exist). A missing root lists nothing when
 // missingOK (an agent that was never used), and is an error otherwise.
@@ -96,7 +96,7 @@ func Find(root string, a Agent, missingOK bool) ([]Source, error) {
 		return []Source{{Path: root, Agent: a}}, nil
 	}
 	var paths []string
-	err = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+	err = WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
@@ -121,6 +121,25 @@ func Find(root string, a Agent, missingOK bool) ([]Source, error) {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
 	return out, nil
+}
+
+// WalkDir walks root as filepath.WalkDir does, except that root itself
+// is followed when it is a symbolic link (an agent's directory moved to
+// another disk and linked back, ~/.claude/projects -> /data/claude), and
+// what is found under it is named under root's own spelling, as the
+// agent names it. Links below root are not followed, as WalkDir's are
+// not: a loop cannot make it walk for ever.
+func WalkDir(root string, fn fs.WalkDirFunc) error {
+	target, err := filepath.EvalSymlinks(root)
+	if err != nil || target == root {
+		return filepath.WalkDir(root, fn)
+	}
+	return filepath.WalkDir(target, func(p string, d fs.DirEntry, err error) error {
+		if rel, rerr := filepath.Rel(target, p); rerr == nil {
+			p = filepath.Join(root, rel)
+		}
+		return fn(p, d, err)
+	})
 }
 
 func isLogName(p string) bool {

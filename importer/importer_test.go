@@ -793,3 +793,37 @@ func TestCodexMigratedRollout(t *testing.T) {
 		t.Errorf("the migrated rollout converts otherwise:\n%s\nthe legacy one:\n%s", logs[1], logs[0])
 	}
 }
+
+// TestFindLinkedRoot: an agent's directory that is a symbolic link (moved
+// to another disk and linked back) is searched, and its logs are named
+// under the link, as the agent names them; a link below it is not
+// followed.
+func TestFindLinkedRoot(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("testdata", "pi.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	moved := filepath.Join(t.TempDir(), "data", "pi-sessions")
+	log := filepath.Join(moved, "--home-me-app--", "2026-03-01T10-00-00-000Z_0193aaaa-bbbb-7ccc-8ddd-eeeeffff0000.jsonl")
+	if err := os.MkdirAll(filepath.Dir(log), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(log, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(moved, filepath.Join(moved, "loop")); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(t.TempDir(), "sessions")
+	if err := os.Symlink(moved, link); err != nil {
+		t.Fatal(err)
+	}
+	srcs, err := Find(link, Pi, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := filepath.Join(link, "--home-me-app--", filepath.Base(log))
+	if len(srcs) != 1 || srcs[0].Path != want {
+		t.Fatalf("Find(%s) = %v, want %s alone", link, srcs, want)
+	}
+}

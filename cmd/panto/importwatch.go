@@ -251,9 +251,10 @@ func (w *importWatcher) watchRoot(r watchRoot, found bool) error {
 	return nil
 }
 
-// addTree watches dir and every directory below it.
+// addTree watches dir and every directory below it (dir followed when
+// it is a symbolic link, as import reads it).
 func (w *importWatcher) addTree(dir string) error {
-	return filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+	return importer.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			if p != dir && errors.Is(err, fs.ErrNotExist) {
 				return nil // gone meanwhile

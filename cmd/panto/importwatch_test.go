@@ -372,3 +372,89 @@ func (w *watchRun) stop() error {
 	})
 	return w.err
 }
+
+// TestImportWatchLinkedDir: an agent's directory that is a symbolic link
+// (moved to another disk and linked back) is imported and watched: a
+// session begun in a new project's directory under it is imported as it
+// is written.
+func TestImportWatchLinkedDir(t *testing.T) {
+	t.Parallel()
+	home := t.TempDir()
+	moved := filepath.Join(t.TempDir(), "pi-sessions")
+	data, err := os.ReadFile(filepath.Join("..", "..", "importer", "testdata", "pi.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const name = "2026-03-01T10-00-00-000Z_0193aaaa-bbbb-7ccc-8ddd-eeeeffff0000.jsonl"
+	if err := os.MkdirAll(filepath.Join(moved, "--home-me-app--"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(moved, "--home-me-app--", name), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(home, "pi"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(moved, filepath.Join(home, "pi", "sessions")); err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"PI_CODING_AGENT_DIR=" + filepath.Join(home, "pi"), "PANTO_STORE=" + t.TempDir()}
+	cmd := pantoCmd(t, t.TempDir(), env, "import", "--watch", "--json", "--from", "pi")
+	var stderr lockedBuffer
+	cmd.Stderr = cmdtest.Stderr(t, "panto", &stderr)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		_ = cmd.Process.Signal(syscall.SIGINT)
+		_ = cmd.Wait()
+	}()
+	events := make(chan importEvent, 64)
+	go func() {
+		defer close(events)
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			var ev importEvent
+			if json.Unmarshal(sc.Bytes(), &ev) == nil {
+				events <- ev
+			}
+		}
+	}()
+	await := func(dir string) {
+		t.Helper()
+		want := filepath.Join(home, "pi", "sessions", dir, name)
+		for {
+			select {
+			case ev, ok := <-events:
+				if !ok {
+					t.Fatalf("import --watch ended: %s", stderr.String())
+				}
+				if ev.Source == want && ev.Action == "new" {
+					return
+				}
+				t.Fatalf("import --watch: %+v, want %s new", ev, want)
+			case <-time.After(60 * time.Second):
+				t.Fatalf("%s not imported within a minute: %s", want, stderr.String())
+			}
+		}
+	}
+	await("--home-me-app--")
+	for deadline := time.Now().Add(60 * time.Second); !strings.Contains(stderr.String(), "watching"); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("import --watch did not begin watching: %s", stderr.String())
+		}
+	}
+	// pi begins a session in another project, its directory made now.
+	other := strings.ReplaceAll(string(data), "0193aaaa-bbbb-7ccc-8ddd-eeeeffff0000", "0193aaaa-bbbb-7ccc-8ddd-eeeeffff0001")
+	if err := os.MkdirAll(filepath.Join(moved, "--home-me-lib--"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(moved, "--home-me-lib--", name), []byte(other), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	await("--home-me-lib--")
+}
