@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/schollz/progressbar/v3"
@@ -165,7 +167,15 @@ func runImport(c *cli.Context, e *env) error {
 		}
 		defer watch.close()
 	}
-	counts, _, err := importBatch(c.Context, e.stdout, bar, st, stored, projects, rollouts, sources, opts, jsonOut)
+	// Ctrl-C or SIGTERM (a service stopped) during a long first import
+	// stops it between sources: what was written is closed out, its
+	// index entries flushed with the store, so every machine lists it.
+	// A second one kills.
+	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
+	context.AfterFunc(ctx, stop)
+	counts, events, err := importBatch(ctx, e.stdout, bar, st, stored, projects, rollouts, sources, opts, jsonOut)
+	stopped := ctx.Err() != nil && len(events) < len(sources)
+	stop()
 	if err != nil {
 		return err
 	}
@@ -173,7 +183,14 @@ func runImport(c *cli.Context, e *env) error {
 		_ = bar.Finish()
 	}
 	if !jsonOut {
-		printImportSummary(e.stdout, counts, len(sources), dry)
+		printImportSummary(e.stdout, counts, len(events), dry)
+	}
+	if stopped {
+		if watch != nil {
+			fmt.Fprintf(e.stderr, "panto import: stopped after %s of %d\n", plural(len(events), "file"), len(sources))
+			return nil
+		}
+		return fmt.Errorf("import: stopped after %s of %d: panto import again imports the rest", plural(len(events), "file"), len(sources))
 	}
 	if watch != nil {
 		watch.flush(c.Context)
@@ -195,6 +212,9 @@ func runImport(c *cli.Context, e *env) error {
 // importBatch imports sources, several at once, and prints what each
 // came to in the sources' order as soon as those before it are; it
 // returns how many came to each action (and "earlier"), and the events.
+// Once ctx is done no source is begun, and those begun are finished
+// (an append is not cut in the middle): the events are then those of
+// the sources begun, the first ones.
 func importBatch(ctx context.Context, w io.Writer, bar *progressbar.ProgressBar, st store.LogStore, stored *storedLogs, projects *projectFinder, rollouts *rolloutFinder, sources []importer.Source, opts importer.Options, jsonOut bool) (map[string]int, []importEvent, error) {
 	stored.newBatch()
 	counts := map[string]int{}
@@ -207,9 +227,14 @@ func importBatch(ctx context.Context, w io.Writer, bar *progressbar.ProgressBar,
 	var printErr error
 	g := new(errgroup.Group)
 	g.SetLimit(concurrentImports)
+	begun := 0
 	for i, src := range sources {
+		if ctx.Err() != nil {
+			break
+		}
+		begun++
 		g.Go(func() error {
-			ev := importOne(ctx, st, stored, projects, rollouts, i, src, opts)
+			ev := importOne(context.WithoutCancel(ctx), st, stored, projects, rollouts, i, src, opts)
 			mu.Lock()
 			defer mu.Unlock()
 			events[i] = &ev
@@ -230,8 +255,8 @@ func importBatch(ctx context.Context, w io.Writer, bar *progressbar.ProgressBar,
 		})
 	}
 	_ = g.Wait()
-	out := make([]importEvent, len(events))
-	for i, ev := range events {
+	out := make([]importEvent, begun)
+	for i, ev := range events[:begun] {
 		out[i] = *ev
 	}
 	return counts, out, printErr

@@ -145,11 +145,13 @@ func (w *importWatcher) start() error {
 func (w *importWatcher) close() { w.fsw.Close() }
 
 // run watches until ctx ends or the user stops it (Ctrl-C, SIGTERM),
-// which is not a failure. What was written while the first import ran
-// is imported at once (it was watched).
+// which is not a failure: the imports begun are finished, and a second
+// signal kills. What was written while the first import ran is
+// imported at once (it was watched).
 func (w *importWatcher) run(ctx context.Context) error {
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	context.AfterFunc(ctx, stop)
 	fsw := w.fsw
 	var names []string
 	for _, r := range w.roots {

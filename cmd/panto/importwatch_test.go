@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -457,4 +458,90 @@ func TestImportWatchLinkedDir(t *testing.T) {
 		t.Fatal(err)
 	}
 	await("--home-me-lib--")
+}
+
+// TestImportStopped: Ctrl-C during a long first import (a watch's, or a
+// plain one's) stops it between sources, and what it wrote is listed by
+// another panto: the index entries are flushed as at any exit. A watch
+// so stopped exits 0, a plain import 1, saying to import again.
+func TestImportStopped(t *testing.T) {
+	t.Parallel()
+	srv := miniotest.Shared(t)
+	fixture, err := os.ReadFile(filepath.Join("..", "..", "importer", "testdata", "claude-code.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		args []string
+		code int
+	}{
+		{"watch", []string{"import", "--watch", "--json"}, 0},
+		{"plain", []string{"import", "--json"}, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			bucket := srv.NewBucket(t)
+			// A slow link, so that the import takes many round trips.
+			px := faultnet.New(t, srv.Endpoint())
+			if _, err := px.Add(faultnet.Fault{Type: "latency", Attributes: map[string]int64{"latency": 100}}); err != nil {
+				t.Fatal(err)
+			}
+			claude := filepath.Join(t.TempDir(), "claude")
+			const logs = 64
+			for i := range logs {
+				path := filepath.Join(claude, "projects", "-home-me-app", fmt.Sprintf("5e0c1a2b-0000-4000-8000-%012d.jsonl", i))
+				if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(path, fixture, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			store := append(srv.AWSEnv(), "PANTO_STORE=s3://"+bucket+"/panto")
+			env := append(slices.Clone(store), "AWS_ENDPOINT_URL_S3="+px.URL(), "CLAUDE_CONFIG_DIR="+claude)
+			cmd := pantoCmd(t, t.TempDir(), env, tc.args...)
+			var stderr lockedBuffer
+			cmd.Stderr = cmdtest.Stderr(t, "panto", &stderr)
+			stdout, err := cmd.StdoutPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			sc := bufio.NewScanner(stdout)
+			var imported []string
+			for sc.Scan() {
+				var ev importEvent
+				if err := json.Unmarshal(sc.Bytes(), &ev); err != nil || ev.Action != "new" {
+					t.Fatalf("import: %s (%v)", sc.Text(), err)
+				}
+				if len(imported) == 0 {
+					if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+						t.Fatal(err)
+					}
+				}
+				imported = append(imported, ev.ID)
+			}
+			err = cmd.Wait()
+			var exit *exec.ExitError
+			if code := 0; err == nil && tc.code != 0 || err != nil && (!errors.As(err, &exit) || exit.ExitCode() != tc.code) {
+				if exit != nil {
+					code = exit.ExitCode()
+				}
+				t.Fatalf("import stopped by Ctrl-C: %v (exit %d), want exit %d: %s", err, code, tc.code, stderr.String())
+			}
+			if len(imported) == logs || !strings.Contains(stderr.String(), fmt.Sprintf("stopped after %d files of %d", len(imported), logs)) {
+				t.Fatalf("%d of %d imported, stderr %q: want the import stopped, and said so", len(imported), logs, stderr.String())
+			}
+			r := runPanto(t, t.TempDir(), append(store, "AWS_ENDPOINT_URL_S3="+srv.Endpoint()), "", "sessions", "--json", "--all", "--limit", "0")
+			var rows []struct {
+				ID string `json:"id"`
+			}
+			if err := json.Unmarshal([]byte(r.stdout), &rows); err != nil || len(rows) != len(imported) {
+				t.Fatalf("another panto lists %d sessions (%v), want the %d imported: %s", len(rows), err, len(imported), r.stderr)
+			}
+		})
+	}
 }
