@@ -77,15 +77,14 @@ type watchRoot struct {
 }
 
 // watchRoots are the directories an import of paths (the agents' own
-// when none) reads.
+// when none) reads, spelled as the import spells them (a relative PATH
+// stays relative), so that a log's events name it as the first
+// import's did.
 func watchRoots(paths []string, from importer.Agent, getenv func(string) string) []watchRoot {
 	var roots []watchRoot
 	if len(paths) > 0 {
 		for _, p := range paths {
-			if abs, err := filepath.Abs(p); err == nil {
-				p = abs
-			}
-			roots = append(roots, watchRoot{path: p, agent: from})
+			roots = append(roots, watchRoot{path: filepath.Clean(p), agent: from})
 		}
 		return roots
 	}
@@ -318,6 +317,9 @@ func (w *importWatcher) rootOf(path string) watchRoot {
 	for _, r := range w.roots {
 		if path == r.path || strings.HasPrefix(path, r.path+string(filepath.Separator)) {
 			return r
+		}
+		if r.path == "." && !filepath.IsAbs(path) && !strings.HasPrefix(path, "..") {
+			return r // the current directory: its files are named without "./"
 		}
 	}
 	return watchRoot{}

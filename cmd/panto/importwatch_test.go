@@ -545,3 +545,77 @@ func TestImportStopped(t *testing.T) {
 		})
 	}
 }
+
+// TestImportWatchRelativePath: a watch of a relative PATH names a log in
+// its events as the first import did (a script keys them by source), for
+// "." too.
+func TestImportWatchRelativePath(t *testing.T) {
+	t.Parallel()
+	for _, arg := range []string{"sessions", "."} {
+		t.Run(arg, func(t *testing.T) {
+			t.Parallel()
+			homes, piLog := agentHomes(t)
+			dir := filepath.Join(strings.TrimPrefix(homes[2], "PI_CODING_AGENT_DIR="), "sessions")
+			if arg == "sessions" {
+				dir = filepath.Dir(dir)
+			}
+			want, err := filepath.Rel(dir, piLog)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cmd := pantoCmd(t, dir, []string{"PANTO_STORE=" + t.TempDir()}, "import", "--watch", "--json", "--from", "pi", arg)
+			var stderr lockedBuffer
+			cmd.Stderr = cmdtest.Stderr(t, "panto", &stderr)
+			stdout, err := cmd.StdoutPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			defer func() {
+				_ = cmd.Process.Signal(syscall.SIGINT)
+				_ = cmd.Wait()
+			}()
+			events := make(chan importEvent, 64)
+			go func() {
+				defer close(events)
+				sc := bufio.NewScanner(stdout)
+				for sc.Scan() {
+					var ev importEvent
+					if json.Unmarshal(sc.Bytes(), &ev) == nil {
+						events <- ev
+					}
+				}
+			}()
+			await := func(action string) {
+				t.Helper()
+				select {
+				case ev, ok := <-events:
+					if !ok {
+						t.Fatalf("import --watch ended: %s", stderr.String())
+					}
+					if ev.Source != want || ev.Action != action {
+						t.Fatalf("import --watch: %+v, want %s %s", ev, action, want)
+					}
+				case <-time.After(60 * time.Second):
+					t.Fatalf("no %s of %s within a minute: %s", action, want, stderr.String())
+				}
+			}
+			await("new")
+			for deadline := time.Now().Add(60 * time.Second); !strings.Contains(stderr.String(), "watching"); time.Sleep(50 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatalf("import --watch did not begin watching: %s", stderr.String())
+				}
+			}
+			data, err := os.ReadFile(filepath.Join("..", "..", "importer", "testdata", "pi.jsonl"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(piLog, data, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			await("appended")
+		})
+	}
+}
