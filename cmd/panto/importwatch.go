@@ -40,7 +40,8 @@ const (
 	// is tried again, when nothing writes to it meanwhile.
 	importRetry = 15 * time.Second
 	// rootRescan is how often a directory that is not there yet (an
-	// agent not used yet on this machine) is looked for.
+	// agent not used yet on this machine) is looked for, besides the
+	// watch of the directory it would appear in.
 	rootRescan = 30 * time.Second
 )
 
@@ -113,8 +114,10 @@ type importWatcher struct {
 
 	fsw *fsnotify.Watcher
 	// watched are the roots being watched; the others are looked for
-	// every rootRescan.
+	// when a directory is made in the nearest of their parents that is
+	// there (watched for it), and every rescan (rootRescan when 0).
 	watched map[string]bool
+	rescan  time.Duration
 	// dirty are the logs written to since the last batch, by path, with
 	// the root that holds them; failed those whose import failed, tried
 	// again importRetry later.
@@ -161,7 +164,11 @@ func (w *importWatcher) run(ctx context.Context) error {
 	var gather <-chan time.Time // fires once the writes are quiet
 	var firstDirty time.Time
 	var retry <-chan time.Time // fires when a failed import is due again
-	rescan := time.NewTicker(rootRescan)
+	every := w.rescan
+	if every == 0 {
+		every = rootRescan
+	}
+	rescan := time.NewTicker(every)
 	defer rescan.Stop()
 	for {
 		select {
@@ -230,7 +237,21 @@ func (w *importWatcher) watchRoot(r watchRoot, found bool) error {
 	fi, err := os.Stat(r.path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		return nil // looked for again every rootRescan
+		// The agent makes it at its first run: the nearest parent that
+		// is there is watched for it (looked for every rescan too).
+		for below, dir := r.path, filepath.Dir(r.path); below != dir; below, dir = dir, filepath.Dir(dir) {
+			if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+				continue
+			}
+			if w.fsw.Add(dir) != nil {
+				return nil // the rescan finds the root
+			}
+			if _, err := os.Stat(below); err == nil {
+				return w.watchRoot(r, found) // made before the watch began
+			}
+			return nil
+		}
+		return nil
 	case err != nil:
 		return err
 	case !fi.IsDir():
@@ -290,8 +311,8 @@ func (w *importWatcher) event(ev fsnotify.Event) bool {
 		return false // a log the agent removed or renamed stays imported
 	}
 	r := w.rootOf(ev.Name)
-	if r.path == "" {
-		return false
+	if r.path == "" || !w.watched[r.path] {
+		return w.rootMade(ev)
 	}
 	if ev.Has(fsnotify.Create) {
 		if fi, err := os.Stat(ev.Name); err == nil && fi.IsDir() {
@@ -310,6 +331,25 @@ func (w *importWatcher) event(ev fsnotify.Event) bool {
 	}
 	w.dirty[ev.Name] = r
 	return true
+}
+
+// rootMade takes the event of a directory made on the way to a root not
+// there yet: the root is watched once it is there (and what is in it
+// read), or its nearest parent that is there now; it reports whether a
+// log is now waiting to be imported.
+func (w *importWatcher) rootMade(ev fsnotify.Event) bool {
+	if !ev.Has(fsnotify.Create) {
+		return false
+	}
+	before := len(w.dirty)
+	for _, r := range w.roots {
+		if !w.watched[r.path] && (r.path == ev.Name || strings.HasPrefix(r.path, ev.Name+string(filepath.Separator))) {
+			if err := w.watchRoot(r, true); err != nil {
+				fmt.Fprintf(w.e.stderr, "panto import: warning: %s\n", oneLine(err.Error()))
+			}
+		}
+	}
+	return len(w.dirty) > before
 }
 
 // rootOf is the watched root that holds path (zero: none).
