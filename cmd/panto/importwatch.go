@@ -240,11 +240,8 @@ func (w *importWatcher) watchRoot(r watchRoot, found bool) error {
 		// The agent makes it at its first run: the nearest parent that
 		// is there is watched for it (looked for every rescan too).
 		for below, dir := r.path, filepath.Dir(r.path); below != dir; below, dir = dir, filepath.Dir(dir) {
-			if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
-				continue
-			}
-			if w.fsw.Add(dir) != nil {
-				return nil // the rescan finds the root
+			if fi, err := os.Stat(dir); err != nil || !fi.IsDir() || w.fsw.Add(dir) != nil {
+				continue // not there, or gone since (being removed)
 			}
 			if _, err := os.Stat(below); err == nil {
 				return w.watchRoot(r, found) // made before the watch began
@@ -307,8 +304,23 @@ func (w *importWatcher) markAll(r watchRoot) {
 // event takes one file event; it reports whether a log is now waiting
 // to be imported.
 func (w *importWatcher) event(ev fsnotify.Event) bool {
+	if ev.Has(fsnotify.Remove) || ev.Has(fsnotify.Rename) {
+		// A root removed or moved away (an agent's directory cleared)
+		// is watched for again, as one not there yet is: the agent
+		// makes it again at its next run. A log removed or renamed
+		// stays imported.
+		// So is a root whose parent, watched for it, goes.
+		for _, r := range w.roots {
+			if r.path == ev.Name || !w.watched[r.path] && strings.HasPrefix(r.path, ev.Name+string(filepath.Separator)) {
+				delete(w.watched, r.path)
+				if err := w.watchRoot(r, true); err != nil {
+					fmt.Fprintf(w.e.stderr, "panto import: warning: %s\n", oneLine(err.Error()))
+				}
+			}
+		}
+	}
 	if !ev.Has(fsnotify.Write) && !ev.Has(fsnotify.Create) {
-		return false // a log the agent removed or renamed stays imported
+		return false
 	}
 	r := w.rootOf(ev.Name)
 	if r.path == "" || !w.watched[r.path] {

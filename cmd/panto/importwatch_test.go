@@ -678,3 +678,70 @@ func TestImportWatchAgentFirstRun(t *testing.T) {
 		}
 	}
 }
+
+// TestImportWatchAgentDirRemade: an agent's directory removed while the
+// watch runs (cleared by its user) and made again by the agent's next
+// run is watched again: the turn written in it is imported as it is
+// written, not at a restart of the watch.
+func TestImportWatchAgentDirRemade(t *testing.T) {
+	t.Parallel()
+	st, err := fsjsonl.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	home := t.TempDir()
+	getenv := func(k string) string {
+		if k == "HOME" {
+			return home
+		}
+		return ""
+	}
+	sessions := filepath.Join(home, ".pi", "agent", "sessions")
+	if err := os.MkdirAll(filepath.Join(sessions, "--home-me-old--"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr lockedBuffer
+	stored, err := storedCheckpoints(t.Context(), st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &importWatcher{e: &env{stdout: &stdout, stderr: &stderr, getenv: getenv}, st: st, stored: stored, projects: newProjectFinder(), jsonOut: true, roots: watchRoots(nil, importer.Pi, getenv), rescan: time.Hour}
+	if err := w.start(); err != nil {
+		t.Fatal(err)
+	}
+	defer w.close()
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- w.run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+	for deadline := time.Now().Add(60 * time.Second); !strings.Contains(stderr.String(), "watching"); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("import --watch did not begin watching: %s", stderr.String())
+		}
+	}
+	if err := os.RemoveAll(filepath.Join(home, ".pi")); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(500 * time.Millisecond) // the watch takes the removal before pi's next run
+	data, err := os.ReadFile(filepath.Join("..", "..", "importer", "testdata", "pi.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := filepath.Join(home, ".pi", "agent", "sessions", "--home-me-app--", "2026-03-01T10-00-00-000Z_0193aaaa-bbbb-7ccc-8ddd-eeeeffff0000.jsonl")
+	if err := os.MkdirAll(filepath.Dir(log), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(log, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(60 * time.Second); !strings.Contains(stdout.String(), `"action":"new"`); time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the session in the directory made again not imported within a minute: %s %s", stdout.String(), stderr.String())
+		}
+	}
+}
