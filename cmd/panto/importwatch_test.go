@@ -21,6 +21,7 @@ import (
 	"github.com/panto-dev/panto/internal/testkit/fakeprovider"
 	"github.com/panto-dev/panto/internal/testkit/faultnet"
 	"github.com/panto-dev/panto/internal/testkit/miniotest"
+	"github.com/panto-dev/panto/store"
 	"github.com/panto-dev/panto/store/fsjsonl"
 )
 
@@ -216,19 +217,7 @@ func TestImportWatchRetriesFlush(t *testing.T) {
 		}
 		return ""
 	}
-	var stdout, stderr lockedBuffer
-	stored, err := storedCheckpoints(t.Context(), st)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := &importWatcher{e: &env{stdout: &stdout, stderr: &stderr, getenv: getenv}, st: st, stored: stored, projects: newProjectFinder(), roots: watchRoots(nil, importer.Pi, getenv)}
-	if err := w.start(); err != nil {
-		t.Fatal(err)
-	}
-	defer w.close()
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() { done <- w.run(ctx) }()
+	_, stderr := inProcessWatch(t, st, getenv, 0)
 	data, err := os.ReadFile(filepath.Join("..", "..", "importer", "testdata", "pi.jsonl"))
 	if err != nil {
 		t.Fatal(err)
@@ -239,10 +228,6 @@ func TestImportWatchRetriesFlush(t *testing.T) {
 	deadline := time.Now().Add(60 * time.Second)
 	for st.count() < 2 && time.Now().Before(deadline) {
 		time.Sleep(100 * time.Millisecond)
-	}
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
 	}
 	if n := st.count(); n < 2 || !strings.Contains(stderr.String(), "index not written") {
 		t.Fatalf("%d flushes, stderr %q: want the failed flush told and tried again", n, stderr.String())
@@ -256,14 +241,10 @@ func TestImportWatchClaudeCode(t *testing.T) {
 	t.Parallel()
 	claude := testTool(t, "Claude Code "+claudeCodeVersion, "PANTO_CLAUDE_CODE", filepath.Join("claude-code-"+claudeCodeVersion, "claude"), "claude-code")
 	home := filepath.Join(t.TempDir(), "home")
-	store := filepath.Join(t.TempDir(), "sessions")
-	env := []string{"HOME=" + home, "XDG_DATA_HOME=" + filepath.Join(home, "data"), "XDG_STATE_HOME=" + filepath.Join(home, "state"), "PANTO_STORE=" + store}
+	dir := filepath.Join(t.TempDir(), "sessions")
+	env := []string{"HOME=" + home, "XDG_DATA_HOME=" + filepath.Join(home, "data"), "XDG_STATE_HOME=" + filepath.Join(home, "state"), "PANTO_STORE=" + dir}
 	w := startImportWatch(t, env, "--from", "claude-code")
-	for deadline := time.Now().Add(60 * time.Second); !strings.Contains(w.stderr.String(), "watching"); time.Sleep(50 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("import --watch did not begin watching: %s", w.stderr.String())
-		}
-	}
+	w.watching(t)
 
 	work := t.TempDir()
 	ask := func(answer string, args ...string) {
@@ -311,8 +292,14 @@ type watchRun struct {
 // args; it is stopped (Ctrl-C) when the test ends, if not before.
 func startImportWatch(t *testing.T, env []string, args ...string) *watchRun {
 	t.Helper()
+	return startImportWatchIn(t, t.TempDir(), env, args...)
+}
+
+// startImportWatchIn is startImportWatch in directory dir.
+func startImportWatchIn(t *testing.T, dir string, env []string, args ...string) *watchRun {
+	t.Helper()
 	w := &watchRun{events: make(chan importEvent, 64)}
-	w.cmd = pantoCmd(t, t.TempDir(), env, append([]string{"import", "--watch", "--json"}, args...)...)
+	w.cmd = pantoCmd(t, dir, env, append([]string{"import", "--watch", "--json"}, args...)...)
 	w.cmd.Stderr = cmdtest.Stderr(t, "panto", &w.stderr)
 	stdout, err := w.cmd.StdoutPipe()
 	if err != nil {
@@ -360,6 +347,16 @@ func (w *watchRun) await(t *testing.T, want func(importEvent) bool, fatal ...str
 	}
 }
 
+// watching waits until the watch says it watches (its first import done).
+func (w *watchRun) watching(t *testing.T) {
+	t.Helper()
+	for deadline := time.Now().Add(60 * time.Second); !strings.Contains(w.stderr.String(), "watching"); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("import --watch did not begin watching: %s", w.stderr.String())
+		}
+	}
+}
+
 // stop ends the watch as Ctrl-C does, and returns how it exited.
 func (w *watchRun) stop() error {
 	w.once.Do(func() {
@@ -400,55 +397,17 @@ func TestImportWatchLinkedDir(t *testing.T) {
 		t.Fatal(err)
 	}
 	env := []string{"PI_CODING_AGENT_DIR=" + filepath.Join(home, "pi"), "PANTO_STORE=" + t.TempDir()}
-	cmd := pantoCmd(t, t.TempDir(), env, "import", "--watch", "--json", "--from", "pi")
-	var stderr lockedBuffer
-	cmd.Stderr = cmdtest.Stderr(t, "panto", &stderr)
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		_ = cmd.Process.Signal(syscall.SIGINT)
-		_ = cmd.Wait()
-	}()
-	events := make(chan importEvent, 64)
-	go func() {
-		defer close(events)
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			var ev importEvent
-			if json.Unmarshal(sc.Bytes(), &ev) == nil {
-				events <- ev
-			}
-		}
-	}()
+	w := startImportWatch(t, env, "--from", "pi")
 	await := func(dir string) {
 		t.Helper()
 		want := filepath.Join(home, "pi", "sessions", dir, name)
-		for {
-			select {
-			case ev, ok := <-events:
-				if !ok {
-					t.Fatalf("import --watch ended: %s", stderr.String())
-				}
-				if ev.Source == want && ev.Action == "new" {
-					return
-				}
-				t.Fatalf("import --watch: %+v, want %s new", ev, want)
-			case <-time.After(60 * time.Second):
-				t.Fatalf("%s not imported within a minute: %s", want, stderr.String())
-			}
+		ev := w.await(t, func(importEvent) bool { return true })
+		if ev.Source != want || ev.Action != "new" {
+			t.Fatalf("import --watch: %+v, want %s new", ev, want)
 		}
 	}
 	await("--home-me-app--")
-	for deadline := time.Now().Add(60 * time.Second); !strings.Contains(stderr.String(), "watching"); time.Sleep(50 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("import --watch did not begin watching: %s", stderr.String())
-		}
-	}
+	w.watching(t)
 	// pi begins a session in another project, its directory made now.
 	other := strings.ReplaceAll(string(data), "0193aaaa-bbbb-7ccc-8ddd-eeeeffff0000", "0193aaaa-bbbb-7ccc-8ddd-eeeeffff0001")
 	if err := os.MkdirAll(filepath.Join(moved, "--home-me-lib--"), 0o755); err != nil {
@@ -563,51 +522,16 @@ func TestImportWatchRelativePath(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			cmd := pantoCmd(t, dir, []string{"PANTO_STORE=" + t.TempDir()}, "import", "--watch", "--json", "--from", "pi", arg)
-			var stderr lockedBuffer
-			cmd.Stderr = cmdtest.Stderr(t, "panto", &stderr)
-			stdout, err := cmd.StdoutPipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			defer func() {
-				_ = cmd.Process.Signal(syscall.SIGINT)
-				_ = cmd.Wait()
-			}()
-			events := make(chan importEvent, 64)
-			go func() {
-				defer close(events)
-				sc := bufio.NewScanner(stdout)
-				for sc.Scan() {
-					var ev importEvent
-					if json.Unmarshal(sc.Bytes(), &ev) == nil {
-						events <- ev
-					}
-				}
-			}()
+			w := startImportWatchIn(t, dir, []string{"PANTO_STORE=" + t.TempDir()}, "--from", "pi", arg)
 			await := func(action string) {
 				t.Helper()
-				select {
-				case ev, ok := <-events:
-					if !ok {
-						t.Fatalf("import --watch ended: %s", stderr.String())
-					}
-					if ev.Source != want || ev.Action != action {
-						t.Fatalf("import --watch: %+v, want %s %s", ev, action, want)
-					}
-				case <-time.After(60 * time.Second):
-					t.Fatalf("no %s of %s within a minute: %s", action, want, stderr.String())
+				ev := w.await(t, func(importEvent) bool { return true })
+				if ev.Source != want || ev.Action != action {
+					t.Fatalf("import --watch: %+v, want %s %s", ev, action, want)
 				}
 			}
 			await("new")
-			for deadline := time.Now().Add(60 * time.Second); !strings.Contains(stderr.String(), "watching"); time.Sleep(50 * time.Millisecond) {
-				if time.Now().After(deadline) {
-					t.Fatalf("import --watch did not begin watching: %s", stderr.String())
-				}
-			}
+			w.watching(t)
 			data, err := os.ReadFile(filepath.Join("..", "..", "importer", "testdata", "pi.jsonl"))
 			if err != nil {
 				t.Fatal(err)
@@ -637,30 +561,7 @@ func TestImportWatchAgentFirstRun(t *testing.T) {
 		}
 		return ""
 	}
-	var stdout, stderr lockedBuffer
-	stored, err := storedCheckpoints(t.Context(), st)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := &importWatcher{e: &env{stdout: &stdout, stderr: &stderr, getenv: getenv}, st: st, stored: stored, projects: newProjectFinder(), jsonOut: true, roots: watchRoots(nil, importer.Pi, getenv), rescan: time.Hour}
-	if err := w.start(); err != nil {
-		t.Fatal(err)
-	}
-	defer w.close()
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() { done <- w.run(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-	}()
-	for deadline := time.Now().Add(60 * time.Second); !strings.Contains(stderr.String(), "watching"); time.Sleep(50 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("import --watch did not begin watching: %s", stderr.String())
-		}
-	}
+	stdout, stderr := inProcessWatch(t, st, getenv, time.Hour)
 	data, err := os.ReadFile(filepath.Join("..", "..", "importer", "testdata", "pi.jsonl"))
 	if err != nil {
 		t.Fatal(err)
@@ -700,30 +601,7 @@ func TestImportWatchAgentDirRemade(t *testing.T) {
 	if err := os.MkdirAll(filepath.Join(sessions, "--home-me-old--"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	var stdout, stderr lockedBuffer
-	stored, err := storedCheckpoints(t.Context(), st)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := &importWatcher{e: &env{stdout: &stdout, stderr: &stderr, getenv: getenv}, st: st, stored: stored, projects: newProjectFinder(), jsonOut: true, roots: watchRoots(nil, importer.Pi, getenv), rescan: time.Hour}
-	if err := w.start(); err != nil {
-		t.Fatal(err)
-	}
-	defer w.close()
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() { done <- w.run(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-	}()
-	for deadline := time.Now().Add(60 * time.Second); !strings.Contains(stderr.String(), "watching"); time.Sleep(50 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("import --watch did not begin watching: %s", stderr.String())
-		}
-	}
+	stdout, stderr := inProcessWatch(t, st, getenv, time.Hour)
 	if err := os.RemoveAll(filepath.Join(home, ".pi")); err != nil {
 		t.Fatal(err)
 	}
@@ -744,4 +622,36 @@ func TestImportWatchAgentDirRemade(t *testing.T) {
 			t.Fatalf("the session in the directory made again not imported within a minute: %s %s", stdout.String(), stderr.String())
 		}
 	}
+}
+
+// inProcessWatch runs an importWatcher of pi's directory (getenv's) on
+// st in this process until the test ends, with rescan its look for a
+// missing directory (0: the default); it returns its stdout and stderr.
+func inProcessWatch(t *testing.T, st store.LogStore, getenv func(string) string, rescan time.Duration) (stdout, stderr *lockedBuffer) {
+	t.Helper()
+	stdout, stderr = &lockedBuffer{}, &lockedBuffer{}
+	stored, err := storedCheckpoints(t.Context(), st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &importWatcher{e: &env{stdout: stdout, stderr: stderr, getenv: getenv}, st: st, stored: stored, projects: newProjectFinder(), jsonOut: true, roots: watchRoots(nil, importer.Pi, getenv), rescan: rescan}
+	if err := w.start(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- w.run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+		w.close()
+	})
+	for deadline := time.Now().Add(60 * time.Second); !strings.Contains(stderr.String(), "watching"); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("import --watch did not begin watching: %s", stderr.String())
+		}
+	}
+	return stdout, stderr
 }
