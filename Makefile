@@ -108,6 +108,7 @@ FUZZ_TARGETS := \
 	internal/sessionlog:FuzzParse \
 	importer:FuzzClaudeCode \
 	importer:FuzzCodex \
+	importer:FuzzCodexForkLinked \
 	importer:FuzzPi \
 	importer:FuzzUnderStoredHeader \
 	internal/sessionlog:FuzzSummarizeLine \
