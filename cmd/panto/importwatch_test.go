@@ -550,17 +550,7 @@ func TestImportWatchRelativePath(t *testing.T) {
 // look for the directory (here an hour away).
 func TestImportWatchAgentFirstRun(t *testing.T) {
 	t.Parallel()
-	st, err := fsjsonl.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	home := t.TempDir()
-	getenv := func(k string) string {
-		if k == "HOME" {
-			return home
-		}
-		return ""
-	}
+	st, home, getenv := homeWithoutAgents(t)
 	stdout, stderr := inProcessWatch(t, st, getenv, time.Hour)
 	data, err := os.ReadFile(filepath.Join("..", "..", "importer", "testdata", "pi.jsonl"))
 	if err != nil {
@@ -586,17 +576,7 @@ func TestImportWatchAgentFirstRun(t *testing.T) {
 // written, not at a restart of the watch.
 func TestImportWatchAgentDirRemade(t *testing.T) {
 	t.Parallel()
-	st, err := fsjsonl.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	home := t.TempDir()
-	getenv := func(k string) string {
-		if k == "HOME" {
-			return home
-		}
-		return ""
-	}
+	st, home, getenv := homeWithoutAgents(t)
 	sessions := filepath.Join(home, ".pi", "agent", "sessions")
 	if err := os.MkdirAll(filepath.Join(sessions, "--home-me-old--"), 0o755); err != nil {
 		t.Fatal(err)
@@ -654,4 +634,21 @@ func inProcessWatch(t *testing.T, st store.LogStore, getenv func(string) string,
 		}
 	}
 	return stdout, stderr
+}
+
+// homeWithoutAgents is a directory store and a home where no agent ran
+// yet, with the environment that names it alone.
+func homeWithoutAgents(t *testing.T) (st *fsjsonl.Store, home string, getenv func(string) string) {
+	t.Helper()
+	st, err := fsjsonl.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	home = t.TempDir()
+	return st, home, func(k string) string {
+		if k == "HOME" {
+			return home
+		}
+		return ""
+	}
 }
