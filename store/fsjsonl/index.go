@@ -23,6 +23,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/panto-dev/panto/agent"
+	"github.com/panto-dev/panto/internal/filekey"
 	"github.com/panto-dev/panto/internal/gobmap"
 	"github.com/panto-dev/panto/internal/sessionlog"
 	"github.com/panto-dev/panto/store"
@@ -72,7 +73,7 @@ type index struct {
 // length, their sha256 (and the hash state after them, so that an append
 // extends it without reading the file), and the decoder state after them.
 type indexEntry struct {
-	File      fileKey            `json:"file"`
+	File      filekey.Key        `json:"file"`
 	Committed int64              `json:"committed"`
 	SHA256    string             `json:"sha256"`
 	HashState []byte             `json:"hash_state"`
@@ -200,7 +201,7 @@ func (s *Store) Flush(ctx context.Context) error {
 
 // cached returns the cache entry of session id if it describes the file
 // whose stat is key, else nil.
-func (s *Store) cached(id string, key fileKey, useIndex bool) *indexEntry {
+func (s *Store) cached(id string, key filekey.Key, useIndex bool) *indexEntry {
 	if !useIndex {
 		return nil
 	}
@@ -224,7 +225,7 @@ func (s *Store) cached(id string, key fileKey, useIndex bool) *indexEntry {
 // reading those files costs less than loading the cache of the whole
 // catalog.
 func (s *Store) entry(ctx context.Context, id string, fi fs.FileInfo, useIndex bool) (e *indexEntry, ok bool, err error) {
-	if e := s.cached(id, keyOf(fi), useIndex); e != nil {
+	if e := s.cached(id, filekey.Of(fi), useIndex); e != nil {
 		return e, true, nil
 	}
 	path := filepath.Join(s.dir, id+Ext)
@@ -255,7 +256,7 @@ func (s *Store) scanLocked(ctx context.Context, id string, f *os.File, useIndex 
 	if err != nil {
 		return nil, err
 	}
-	key := keyOf(held) // under the lock: the version actually read
+	key := filekey.Of(held) // under the lock: the version actually read
 	if e := s.cached(id, key, useIndex); e != nil {
 		return e, nil
 	}
@@ -300,7 +301,7 @@ func (s *Store) scanLocked(ctx context.Context, id string, f *os.File, useIndex 
 // below the cached length changes the hash, and then the whole file is
 // decoded again. The file is read as a stream, so a large one costs no
 // more memory than a small one.
-func scan(ctx context.Context, f *os.File, path string, key fileKey, prev *indexEntry) (e *indexEntry, resumed bool, err error) {
+func scan(ctx context.Context, f *os.File, path string, key filekey.Key, prev *indexEntry) (e *indexEntry, resumed bool, err error) {
 	committed, err := committedLength(f, path, key.Size)
 	if err != nil {
 		return &indexEntry{File: key, Decoder: sessionlog.Decoder{Name: path}, err: err}, false, nil
@@ -485,7 +486,7 @@ func (s *Store) cachedEntries(files []sessionFile) (found []*indexEntry, misses 
 	present := make(map[string]bool, len(files))
 	for i, f := range files {
 		present[f.id] = true
-		if e := idx.Sessions[f.id]; e != nil && e.File == keyOf(f.fi) && e.clean() {
+		if e := idx.Sessions[f.id]; e != nil && e.File == filekey.Of(f.fi) && e.clean() {
 			found[i] = e
 		} else {
 			misses = append(misses, i)

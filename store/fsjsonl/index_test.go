@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/panto-dev/panto/agent"
+	"github.com/panto-dev/panto/internal/filekey"
 	"github.com/panto-dev/panto/internal/sessionlog"
 	"github.com/panto-dev/panto/internal/testkit/fileaccess"
 	"github.com/panto-dev/panto/store"
@@ -198,7 +199,7 @@ func TestListCacheTornTail(t *testing.T) {
 		t.Fatalf("test setup: the repaired file's size changed (%d -> %d)", before.Size(), after.Size())
 	}
 	s.mu.Lock()
-	s.index.Sessions["torn"].File = keyOf(after)
+	s.index.Sessions["torn"].File = filekey.Of(after)
 	s.mu.Unlock()
 	got, _, _ = listed(t, s)
 	if got["torn"].MessageCount != 3 {

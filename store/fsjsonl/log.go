@@ -13,6 +13,7 @@ import (
 	"os"
 
 	"github.com/panto-dev/panto/agent"
+	"github.com/panto-dev/panto/internal/filekey"
 	"github.com/panto-dev/panto/internal/sessionlog"
 	"github.com/panto-dev/panto/store"
 )
@@ -157,7 +158,7 @@ func (s *Store) AppendLog(ctx context.Context, id string, at store.Checkpoint, d
 		return fail(err)
 	}
 	if fi, err := l.f.Stat(); err == nil {
-		next.File = keyOf(fi)
+		next.File = filekey.Of(fi)
 		if next.HashState, err = h.(encoding.BinaryMarshaler).MarshalBinary(); err == nil {
 			s.update(id, next)
 		}
@@ -183,7 +184,7 @@ func (s *Store) createLog(ctx context.Context, id, path string, data []byte) (cp
 		return store.Checkpoint{}, false, err
 	}
 	if fi, err := os.Stat(path); err == nil {
-		e.File = keyOf(fi)
+		e.File = filekey.Of(fi)
 		if e.HashState, err = h.(encoding.BinaryMarshaler).MarshalBinary(); err == nil {
 			s.update(id, e)
 		}

@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/panto-dev/panto/internal/filekey"
 	"github.com/panto-dev/panto/store"
 )
 
@@ -128,7 +129,7 @@ func (s *Store) hashDir(ctx context.Context, h io.Writer, dir string, keep func(
 					return fmt.Errorf("stat %s: %w", de.Name(), err)
 				}
 				stats[first+i] = fi
-				k := keyOf(fi)
+				k := filekey.Of(fi)
 				buf = append(buf[:0], de.Name()...)
 				buf = append(buf, 0)
 				for _, v := range []uint64{k.Ino, uint64(k.Size), uint64(k.MtimeNS), uint64(k.CtimeNS)} {

@@ -1,6 +1,6 @@
 //go:build darwin || freebsd || netbsd
 
-package fsjsonl
+package filekey
 
 import "syscall"
 

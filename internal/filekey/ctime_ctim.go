@@ -1,6 +1,6 @@
 //go:build linux || openbsd || dragonfly
 
-package fsjsonl
+package filekey
 
 import "syscall"
 
