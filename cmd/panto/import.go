@@ -45,7 +45,9 @@ directory is not a work tree here, the log's own (Codex records the remote, Clau
 and pi the directory alone).
 
 Importing again changes nothing; a log that grew has its new messages appended to the
-same session, so import can run on a timer. A session whose stored bytes are not the
+same session, so import can run on a timer. A log unchanged since it was imported
+(its size, times and inode as ~/.cache/panto/import/record.jsonl recorded them, and its
+session as that import left it in the store) is not read again. A session whose stored bytes are not the
 start of its new conversion (an earlier panto converted it otherwise, or its source
 changed below what was imported) is reported as diverged, and its stored copy left as
 it is; one an earlier panto imported, whose conversion this panto reads more of (a
@@ -64,7 +66,8 @@ seconds (the directories are watched, new project and day directories too; a log
 failed to import, a bucket not answering, is tried again 15 s later, and a bucket that
 does not answer at the start is waited for), and the store's
 listing is brought up to date after each, so panto sessions, search and -c on any
-machine have it. It runs until stopped (Ctrl-C, SIGTERM), and exits 0 then; as a
+machine have it. A log whose import takes long (hundreds of megabytes) waits three
+times as long before the next. It runs until stopped (Ctrl-C, SIGTERM), and exits 0 then; as a
 systemd user service or a launchd agent it keeps the archive of every agent current.
 
 Examples:
@@ -116,6 +119,10 @@ type importEvent struct {
 	Earlier bool   `json:"earlier_conversion,omitempty"`
 	DryRun  bool   `json:"dry_run,omitempty"`
 	Error   string `json:"error,omitempty"`
+
+	// took is how long the import of the source took (--watch paces a
+	// log by it).
+	took time.Duration
 }
 
 func runImport(c *cli.Context, e *env) error {
@@ -155,13 +162,13 @@ func runImport(c *cli.Context, e *env) error {
 	if e.stdoutIsTerminal && !jsonOut && len(sources) > 1 {
 		bar = progressbar.NewOptions(len(sources), progressbar.OptionSetWriter(e.stderr), progressbar.OptionSetDescription("import"), progressbar.OptionClearOnFinish())
 	}
-	projects := newProjectFinder()
-	rollouts := newRolloutFinder(c.Args().Slice(), e.getenv)
+	job := &importJob{st: st, stored: stored, projects: newProjectFinder(), rollouts: newRolloutFinder(c.Args().Slice(), e.getenv),
+		record: loadImportRecord(importRecordPath(e.getenv)), opts: opts, jsonOut: jsonOut}
 	var watch *importWatcher
 	if c.Bool("watch") {
 		// Watched before the import reads the logs, so that nothing the
 		// agents write meanwhile is missed.
-		watch = &importWatcher{e: e, st: st, stored: stored, projects: projects, rollouts: rollouts, opts: opts, jsonOut: jsonOut, roots: watchRoots(c.Args().Slice(), from, e.getenv)}
+		watch = &importWatcher{e: e, job: job, roots: watchRoots(c.Args().Slice(), from, e.getenv)}
 		if err := watch.start(); err != nil {
 			return err
 		}
@@ -173,7 +180,7 @@ func runImport(c *cli.Context, e *env) error {
 	// A second one kills.
 	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
 	context.AfterFunc(ctx, stop)
-	counts, events, err := importBatch(ctx, e.stdout, bar, st, stored, projects, rollouts, sources, opts, jsonOut)
+	counts, events, err := job.batch(ctx, e.stdout, bar, sources)
 	stopped := ctx.Err() != nil && len(events) < len(sources)
 	stop()
 	if err != nil {
@@ -209,14 +216,31 @@ func runImport(c *cli.Context, e *env) error {
 	return nil
 }
 
-// importBatch imports sources, several at once, and prints what each
-// came to in the sources' order as soon as those before it are; it
-// returns how many came to each action (and "earlier"), and the events.
-// Once ctx is done no source is begun, and those begun are finished
-// (an append is not cut in the middle): the events are then those of
-// the sources begun, the first ones.
-func importBatch(ctx context.Context, w io.Writer, bar *progressbar.ProgressBar, st store.LogStore, stored *storedLogs, projects *projectFinder, rollouts *rolloutFinder, sources []importer.Source, opts importer.Options, jsonOut bool) (map[string]int, []importEvent, error) {
-	stored.newBatch()
+// importJob is what the imports of one panto import (the first, and each
+// batch of --watch) share: the store and what it holds, and how the logs
+// are read and the outcomes printed.
+type importJob struct {
+	st       store.LogStore
+	stored   *storedLogs
+	projects *projectFinder
+	rollouts *rolloutFinder
+	// record spares a read to the logs unchanged since the last import
+	// (nil: every log is read).
+	record  *importRecord
+	opts    importer.Options
+	jsonOut bool
+}
+
+// batch imports sources, several at once, and prints what each came to
+// in the sources' order as soon as those before it are; it returns how
+// many came to each action (and "earlier"), and the events. Once ctx is
+// done no source is begun, and those begun are finished (an append is
+// not cut in the middle): the events are then those of the sources
+// begun, the first ones. What the record learned is saved at the end.
+func (j *importJob) batch(ctx context.Context, w io.Writer, bar *progressbar.ProgressBar, sources []importer.Source) (map[string]int, []importEvent, error) {
+	j.stored.newBatch()
+	// Best effort: what is not saved costs the next import a read.
+	defer func() { _ = j.record.save() }()
 	counts := map[string]int{}
 	// A new session is a PUT or two on a bucket, so the first import of
 	// a long history, one source after another, waits a round trip per
@@ -234,7 +258,9 @@ func importBatch(ctx context.Context, w io.Writer, bar *progressbar.ProgressBar,
 		}
 		begun++
 		g.Go(func() error {
-			ev := importOne(context.WithoutCancel(ctx), st, stored, projects, rollouts, i, src, opts)
+			began := time.Now()
+			ev := j.one(context.WithoutCancel(ctx), i, src)
+			ev.took = time.Since(began)
 			mu.Lock()
 			defer mu.Unlock()
 			events[i] = &ev
@@ -247,7 +273,7 @@ func importBatch(ctx context.Context, w io.Writer, bar *progressbar.ProgressBar,
 				if bar != nil {
 					_ = bar.Add(1)
 				}
-				if err := printImportEvent(w, bar, *ev, jsonOut); err != nil && printErr == nil {
+				if err := printImportEvent(w, bar, *ev, j.jsonOut); err != nil && printErr == nil {
 					printErr = err
 				}
 			}
@@ -400,25 +426,57 @@ func storedCheckpoints(ctx context.Context, st store.LogStore) (*storedLogs, err
 	return out, nil
 }
 
-// importOne converts one source and brings its session in the store up
-// to date.
-func importOne(ctx context.Context, st store.LogStore, stored *storedLogs, projects *projectFinder, rollouts *rolloutFinder, turn int, src importer.Source, opts importer.Options) importEvent {
-	ev, conv := convertSource(src, rollouts, opts.Dry)
-	if conv != nil {
-		var err error
-		if conv, err = conv.WithProject(projects.find(conv.Project)); err != nil {
-			ev.Action, ev.Error = "refused", err.Error()
-			conv = nil
+// one converts one source and brings its session in the store up to
+// date. A source the record vouches for is not read: it is unchanged.
+func (j *importJob) one(ctx context.Context, turn int, src importer.Source) importEvent {
+	file, known := j.record.file(src.Path) // before the read: see sourceFile
+	if e, ok := j.record.lookup(file, src.Agent); ok {
+		// Claimed as its conversion would be, so that it is decided
+		// after the sources of its session before it, which may have
+		// changed the session.
+		defer j.stored.claim(turn, e.ID)()
+		if j.record.holds(e, j.stored) {
+			ev := e.event(src.Path)
+			ev.DryRun = j.opts.Dry
+			return ev
 		}
+		ev, conv := j.convert(src)
+		if conv == nil {
+			return ev
+		}
+		return j.apply(ctx, ev, conv, file, known)
 	}
+	ev, conv := j.convert(src)
 	if conv == nil {
-		stored.claim(turn, "")()
+		j.stored.claim(turn, "")()
 		return ev
 	}
 	// A replacement is written under its replaced session's claim: only
 	// the sources of that session reach it.
-	defer stored.claim(turn, conv.ID)()
-	out, err := importer.Import(ctx, st, conv, stored, opts)
+	defer j.stored.claim(turn, conv.ID)()
+	return j.apply(ctx, ev, conv, file, known)
+}
+
+// convert reads and converts src, and finds its project on this machine;
+// a nil conversion comes with the event that says why there is none.
+func (j *importJob) convert(src importer.Source) (importEvent, *importer.Conversion) {
+	ev, conv := convertSource(src, j.rollouts, j.opts.Dry)
+	if conv == nil {
+		return ev, nil
+	}
+	conv, err := conv.WithProject(j.projects.find(conv.Project))
+	if err != nil {
+		ev.Action, ev.Error = "refused", err.Error()
+		return ev, nil
+	}
+	return ev, conv
+}
+
+// apply brings conv's session in the store up to date, and notes in the
+// record what the store holds of it now (file is its source's, as read
+// when known).
+func (j *importJob) apply(ctx context.Context, ev importEvent, conv *importer.Conversion, file sourceFile, known bool) importEvent {
+	out, err := importer.Import(ctx, j.st, conv, j.stored, j.opts)
 	if err != nil {
 		ev.Action, ev.Error = "failed", err.Error()
 		return ev
@@ -430,7 +488,10 @@ func importOne(ctx context.Context, st store.LogStore, stored *storedLogs, proje
 	if out.Err != nil {
 		ev.Error = out.Err.Error()
 	}
-	stored.record(out) // for another source of the same session
+	j.stored.record(out) // for another source of the same session
+	if known && ev.ID == conv.ID {
+		j.record.note(file, ev, j.stored.Checkpoint(ev.ID))
+	}
 	return ev
 }
 

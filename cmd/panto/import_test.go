@@ -70,16 +70,22 @@ func importEvents(t *testing.T, env []string, args ...string) []importEvent {
 	if r.code != 0 {
 		t.Fatalf("import %q: exit %d: %s", args, r.code, r.stderr)
 	}
-	var out []importEvent
-	sc := bufio.NewScanner(strings.NewReader(r.stdout))
+	return decodeLines[importEvent](t, r.stdout)
+}
+
+// decodeLines decodes each line of a --json output.
+func decodeLines[T any](t *testing.T, out string) []T {
+	t.Helper()
+	var vs []T
+	sc := bufio.NewScanner(strings.NewReader(out))
 	for sc.Scan() {
-		var ev importEvent
-		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
-			t.Fatalf("import --json line %q: %v", sc.Text(), err)
+		var v T
+		if err := json.Unmarshal(sc.Bytes(), &v); err != nil {
+			t.Fatalf("--json line %q: %v", sc.Text(), err)
 		}
-		out = append(out, ev)
+		vs = append(vs, v)
 	}
-	return out
+	return vs
 }
 
 func actions(evs []importEvent) map[string]int {
@@ -98,7 +104,9 @@ func TestImport(t *testing.T) {
 	t.Parallel()
 	eachCase(t, func(t *testing.T, b backend, pc providerCase) {
 		homes, piLog := agentHomes(t)
-		env := append(pc.env(b), homes...)
+		// One cache for every run, as on a user's machine: imports
+		// again go by the record of imported logs.
+		env := append(append(pc.env(b), homes...), "XDG_CACHE_HOME="+t.TempDir())
 		first := importEvents(t, env)
 		want := map[string]int{"claude-code new": 2, "codex new": 1, "pi new": 1}
 		if got := actions(first); !equalCounts(got, want) {
