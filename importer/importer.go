@@ -187,6 +187,10 @@ func Convert(a Agent, name string, data []byte) (*Conversion, error) {
 func convert(conv converter, a Agent, name string, data []byte) (*Conversion, error) {
 	b := conv.builder()
 	b.fallbackID = logStem(name)
+	// A conversion is most of its log's size (a large log's is mostly
+	// tool results, kept whole): grown once, not by doubling, it does
+	// not leave the log's size again in garbage behind it.
+	b.out.Grow(len(data))
 	lineNo := 0
 	for len(data) > 0 {
 		i := bytes.IndexByte(data, '\n')

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/debug"
 	"sort"
 	"strings"
 	"syscall"
@@ -39,6 +40,14 @@ const (
 	// importRetry is how long a log whose import failed waits before it
 	// is tried again, when nothing writes to it meanwhile.
 	importRetry = 15 * time.Second
+	// importPace paces a log whose import is costly (a session of
+	// hundreds of megabytes, converted whole at every turn: importer's
+	// package doc): after an import that took longer than
+	// importPaceFrom, the log waits importPace times as long before it
+	// is imported again, so that the watch takes at most a quarter of a
+	// core, and the turns written meanwhile go as one batch.
+	importPace     = 3
+	importPaceFrom = 250 * time.Millisecond
 	// rootRescan is how often a directory that is not there yet (an
 	// agent not used yet on this machine) is looked for, besides the
 	// watch of the directory it would appear in.
@@ -103,14 +112,9 @@ func watchRoots(paths []string, from importer.Agent, getenv func(string) string)
 
 // importWatcher is the state of panto import --watch.
 type importWatcher struct {
-	e        *env
-	st       store.LogStore
-	stored   *storedLogs
-	projects *projectFinder
-	rollouts *rolloutFinder
-	opts     importer.Options
-	jsonOut  bool
-	roots    []watchRoot
+	e     *env
+	job   *importJob
+	roots []watchRoot
 
 	fsw *fsnotify.Watcher
 	// watched are the roots being watched; the others are looked for
@@ -123,6 +127,11 @@ type importWatcher struct {
 	// again importRetry later.
 	dirty  map[string]watchRoot
 	failed map[string]bool
+	// paced are the logs that wait, after a costly import, until the
+	// time given before they are imported again: pace(how long the
+	// import took) after it (nil: paceAfter).
+	paced map[string]time.Time
+	pace  func(took time.Duration) time.Duration
 	// unflushed says that the last flush failed: it is tried again as a
 	// failed import is.
 	unflushed bool
@@ -160,10 +169,13 @@ func (w *importWatcher) run(ctx context.Context) error {
 		names = append(names, r.path)
 	}
 	fmt.Fprintf(w.e.stderr, "panto import: watching %s for new turns (Ctrl-C to stop)\n", strings.Join(names, ", "))
+	releaseMemory() // the first import's
 
 	var gather <-chan time.Time // fires once the writes are quiet
 	var firstDirty time.Time
 	var retry <-chan time.Time // fires when a failed import is due again
+	var pace <-chan time.Time  // fires when the first paced log is due
+	var paceAt time.Time
 	every := w.rescan
 	if every == 0 {
 		every = rootRescan
@@ -173,7 +185,16 @@ func (w *importWatcher) run(ctx context.Context) error {
 	for {
 		select {
 		case <-ctx.Done():
+			if len(w.dirty) > 0 {
+				// Paced logs' turns go to the store before the watch
+				// ends (a second signal kills).
+				w.paced = nil
+				w.importDirty(context.WithoutCancel(ctx))
+			}
 			return nil
+		case <-pace:
+			pace, paceAt = nil, time.Time{}
+			w.importDirty(ctx)
 		case ev, ok := <-fsw.Events:
 			if !ok {
 				return nil
@@ -222,6 +243,9 @@ func (w *importWatcher) run(ctx context.Context) error {
 			if len(w.dirty) > 0 {
 				w.importDirty(ctx)
 			}
+		}
+		if at, ok := w.nextPaced(); ok && (pace == nil || at.Before(paceAt)) {
+			pace, paceAt = time.After(time.Until(at)), at
 		}
 		if due := len(w.failed) > 0 || w.unflushed; due && retry == nil {
 			retry = time.After(importRetry)
@@ -386,8 +410,14 @@ func (w *importWatcher) importDirty(ctx context.Context) {
 	}
 	sort.Strings(paths)
 	var sources []importer.Source
+	now := time.Now()
 	for _, p := range paths {
 		r := w.dirty[p]
+		if now.Before(w.paced[p]) {
+			continue // stays dirty until it is due
+		}
+		delete(w.dirty, p)
+		delete(w.paced, p)
 		if strings.HasSuffix(p, ".zst") {
 			if _, err := os.Stat(strings.TrimSuffix(p, ".zst")); err == nil {
 				continue // Codex reads the plain log beside it, and so does import
@@ -395,28 +425,69 @@ func (w *importWatcher) importDirty(ctx context.Context) {
 		}
 		sources = append(sources, importer.Source{Path: p, Agent: r.agent})
 	}
-	w.dirty = map[string]watchRoot{}
 	if len(sources) == 0 {
 		return
 	}
-	_, events, err := importBatch(ctx, w.e.stdout, nil, w.st, w.stored, w.projects, w.rollouts, sources, w.opts, w.jsonOut)
+	_, events, err := w.job.batch(ctx, w.e.stdout, nil, sources)
 	if err != nil {
 		fmt.Fprintf(w.e.stderr, "panto import: warning: %s\n", oneLine(err.Error()))
 	}
+	done := time.Now()
+	costly := false
 	for _, ev := range events {
 		if ev.Action == "failed" {
 			w.failed[ev.Source] = true
 		} else {
 			delete(w.failed, ev.Source)
 		}
+		pace := paceAfter
+		if w.pace != nil {
+			pace = w.pace
+		}
+		if wait := pace(ev.took); wait > 0 {
+			if w.paced == nil {
+				w.paced = map[string]time.Time{}
+			}
+			w.paced[ev.Source] = done.Add(wait)
+			costly = true
+		}
 	}
 	w.flush(ctx)
+	if costly {
+		releaseMemory()
+	}
+}
+
+// releaseMemory gives the memory a costly import used back to the
+// system: the watch runs for days, and would otherwise hold a large
+// log's conversion (several times its size) until the runtime's
+// scavenger returns it, minutes later.
+func releaseMemory() { debug.FreeOSMemory() }
+
+// paceAfter is how long a log whose import took took waits before it is
+// imported again (importPace).
+func paceAfter(took time.Duration) time.Duration {
+	if took <= importPaceFrom {
+		return 0
+	}
+	return importPace * took
+}
+
+// nextPaced returns when the first paced log that is dirty is due.
+func (w *importWatcher) nextPaced() (time.Time, bool) {
+	var first time.Time
+	for p := range w.dirty {
+		if at, ok := w.paced[p]; ok && (first.IsZero() || at.Before(first)) {
+			first = at
+		}
+	}
+	return first, !first.IsZero()
 }
 
 // flush brings the store's listing up to date with what was imported;
 // a bucket that does not answer is told, and the next flush tries again.
 func (w *importWatcher) flush(ctx context.Context) {
-	err := store.Flush(ctx, w.st)
+	err := store.Flush(ctx, w.job.st)
 	w.unflushed = err != nil
 	if err != nil && ctx.Err() == nil {
 		fmt.Fprintf(w.e.stderr, "panto import: warning: %s\n", oneLine(err.Error()))

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -217,7 +218,7 @@ func TestImportWatchRetriesFlush(t *testing.T) {
 		}
 		return ""
 	}
-	_, stderr := inProcessWatch(t, st, getenv, 0)
+	_, stderr, _ := inProcessWatch(t, st, getenv, 0)
 	data, err := os.ReadFile(filepath.Join("..", "..", "importer", "testdata", "pi.jsonl"))
 	if err != nil {
 		t.Fatal(err)
@@ -551,7 +552,7 @@ func TestImportWatchRelativePath(t *testing.T) {
 func TestImportWatchAgentFirstRun(t *testing.T) {
 	t.Parallel()
 	st, home, getenv := homeWithoutAgents(t)
-	stdout, stderr := inProcessWatch(t, st, getenv, time.Hour)
+	stdout, stderr, _ := inProcessWatch(t, st, getenv, time.Hour)
 	data, err := os.ReadFile(filepath.Join("..", "..", "importer", "testdata", "pi.jsonl"))
 	if err != nil {
 		t.Fatal(err)
@@ -581,7 +582,7 @@ func TestImportWatchAgentDirRemade(t *testing.T) {
 	if err := os.MkdirAll(filepath.Join(sessions, "--home-me-old--"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	stdout, stderr := inProcessWatch(t, st, getenv, time.Hour)
+	stdout, stderr, _ := inProcessWatch(t, st, getenv, time.Hour)
 	if err := os.RemoveAll(filepath.Join(home, ".pi")); err != nil {
 		t.Fatal(err)
 	}
@@ -607,33 +608,40 @@ func TestImportWatchAgentDirRemade(t *testing.T) {
 // inProcessWatch runs an importWatcher of pi's directory (getenv's) on
 // st in this process until the test ends, with rescan its look for a
 // missing directory (0: the default); it returns its stdout and stderr.
-func inProcessWatch(t *testing.T, st store.LogStore, getenv func(string) string, rescan time.Duration) (stdout, stderr *lockedBuffer) {
+func inProcessWatch(t *testing.T, st store.LogStore, getenv func(string) string, rescan time.Duration, options ...func(*importWatcher)) (stdout, stderr *lockedBuffer, stop func()) {
 	t.Helper()
 	stdout, stderr = &lockedBuffer{}, &lockedBuffer{}
 	stored, err := storedCheckpoints(t.Context(), st)
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := &importWatcher{e: &env{stdout: stdout, stderr: stderr, getenv: getenv}, st: st, stored: stored, projects: newProjectFinder(), jsonOut: true, roots: watchRoots(nil, importer.Pi, getenv), rescan: rescan}
+	w := &importWatcher{e: &env{stdout: stdout, stderr: stderr, getenv: getenv}, job: &importJob{st: st, stored: stored, projects: newProjectFinder(), jsonOut: true}, roots: watchRoots(nil, importer.Pi, getenv), rescan: rescan}
+	for _, o := range options {
+		o(w)
+	}
 	if err := w.start(); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() { done <- w.run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-		w.close()
-	})
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Error(err)
+			}
+			w.close()
+		})
+	}
+	t.Cleanup(stop)
 	for deadline := time.Now().Add(60 * time.Second); !strings.Contains(stderr.String(), "watching"); time.Sleep(50 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("import --watch did not begin watching: %s", stderr.String())
 		}
 	}
-	return stdout, stderr
+	return stdout, stderr, stop
 }
 
 // homeWithoutAgents is a directory store and a home where no agent ran
@@ -650,5 +658,61 @@ func homeWithoutAgents(t *testing.T) (st *fsjsonl.Store, home string, getenv fun
 			return home
 		}
 		return ""
+	}
+}
+
+// TestImportWatchPaced: a log whose import is costly waits, after each
+// import, as long as its pace says before it is imported again (the
+// turns written meanwhile go as one batch), and what waits is imported
+// when the watch is stopped.
+func TestImportWatchPaced(t *testing.T) {
+	t.Parallel()
+	st, home, getenv := homeWithoutAgents(t)
+	const wait = 4 * time.Second
+	stdout, stderr, stop := inProcessWatch(t, st, getenv, time.Hour, func(w *importWatcher) {
+		w.pace = func(time.Duration) time.Duration { return wait }
+	})
+	data, err := os.ReadFile(filepath.Join("..", "..", "importer", "testdata", "pi.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := bytes.SplitAfter(data, []byte("\n"))
+	log := filepath.Join(home, ".pi", "agent", "sessions", "--home-me-app--", "2026-03-01T10-00-00-000Z_0193aaaa-bbbb-7ccc-8ddd-eeeeffff0000.jsonl")
+	if err := os.MkdirAll(filepath.Dir(log), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	write := func(n int) {
+		t.Helper()
+		if err := os.WriteFile(log, bytes.Join(lines[:n], nil), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	await := func(n int) time.Time {
+		t.Helper()
+		for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			if evs := decodeLines[importEvent](t, stdout.String()); len(evs) >= n {
+				return time.Now()
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("import %d not made within a minute: %s %s", n, stdout.String(), stderr.String())
+			}
+		}
+	}
+	write(7)
+	first := await(1)
+	write(10)
+	// Less a second for the polls (without the pace: the quiet second).
+	if second := await(2); second.Sub(first) < wait-time.Second {
+		t.Fatalf("the log was imported again %s after its import, before its pace of %s", second.Sub(first), wait)
+	}
+	write(len(lines))
+	time.Sleep(500 * time.Millisecond) // its events reach the watch, which waits on the pace
+	stop()
+	evs := decodeLines[importEvent](t, stdout.String())
+	if len(evs) != 3 || evs[0].Action != "new" || evs[1].Action != "appended" || evs[2].Action != "appended" {
+		t.Fatalf("imports: %+v", evs)
+	}
+	if evs[2].Messages <= evs[1].Messages {
+		t.Fatalf("the turn written before the stop was not imported: %+v", evs)
 	}
 }
