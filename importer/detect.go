@@ -123,22 +123,65 @@ func Find(root string, a Agent, missingOK bool) ([]Source, error) {
 	return out, nil
 }
 
-// WalkDir walks root as filepath.WalkDir does, except that root itself
-// is followed when it is a symbolic link (an agent's directory moved to
-// another disk and linked back, ~/.claude/projects -> /data/claude), and
-// what is found under it is named under root's own spelling, as the
-// agent names it. Links below root are not followed, as WalkDir's are
-// not: a loop cannot make it walk for ever.
+// WalkDir walks root as filepath.WalkDir does, except that directories
+// that are symbolic links are followed, root itself (an agent's
+// directory moved to another disk and linked back, ~/.claude/projects
+// -> /data/claude) and those below it (a project's directory linked
+// under another name, as Claude Code's users do when a work tree moves),
+// and what is found through a link is named under the link, as the agent
+// names it. A link to a directory inside root's own tree is passed over
+// (the directory is walked under its own name), and each directory is
+// walked once, by its first name in the walk's order: a loop of links,
+// or a directory linked twice, cannot make it walk for ever or find a
+// log twice. A link to a file, or to nothing, is passed over (as WalkDir
+// passes it: a link).
 func WalkDir(root string, fn fs.WalkDirFunc) error {
+	w := linkWalk{fn: fn, seen: map[string]bool{}}
+	if real, err := filepath.EvalSymlinks(root); err == nil {
+		w.tree = real
+	}
+	return w.walk(root)
+}
+
+// linkWalk is the state of a WalkDir: the real path of the tree it was
+// asked for, and the real paths of the directories walked.
+type linkWalk struct {
+	fn   fs.WalkDirFunc
+	tree string
+	seen map[string]bool
+}
+
+// walk walks root, named so, and the directories linked below it.
+func (w *linkWalk) walk(root string) error {
 	target, err := filepath.EvalSymlinks(root)
-	if err != nil || target == root {
-		return filepath.WalkDir(root, fn)
+	if err != nil {
+		return filepath.WalkDir(root, w.fn) // which reports it
 	}
 	return filepath.WalkDir(target, func(p string, d fs.DirEntry, err error) error {
+		real := p
 		if rel, rerr := filepath.Rel(target, p); rerr == nil {
 			p = filepath.Join(root, rel)
 		}
-		return fn(p, d, err)
+		if err != nil {
+			return w.fn(p, d, err)
+		}
+		if d.IsDir() {
+			if w.seen[real] {
+				return filepath.SkipDir
+			}
+			w.seen[real] = true
+			return w.fn(p, d, nil)
+		}
+		if d.Type()&fs.ModeSymlink != 0 {
+			to, err := filepath.EvalSymlinks(real)
+			inTree := w.tree != "" && (to == w.tree || strings.HasPrefix(to, w.tree+string(filepath.Separator)))
+			if err == nil && !inTree && !w.seen[to] {
+				if fi, err := os.Stat(to); err == nil && fi.IsDir() {
+					return w.walk(p)
+				}
+			}
+		}
+		return w.fn(p, d, nil)
 	})
 }
 

@@ -794,11 +794,11 @@ func TestCodexMigratedRollout(t *testing.T) {
 	}
 }
 
-// TestFindLinkedRoot: an agent's directory that is a symbolic link (moved
+// TestFindLinked: an agent's directory that is a symbolic link (moved
 // to another disk and linked back) is searched, and its logs are named
-// under the link, as the agent names them; a link below it is not
-// followed.
-func TestFindLinkedRoot(t *testing.T) {
+// under the link, as the agent names them; so is a directory linked
+// below it, once however often it is linked, and a loop of links ends.
+func TestFindLinked(t *testing.T) {
 	data, err := os.ReadFile(filepath.Join("testdata", "pi.jsonl"))
 	if err != nil {
 		t.Fatal(err)
@@ -818,12 +818,59 @@ func TestFindLinkedRoot(t *testing.T) {
 	if err := os.Symlink(moved, link); err != nil {
 		t.Fatal(err)
 	}
+	// A project's directory kept elsewhere and linked in, and linked
+	// twice: found once, under its first link's name.
+	kept := filepath.Join(t.TempDir(), "kept")
+	keptLog := filepath.Join(kept, "2026-03-02T10-00-00-000Z_0193aaaa-bbbb-7ccc-8ddd-eeeeffff0001.jsonl")
+	if err := os.MkdirAll(kept, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(keptLog, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"--home-me-kept--", "--home-me-kept-again--"} {
+		if err := os.Symlink(kept, filepath.Join(moved, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A link to a directory inside one linked later: walked once, by
+	// the link walked first.
+	subLog := filepath.Join(kept, "sub", "2026-03-03T10-00-00-000Z_0193aaaa-bbbb-7ccc-8ddd-eeeeffff0003.jsonl")
+	if err := os.MkdirAll(filepath.Dir(subLog), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(subLog, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Dir(subLog), filepath.Join(moved, "--b-kept-sub--")); err != nil {
+		t.Fatal(err)
+	}
+	// A link to a directory of the tree itself, sorted before it: the
+	// directory is found under its own name.
+	if err := os.Symlink(filepath.Dir(log), filepath.Join(moved, "--a-link--")); err != nil {
+		t.Fatal(err)
+	}
+	// A link to the log itself, and one to nothing: passed over.
+	if err := os.Symlink(log, filepath.Join(moved, "linked.jsonl")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(moved, "gone"), filepath.Join(moved, "dangling")); err != nil {
+		t.Fatal(err)
+	}
 	srcs, err := Find(link, Pi, false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := filepath.Join(link, "--home-me-app--", filepath.Base(log))
-	if len(srcs) != 1 || srcs[0].Path != want {
-		t.Fatalf("Find(%s) = %v, want %s alone", link, srcs, want)
+	want := []string{
+		filepath.Join(link, "--b-kept-sub--", filepath.Base(subLog)),
+		filepath.Join(link, "--home-me-app--", filepath.Base(log)),
+		filepath.Join(link, "--home-me-kept--", filepath.Base(keptLog)),
+	}
+	var got []string
+	for _, s := range srcs {
+		got = append(got, s.Path)
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("Find(%s) = %v, want %v", link, got, want)
 	}
 }

@@ -418,6 +418,22 @@ func TestImportWatchLinkedDir(t *testing.T) {
 		t.Fatal(err)
 	}
 	await("--home-me-lib--")
+	// A project's directory kept elsewhere and linked in, with a day
+	// directory made in it later: followed through the link, and named
+	// under it.
+	elsewhere := filepath.Join(t.TempDir(), "kept")
+	if err := os.MkdirAll(elsewhere, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(elsewhere, filepath.Join(moved, "--home-me-kept--")); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(500 * time.Millisecond) // the watch takes the link, and watches it
+	kept := strings.ReplaceAll(string(data), "0193aaaa-bbbb-7ccc-8ddd-eeeeffff0000", "0193aaaa-bbbb-7ccc-8ddd-eeeeffff0002")
+	if err := os.WriteFile(filepath.Join(elsewhere, name), []byte(kept), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	await("--home-me-kept--")
 }
 
 // TestImportStopped: Ctrl-C during a long first import (a watch's, or a
