@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -368,4 +369,19 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// asString decodes raw when it is a JSON string (ok false for any other
+// value, or a malformed string). A field that is a string or an array
+// of blocks is so read as json.Unmarshal into a string would read it,
+// without the scan of the whole value that a failed Unmarshal into a
+// string makes first: a tool result of megabytes was scanned once more
+// for nothing.
+func asString(raw []byte) (string, bool) {
+	t := bytes.TrimLeft(raw, " \t\r\n")
+	if len(t) == 0 || t[0] != '"' {
+		return "", false
+	}
+	var s string
+	return s, json.Unmarshal(t, &s) == nil
 }

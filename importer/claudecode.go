@@ -218,8 +218,7 @@ func (c *claudeCode) userLine(l ccLine) error {
 	if l.Timestamp != nil {
 		ts = *l.Timestamp
 	}
-	var text string
-	if err := json.Unmarshal(l.Message.Content, &text); err == nil {
+	if text, ok := asString(l.Message.Content); ok || string(l.Message.Content) == "null" {
 		switch {
 		case l.IsCompactSummary:
 			c.b.user(compactionEntry(ts, text))
@@ -263,8 +262,7 @@ func toolResultText(raw json.RawMessage) (string, error) {
 	if len(raw) == 0 || string(raw) == "null" {
 		return "", nil
 	}
-	var s string
-	if err := json.Unmarshal(raw, &s); err == nil {
+	if s, ok := asString(raw); ok {
 		return s, nil
 	}
 	var blocks []ccBlock

@@ -332,8 +332,7 @@ func codexOutput(raw json.RawMessage) (string, error) {
 	if len(raw) == 0 || string(raw) == "null" {
 		return "", nil
 	}
-	var s string
-	if err := json.Unmarshal(raw, &s); err == nil {
+	if s, ok := asString(raw); ok {
 		return s, nil
 	}
 	var obj struct {

@@ -226,8 +226,7 @@ func piText(raw json.RawMessage, blocks *[]piBlock) (string, error) {
 	if len(raw) == 0 || string(raw) == "null" {
 		return "", nil
 	}
-	var s string
-	if err := json.Unmarshal(raw, &s); err == nil {
+	if s, ok := asString(raw); ok {
 		return s, nil
 	}
 	if err := json.Unmarshal(raw, blocks); err != nil {
