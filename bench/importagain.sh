@@ -6,7 +6,7 @@
 # and the watch's pace). It writes LOGS Claude Code logs of 30 messages
 # in 20 project directories and one log of about BIG_MB megabytes (a
 # session that ran for days, mostly tool results), imports them into a
-# directory store, then times:
+# directory store (STORE=s3: a bucket), then times:
 #   - the import again, with the record of imported logs, and with the
 #     record removed (every log read and converted, as before the record);
 #   - with WATCH_SECS > 0, `panto import --watch` while a turn is
@@ -16,15 +16,27 @@
 #   bench/importagain.sh                                  # LOGS=2000 BIG_MB=200 WATCH_SECS=60
 #   LOGS=500 BIG_MB=50 WATCH_SECS=0 bench/importagain.sh  # quicker
 #   PANTO_BIN=/tmp/panto-old bench/importagain.sh         # another build, to compare
+#   STORE=s3 bench/importagain.sh                         # into a bucket on a MinIO on loopback
 #
-# Needs: go, python3, GNU time (/usr/bin/time). Put TMPDIR on a tmpfs
+# Needs: go, python3, GNU time (/usr/bin/time); with STORE=s3 a minio
+# binary (bench/minio.sh) and awscli. Put TMPDIR on a tmpfs
 # (TMPDIR=/dev/shm) to time the CPU rather than the disk.
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
 logs=${LOGS:-2000} big_mb=${BIG_MB:-200} watch_secs=${WATCH_SECS:-60}
-work=$(mktemp -d "${TMPDIR:-/tmp}/panto-importagain.XXXXXX")
-trap 'pkill -P $$ 2>/dev/null || true; rm -rf "$work"' EXIT
+if [ "${STORE:-dir}" = s3 ]; then
+	work_prefix=panto-importagain
+	# shellcheck source=bench/minio.sh
+	. bench/minio.sh
+	aws --endpoint-url "$endpoint" s3 mb s3://importagain >/dev/null
+	store=s3://importagain
+	export PANTO_ENDPOINT=$endpoint
+else
+	work=$(mktemp -d "${TMPDIR:-/tmp}/panto-importagain.XXXXXX")
+	trap 'rm -rf "$work"' EXIT
+	store=$work/sessions
+fi
 
 panto=${PANTO_BIN:-}
 if [ -z "$panto" ]; then
@@ -65,7 +77,7 @@ os.makedirs(d, exist_ok=True)
 session(f"{d}/11111111-2222-4333-8444-555555555555.jsonl", "/home/me/big", big_mb * 1000000 // 7640, True)
 PY
 big=$work/home/.claude/projects/-home-me-big/11111111-2222-4333-8444-555555555555.jsonl
-export HOME=$work/home XDG_CACHE_HOME=$work/cache PANTO_STORE=$work/sessions
+export HOME=$work/home XDG_CACHE_HOME=$work/cache PANTO_STORE=$store
 
 timed() { # label, then the command: prints its wall time, CPU time and max RSS
 	local label=$1
@@ -124,8 +136,10 @@ for _ in $(seq 1200); do
 	sleep 0.1
 done
 landed=$(date +%s.%N)
+sleep 2
+idle=$(awk '/VmRSS/ {print $2}' "/proc/$(pgrep -P $timepid)/status" 2>/dev/null || echo "?")
 pkill -TERM -P $timepid
 wait $timepid || true
 read -r user sys rss <"$work/time"
-printf 'import --watch, %d turns appended to the big log over %d s: %d imports, %.1f s CPU, %d KB max RSS, the last turn in the store %.1f s after it was written\n' \
-	"$turns" "$watch_secs" "$(grep -c '"appended"' "$work/watch")" "$(echo "$user + $sys" | bc)" "$rss" "$(echo "$landed - $written" | bc)"
+printf 'import --watch, %d turns appended to the big log over %d s: %d imports, %.1f s CPU, %d KB max RSS (%s KB 2 s after the last), the last turn in the store %.1f s after it was written\n' \
+	"$turns" "$watch_secs" "$(grep -c '"appended"' "$work/watch")" "$(echo "$user + $sys" | bc)" "$rss" "$idle" "$(echo "$landed - $written" | bc)"
