@@ -67,7 +67,7 @@ failed to import, a bucket not answering, is tried again 15 s later, and a bucke
 does not answer at the start is waited for), and the store's
 listing is brought up to date after each, so panto sessions, search and -c on any
 machine have it. A log whose import takes long (hundreds of megabytes) waits three
-times as long before the next. It runs until stopped (Ctrl-C, SIGTERM), and exits 0 then; as a
+times as long before the next; a diverged session is reported once while it stays so. It runs until stopped (Ctrl-C, SIGTERM), and exits 0 then; as a
 systemd user service or a launchd agent it keeps the archive of every agent current.
 
 Examples:
@@ -169,6 +169,9 @@ func runImport(c *cli.Context, e *env) error {
 		// Watched before the import reads the logs, so that nothing the
 		// agents write meanwhile is missed.
 		watch = &importWatcher{e: e, job: job, roots: watchRoots(c.Args().Slice(), from, e.getenv)}
+		if !jsonOut {
+			job.told = map[string]string{}
+		}
 		if err := watch.start(); err != nil {
 			return err
 		}
@@ -229,6 +232,29 @@ type importJob struct {
 	record  *importRecord
 	opts    importer.Options
 	jsonOut bool
+	// told, when not nil (a watch's text), holds the divergence each
+	// source was last reported with, which is not printed again while
+	// it stays the same: a session continued both in panto and in its
+	// agent diverges at every turn the agent writes.
+	told map[string]string
+}
+
+// toldBefore reports whether ev is a divergence its source was last
+// reported with, and notes what is reported now.
+func (j *importJob) toldBefore(ev importEvent) bool {
+	if j.told == nil {
+		return false
+	}
+	if ev.Action != string(importer.ActionDiverged) {
+		delete(j.told, ev.Source)
+		return false
+	}
+	said := ev.ID + " " + ev.Error
+	if j.told[ev.Source] == said {
+		return true
+	}
+	j.told[ev.Source] = said
+	return false
 }
 
 // batch imports sources, several at once, and prints what each came to
@@ -272,6 +298,9 @@ func (j *importJob) batch(ctx context.Context, w io.Writer, bar *progressbar.Pro
 				}
 				if bar != nil {
 					_ = bar.Add(1)
+				}
+				if j.toldBefore(*ev) {
+					continue
 				}
 				if err := printImportEvent(w, bar, *ev, j.jsonOut); err != nil && printErr == nil {
 					printErr = err

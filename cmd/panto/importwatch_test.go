@@ -732,3 +732,55 @@ func TestImportWatchPaced(t *testing.T) {
 		t.Fatalf("the turn written before the stop was not imported: %+v", evs)
 	}
 }
+
+// TestImportWatchDivergedOnce: a watch prints a session's divergence
+// once, not again at each turn its agent writes while it stays the same
+// (a session continued in panto, and by its agent on another machine).
+func TestImportWatchDivergedOnce(t *testing.T) {
+	t.Parallel()
+	st, home, getenv := homeWithoutAgents(t)
+	data, err := os.ReadFile(filepath.Join("..", "..", "importer", "testdata", "pi.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := bytes.SplitAfter(data, []byte("\n"))
+	const name = "2026-03-01T10-00-00-000Z_0193aaaa-bbbb-7ccc-8ddd-eeeeffff0000.jsonl"
+	// The store holds the session converted from another first prompt.
+	other, err := importer.Convert(importer.Pi, name, bytes.Replace(bytes.Join(lines[:7], nil), []byte("List the files."), []byte("List the files!"), 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.AppendLog(t.Context(), other.ID, store.Checkpoint{}, other.Log); err != nil {
+		t.Fatal(err)
+	}
+	stdout, stderr, _ := inProcessWatch(t, st, getenv, time.Hour, func(w *importWatcher) {
+		w.job.jsonOut, w.job.told = false, map[string]string{}
+	})
+	dir := filepath.Join(home, ".pi", "agent", "sessions", "--home-me-app--")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	write := func(name string, data []byte) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	await := func(what string) {
+		t.Helper()
+		for deadline := time.Now().Add(60 * time.Second); !strings.Contains(stdout.String(), what); time.Sleep(50 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("no %q within a minute: %s %s", what, stdout.String(), stderr.String())
+			}
+		}
+	}
+	write(name, bytes.Join(lines[:7], nil))
+	await("diverged")
+	write(name, bytes.Join(lines[:10], nil)) // the agent's next turn
+	time.Sleep(2500 * time.Millisecond)      // imported, as a batch of its own
+	write("2026-03-02T10-00-00-000Z_0193aaaa-bbbb-7ccc-8ddd-eeeeffff0001.jsonl", bytes.ReplaceAll(data, []byte("0193aaaa-bbbb-7ccc-8ddd-eeeeffff0000"), []byte("0193aaaa-bbbb-7ccc-8ddd-eeeeffff0001")))
+	await("imported")
+	if n := strings.Count(stdout.String(), "diverged"); n != 1 {
+		t.Fatalf("the divergence was printed %d times: %s", n, stdout.String())
+	}
+}
