@@ -55,9 +55,18 @@ func ConvertLinked(a Agent, name string, data []byte, parentLog ParentLog) (*Con
 		return c, nil
 	}
 	// The fork alone is a form an import may have stored (the parent's
-	// log was not found then, or an earlier panto did not look).
-	lc.others = append(lc.others, c.forms()...)
-	lc.earlier = c.earlier
+	// log was not found then, or an earlier panto did not look): a
+	// session stored so grows in it, as in an earlier panto's form, and
+	// an import that replaces those replaces it by this one, which a
+	// model continuing it in panto is sent the parent's messages of.
+	alone := c
+	lc.earlier = func() []*Conversion {
+		out := []*Conversion{alone}
+		if alone.earlier != nil {
+			out = append(out, alone.earlier()...)
+		}
+		return out
+	}
 	return lc, nil
 }
 

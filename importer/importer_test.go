@@ -709,8 +709,20 @@ func TestCodexForkLinked(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if out, err := Apply(context.Background(), st, c, at, false); err != nil || out.Action != ActionUnchanged {
-		t.Errorf("a store holding the fork alone: %+v, %v; want unchanged", out, err)
+	if out, err := Apply(context.Background(), st, c, at, false); err != nil || out.Action != ActionUnchanged || !out.Earlier {
+		t.Errorf("a store holding the fork alone: %+v, %v; want unchanged, in that earlier form", out, err)
+	}
+	// An import that replaces earlier forms replaces it by the fork with
+	// its parent's messages.
+	out, err := Import(context.Background(), st, c, listStore(t, st), Options{Replace: true})
+	if err != nil || out.Action != ActionReplaced || out.Replaced != alone.ID {
+		t.Fatalf("the fork alone replaced: %+v, %v", out, err)
+	}
+	if got := listStore(t, st).Checkpoint(out.ID); got.Length == 0 {
+		t.Fatalf("no replacement %s in the store", out.ID)
+	}
+	if out, err := Import(context.Background(), st, c, listStore(t, st), Options{}); err != nil || out.Action != ActionUnchanged || out.Earlier {
+		t.Errorf("importing the fork again: %+v, %v; want unchanged, in the linked form", out, err)
 	}
 }
 
