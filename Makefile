@@ -128,7 +128,8 @@ FUZZ_TARGETS := \
 	internal/project:FuzzNormalizeRemote \
 	internal/project:FuzzRemoteSpellings \
 	internal/project:FuzzConfigValue \
-	store/fsjsonl:FuzzListCache
+	store/fsjsonl:FuzzListCache \
+	internal/importrecord:FuzzRecord
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \
 		pkg=$${t%%:*}; fn=$${t##*:}; \

@@ -20,6 +20,7 @@ import (
 
 	"github.com/panto-dev/panto/agent"
 	"github.com/panto-dev/panto/importer"
+	"github.com/panto-dev/panto/internal/importrecord"
 	"github.com/panto-dev/panto/internal/project"
 	"github.com/panto-dev/panto/store"
 	"github.com/panto-dev/panto/store/objstore"
@@ -163,7 +164,7 @@ func runImport(c *cli.Context, e *env) error {
 		bar = progressbar.NewOptions(len(sources), progressbar.OptionSetWriter(e.stderr), progressbar.OptionSetDescription("import"), progressbar.OptionClearOnFinish())
 	}
 	job := &importJob{st: st, stored: stored, projects: newProjectFinder(), rollouts: newRolloutFinder(c.Args().Slice(), e.getenv),
-		record: loadImportRecord(importRecordPath(e.getenv)), opts: opts, jsonOut: jsonOut}
+		record: importrecord.Load(importrecord.Path(e.getenv)), opts: opts, jsonOut: jsonOut}
 	var watch *importWatcher
 	if c.Bool("watch") {
 		// Watched before the import reads the logs, so that nothing the
@@ -229,7 +230,7 @@ type importJob struct {
 	rollouts *rolloutFinder
 	// record spares a read to the logs unchanged since the last import
 	// (nil: every log is read).
-	record  *importRecord
+	record  *importrecord.Record
 	opts    importer.Options
 	jsonOut bool
 	// told, when not nil (a watch's text), holds the divergence each
@@ -266,7 +267,7 @@ func (j *importJob) toldBefore(ev importEvent) bool {
 func (j *importJob) batch(ctx context.Context, w io.Writer, bar *progressbar.ProgressBar, sources []importer.Source) (map[string]int, []importEvent, error) {
 	j.stored.newBatch()
 	// Best effort: what is not saved costs the next import a read.
-	defer func() { _ = j.record.save() }()
+	defer func() { _ = j.record.Save() }()
 	counts := map[string]int{}
 	// A new session is a PUT or two on a bucket, so the first import of
 	// a long history, one source after another, waits a round trip per
@@ -458,16 +459,14 @@ func storedCheckpoints(ctx context.Context, st store.LogStore) (*storedLogs, err
 // one converts one source and brings its session in the store up to
 // date. A source the record vouches for is not read: it is unchanged.
 func (j *importJob) one(ctx context.Context, turn int, src importer.Source) importEvent {
-	file, known := j.record.file(src.Path) // before the read: see sourceFile
-	if e, ok := j.record.lookup(file, src.Agent); ok {
+	file, known := j.record.File(src.Path) // before the read: see importrecord.File
+	if e, ok := j.record.Lookup(file, string(src.Agent)); ok {
 		// Claimed as its conversion would be, so that it is decided
 		// after the sources of its session before it, which may have
 		// changed the session.
 		defer j.stored.claim(turn, e.ID)()
-		if j.record.holds(e, j.stored) {
-			ev := e.event(src.Path)
-			ev.DryRun = j.opts.Dry
-			return ev
+		if e.Holds(j.stored.Checkpoint(e.ID)) {
+			return importEvent{Source: src.Path, Agent: e.Agent, ForeignID: e.ForeignID, ID: e.ID, Action: string(importer.ActionUnchanged), Messages: e.Messages, Held: e.Held, DryRun: j.opts.Dry}
 		}
 		ev, conv := j.convert(src)
 		if conv == nil {
@@ -504,7 +503,7 @@ func (j *importJob) convert(src importer.Source) (importEvent, *importer.Convers
 // apply brings conv's session in the store up to date, and notes in the
 // record what the store holds of it now (file is its source's, as read
 // when known).
-func (j *importJob) apply(ctx context.Context, ev importEvent, conv *importer.Conversion, file sourceFile, known bool) importEvent {
+func (j *importJob) apply(ctx context.Context, ev importEvent, conv *importer.Conversion, file importrecord.File, known bool) importEvent {
 	out, err := importer.Import(ctx, j.st, conv, j.stored, j.opts)
 	if err != nil {
 		ev.Action, ev.Error = "failed", err.Error()
@@ -519,9 +518,26 @@ func (j *importJob) apply(ctx context.Context, ev importEvent, conv *importer.Co
 	}
 	j.stored.record(out) // for another source of the same session
 	if known && ev.ID == conv.ID {
-		j.record.note(file, ev, j.stored.Checkpoint(ev.ID))
+		j.note(file, ev)
 	}
 	return ev
+}
+
+// note records what the import of the log file came to, when the store
+// now holds exactly its conversion, or more: new, appended, or unchanged
+// in the form this panto converts it to (not an earlier panto's form, a
+// divergence, or a dry run's guess).
+func (j *importJob) note(file importrecord.File, ev importEvent) {
+	switch importer.Action(ev.Action) {
+	case importer.ActionNew, importer.ActionAppended, importer.ActionUnchanged:
+	default:
+		return
+	}
+	if ev.DryRun || ev.Earlier || ev.Error != "" {
+		return
+	}
+	at := j.stored.Checkpoint(ev.ID)
+	j.record.Note(file, importrecord.Entry{Agent: ev.Agent, ForeignID: ev.ForeignID, ID: ev.ID, Messages: ev.Messages, Held: ev.Held, Length: at.Length, SHA256: at.SHA256})
 }
 
 // convertSource reads and converts one source; a nil conversion comes

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,7 +11,7 @@ import (
 
 	"github.com/panto-dev/panto/importer"
 	"github.com/panto-dev/panto/internal/filekey"
-	"github.com/panto-dev/panto/store"
+	"github.com/panto-dev/panto/internal/importrecord"
 	"github.com/panto-dev/panto/store/fsjsonl"
 )
 
@@ -41,7 +42,7 @@ func TestImportRecordSparesTheRead(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		job := &importJob{st: st, stored: stored, projects: newProjectFinder(), record: loadImportRecord(recordPath)}
+		job := &importJob{st: st, stored: stored, projects: newProjectFinder(), record: importrecord.Load(recordPath)}
 		_, evs, err := job.batch(ctx, &bytes.Buffer{}, nil, []importer.Source{{Path: log, Agent: importer.Pi}})
 		if err != nil || len(evs) != 1 {
 			t.Fatalf("import: %v, %+v", err, evs)
@@ -62,36 +63,36 @@ func TestImportRecordSparesTheRead(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	noted, ok := loadImportRecord(recordPath).entries[log]
-	if !ok {
-		t.Fatalf("the first import noted nothing of %s", log)
+	noted := recordLines(t, recordPath)
+	if len(noted) != 1 || noted[0].Source != log {
+		t.Fatalf("the first import noted %+v, want %s", noted, log)
 	}
-	forge := func(edit func(*recordEntry)) {
+	forge := func(edit func(*importrecord.Entry)) {
 		t.Helper()
-		r := loadImportRecord(recordPath)
-		e := noted
+		e := noted[0]
 		e.File = filekey.Of(fi)
 		edit(&e)
-		r.entries = map[string]recordEntry{log: e}
-		r.pending = []recordEntry{e}
-		r.lines = 1 << 20 // rewritten whole
-		if err := r.save(); err != nil {
+		line, err := json.Marshal(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(recordPath, append(line, '\n'), 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}
-	forge(func(*recordEntry) {})
+	forge(func(*importrecord.Entry) {})
 	if ev := run(); ev.Action != "unchanged" || ev.ID != first.ID || ev.Messages != first.Messages || ev.Source != log {
 		t.Fatalf("import of a log the record vouches for: %+v, want unchanged as %+v", ev, first)
 	}
-	forge(func(e *recordEntry) { e.Rules = "another panto" })
+	forge(func(e *importrecord.Entry) { e.Rules = "another panto" })
 	if ev := run(); ev.Action != "refused" {
 		t.Fatalf("import with another panto's record: %+v, want the log read (and refused: not a log)", ev)
 	}
-	forge(func(e *recordEntry) { e.SHA256 = strings.Repeat("0", 64) })
+	forge(func(e *importrecord.Entry) { e.SHA256 = strings.Repeat("0", 64) })
 	if ev := run(); ev.Action != "refused" {
 		t.Fatalf("import with the session at another checkpoint: %+v, want the log read", ev)
 	}
-	forge(func(e *recordEntry) { e.File.CtimeNS++ })
+	forge(func(e *importrecord.Entry) { e.File.CtimeNS++ })
 	if ev := run(); ev.Action != "refused" {
 		t.Fatalf("import of a log whose Key changed: %+v, want the log read", ev)
 	}
@@ -182,83 +183,12 @@ func TestImportRecordSeesChanges(t *testing.T) {
 	}
 }
 
-// TestImportRecordFile: the record's file outlives a torn last line and
-// a damaged one, and is rewritten whole, without the logs gone since,
-// once it holds more than twice the lines it needs.
-func TestImportRecordFile(t *testing.T) {
-	t.Parallel()
-	dir := t.TempDir()
-	path := filepath.Join(dir, "cache", "record.jsonl")
-	r := loadImportRecord(path)
-	if r == nil {
-		t.Fatal("no record")
-	}
-	var logs []string
-	for i := range 3 {
-		log := filepath.Join(dir, "log"+string(rune('a'+i))+".jsonl")
-		if err := os.WriteFile(log, []byte("{}\n"), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		logs = append(logs, log)
-		f, ok := r.file(log)
-		if !ok {
-			t.Fatalf("no key for %s", log)
-		}
-		r.note(f, importEvent{Action: "new", Agent: "pi", ID: "id" + string(rune('a'+i)), Messages: i}, store.Checkpoint{Length: 3, SHA256: strings.Repeat("a", 64)})
-	}
-	if err := r.save(); err != nil {
-		t.Fatal(err)
-	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.WriteString("not json\n{\"source\":\"/x\",\"fi"); err != nil {
-		t.Fatal(err)
-	}
-	f.Close()
-	r = loadImportRecord(path)
-	if len(r.entries) != 3 || r.lines != 5 {
-		t.Fatalf("after a damaged and a torn line: %d entries, %d lines", len(r.entries), r.lines)
-	}
-	for _, log := range logs {
-		f, _ := r.file(log)
-		if _, ok := r.lookup(f, importer.Pi); !ok {
-			t.Fatalf("%s not found in the record", log)
-		}
-	}
-	if err := os.Remove(logs[0]); err != nil {
-		t.Fatal(err)
-	}
-	// Noted again and again (a log a watch imports at every turn): the
-	// file is rewritten once it holds more than twice its entries and
-	// the slack.
-	for i := range 100 {
-		f, _ := r.file(logs[1])
-		r.note(f, importEvent{Action: "appended", Agent: "pi", ID: "idb", Messages: 10 + i}, store.Checkpoint{Length: int64(10 + i), SHA256: strings.Repeat("b", 64)})
-		if err := r.save(); err != nil {
-			t.Fatal(err)
-		}
-	}
+// recordLines reads the record of imported logs at path.
+func recordLines(t *testing.T, path string) []importrecord.Entry {
+	t.Helper()
 	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := bytes.Count(data, []byte{'\n'}); n > 2*2+64 {
-		t.Fatalf("the record holds %d lines for 2 logs", n)
-	}
-	r = loadImportRecord(path)
-	if _, ok := r.entries[logs[0]]; ok || len(r.entries) != 2 {
-		t.Fatalf("after the rewrite: %v", r.entries)
-	}
-	f1, _ := r.file(logs[1])
-	if e, ok := r.lookup(f1, importer.Pi); !ok || e.Messages != 109 {
-		t.Fatalf("the last entry of %s: %+v, %v", logs[1], e, ok)
-	}
-	if p := importRecordPath(func(k string) string { return map[string]string{"HOME": "/home/me"}[k] }); p != "/home/me/.cache/panto/import/record.jsonl" {
-		t.Fatalf("record path: %s", p)
-	}
-	if p := importRecordPath(func(string) string { return "" }); p != "" {
-		t.Fatalf("record path without a home: %s", p)
-	}
+	return decodeLines[importrecord.Entry](t, string(data))
 }

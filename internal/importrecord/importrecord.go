@@ -1,4 +1,24 @@
-package main
+// Package importrecord is what panto import remembers of the logs it
+// imported, so that a log not changed since is neither read nor
+// converted again (DESIGN §1, "Importing again reads only the logs that
+// changed"). For each log it keeps the log's filekey.Key as it was
+// before the log was read, the session it went to, and the checkpoint
+// the store held after: a log whose Key is the same, and whose session
+// the store lists at that checkpoint (length and hash), converts to what
+// the store holds, so its import is "unchanged" without reading it. A
+// log an agent appends to has another size and change time, and is
+// read; so is one whose session changed in the store (continued in
+// panto, deleted, synced from elsewhere), or that another store holds
+// otherwise.
+//
+// It is a cache, as restic's and git's records of unchanged files are:
+// a lost or damaged record costs a read of every log, never a turn. It
+// is one file of JSON lines under the user's cache directory, appended
+// to (the last line of a log wins; a torn line is passed over) and
+// rewritten whole when it holds more than twice the lines it needs. Its
+// lines name the panto executable that wrote them: another panto (an
+// upgrade) may convert a log otherwise, so its lines are not used.
+package importrecord
 
 import (
 	"bufio"
@@ -13,47 +33,30 @@ import (
 	"path/filepath"
 	"sync"
 
-	"github.com/panto-dev/panto/importer"
 	"github.com/panto-dev/panto/internal/filekey"
 	"github.com/panto-dev/panto/store"
 )
 
-// importRecord is what panto import remembers of the logs it imported,
-// so that a log not changed since is neither read nor converted again
-// (DESIGN §1, "Importing again"). For each log it keeps the log's
-// filekey.Key as it was before the log was read, the session it went to,
-// and the checkpoint the store held after: a log whose Key is the same,
-// and whose session the store lists at that checkpoint (length and
-// hash), converts to what the store holds, so its import is "unchanged"
-// without reading it. A log an agent appends to has another size and
-// change time, and is read; so is one whose session changed in the store
-// (continued in panto, deleted, synced from elsewhere), or that another
-// store holds otherwise.
-//
-// It is a cache, as restic's and git's records of unchanged files are:
-// a lost or damaged record costs a read of every log, never a turn. It
-// is one file of JSON lines under the user's cache directory, appended
-// to (the last line of a log wins; a torn line is passed over) and
-// rewritten whole when it holds more than twice the lines it needs. Its
-// lines name the panto executable that wrote them: another panto (an
-// upgrade) may convert a log otherwise, so its lines are not used.
-type importRecord struct {
+// Record is the record as one run of panto import loaded it, with what
+// it noted since; a nil Record records nothing. Its methods may be
+// called at once from several goroutines.
+type Record struct {
 	path  string
 	rules string
 
 	mu      sync.Mutex
-	entries map[string]recordEntry
+	entries map[string]Entry
 	lines   int // in the file
-	pending []recordEntry
+	pending []Entry
 }
 
-// recordEntry is one line of the record: a log, as the import read it,
+// Entry is one line of the record: a log, as the import read it,
 // and what that import found.
-type recordEntry struct {
+type Entry struct {
 	// Source is the log's absolute path.
 	Source string      `json:"source"`
 	File   filekey.Key `json:"file"`
-	// Rules names the panto that wrote the entry (importRecord.rules).
+	// Rules names the panto that wrote the entry (Record.rules).
 	Rules     string `json:"rules"`
 	Agent     string `json:"agent"`
 	ForeignID string `json:"foreign_id"`
@@ -66,9 +69,9 @@ type recordEntry struct {
 	SHA256 string `json:"sha256"`
 }
 
-// importRecordPath is $XDG_CACHE_HOME/panto/import/record.jsonl, else
+// Path is $XDG_CACHE_HOME/panto/import/record.jsonl, else
 // under ~/.cache ("": neither is known, and nothing is recorded).
-func importRecordPath(getenv func(string) string) string {
+func Path(getenv func(string) string) string {
 	dir := getenv("XDG_CACHE_HOME")
 	if dir == "" || !filepath.IsAbs(dir) {
 		home := getenv("HOME")
@@ -80,15 +83,15 @@ func importRecordPath(getenv func(string) string) string {
 	return filepath.Join(dir, "panto", "import", "record.jsonl")
 }
 
-// loadImportRecord reads the record at path; a record that cannot be
-// read is an empty one (every log is read), and a nil record (path ""
-// or no executable to name) records nothing.
-func loadImportRecord(path string) *importRecord {
+// Load reads the record at path; a record that cannot be read is an
+// empty one (every log is read), and a nil record (path "" or no
+// executable to name) records nothing.
+func Load(path string) *Record {
 	rules, err := executableRules()
 	if path == "" || err != nil {
 		return nil
 	}
-	r := &importRecord{path: path, rules: rules, entries: map[string]recordEntry{}}
+	r := &Record{path: path, rules: rules, entries: map[string]Entry{}}
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return r
@@ -97,7 +100,7 @@ func loadImportRecord(path string) *importRecord {
 	sc.Buffer(nil, 1<<20)
 	for sc.Scan() {
 		r.lines++
-		var e recordEntry
+		var e Entry
 		if json.Unmarshal(sc.Bytes(), &e) != nil || e.Source == "" {
 			continue // torn by a crash mid-append, or damaged
 		}
@@ -127,70 +130,60 @@ func executableRules() (string, error) {
 	return hex.EncodeToString(sum[:8]), nil
 }
 
-// sourceFile is a log as the import found it before reading it: its
+// File is a log as the import found it before reading it: its
 // absolute path and its Key. What the agent appends while it is read
 // changes the Key, so the next import reads the log again.
-type sourceFile struct {
+type File struct {
 	abs string
 	key filekey.Key
 }
 
-// file returns the sourceFile of the log at path (known false: the
+// File returns the File of the log at path (known false: the
 // record cannot say anything of it).
-func (r *importRecord) file(path string) (sourceFile, bool) {
+func (r *Record) File(path string) (File, bool) {
 	if r == nil {
-		return sourceFile{}, false
+		return File{}, false
 	}
 	abs, err := filepath.Abs(path)
 	if err != nil {
-		return sourceFile{}, false
+		return File{}, false
 	}
 	fi, err := os.Stat(abs)
 	if err != nil || !fi.Mode().IsRegular() {
-		return sourceFile{}, false
+		return File{}, false
 	}
-	return sourceFile{abs: abs, key: filekey.Of(fi)}, true
+	return File{abs: abs, key: filekey.Of(fi)}, true
 }
 
-// lookup returns the entry of the log f when the log has not changed
+// Lookup returns the entry of the log f when the log has not changed
 // since it was noted (and, given one, was read as agent's).
-func (r *importRecord) lookup(f sourceFile, agent importer.Agent) (recordEntry, bool) {
+func (r *Record) Lookup(f File, agent string) (Entry, bool) {
 	if r == nil || f.abs == "" {
-		return recordEntry{}, false
+		return Entry{}, false
 	}
 	r.mu.Lock()
 	e, ok := r.entries[f.abs]
 	r.mu.Unlock()
-	return e, ok && e.File == f.key && (agent == "" || string(agent) == e.Agent)
+	return e, ok && e.File == f.key && (agent == "" || agent == e.Agent)
 }
 
-// holds reports whether the store lists e's session at the checkpoint
-// e's import left it at: the log's conversion is then what it holds.
-func (r *importRecord) holds(e recordEntry, stored importer.Listing) bool {
-	at := stored.Checkpoint(e.ID)
+// Holds reports whether at, the checkpoint the store lists e's session
+// at, is the one e's import left it at: the log's conversion is then
+// what the store holds.
+func (e Entry) Holds(at store.Checkpoint) bool {
 	return at.SHA256 != "" && at.Length == e.Length && at.SHA256 == e.SHA256
 }
 
-// event is the event of an import of the log at source that finds its
-// session unchanged, as e's import found it.
-func (e recordEntry) event(source string) importEvent {
-	return importEvent{Source: source, Agent: e.Agent, ForeignID: e.ForeignID, ID: e.ID, Action: string(importer.ActionUnchanged), Messages: e.Messages, Held: e.Held}
-}
-
-// note records what the import of the log f came to, when the store now
-// holds (at) exactly its conversion, or more: new, appended, or
-// unchanged in the form this panto converts it to. It is kept in memory
-// until save.
-func (r *importRecord) note(f sourceFile, ev importEvent, at store.Checkpoint) {
-	if r == nil || ev.DryRun || ev.Earlier || ev.Error != "" || at.Length == 0 || at.SHA256 == "" {
+// Note records e as what the import of the log f came to: the caller
+// gives the session and the checkpoint the store holds of it now, which
+// must be exactly the log's conversion, or more (new, appended, or
+// unchanged in the form this panto converts it to). It is kept in
+// memory until Save.
+func (r *Record) Note(f File, e Entry) {
+	if r == nil || f.abs == "" || e.Length == 0 || e.SHA256 == "" {
 		return
 	}
-	switch importer.Action(ev.Action) {
-	case importer.ActionNew, importer.ActionAppended, importer.ActionUnchanged:
-	default:
-		return
-	}
-	e := recordEntry{Source: f.abs, File: f.key, Rules: r.rules, Agent: ev.Agent, ForeignID: ev.ForeignID, ID: ev.ID, Messages: ev.Messages, Held: ev.Held, Length: at.Length, SHA256: at.SHA256}
+	e.Source, e.File, e.Rules = f.abs, f.key, r.rules
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.entries[f.abs] == e {
@@ -200,11 +193,11 @@ func (r *importRecord) note(f sourceFile, ev importEvent, at store.Checkpoint) {
 	r.pending = append(r.pending, e)
 }
 
-// save appends the entries noted since the last save, or rewrites the
+// Save appends the entries noted since the last save, or rewrites the
 // record when it holds more than twice the lines its entries need (the
 // entries of logs no longer there left out). It is best effort: an
 // entry not saved costs the next import a read.
-func (r *importRecord) save() error {
+func (r *Record) Save() error {
 	if r == nil {
 		return nil
 	}
@@ -241,7 +234,7 @@ func (r *importRecord) save() error {
 
 // rewrite writes the record's live entries to a new file that replaces
 // it. Called with r.mu held.
-func (r *importRecord) rewrite() error {
+func (r *Record) rewrite() error {
 	var buf bytes.Buffer
 	n := 0
 	for abs, e := range r.entries {
