@@ -46,30 +46,32 @@ directory is not a work tree here, the log's own (Codex records the remote, Clau
 and pi the directory alone).
 
 Importing again changes nothing; a log that grew has its new messages appended to the
-same session, so import can run on a timer. A log unchanged since it was imported
-(its size, times and inode as ~/.cache/panto/import/record.jsonl recorded them, and its
-session as that import left it in the store) is not read again. A session whose stored bytes are not the
-start of its new conversion (an earlier panto converted it otherwise, or its source
-changed below what was imported) is reported as diverged, and its stored copy left as
-it is; one an earlier panto imported, whose conversion this panto reads more of (a
-Codex compaction's kept messages, prompts of images from disk), goes on in that form
-and is counted in the summary. --replace-diverged writes the new conversion as a new session that replaces it
-and deletes the old copy, as panto rm would (one continued in panto is kept beside its
-replacement), and replaces those of an earlier panto's form too; later imports of
-the log go to the replacement, without the flag. A file
-with a malformed line is refused (file:line) and nothing of it written. A response still being written, or tool calls without their
-results yet, wait for the next import. The command fails when a file was refused or
-a session diverged, after importing everything else. Eight files are imported at
-once; what each came to is printed in the files' order.
+same session, so import can run on a timer. A log unchanged since it was imported (its
+size, times and inode as ~/.cache/panto/import/record.jsonl recorded them, and its
+session as that import left it in the store) is not read again. A session whose stored
+bytes are not the start of its new conversion (an earlier panto converted it otherwise,
+or its source changed below what was imported) is reported as diverged, and its stored
+copy left as it is; one an earlier panto imported, whose conversion this panto reads
+more of (a Codex compaction's kept messages, prompts of images from disk), goes on in
+that form and is counted in the summary. --replace-diverged writes the new conversion as
+a new session that replaces it and deletes the old copy, as panto rm would (one
+continued in panto is kept beside its replacement), and replaces those of an earlier
+panto's form too; later imports of the log go to the replacement, without the flag. A
+file with a malformed line is refused (file:line) and nothing of it written. A response
+still being written, or tool calls without their results yet, wait for the next import.
+The command fails when a file was refused or a session diverged, after importing
+everything else. Eight files are imported at once; what each came to is printed in the
+files' order.
 
 --watch goes on after the import: each turn an agent writes is imported within a few
 seconds (the directories are watched, new project and day directories too; a log that
 failed to import, a bucket not answering, is tried again 15 s later, and a bucket that
-does not answer at the start is waited for), and the store's
-listing is brought up to date after each, so panto sessions, search and -c on any
-machine have it. A log whose import takes long (hundreds of megabytes) waits three
-times as long before the next; a diverged session is reported once while it stays so. It runs until stopped (Ctrl-C, SIGTERM), and exits 0 then; as a
-systemd user service or a launchd agent it keeps the archive of every agent current.
+does not answer at the start is waited for), and the store's listing is brought up to
+date after each, so panto sessions, search and -c on any machine have it. A log whose
+import takes long (hundreds of megabytes) waits three times as long before the next; a
+diverged session is reported once while it stays so. It runs until stopped (Ctrl-C,
+SIGTERM), and exits 0 then; as a systemd user service or a launchd agent it keeps the
+archive of every agent current.
 
 Examples:
    panto import                                    every agent's sessions, into the default store
