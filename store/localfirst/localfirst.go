@@ -184,14 +184,20 @@ type Store struct {
 // when: a read of session id in the viewFor after a listing takes the
 // bucket's checkpoint from it instead of asking again (pull.go), so that
 // panto -c costs the listing alone, which the bucket's Open reads anyway
-// (objstore.WithOpenSnapshot).
+// (objstore.WithOpenSnapshot). Each read it answers keeps it standing
+// for another viewFor: a command reading the sessions it listed one
+// after another (panto search and usage, for many seconds) reads each
+// as listed, in one read of its bytes, not by asking the bucket for its
+// end first (a read of the whole session when no manifest is stored)
+// and reading it again.
 type bucketView struct {
-	at   time.Time
+	at   time.Time // when it was listed or last answered a read
 	logs map[string]store.Checkpoint
 }
 
-// viewFor is how long a listing of the bucket stands for what it holds:
-// one command's reads (as objstore's open snapshot).
+// viewFor is how long a listing of the bucket stands for what it holds
+// after it was made or last answered a read: one command's reads (as
+// objstore's open snapshot).
 const viewFor = 2 * time.Second
 
 // offlineFor is how long a read that found the bucket not answering
@@ -395,9 +401,10 @@ func (s *Store) bucketLogs(ctx context.Context, b store.LogStore) ([]store.Log, 
 	return logs, err
 }
 
-// listed is the bucket's checkpoint of session id as a listing of the
-// last viewFor found it; false when there is none, or it did not list
-// the session (its index may not know a session yet: ask it).
+// listed is the bucket's checkpoint of session id as the view found it,
+// while the view stands (bucketView), which this read keeps standing;
+// false when there is none, or it did not list the session (its index
+// may not know a session yet: ask it).
 func (s *Store) listed(id string) (store.Checkpoint, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -405,6 +412,9 @@ func (s *Store) listed(id string) (store.Checkpoint, bool) {
 		return store.Checkpoint{}, false
 	}
 	cp, ok := s.view.logs[id]
+	if ok {
+		s.view.at = time.Now()
+	}
 	return cp, ok
 }
 

@@ -3,6 +3,7 @@ package localfirst_test
 import (
 	"context"
 	"errors"
+	"io"
 	"log/slog"
 	"strings"
 	"sync"
@@ -210,6 +211,75 @@ func TestResolveReadsOnce(t *testing.T) {
 	for k, n := range reads(func(string) bool { return true }) {
 		if n > 1 {
 			t.Errorf("%s read %d times, want once", k, n)
+		}
+	}
+}
+
+// TestListedReadsOnce: a command that lists the bucket, then reads the
+// sessions it listed one after another for longer than a listing stands
+// alone (panto search and usage over a whole archive: a minute on a slow
+// link) reads each session's objects once, as listed, each read keeping
+// the listing standing. Past its first two seconds each read asked the
+// bucket for the session's end (its segment read whole, its manifest and
+// the probe past it), then read the segment again: four requests where
+// one does.
+func TestListedReadsOnce(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	srv := miniotest.Shared(t)
+	bucket := srv.NewBucket(t)
+	a, b := newMachine(t, srv, bucket), newMachine(t, srv, bucket)
+	sa := a.open()
+	var ids []string
+	for _, text := range []string{"one", "two", "three", "four"} {
+		sess := sa.Create()
+		if err := sess.Append(ctx, []agent.PersistentMessage{user(text)}); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, sess.Info.ID)
+	}
+	if err := sa.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var keys []string
+	b.trace = slog.New(keyHandler{&mu, &keys})
+	sb := b.open()
+	defer sb.Close(ctx)
+	logs, err := sb.Logs(ctx)
+	if err != nil || len(logs) != len(ids) {
+		t.Fatalf("b lists %d sessions (%v), want %d", len(logs), err, len(ids))
+	}
+	for i, id := range ids {
+		if i > 0 {
+			time.Sleep(1200 * time.Millisecond) // the last read 3.6 s after the listing
+		}
+		r, _, err := sb.ReadLog(ctx, id, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, err := io.ReadAll(r)
+		r.Close()
+		if err != nil || !strings.Contains(string(data), []string{"one", "two", "three", "four"}[i]) {
+			t.Fatalf("session %d reads %q (%v)", i, data, err)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for i, id := range ids {
+		seen := map[string]int{}
+		for _, k := range keys {
+			if strings.Contains(k, "/sessions/"+id+"/") {
+				seen[k]++
+			}
+		}
+		if len(seen) != 1 {
+			t.Errorf("session %d (read %.1f s after the listing): requests %v, want its one segment read once", i, 1.2*float64(i), seen)
+		}
+		for k, n := range seen {
+			if n > 1 {
+				t.Errorf("session %d: %s read %d times, want once", i, k, n)
+			}
 		}
 	}
 }
