@@ -58,7 +58,7 @@ func search(c *cli.Context, e *env) error {
 	defer closeStore(c.Context, st, e.stderr)
 	n := 0
 	print := matchPrinter(c, e)
-	stats, err := archive.Search(c.Context, st, q, archive.Options{}, func(m archive.Match) error {
+	stats, err := archive.Search(c.Context, st, q, archiveOptions(c), func(m archive.Match) error {
 		n++
 		return print(m)
 	})

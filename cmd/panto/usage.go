@@ -82,7 +82,7 @@ func usage(c *cli.Context, e *env) error {
 		return err
 	}
 	defer closeStore(c.Context, st, e.stderr)
-	report, stats, err := archive.Usage(c.Context, st, q, archive.Options{})
+	report, stats, err := archive.Usage(c.Context, st, q, archiveOptions(c))
 	if err != nil {
 		return err
 	}
