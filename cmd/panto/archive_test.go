@@ -267,7 +267,9 @@ func TestSearch(t *testing.T) {
 			if !strings.Contains(r.stdout, roundTripID[:8]+" #5 user (tool_result)\n    exit status 1: \"quotes\" <tags> & unicode ✓\n") {
 				t.Errorf("search in tool results:\n%s", r.stdout)
 			}
-			if !strings.Contains(r.stderr, "1 match in 2 sessions") || !strings.Contains(r.stderr, "read in") {
+			// The match's session, then the sessions searched: "1 match
+			// in 2 sessions" said of one found in one of two.
+			if !strings.Contains(r.stderr, "1 match in 1 session (2 sessions searched, ") || !strings.Contains(r.stderr, "read in") {
 				t.Errorf("search says %q", r.stderr)
 			}
 			// Thinking only when asked.

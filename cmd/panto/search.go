@@ -25,7 +25,8 @@ calls and their results (not system prompts, nor thinking unless --thinking). QU
 matched case-insensitively; re:EXPR is a regular expression (Go syntax,
 case-insensitive unless it says (?-i)). Each match prints the session, the message
 number (panto show numbers messages so, panto fork --at takes it) and the text
-around it; the last line, on stderr, says how much was read.
+around it; the last line, on stderr, says how many matches in how many sessions,
+and how many sessions were searched, in how long.
 
 Examples:
    panto search "connection refused"
@@ -56,10 +57,13 @@ func search(c *cli.Context, e *env) error {
 		return err
 	}
 	defer closeStore(c.Context, st, e.stderr)
-	n := 0
+	n, in, last := 0, 0, ""
 	print := matchPrinter(c, e)
 	stats, err := archive.Search(c.Context, st, q, archiveOptions(c), func(m archive.Match) error {
 		n++
+		if m.Session.ID != last { // a session's matches come together
+			in, last = in+1, m.Session.ID
+		}
 		return print(m)
 	})
 	if errors.Is(err, archive.ErrBadQuery) {
@@ -71,11 +75,15 @@ func search(c *cli.Context, e *env) error {
 	for _, skipped := range stats.Skipped {
 		fmt.Fprintf(e.stderr, "panto: warning: not searched: %s\n", oneLine(skipped.Error()))
 	}
+	found := plural(n, "match")
+	if n > 0 {
+		found += " in " + plural(in, "session")
+	}
 	more := ""
 	if q.Limit > 0 && n >= q.Limit {
-		more = fmt.Sprintf(" (stopped at --limit %d)", q.Limit)
+		more = fmt.Sprintf("; stopped at --limit %d", q.Limit)
 	}
-	fmt.Fprintf(e.stderr, "%s in %s, %s read in %s%s\n", plural(n, "match"), plural(stats.Sessions, "session"), byteSize(stats.Bytes), stats.Elapsed.Round(time.Millisecond), more)
+	fmt.Fprintf(e.stderr, "%s (%s searched, %s read in %s%s)\n", found, plural(stats.Sessions, "session"), byteSize(stats.Bytes), stats.Elapsed.Round(time.Millisecond), more)
 	return nil
 }
 
