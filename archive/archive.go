@@ -33,6 +33,11 @@ import (
 type Options struct {
 	// Parallel is how many sessions are read at once (default 8).
 	Parallel int
+	// Progress, when set, is told after each session is handed on (or
+	// skipped), in order, how many of the sessions to read are: for a
+	// terminal's progress bar. It is called from the caller's goroutine,
+	// as the results are.
+	Progress func(read, total int)
 }
 
 func (o Options) parallel() int {
@@ -74,7 +79,7 @@ func eachLog[T any](ctx context.Context, st store.LogStore, sessions []agent.Ses
 		cancel()
 		wait()
 	}()
-	return emitInOrder(ctx, gctx, start, sessions, slots, emit)
+	return emitInOrder(ctx, gctx, start, sessions, slots, o.Progress, emit)
 }
 
 // logSlot is where the read of one session leaves its result.
@@ -118,12 +123,15 @@ func startReads[T any](ctx context.Context, st store.LogStore, sessions []agent.
 
 // emitInOrder hands each slot's result to emit in the order of sessions,
 // as the reads finish, counting them in the Stats of a run that began at
-// start. A read that failed is skipped unless ctx ended; emit returning
+// start, and telling progress (when set) of each. A read that failed is skipped unless ctx ended; emit returning
 // errStop ends the run early.
 func emitInOrder[T any](ctx, gctx context.Context, start time.Time, sessions []agent.SessionInfo, slots []logSlot[T],
-	emit func(info agent.SessionInfo, v T) error) (Stats, error) {
+	progress func(read, total int), emit func(info agent.SessionInfo, v T) error) (Stats, error) {
 	var stats Stats
 	for i := range slots {
+		if progress != nil && i > 0 {
+			progress(i, len(slots))
+		}
 		select {
 		case <-slots[i].done:
 		case <-gctx.Done():
@@ -147,6 +155,9 @@ func emitInOrder[T any](ctx, gctx context.Context, start time.Time, sessions []a
 			}
 			return stats, err
 		}
+	}
+	if progress != nil && len(slots) > 0 {
+		progress(len(slots), len(slots))
 	}
 	stats.Elapsed = time.Since(start)
 	return stats, nil

@@ -514,3 +514,43 @@ func maxTime(a, b time.Time) time.Time {
 	}
 	return b
 }
+
+// TestReadProgressOnATerminal: on a terminal, search and usage show how
+// many of the sessions they have read, in a bar on stderr that is
+// cleared before a match is printed and when they are done (a new
+// machine's search of a bucket reads for many seconds, and said nothing
+// meanwhile); not with --json, nor when stdout is not a terminal.
+func TestReadProgressOnATerminal(t *testing.T) {
+	t.Parallel()
+	b := fsBackend(t)
+	st := b.open(t)
+	for i := range 3 {
+		if err := st.AppendMessages(t.Context(), fmt.Sprintf("d%031x", i), []agent.PersistentMessage{{Message: agent.UserText(fmt.Sprintf("needle %d", i))}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		args     []string
+		terminal bool
+		bar      bool
+	}{
+		{[]string{"search", "needle"}, true, true},
+		{[]string{"usage"}, true, true},
+		{[]string{"search", "--json", "needle"}, true, false},
+		{[]string{"usage", "--json"}, true, false},
+		{[]string{"search", "needle"}, false, false},
+	} {
+		var out, errb bytes.Buffer
+		e := &env{stdin: strings.NewReader(""), stdout: &out, stderr: &errb, getenv: func(string) string { return "" }, stdoutIsTerminal: tc.terminal, now: time.Now}
+		if code := runInProcess(t.Context(), e, append([]string{"panto", "--store", b.spec}, tc.args...)); code != 0 {
+			t.Fatalf("%q: exit %d: %s", tc.args, code, errb.String())
+		}
+		if got := strings.Contains(errb.String(), "(1/3)"); got != tc.bar {
+			t.Errorf("%q on a terminal %v: a bar %v, want %v; stderr %q", tc.args, tc.terminal, got, tc.bar, errb.String())
+		}
+		// Cleared: blanked out, then the last line written over it.
+		if parts := strings.Split(errb.String(), "\r"); tc.bar && (len(parts) < 3 || strings.TrimLeft(parts[len(parts)-2], " ") != "") {
+			t.Errorf("%q: the bar is not cleared: %q", tc.args, errb.String())
+		}
+	}
+}

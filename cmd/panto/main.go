@@ -50,6 +50,9 @@ type env struct {
 	stdinIsTerminal, stdoutIsTerminal bool
 	// now is the clock (prune's cutoff, a tombstone's time).
 	now func() time.Time
+	// progressAfter is how long search's and usage's read runs before a
+	// terminal is shown its progress (readProgress).
+	progressAfter time.Duration
 }
 
 func main() {
@@ -63,7 +66,7 @@ func main() {
 	// go on writing into a closed pipe; Go gives a caught one back its
 	// default in a child.
 	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
-	e := &env{stdin: os.Stdin, stdout: &stdoutWriter{w: os.Stdout}, stderr: os.Stderr, getenv: os.Getenv, stdinIsTerminal: isTerminal(os.Stdin), stdoutIsTerminal: isTerminal(os.Stdout), now: time.Now}
+	e := &env{stdin: os.Stdin, stdout: &stdoutWriter{w: os.Stdout}, stderr: os.Stderr, getenv: os.Getenv, stdinIsTerminal: isTerminal(os.Stdin), stdoutIsTerminal: isTerminal(os.Stdout), now: time.Now, progressAfter: time.Second}
 	os.Exit(run(context.Background(), e, os.Args))
 }
 

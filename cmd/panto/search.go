@@ -26,7 +26,8 @@ matched case-insensitively; re:EXPR is a regular expression (Go syntax,
 case-insensitive unless it says (?-i)). Each match prints the session, the message
 number (panto show numbers messages so, panto fork --at takes it) and the text
 around it; the last line, on stderr, says how many matches in how many sessions,
-and how many sessions were searched, in how long.
+and how many sessions were searched, in how long. A search that runs for more than
+a second on a terminal shows how many sessions it has read, in a bar on stderr.
 
 Examples:
    panto search "connection refused"
@@ -59,13 +60,18 @@ func search(c *cli.Context, e *env) error {
 	defer closeStore(c.Context, st, e.stderr)
 	n, in, last := 0, 0, ""
 	print := matchPrinter(c, e)
-	stats, err := archive.Search(c.Context, st, q, archiveOptions(c), func(m archive.Match) error {
+	bar := newReadProgress(e, "search", c.Bool("json"))
+	opts := archiveOptions(c)
+	opts.Progress = bar.progress()
+	stats, err := archive.Search(c.Context, st, q, opts, func(m archive.Match) error {
 		n++
 		if m.Session.ID != last { // a session's matches come together
 			in, last = in+1, m.Session.ID
 		}
+		bar.clear()
 		return print(m)
 	})
+	bar.done()
 	if errors.Is(err, archive.ErrBadQuery) {
 		return fmt.Errorf("%w (a regular expression is re:EXPR, in Go syntax)", err)
 	}

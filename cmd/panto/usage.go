@@ -31,7 +31,8 @@ providers reported them. With --since, only the answers of that last stretch of
 time; with --project, only that project's sessions. The messages a fork copied from
 its parent count once, in the parent, as do those a copy panto-sync's keep-both
 made of a diverged session shares with its parent. The sessions' own totals are in
-panto sessions --json and at the end of panto show.
+panto sessions --json and at the end of panto show. A read that runs for more than a
+second on a terminal shows how many sessions it has read, in a bar on stderr.
 
 With a price table (--prices FILE, PANTO_PRICES, else $XDG_CONFIG_HOME/panto/prices.json
 or ~/.config/panto/prices.json when it is there) a COST column says what each group
@@ -82,7 +83,11 @@ func usage(c *cli.Context, e *env) error {
 		return err
 	}
 	defer closeStore(c.Context, st, e.stderr)
-	report, stats, err := archive.Usage(c.Context, st, q, archiveOptions(c))
+	bar := newReadProgress(e, "usage", c.Bool("json"))
+	opts := archiveOptions(c)
+	opts.Progress = bar.progress()
+	report, stats, err := archive.Usage(c.Context, st, q, opts)
+	bar.done()
 	if err != nil {
 		return err
 	}
