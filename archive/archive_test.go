@@ -198,6 +198,24 @@ func TestUsageByModel(t *testing.T) {
 		if stats.Sessions != 2 {
 			t.Errorf("stats %+v", stats)
 		}
+		// Priced, the group that cost most comes first, whatever its
+		// tokens: model-a's are a thousand times dearer (panto usage
+		// --prices listed a cheap model's dozens of dollars above an
+		// expensive one's hundreds).
+		priced := byModel
+		priced.Cost = func(id agent.WireIdentity, u agent.Usage) (float64, bool) {
+			if id.Model == "model-a" {
+				return float64(u.InputTokens), true
+			}
+			return float64(u.InputTokens) / 1000, true
+		}
+		report, _, err = archive.Usage(t.Context(), s, priced, archive.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(report.Groups) != 2 || report.Groups[0].Key != "model-a" || report.Groups[0].Cost != 105 || report.Groups[1].Cost != 1 {
+			t.Errorf("priced: %+v", report.Groups)
+		}
 		// A session modified since (an hour ahead, to leave the others
 		// out), with an older turn: only the newer turn counts.
 		now := time.Now().UTC().Add(time.Hour)

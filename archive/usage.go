@@ -69,7 +69,8 @@ type GroupUsage struct {
 }
 
 // UsageReport is the usage of a store's sessions: per group (by model
-// and by project most tokens first, by day the oldest day first), and in
+// and by project the costliest first when priced, UsageQuery.Cost, else
+// most tokens first; by day the oldest day first), and in
 // all (Total.Key empty, Total.Sessions the sessions with any usage
 // counted).
 type UsageReport struct {
@@ -117,7 +118,7 @@ func Usage(ctx context.Context, st store.LogStore, q UsageQuery, o Options) (Usa
 	if err != nil {
 		return UsageReport{}, stats, fmt.Errorf("usage: %w", err)
 	}
-	return sum.report(q.By), stats, nil
+	return sum.report(q.By, q.Cost != nil), stats, nil
 }
 
 // usageSum adds the sessions' usage up, group by group.
@@ -154,7 +155,7 @@ func (s *usageSum) add(info agent.SessionInfo, per map[string]*GroupUsage) {
 	}
 }
 
-func (s *usageSum) report(by Grouping) UsageReport {
+func (s *usageSum) report(by Grouping, priced bool) UsageReport {
 	r := UsageReport{Groups: make([]GroupUsage, 0, len(s.groups)), Total: s.total}
 	for m := range s.unpriced {
 		r.UnpricedModels = append(r.UnpricedModels, m)
@@ -166,6 +167,12 @@ func (s *usageSum) report(by Grouping) UsageReport {
 	slices.SortFunc(r.Groups, func(a, b GroupUsage) int {
 		if by == ByDay {
 			return cmp.Compare(a.Key, b.Key)
+		}
+		// What a model's token costs differs by a hundred times: priced,
+		// the group that cost most comes first, not the one that counted
+		// most tokens.
+		if c := cmp.Compare(b.Cost, a.Cost); priced && c != 0 {
+			return c
 		}
 		if c := cmp.Compare(Total(b.Usage), Total(a.Usage)); c != 0 {
 			return c

@@ -41,6 +41,8 @@ tokens. The table is LiteLLM's model_prices_and_context_window.json, whole or th
 models you use (dollars per token: input_cost_per_token, output_cost_per_token,
 cache_read_input_token_cost, cache_creation_input_token_cost); panto builds no prices
 in, since they change. Answers of a model the table lacks are marked * and named.
+Models and projects come the costliest first when priced, else most tokens first;
+days the oldest first.
 
 Examples:
    panto usage
