@@ -576,7 +576,13 @@ func (s *Store) Load(ctx context.Context, id string) (*agent.Conversation, error
 }
 
 // Logs lists the replica's sessions and, online, those only the bucket
-// holds (which ReadLog brings into the replica).
+// holds (which ReadLog brings into the replica). Of a session both hold,
+// the bucket's entry when its log is the longer (another machine went
+// on with it: ReadLog brings that over, and the entry says when it was
+// modified, its messages and title as they are there), else the
+// replica's. With the replica's, panto usage --since 30d left out a
+// session another machine continued today from one this machine last
+// read months ago, and search matched its title of then.
 func (s *Store) Logs(ctx context.Context) ([]store.Log, error) {
 	local, remote, online, err := listBoth(ctx, s, s.local.Logs, s.bucketLogs)
 	if !online {
@@ -586,13 +592,17 @@ func (s *Store) Logs(ctx context.Context) ([]store.Log, error) {
 	if err == nil {
 		local = without(local, s.deletedElsewhere(ctx, unlisted(local, remote, logID)), logID)
 	}
-	have := make(map[string]bool, len(local))
-	for _, l := range local {
-		have[l.Info.ID] = true
+	at := make(map[string]int, len(local))
+	for i, l := range local {
+		at[l.Info.ID] = i
 	}
 	for _, l := range remote {
-		if !have[l.Info.ID] {
+		i, ok := at[l.Info.ID]
+		switch {
+		case !ok:
 			local = append(local, l)
+		case l.Err == nil && l.Length > local[i].Length:
+			local[i] = l
 		}
 	}
 	return local, err

@@ -352,6 +352,70 @@ func TestSecondMachineContinues(t *testing.T) {
 	}
 }
 
+// TestLogsListsTheLongerCopy: a session another machine went on with
+// since this machine read it is listed (Logs: what panto search and
+// usage read) as the bucket holds it, its messages and when it was
+// modified, not as this machine's copy last was: usage --since 30d left
+// a session continued today elsewhere out, its copy here being months
+// old, and search matched its old title. The listing of a session this
+// machine is ahead on (its turn not yet sent) is its own copy's.
+func TestLogsListsTheLongerCopy(t *testing.T) {
+	t.Parallel()
+	srv := miniotest.Shared(t)
+	bucket := srv.NewBucket(t)
+	a, b := newMachine(t, srv, bucket), newMachine(t, srv, bucket)
+	ctx := context.Background()
+	ids := a.newSessions("from a", "also from a")
+	sb := b.open()
+	for _, id := range ids {
+		if got := texts(t, sb, id); len(got) != 1 {
+			t.Fatalf("machine b reads %q", got)
+		}
+	}
+	if err := sb.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	sa := a.open()
+	onA, err := sa.Resolve(ctx, ids[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(20 * time.Millisecond)
+	if err := onA.Append(ctx, []agent.PersistentMessage{user("more from a")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := sa.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	b.offline = true
+	sb = b.open()
+	onB, err := sb.Resolve(ctx, ids[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := onB.Append(ctx, []agent.PersistentMessage{user("from b, not yet sent")}); err != nil {
+		t.Fatal(err)
+	}
+	_ = sb.Close(ctx) // offline: the turn stays to send
+	b.offline = false
+	sb = b.open()
+	defer sb.Close(ctx)
+	logs, err := sb.Logs(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	byID := map[string]store.Log{}
+	for _, l := range logs {
+		byID[l.Info.ID] = l
+	}
+	if l := byID[ids[0]]; l.Info.MessageCount != 2 || !l.Info.Modified.After(byID[ids[1]].Info.Created) {
+		t.Errorf("the session a went on with is listed with %d messages, modified %v; want 2, after the other's creation", l.Info.MessageCount, l.Info.Modified)
+	}
+	if l := byID[ids[1]]; l.Info.MessageCount != 2 {
+		t.Errorf("the session b went on with offline is listed with %d messages, want 2", l.Info.MessageCount)
+	}
+}
+
 // TestDivergedKeepsBoth: a machine appends offline while another appends
 // to the same session: the first one's turns end in a new session linked
 // to the original, the original holds the other's, on both sides, and the
