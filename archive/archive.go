@@ -148,7 +148,13 @@ func emitInOrder[T any](ctx, gctx context.Context, start time.Time, sessions []a
 			continue
 		}
 		stats.Sessions++
-		if err := emit(sessions[i], s.v); err != nil {
+		v := s.v
+		// Handed on, the result is the caller's: the slot lets it go, or
+		// a search of a common word held every match (and the message
+		// text each one's snippet is cut from) until the last session.
+		var zero T
+		s.v = zero
+		if err := emit(sessions[i], v); err != nil {
 			stats.Elapsed = time.Since(start)
 			if errors.Is(err, errStop) {
 				return stats, nil
