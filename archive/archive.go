@@ -73,14 +73,20 @@ func eachLog[T any](ctx context.Context, st store.LogStore, sessions []agent.Ses
 	emit func(info agent.SessionInfo, v T) error) (Stats, error) {
 	start := time.Now()
 	ctx, cancel := context.WithCancel(ctx)
-	slots, gctx, wait := startReads(ctx, st, sessions, o.parallel(), read)
+	slots, gctx, handed, wait := startReads(ctx, st, sessions, o.parallel(), read)
 	defer func() {
 		// An early end stops the reads in flight and the launcher.
 		cancel()
 		wait()
 	}()
-	return emitInOrder(ctx, gctx, start, sessions, slots, o.Progress, emit)
+	return emitInOrder(ctx, gctx, start, sessions, slots, handed, o.Progress, emit)
 }
+
+// aheadPerRead is how many sessions, per read at once, the reads may run
+// ahead of the session handed on: a session slow to read (a large one,
+// first in the order) does not let the others read the rest of the
+// archive meanwhile and hold every result until it is done.
+const aheadPerRead = 4
 
 // logSlot is where the read of one session leaves its result.
 type logSlot[T any] struct {
@@ -91,23 +97,28 @@ type logSlot[T any] struct {
 }
 
 // startReads starts reading sessions through read, at most parallel at
-// once, each into its slot. The reads stop when ctx or the returned
-// context ends; wait waits for the launcher and the reads to finish.
+// once, each into its slot, and at most aheadPerRead×parallel sessions
+// past the last one handed on (handed says one more was). The reads stop
+// when ctx or the returned context ends; wait waits for the launcher and
+// the reads to finish.
 func startReads[T any](ctx context.Context, st store.LogStore, sessions []agent.SessionInfo, parallel int,
-	read func(ctx context.Context, info agent.SessionInfo, r io.Reader) (T, error)) (slots []logSlot[T], gctx context.Context, wait func()) {
+	read func(ctx context.Context, info agent.SessionInfo, r io.Reader) (T, error)) (slots []logSlot[T], gctx context.Context, handed, wait func()) {
 	slots = make([]logSlot[T], len(sessions))
 	for i := range slots {
 		slots[i].done = make(chan struct{})
 	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(parallel)
+	ahead := make(chan struct{}, aheadPerRead*parallel)
 	launched := make(chan struct{})
 	go func() {
 		defer close(launched)
 		// In order, so that the emitter never waits for a session behind
 		// one that is not started.
 		for i := range sessions {
-			if gctx.Err() != nil {
+			select {
+			case ahead <- struct{}{}:
+			case <-gctx.Done():
 				return
 			}
 			g.Go(func() error {
@@ -118,15 +129,15 @@ func startReads[T any](ctx context.Context, st store.LogStore, sessions []agent.
 		}
 	}()
 	// The launcher must be done calling Go before Wait.
-	return slots, gctx, func() { <-launched; _ = g.Wait() }
+	return slots, gctx, func() { <-ahead }, func() { <-launched; _ = g.Wait() }
 }
 
 // emitInOrder hands each slot's result to emit in the order of sessions,
 // as the reads finish, counting them in the Stats of a run that began at
-// start, and telling progress (when set) of each. A read that failed is skipped unless ctx ended; emit returning
+// start, telling the launcher (handed) and progress (when set) of each. A read that failed is skipped unless ctx ended; emit returning
 // errStop ends the run early.
 func emitInOrder[T any](ctx, gctx context.Context, start time.Time, sessions []agent.SessionInfo, slots []logSlot[T],
-	progress func(read, total int), emit func(info agent.SessionInfo, v T) error) (Stats, error) {
+	handed func(), progress func(read, total int), emit func(info agent.SessionInfo, v T) error) (Stats, error) {
 	var stats Stats
 	for i := range slots {
 		if progress != nil && i > 0 {
@@ -138,6 +149,7 @@ func emitInOrder[T any](ctx, gctx context.Context, start time.Time, sessions []a
 			stats.Elapsed = time.Since(start)
 			return stats, ctx.Err()
 		}
+		handed() // the launcher took its place before it started the read
 		s := &slots[i]
 		stats.Bytes += s.bytes
 		if s.err != nil {

@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"io"
 	"runtime"
+	"sync/atomic"
 	"testing"
+	"time"
 	"weak"
 
 	"github.com/panto-dev/panto/agent"
@@ -51,5 +53,54 @@ func TestEmittedResultLetGo(t *testing.T) {
 		})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestReadsAheadBounded: a session slow to read (a large one, first in
+// the order) holds the others back at a few times the reads at once:
+// they read on meanwhile, the whole archive past it, every result held
+// until it was done.
+func TestReadsAheadBounded(t *testing.T) {
+	st, err := fsjsonl.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n, parallel = 100, 2
+	for i := range n {
+		if err := st.AppendMessages(t.Context(), fmt.Sprintf("f%031x", i), []agent.PersistentMessage{{Message: agent.UserText("text")}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sessions, _, err := listed(t.Context(), st, nil)
+	if err != nil || len(sessions) != n {
+		t.Fatalf("listed %d sessions: %v", len(sessions), err)
+	}
+	release := make(chan struct{})
+	var read atomic.Int64
+	go func() {
+		// Time for the others to read on, were they let.
+		time.Sleep(300 * time.Millisecond)
+		close(release)
+	}()
+	_, err = eachLog(t.Context(), st, sessions, Options{Parallel: parallel},
+		func(_ context.Context, info agent.SessionInfo, r io.Reader) (int64, error) {
+			if info.ID == sessions[0].ID {
+				<-release
+				return read.Load(), nil
+			}
+			read.Add(1)
+			return 0, nil
+		},
+		func(info agent.SessionInfo, readMeanwhile int64) error {
+			if info.ID == sessions[0].ID && readMeanwhile > aheadPerRead*parallel {
+				return fmt.Errorf("%d sessions read while the first was, want at most %d", readMeanwhile, aheadPerRead*parallel)
+			}
+			return nil
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if read.Load() != n-1 {
+		t.Errorf("%d sessions read after the first, want %d", read.Load(), n-1)
 	}
 }
