@@ -530,23 +530,24 @@ func TestReadProgressOnATerminal(t *testing.T) {
 		}
 	}
 	for _, tc := range []struct {
-		args     []string
-		terminal bool
-		bar      bool
+		args             []string
+		terminal, stderr bool // stdout, stderr a terminal
+		bar              bool
 	}{
-		{[]string{"search", "needle"}, true, true},
-		{[]string{"usage"}, true, true},
-		{[]string{"search", "--json", "needle"}, true, false},
-		{[]string{"usage", "--json"}, true, false},
-		{[]string{"search", "needle"}, false, false},
+		{[]string{"search", "needle"}, true, true, true},
+		{[]string{"usage"}, true, true, true},
+		{[]string{"search", "--json", "needle"}, true, true, false},
+		{[]string{"usage", "--json"}, true, true, false},
+		{[]string{"search", "needle"}, false, true, false}, // | less
+		{[]string{"search", "needle"}, true, false, false}, // 2>log
 	} {
 		var out, errb bytes.Buffer
-		e := &env{stdin: strings.NewReader(""), stdout: &out, stderr: &errb, getenv: func(string) string { return "" }, stdoutIsTerminal: tc.terminal, now: time.Now}
+		e := &env{stdin: strings.NewReader(""), stdout: &out, stderr: &errb, getenv: func(string) string { return "" }, stdoutIsTerminal: tc.terminal, stderrIsTerminal: tc.stderr, now: time.Now}
 		if code := runInProcess(t.Context(), e, append([]string{"panto", "--store", b.spec}, tc.args...)); code != 0 {
 			t.Fatalf("%q: exit %d: %s", tc.args, code, errb.String())
 		}
 		if got := strings.Contains(errb.String(), "(1/3)"); got != tc.bar {
-			t.Errorf("%q on a terminal %v: a bar %v, want %v; stderr %q", tc.args, tc.terminal, got, tc.bar, errb.String())
+			t.Errorf("%q, stdout a terminal %v, stderr %v: a bar %v, want %v; stderr %q", tc.args, tc.terminal, tc.stderr, got, tc.bar, errb.String())
 		}
 		// Cleared: blanked out, then the last line written over it.
 		if parts := strings.Split(errb.String(), "\r"); tc.bar && (len(parts) < 3 || strings.TrimLeft(parts[len(parts)-2], " ") != "") {

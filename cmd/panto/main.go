@@ -46,8 +46,9 @@ type env struct {
 	stdout, stderr io.Writer
 	getenv         func(string) string
 	// stdinIsTerminal says whether stdin is an interactive terminal,
-	// stdoutIsTerminal whether stdout is one (search marks its matches).
-	stdinIsTerminal, stdoutIsTerminal bool
+	// stdoutIsTerminal whether stdout is one (search marks its matches),
+	// stderrIsTerminal whether stderr is (search's and usage's progress).
+	stdinIsTerminal, stdoutIsTerminal, stderrIsTerminal bool
 	// now is the clock (prune's cutoff, a tombstone's time).
 	now func() time.Time
 	// progressAfter is how long search's and usage's read runs before a
@@ -66,7 +67,7 @@ func main() {
 	// go on writing into a closed pipe; Go gives a caught one back its
 	// default in a child.
 	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
-	e := &env{stdin: os.Stdin, stdout: &stdoutWriter{w: os.Stdout}, stderr: os.Stderr, getenv: os.Getenv, stdinIsTerminal: isTerminal(os.Stdin), stdoutIsTerminal: isTerminal(os.Stdout), now: time.Now, progressAfter: time.Second}
+	e := &env{stdin: os.Stdin, stdout: &stdoutWriter{w: os.Stdout}, stderr: os.Stderr, getenv: os.Getenv, stdinIsTerminal: isTerminal(os.Stdin), stdoutIsTerminal: isTerminal(os.Stdout), stderrIsTerminal: isTerminal(os.Stderr), now: time.Now, progressAfter: time.Second}
 	os.Exit(run(context.Background(), e, os.Args))
 }
 

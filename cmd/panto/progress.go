@@ -21,9 +21,10 @@ type readProgress struct {
 }
 
 // newReadProgress is the progress of command what's read, shown when
-// stdout is a terminal and the output is not JSON (import's rule).
+// stdout and stderr are the terminal and the output is not JSON: not
+// drawn into a file stderr is sent to, nor over a pager reading stdout.
 func newReadProgress(e *env, what string, jsonOut bool) *readProgress {
-	if !e.stdoutIsTerminal || jsonOut {
+	if !e.stdoutIsTerminal || !e.stderrIsTerminal || jsonOut {
 		return nil
 	}
 	return &readProgress{e: e, what: what, start: time.Now()}
