@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"io"
 	"runtime"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+	"unsafe"
 	"weak"
 
 	"github.com/panto-dev/panto/agent"
@@ -102,5 +104,29 @@ func TestReadsAheadBounded(t *testing.T) {
 	}
 	if read.Load() != n-1 {
 		t.Errorf("%d sessions read after the first, want %d", read.Load(), n-1)
+	}
+}
+
+// TestSnippetOwnsItsText: a match's text and snippet are strings of
+// their own, not parts of the message they were found in: a session's
+// matches are gathered before they are printed, and a 300 MB session's
+// messages, kept by the matches of a common word (one word, "the", was
+// the message's own bytes), held 514 MB where 211 MB do.
+func TestSnippetOwnsItsText(t *testing.T) {
+	msg := strings.Repeat("some words before ", 10) + "the" + strings.Repeat(" some words after", 10)
+	at := strings.Index(msg, "the")
+	inMsg := func(s string) bool {
+		if s == "" {
+			return false
+		}
+		p := uintptr(unsafe.Pointer(unsafe.StringData(s)))
+		start := uintptr(unsafe.Pointer(unsafe.StringData(msg)))
+		return p >= start && p < start+uintptr(len(msg))
+	}
+	before, after := context2(msg, at, at+3)
+	for name, s := range map[string]string{"text": fold(msg[at : at+3]), "before": before, "after": after, "edge": fold(msg[:4])} {
+		if inMsg(s) {
+			t.Errorf("the %s %q is a part of the message", name, s)
+		}
 	}
 }

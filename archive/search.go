@@ -465,8 +465,18 @@ func context2(text string, start, end int) (before, after string) {
 	return before, after
 }
 
-// fold puts s on one line: runs of white space become one space.
-func fold(s string) string { return strings.Join(strings.Fields(s), " ") }
+// fold puts s on one line: runs of white space become one space. The
+// result is a string of its own, never a part of s: a match keeps its
+// snippet, not the message it was cut from (a session's matches are
+// gathered before they are printed, and a large session's messages,
+// held by the snippets of a common word, took hundreds of MB).
+func fold(s string) string {
+	f := strings.Fields(s)
+	if len(f) == 1 {
+		return strings.Clone(f[0]) // Join would return this part of s
+	}
+	return strings.Join(f, " ")
+}
 
 // foldKeepEdges is fold that keeps one space where s begins or ends with
 // white space, so that the snippet's parts join as the text did.
