@@ -141,6 +141,21 @@ func TestSearch(t *testing.T) {
 		if got, _ := search(t, s, archive.Query{Pattern: "plan", Limit: 1}); where(got) != "newer#0:title" {
 			t.Errorf("plan, limit 1: %s", where(got))
 		}
+		// Words apart by any white space: a phrase wrapped onto the next
+		// line, or indented, is found as its snippet shows it (plain
+		// "connection refused" found none of these), and words apart by
+		// other text are not.
+		appendOK(t, s, "wrapped", agent.PersistentMessage{Message: agent.UserText("dial tcp: Connection\n   refused; flaky\t\ttest; \"quoted\"\r\nwords\fhere; connection was refused")})
+		flush(t, s)
+		for _, q := range []string{"connection refused", "CONNECTION  REFUSED", "flaky test", `"quoted" words here`} {
+			got, _ := search(t, s, archive.Query{Pattern: q})
+			if where(got) != "wrapped#1:text" || got[0].Count != 1 {
+				t.Errorf("%q in a wrapped text: %s (%+v)", q, where(got), got)
+			}
+		}
+		if got, _ := search(t, s, archive.Query{Pattern: "connection refused"}); len(got) == 1 && got[0].Text != "Connection refused" {
+			t.Errorf("the match is %q, want it folded", got[0].Text)
+		}
 		// A tool call is found by its name and input; text by a regular
 		// expression; nothing in system prompts.
 		if got, _ := search(t, s, archive.Query{Pattern: "go test ./..."}); where(got) != "every#4:tool_use" || got[0].Tool != "run" {

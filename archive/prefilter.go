@@ -29,6 +29,70 @@ type prefilter struct {
 	// wide are the spellings, raw and escaped (lowered), of the non-ASCII
 	// runes that fold to a letter of lit.
 	wide [][]byte
+	// words, when set, are the words of a plain query of several (lit
+	// one of them), each spelled in JSON as itself: a line passes when
+	// it holds them one after another, apart by white space as JSON
+	// spells it, not for the one word alone (much more common).
+	words [][]byte
+}
+
+// newPhrasePrefilter is the prefilter of a plain query of several
+// words, apart by any white space in a match (lit is the longest).
+func newPhrasePrefilter(words []string, lit string) prefilter {
+	p := newPrefilter(lit)
+	for _, w := range words {
+		for i := 0; i < len(w); i++ {
+			if w[i] >= utf8.RuneSelf || !plainJSON(w[i]) {
+				return p // spelled otherwise in JSON: the one word
+			}
+		}
+	}
+	if p.lit == nil {
+		return p
+	}
+	for _, w := range words {
+		p.words = append(p.words, lowerASCII(nil, []byte(w)))
+	}
+	return p
+}
+
+// phraseIn reports whether low holds words one after another, each after
+// white space as JSON spells it in a string (jsonSpace).
+func phraseIn(low []byte, words [][]byte) bool {
+	for at := 0; ; {
+		i := bytes.Index(low[at:], words[0])
+		if i < 0 {
+			return false
+		}
+		if _, ok := wordsAfter(low, at+i+len(words[0]), words[1:], jsonSpace); ok {
+			return true
+		}
+		at += i + 1
+	}
+}
+
+// jsonSpace is the length of the white space (\s) JSON spells at the
+// start of low (lowered), 0 if none.
+func jsonSpace(low []byte) int {
+	switch {
+	case len(low) == 0:
+		return 0
+	case low[0] == ' ':
+		return 1
+	case low[0] != '\\' || len(low) < 2:
+		return 0
+	}
+	switch low[1] {
+	case 'n', 't', 'r', 'f':
+		return 2
+	case 'u':
+		for _, e := range []string{`\u000a`, `\u0009`, `\u000d`, `\u000c`, `\u0020`} {
+			if bytes.HasPrefix(low, []byte(e)) {
+				return len(e)
+			}
+		}
+	}
+	return 0
 }
 
 func newPrefilter(pattern string) prefilter {
@@ -93,7 +157,7 @@ func (p *prefilter) candidate(scratch, line []byte) ([]byte, bool) {
 
 // passes is candidate for raw JSON whose lowered copy is low.
 func (p *prefilter) passes(raw, low []byte) bool {
-	if p.lit == nil || bytes.Contains(low, p.lit) || escapesPrintable(raw) || p.slash && bytes.Contains(raw, []byte(`\/`)) {
+	if p.lit == nil || p.holds(low) || escapesPrintable(raw) || p.slash && bytes.Contains(raw, []byte(`\/`)) {
 		return true
 	}
 	for _, w := range p.wide {
@@ -102,6 +166,14 @@ func (p *prefilter) passes(raw, low []byte) bool {
 		}
 	}
 	return false
+}
+
+// holds reports whether low holds the literal, or the words.
+func (p *prefilter) holds(low []byte) bool {
+	if p.words != nil {
+		return phraseIn(low, p.words)
+	}
+	return bytes.Contains(low, p.lit)
 }
 
 // escapesPrintable reports whether line holds a \u00XX escape of a

@@ -83,7 +83,7 @@ func TestPrefilterNeverMisses(t *testing.T) {
 				t.Fatalf("%q: %v", q, err)
 			}
 			brute := *m
-			brute.pre, brute.lit = prefilter{}, nil // every line decoded, every text through the regexp
+			brute.pre, brute.words = prefilter{}, nil // every line decoded, every text through the regexp
 			for id, log := range logs {
 				info := agent.SessionInfo{ID: id}
 				got, err := m.session(t.Context(), info, bytes.NewReader(log))

@@ -107,12 +107,13 @@ func Search(ctx context.Context, st store.LogStore, q Query, o Options, fn func(
 // matcher is a compiled query.
 type matcher struct {
 	re *regexp.Regexp
-	// lit is a plain query that is all ASCII, lowered: it is matched
-	// without the regexp (whose case folding is several times slower than
-	// a byte search) in a text free of wide.
-	lit  []byte
-	wide [][]byte
-	pre  prefilter
+	// words are a plain query that is all ASCII, lowered, word by word
+	// (one, the whole query, when it is one word): it is matched without
+	// the regexp (whose case folding is several times slower than a byte
+	// search) in a text free of wide, the words apart by any white space.
+	words [][]byte
+	wide  [][]byte
+	pre   prefilter
 	// lineLocal: no match of the regexp holds a newline or depends on
 	// where the text begins or ends, so only the lines that hold its
 	// literal need it run over them.
@@ -127,7 +128,7 @@ type matcher struct {
 // the case folding of (?i) is ASCII's as long as text holds no non-ASCII
 // rune that folds to one of its letters (the Kelvin sign, the long s).
 func (m *matcher) findAll(scratch []byte, text string) ([][]int, []byte) {
-	if m.lit == nil {
+	if m.words == nil {
 		// A regexp: a text without the literal it needs (the
 		// prefilter's, exact in a decoded text free of wide folds) cannot
 		// match, and is cheaper to rule out than to run the regexp over.
@@ -165,14 +166,46 @@ func (m *matcher) findAll(scratch []byte, text string) ([][]int, []byte) {
 	}
 	low := lowerASCII(scratch, []byte(text))
 	var out [][]int
+	first := m.words[0]
 	for at := 0; ; {
-		i := bytes.Index(low[at:], m.lit)
+		i := bytes.Index(low[at:], first)
 		if i < 0 {
 			return out, low
 		}
-		out = append(out, []int{at + i, at + i + len(m.lit)})
-		at += i + len(m.lit)
+		start := at + i
+		if end, ok := wordsAfter(low, start+len(first), m.words[1:], textSpace); ok {
+			out = append(out, []int{start, end})
+			at = end
+		} else {
+			at = start + 1
+		}
 	}
+}
+
+// wordsAfter reports whether low holds words from at on, each after a
+// run of white space, whose first character space says the length of
+// (0: none), and where the last one ends.
+func wordsAfter(low []byte, at int, words [][]byte, space func([]byte) int) (int, bool) {
+	for _, w := range words {
+		j := at
+		for n := space(low[j:]); n > 0; n = space(low[j:]) {
+			j += n
+		}
+		if j == at || !bytes.HasPrefix(low[j:], w) {
+			return 0, false
+		}
+		at = j + len(w)
+	}
+	return at, true
+}
+
+// textSpace is 1 when text begins with white space as \s is (space,
+// tab, newline, form feed, carriage return), else 0.
+func textSpace(text []byte) int {
+	if len(text) > 0 && (text[0] == ' ' || text[0] == '\t' || text[0] == '\n' || text[0] == '\f' || text[0] == '\r') {
+		return 1
+	}
+	return 0
 }
 
 func containsAny(text string, subs [][]byte) bool {
@@ -189,27 +222,51 @@ func compile(q Query) (*matcher, error) {
 	if expr == "" {
 		return nil, fmt.Errorf("%w: give something to find", ErrBadQuery)
 	}
-	lit, lineLocal := expr, false
-	if isRE {
+	lit, lineLocal, words := expr, false, strings.Fields(expr)
+	switch {
+	case isRE:
 		parsed, err := syntax.Parse(expr, syntax.Perl)
 		if err != nil {
 			return nil, fmt.Errorf("%w: %v", ErrBadQuery, err)
 		}
 		lit = requiredLiteral(parsed.Simplify())
 		lineLocal = !spansLines(parsed)
-	} else {
+	case len(words) > 1:
+		// Words apart by any white space, as a snippet shows them: a
+		// phrase the text wraps onto the next line, or spaces twice,
+		// is found ("connection refused" missed "connection\n
+		// refused", which search printed as "connection refused").
+		quoted := make([]string, len(words))
+		for i, w := range words {
+			quoted[i] = regexp.QuoteMeta(w)
+			if len(w) > len(lit) || i == 0 {
+				lit = w
+			}
+		}
+		expr = strings.Join(quoted, `\s+`)
+	default:
 		expr = regexp.QuoteMeta(expr)
 	}
 	re, err := regexp.Compile("(?i)" + expr)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrBadQuery, err)
 	}
-	m := &matcher{re: re, pre: newPrefilter(lit), lineLocal: lineLocal, thinking: q.Thinking, limit: q.Limit}
-	if !isRE && isASCII(lit) {
-		m.lit = lowerASCII(nil, []byte(lit))
-		for _, c := range m.lit {
-			for _, r := range wideFolds(rune(c)) {
-				m.wide = append(m.wide, []byte(string(r)))
+	pre := newPrefilter(lit)
+	if !isRE && len(words) > 1 {
+		pre = newPhrasePrefilter(words, lit)
+	}
+	m := &matcher{re: re, pre: pre, lineLocal: lineLocal, thinking: q.Thinking, limit: q.Limit}
+	if !isRE && isASCII(q.Pattern) {
+		if len(words) <= 1 {
+			words = []string{q.Pattern} // one word, as typed
+		}
+		for _, w := range words {
+			low := lowerASCII(nil, []byte(w))
+			m.words = append(m.words, low)
+			for _, c := range low {
+				for _, r := range wideFolds(rune(c)) {
+					m.wide = append(m.wide, []byte(string(r)))
+				}
 			}
 		}
 	}

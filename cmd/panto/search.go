@@ -22,7 +22,8 @@ func searchCommand(e *env) *cli.Command {
 		Description: `Searches the titles and messages of every session of the store (of one project
 with --project), newest session first: the title, what was typed, answered, the tool
 calls and their results (not system prompts, nor thinking unless --thinking). QUERY is text,
-matched case-insensitively; re:EXPR is a regular expression (Go syntax,
+matched case-insensitively, its words apart by any white space (a phrase the text wraps
+onto the next line is found); re:EXPR is a regular expression (Go syntax,
 case-insensitive unless it says (?-i)). Each match prints the session, the message
 number (panto show numbers messages so, panto fork --at takes it) and the text
 around it; the last line, on stderr, says how many matches in how many sessions,
