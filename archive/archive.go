@@ -10,8 +10,9 @@
 // cores busy, on a bucket it keeps several sessions' segment fetches in
 // flight (ReadLog itself fetches a session's segments ahead of the
 // reader). Results come back in the order of the listing, newest session
-// first, whatever order the reads finish in, and Stats says how much was
-// read.
+// first, whatever order the reads finish in (the reads run a few times
+// Parallel sessions ahead at most, and a result is let go once handed
+// on), and Stats says how much was read.
 package archive
 
 import (
@@ -134,8 +135,9 @@ func startReads[T any](ctx context.Context, st store.LogStore, sessions []agent.
 
 // emitInOrder hands each slot's result to emit in the order of sessions,
 // as the reads finish, counting them in the Stats of a run that began at
-// start, telling the launcher (handed) and progress (when set) of each. A read that failed is skipped unless ctx ended; emit returning
-// errStop ends the run early.
+// start, telling the launcher (handed) and progress (when set) of each.
+// A read that failed is skipped unless ctx ended; emit returning errStop
+// ends the run early.
 func emitInOrder[T any](ctx, gctx context.Context, start time.Time, sessions []agent.SessionInfo, slots []logSlot[T],
 	handed func(), progress func(read, total int), emit func(info agent.SessionInfo, v T) error) (Stats, error) {
 	var stats Stats

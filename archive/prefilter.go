@@ -13,7 +13,8 @@ import (
 // never decoded: what makes searching a catalog cost about a read of it.
 //
 // It looks for a literal every match must contain, in the line with ASCII
-// letters lowered. That is exact only for what the JSON spells as itself,
+// letters lowered (for a plain query of several words, the words one
+// after another, apart by white space as JSON spells it). That is exact only for what the JSON spells as itself,
 // so the literal is the longest run of the pattern's characters that are:
 // ASCII but for '"', '\' and control characters (which JSON escapes).
 // Then a line whose text holds the literal holds its bytes, unless the
