@@ -286,6 +286,9 @@ func TestUsageByProjectAndDay(t *testing.T) {
 			{"p1", proj, [][]agent.PersistentMessage{{turn(1)}, {turn(2)}}, []time.Time{day1, day2}},
 			{"p2", proj, [][]agent.PersistentMessage{{turn(4)}}, []time.Time{day2}},
 			{"o1", other, [][]agent.PersistentMessage{{turn(8)}}, []time.Time{day1}},
+			// Imported, its directory (in proj's tree) gone: it counts in
+			// proj, as --project counts it, not as a project of its own.
+			{"i1", agent.Project{Dir: "/src/proj/old-subdir"}, [][]agent.PersistentMessage{{turn(32)}}, []time.Time{day1}},
 			{"n1", agent.Project{}, [][]agent.PersistentMessage{{turn(16)}}, []time.Time{day1}},
 		} {
 			var log []byte
@@ -307,9 +310,9 @@ func TestUsageByProjectAndDay(t *testing.T) {
 			q    archive.UsageQuery
 			want string // key:sessions:input tokens, in order
 		}{
-			{"by project", archive.UsageQuery{By: archive.ByProject}, "[:1:16 /tmp/other:1:8 host.test/team/proj:2:7]"},
-			{"by day, UTC", archive.UsageQuery{By: archive.ByDay}, "[2026-03-01:3:25 2026-03-02:2:6]"},
-			{"by day, UTC+1", archive.UsageQuery{By: archive.ByDay, Location: plus1}, "[2026-03-02:4:31]"},
+			{"by project", archive.UsageQuery{By: archive.ByProject}, "[host.test/team/proj:3:39 :1:16 /tmp/other:1:8]"},
+			{"by day, UTC", archive.UsageQuery{By: archive.ByDay}, "[2026-03-01:4:57 2026-03-02:2:6]"},
+			{"by day, UTC+1", archive.UsageQuery{By: archive.ByDay, Location: plus1}, "[2026-03-02:5:63]"},
 			{"one project, by day", archive.UsageQuery{By: archive.ByDay, Sessions: func(info agent.SessionInfo) bool { return info.Project.Key() == proj.Key() }}, "[2026-03-01:1:1 2026-03-02:2:6]"},
 		} {
 			report, _, err := archive.Usage(t.Context(), s, tt.q, archive.Options{})
@@ -323,7 +326,7 @@ func TestUsageByProjectAndDay(t *testing.T) {
 			if fmt.Sprint(got) != tt.want {
 				t.Errorf("%s: %v, want %s", tt.name, got, tt.want)
 			}
-			if tt.q.By == archive.ByProject && report.Groups[2].Project != proj {
+			if tt.q.By == archive.ByProject && report.Groups[0].Project != proj {
 				t.Errorf("%s: the project's group names %+v", tt.name, report.Groups[2].Project)
 			}
 		}

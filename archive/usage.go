@@ -106,8 +106,13 @@ func Usage(ctx context.Context, st store.LogStore, q UsageQuery, o Options) (Usa
 		return UsageReport{}, Stats{}, fmt.Errorf("usage: %w", err)
 	}
 	sum := usageSum{groups: map[string]*GroupUsage{}, unpriced: map[string]bool{}}
+	holder := func(p agent.Project) agent.Project { return p }
+	if q.By == ByProject {
+		holder = projectHolder(sessions)
+	}
 	stats, err := eachLog(ctx, st, sessions, o,
 		func(ctx context.Context, info agent.SessionInfo, r io.Reader) (map[string]*GroupUsage, error) {
+			info.Project = holder(info.Project)
 			return sessionUsage(ctx, st, info, r, q)
 		},
 		func(info agent.SessionInfo, per map[string]*GroupUsage) error {
@@ -119,6 +124,35 @@ func Usage(ctx context.Context, st store.LogStore, q UsageQuery, o Options) (Usa
 		return UsageReport{}, stats, fmt.Errorf("usage: %w", err)
 	}
 	return sum.report(q.By, q.Cost != nil), stats, nil
+}
+
+// projectHolder returns the project a session of project p counts in by
+// project: p, or for a session that knows only its directory (imported
+// from another agent's log, its directory gone from the disk when it was
+// imported) the project of sessions that holds it (agent.Project.Holds:
+// the deepest work tree), as --project counts it. Without it such
+// sessions made a project of their own beside the repository's.
+func projectHolder(sessions []agent.SessionInfo) func(agent.Project) agent.Project {
+	var trees []agent.Project // one per root, the newest session's
+	seen := map[string]bool{}
+	for _, info := range sessions {
+		if p := info.Project; p.Root != "" && !seen[p.Root] {
+			seen[p.Root] = true
+			trees = append(trees, p)
+		}
+	}
+	return func(p agent.Project) agent.Project {
+		if !p.OnlyDir() {
+			return p
+		}
+		held := p
+		for _, t := range trees {
+			if t.Holds(p) && (held.Root == "" || len(t.Root) > len(held.Root)) {
+				held = t
+			}
+		}
+		return held
+	}
 }
 
 // usageSum adds the sessions' usage up, group by group.

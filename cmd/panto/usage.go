@@ -25,7 +25,9 @@ func usageCommand(e *env) *cli.Command {
 		UsageText: "panto usage [--store SPEC] [--endpoint URL] [--by model|project|day] [--since DURATION] [--project PROJECT] [--prices FILE] [--json]",
 		Description: `Sums the tokens every answer of the store's sessions cost, per model (--by model,
 the default), per project the session was started in (--by project: the git
-repository by its origin remote, else the directory) or per day (--by day, in the
+repository by its origin remote, else the directory; a session imported with its
+directory alone counts in the repository whose work tree holds it, as --project
+counts it) or per day (--by day, in the
 local time zone): input, output, cache reads and writes, reasoning, as the
 providers reported them. With --since, only the answers of that last stretch of
 time; with --project, only that project's sessions. The messages a fork copied from
