@@ -27,9 +27,8 @@ func usageCommand(e *env) *cli.Command {
 the default), per project the session was started in (--by project: the git
 repository by its origin remote, else the directory; a session imported with its
 directory alone counts in the repository whose work tree holds it, as --project
-counts it) or per day (--by day, in the
-local time zone): input, output, cache reads and writes, reasoning, as the
-providers reported them. With --since, only the answers of that last stretch of
+counts it) or per day (--by day, in the local time zone): input, output, cache
+reads and writes, reasoning, as the providers reported them. With --since, only the answers of that last stretch of
 time; with --project, only that project's sessions. The messages a fork copied from
 its parent count once, in the parent, as do those a copy panto-sync's keep-both
 made of a diverged session shares with its parent. The sessions' own totals are in
