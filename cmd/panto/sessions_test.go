@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -208,5 +209,29 @@ func TestReadersSendNoProbe(t *testing.T) {
 	r := runPanto(t, t.TempDir(), env, "", "-v", "--store", remote, "--direct", "title", id, "a title")
 	if r.code != 0 || !strings.Contains(r.stderr, "panto-probe") {
 		t.Errorf("panto title, a writer: exit %d, and no probe in its trace:\n%s", r.code, r.stderr)
+	}
+}
+
+// TestReadingNewPrefixSays: a command that only reads, run on a bucket
+// prefix that held no panto store (a mistyped --store), says so once,
+// local-first and --direct: it said "no sessions yet" or "0 matches" and
+// nothing else, and its Open made an empty store there. The second run
+// finds that store, and says nothing of it.
+func TestReadingNewPrefixSays(t *testing.T) {
+	t.Parallel()
+	srv := miniotest.Shared(t)
+	bucket := srv.NewBucket(t)
+	for i, args := range [][]string{
+		{"sessions", "--all"},
+		{"search", "--direct", "anything"},
+		{"usage"},
+	} {
+		env := append(srv.AWSEnv(), fmt.Sprintf("PANTO_STORE=s3://%s/typo%d", bucket, i))
+		for run, want := range []bool{true, false} {
+			r := runPanto(t, t.TempDir(), env, "", args...)
+			if said := strings.Contains(r.stderr, "held no panto store") && strings.Contains(r.stderr, "check --store"); r.code != 0 || said != want {
+				t.Errorf("%q, run %d: exit %d, said it %v, want %v: %q", args, run+1, r.code, said, want, r.stderr)
+			}
+		}
 	}
 }

@@ -63,7 +63,8 @@ type Options struct {
 	// own (objstore), each write acknowledged once the bucket has it.
 	LocalFirst bool
 	// Notify, for a local-first store, is told in one line what the user
-	// should know (the bucket is unreachable, a session was kept twice).
+	// should know (the bucket is unreachable, a session was kept twice);
+	// for any bucket opened Reading, that its prefix held no panto store.
 	Notify func(string)
 	// CloseTimeout, for a local-first store, bounds how long its Close
 	// waits for the shipper (0: localfirst's default, a few seconds).
@@ -152,6 +153,7 @@ func OpenSpec(ctx context.Context, s store.Spec, opts Options) (agent.SessionSto
 		if err != nil {
 			return nil, fmt.Errorf("store %s: %w", s.URL, err)
 		}
+		tellCreated(st, s.URL, opts)
 		return st, nil
 	case store.KindNone:
 		return null.New(), nil
@@ -191,6 +193,7 @@ func openLocalFirst(ctx context.Context, url string, opts Options, o []objstore.
 			if err != nil {
 				return nil, err
 			}
+			tellCreated(st, url, opts)
 			bucket.Store(st)
 			return st, nil
 		},
@@ -206,6 +209,16 @@ func openLocalFirst(ctx context.Context, url string, opts Options, o []objstore.
 		CloseTimeout:    opts.CloseTimeout,
 		ShipConcurrency: opts.ShipConcurrency,
 	})
+}
+
+// tellCreated tells a command that only reads (Options.Reading) that the
+// bucket's prefix held no panto store, which its Open then made: it
+// lists, searches and counts nothing, as a mistyped --store did without
+// a word ("no sessions yet", "0 matches").
+func tellCreated(st *objstore.Store, url string, opts Options) {
+	if opts.Reading && opts.Notify != nil && st.Created() {
+		opts.Notify(fmt.Sprintf("%s held no panto store (a new, empty one is there now): check --store if you meant another bucket or prefix", url))
+	}
 }
 
 // ReplicaDir is the directory of this machine's local-first replica of

@@ -591,6 +591,11 @@ func (s *Store) put(ctx context.Context, rel string, data []byte, cond putCond, 
 	return etag, err
 }
 
+// Created reports whether this Store's Open created the prefix's format
+// marker: the prefix held no panto store, and holds an empty one now (a
+// command that only reads says so: a --store mistyped reads as empty).
+func (s *Store) Created() bool { return s.created }
+
 // Create mints a handle on a new session. No I/O: the session exists once
 // its first batch is appended.
 func (s *Store) Create() *agent.Session {
