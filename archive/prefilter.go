@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"slices"
 	"unicode"
 	"unicode/utf8"
 )
@@ -52,7 +53,14 @@ func newPhrasePrefilter(words []string, lit string) prefilter {
 		return p
 	}
 	for _, w := range words {
-		p.words = append(p.words, lowerASCII(nil, []byte(w)))
+		low := lowerASCII(nil, []byte(w))
+		p.words = append(p.words, low)
+		// A word's letter spelled by a rune that folds to it (the long s
+		// of "ſu" for "SU") is not found by bytes: such a line passes,
+		// as for the literal.
+		p.addWide(low)
+		// So is a line that escapes a '/' one of them holds.
+		p.slash = p.slash || bytes.IndexByte(low, '/') >= 0
 	}
 	return p
 }
@@ -112,16 +120,21 @@ func newPrefilter(pattern string) prefilter {
 		return prefilter{}
 	}
 	p := prefilter{lit: best, slash: bytes.IndexByte(best, '/') >= 0}
-	seen := map[rune]bool{}
-	for _, c := range best {
+	p.addWide(best)
+	return p
+}
+
+// addWide adds to p.wide the spellings of the non-ASCII runes that fold
+// to a letter of word.
+func (p *prefilter) addWide(word []byte) {
+	for _, c := range word {
 		for _, r := range wideFolds(rune(c)) {
-			if !seen[r] {
-				seen[r] = true
-				p.wide = append(p.wide, []byte(string(r)), []byte(fmt.Sprintf(`\u%04x`, r)))
+			raw := []byte(string(r))
+			if !slices.ContainsFunc(p.wide, func(w []byte) bool { return bytes.Equal(w, raw) }) {
+				p.wide = append(p.wide, raw, []byte(fmt.Sprintf(`\u%04x`, r)))
 			}
 		}
 	}
-	return p
 }
 
 // plainJSON reports whether encoding/json writes the ASCII byte c as

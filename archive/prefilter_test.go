@@ -25,6 +25,7 @@ const oddLog = `{"type":"session","version":1,"id":"odd","created":"2026-01-01T0
 {"type":"message","ts":"2026-01-01T00:00:00Z","role":"assistant","content":[{"type":"tool_use","tool_use_id":"t","name":"run","input":{"cmd":"ls \"a b\"","n":[1,2]}}]}
 {"type":"message","ts":"2026-01-01T00:00:00Z","content":[{"type":"thinking","text":"Straße ǅ ΣΑΣ"}],"role":"assistant"}
 {"type":"message","ts":"2026-01-01T00:00:00Z","role":"user","content":[{"type":"text","text":"in dir\/file"}]}
+{"type":"message","ts":"2026-01-01T00:00:00Z","role":"user","content":[{"type":"text","text":"a\/b separated"}]}
 `
 
 // TestPrefilterNeverMisses: searching with the prefilter (and the byte
@@ -55,7 +56,7 @@ func TestPrefilterNeverMisses(t *testing.T) {
 		}
 	}
 	r := rand.New(rand.NewPCG(1, 2))
-	queries := []string{"dir/file", "abc", "/path", "/x", "café", `"q"`, "kelvin", "KING", "stop", "sun", "k", "s", `"quoted"`,
+	queries := []string{"dir/file", "abc", "/path", "/x", "café", `"q"`, "kelvin", "KING", "stop", "sun", "k", "s", `"quoted"`, "nG SU", "king SUN", "a/b separated",
 		"tab\there", "new line", `\ back`, "\x1b[0m", "del\x7f", `ls "a b"`, `"n":[1,2]`, "strasse", "straße", "ǆ", "σας", "ΣΑΣ",
 		`re:\bk\w+`, `re:s(top|un)`, `re:(?-i)ELVIN`, `re:[a-c]{3} /`, `re:tab\s+here`, `re:x*`,
 		`re:func \w+`, `re:^abc`, `re:(?m)^in dir`, `re:(?m)ing$`, `re:ing$`, `re:ere[^x]new`, `re:a.c`, `re:(?s)ab.`, `re:err\b`}
@@ -105,7 +106,7 @@ func TestPrefilterNeverMisses(t *testing.T) {
 		t.Fatalf("only %d matches over %d queries: the test proves little", passed, len(queries))
 	}
 	// The odd spellings are found at all (not only equally missed).
-	for _, q := range []string{"abc", "/path", "kelvin", "stop", "\"q\"", "dir/file"} {
+	for _, q := range []string{"abc", "/path", "kelvin", "stop", "\"q\"", "dir/file", "a/b separated", "ng su"} {
 		m, _ := compile(Query{Pattern: q})
 		if got, _ := m.session(t.Context(), agent.SessionInfo{ID: "odd"}, strings.NewReader(oddLog)); len(got) == 0 {
 			t.Errorf("%q is not found in the odd log", q)
