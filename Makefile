@@ -128,6 +128,7 @@ FUZZ_TARGETS := \
 	internal/project:FuzzNormalizeRemote \
 	internal/project:FuzzRemoteSpellings \
 	internal/project:FuzzConfigValue \
+	internal/project:FuzzSSHAlias \
 	store/fsjsonl:FuzzListCache \
 	internal/importrecord:FuzzRecord
 fuzz:

@@ -16,6 +16,7 @@ import (
 	"github.com/panto-dev/panto/agent/anthropicmessages"
 	"github.com/panto-dev/panto/agent/extensions"
 	"github.com/panto-dev/panto/agent/providererr"
+	"github.com/panto-dev/panto/internal/project"
 	"github.com/panto-dev/panto/store"
 	"github.com/panto-dev/panto/store/backends"
 )
@@ -59,7 +60,7 @@ type chatSession struct {
 	agent  *agent.Agent
 	// project is where panto runs: new sessions record it, -c and the
 	// picker look for its sessions first.
-	project agent.Project
+	project project.Found
 }
 
 // chat is the root command: one-shot with a prompt, interactive without.
@@ -147,7 +148,7 @@ func openChat(c *cli.Context, e *env) (*chatSession, error) {
 		return nil, err
 	}
 	persist := spec.Kind != store.KindNone
-	var p agent.Project
+	var p project.Found
 	if persist {
 		p = currentProject(e.stderr)
 	}
@@ -155,7 +156,7 @@ func openChat(c *cli.Context, e *env) (*chatSession, error) {
 		// -c lists the project's latest first: a bucket's Open reads
 		// the project's head with the newest commit
 		// (backends.Options.PageAhead).
-		opts.PageAhead = p
+		opts.PageAhead = p.Project
 	}
 	st, err := backends.OpenSpec(c.Context, spec, opts)
 	if err != nil {
@@ -198,10 +199,10 @@ func (cs *chatSession) resume(c *cli.Context) (*agent.Session, *agent.Conversati
 func (cs *chatSession) continueProject(ctx context.Context) (*agent.Session, error) {
 	sess, err := latestInProject(ctx, cs.store, cs.project)
 	if errors.Is(err, agent.ErrSessionNotFound) && offline(cs.store) {
-		return nil, fmt.Errorf("continue: no session of project %s: %s", projectName(cs.project, cs.e.getenv("HOME")), notHereOffline)
+		return nil, fmt.Errorf("continue: no session of project %s: %s", projectName(cs.project.Project, cs.e.getenv("HOME")), notHereOffline)
 	}
 	if errors.Is(err, agent.ErrSessionNotFound) {
-		return nil, fmt.Errorf("continue: no session of project %s in this store yet: start one without -c, or continue the latest of every project with -c --any", projectName(cs.project, cs.e.getenv("HOME")))
+		return nil, fmt.Errorf("continue: no session of project %s in this store yet: start one without -c, or continue the latest of every project with -c --any", projectName(cs.project.Project, cs.e.getenv("HOME")))
 	}
 	if err != nil {
 		return nil, fmt.Errorf("continue: %w", err)
@@ -212,7 +213,7 @@ func (cs *chatSession) continueProject(ctx context.Context) (*agent.Session, err
 // newSession is a new session of the store, in the current project.
 func (cs *chatSession) newSession() *agent.Session {
 	sess := cs.store.Create()
-	sess.Info.Project = cs.project
+	sess.Info.Project = cs.project.Project
 	return sess
 }
 

@@ -132,7 +132,7 @@ func exportSession(c *cli.Context, st store.LogStore) (*agent.Session, error) {
 		return nil, err
 	}
 	if !sameProject(sess.Info.Project, p) {
-		return nil, fmt.Errorf("export: session %s is of project %s, not of %s: leave out --project, or give an id of its sessions", shortID(sess.Info.ID), projectName(sess.Info.Project, ""), projectName(p, ""))
+		return nil, fmt.Errorf("export: session %s is of project %s, not of %s: leave out --project, or give an id of its sessions", shortID(sess.Info.ID), projectName(sess.Info.Project, ""), projectName(p.Project, ""))
 	}
 	return sess, nil
 }

@@ -657,7 +657,9 @@ func newProjectFinder() *projectFinder {
 // every path (agent.Project.Key), as panto's own are. The log's own is
 // kept when the directory is not here, is in no git work tree, or is in
 // one whose remote is not the one the log records (another repository
-// at that path now).
+// at that path now). A remote through an SSH host alias is named by its
+// host (project.Find), and a log that records the alias's spelling (as
+// Codex records the remote git was given) is the work tree's all the same.
 func (f *projectFinder) find(logged agent.Project) agent.Project {
 	if logged.Dir == "" {
 		return logged
@@ -670,8 +672,8 @@ func (f *projectFinder) find(logged agent.Project) agent.Project {
 	}
 	p = logged
 	if fi, err := os.Stat(logged.Dir); err == nil && fi.IsDir() {
-		if here, err := project.Detect(logged.Dir); err == nil && here.Root != "" && (logged.Remote == "" || here.Remote == logged.Remote) {
-			p = here
+		if here, err := project.Find(logged.Dir); err == nil && here.Root != "" && (logged.Remote == "" || here.Remote == logged.Remote || here.Spelled.Remote == logged.Remote) {
+			p = here.Project
 		}
 	}
 	f.mu.Lock()

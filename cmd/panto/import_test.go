@@ -269,6 +269,52 @@ func TestImportedSessionJoinsItsWorkTree(t *testing.T) {
 	}
 }
 
+// TestImportThroughSSHAlias: a Codex log records the remote as git was
+// given it, through an SSH host alias (git@gh-work:me/app.git); its work
+// tree here is reached through that alias, so the imported session is
+// the project of the host the alias names, as panto's own session there
+// is, and a clone of https://github.com/me/app lists it.
+func TestImportThroughSSHAlias(t *testing.T) {
+	t.Parallel()
+	b := fsBackend(t)
+	base := t.TempDir()
+	home := filepath.Join(base, "home")
+	if err := os.MkdirAll(filepath.Join(home, ".ssh"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(home, ".ssh", "config"), []byte("Host gh-work\n  HostName github.com\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tree := gitClone(t, mkdirs(t, filepath.Join(base, "src", "app")), "git@gh-work:me/app.git")
+	data, err := os.ReadFile(filepath.Join("..", "..", "importer", "testdata", "codex.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	data = bytes.ReplaceAll(data, []byte("/home/me/app"), []byte(tree))
+	data = bytes.ReplaceAll(data, []byte("https://github.com/me/app.git"), []byte("git@gh-work:me/app.git"))
+	logs := t.TempDir()
+	if err := os.WriteFile(filepath.Join(logs, "codex.jsonl"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	env := append(b.storeEnv(), "HOME="+home)
+	evs := importEvents(t, env, logs)
+	if len(evs) != 1 || evs[0].Agent != "codex" {
+		t.Fatalf("import: %+v", evs)
+	}
+	clone := gitClone(t, mkdirs(t, filepath.Join(base, "elsewhere", "app")), "https://github.com/me/app")
+	var list []struct {
+		ID      string        `json:"id"`
+		Project agent.Project `json:"project"`
+	}
+	if err := json.Unmarshal([]byte(pantoIn(t, b, clone, "sessions", "--json").stdout), &list); err != nil {
+		t.Fatal(err)
+	}
+	want := agent.Project{Remote: "github.com/me/app", Root: tree, Dir: tree}
+	if len(list) != 1 || list[0].ID != evs[0].ID || list[0].Project != want {
+		t.Fatalf("the https clone lists %+v, want %s in %+v", list, evs[0].ID, want)
+	}
+}
+
 // TestImportRealLogs imports the real logs beside the clone, re-imports
 // them (nothing changes) and resumes each with the fake provider.
 func TestImportRealLogs(t *testing.T) {

@@ -12,6 +12,7 @@ import (
 	"github.com/rivo/tview"
 
 	"github.com/panto-dev/panto/agent"
+	"github.com/panto-dev/panto/internal/project"
 )
 
 // This file is panto -r's session picker: the recent sessions, filtered as
@@ -22,11 +23,11 @@ import (
 // errNoPick: the picker was closed without a choice.
 var errNoPick = errors.New("no session picked (Esc): pass -r ID to resume one, or run panto without -r for a new one")
 
-// pickSession lists the sessions of st, those of project first, each
+// pickSession lists the sessions of st, those of project here first, each
 // newest first, and returns the id of the one picked; a listing that is
 // incomplete (a damaged catalog) is offered as it is, warn saying so.
 // screen is nil but in tests (the terminal).
-func pickSession(ctx context.Context, st agent.SessionStore, project agent.Project, warn io.Writer, screen tcell.Screen) (string, error) {
+func pickSession(ctx context.Context, st agent.SessionStore, here project.Found, warn io.Writer, screen tcell.Screen) (string, error) {
 	list, err := st.List(ctx)
 	switch {
 	case errors.Is(err, agent.ErrIncompleteList) && len(list) > 0:
@@ -37,7 +38,7 @@ func pickSession(ctx context.Context, st agent.SessionStore, project agent.Proje
 	if len(list) == 0 {
 		return "", errors.New("no session to resume in this store yet: run panto without -r to start one")
 	}
-	return newPicker(projectFirst(list, project), time.Now()).run(screen)
+	return newPicker(projectFirst(list, here), time.Now()).run(screen)
 }
 
 // picker is the list and its filter.

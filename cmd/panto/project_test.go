@@ -13,6 +13,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 
 	"github.com/panto-dev/panto/agent"
+	"github.com/panto-dev/panto/internal/project"
 	"github.com/panto-dev/panto/internal/seal"
 	"github.com/panto-dev/panto/internal/testkit/fakeprovider"
 	"github.com/panto-dev/panto/internal/testkit/miniotest"
@@ -384,12 +385,12 @@ func TestProjectFlag(t *testing.T) {
 			t.Errorf("projectOf(%q) = %+v (key %q), %v; want key %q", tt.value, p, p.Key(), err, tt.wantKey)
 		}
 	}
-	mine := agent.Project{Remote: "host.test/team/proj", Dir: "/a"}
+	mine := project.Found{Project: agent.Project{Remote: "host.test/team/proj", Dir: "/a"}}
 	list := []agent.SessionInfo{
 		{ID: "1", Project: agent.Project{Dir: "/elsewhere"}},
 		{ID: "2", Project: agent.Project{Remote: "host.test/team/proj", Dir: "/b"}},
 		{ID: "3"},
-		{ID: "4", Project: mine},
+		{ID: "4", Project: mine.Project},
 	}
 	var first, only []string
 	for _, s := range projectFirst(list, mine) {
@@ -401,7 +402,7 @@ func TestProjectFlag(t *testing.T) {
 	if strings.Join(first, ",") != "2,4,1,3" || strings.Join(only, ",") != "2,4" {
 		t.Errorf("projectFirst %v, inProject %v", first, only)
 	}
-	if got := inProject(list, agent.Project{}); len(got) != 0 {
+	if got := inProject(list, project.Found{}); len(got) != 0 {
 		t.Errorf("sessions of no project: %+v", got)
 	}
 	for _, tt := range []struct {
@@ -439,8 +440,109 @@ func TestSameProjectOfAnImport(t *testing.T) {
 		{agent.Project{}, repo, false},
 		{agent.Project{Root: "/src/proj", Dir: "/src/proj"}, repo, false}, // a remote-less work tree is its root's project
 	} {
-		if got := sameProject(tt.session, tt.here); got != tt.want {
+		if got := sameProject(tt.session, project.Found{Project: tt.here}); got != tt.want {
 			t.Errorf("sameProject(%+v, %+v) = %v, want %v", tt.session, tt.here, got, tt.want)
 		}
+	}
+}
+
+// TestProjectThroughSSHAlias: a clone whose origin reaches its host
+// through an alias of ~/.ssh/config (git@forge-work:team/proj.git, Host
+// forge-work → HostName host.test) is the project of host.test/team/proj,
+// one with a clone of https://host.test/team/proj; the sessions a panto
+// recorded under the alias's spelling before it resolved aliases are
+// still the project's: -c continues them, sessions lists them, search
+// and --project find them.
+func TestProjectThroughSSHAlias(t *testing.T) {
+	t.Parallel()
+	for _, kind := range backendKinds {
+		t.Run(kind.name, func(t *testing.T) {
+			t.Parallel()
+			b := kind.make(t)
+			pc := providerCases[0]
+			srv := fakeprovider.New(t, pc.style, pc.key)
+			base := t.TempDir()
+			home := filepath.Join(base, "home")
+			aliased := gitClone(t, mkdirs(t, filepath.Join(base, "work", "proj")), "git@forge-work:team/proj.git")
+			plain := gitClone(t, mkdirs(t, filepath.Join(base, "laptop", "proj")), "https://host.test/team/proj")
+			env := append(pc.env(b), "HOME="+home)
+			chat := func(dir string, args ...string) string {
+				t.Helper()
+				r := runPanto(t, dir, env, "", append(pc.flags(srv), args...)...)
+				m := sessionLine.FindStringSubmatch(r.stderr)
+				if r.code != 0 || m == nil {
+					t.Fatalf("panto %q in %s: exit %d: %s", args, dir, r.code, r.stderr)
+				}
+				return m[1]
+			}
+			list := func(dir string, args ...string) []sessionJSON {
+				t.Helper()
+				r := runPanto(t, dir, append(b.storeEnv(), "HOME="+home), "", append([]string{"sessions", "--json"}, args...)...)
+				var out []sessionJSON
+				if err := json.Unmarshal([]byte(r.stdout), &out); r.code != 0 || err != nil {
+					t.Fatalf("sessions %q in %s: exit %d, %v: %s", args, dir, r.code, err, r.stderr)
+				}
+				return out
+			}
+			remotes := func(l []sessionJSON) map[string]string {
+				m := map[string]string{}
+				for _, s := range l {
+					if s.Project != nil {
+						m[s.ID] = s.Project.Remote
+					}
+				}
+				return m
+			}
+
+			// Before the alias is there (or before panto resolved it).
+			before := chat(aliased, "recorded under the alias")
+			if got := remotes(list(aliased))[before]; got != "forge-work/team/proj" {
+				t.Fatalf("without the ssh configuration the remote is %q", got)
+			}
+			if err := os.MkdirAll(filepath.Join(home, ".ssh"), 0o700); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(home, ".ssh", "config"), []byte("Host forge-work\n    HostName host.test\n    IdentityFile ~/.ssh/work\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+
+			// -c in the aliased clone continues the session recorded under
+			// the alias's spelling.
+			if got := chat(aliased, "-c", "continued through the alias"); got != before {
+				t.Errorf("-c through the alias continued %s, want %s", got, before)
+			}
+			// A new session there is host.test's: the other clone continues it.
+			after := chat(aliased, "new after the alias is resolved")
+			if got := remotes(list(aliased))[after]; got != "host.test/team/proj" {
+				t.Errorf("a new session through the alias records %q, want host.test/team/proj", got)
+			}
+			if got := chat(plain, "-c", "continued in the https clone"); got != after {
+				t.Errorf("-c in the https clone continued %s, want %s", got, after)
+			}
+			// Both spellings are listed in the aliased clone, newest first;
+			// the https clone knows no alias.
+			for _, c := range []struct {
+				dir  string
+				args []string
+				want []string
+			}{
+				{aliased, nil, []string{after, before}},
+				{plain, nil, []string{after}},
+				{plain, []string{"--project", "git@forge-work:team/proj.git"}, []string{after, before}},
+				{aliased, []string{"--limit", "1"}, []string{after}},
+			} {
+				var got []string
+				for _, s := range list(c.dir, c.args...) {
+					got = append(got, s.ID)
+				}
+				if strings.Join(got, ",") != strings.Join(c.want, ",") {
+					t.Errorf("sessions %q in %s: %v, want %v", c.args, c.dir, got, c.want)
+				}
+			}
+			r := runPanto(t, aliased, append(b.storeEnv(), "HOME="+home), "", "search", "--project", ".", "recorded under")
+			if r.code != 0 || !strings.Contains(r.stdout, "recorded under the alias") {
+				t.Errorf("search --project . through the alias: exit %d, %q %q", r.code, r.stdout, r.stderr)
+			}
+		})
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/panto-dev/panto/agent"
+	"github.com/panto-dev/panto/internal/project"
 	"github.com/panto-dev/panto/store"
 	"github.com/panto-dev/panto/store/backends"
 )
@@ -58,7 +59,7 @@ Examples:
 			// prepares for it (backends.Options.PageAhead).
 			st, _, err := openStore(c, func(o *backends.Options) {
 				if limit > 0 {
-					o.PageAhead = scope.in()
+					o.PageAhead = scope.in().Project
 				}
 			})
 			if err != nil {
@@ -70,7 +71,7 @@ Examples:
 			if limit > 0 {
 				ask = limit + 1
 			}
-			list, err := store.ListNewestIn(c.Context, st, ask, scope.in(), scope.keep)
+			list, err := listNewestIn(c.Context, st, ask, scope.in(), scope.keep)
 			if err != nil && !errors.Is(err, agent.ErrIncompleteList) {
 				return fmt.Errorf("list sessions: %w", err)
 			}
@@ -102,7 +103,7 @@ const defaultSessionsLimit = 50
 // project's.
 type sessionScope struct {
 	all     bool
-	project agent.Project
+	project project.Found
 }
 
 // keep reports whether session s is in the scope (nil: every one is).
@@ -111,10 +112,10 @@ func (sc sessionScope) keep(s agent.SessionInfo) bool {
 }
 
 // in is the project a listing of the scope asks the store for (the zero
-// Project: every one).
-func (sc sessionScope) in() agent.Project {
+// Found: every one).
+func (sc sessionScope) in() project.Found {
 	if sc.all {
-		return agent.Project{}
+		return project.Found{}
 	}
 	return sc.project
 }
@@ -161,7 +162,7 @@ func printScoped(c *cli.Context, e *env, scope sessionScope, shown []agent.Sessi
 	home := e.getenv("HOME")
 	if len(shown) == 0 && !scope.all {
 		if others, _ := store.ListNewest(c.Context, st, 1, nil); len(others) > 0 {
-			fmt.Fprintf(e.stderr, "no sessions of project %s yet (panto sessions --all lists every project's)\n", projectName(scope.project, home))
+			fmt.Fprintf(e.stderr, "no sessions of project %s yet (panto sessions --all lists every project's)\n", projectName(scope.project.Project, home))
 			return nil
 		}
 	}

@@ -10,7 +10,8 @@
 // and GIT_WORK_TREE, url.<base>.insteadOf rewriting and config includes
 // (a remote set through one of those is not seen: the project is then
 // the work tree's root, which still tells repositories apart on one
-// machine).
+// machine). What it takes from ssh: a host alias of the user's ssh
+// configuration, which names the remote's real host (sshalias.go).
 //
 // The project is recorded in a session's header (internal/sessionlog)
 // and compared by agent.Project.Key: the remote when there is one, so a
@@ -32,14 +33,40 @@ import (
 // lines, and a config larger than this is not one git wrote.
 const maxConfigBytes = 1 << 20
 
-// Detect returns the project of directory dir (made absolute, symbolic
+// Found is a project as Find finds it.
+type Found struct {
+	agent.Project
+	// Spelled, when the origin remote reaches its host over ssh through
+	// an alias of the user's ssh configuration (sshalias.go), is Project
+	// with the remote as the alias spells it (github-work/team/proj, where
+	// Project's is github.com/team/proj): what a panto that predates
+	// resolving aliases recorded, so that the sessions it recorded are
+	// still found as the project's. Zero otherwise.
+	Spelled agent.Project
+}
+
+// Holds reports whether a session started in project s belongs to f:
+// to its project (agent.Project.Holds) or to its alias's spelling.
+func (f Found) Holds(s agent.Project) bool {
+	return f.Project.Holds(s) || f.Spelled != (agent.Project{}) && f.Spelled.Holds(s)
+}
+
+// Detect returns the project of directory dir: Find's, without the
+// spelling of an alias.
+func Detect(dir string) (agent.Project, error) {
+	f, err := Find(dir)
+	return f.Project, err
+}
+
+// Find returns the project of directory dir (made absolute, symbolic
 // links resolved). A directory inside no git work tree is a project of
 // its own. An unreadable git config is not an error: the work tree is
-// then known by its root.
-func Detect(dir string) (agent.Project, error) {
+// then known by its root. A remote over ssh through a host alias of
+// $HOME/.ssh/config is named by the host the alias stands for.
+func Find(dir string) (Found, error) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
-		return agent.Project{}, fmt.Errorf("project of %s: %w", dir, err)
+		return Found{}, fmt.Errorf("project of %s: %w", dir, err)
 	}
 	if real, err := filepath.EvalSymlinks(abs); err == nil {
 		abs = real
@@ -47,16 +74,43 @@ func Detect(dir string) (agent.Project, error) {
 	p := agent.Project{Dir: abs}
 	root, gitDir, ok := findWorkTree(abs)
 	if !ok {
-		return p, nil
+		return Found{Project: p}, nil
 	}
 	p.Root = root
 	if rel, err := filepath.Rel(root, abs); err == nil && rel != "." {
 		p.Path = filepath.ToSlash(rel)
 	}
-	if url, ok := originURL(gitDir); ok {
-		p.Remote, _ = NormalizeRemote(url)
+	url, ok := originURL(gitDir)
+	if !ok {
+		return Found{Project: p}, nil
 	}
-	return p, nil
+	p.Remote, _ = NormalizeRemote(url)
+	return withAlias(p, url), nil
+}
+
+// FindRemote is the project of a git remote URL in any spelling
+// (NormalizeRemote), a host alias resolved as Find resolves it.
+func FindRemote(raw string) (Found, bool) {
+	remote, ok := NormalizeRemote(raw)
+	if !ok {
+		return Found{}, false
+	}
+	return withAlias(agent.Project{Remote: remote}, raw), true
+}
+
+// withAlias is p, whose remote is raw normalised, with the remote's host
+// alias resolved (the spelling kept in Spelled).
+func withAlias(p agent.Project, raw string) Found {
+	if p.Remote == "" {
+		return Found{Project: p}
+	}
+	resolved, ok := resolveAlias(raw, p.Remote, func() sshHosts { return loadSSHHosts(userSSHConfig()) })
+	if !ok {
+		return Found{Project: p}
+	}
+	spelled := p
+	p.Remote = resolved
+	return Found{Project: p, Spelled: spelled}
 }
 
 // findWorkTree walks up from dir to the first directory holding a .git

@@ -132,6 +132,7 @@ func TestConfigValueAgreesWithGit(t *testing.T) {
 
 // TestDetect: a directory's project from git's files, without git.
 func TestDetect(t *testing.T) {
+	t.Setenv("HOME", t.TempDir()) // no ssh configuration: no alias
 	base, err := filepath.EvalSymlinks(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -194,6 +195,7 @@ func TestDetectAgreesWithGit(t *testing.T) {
 	if err != nil {
 		t.Skip("git is not installed: TestDetect covers git's files")
 	}
+	t.Setenv("HOME", t.TempDir())
 	dir, err := filepath.EvalSymlinks(t.TempDir())
 	if err != nil {
 		t.Fatal(err)

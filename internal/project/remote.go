@@ -56,6 +56,15 @@ func urlRemote(rest string) (string, bool) {
 // scpRemote reads git's scp-like syntax, [user@]host:path, where the
 // colon comes before any slash.
 func scpRemote(s string) (string, bool) {
+	host, path, ok := scpParts(s)
+	if !ok {
+		return "", false
+	}
+	return hostPath(host, path)
+}
+
+// scpParts splits git's scp-like syntax into its host and path.
+func scpParts(s string) (host, path string, ok bool) {
 	s = cutQuery(s)
 	slash := strings.IndexByte(s, '/')
 	if slash < 0 {
@@ -67,17 +76,17 @@ func scpRemote(s string) (string, bool) {
 	if strings.HasPrefix(span, "[") { // [v6]:path
 		end := strings.IndexByte(span, ']')
 		if end < 0 || end+1 >= len(span) || span[end+1] != ':' {
-			return "", false
+			return "", "", false
 		}
 		colon = end + 1
 	}
 	if colon < 0 {
-		return "", false // a relative path
+		return "", "", false // a relative path
 	}
 	if colon == 1 && at < 0 {
-		return "", false // a drive letter (C:\…), not a host
+		return "", "", false // a drive letter (C:\…), not a host
 	}
-	return hostPath(span[:colon], s[at+1+colon+1:])
+	return span[:colon], s[at+1+colon+1:], true
 }
 
 // localRemote is a repository on this machine, by its absolute path
