@@ -1,6 +1,7 @@
 package project
 
 import (
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -22,7 +23,10 @@ import (
 // kevinburke/ssh_config (the parser go-git uses), without running ssh:
 // Host and Match host blocks, Include, and HostName's %h. A configuration
 // it cannot read (a Match exec, which would run a command) resolves no
-// alias: the remote is then named as it is spelled, as before.
+// alias: the remote is then named as it is spelled, as before. Two
+// mappings are not aliases and are left alone: a host pinned to an
+// address (the name is what other clones use), and a forge's ssh
+// endpoint on port 443 (ssh.github.com is github.com).
 
 // maxSSHConfigBytes bounds the ssh configuration read: a larger one is
 // not a user's.
@@ -95,13 +99,28 @@ func (h sshHosts) hostName(alias string) (name string, ok bool) {
 		return "", false
 	}
 	name = strings.ToLower(name)
-	if strings.Contains(name, ":") && !strings.HasPrefix(name, "[") {
-		name = "[" + name + "]" // an IPv6 address, as a URL spells it
+	if net.ParseIP(strings.Trim(name, "[]")) != nil {
+		// A host pinned to its address (Host git.corp / HostName
+		// 10.0.0.5): the name is what the project's other clones use.
+		return "", false
+	}
+	if forge, ok := sshOverHTTPSPort[name]; ok {
+		name = forge
 	}
 	if name == alias || !validHost(name) {
 		return "", false
 	}
 	return name, true
+}
+
+// sshOverHTTPSPort are the forges' ssh endpoints on port 443, for
+// networks that block port 22, by the forge they serve: a configuration
+// that sends github.com there (Host github.com / HostName ssh.github.com
+// / Port 443, as GitHub documents) reaches github.com's repositories.
+var sshOverHTTPSPort = map[string]string{
+	"ssh.github.com":       "github.com",
+	"altssh.gitlab.com":    "gitlab.com",
+	"altssh.bitbucket.org": "bitbucket.org",
 }
 
 // expandHostTokens expands HostName's tokens: %h (the host as given) and

@@ -14,6 +14,7 @@ func FuzzSSHAlias(f *testing.F) {
 	f.Add("git@github-work:team/proj.git", "Host github-work\n  HostName github.com\n")
 	f.Add("ssh://u:p@a.corp:22/x/y", "Host *.corp\n HostName %h.example.net\n")
 	f.Add("git@m:a/b", "Match host m\n\tHostName ::1\n")
+	f.Add("git@github.com:a/b", "Host github.com\n\tHostName ssh.github.com\n\tPort 443\n")
 	f.Add("git@h:a/b", "Include /nonexistent/*\nHost h\n HostName %%h%\n")
 	f.Fuzz(func(t *testing.T, raw, config string) {
 		remote, ok := NormalizeRemote(raw)

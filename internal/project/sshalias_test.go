@@ -13,7 +13,7 @@ import (
 
 // sshConfig is a user's ssh configuration with the aliases people keep:
 // a second account on a forge, a host pattern, an included file, a Match
-// host block and an address.
+// host block, addresses and a forge's ssh on port 443.
 const sshConfig = `Include INCLUDED
 
 # two accounts on one forge
@@ -33,6 +33,17 @@ Match host forge-m
 
 Host local6
     HostName ::1
+
+Host pinned.lan
+    HostName 10.0.0.5
+
+# GitHub's ssh on port 443, for a network that blocks 22
+Host github.com
+    HostName ssh.github.com
+    Port 443
+
+Host gh-443
+    HostName SSH.GitHub.com
 
 Host nohostname
     User me
@@ -81,11 +92,14 @@ func TestFindRemoteThroughSSHAlias(t *testing.T) {
 		{"git@build.corp:ops/tools", "build.corp.example.net/ops/tools", "build.corp/ops/tools"},
 		{"git@forge-m:a/b", "forge.example.org/a/b", "forge-m/a/b"},
 		{"git@inc-alias:a/b", "included.example/a/b", "inc-alias/a/b"},
-		{"git@local6:a/b", "[::1]/a/b", "local6/a/b"},
+		{"git@gh-443:team/proj", "github.com/team/proj", "gh-443/team/proj"},
+		// Not aliases: a host pinned to its address, a forge's port 443.
+		{"git@local6:a/b", "local6/a/b", ""},
+		{"git@pinned.lan:a/b", "pinned.lan/a/b", ""},
+		{"git@github.com:team/proj.git", "github.com/team/proj", ""},
 		// Not over ssh, or not an alias: as spelled.
 		{"https://github-work/team/proj.git", "github-work/team/proj", ""},
 		{"git://github-work/team/proj.git", "github-work/team/proj", ""},
-		{"git@github.com:team/proj.git", "github.com/team/proj", ""},
 		{"git@nohostname:a/b", "nohostname/a/b", ""},
 		{"git@badtoken:a/b", "badtoken/a/b", ""},
 		{"ssh://git@[::1]/a/b", "[::1]/a/b", ""},
@@ -158,8 +172,9 @@ func TestFindThroughSSHAlias(t *testing.T) {
 	}
 }
 
-// TestSSHAliasAgreesWithSSH: for each alias of sshConfig that ssh itself
-// reads the same way, the host Find names is the one ssh -G connects to.
+// TestSSHAliasAgreesWithSSH: for each alias of sshConfig, the host Find
+// names is the one ssh -G connects to (not for an address or a forge's
+// port 443, which Find leaves alone on purpose).
 func TestSSHAliasAgreesWithSSH(t *testing.T) {
 	ssh, err := exec.LookPath("ssh")
 	if err != nil {
