@@ -39,6 +39,11 @@ type UsageQuery struct {
 	// Sessions, when set, says which sessions are read (say, one
 	// project's).
 	Sessions func(agent.SessionInfo) bool
+	// Project, when set, is the project a session of project p counts
+	// in by project (nil: p): cmd/panto names a remote recorded through
+	// an SSH host alias by its host (project.Aliases), so that a
+	// repository's cost is one row.
+	Project func(p agent.Project) agent.Project
 	// Cost, when set, prices an answer its wire counted usage of
 	// (package pricing), false when it has no price for the model: the
 	// groups then sum Cost, and count the answers left unpriced.
@@ -108,6 +113,11 @@ func Usage(ctx context.Context, st store.LogStore, q UsageQuery, o Options) (Usa
 	sum := usageSum{groups: map[string]*GroupUsage{}, unpriced: map[string]bool{}}
 	holder := func(p agent.Project) agent.Project { return p }
 	if q.By == ByProject {
+		if q.Project != nil {
+			for i := range sessions {
+				sessions[i].Project = q.Project(sessions[i].Project)
+			}
+		}
 		holder = projectHolder(sessions)
 	}
 	stats, err := eachLog(ctx, st, sessions, o,

@@ -452,7 +452,7 @@ func TestSameProjectOfAnImport(t *testing.T) {
 // one with a clone of https://host.test/team/proj; the sessions a panto
 // recorded under the alias's spelling before it resolved aliases are
 // still the project's: -c continues them, sessions lists them, search
-// and --project find them.
+// and --project find them, and usage counts them in the host's project.
 func TestProjectThroughSSHAlias(t *testing.T) {
 	t.Parallel()
 	for _, kind := range backendKinds {
@@ -542,6 +542,17 @@ func TestProjectThroughSSHAlias(t *testing.T) {
 			r := runPanto(t, aliased, append(b.storeEnv(), "HOME="+home), "", "search", "--project", ".", "recorded under")
 			if r.code != 0 || !strings.Contains(r.stdout, "recorded under the alias") {
 				t.Errorf("search --project . through the alias: exit %d, %q %q", r.code, r.stdout, r.stderr)
+			}
+			// usage by project: the repository's cost is one row.
+			r = runPanto(t, plain, append(b.storeEnv(), "HOME="+home), "", "usage", "--by", "project", "--json")
+			var u struct {
+				Projects []struct {
+					Project string `json:"project"`
+					Answers int    `json:"answers"`
+				} `json:"projects"`
+			}
+			if err := json.Unmarshal([]byte(r.stdout), &u); r.code != 0 || err != nil || len(u.Projects) != 1 || u.Projects[0].Project != "host.test/team/proj" || u.Projects[0].Answers != 4 {
+				t.Errorf("usage --by project: exit %d, %v: %+v", r.code, err, u.Projects)
 			}
 		})
 	}

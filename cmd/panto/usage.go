@@ -16,6 +16,7 @@ import (
 	"github.com/panto-dev/panto/agent"
 	"github.com/panto-dev/panto/archive"
 	"github.com/panto-dev/panto/internal/pricing"
+	"github.com/panto-dev/panto/internal/project"
 )
 
 func usageCommand(e *env) *cli.Command {
@@ -114,7 +115,9 @@ func usage(c *cli.Context, e *env) error {
 
 // usageQuery reads --by, --since and --project.
 func usageQuery(c *cli.Context) (archive.UsageQuery, error) {
-	q := archive.UsageQuery{By: archive.Grouping(c.String("by")), Location: time.Local}
+	// A remote an earlier panto recorded through an SSH host alias
+	// counts in the project of the host (project.Aliases).
+	q := archive.UsageQuery{By: archive.Grouping(c.String("by")), Location: time.Local, Project: new(project.Aliases).Resolve}
 	switch q.By {
 	case archive.ByModel, archive.ByProject, archive.ByDay:
 	default:

@@ -5,8 +5,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 
 	"github.com/kevinburke/ssh_config"
+
+	"github.com/panto-dev/panto/agent"
 )
 
 // A remote reached over ssh may name its host through an alias of the
@@ -198,4 +201,31 @@ func resolveAlias(raw, remote string, hosts func() sshHosts) (string, bool) {
 		return "", false
 	}
 	return name + "/" + rest, true
+}
+
+// Aliases names the projects sessions recorded through an SSH host alias
+// by the host the alias stands for, as Find names a clone now: the
+// sessions a panto that predates resolving aliases recorded as
+// github-work/team/proj are github.com/team/proj's. It reads the user's
+// ssh configuration once, at its first use.
+type Aliases struct {
+	once  sync.Once
+	hosts sshHosts
+}
+
+// Resolve returns p with the host of its remote resolved when the ssh
+// configuration names it an alias of another (sshHosts.hostName); any
+// other p as it is. A recorded remote no longer says its transport, so a
+// remote over https to a host that is also an ssh alias is resolved too:
+// a name the configuration gives another host for is one the two share.
+func (a *Aliases) Resolve(p agent.Project) agent.Project {
+	host, rest, ok := strings.Cut(p.Remote, "/")
+	if !ok || host == "file:" || strings.HasPrefix(host, "[") {
+		return p
+	}
+	a.once.Do(func() { a.hosts = loadSSHHosts(userSSHConfig()) })
+	if name, ok := a.hosts.hostName(host); ok {
+		p.Remote = name + "/" + rest
+	}
+	return p
 }

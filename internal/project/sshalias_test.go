@@ -199,3 +199,26 @@ func TestSSHAliasAgreesWithSSH(t *testing.T) {
 		}
 	}
 }
+
+// TestAliasesResolve: a recorded project whose remote's host is an alias
+// of the ssh configuration is named by the host; any other is as it is.
+func TestAliasesResolve(t *testing.T) {
+	homeWithSSHConfig(t, sshConfig)
+	var a project.Aliases
+	for _, tt := range []struct{ remote, want string }{
+		{"github-work/team/proj", "github.com/team/proj"},
+		{"build.corp/ops/tools", "build.corp.example.net/ops/tools"},
+		{"github.com/team/proj", "github.com/team/proj"},
+		{"pinned.lan/a/b", "pinned.lan/a/b"},
+		{"file:///srv/git/proj", "file:///srv/git/proj"},
+		{"[::1]/a/b", "[::1]/a/b"},
+		{"", ""},
+	} {
+		p := agent.Project{Remote: tt.remote, Root: "/r", Dir: "/r"}
+		want := p
+		want.Remote = tt.want
+		if got := a.Resolve(p); got != want {
+			t.Errorf("Resolve(%q) = %+v, want %+v", tt.remote, got, want)
+		}
+	}
+}
