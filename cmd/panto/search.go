@@ -43,7 +43,10 @@ Examples:
 			&cli.IntFlag{Name: "limit", Value: 100, Usage: "stop after N matches (0: no limit)"},
 			&cli.BoolFlag{Name: "thinking", Usage: "search thinking blocks too"},
 		),
-		Action: func(c *cli.Context) error { return search(c, e) },
+		Action: func(c *cli.Context) error {
+			defer paceReading(c.Context)()
+			return search(c, e)
+		},
 	}
 }
 

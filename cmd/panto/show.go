@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/panto-dev/panto/agent"
 	"github.com/panto-dev/panto/importer"
+	"github.com/panto-dev/panto/internal/gcpace"
 	"github.com/panto-dev/panto/internal/sessionlog"
 	"github.com/panto-dev/panto/store"
 )
@@ -37,6 +39,7 @@ Examples:
 			if c.NArg() != 1 {
 				return errors.New("show: give one session id or id prefix (panto sessions lists them)")
 			}
+			defer paceReading(c.Context)()
 			st, _, err := openStore(c)
 			if err != nil {
 				return err
@@ -46,46 +49,179 @@ Examples:
 			if err != nil {
 				return fmt.Errorf("show: %w", err)
 			}
-			conv, err := sess.Load(c.Context)
-			if err != nil {
+			ls, ok := store.AsLogStore(st)
+			if !ok {
+				return errors.New("show: the store is none, which keeps no sessions: give --store DIR or s3://BUCKET[/PREFIX]")
+			}
+			if err := showSession(c.Context, e.stdout, ls, sess.Info, c.Bool("json"), e.getenv("HOME")); err != nil {
 				return fmt.Errorf("show %s: %w", sess.Info.ID, err)
 			}
-			if c.Bool("json") {
-				out := struct {
-					Session  sessionJSON   `json:"session"`
-					Messages []messageJSON `json:"messages"`
-				}{Session: toSessionJSON(sess.Info), Messages: []messageJSON{}}
-				for _, m := range conv.Messages {
-					out.Messages = append(out.Messages, toMessageJSON(m))
-				}
-				return writeJSON(e.stdout, out)
-			}
-			writeShow(e.stdout, sess.Info, headerOrigin(c.Context, st, sess.Info), conv.Messages, e.getenv("HOME"))
 			return nil
 		},
 	}
 }
 
-// writeShow prints a session as show does without --json: a heading, the
-// transcript and the token totals.
-// home shortens the project's paths (projectLine).
-func writeShow(w io.Writer, info agent.SessionInfo, origin *sessionlog.Origin, msgs []agent.Message, home string) {
-	head := []string{"session " + info.ID}
-	if info.Title != "" {
-		head = append(head, fmt.Sprintf("%q", info.Title))
+// readHeadroom is how far past what is live the heap of a command that
+// reads sessions through grows before the collector runs (paceReading):
+// a few of the largest messages, and the reads ahead of search and usage.
+const readHeadroom = 64 << 20
+
+// paceReading paces the collector of a command that reads sessions
+// through and keeps little of them (show, search, usage; not export,
+// which holds the session whole, and whose collections at a limit that
+// close to what is live would each mark all of it): it runs
+// at readHeadroom past what is live, not each time the heap doubles,
+// which for a few megabytes live meant every few megabytes read (show of
+// a 300 MB session spent 4 s of its 13 in the collector). It returns the
+// func that puts the collector back.
+func paceReading(ctx context.Context) func() {
+	return gcpace.Govern(ctx, readHeadroom, true)
+}
+
+// showSession prints session info of ls as show does, as its log is
+// read: a message at a time, so that a session of hundreds of MB (an
+// import of a long Claude Code session) is shown in the memory of its
+// longest message, where loading it whole took four times its size,
+// and its first lines are on the screen before the last are read. The
+// heading counts the messages info says (the listing's summary); the
+// totals at the end are those of the bytes read. home shortens the
+// project's paths (projectLine).
+func showSession(ctx context.Context, w io.Writer, ls store.LogStore, info agent.SessionInfo, asJSON bool, home string) error {
+	r, _, err := ls.ReadLog(ctx, info.ID, 0)
+	if err != nil {
+		return err
 	}
-	head = append(head, plural(len(msgs), "message"), info.Modified.Local().Format("2006-01-02 15:04"))
-	fmt.Fprintln(w, strings.Join(head, " · "))
-	if line := parentLine(info, origin); line != "" {
-		fmt.Fprintln(w, line)
+	defer r.Close()
+	bw := bufio.NewWriterSize(w, 64<<10)
+	var out showWriter = &showText{w: bw, info: info, home: home}
+	if asJSON {
+		out = &showJSON{w: bw, info: info}
 	}
-	if info.Project != (agent.Project{}) {
-		fmt.Fprintln(w, projectLine(info.Project, home))
+	d := sessionlog.Decoder{Name: info.ID}
+	err = sessionlog.ReadLines(r, func(line []byte, last bool) error {
+		if last {
+			return nil // not committed
+		}
+		e, ok, err := d.DecodeEntry(line)
+		switch {
+		case err != nil:
+			return err
+		case !ok:
+			return out.head(d.Header.Origin)
+		}
+		return out.message(e.Message)
+	})
+	if err == nil && d.Header == nil {
+		err = errors.New("the log is empty")
 	}
-	fmt.Fprintln(w)
-	writeTranscript(w, msgs, 1)
-	fmt.Fprintln(w)
-	writeTotals(w, info.Usage)
+	if err == nil {
+		err = out.end(d.Info)
+	}
+	if ferr := bw.Flush(); err == nil {
+		err = ferr
+	}
+	return err
+}
+
+// showWriter prints a session as its log is read: the heading once the
+// header is, each message, then the end.
+type showWriter interface {
+	head(origin *sessionlog.Origin) error
+	message(m agent.Message) error
+	end(read agent.SessionInfo) error
+}
+
+// showText is show without --json: a heading, the transcript, numbered
+// from 1, and the token totals.
+type showText struct {
+	w    *bufio.Writer
+	info agent.SessionInfo
+	home string
+	n    int
+}
+
+func (s *showText) head(origin *sessionlog.Origin) error {
+	head := []string{"session " + s.info.ID}
+	if s.info.Title != "" {
+		head = append(head, fmt.Sprintf("%q", s.info.Title))
+	}
+	head = append(head, plural(s.info.MessageCount, "message"), s.info.Modified.Local().Format("2006-01-02 15:04"))
+	fmt.Fprintln(s.w, strings.Join(head, " · "))
+	if line := parentLine(s.info, origin); line != "" {
+		fmt.Fprintln(s.w, line)
+	}
+	if s.info.Project != (agent.Project{}) {
+		fmt.Fprintln(s.w, projectLine(s.info.Project, s.home))
+	}
+	_, err := fmt.Fprintln(s.w)
+	return err
+}
+
+func (s *showText) message(m agent.Message) error {
+	if s.n > 0 {
+		fmt.Fprintln(s.w)
+	}
+	s.n++
+	writeMessage(s.w, m, s.n)
+	return nil
+}
+
+func (s *showText) end(read agent.SessionInfo) error {
+	fmt.Fprintln(s.w)
+	writeTotals(s.w, read.Usage)
+	return nil
+}
+
+// showJSON is show --json: {"session": …, "messages": […]}, as one
+// json.Encoder with two spaces of indent writes it, a message at a time.
+type showJSON struct {
+	w    *bufio.Writer
+	info agent.SessionInfo
+	n    int
+	buf  bytes.Buffer
+}
+
+func (s *showJSON) head(*sessionlog.Origin) error {
+	// The object with no message, up to its empty array's "[".
+	s.buf.Reset()
+	if err := writeJSON(&s.buf, struct {
+		Session  sessionJSON   `json:"session"`
+		Messages []messageJSON `json:"messages"`
+	}{toSessionJSON(s.info), []messageJSON{}}); err != nil {
+		return err
+	}
+	doc, ok := bytes.CutSuffix(s.buf.Bytes(), []byte("]\n}\n"))
+	if !ok {
+		return errors.New("show --json: the document does not end in its messages")
+	}
+	_, err := s.w.Write(doc)
+	return err
+}
+
+func (s *showJSON) message(m agent.Message) error {
+	s.buf.Reset()
+	enc := json.NewEncoder(&s.buf)
+	enc.SetIndent("    ", "  ")
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(toMessageJSON(m)); err != nil {
+		return err
+	}
+	sep := ",\n    "
+	if s.n == 0 {
+		sep = "\n    "
+	}
+	s.n++
+	s.w.WriteString(sep)
+	_, err := s.w.Write(bytes.TrimSuffix(s.buf.Bytes(), []byte("\n")))
+	return err
+}
+
+func (s *showJSON) end(agent.SessionInfo) error {
+	if s.n > 0 {
+		s.w.WriteString("\n  ")
+	}
+	_, err := s.w.WriteString("]\n}\n")
+	return err
 }
 
 // parentLine says where a session was copied from, "" for one that was
@@ -117,30 +253,6 @@ func agentName(a string) string {
 		return "pi"
 	}
 	return a
-}
-
-// headerOrigin is the origin in session id's header (nil: panto's own,
-// or a store whose logs cannot be read raw), for parentLine: read only
-// for a session that links a parent it holds no copy of.
-func headerOrigin(ctx context.Context, st agent.SessionStore, info agent.SessionInfo) *sessionlog.Origin {
-	ls, ok := store.AsLogStore(st)
-	if !ok || info.Parent == "" || info.ForkedAt > 0 {
-		return nil
-	}
-	r, _, err := ls.ReadLog(ctx, info.ID, 0)
-	if err != nil {
-		return nil
-	}
-	defer r.Close()
-	line, err := bufio.NewReader(io.LimitReader(r, 1<<20)).ReadBytes('\n')
-	if err != nil {
-		return nil
-	}
-	var h sessionlog.Header
-	if json.Unmarshal(line, &h) != nil {
-		return nil
-	}
-	return h.Origin
 }
 
 // writeTotals prints a session's token totals.

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/panto-dev/panto/agent"
 	"github.com/panto-dev/panto/internal/testkit/fakeprovider"
+	"github.com/panto-dev/panto/store"
 )
 
 func TestShow(t *testing.T) {
@@ -68,5 +70,58 @@ func TestClipControlCharacters(t *testing.T) {
 	in := "hello \x1b]0;pwned\x07 \x1b[31mred\x1b[0m\x00 end"
 	if got, want := clip(in, 100), "hello \uFFFD]0;pwned\uFFFD \uFFFD[31mred\uFFFD[0m\uFFFD end"; got != want {
 		t.Errorf("clip = %q, want %q", got, want)
+	}
+}
+
+// TestShowJSONStreamed: show --json, written a message at a time, is the
+// document one json.Encoder writes of the session's info and all its
+// messages, byte for byte: with one message and with several, HTML
+// characters and non-ASCII text unescaped, tool calls, results, usage
+// and a title among them.
+func TestShowJSONStreamed(t *testing.T) {
+	t.Parallel()
+	st := openStoreForTest(t, filepath.Join(t.TempDir(), "sessions"), "")
+	ls, ok := store.AsLogStore(st)
+	if !ok {
+		t.Fatal("a directory store is not a LogStore")
+	}
+	answer := agent.AssistantText("a <b> & \"c\" — ünïcode\n\tend")
+	answer.Usage = &agent.Usage{InputTokens: 12, OutputTokens: 3}
+	answer.StopReason = "end_turn"
+	call := agent.Message{Role: agent.RoleAssistant, Content: []agent.Block{agent.ToolUseBlock("t1", "read_file", json.RawMessage(`{"path":"a<b>.txt"}`))}}
+	result := agent.Message{Role: agent.RoleUser, Content: []agent.Block{agent.ToolResultBlock("t1", "line 1\nline <2>", false)}}
+	for _, msgs := range [][]agent.Message{
+		{agent.UserText("one & only")},
+		{agent.UserText("read a<b>.txt"), call, result, answer, agent.TitleMessage("A <title>")},
+	} {
+		sess := st.Create()
+		var pms []agent.PersistentMessage
+		for _, m := range msgs {
+			pms = append(pms, agent.PersistentMessage{Message: m, Usage: m.Usage})
+		}
+		if err := sess.Append(t.Context(), pms); err != nil {
+			t.Fatal(err)
+		}
+		info, err := st.Resolve(t.Context(), sess.Info.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want, got bytes.Buffer
+		doc := struct {
+			Session  sessionJSON   `json:"session"`
+			Messages []messageJSON `json:"messages"`
+		}{Session: toSessionJSON(info.Info)}
+		for _, m := range msgs {
+			doc.Messages = append(doc.Messages, toMessageJSON(m))
+		}
+		if err := writeJSON(&want, doc); err != nil {
+			t.Fatal(err)
+		}
+		if err := showSession(t.Context(), &got, ls, info.Info, true, ""); err != nil {
+			t.Fatal(err)
+		}
+		if got.String() != want.String() {
+			t.Errorf("show --json of %d messages:\n%s\nwant:\n%s", len(msgs), got.String(), want.String())
+		}
 	}
 }

@@ -62,7 +62,10 @@ Examples:
 			&cli.StringFlag{Name: "prices", EnvVars: []string{"PANTO_PRICES"}, Usage: "price the answers with the table `FILE` (LiteLLM's JSON; default: $XDG_CONFIG_HOME/panto/prices.json when it is there)"},
 			&cli.BoolFlag{Name: "json", Usage: "print JSON: per group, and the total"},
 		),
-		Action: func(c *cli.Context) error { return usage(c, e) },
+		Action: func(c *cli.Context) error {
+			defer paceReading(c.Context)()
+			return usage(c, e)
+		},
 	}
 }
 
