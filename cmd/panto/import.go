@@ -466,12 +466,18 @@ func (j *importJob) one(ctx context.Context, turn int, src importer.Source) impo
 		// Claimed as its conversion would be, so that it is decided
 		// after the sources of its session before it, which may have
 		// changed the session.
+		if e.Outcome != "" {
+			// Skipped or waiting: its bytes decide, and are as they were.
+			j.stored.claim(turn, "")()
+			return importEvent{Source: src.Path, Agent: e.Agent, ForeignID: e.ForeignID, ID: e.ID, Action: e.Outcome, Error: e.Reason, Messages: e.Messages, Held: e.Held, DryRun: j.opts.Dry}
+		}
 		defer j.stored.claim(turn, e.ID)()
 		if e.Holds(j.stored.Checkpoint(e.ID)) {
 			return importEvent{Source: src.Path, Agent: e.Agent, ForeignID: e.ForeignID, ID: e.ID, Action: string(importer.ActionUnchanged), Messages: e.Messages, Held: e.Held, DryRun: j.opts.Dry}
 		}
 		ev, conv := j.convert(src)
 		if conv == nil {
+			j.note(file, known, ev)
 			return ev
 		}
 		return j.apply(ctx, ev, conv, file, known)
@@ -479,6 +485,7 @@ func (j *importJob) one(ctx context.Context, turn int, src importer.Source) impo
 	ev, conv := j.convert(src)
 	if conv == nil {
 		j.stored.claim(turn, "")()
+		j.note(file, known, ev)
 		return ev
 	}
 	// A replacement is written under its replaced session's claim: only
@@ -519,27 +526,37 @@ func (j *importJob) apply(ctx context.Context, ev importEvent, conv *importer.Co
 		ev.Error = out.Err.Error()
 	}
 	j.stored.record(out) // for another source of the same session
-	if known && ev.ID == conv.ID {
-		j.note(file, ev)
+	if ev.ID == conv.ID {
+		j.note(file, known, ev)
 	}
 	return ev
 }
 
-// note records what the import of the log file came to, when the store
-// now holds exactly its conversion, or more: new, appended, or unchanged
-// in the form this panto converts it to (not an earlier panto's form, a
-// divergence, or a dry run's guess).
-func (j *importJob) note(file importrecord.File, ev importEvent) {
+// note records what the import of the log file (known: as read) came
+// to, when the store now holds exactly its conversion, or more: new,
+// appended, or unchanged in the form this panto converts it to (not an
+// earlier panto's form, a divergence, or a dry run's guess); or when the
+// log's bytes alone decided it: skipped, waiting.
+func (j *importJob) note(file importrecord.File, known bool, ev importEvent) {
+	if !known || ev.DryRun {
+		return
+	}
+	e := importrecord.Entry{Agent: ev.Agent, ForeignID: ev.ForeignID, ID: ev.ID, Messages: ev.Messages, Held: ev.Held}
 	switch importer.Action(ev.Action) {
 	case importer.ActionNew, importer.ActionAppended, importer.ActionUnchanged:
+		if ev.Earlier || ev.Error != "" {
+			return
+		}
+		at := j.stored.Checkpoint(ev.ID)
+		e.Length, e.SHA256 = at.Length, at.SHA256
+	case importer.ActionWaiting:
+		e.Outcome = importrecord.OutcomeWaiting
+	case "skipped":
+		e.Outcome, e.Reason = importrecord.OutcomeSkipped, ev.Error
 	default:
 		return
 	}
-	if ev.DryRun || ev.Earlier || ev.Error != "" {
-		return
-	}
-	at := j.stored.Checkpoint(ev.ID)
-	j.record.Note(file, importrecord.Entry{Agent: ev.Agent, ForeignID: ev.ForeignID, ID: ev.ID, Messages: ev.Messages, Held: ev.Held, Length: at.Length, SHA256: at.SHA256})
+	j.record.Note(file, e)
 }
 
 // convertSource reads and converts one source; a nil conversion comes

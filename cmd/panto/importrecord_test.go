@@ -98,6 +98,91 @@ func TestImportRecordSparesTheRead(t *testing.T) {
 	}
 }
 
+// TestImportRecordSparesSkipped: a log skipped (not an agent's log) or
+// waiting (no message complete yet) comes to that again while its Key is
+// the one noted, without a read: a file that is now a whole pi log, its
+// Key forged into the record, is still skipped, or still waiting; with
+// another panto's record, or another Key, it is read (and imported).
+func TestImportRecordSparesSkipped(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	fixture, err := os.ReadFile(filepath.Join("..", "..", "importer", "testdata", "pi.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	header := fixture[:bytes.IndexByte(fixture, '\n')+1]
+	for _, c := range []struct {
+		name, outcome string
+		agent         importer.Agent
+		first         []byte
+	}{
+		{"not a log", "skipped", "", []byte("some notes, not a log\n")},
+		{"no message yet", "waiting", importer.Pi, header},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			st, err := fsjsonl.Open(t.TempDir())
+			if err != nil {
+				t.Fatal(err)
+			}
+			log := filepath.Join(t.TempDir(), "2026-03-01T10-00-00-000Z_0193aaaa-bbbb-7ccc-8ddd-eeeeffff0000.jsonl")
+			if err := os.WriteFile(log, c.first, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			recordPath := filepath.Join(t.TempDir(), "record.jsonl")
+			run := func() importEvent {
+				t.Helper()
+				stored, err := storedCheckpoints(ctx, st)
+				if err != nil {
+					t.Fatal(err)
+				}
+				job := &importJob{st: st, stored: stored, projects: newProjectFinder(), record: importrecord.Load(recordPath)}
+				_, evs, err := job.batch(ctx, &bytes.Buffer{}, nil, []importer.Source{{Path: log, Agent: c.agent}})
+				if err != nil || len(evs) != 1 {
+					t.Fatalf("import: %v, %+v", err, evs)
+				}
+				return evs[0]
+			}
+			first := run()
+			if first.Action != c.outcome {
+				t.Fatalf("first import: %+v, want %s", first, c.outcome)
+			}
+			noted := recordLines(t, recordPath)
+			if len(noted) != 1 || noted[0].Outcome != c.outcome || noted[0].Length != 0 {
+				t.Fatalf("the first import noted %+v, want the outcome %s", noted, c.outcome)
+			}
+			// The file becomes a whole log; only a read can tell.
+			if err := os.WriteFile(log, fixture, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			fi, err := os.Stat(log)
+			if err != nil {
+				t.Fatal(err)
+			}
+			forge := func(edit func(*importrecord.Entry)) {
+				t.Helper()
+				e := noted[0]
+				e.File = filekey.Of(fi)
+				edit(&e)
+				line, err := json.Marshal(e)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(recordPath, append(line, '\n'), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			forge(func(*importrecord.Entry) {})
+			if ev := run(); ev.Action != c.outcome || ev.Error != first.Error {
+				t.Fatalf("import of a log the record says is %s: %+v", c.outcome, ev)
+			}
+			forge(func(e *importrecord.Entry) { e.Rules = "another panto" })
+			if ev := run(); ev.Action != "new" {
+				t.Fatalf("import with another panto's record: %+v, want the log read and imported", ev)
+			}
+		})
+	}
+}
+
 // TestImportRecordSeesChanges: with the record kept between imports, as
 // on a user's machine, every change of a log or of its session is still
 // seen: an append, an edit of the same length whose modification time

@@ -9,7 +9,11 @@
 // log an agent appends to has another size and change time, and is
 // read; so is one whose session changed in the store (continued in
 // panto, deleted, synced from elsewhere), or that another store holds
-// otherwise.
+// otherwise. A log skipped (not an agent's log, or a panto export not
+// gone on with) or waiting (no message complete yet) comes to that
+// again while its Key is the same, which its bytes alone decide: the
+// record keeps that outcome too, so that a timer's import does not read
+// such logs each time.
 //
 // It is a cache, as restic's and git's records of unchanged files are:
 // a lost or damaged record costs a read of every log, never a turn. It
@@ -67,7 +71,22 @@ type Entry struct {
 	// the import.
 	Length int64  `json:"length"`
 	SHA256 string `json:"sha256"`
+	// Outcome, when set, is what the import came to without the store:
+	// OutcomeSkipped (Reason says why) or OutcomeWaiting. Both follow
+	// from the log's bytes alone, so that an unchanged log comes to it
+	// again without a read, and no checkpoint vouches for it.
+	Outcome string `json:"outcome,omitempty"`
+	Reason  string `json:"reason,omitempty"`
 }
+
+// The outcomes an Entry may record instead of a checkpoint.
+const (
+	// OutcomeSkipped: not a log of an agent panto imports, or an export
+	// of a panto session not gone on with since.
+	OutcomeSkipped = "skipped"
+	// OutcomeWaiting: no message of the log is complete yet.
+	OutcomeWaiting = "waiting"
+)
 
 // Path is $XDG_CACHE_HOME/panto/import/record.jsonl, else
 // under ~/.cache ("": neither is known, and nothing is recorded).
@@ -169,18 +188,23 @@ func (r *Record) Lookup(f File, agent string) (Entry, bool) {
 
 // Holds reports whether at, the checkpoint the store lists e's session
 // at, is the one e's import left it at: the log's conversion is then
-// what the store holds.
+// what the store holds. An entry of an Outcome holds no checkpoint.
 func (e Entry) Holds(at store.Checkpoint) bool {
-	return at.SHA256 != "" && at.Length == e.Length && at.SHA256 == e.SHA256
+	return e.Outcome == "" && at.SHA256 != "" && at.Length == e.Length && at.SHA256 == e.SHA256
 }
 
 // Note records e as what the import of the log f came to: the caller
 // gives the session and the checkpoint the store holds of it now, which
 // must be exactly the log's conversion, or more (new, appended, or
-// unchanged in the form this panto converts it to). It is kept in
-// memory until Save.
+// unchanged in the form this panto converts it to); or, for an outcome
+// the log's bytes alone decide (Entry.Outcome), that outcome. It is kept
+// in memory until Save.
 func (r *Record) Note(f File, e Entry) {
-	if r == nil || f.abs == "" || e.Length == 0 || e.SHA256 == "" {
+	switch {
+	case r == nil || f.abs == "":
+		return
+	case e.Outcome == OutcomeSkipped || e.Outcome == OutcomeWaiting:
+	case e.Outcome != "" || e.Length == 0 || e.SHA256 == "":
 		return
 	}
 	e.Source, e.File, e.Rules = f.abs, f.key, r.rules

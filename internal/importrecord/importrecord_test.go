@@ -149,4 +149,8 @@ func TestHolds(t *testing.T) {
 	if (Entry{}).Holds(store.Checkpoint{}) {
 		t.Error("an empty entry holds an empty checkpoint")
 	}
+	// An outcome the log's bytes decided vouches for no checkpoint.
+	if (Entry{Length: 3, SHA256: "aa", Outcome: OutcomeSkipped}).Holds(store.Checkpoint{Length: 3, SHA256: "aa"}) {
+		t.Error("a skipped entry holds a checkpoint")
+	}
 }
