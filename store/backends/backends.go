@@ -212,12 +212,12 @@ func openLocalFirst(ctx context.Context, url string, opts Options, o []objstore.
 }
 
 // tellCreated tells a command that only reads (Options.Reading) that the
-// bucket's prefix held no panto store, which its Open then made: it
-// lists, searches and counts nothing, as a mistyped --store did without
-// a word ("no sessions yet", "0 matches").
+// bucket's prefix holds no panto store (its Open wrote none: the first
+// write makes it): it lists, searches and counts nothing, as a mistyped
+// --store did without a word ("no sessions yet", "0 matches").
 func tellCreated(st *objstore.Store, url string, opts Options) {
 	if opts.Reading && opts.Notify != nil && st.Created() {
-		opts.Notify(fmt.Sprintf("%s held no panto store (a new, empty one is there now): check --store if you meant another bucket or prefix", url))
+		opts.Notify(fmt.Sprintf("%s holds no panto store (nothing was written there): check --store if you meant another bucket or prefix", url))
 	}
 }
 

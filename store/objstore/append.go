@@ -442,6 +442,8 @@ func (s *Store) putSegment(ctx context.Context, key string, m, next *manifest.Ma
 		return segmentFailed, err // an answer: nothing was written
 	case errors.Is(err, ErrConditionalWrites):
 		return segmentFailed, err // the probe's: no write here is safe
+	case errors.As(err, new(markerRefused)):
+		return segmentFailed, err // the marker's: nothing was sent
 	case errors.Is(err, errThrottled):
 		return segmentThrottled, err // an answer: nothing was written, later
 	}

@@ -153,9 +153,17 @@ type Store struct {
 	marker     manifest.Marker
 	markerEtag string
 	markerRead time.Time // when marker was last read
-	// created: this Store created the prefix (its marker), so a session
-	// this Store did not write cannot be in it.
+	// created: this Store found the prefix without a marker, and created
+	// it (or, opened to read, creates it at its first write:
+	// markerUnwritten), so a session this Store did not write cannot be
+	// in it.
 	created bool
+	// markerUnwritten: Open, for a reader (WithProbeAtFirstWrite), found
+	// no marker and wrote none; marker is the one the Store's first
+	// write creates (upgradeMarker). Under markerMu.
+	markerUnwritten bool
+	// markerLater: Open leaves a missing marker to the first write.
+	markerLater bool
 
 	// writeRefused is the probe's refusal when the credentials may not
 	// write (WriteRefused); set once, while Open probes.
@@ -308,7 +316,10 @@ func WithOpenSnapshot() Option { return func(o *options) { o.openSnapshot = true
 // probe (two PUTs, once a day per machine with WithIndexCache), and the
 // Store's first write, if it makes one, probes first. A reader's Open
 // and first listing are then the same few requests every time.
-// WriteRefused says nothing until a write probed.
+// WriteRefused says nothing until a write probed. Nor does Open create
+// the format marker of a prefix that holds no store (Created says so):
+// a read writes nothing, and a mistyped prefix is left as it was; the
+// first write, if any, creates it.
 func WithProbeAtFirstWrite() Option { return func(o *options) { o.probeLater = true } }
 
 // withMaxAttempts bounds the attempts of each conditional-write loop
@@ -370,6 +381,7 @@ func openBucket(ctx context.Context, b bucket, o options) (*Store, error) {
 		ahead:            aheadLists{prefixes: o.resolveAhead},
 		pageAhead:        o.pageAhead,
 		probeLater:       o.probeLater,
+		markerLater:      o.probeLater,
 		indexCache:       o.indexCache,
 		endpoint:         o.s3.endpoint,
 		manifestEvery:    max(o.manifestEvery, 1),
@@ -485,6 +497,18 @@ func (s *Store) ensureProbed(ctx context.Context) error {
 func (s *Store) checkMarker(ctx context.Context) error {
 	for attempt := 0; attempt < s.maxAttempts; attempt++ {
 		data, etag, err := s.b.get(ctx, markerName, "")
+		if errors.Is(err, errNotFound) && s.markerLater {
+			// A reader writes nothing: the first write, if any, makes
+			// the marker (upgradeMarker). A 404 is also what a server
+			// that is not S3 (or not this bucket's) answers, which the
+			// marker's PUT told apart: a LIST, which S3 answers for an
+			// empty prefix, does.
+			if _, _, err := s.b.list(ctx, markerName, ""); err != nil {
+				return s.b.explainOpenError(err)
+			}
+			s.marker, s.created, s.markerUnwritten = s.freshMarker(), true, true
+			return nil
+		}
 		if errors.Is(err, errNotFound) {
 			fresh := s.freshMarker()
 			etag, err = s.b.put(ctx, markerName, manifest.EncodeMarker(fresh), putCond{ifNoneMatch: true}, "application/json")
@@ -537,6 +561,11 @@ func (s *Store) ensureMarker(ctx context.Context) error {
 func (s *Store) upgradeMarker(ctx context.Context) error {
 	s.markerMu.Lock()
 	defer s.markerMu.Unlock()
+	if s.markerUnwritten {
+		if err := s.writeMarker(ctx); err != nil {
+			return err
+		}
+	}
 	for attempt := 0; s.marker.Version < manifest.Version; attempt++ {
 		if attempt >= s.maxAttempts {
 			return fmt.Errorf("upgrade the format marker %s: too many concurrent updates", s.b.url(markerName))
@@ -563,6 +592,48 @@ func (s *Store) upgradeMarker(ctx context.Context) error {
 	}
 	return nil
 }
+
+// writeMarker creates the marker a reader's Open found missing and left
+// to the first write (markerUnwritten), under markerMu. A marker another
+// writer created meanwhile is read and checked as Open checks one (this
+// Store's key, its version): the write goes on under it, or fails as an
+// Open there would have.
+func (s *Store) writeMarker(ctx context.Context) error {
+	etag, err := s.b.put(ctx, markerName, manifest.EncodeMarker(s.marker), putCond{ifNoneMatch: true}, "application/json")
+	switch {
+	case err == nil:
+		s.markerEtag, s.markerRead, s.markerUnwritten = etag, s.now(), false
+		return nil
+	case errors.Is(err, errPrecondition) || errors.Is(err, errConflict):
+	case errors.Is(err, ErrPermission):
+		return fmt.Errorf("%s holds no panto store yet, and these credentials cannot create one: %w", s.b.url(""), err)
+	default:
+		return fmt.Errorf("create the format marker %s: %w", s.b.url(markerName), err)
+	}
+	data, etag, err := s.b.get(ctx, markerName, "")
+	if err != nil {
+		return fmt.Errorf("read the format marker %s: %w", s.b.url(markerName), err)
+	}
+	m, err := manifest.DecodeMarker(data)
+	if errors.Is(err, manifest.ErrNotMarker) {
+		return markerRefused{fmt.Errorf("%s is not a panto store marker: is this prefix used by something else?", s.b.url(markerName))}
+	}
+	if err != nil {
+		return markerRefused{fmt.Errorf("%s: %w: upgrade panto", s.b.url(""), err)}
+	}
+	if err := s.checkKey(m); err != nil {
+		return markerRefused{err}
+	}
+	s.marker, s.markerEtag, s.markerRead, s.markerUnwritten = m, etag, s.now(), false
+	return nil
+}
+
+// markerRefused is a write refused by the marker another writer made
+// (writeMarker): an answer, so the write was never sent.
+type markerRefused struct{ err error }
+
+func (e markerRefused) Error() string { return e.err.Error() }
+func (e markerRefused) Unwrap() error { return e.err }
 
 // put is every write of the Store's documents and segments: the marker is
 // brought to this version first, and the conditional-write probe that
@@ -591,9 +662,10 @@ func (s *Store) put(ctx context.Context, rel string, data []byte, cond putCond, 
 	return etag, err
 }
 
-// Created reports whether this Store's Open created the prefix's format
-// marker: the prefix held no panto store, and holds an empty one now (a
-// command that only reads says so: a --store mistyped reads as empty).
+// Created reports whether this Store's Open found no format marker: the
+// prefix held no panto store, and holds an empty one now, or (opened to
+// read, WithProbeAtFirstWrite) will once this Store writes (a command
+// that only reads says so: a --store mistyped reads as empty).
 func (s *Store) Created() bool { return s.created }
 
 // Create mints a handle on a new session. No I/O: the session exists once

@@ -339,3 +339,53 @@ func TestProbeOfACancelledWrite(t *testing.T) {
 		t.Fatalf("the session is still there: %v", err)
 	}
 }
+
+// TestReaderWritesNoMarker: a Store opened to read (WithProbeAtFirstWrite)
+// on a prefix that holds no store writes nothing there (a mistyped
+// --store is left as it was), says so (Created), and lists it empty; its
+// first write, if any, makes the marker, and what it wrote is there for
+// any Store. A marker another writer made meanwhile is the one its
+// write goes on under: written beside that writer's sessions, or, when
+// that prefix is encrypted and the reader has no key, refused as its
+// Open there would have been.
+func TestReaderWritesNoMarker(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newMemEnv(t)
+	r := e.open(t, objstore.WithProbeAtFirstWrite())
+	if list, err := r.List(ctx); err != nil || len(list) != 0 || !r.Created() {
+		t.Fatalf("a reader of an empty prefix: %v, %d sessions, Created %v", err, len(list), r.Created())
+	}
+	if objs := e.rawBucket(t); len(objs) != 0 {
+		t.Fatalf("a reader's Open and listing wrote %d objects, the first %s", len(objs), objs[0].key)
+	}
+	mine := appendNew(t, r, "the reader's first write")
+	if e.maybeRawObject(t, "pfx/panto-store.json") == nil {
+		t.Fatal("the reader's first write made no marker")
+	}
+	if list, err := e.open(t).List(ctx); err != nil || len(list) != 1 || list[0].ID != mine {
+		t.Fatalf("another Store lists %v, %+v; want %s", err, list, mine)
+	}
+
+	// Another writer makes the marker between the reader's Open and its write.
+	e = newMemEnv(t)
+	r = e.open(t, objstore.WithProbeAtFirstWrite())
+	theirs := appendNew(t, e.open(t), "the other writer's")
+	mine = appendNew(t, r, "the reader's")
+	got := map[string]bool{}
+	list, err := e.open(t).List(ctx)
+	for _, s := range list {
+		got[s.ID] = true
+	}
+	if err != nil || len(got) != 2 || !got[theirs] || !got[mine] {
+		t.Fatalf("after both wrote: %v, %+v", err, list)
+	}
+
+	e = newMemEnv(t)
+	r = e.open(t, objstore.WithProbeAtFirstWrite())
+	appendNew(t, e.open(t, objstore.WithKey(newKey(t))), "sealed")
+	err = r.AppendMessages(ctx, agent.NewSessionID(), []agent.PersistentMessage{user("in clear")})
+	if !errors.Is(err, objstore.ErrKeyRequired) {
+		t.Fatalf("a reader's write to a prefix made encrypted meanwhile: %v, want ErrKeyRequired", err)
+	}
+}
