@@ -469,3 +469,44 @@ func TestUsageOfAKeepBothCopy(t *testing.T) {
 		}
 	})
 }
+
+// TestSearchSince: with Since, a search finds the messages written at or
+// after it, in the sessions modified since (their titles too), and does
+// not read a session modified before it.
+func TestSearchSince(t *testing.T) {
+	eachStore(t, func(t *testing.T, s store.LogStore) {
+		since := time.Date(2026, 3, 10, 0, 0, 0, 0, time.UTC)
+		before, after := since.Add(-time.Hour), since.Add(time.Hour)
+		for _, l := range []struct {
+			id      string
+			batches [][]agent.PersistentMessage
+			at      []time.Time
+		}{
+			// Written to before and after: only the later message is found.
+			{"both", [][]agent.PersistentMessage{{{Message: agent.UserText("deploy the old way")}}, {{Message: agent.UserText("deploy the new way")}, {Message: agent.TitleMessage("deploy notes")}}}, []time.Time{before, after}},
+			// Untouched since: not read at all.
+			{"old", [][]agent.PersistentMessage{{{Message: agent.UserText("deploy long ago")}, {Message: agent.TitleMessage("deploy, old")}}}, []time.Time{before}},
+		} {
+			var log []byte
+			for i, b := range l.batches {
+				data, err := sessionlog.EncodeBatchIn(agent.Project{}, l.id, i == 0, b, l.at[i])
+				if err != nil {
+					t.Fatal(err)
+				}
+				log = append(log, data...)
+			}
+			if _, err := s.AppendLog(t.Context(), l.id, store.Checkpoint{}, log); err != nil {
+				t.Fatal(err)
+			}
+		}
+		flush(t, s)
+		got, stats := search(t, s, archive.Query{Pattern: "deploy", Since: since})
+		if w := where(got); w != "both#0:title both#2:text" || stats.Sessions != 1 {
+			t.Errorf("deploy since %s: %s, %d sessions read", since, w, stats.Sessions)
+		}
+		got, stats = search(t, s, archive.Query{Pattern: "deploy"})
+		if len(got) != 5 || stats.Sessions != 2 {
+			t.Errorf("deploy at any time: %s, %d sessions read", where(got), stats.Sessions)
+		}
+	})
+}

@@ -34,6 +34,10 @@ type Query struct {
 	// Sessions, when set, says which sessions are searched (say, one
 	// project's).
 	Sessions func(agent.SessionInfo) bool
+	// Since: only the messages written at or after it (zero: all), and
+	// the title of a session modified since. A session modified before
+	// it is not read.
+	Since time.Time
 }
 
 // Match is one message that matches: its first match, with some context
@@ -77,7 +81,9 @@ func Search(ctx context.Context, st store.LogStore, q Query, o Options, fn func(
 	if err != nil {
 		return Stats{}, err
 	}
-	sessions, broken, err := listed(ctx, st, q.Sessions)
+	sessions, broken, err := listed(ctx, st, func(info agent.SessionInfo) bool {
+		return (q.Since.IsZero() || !info.Modified.Before(q.Since)) && (q.Sessions == nil || q.Sessions(info))
+	})
 	if err != nil {
 		return Stats{}, fmt.Errorf("search: %w", err)
 	}
@@ -121,6 +127,7 @@ type matcher struct {
 
 	thinking bool
 	limit    int
+	since    time.Time
 }
 
 // findAll returns the spans of the matches in text, as the regexp's
@@ -255,7 +262,7 @@ func compile(q Query) (*matcher, error) {
 	if !isRE && len(words) > 1 {
 		pre = newPhrasePrefilter(words, lit)
 	}
-	m := &matcher{re: re, pre: pre, lineLocal: lineLocal, thinking: q.Thinking, limit: q.Limit}
+	m := &matcher{re: re, pre: pre, lineLocal: lineLocal, thinking: q.Thinking, limit: q.Limit, since: q.Since}
 	if !isRE && isASCII(q.Pattern) {
 		if len(words) <= 1 {
 			words = []string{q.Pattern} // one word, as typed
@@ -384,6 +391,9 @@ func (m *matcher) session(ctx context.Context, info agent.SessionInfo, r io.Read
 				return err
 			}
 			mtext = messageText(e)
+		}
+		if mtext.TS.Before(m.since) {
+			return nil // written before --since
 		}
 		var mt Match
 		if mt, textScratch, ok = m.message(textScratch, mtext, line, scratch); ok {

@@ -311,6 +311,10 @@ func TestSearch(t *testing.T) {
 			}
 			pantoFails(t, b, "give the text to find", "search")
 			pantoFails(t, b, "re:EXPR", "search", "re:a(b")
+			pantoFails(t, b, "--since", "search", "--since", "soon", "e")
+			if r := pantoOn(t, b, "search", "--since", "1h", "go test ./..."); !strings.Contains(r.stdout, "go test ./...") {
+				t.Errorf("search --since 1h of what was just written: %q %q", r.stdout, r.stderr)
+			}
 			// A session's title, the name it is remembered by.
 			pantoOn(t, b, "title", thinkingID, "Deploy checklist")
 			if r := pantoOn(t, b, "search", "CHECKLIST"); r.stdout != thinkingID[:8]+" title\n    Deploy checklist\n" {

@@ -18,9 +18,9 @@ func searchCommand(e *env) *cli.Command {
 	return &cli.Command{
 		Name:      "search",
 		Usage:     "find text in every session",
-		UsageText: "panto search [--store SPEC] [--endpoint URL] [--project PROJECT] [--json] [--limit N] [--thinking] QUERY...",
+		UsageText: "panto search [--store SPEC] [--endpoint URL] [--project PROJECT] [--since DURATION] [--json] [--limit N] [--thinking] QUERY...",
 		Description: `Searches the titles and messages of every session of the store (of one project
-with --project), newest session first: the title, what was typed, answered, the tool
+with --project; of the last DURATION with --since), newest session first: the title, what was typed, answered, the tool
 calls and their results (not system prompts, nor thinking unless --thinking). QUERY is text,
 matched case-insensitively, its words apart by any white space (a phrase the text wraps
 onto the next line is found); re:EXPR is a regular expression (Go syntax,
@@ -36,12 +36,14 @@ Examples:
    panto search --project github.com/team/proj timeout
    panto search 're:func \w+Handler\('
    panto search --thinking "why not"
+   panto search --since 7d deploy                  what was said this week
    panto search timeout --json --limit 0 | jq -r .session | sort -u`,
 		Flags: append(storeFlags(false),
 			projectFlag(),
 			&cli.BoolFlag{Name: "json", Usage: "print one JSON object per match"},
 			&cli.IntFlag{Name: "limit", Value: 100, Usage: "stop after N matches (0: no limit)"},
 			&cli.BoolFlag{Name: "thinking", Usage: "search thinking blocks too"},
+			&cli.StringFlag{Name: "since", Usage: "only the messages of the last `DURATION`: days (7d), weeks (2w), hours (24h) or any Go duration (90m)"},
 		),
 		Action: func(c *cli.Context) error {
 			defer paceReading(c.Context)()
@@ -107,6 +109,14 @@ func searchQuery(c *cli.Context) (archive.Query, error) {
 		return archive.Query{}, fmt.Errorf("search: --limit %d: give 0 (no limit) or more", c.Int("limit"))
 	}
 	q := archive.Query{Pattern: query, Thinking: c.Bool("thinking"), Limit: c.Int("limit")}
+	if c.IsSet("since") {
+		// As usage's: the last week is --since 7d.
+		d, err := parseAge(c.String("since"))
+		if err != nil {
+			return archive.Query{}, fmt.Errorf("search: --since: %w", err)
+		}
+		q.Since = time.Now().Add(-d)
+	}
 	if c.IsSet("project") {
 		p, err := projectOf(c.String("project"))
 		if err != nil {
