@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # bench/memory.sh: the peak memory (maximum resident set size) of
 # panto-sync push, pull, copy and verify of one large session, against a
-# MinIO on loopback, and of panto show (text and --json) and search of it,
-# from the directory and from the bucket. Sync streams: what it holds at
+# MinIO on loopback, and of panto show (text and --json), export and
+# search of it, from the directory and from the bucket. Sync streams: what it holds at
 # once is bounded by its chunks (8 MiB) and read-ahead (32 MiB), not by
 # the session's size; show prints a message at a time.
 #
@@ -63,5 +63,6 @@ id=$(basename "$work/cat/"*.jsonl .jsonl)
 rss_panto "panto show (dir)" show --store "$work/cat" "${id:0:8}"
 rss_panto "panto show --json (dir)" show --json --store "$work/cat" "${id:0:8}"
 rss_panto "panto show (bucket, --direct)" show --direct --store s3://mem-a "${id:0:8}"
+rss_panto "panto export --format json (dir)" export --format json --store "$work/cat" "${id:0:8}"
 rss_panto "panto search (dir), a phrase found nowhere" search --store "$work/cat" "no such words anywhere"
 cmp "$work/cat/"*.jsonl "$work/back/"*.jsonl && echo "(the pulled file is byte for byte the pushed one)"

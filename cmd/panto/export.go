@@ -1,10 +1,11 @@
 package main
 
 import (
-	"bytes"
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -77,36 +78,130 @@ func export(c *cli.Context, e *env) error {
 	if err != nil {
 		return err
 	}
-	doc, err := readExport(c.Context, st, sess.Info)
-	if err != nil {
-		return err
-	}
 	if to, ok := agentExports[format]; ok {
+		// Another agent's form is built from the whole session.
+		doc, err := readExport(c.Context, st, sess.Info)
+		if err != nil {
+			return err
+		}
 		return exportToAgent(c, e, doc, to)
 	}
-	var buf bytes.Buffer
-	switch format {
-	case "md":
-		err = writeMarkdown(&buf, doc)
-	case "html":
-		err = writeHTML(&buf, doc)
-	case "json":
-		err = writeExportJSON(&buf, doc)
+	defer paceReading(c.Context)() // streamed: little is live
+	out := c.String("output")
+	if out == "" {
+		_, err := streamExport(c.Context, st, sess.Info, exportRenderers[format](), e.stdout)
+		if err != nil {
+			return fmt.Errorf("export %s: %w", sess.Info.ID, err)
+		}
+		return nil
+	}
+	// Written beside out and renamed over it once whole; private like
+	// the session it holds.
+	f, err := os.CreateTemp(filepath.Dir(out), "."+filepath.Base(out)+".*")
+	if err != nil {
+		return fmt.Errorf("export %s: %w", sess.Info.ID, err)
+	}
+	defer os.Remove(f.Name()) // after the rename, a no-op
+	h, err := streamExport(c.Context, st, sess.Info, exportRenderers[format](), f)
+	if err == nil {
+		err = f.Chmod(0o600)
+	}
+	var fi os.FileInfo
+	if err == nil {
+		fi, err = f.Stat()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(f.Name(), out)
 	}
 	if err != nil {
 		return fmt.Errorf("export %s: %w", sess.Info.ID, err)
 	}
-	out := c.String("output")
-	if out == "" {
-		_, err = e.stdout.Write(buf.Bytes())
-		return err
-	}
-	// Private like the session it holds.
-	if err := os.WriteFile(out, buf.Bytes(), 0o600); err != nil {
-		return fmt.Errorf("export %s: %w", sess.Info.ID, err)
-	}
-	fmt.Fprintf(e.stderr, "session %s: %s, %s written to %s\n", shortID(sess.Info.ID), plural(len(doc.Messages), "message"), byteSize(int64(buf.Len())), out)
+	fmt.Fprintf(e.stderr, "session %s: %s, %s written to %s\n", shortID(sess.Info.ID), plural(h.Messages, "message"), byteSize(fi.Size()), out)
 	return nil
+}
+
+// exportRenderer writes one format of export as the session's log is
+// read: each message, then the heading and the end, which say what the
+// whole log holds (its totals, as read: the listed ones may lag in a
+// bucket's index).
+type exportRenderer interface {
+	head(w *bufio.Writer, h exportHead) error
+	message(w *bufio.Writer, m exportMessage) error
+	tail(w *bufio.Writer, h exportHead) error
+}
+
+// exportRenderers are the formats streamExport writes.
+var exportRenderers = map[string]func() exportRenderer{
+	"md":   func() exportRenderer { return markdownExport{} },
+	"html": func() exportRenderer { return htmlExport{} },
+	"json": func() exportRenderer { return &jsonExport{} },
+}
+
+// exportHead is what an export's heading and end say of the session.
+type exportHead struct {
+	Info agent.SessionInfo
+	// Origin is the header's, for an imported session (parentLine).
+	Origin   *sessionlog.Origin
+	Messages int
+}
+
+// streamExport writes session info of st in render's format to w as its
+// log is read, in the memory of one message: the messages go to a spool
+// file first, since the heading before them says the totals of the whole
+// log, then the heading, the spooled messages and the end go to w.
+func streamExport(ctx context.Context, st store.LogStore, info agent.SessionInfo, render exportRenderer, w io.Writer) (exportHead, error) {
+	r, _, err := st.ReadLog(ctx, info.ID, 0)
+	if err != nil {
+		return exportHead{}, err
+	}
+	defer r.Close()
+	spool, err := os.CreateTemp("", "panto-export-*") // 0600, removed at the end
+	if err != nil {
+		return exportHead{}, err
+	}
+	defer os.Remove(spool.Name())
+	defer spool.Close()
+	sw := bufio.NewWriterSize(spool, 64<<10)
+	d := sessionlog.Decoder{Name: info.ID}
+	n := 0
+	err = sessionlog.ReadLines(r, func(line []byte, last bool) error {
+		if last {
+			return nil
+		}
+		e, ok, err := d.DecodeEntry(line)
+		if err != nil || !ok {
+			return err
+		}
+		n++
+		return render.message(sw, exportMessage{N: n, Entry: e, Label: roleLabel(e.Message)})
+	})
+	if err == nil && d.Header == nil {
+		err = errors.New("the log is empty")
+	}
+	if err == nil {
+		err = sw.Flush()
+	}
+	if err != nil {
+		return exportHead{}, err
+	}
+	if _, err := spool.Seek(0, io.SeekStart); err != nil {
+		return exportHead{}, err
+	}
+	h := exportHead{Info: d.Info, Origin: d.Header.Origin, Messages: n}
+	bw := bufio.NewWriterSize(w, 64<<10)
+	if err := render.head(bw, h); err != nil {
+		return exportHead{}, err
+	}
+	if _, err := bw.ReadFrom(spool); err != nil {
+		return exportHead{}, err
+	}
+	if err := render.tail(bw, h); err != nil {
+		return exportHead{}, err
+	}
+	return h, bw.Flush()
 }
 
 // exportSession is the session the arguments name: an id or prefix,
@@ -177,7 +272,8 @@ type exportMessage struct {
 	Label string
 }
 
-// readExport reads session info's log whole.
+// readExport reads session info's log whole, for an export to another
+// agent, whose form is built from the whole session.
 func readExport(ctx context.Context, st store.LogStore, info agent.SessionInfo) (*exportDoc, error) {
 	r, _, err := st.ReadLog(ctx, info.ID, 0)
 	if err != nil {

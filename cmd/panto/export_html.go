@@ -1,9 +1,9 @@
 package main
 
 import (
+	"bufio"
 	_ "embed"
 	"html/template"
-	"io"
 	"strings"
 
 	"github.com/panto-dev/panto/agent"
@@ -40,8 +40,20 @@ var exportHTML = template.Must(template.New("export").Funcs(template.FuncMap{
 	},
 }).Parse(exportHTMLSource))
 
-func writeHTML(w io.Writer, doc *exportDoc) error {
-	return exportHTML.Execute(w, doc)
+// htmlExport writes the HTML export a message at a time: the template's
+// "head" (given the exportHead), its "message" for each, its "tail".
+type htmlExport struct{}
+
+func (htmlExport) head(w *bufio.Writer, h exportHead) error {
+	return exportHTML.ExecuteTemplate(w, "head", h)
+}
+
+func (htmlExport) message(w *bufio.Writer, m exportMessage) error {
+	return exportHTML.ExecuteTemplate(w, "message", m)
+}
+
+func (htmlExport) tail(w *bufio.Writer, h exportHead) error {
+	return exportHTML.ExecuteTemplate(w, "tail", h)
 }
 
 // segment is a run of a text: prose, or a fenced code block.

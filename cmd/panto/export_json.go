@@ -1,7 +1,7 @@
 package main
 
 import (
-	"io"
+	"bufio"
 	"time"
 
 	"github.com/panto-dev/panto/agent"
@@ -35,28 +35,34 @@ type exportMessageJSON struct {
 	Metadata   map[string]any `json:"metadata,omitempty"`
 }
 
-func writeExportJSON(w io.Writer, doc *exportDoc) error {
-	out := exportJSON{Session: toSessionJSON(doc.Info), Messages: []exportMessageJSON{}}
-	for _, m := range doc.Messages {
-		msg := m.Message
-		j := exportMessageJSON{
-			N: m.N, TS: m.TS, Role: string(msg.Role), Kind: m.Label, Content: exportBlocks(msg.Content), Metadata: msg.Metadata,
-			APIStyle: string(m.Identity.APIStyle), BaseURL: m.Identity.BaseURL, Model: m.Identity.Model, Reasoning: string(m.Identity.Reasoning),
-		}
-		if title, ok := msg.Title(); ok {
-			j.Title = &title
-		}
-		if msg.Usage != nil {
-			u := usageJSON(*msg.Usage)
-			j.Usage = &u
-		}
-		if msg.Role == agent.RoleAssistant {
-			j.StopReason, j.Stop = string(msg.StopReason), string(msg.StopReason.Kind())
-		}
-		out.Messages = append(out.Messages, j)
-	}
-	return writeJSON(w, out)
+// jsonExport writes the JSON export a message at a time
+// (jsonDocStream): {"session": …, "messages": […]}.
+type jsonExport struct{ doc jsonDocStream }
+
+func (x *jsonExport) head(w *bufio.Writer, h exportHead) error {
+	return x.doc.head(w, exportJSON{Session: toSessionJSON(h.Info), Messages: []exportMessageJSON{}})
 }
+
+func (x *jsonExport) message(w *bufio.Writer, m exportMessage) error {
+	msg := m.Message
+	j := exportMessageJSON{
+		N: m.N, TS: m.TS, Role: string(msg.Role), Kind: m.Label, Content: exportBlocks(msg.Content), Metadata: msg.Metadata,
+		APIStyle: string(m.Identity.APIStyle), BaseURL: m.Identity.BaseURL, Model: m.Identity.Model, Reasoning: string(m.Identity.Reasoning),
+	}
+	if title, ok := msg.Title(); ok {
+		j.Title = &title
+	}
+	if msg.Usage != nil {
+		u := usageJSON(*msg.Usage)
+		j.Usage = &u
+	}
+	if msg.Role == agent.RoleAssistant {
+		j.StopReason, j.Stop = string(msg.StopReason), string(msg.StopReason.Kind())
+	}
+	return x.doc.element(w, j)
+}
+
+func (x *jsonExport) tail(w *bufio.Writer, _ exportHead) error { return x.doc.end(w) }
 
 // exportBlocks are the blocks as stored, but for a redacted thinking
 // block, whose opaque data means nothing to a reader.

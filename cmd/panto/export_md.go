@@ -5,35 +5,39 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
 	"strings"
 
 	"github.com/panto-dev/panto/agent"
 )
 
-// writeMarkdown writes doc as Markdown to paste: a heading per message,
-// the model's text as it wrote it (Markdown already), code and tool
-// output fenced, thinking in a <details> that renderers fold.
-func writeMarkdown(w io.Writer, doc *exportDoc) error {
-	bw := bufio.NewWriter(w)
-	info := doc.Info
+// markdownExport writes a session as Markdown to paste: a heading per
+// message, the model's text as it wrote it (Markdown already), code and
+// tool output fenced, thinking in a <details> that renderers fold.
+type markdownExport struct{}
+
+func (markdownExport) head(w *bufio.Writer, h exportHead) error {
+	info := h.Info
 	title := info.Title
 	if title == "" {
 		title = "Session " + info.ID
 	}
-	fmt.Fprintf(bw, "# %s\n\n", title)
-	fmt.Fprintf(bw, "- Session: `%s`\n", info.ID)
-	fmt.Fprintf(bw, "- Created: %s; last message: %s\n", exportTime(info.Created), exportTime(info.Modified))
-	if line := parentLine(info, doc.Origin); line != "" {
-		fmt.Fprintf(bw, "- %s%s\n", strings.ToUpper(line[:1]), line[1:])
+	fmt.Fprintf(w, "# %s\n\n", title)
+	fmt.Fprintf(w, "- Session: `%s`\n", info.ID)
+	fmt.Fprintf(w, "- Created: %s; last message: %s\n", exportTime(info.Created), exportTime(info.Modified))
+	if line := parentLine(info, h.Origin); line != "" {
+		fmt.Fprintf(w, "- %s%s\n", strings.ToUpper(line[:1]), line[1:])
 	}
-	fmt.Fprintf(bw, "- %s\n", plural(len(doc.Messages), "message"))
-	fmt.Fprintf(bw, "- Tokens: %s\n\n", totalsText(info.Usage))
-	for _, m := range doc.Messages {
-		writeMarkdownMessage(bw, m)
-	}
-	return bw.Flush()
+	fmt.Fprintf(w, "- %s\n", plural(h.Messages, "message"))
+	_, err := fmt.Fprintf(w, "- Tokens: %s\n\n", totalsText(info.Usage))
+	return err
 }
+
+func (markdownExport) message(w *bufio.Writer, m exportMessage) error {
+	writeMarkdownMessage(w, m)
+	return nil
+}
+
+func (markdownExport) tail(*bufio.Writer, exportHead) error { return nil }
 
 func totalsText(u agent.Usage) string {
 	if u == (agent.Usage{}) {

@@ -63,6 +63,14 @@ func TestExportMarkdownAndJSON(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			// Private like the session, and written whole under its name
+			// (nothing else is left beside it).
+			if fi, err := os.Stat(out); err != nil || fi.Mode().Perm() != 0o600 {
+				t.Errorf("export -o: %v, mode %v", err, fi.Mode())
+			}
+			if ents, err := os.ReadDir(filepath.Dir(out)); err != nil || len(ents) != 1 {
+				t.Errorf("export -o left %d entries beside it: %v", len(ents), err)
+			}
 			doc := jsonObject(t, string(data))
 			if !sameKeys(keys(doc), []string{"messages", "session"}) {
 				t.Errorf("export JSON fields %v", keys(doc))

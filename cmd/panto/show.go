@@ -2,9 +2,7 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -67,9 +65,9 @@ Examples:
 const readHeadroom = 64 << 20
 
 // paceReading paces the collector of a command that reads sessions
-// through and keeps little of them (show, search, usage; not export,
-// which holds the session whole, and whose collections at a limit that
-// close to what is live would each mark all of it): it runs
+// through and keeps little of them (show, search, usage, export but to
+// another agent, which holds the session whole, and whose collections at
+// a limit that close to what is live would each mark all of it): it runs
 // at readHeadroom past what is live, not each time the heap doubles,
 // which for a few megabytes live meant every few megabytes read (show of
 // a 300 MB session spent 4 s of its 13 in the collector). It returns the
@@ -177,52 +175,19 @@ func (s *showText) end(read agent.SessionInfo) error {
 type showJSON struct {
 	w    *bufio.Writer
 	info agent.SessionInfo
-	n    int
-	buf  bytes.Buffer
+	doc  jsonDocStream
 }
 
 func (s *showJSON) head(*sessionlog.Origin) error {
-	// The object with no message, up to its empty array's "[".
-	s.buf.Reset()
-	if err := writeJSON(&s.buf, struct {
+	return s.doc.head(s.w, struct {
 		Session  sessionJSON   `json:"session"`
 		Messages []messageJSON `json:"messages"`
-	}{toSessionJSON(s.info), []messageJSON{}}); err != nil {
-		return err
-	}
-	doc, ok := bytes.CutSuffix(s.buf.Bytes(), []byte("]\n}\n"))
-	if !ok {
-		return errors.New("show --json: the document does not end in its messages")
-	}
-	_, err := s.w.Write(doc)
-	return err
+	}{toSessionJSON(s.info), []messageJSON{}})
 }
 
-func (s *showJSON) message(m agent.Message) error {
-	s.buf.Reset()
-	enc := json.NewEncoder(&s.buf)
-	enc.SetIndent("    ", "  ")
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(toMessageJSON(m)); err != nil {
-		return err
-	}
-	sep := ",\n    "
-	if s.n == 0 {
-		sep = "\n    "
-	}
-	s.n++
-	s.w.WriteString(sep)
-	_, err := s.w.Write(bytes.TrimSuffix(s.buf.Bytes(), []byte("\n")))
-	return err
-}
+func (s *showJSON) message(m agent.Message) error { return s.doc.element(s.w, toMessageJSON(m)) }
 
-func (s *showJSON) end(agent.SessionInfo) error {
-	if s.n > 0 {
-		s.w.WriteString("\n  ")
-	}
-	_, err := s.w.WriteString("]\n}\n")
-	return err
-}
+func (s *showJSON) end(agent.SessionInfo) error { return s.doc.end(s.w) }
 
 // parentLine says where a session was copied from, "" for one that was
 // started afresh. origin is its header's, when it was imported: another
