@@ -264,7 +264,7 @@ func TestSearch(t *testing.T) {
 			seedSearch(t, b)
 			// A hit in a tool result, case-insensitively.
 			r := pantoOn(t, b, "search", "EXIT STATUS 1")
-			if !strings.Contains(r.stdout, roundTripID[:8]+" #5 user (tool_result)\n    exit status 1: \"quotes\" <tags> & unicode ✓\n") {
+			if !strings.Contains(r.stdout, roundTripID[:8]+" #5 tool (result)\n    exit status 1: \"quotes\" <tags> & unicode ✓\n") {
 				t.Errorf("search in tool results:\n%s", r.stdout)
 			}
 			// The match's session, then the sessions searched: "1 match

@@ -184,7 +184,13 @@ func writeMatch(w io.Writer, m archive.Match, terminal bool) error {
 		_, err := fmt.Fprintf(w, "%s title\n    %s%s%s\n", head, screenText(m.Before), text, screenText(m.After))
 		return err
 	}
-	_, err := fmt.Fprintf(w, "%s #%d %s (%s)\n    %s%s%s\n", head, m.Message, m.Role, where, screenText(m.Before), text, screenText(m.After))
+	// A tool's result is a user message on the wire; show calls it
+	// "tool", and so does this line.
+	who := string(m.Role)
+	if m.Block == agent.BlockToolResult {
+		who, where = "tool", "result"+strings.TrimPrefix(where, string(m.Block))
+	}
+	_, err := fmt.Fprintf(w, "%s #%d %s (%s)\n    %s%s%s\n", head, m.Message, who, where, screenText(m.Before), text, screenText(m.After))
 	return err
 }
 
