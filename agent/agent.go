@@ -21,7 +21,11 @@
 //     step ends with a CutShortError. A cut-off compaction summary is not
 //     persisted at all, since it would replace the context with part of
 //     a summary.
-//   - Messages committed before an error in a step stay persisted.
+//   - Messages committed before an error in a step stay persisted, and so
+//     does the text of an answer the step stopped in (Ctrl-C, a broken
+//     stream): the user saw it stream, so it is persisted as an assistant
+//     message marked MetadataInterrupted, without its thinking (whose
+//     signature had not come) or tool calls (whose input may be partial).
 //   - Every persisted message carries the wire identity of the endpoint;
 //     API keys never reach the Agent, so they cannot reach a store.
 //
@@ -33,6 +37,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
+	"time"
 )
 
 // Request is what the Agent sends a provider for one assistant turn.
@@ -52,6 +58,9 @@ type Provider interface {
 	Identity() WireIdentity
 	// Complete streams one assistant message for req, reporting deltas to
 	// recv as they arrive, and returns the whole message with its Usage.
+	// On an error after text arrived (ctx cancelled, the stream broken) it
+	// returns, with the error, the text streamed so far as the message's
+	// text blocks.
 	Complete(ctx context.Context, req Request, recv Receiver) (Message, error)
 }
 
@@ -90,6 +99,16 @@ type Options struct {
 	// a model that keeps calling tools cannot run forever.
 	MaxToolRounds int
 }
+
+// ToolStoppedError: the step was stopped (its ctx ended) before or while
+// tool Tool ran; the message that called it is dropped, not persisted.
+type ToolStoppedError struct {
+	Tool string
+	Err  error
+}
+
+func (e *ToolStoppedError) Error() string { return "run tool " + e.Tool + ": " + e.Err.Error() }
+func (e *ToolStoppedError) Unwrap() error { return e.Err }
 
 // ErrTooManyToolRounds: a step called tools more than MaxToolRounds times.
 var ErrTooManyToolRounds = errors.New("too many tool rounds in one step")
@@ -210,6 +229,7 @@ func (a *Agent) RunStep(ctx context.Context, recv Receiver) error {
 		req := Request{System: a.conv.SystemPrompt(), Messages: a.conv.Context(), Tools: a.tools()}
 		reply, err := a.opts.Provider.Complete(ctx, req, recv)
 		if err != nil {
+			a.keepInterrupted(ctx, reply, err, recv)
 			return fmt.Errorf("provider: %w", err)
 		}
 		reply.Role = RoleAssistant
@@ -244,6 +264,33 @@ func (a *Agent) RunStep(ctx context.Context, recv Receiver) error {
 	return fmt.Errorf("run step: %w (limit %d)", ErrTooManyToolRounds, a.opts.MaxToolRounds)
 }
 
+// keepInterrupted persists the text of an answer the provider stopped
+// in, as the user saw it stream: its text blocks alone, marked
+// MetadataInterrupted with why it stopped. The write outlives a
+// cancelled ctx (Ctrl-C is what cancelled it), for at most 30 s; if it
+// fails, the step's own error is what the caller reports.
+func (a *Agent) keepInterrupted(ctx context.Context, partial Message, cause error, recv Receiver) {
+	var text []Block
+	for _, b := range partial.Content {
+		if b.Type == BlockText && strings.TrimSpace(b.Text) != "" {
+			text = append(text, b)
+		}
+	}
+	if len(text) == 0 {
+		return
+	}
+	why := cause.Error()
+	if errors.Is(cause, context.Canceled) {
+		why = "cancelled"
+	}
+	m := Message{Role: RoleAssistant, Content: text, Metadata: map[string]any{MetadataInterrupted: why}}
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	if a.add(wctx, m) == nil {
+		recv.MessageAdded(m)
+	}
+}
+
 // runTools runs each tool call in order and returns the user message that
 // carries their results. Only cancellation is an error; a failing tool is
 // a failed result the model gets to see.
@@ -251,7 +298,7 @@ func (a *Agent) runTools(ctx context.Context, uses []Block) (Message, error) {
 	results := Message{Role: RoleUser}
 	for _, u := range uses {
 		if err := ctx.Err(); err != nil {
-			return Message{}, fmt.Errorf("run tool %s: %w", u.ToolName, err)
+			return Message{}, &ToolStoppedError{Tool: u.ToolName, Err: err}
 		}
 		var out string
 		var err error
@@ -262,7 +309,7 @@ func (a *Agent) runTools(ctx context.Context, uses []Block) (Message, error) {
 		}
 		if err != nil {
 			if ctxErr := ctx.Err(); ctxErr != nil {
-				return Message{}, fmt.Errorf("run tool %s: %w", u.ToolName, ctxErr)
+				return Message{}, &ToolStoppedError{Tool: u.ToolName, Err: ctxErr}
 			}
 			results.Content = append(results.Content, ToolResultBlock(u.ToolUseID, err.Error(), true))
 			continue

@@ -29,6 +29,9 @@ type recorder struct {
 }
 
 func (r *recorder) AppendMessages(ctx context.Context, id string, msgs []agent.PersistentMessage) error {
+	if err := ctx.Err(); err != nil {
+		return err // as a bucket's store does
+	}
 	r.mu.Lock()
 	fail := r.fail
 	r.mu.Unlock()
@@ -275,8 +278,9 @@ func TestCancelledToolCallNotPersisted(t *testing.T) {
 				t.Fatal(err)
 			}
 			err := a.RunStep(ctx, nil)
-			if !errors.Is(err, context.Canceled) {
-				t.Fatalf("RunStep = %v, want context.Canceled", err)
+			var stopped *agent.ToolStoppedError
+			if !errors.Is(err, context.Canceled) || !errors.As(err, &stopped) || stopped.Tool != "slow" {
+				t.Fatalf("RunStep = %v, want context.Canceled, the tool slow stopped", err)
 			}
 			if got := roles(load(t, a)); got != "user" {
 				t.Errorf("stored %s, want only the user prompt", got)
@@ -300,6 +304,64 @@ func TestCancelledToolCallNotPersisted(t *testing.T) {
 		})
 	}
 }
+
+// TestInterruptedAnswerKeepsItsText: Ctrl-C while an answer streams (the
+// provider returns the text so far with ctx's error) stores that text, on
+// the store of a cancelled ctx too, marked interrupted; its thinking and
+// a tool call begun are not stored. An error before any text stores
+// nothing more than the prompt.
+func TestInterruptedAnswerKeepsItsText(t *testing.T) {
+	rec := newRecorder(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	p := &scripted{steps: []step{func(ctx context.Context, req agent.Request) (agent.Message, error) {
+		cancel() // the user pressed Ctrl-C as the answer streamed
+		return agent.Message{Role: agent.RoleAssistant, Content: []agent.Block{
+			{Type: agent.BlockThinking, Text: "unsigned thoughts"},
+			agent.TextBlock("The answer so"),
+			agent.ToolUseBlock("t1", "ls", json.RawMessage(`{"dir":`)),
+		}}, ctx.Err()
+	}}}
+	a := newAgent(t, rec, p, nil)
+	if err := a.SubmitUserMessage(ctx, "go"); err != nil {
+		t.Fatal(err)
+	}
+	var added []agent.Message
+	recv := receiverFunc(func(m agent.Message) { added = append(added, m) })
+	if err := a.RunStep(ctx, recv); !errors.Is(err, context.Canceled) {
+		t.Fatalf("RunStep = %v, want context.Canceled", err)
+	}
+	stored := load(t, a)
+	if got := roles(stored); got != "user,assistant" {
+		t.Fatalf("stored %s, want user,assistant", got)
+	}
+	m := stored[1]
+	if why, ok := m.Interrupted(); !ok || why != "cancelled" || len(m.Content) != 1 || m.Text() != "The answer so" {
+		t.Errorf("stored %+v, want the text alone, interrupted (cancelled)", m)
+	}
+	if len(added) != 1 || added[0].Text() != "The answer so" {
+		t.Errorf("receiver told of %+v", added)
+	}
+	// No text came: nothing but the prompt.
+	p.steps = []step{func(context.Context, agent.Request) (agent.Message, error) {
+		return agent.Message{Role: agent.RoleAssistant, Content: []agent.Block{{Type: agent.BlockThinking, Text: "hmm"}}}, errors.New("connection reset")
+	}}
+	if err := a.SubmitUserMessage(t.Context(), "again"); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.RunStep(t.Context(), nil); err == nil {
+		t.Fatal("RunStep succeeded")
+	}
+	if got := roles(load(t, a)); got != "user,assistant,user" {
+		t.Errorf("stored %s, want user,assistant,user", got)
+	}
+}
+
+type receiverFunc func(agent.Message)
+
+func (receiverFunc) TextDelta(string)               {}
+func (receiverFunc) ThinkingDelta(string)           {}
+func (f receiverFunc) MessageAdded(m agent.Message) { f(m) }
 
 func TestCommittedBeforeErrorStaysPersisted(t *testing.T) {
 	rec := newRecorder(t)

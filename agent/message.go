@@ -172,6 +172,19 @@ func (m Message) IsCompactionSummary() bool {
 // MetadataCompaction is the metadata key that marks a compaction summary.
 const MetadataCompaction = "panto.compaction"
 
+// MetadataInterrupted is the metadata key of an assistant message the
+// step stopped in (Ctrl-C, a broken stream): its value says why
+// ("cancelled", else the error), and the message holds the text that
+// had streamed, no thinking and no tool call. It has no stop reason.
+const MetadataInterrupted = "panto.interrupted"
+
+// Interrupted returns why an answer was stopped in, and false for one
+// that ended as its provider ended it.
+func (m Message) Interrupted() (string, bool) {
+	why, ok := m.Metadata[MetadataInterrupted].(string)
+	return why, ok && m.Role == RoleAssistant
+}
+
 // MetadataTitle is the metadata key of a title entry (see TitleMessage).
 const MetadataTitle = "panto.title"
 

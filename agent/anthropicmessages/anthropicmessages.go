@@ -153,7 +153,7 @@ func (p *Provider) Complete(ctx context.Context, req agent.Request, recv agent.R
 	for stream.Next() {
 		ev := stream.Current()
 		if err := msg.Accumulate(ev); err != nil {
-			return agent.Message{}, providererr.Stream(p.identity.BaseURL, err)
+			return partial(msg), providererr.Stream(p.identity.BaseURL, err)
 		}
 		if ev.Type == "content_block_delta" {
 			switch ev.Delta.Type {
@@ -165,9 +165,21 @@ func (p *Provider) Complete(ctx context.Context, req agent.Request, recv agent.R
 		}
 	}
 	if err := stream.Err(); err != nil {
-		return agent.Message{}, p.describe(ctx, err)
+		return partial(msg), p.describe(ctx, err)
 	}
 	return fromWire(msg), nil
+}
+
+// partial is the text streamed so far, for an answer the stream stopped
+// in (agent.Provider): its text blocks alone.
+func partial(msg anthropic.Message) agent.Message {
+	m := agent.Message{Role: agent.RoleAssistant}
+	for _, b := range msg.Content {
+		if b.Type == "text" && b.Text != "" {
+			m.Content = append(m.Content, agent.TextBlock(b.Text))
+		}
+	}
+	return m
 }
 
 // params builds the request body.

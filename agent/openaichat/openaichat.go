@@ -135,7 +135,7 @@ func (p *Provider) Complete(ctx context.Context, req agent.Request, recv agent.R
 		acc.add(stream.Current(), recv)
 	}
 	if err := stream.Err(); err != nil {
-		return agent.Message{}, p.describe(ctx, err)
+		return acc.partial(), p.describe(ctx, err)
 	}
 	return acc.message()
 }
@@ -312,6 +312,16 @@ func reasoningDelta(d openai.ChatCompletionChunkChoiceDelta) string {
 		}
 	}
 	return ""
+}
+
+// partial is the text streamed so far, for an answer the stream stopped
+// in (agent.Provider).
+func (a *accumulator) partial() agent.Message {
+	m := agent.Message{Role: agent.RoleAssistant}
+	if a.text.Len() > 0 {
+		m.Content = append(m.Content, agent.TextBlock(a.text.String()))
+	}
+	return m
 }
 
 func (a *accumulator) message() (agent.Message, error) {

@@ -317,6 +317,50 @@ func TestOneShotInterrupt(t *testing.T) {
 	}
 }
 
+// TestBrokenStreamKeepsTheText: a reply whose stream breaks mid-answer
+// (the connection dropped) fails the step in one line, and the text that
+// had streamed, which the user read, is stored after the prompt, marked
+// interrupted; the next turn sends it as the assistant's.
+func TestBrokenStreamKeepsTheText(t *testing.T) {
+	t.Parallel()
+	for _, pc := range providerCases {
+		t.Run(pc.style, func(t *testing.T) {
+			t.Parallel()
+			b := fsBackend(t)
+			srv := fakeprovider.New(t, pc.style, pc.key,
+				fakeprovider.Reply{Text: "The first half of the answer", Break: true},
+				fakeprovider.Reply{Text: "the rest"})
+			dir := t.TempDir()
+			r := runPanto(t, dir, pc.env(b), "", append(pc.flags(srv), "a long question")...)
+			line := strings.TrimSuffix(r.stderr, "\n")
+			if r.code != 1 || !strings.HasPrefix(line, "panto: provider ") || strings.Contains(line, "\n") {
+				t.Fatalf("exit %d, stderr %q", r.code, r.stderr)
+			}
+			if !strings.Contains(r.stdout, "The first half of the answer") {
+				t.Errorf("stdout %q", r.stdout)
+			}
+			info, conv := loadOnly(t, b)
+			if roles(conv.Messages) != "user,assistant" || conv.Messages[1].Text() != "The first half of the answer" {
+				t.Fatalf("stored %s: %+v", roles(conv.Messages), conv.Messages)
+			}
+			if why, ok := conv.Messages[1].Interrupted(); !ok || why == "" || conv.Messages[1].StopReason != "" {
+				t.Errorf("stored answer not marked interrupted: %+v", conv.Messages[1])
+			}
+			show := runPanto(t, dir, b.storeEnv(), "", "show", info.ID)
+			if !strings.Contains(show.stdout, "── #2 assistant · interrupted (") {
+				t.Errorf("show:\n%s", show.stdout)
+			}
+			r = runPanto(t, dir, pc.env(b), "", append(pc.flags(srv), "-c", "go on")...)
+			if r.code != 0 {
+				t.Fatalf("-c: exit %d, %s", r.code, r.stderr)
+			}
+			if sent := string(srv.Requests()[1].Body); !strings.Contains(sent, "The first half of the answer") {
+				t.Errorf("the next turn did not send the stored text: %s", sent)
+			}
+		})
+	}
+}
+
 // TestOneShotStdoutClosed: a one-shot answer piped to a reader that stops
 // early (panto "..." | head -1) is stored whole: the closed pipe ends the
 // printing, not panto.

@@ -305,8 +305,13 @@ func readExport(ctx context.Context, st store.LogStore, info agent.SessionInfo) 
 }
 
 // stopText says why an assistant message ended: the wire's word and
-// what it means.
-func stopText(r agent.StopReason) string {
+// what it means, or that the step was stopped in it (Ctrl-C, a broken
+// stream) with the text that had streamed.
+func stopText(m agent.Message) string {
+	if why, ok := m.Interrupted(); ok {
+		return "interrupted (" + why + "): the text that had streamed"
+	}
+	r := m.StopReason
 	if r == "" {
 		return "no stop reason recorded"
 	}

@@ -63,7 +63,7 @@ func writeMarkdownMessage(w *bufio.Writer, m exportMessage) {
 		return
 	}
 	if msg.Role == agent.RoleAssistant {
-		meta := stopText(msg.StopReason)
+		meta := stopText(msg)
 		if msg.Usage != nil {
 			meta += " · tokens: " + usageLine(*msg.Usage)
 		}

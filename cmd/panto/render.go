@@ -300,6 +300,9 @@ func writeMessage(w io.Writer, m agent.Message, n int) {
 			label += " (" + string(k) + ")"
 		}
 	}
+	if why, ok := m.Interrupted(); ok {
+		label += " · interrupted (" + clip(why, 120) + ")"
+	}
 	fmt.Fprintf(w, "── %s\n", label)
 	for _, b := range m.Content {
 		switch b.Type {

@@ -28,7 +28,7 @@ const replHelp = `Type a prompt and press Enter. Commands:
   /new                     start a new session
   /help                    this help
   /quit                    exit (or Ctrl-D)
-Ctrl-C cancels a running reply (what was already stored stays); at the prompt it clears the line.`
+Ctrl-C cancels a running reply (the prompt and the answer so far stay stored); at the prompt it clears the line.`
 
 // lineReader reads the REPL's input: liner on a terminal (line editing,
 // history), plain lines otherwise.
@@ -174,7 +174,7 @@ func (cs *chatSession) turn(ctx context.Context, prompt string) error {
 	err := cs.agent.RunStep(stepCtx, out)
 	out.finish()
 	if err != nil && stepCtx.Err() != nil && ctx.Err() == nil {
-		return errors.New("cancelled (what was stored stays; a tool call left without its result was dropped)")
+		return errors.New(cancelNotice(err, cs.agent.Conversation().Messages))
 	}
 	var cut *agent.CutShortError
 	if errors.As(err, &cut) {
@@ -184,6 +184,22 @@ func (cs *chatSession) turn(ctx context.Context, prompt string) error {
 		return deletedInTurn(unwrapProvider(err))
 	}
 	return nil
+}
+
+// cancelNotice says what a step cancelled by Ctrl-C left stored: the
+// prompt, and the answer as far as it had streamed, but not a tool call
+// stopped before its result (nor the answer that made it).
+func cancelNotice(err error, msgs []agent.Message) string {
+	var stopped *agent.ToolStoppedError
+	if errors.As(err, &stopped) {
+		return fmt.Sprintf("cancelled: %s was stopped, and the answer that called it is not stored (what came before it is)", stopped.Tool)
+	}
+	if n := len(msgs); n > 0 {
+		if _, ok := msgs[n-1].Interrupted(); ok {
+			return "cancelled: the answer so far is stored"
+		}
+	}
+	return "cancelled: the prompt is stored"
 }
 
 // deletedInTurn says what to do when the session was deleted under the

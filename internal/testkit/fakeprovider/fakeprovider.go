@@ -50,6 +50,9 @@ type Reply struct {
 	StopReason string
 	// InputTokens and OutputTokens are reported as usage.
 	InputTokens, OutputTokens int64
+	// Break ends a streamed reply after its text as a dropped connection
+	// does: no stop reason, no usage, the connection closed mid-response.
+	Break bool
 }
 
 // Request is a recorded request.
@@ -370,6 +373,9 @@ func writeOpenAI(sse *sseWriter, r Reply) {
 	for _, c := range chunks(r.Text, 5) {
 		sse.event("", chunk(map[string]any{"content": c}, nil))
 	}
+	if r.Break {
+		panic(http.ErrAbortHandler) // net/http closes the connection
+	}
 	for i, tc := range r.ToolCalls {
 		sse.event("", chunk(map[string]any{"tool_calls": []any{map[string]any{
 			"index": i, "id": tc.ID, "type": "function",
@@ -464,6 +470,9 @@ func writeAnthropic(sse *sseWriter, r Reply) {
 		sse.event("content_block_start", map[string]any{"type": "content_block_start", "index": index, "content_block": b.start})
 		for _, d := range b.deltas {
 			sse.event("content_block_delta", map[string]any{"type": "content_block_delta", "index": index, "delta": d})
+		}
+		if r.Break && b.start["type"] == "text" {
+			panic(http.ErrAbortHandler) // net/http closes the connection
 		}
 		sse.event("content_block_stop", map[string]any{"type": "content_block_stop", "index": index})
 	}
