@@ -75,6 +75,15 @@ type Receiver interface {
 	MessageAdded(m Message)
 }
 
+// ToolCallReceiver is a Receiver that is also told of each tool call as
+// it starts to run, before its result and before the message that made it
+// enters the conversation (MessageAdded comes once every call of the
+// message has run): a long run_shell is seen while it runs.
+type ToolCallReceiver interface {
+	Receiver
+	ToolCallStarted(call Block)
+}
+
 // NopReceiver ignores everything.
 type NopReceiver struct{}
 
@@ -250,7 +259,7 @@ func (a *Agent) RunStep(ctx context.Context, recv Receiver) error {
 			recv.MessageAdded(results)
 			return fmt.Errorf("run step: %w", &CutShortError{Reason: reason, Tools: toolNames(uses)})
 		}
-		results, err := a.runTools(ctx, uses)
+		results, err := a.runTools(ctx, uses, recv)
 		if err != nil {
 			// The assistant's tool calls have no results: drop them.
 			return err
@@ -291,14 +300,19 @@ func (a *Agent) keepInterrupted(ctx context.Context, partial Message, cause erro
 	}
 }
 
-// runTools runs each tool call in order and returns the user message that
+// runTools runs each tool call in order, telling recv of each as it
+// starts when it is a ToolCallReceiver, and returns the user message that
 // carries their results. Only cancellation is an error; a failing tool is
 // a failed result the model gets to see.
-func (a *Agent) runTools(ctx context.Context, uses []Block) (Message, error) {
+func (a *Agent) runTools(ctx context.Context, uses []Block, recv Receiver) (Message, error) {
 	results := Message{Role: RoleUser}
+	started, _ := recv.(ToolCallReceiver)
 	for _, u := range uses {
 		if err := ctx.Err(); err != nil {
 			return Message{}, &ToolStoppedError{Tool: u.ToolName, Err: err}
+		}
+		if started != nil {
+			started.ToolCallStarted(u)
 		}
 		var out string
 		var err error

@@ -147,7 +147,8 @@ func TestExtensionCommand(t *testing.T) {
 }
 
 // TestExtensionInterrupt: Ctrl-C stops a Lua tool in its loop: the step
-// is cancelled and the prompt stays stored.
+// is cancelled and the prompt stays stored. The call is shown before it
+// runs.
 func TestExtensionInterrupt(t *testing.T) {
 	t.Parallel()
 	b := fsBackend(t)
@@ -169,6 +170,11 @@ panto.tool { name = "spin", description = "never ends", run = function(input) pr
 			t.Fatalf("the tool never ran; stderr %s", stderr.String())
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+	// The call was shown as it started, not once it ended: the user sees
+	// what runs while it runs.
+	if call, _, ok := strings.Cut(stderr.String(), "spinning"); !ok || !strings.Contains(call, "→ spin {}\n") {
+		t.Errorf("the call was not shown before it ran; stderr %q", stderr.String())
 	}
 	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
 		t.Fatal(err)

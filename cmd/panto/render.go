@@ -26,11 +26,13 @@ type printer struct {
 	inThinking  bool
 	wrote       bool
 	// toolNames are the names of the tool calls seen, by id, so that a
-	// result can be shown as its tool's.
+	// result can be shown as its tool's; those shown as they started are
+	// not shown again when their message is added.
 	toolNames map[string]string
+	shown     map[string]bool
 }
 
-var _ agent.Receiver = (*printer)(nil)
+var _ agent.ToolCallReceiver = (*printer)(nil)
 
 func newPrinter(out, info io.Writer, thinking bool) *printer {
 	return &printer{out: out, info: info, thinking: thinking, atLineStart: true}
@@ -101,12 +103,11 @@ func (p *printer) MessageAdded(m agent.Message) {
 	for _, b := range m.Content {
 		switch b.Type {
 		case agent.BlockToolUse:
-			p.newline()
-			fmt.Fprintf(p.info, "→ %s %s\n", b.ToolName, clip(string(b.Input), 200))
-			if p.toolNames == nil {
-				p.toolNames = map[string]string{}
+			if p.shown[b.ToolUseID] {
+				delete(p.shown, b.ToolUseID) // an id may come again
+			} else {
+				p.showCall(b)
 			}
-			p.toolNames[b.ToolUseID] = b.ToolName
 		case agent.BlockToolResult:
 			status := "ok"
 			switch {
@@ -120,6 +121,27 @@ func (p *printer) MessageAdded(m agent.Message) {
 			fmt.Fprintf(p.info, "← %s (%d bytes)\n", status, len(b.Text))
 		}
 	}
+}
+
+// ToolCallStarted shows a tool call as it starts to run: the user sees
+// what runs (a command of run_shell) while it runs, not after.
+func (p *printer) ToolCallStarted(b agent.Block) {
+	p.endThinking()
+	p.endText()
+	p.showCall(b)
+	if p.shown == nil {
+		p.shown = map[string]bool{}
+	}
+	p.shown[b.ToolUseID] = true
+}
+
+func (p *printer) showCall(b agent.Block) {
+	p.newline()
+	fmt.Fprintf(p.info, "→ %s %s\n", b.ToolName, clip(string(b.Input), 200))
+	if p.toolNames == nil {
+		p.toolNames = map[string]string{}
+	}
+	p.toolNames[b.ToolUseID] = b.ToolName
 }
 
 // changesFiles reports whether a tool's result is a summary of a change
