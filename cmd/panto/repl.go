@@ -28,7 +28,8 @@ const replHelp = `Type a prompt and press Enter. Commands:
   /new                     start a new session
   /help                    this help
   /quit                    exit (or Ctrl-D)
-Ctrl-C cancels a running reply (the prompt and the answer so far stay stored); at the prompt it clears the line.`
+Ctrl-C cancels a running reply (the prompt and the answer so far stay stored); at the prompt it clears the line.
+Enter alone sends again a prompt left without an answer (the provider failed, or Ctrl-C came first).`
 
 // lineReader reads the REPL's input: liner on a terminal (line editing,
 // history), plain lines otherwise.
@@ -125,6 +126,11 @@ func (cs *chatSession) repl(ctx context.Context, resumed bool) error {
 		}
 		line = strings.TrimSpace(line)
 		if line == "" {
+			// Enter alone sends again a prompt that has no answer (the
+			// provider failed, or Ctrl-C came before any text).
+			if cs.unanswered() {
+				cs.report(cs.step(ctx))
+			}
 			continue
 		}
 		in.AppendHistory(line)
@@ -138,10 +144,35 @@ func (cs *chatSession) repl(ctx context.Context, resumed bool) error {
 			}
 			continue
 		}
-		if err := cs.turn(ctx, line); err != nil {
-			fmt.Fprintf(e.stderr, "error: %s\n", oneLine(err.Error()))
-		}
+		cs.report(cs.turn(ctx, line))
 	}
+}
+
+// report prints a turn's error, and how to send the prompt again when it
+// is left without an answer.
+func (cs *chatSession) report(err error) {
+	if err == nil {
+		return
+	}
+	fmt.Fprintf(cs.e.stderr, "error: %s\n", oneLine(err.Error()))
+	if cs.unanswered() {
+		fmt.Fprintln(cs.e.stderr, "(Enter sends the prompt again)")
+	}
+}
+
+// unanswered reports whether the conversation ends with a prompt (or tool
+// results) the model has not answered: a step that failed or was
+// cancelled before any text, here or in the run that stored it.
+func (cs *chatSession) unanswered() bool {
+	if cs.agent == nil {
+		return false
+	}
+	msgs := cs.agent.Conversation().Context()
+	if len(msgs) == 0 {
+		return false
+	}
+	last := msgs[len(msgs)-1]
+	return last.Role == agent.RoleUser && !last.IsCompactionSummary()
 }
 
 // banner introduces the session; a resumed one shows its last exchange.
@@ -161,13 +192,21 @@ func (cs *chatSession) banner(resumed bool) {
 		writeTranscript(e.stdout, last, 0)
 		fmt.Fprintln(e.stdout)
 	}
+	if cs.unanswered() {
+		fmt.Fprintln(e.stdout, "The last prompt has no answer: press Enter to send it again, or type another.")
+	}
 }
 
-// turn submits one prompt and runs the step; Ctrl-C cancels the step.
+// turn submits one prompt and runs the step.
 func (cs *chatSession) turn(ctx context.Context, prompt string) error {
 	if err := cs.agent.SubmitUserMessage(ctx, prompt); err != nil {
 		return deletedInTurn(err)
 	}
+	return cs.step(ctx)
+}
+
+// step runs the step that answers the conversation; Ctrl-C cancels it.
+func (cs *chatSession) step(ctx context.Context) error {
 	stepCtx, stop := signal.NotifyContext(ctx, os.Interrupt)
 	defer stop()
 	out := newPrinter(cs.e.stdout, cs.e.stderr, true)

@@ -87,6 +87,41 @@ func TestInteractiveCommands(t *testing.T) {
 	}
 }
 
+// TestInteractiveRetry: a prompt left without an answer (the provider
+// failed) is sent again by Enter alone, in the run that failed and in
+// the next one, whose banner says so; it is stored once. Enter does
+// nothing once the prompt is answered.
+func TestInteractiveRetry(t *testing.T) {
+	t.Parallel()
+	b := fsBackend(t)
+	pc := providerCases[0]
+	srv := fakeprovider.New(t, pc.style, pc.key,
+		fakeprovider.Reply{Status: http.StatusBadRequest},
+		fakeprovider.Reply{Text: "answered at last"},
+		fakeprovider.Reply{Status: http.StatusBadRequest},
+		fakeprovider.Reply{Text: "answered in the next run"})
+	dir := t.TempDir()
+	r := runPanto(t, dir, pc.env(b), "a question\n\n\n", append(pc.flags(srv), "-i")...)
+	if r.code != 0 || !strings.Contains(r.stderr, "(Enter sends the prompt again)") || !strings.Contains(r.stdout, "answered at last") {
+		t.Fatalf("exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	if n := len(srv.Requests()); n != 2 {
+		t.Errorf("%d requests, want 2 (the last Enter has nothing to send)", n)
+	}
+	r = runPanto(t, dir, pc.env(b), "another\n", append(pc.flags(srv), "-i", "-c")...)
+	if r.code != 0 || strings.Contains(r.stdout, "answered in") {
+		t.Fatalf("exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	r = runPanto(t, dir, pc.env(b), "\n", append(pc.flags(srv), "-i", "-c")...)
+	if r.code != 0 || !strings.Contains(r.stdout, "The last prompt has no answer: press Enter to send it again") || !strings.Contains(r.stdout, "answered in the next run") {
+		t.Fatalf("exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	_, conv := loadOnly(t, b)
+	if got := roles(conv.Messages); got != "user,assistant,user,assistant" {
+		t.Errorf("stored %s, want each prompt once", got)
+	}
+}
+
 // TestInteractiveCancel interrupts a reply in flight: the step is
 // cancelled, the prompt stays stored, and the session goes on.
 func TestInteractiveCancel(t *testing.T) {
