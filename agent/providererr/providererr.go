@@ -11,6 +11,8 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+
+	"github.com/panto-dev/panto/agent/stall"
 )
 
 // Error is a provider failure. Status is 0 when no HTTP response arrived.
@@ -75,6 +77,11 @@ func HTTP(baseURL string, status int, body string, keyVars string) *Error {
 func Transport(baseURL string, err error) error {
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return err
+	}
+	var stalled *stall.Error
+	if errors.As(err, &stalled) {
+		// The URL and the SDK's wording around it say nothing more.
+		return &Error{BaseURL: baseURL, Err: stalled, Hint: "it accepted the request and went silent; retry (--provider-timeout sets how long to wait)"}
 	}
 	return &Error{BaseURL: baseURL, Err: err, Hint: "cannot reach the provider; check --base-url and your network"}
 }

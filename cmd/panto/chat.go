@@ -38,6 +38,7 @@ func chatFlags() []cli.Flag {
 		&cli.StringFlag{Name: "model", Usage: fmt.Sprintf("model name (default %s or %s by --api-style)", defaultOpenAIModel, defaultAnthropicModel), EnvVars: []string{"PANTO_MODEL"}},
 		&cli.StringFlag{Name: "reasoning", Usage: "reasoning effort: low, medium or high (Anthropic: a thinking budget)", EnvVars: []string{"PANTO_REASONING"}},
 		&cli.Int64Flag{Name: "max-tokens", Usage: fmt.Sprintf("output token limit of an answer (default: the server's for openai-chat, %d for anthropic-messages, thinking on top)", anthropicmessages.MaxOutputTokens), EnvVars: []string{"PANTO_MAX_TOKENS"}},
+		&cli.DurationFlag{Name: "provider-timeout", Value: defaultProviderTimeout, Usage: "fail a provider request that sends nothing for this positive duration (a streaming answer, however long, keeps it going)", EnvVars: []string{"PANTO_PROVIDER_TIMEOUT"}},
 		&cli.StringFlag{Name: "system", Usage: "system prompt `TEXT` (stored in the session; replaces the one in force)", EnvVars: []string{"PANTO_SYSTEM"}},
 		&cli.BoolFlag{Name: "allow-shell", Usage: "offer the model the run_shell tool (runs commands as you)", EnvVars: []string{"PANTO_ALLOW_SHELL"}},
 		&cli.BoolFlag{Name: "no-session", Usage: "store nothing (same as --store none)"},
@@ -70,6 +71,9 @@ func chat(c *cli.Context, e *env) error {
 	}
 	if err := checkToolTimeout(c, e); err != nil {
 		return err
+	}
+	if d := c.Duration("provider-timeout"); d <= 0 {
+		return usageError(c, fmt.Errorf("--provider-timeout %s: want a positive duration, as 30s or 5m", d))
 	}
 	interactive := c.Bool("interactive") || (c.NArg() == 0 && e.stdinIsTerminal)
 	cs, err := openChat(c, e)

@@ -361,6 +361,43 @@ func TestBrokenStreamKeepsTheText(t *testing.T) {
 	}
 }
 
+// TestProviderSilent: a provider that accepts the request and sends
+// nothing fails the step after --provider-timeout (PANTO_PROVIDER_TIMEOUT)
+// in one line that says so, the prompt stored; it waited for ever. A
+// timeout that is not positive is a usage error.
+func TestProviderSilent(t *testing.T) {
+	t.Parallel()
+	for _, pc := range providerCases {
+		t.Run(pc.style, func(t *testing.T) {
+			t.Parallel()
+			b := fsBackend(t)
+			srv := fakeprovider.New(t, pc.style, pc.key)
+			release := make(chan struct{})
+			t.Cleanup(func() { close(release) }) // before the server's Close
+			srv.SetBefore(func(r *http.Request) {
+				select {
+				case <-r.Context().Done():
+				case <-release:
+				}
+			})
+			env := append(pc.env(b), "PANTO_PROVIDER_TIMEOUT=1s")
+			start := time.Now()
+			r := runPanto(t, t.TempDir(), env, "", append(pc.flags(srv), "a question")...)
+			line := strings.TrimSuffix(r.stderr, "\n")
+			if r.code != 1 || !strings.Contains(line, ": no byte received for 1s: it accepted the request and went silent") || !strings.Contains(line, "your prompt is saved") || strings.Contains(line, "\n") {
+				t.Fatalf("exit %d after %s, stderr %q", r.code, time.Since(start), r.stderr)
+			}
+			if _, conv := loadOnly(t, b); roles(conv.Messages) != "user" {
+				t.Errorf("stored %s", roles(conv.Messages))
+			}
+		})
+	}
+	r := runPanto(t, t.TempDir(), []string{"PANTO_STORE=none"}, "", "--provider-timeout", "0", "hi")
+	if r.code == 0 || !strings.Contains(r.stderr, "--provider-timeout 0s: want a positive duration") {
+		t.Errorf("--provider-timeout 0: exit %d, stderr %q", r.code, r.stderr)
+	}
+}
+
 // TestOneShotStdoutClosed: a one-shot answer piped to a reader that stops
 // early (panto "..." | head -1) is stored whole: the closed pipe ends the
 // printing, not panto.

@@ -18,6 +18,7 @@ import (
 	"github.com/panto-dev/panto/agent"
 	"github.com/panto-dev/panto/agent/anthropicmessages"
 	"github.com/panto-dev/panto/agent/openaichat"
+	"github.com/panto-dev/panto/agent/stall"
 	"github.com/panto-dev/panto/archive"
 	"github.com/panto-dev/panto/internal/seal"
 	"github.com/panto-dev/panto/store"
@@ -29,6 +30,12 @@ const (
 	defaultOpenAIModel    = "gpt-5.2"
 	defaultAnthropicModel = "claude-sonnet-4-5"
 )
+
+// defaultProviderTimeout is how long a provider request may go without a
+// byte (--provider-timeout): as Codex's stream idle timeout, long enough
+// for a reasoning model's silent thinking, short enough that a wedged
+// server fails a script's run.
+const defaultProviderTimeout = 5 * time.Minute
 
 // providerRetries bounds the SDKs' retries, so that a failing provider
 // surfaces in seconds, not minutes.
@@ -193,6 +200,8 @@ type providerConfig struct {
 	// MaxTokens is not part of the endpoint's identity, so a resumed
 	// session does not inherit it (0: the provider's default).
 	MaxTokens int64
+	// Timeout is how long a request may go without a byte (stall).
+	Timeout time.Duration
 }
 
 // providerFlags reads the provider flags; explicit reports which were
@@ -208,6 +217,7 @@ func providerFlags(c *cli.Context) (cfg providerConfig, explicit map[string]bool
 		Model:     c.String("model"),
 		Reasoning: agent.ReasoningEffort(c.String("reasoning")),
 		MaxTokens: c.Int64("max-tokens"),
+		Timeout:   c.Duration("provider-timeout"),
 	}
 	return cfg, explicit
 }
@@ -272,7 +282,7 @@ func newProvider(cfg providerConfig, getenv func(string) string) (agent.Provider
 		if key == "" && isDefault(cfg.BaseURL, openaichat.DefaultBaseURL) {
 			return nil, fmt.Errorf("no API key for %s: set %s (or point --base-url at a server that needs none)", openaichat.DefaultBaseURL, strings.Join(vars, " or "))
 		}
-		return openaichat.New(openaichat.Config{BaseURL: cfg.BaseURL, APIKey: key, KeyVars: hint, Model: cfg.Model, Reasoning: cfg.Reasoning, MaxTokens: cfg.MaxTokens, MaxRetries: providerRetries})
+		return openaichat.New(openaichat.Config{BaseURL: cfg.BaseURL, APIKey: key, KeyVars: hint, Model: cfg.Model, Reasoning: cfg.Reasoning, MaxTokens: cfg.MaxTokens, MaxRetries: providerRetries, HTTPClient: stall.Client(cfg.Timeout)})
 	case agent.APIStyleAnthropicMessages:
 		if cfg.Model == "" {
 			cfg.Model = defaultAnthropicModel
@@ -280,7 +290,7 @@ func newProvider(cfg providerConfig, getenv func(string) string) (agent.Provider
 		if key == "" && isDefault(cfg.BaseURL, anthropicmessages.DefaultBaseURL) {
 			return nil, fmt.Errorf("no API key for %s: set %s (or point --base-url at a server that needs none)", anthropicmessages.DefaultBaseURL, strings.Join(vars, " or "))
 		}
-		return anthropicmessages.New(anthropicmessages.Config{BaseURL: cfg.BaseURL, APIKey: key, KeyVars: hint, Model: cfg.Model, Reasoning: cfg.Reasoning, MaxTokens: cfg.MaxTokens, MaxRetries: providerRetries})
+		return anthropicmessages.New(anthropicmessages.Config{BaseURL: cfg.BaseURL, APIKey: key, KeyVars: hint, Model: cfg.Model, Reasoning: cfg.Reasoning, MaxTokens: cfg.MaxTokens, MaxRetries: providerRetries, HTTPClient: stall.Client(cfg.Timeout)})
 	}
 	return nil, fmt.Errorf("--api-style %q: want %s or %s", cfg.Style, agent.APIStyleOpenAIChat, agent.APIStyleAnthropicMessages)
 }
