@@ -27,12 +27,17 @@ Examples:
    panto prune --older-than 2w --yes
    panto prune --store s3://my-bucket/panto --older-than 180d --yes --json`,
 		Flags: append(storeFlags(false),
-			&cli.StringFlag{Name: "older-than", Usage: "delete sessions last modified longer ago than this (90d, 2w, 12h)", Required: true},
+			&cli.StringFlag{Name: "older-than", Usage: "delete sessions last modified longer ago than this (90d, 2w, 12h); required"},
 			&cli.BoolFlag{Name: "dry-run", Aliases: []string{"n"}, Usage: "list what would be deleted, delete nothing"},
 			&cli.BoolFlag{Name: "yes", Aliases: []string{"y"}, Usage: "delete without asking"},
 			&cli.BoolFlag{Name: "json", Usage: "print the sessions deleted (or, with --dry-run, to delete) as JSON"},
 		),
 		Action: func(c *cli.Context) error {
+			// Checked here, not by the cli package, whose message comes
+			// after the whole help on stdout.
+			if !c.IsSet("older-than") {
+				return usageError(c, errors.New("prune: give --older-than DURATION (90d, 2w, 12h): nothing is deleted without it"))
+			}
 			age, err := parseAge(c.String("older-than"))
 			if err != nil {
 				return fmt.Errorf("prune: --older-than: %w", err)

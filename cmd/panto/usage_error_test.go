@@ -21,6 +21,8 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"panto", "sessions", "--bogus"}, "`panto sessions --help`"},
 		{[]string{"panto", "sessions", "--limit", "many"}, "`panto sessions --help`"},
 		{[]string{"panto", "extensions", "--bogus"}, "`panto extensions --help`"},
+		{[]string{"panto", "prune"}, "`panto prune --help`"},
+		{[]string{"panto", "prune", "--dry-run"}, "`panto prune --help`"},
 	} {
 		var stdout, stderr bytes.Buffer
 		e := &env{stdin: strings.NewReader(""), stdout: &stdout, stderr: &stderr, getenv: func(string) string { return "" }, now: time.Now}
