@@ -336,6 +336,11 @@ func (cs *chatSession) stepError(err error) error {
 		return fmt.Errorf("%w, while this panto was writing to it: the answer above is not stored; start a new session, or go on in another one (panto sessions)", err)
 	}
 	id := shortID(cs.sessionID())
+	if msgs := cs.agent.Conversation().Messages; len(msgs) > 0 {
+		if _, ok := msgs[len(msgs)-1].Interrupted(); ok {
+			return fmt.Errorf("%w (your prompt and the answer so far are saved in session %s; go on with: panto -r %s)", err, id, id)
+		}
+	}
 	return fmt.Errorf("%w (your prompt is saved in session %s; retry with: panto -r %s)", err, id, id)
 }
 
