@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 
@@ -77,6 +78,11 @@ func HTTP(baseURL string, status int, body string, keyVars string) *Error {
 func Transport(baseURL string, err error) error {
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return err
+	}
+	if errors.Is(err, io.ErrUnexpectedEOF) {
+		// It was reached: the connection closed in the middle of the
+		// response (a server restarted, a proxy's limit).
+		return &Error{BaseURL: baseURL, Err: err, Hint: "the connection closed in the middle of the answer; retry"}
 	}
 	var stalled *stall.Error
 	if errors.As(err, &stalled) {

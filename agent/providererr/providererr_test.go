@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"testing"
 )
@@ -37,5 +38,10 @@ func TestTransportKeepsCancellation(t *testing.T) {
 	var pe *Error
 	if !errors.As(err, &pe) || strings.Contains(err.Error(), "\n") || !strings.Contains(err.Error(), "cannot reach the provider") {
 		t.Errorf("transport: %v", err)
+	}
+	// A stream cut short reached the provider: the hint says so.
+	err = Transport("http://p", fmt.Errorf("read body: %w", io.ErrUnexpectedEOF))
+	if !strings.Contains(err.Error(), "the connection closed in the middle of the answer; retry") || strings.Contains(err.Error(), "cannot reach") {
+		t.Errorf("broken stream: %v", err)
 	}
 }

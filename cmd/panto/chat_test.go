@@ -333,7 +333,7 @@ func TestBrokenStreamKeepsTheText(t *testing.T) {
 			dir := t.TempDir()
 			r := runPanto(t, dir, pc.env(b), "", append(pc.flags(srv), "a long question")...)
 			line := strings.TrimSuffix(r.stderr, "\n")
-			if r.code != 1 || !strings.HasPrefix(line, "panto: provider ") || !strings.Contains(line, "your prompt and the answer so far are saved in session ") || strings.Contains(line, "\n") {
+			if r.code != 1 || !strings.HasPrefix(line, "panto: provider ") || !strings.Contains(line, "your prompt and the answer so far are saved in session ") || !strings.Contains(line, "closed in the middle of the answer") || strings.Contains(line, "\n") {
 				t.Fatalf("exit %d, stderr %q", r.code, r.stderr)
 			}
 			if !strings.Contains(r.stdout, "The first half of the answer") {
