@@ -111,12 +111,15 @@ func (p *picker) key(ev *tcell.EventKey) *tcell.EventKey {
 func (p *picker) filter(text string) {
 	p.shown = filterSessions(p.all, text)
 	p.table.Clear()
+	// The id comes first, as in panto sessions: a narrow terminal cuts
+	// the columns on the right, and the id is what tells apart two
+	// sessions of the same headline.
 	for i, s := range p.shown {
-		p.table.SetCell(i, 0, tview.NewTableCell(clip(headline(s), 200)).SetExpansion(1).SetMaxWidth(0))
-		p.table.SetCell(i, 1, tview.NewTableCell(age(p.now, s.Modified)).SetAlign(tview.AlignRight))
-		p.table.SetCell(i, 2, tview.NewTableCell(s.Model))
-		p.table.SetCell(i, 3, tview.NewTableCell(shortProjectName(s.Project)).SetTextColor(tcell.ColorGray))
-		p.table.SetCell(i, 4, tview.NewTableCell(shortID(s.ID)).SetTextColor(tcell.ColorGray))
+		p.table.SetCell(i, 0, tview.NewTableCell(shortID(s.ID)).SetTextColor(tcell.ColorGray))
+		p.table.SetCell(i, 1, tview.NewTableCell(clip(headline(s), 200)).SetExpansion(1).SetMaxWidth(0))
+		p.table.SetCell(i, 2, tview.NewTableCell(age(p.now, s.Modified)).SetAlign(tview.AlignRight))
+		p.table.SetCell(i, 3, tview.NewTableCell(s.Model))
+		p.table.SetCell(i, 4, tview.NewTableCell(shortProjectName(s.Project)).SetTextColor(tcell.ColorGray))
 	}
 	p.table.Select(0, 0)
 	p.table.ScrollToBeginning()

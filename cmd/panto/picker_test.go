@@ -27,20 +27,27 @@ var pickerList = []agent.SessionInfo{
 // the last key.
 func simulate(t *testing.T, keys ...tcell.Key) (string, error, string) {
 	t.Helper()
+	return simulateOn(t, pickerList, 100, keys...)
+}
+
+// simulateOn is simulate with the list and a screen width.
+func simulateOn(t *testing.T, list []agent.SessionInfo, width int, keys ...tcell.Key) (string, error, string) {
+	t.Helper()
 	now := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
-	list := append([]agent.SessionInfo(nil), pickerList...)
+	list = append([]agent.SessionInfo(nil), list...)
 	for i := range list {
 		list[i].Modified = now.Add(-time.Duration(i+1) * 3 * time.Hour)
 	}
 	screen := tcell.NewSimulationScreen("UTF-8")
-	screen.SetSize(100, 20)
+	screen.SetSize(width, 20)
 	type outcome struct {
 		id  string
 		err error
 	}
 	done := make(chan outcome, 1)
 	p := newPicker(list, now)
-	p.app.SetScreen(screen) // here: it initialises the screen, which is not safe to read meanwhile
+	p.app.SetScreen(screen)   // here: it initialises the screen, which is not safe to read meanwhile
+	screen.SetSize(width, 20) // after: Init sets the simulation's default, 80 by 25
 	go func() {
 		id, err := p.run(nil)
 		done <- outcome{id, err}
@@ -112,6 +119,23 @@ func TestPickerKeys(t *testing.T) {
 	}
 	if _, err, _ := simulate(t, tcell.KeyEscape); !errors.Is(err, errNoPick) {
 		t.Errorf("Esc: %v", err)
+	}
+}
+
+// TestPickerNarrow: on a narrow terminal every row still shows its
+// session's id, which tells apart sessions of the same headline: the id
+// was the last column, the first cut off.
+func TestPickerNarrow(t *testing.T) {
+	prompt := "fix the failing upload test in the storage package, then rerun it"
+	list := []agent.SessionInfo{
+		{ID: "dddddddd000000000000000000000002", LastUserMessage: prompt, Model: "model-d"},
+		{ID: "eeeeeeee000000000000000000000001", LastUserMessage: prompt, Model: "model-d"},
+	}
+	_, _, shown := simulateOn(t, list, 50, tcell.KeyEscape)
+	for _, id := range []string{"dddddddd", "eeeeeeee"} {
+		if !strings.Contains(shown, id) {
+			t.Errorf("the picker 50 columns wide does not show %s:\n%s", id, shown)
+		}
 	}
 }
 
