@@ -63,7 +63,11 @@ func Fork(parent io.Reader, name, newID string, at int, created time.Time) ([]by
 	case n == 0:
 		return nil, 0, fmt.Errorf("fork %s: %w: the session holds no message", name, ErrForkPoint)
 	case at > n:
-		return nil, 0, fmt.Errorf("fork %s at %d: %w: the session holds %d messages", name, at, ErrForkPoint, n)
+		noun := "messages"
+		if n == 1 {
+			noun = "message"
+		}
+		return nil, 0, fmt.Errorf("fork %s at %d: %w: the session holds %d %s", name, at, ErrForkPoint, n, noun)
 	case lastTools && errors.Is(err, done):
 		return nil, 0, fmt.Errorf("fork %s at %d: %w: message %d calls tools whose results are message %d; fork at %d", name, n, ErrForkPoint, n, n+1, n+1)
 	}

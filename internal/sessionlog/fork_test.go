@@ -120,6 +120,13 @@ func TestFork(t *testing.T) {
 			t.Errorf("at %d: err %v, want ErrForkPoint saying %q", tt.at, err, tt.want)
 		}
 	}
+	one, err := sessionlog.EncodeBatch("one", true, []agent.PersistentMessage{{Message: agent.UserText("hi")}}, created)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := sessionlog.Fork(bytes.NewReader(one), "one", "child", 2, created); !errors.Is(err, sessionlog.ErrForkPoint) || !strings.HasSuffix(err.Error(), "the session holds 1 message") {
+		t.Errorf("fork past a session of one message: %v", err)
+	}
 	if _, _, err := sessionlog.Fork(strings.NewReader("not a log\n"), "bad", "child", 0, created); !errors.Is(err, sessionlog.ErrMalformed) {
 		t.Errorf("fork of a malformed log: %v", err)
 	}
