@@ -12,6 +12,7 @@ import (
 	"github.com/panto-dev/panto/importer"
 	"github.com/panto-dev/panto/internal/filekey"
 	"github.com/panto-dev/panto/internal/importrecord"
+	"github.com/panto-dev/panto/store"
 	"github.com/panto-dev/panto/store/fsjsonl"
 )
 
@@ -22,7 +23,6 @@ import (
 // Key differs, the log is read again (and refused here).
 func TestImportRecordSparesTheRead(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
 	st, err := fsjsonl.Open(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -37,17 +37,7 @@ func TestImportRecordSparesTheRead(t *testing.T) {
 	}
 	recordPath := filepath.Join(t.TempDir(), "record.jsonl")
 	run := func() importEvent {
-		t.Helper()
-		stored, err := storedCheckpoints(ctx, st)
-		if err != nil {
-			t.Fatal(err)
-		}
-		job := &importJob{st: st, stored: stored, projects: newProjectFinder(), record: importrecord.Load(recordPath)}
-		_, evs, err := job.batch(ctx, &bytes.Buffer{}, nil, []importer.Source{{Path: log, Agent: importer.Pi}})
-		if err != nil || len(evs) != 1 {
-			t.Fatalf("import: %v, %+v", err, evs)
-		}
-		return evs[0]
+		return importInProcess(t, st, recordPath, importer.Source{Path: log, Agent: importer.Pi})
 	}
 	first := run()
 	if first.Action != "new" {
@@ -67,19 +57,7 @@ func TestImportRecordSparesTheRead(t *testing.T) {
 	if len(noted) != 1 || noted[0].Source != log {
 		t.Fatalf("the first import noted %+v, want %s", noted, log)
 	}
-	forge := func(edit func(*importrecord.Entry)) {
-		t.Helper()
-		e := noted[0]
-		e.File = filekey.Of(fi)
-		edit(&e)
-		line, err := json.Marshal(e)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(recordPath, append(line, '\n'), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
+	forge := func(edit func(*importrecord.Entry)) { forgeRecord(t, recordPath, noted[0], fi, edit) }
 	forge(func(*importrecord.Entry) {})
 	if ev := run(); ev.Action != "unchanged" || ev.ID != first.ID || ev.Messages != first.Messages || ev.Source != log {
 		t.Fatalf("import of a log the record vouches for: %+v, want unchanged as %+v", ev, first)
@@ -105,7 +83,6 @@ func TestImportRecordSparesTheRead(t *testing.T) {
 // another panto's record, or another Key, it is read (and imported).
 func TestImportRecordSparesSkipped(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
 	fixture, err := os.ReadFile(filepath.Join("..", "..", "importer", "testdata", "pi.jsonl"))
 	if err != nil {
 		t.Fatal(err)
@@ -130,17 +107,7 @@ func TestImportRecordSparesSkipped(t *testing.T) {
 			}
 			recordPath := filepath.Join(t.TempDir(), "record.jsonl")
 			run := func() importEvent {
-				t.Helper()
-				stored, err := storedCheckpoints(ctx, st)
-				if err != nil {
-					t.Fatal(err)
-				}
-				job := &importJob{st: st, stored: stored, projects: newProjectFinder(), record: importrecord.Load(recordPath)}
-				_, evs, err := job.batch(ctx, &bytes.Buffer{}, nil, []importer.Source{{Path: log, Agent: c.agent}})
-				if err != nil || len(evs) != 1 {
-					t.Fatalf("import: %v, %+v", err, evs)
-				}
-				return evs[0]
+				return importInProcess(t, st, recordPath, importer.Source{Path: log, Agent: c.agent})
 			}
 			first := run()
 			if first.Action != c.outcome {
@@ -158,19 +125,7 @@ func TestImportRecordSparesSkipped(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			forge := func(edit func(*importrecord.Entry)) {
-				t.Helper()
-				e := noted[0]
-				e.File = filekey.Of(fi)
-				edit(&e)
-				line, err := json.Marshal(e)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if err := os.WriteFile(recordPath, append(line, '\n'), 0o600); err != nil {
-					t.Fatal(err)
-				}
-			}
+			forge := func(edit func(*importrecord.Entry)) { forgeRecord(t, recordPath, noted[0], fi, edit) }
 			forge(func(*importrecord.Entry) {})
 			if ev := run(); ev.Action != c.outcome || ev.Error != first.Error {
 				t.Fatalf("import of a log the record says is %s: %+v", c.outcome, ev)
@@ -269,6 +224,39 @@ func TestImportRecordSeesChanges(t *testing.T) {
 }
 
 // recordLines reads the record of imported logs at path.
+// importInProcess imports src into st in this process, with the record
+// at recordPath, and returns its one event.
+func importInProcess(t *testing.T, st store.LogStore, recordPath string, src importer.Source) importEvent {
+	t.Helper()
+	ctx := context.Background()
+	stored, err := storedCheckpoints(ctx, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	job := &importJob{st: st, stored: stored, projects: newProjectFinder(), record: importrecord.Load(recordPath)}
+	_, evs, err := job.batch(ctx, &bytes.Buffer{}, nil, []importer.Source{src})
+	if err != nil || len(evs) != 1 {
+		t.Fatalf("import: %v, %+v", err, evs)
+	}
+	return evs[0]
+}
+
+// forgeRecord makes the record at recordPath the one line e, edited,
+// that notes the log whose file is fi now: only a read of the log can
+// then tell whether it is what e says.
+func forgeRecord(t *testing.T, recordPath string, e importrecord.Entry, fi os.FileInfo, edit func(*importrecord.Entry)) {
+	t.Helper()
+	e.File = filekey.Of(fi)
+	edit(&e)
+	line, err := json.Marshal(e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(recordPath, append(line, '\n'), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func recordLines(t *testing.T, path string) []importrecord.Entry {
 	t.Helper()
 	data, err := os.ReadFile(path)
